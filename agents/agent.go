@@ -1,0 +1,78 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+)
+
+// Defaults applied where an Agent leaves a field zero.
+const (
+	// DefaultMaxTurns bounds the model turns of one agent's run.
+	DefaultMaxTurns = 10
+	// DefaultMaxOutputRetries bounds how often an invalid structured output
+	// is fed back to the model before the run fails.
+	DefaultMaxOutputRetries = 2
+)
+
+// Agent is a named definition of an LLM agent. It is plain Go data; the
+// funcs inside it run only in activities. The zero value of every field but
+// Name works.
+type Agent struct {
+	// Name identifies the agent in its Graph; it must match
+	// ^[a-zA-Z0-9_-]{1,52}$ so that transfer_to_<name> is a valid tool name.
+	Name string
+	// Instructions is the system prompt.
+	Instructions string
+	// DynamicInstructions, when set, computes the system prompt for each
+	// turn instead of Instructions. It runs in the model activity.
+	DynamicInstructions func(ctx context.Context, rc RunContext) (string, error)
+	// HandoffDescription tells other agents when to hand off to this one.
+	HandoffDescription string
+	// Model is the provider's model name; empty means the worker's default.
+	Model string
+	// Settings tune the model calls.
+	Settings ModelSettings
+	// Tools are the tools the model may call.
+	Tools []Tool
+	// Handoffs are the agents this one may transfer the conversation to.
+	Handoffs []Handoff
+	// Output, when set, makes the final output a validated JSON document of
+	// its type; otherwise the final output is the model's text.
+	Output *OutputType
+	// MaxTurns bounds this agent's model turns; 0 means DefaultMaxTurns.
+	MaxTurns int
+	// MaxOutputRetries bounds the corrections of an invalid structured
+	// output; 0 means DefaultMaxOutputRetries, negative means none.
+	MaxOutputRetries int
+}
+
+// TurnLimit is MaxTurns with its default applied.
+func (a *Agent) TurnLimit() int {
+	if a.MaxTurns > 0 {
+		return a.MaxTurns
+	}
+	return DefaultMaxTurns
+}
+
+// OutputRetryLimit is MaxOutputRetries with its default applied.
+func (a *Agent) OutputRetryLimit() int {
+	switch {
+	case a.MaxOutputRetries < 0:
+		return 0
+	case a.MaxOutputRetries == 0:
+		return DefaultMaxOutputRetries
+	}
+	return a.MaxOutputRetries
+}
+
+// ResolveInstructions returns the system prompt for a turn.
+func (a *Agent) ResolveInstructions(ctx context.Context, rc RunContext) (string, error) {
+	if a.DynamicInstructions == nil {
+		return a.Instructions, nil
+	}
+	s, err := a.DynamicInstructions(ctx, rc)
+	if err != nil {
+		return "", fmt.Errorf("agents: instructions of %s: %w", a.Name, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,19 @@
+// Package agents holds the plain-Go definitions of a Troupe agent system:
+// agents, their tools (Go functions and other agents), handoffs, structured
+// output types, and the Graph a worker serves.
+//
+// Nothing here imports Temporal. The workflows package reads these
+// definitions; the Go funcs inside them (function tools, dynamic
+// instructions, handoff filters and callbacks, output extractors) run only
+// inside activities, never in workflow code.
+//
+// The contract a caller relies on:
+//
+//  1. A Graph is validated once, by NewGraph, before any worker starts:
+//     duplicate or invalid names, unknown handoff or agent-tool targets and
+//     tool-name clashes are errors at start-up, not mid-run.
+//  2. Tool schemas are made OpenAI-strict (additionalProperties false,
+//     every property required, optional properties nullable) so they are
+//     accepted by the Responses and Chat Completions APIs in strict mode.
+//  3. Function-tool signatures are checked when the tool is built.
+package agents

@@ -1,0 +1,187 @@
+package agents
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnknownAgent reports an agent name the graph does not hold.
+var ErrUnknownAgent = errors.New("agents: unknown agent")
+
+// ErrInvalidGraph reports a graph that fails validation.
+var ErrInvalidGraph = errors.New("agents: invalid graph")
+
+// ToolKind says how the runtime carries out a call of a tool.
+type ToolKind int
+
+// The kinds of tools.
+const (
+	// ToolUnknown is a name the agent does not offer.
+	ToolUnknown ToolKind = iota
+	// ToolFunction is a *FunctionTool.
+	ToolFunction
+	// ToolAgent is an *AgentTool.
+	ToolAgent
+	// ToolHandoff is a transfer_to_<agent> handoff.
+	ToolHandoff
+)
+
+// ToolRef is what a tool name of an agent resolves to.
+type ToolRef struct {
+	Kind     ToolKind
+	Function *FunctionTool
+	Agent    *AgentTool
+	Handoff  *Handoff
+}
+
+// Graph is the set of agents a worker serves, by name, with the entry agent
+// a run starts at unless the caller names another. It is immutable after
+// NewGraph.
+type Graph struct {
+	name   string
+	entry  string
+	order  []string
+	agents map[string]*Agent
+	tools  map[string]map[string]ToolRef
+	specs  map[string][]ToolSpec
+}
+
+// NewGraph validates the agents and returns their graph. It rejects empty
+// or invalid names, duplicate agents, an unknown entry, handoffs and agent
+// tools naming agents not in the graph, tools of unknown kinds, and two
+// tools of one agent with the same name (including handoff tools).
+func NewGraph(name, entry string, agents ...*Agent) (*Graph, error) {
+	g := &Graph{
+		name: name, entry: entry,
+		agents: map[string]*Agent{}, tools: map[string]map[string]ToolRef{},
+		specs: map[string][]ToolSpec{},
+	}
+	var errs []error
+	if err := checkName("graph", name); err != nil {
+		errs = append(errs, err)
+	}
+	for _, a := range agents {
+		if a == nil {
+			errs = append(errs, errors.New("nil agent"))
+			continue
+		}
+		if err := checkName("agent", a.Name); err != nil {
+			errs = append(errs, err)
+		} else if len(a.Name) > 52 {
+			errs = append(errs, fmt.Errorf("agent %q: name longer than 52 characters", a.Name))
+		}
+		if _, dup := g.agents[a.Name]; dup {
+			errs = append(errs, fmt.Errorf("duplicate agent %q", a.Name))
+			continue
+		}
+		g.agents[a.Name] = a
+		g.order = append(g.order, a.Name)
+	}
+	if _, ok := g.agents[entry]; !ok {
+		errs = append(errs, fmt.Errorf("entry agent %q is not in the graph", entry))
+	}
+	for _, n := range g.order {
+		errs = append(errs, g.index(g.agents[n])...)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w %s: %w", ErrInvalidGraph, name, errors.Join(errs...))
+	}
+	return g, nil
+}
+
+// MustGraph is NewGraph that panics on error.
+func MustGraph(name, entry string, agents ...*Agent) *Graph {
+	g, err := NewGraph(name, entry, agents...)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+func (g *Graph) index(a *Agent) []error {
+	var errs []error
+	refs := map[string]ToolRef{}
+	var specs []ToolSpec
+	add := func(spec ToolSpec, ref ToolRef) {
+		if err := checkName("tool", spec.Name); err != nil {
+			errs = append(errs, fmt.Errorf("agent %q: %w", a.Name, err))
+			return
+		}
+		if _, dup := refs[spec.Name]; dup {
+			errs = append(errs, fmt.Errorf("agent %q: two tools named %q", a.Name, spec.Name))
+			return
+		}
+		refs[spec.Name] = ref
+		specs = append(specs, spec)
+	}
+	for i, t := range a.Tools {
+		switch t := t.(type) {
+		case *FunctionTool:
+			if t == nil {
+				errs = append(errs, fmt.Errorf("agent %q: tool %d is nil", a.Name, i))
+				continue
+			}
+			add(t.Spec(), ToolRef{Kind: ToolFunction, Function: t})
+		case *AgentTool:
+			if t == nil {
+				errs = append(errs, fmt.Errorf("agent %q: tool %d is nil", a.Name, i))
+				continue
+			}
+			if _, ok := g.agents[t.Agent]; !ok {
+				errs = append(errs, fmt.Errorf("agent %q: agent tool %q runs unknown agent %q", a.Name, t.Spec().Name, t.Agent))
+				continue
+			}
+			add(t.Spec(), ToolRef{Kind: ToolAgent, Agent: t})
+		default:
+			errs = append(errs, fmt.Errorf("agent %q: tool %d has unsupported type %T", a.Name, i, t))
+		}
+	}
+	for i := range a.Handoffs {
+		h := &a.Handoffs[i]
+		target, ok := g.agents[h.Target]
+		if !ok {
+			errs = append(errs, fmt.Errorf("agent %q: handoff to unknown agent %q", a.Name, h.Target))
+			continue
+		}
+		add(h.spec(target), ToolRef{Kind: ToolHandoff, Handoff: h})
+	}
+	g.tools[a.Name] = refs
+	g.specs[a.Name] = specs
+	return errs
+}
+
+// Name is the graph's name.
+func (g *Graph) Name() string { return g.name }
+
+// Entry is the agent a run starts at by default.
+func (g *Graph) Entry() string { return g.entry }
+
+// Agent returns the named agent, or an error wrapping ErrUnknownAgent.
+func (g *Graph) Agent(name string) (*Agent, error) {
+	a, ok := g.agents[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q in graph %s", ErrUnknownAgent, name, g.name)
+	}
+	return a, nil
+}
+
+// Agents returns the agents in the order they were given.
+func (g *Graph) Agents() []*Agent {
+	out := make([]*Agent, len(g.order))
+	for i, n := range g.order {
+		out[i] = g.agents[n]
+	}
+	return out
+}
+
+// Tool resolves a tool name of an agent. An unknown agent or tool gives a
+// ToolRef of kind ToolUnknown.
+func (g *Graph) Tool(agent, tool string) ToolRef {
+	return g.tools[agent][tool]
+}
+
+// ToolSpecs returns what the named agent's model sees of its tools:
+// function tools and agent tools in order, then its handoffs.
+func (g *Graph) ToolSpecs(agent string) []ToolSpec {
+	return g.specs[agent]
+}

@@ -1,0 +1,78 @@
+package agents
+
+// ItemType names a kind of conversation Item.
+type ItemType string
+
+// The kinds of conversation items a transcript holds. They map one to one
+// onto the OpenAI Responses API input items.
+const (
+	// ItemMessage is a message from the user, the assistant, or the system.
+	ItemMessage ItemType = "message"
+	// ItemFunctionCall is a tool call requested by the model.
+	ItemFunctionCall ItemType = "function_call"
+	// ItemFunctionCallOutput is the result of a tool call, sent back to the model.
+	ItemFunctionCallOutput ItemType = "function_call_output"
+	// ItemReasoning is an opaque reasoning item returned by reasoning models;
+	// it is passed back unchanged.
+	ItemReasoning ItemType = "reasoning"
+)
+
+// Roles of message items.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleSystem    = "system"
+	RoleDeveloper = "developer"
+)
+
+// Item is one entry of a conversation transcript. Only the fields that
+// belong to its Type are set.
+type Item struct {
+	// Type says which of the fields below are meaningful.
+	Type ItemType `json:"type"`
+	// Role is the author of a message item.
+	Role string `json:"role,omitempty"`
+	// Content is the text of a message item.
+	Content string `json:"content,omitempty"`
+	// ID is the provider's item id, kept for reasoning items and messages
+	// that must be passed back verbatim.
+	ID string `json:"id,omitempty"`
+	// CallID ties a function call to its output.
+	CallID string `json:"call_id,omitempty"`
+	// Name is the tool name of a function call.
+	Name string `json:"name,omitempty"`
+	// Arguments is the JSON text of a function call's arguments.
+	Arguments string `json:"arguments,omitempty"`
+	// Output is the text of a function call output.
+	Output string `json:"output,omitempty"`
+	// OutputRef, when set, names a blob that holds the output instead of
+	// Output; large tool outputs travel by reference so that no Temporal
+	// payload grows with them.
+	OutputRef string `json:"output_ref,omitempty"`
+	// Summary is the text summary of a reasoning item.
+	Summary string `json:"summary,omitempty"`
+	// EncryptedContent is the opaque payload of a reasoning item.
+	EncryptedContent string `json:"encrypted_content,omitempty"`
+	// Agent is the name of the agent whose turn produced the item.
+	Agent string `json:"agent,omitempty"`
+}
+
+// UserMessage returns a user message item with the given text.
+func UserMessage(text string) Item {
+	return Item{Type: ItemMessage, Role: RoleUser, Content: text}
+}
+
+// AssistantMessage returns an assistant message item with the given text.
+func AssistantMessage(text string) Item {
+	return Item{Type: ItemMessage, Role: RoleAssistant, Content: text}
+}
+
+// FunctionCall returns a function call item.
+func FunctionCall(callID, name, arguments string) Item {
+	return Item{Type: ItemFunctionCall, CallID: callID, Name: name, Arguments: arguments}
+}
+
+// FunctionCallOutput returns the output item for a function call.
+func FunctionCallOutput(callID, output string) Item {
+	return Item{Type: ItemFunctionCallOutput, CallID: callID, Output: output}
+}

@@ -1,0 +1,213 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	validator "github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// toolNamePattern is the tool-name rule of the OpenAI APIs.
+var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ErrInvalidName reports an agent or tool name the model APIs would reject.
+var ErrInvalidName = errors.New("agents: invalid name")
+
+func checkName(kind, name string) error {
+	if !toolNamePattern.MatchString(name) {
+		return fmt.Errorf("%w: %s %q must match %s", ErrInvalidName, kind, name, toolNamePattern)
+	}
+	return nil
+}
+
+// Tool is something an agent's model can call. The implementations in this
+// package are *FunctionTool (a Go func) and *AgentTool (another agent);
+// the worker dispatches on the concrete type.
+type Tool interface {
+	// Spec is what the model sees of the tool.
+	Spec() ToolSpec
+}
+
+// ToolArgsError reports tool arguments that do not match the tool's
+// schema. The agent loop sends it back to the model as the tool's output.
+type ToolArgsError struct {
+	Tool string
+	Err  error
+}
+
+func (e *ToolArgsError) Error() string {
+	return fmt.Sprintf("invalid arguments for tool %s: %v", e.Tool, e.Err)
+}
+
+func (e *ToolArgsError) Unwrap() error { return e.Err }
+
+// FunctionTool is a tool backed by a typed Go func. Build one with
+// NewFunctionTool. It runs inside a Temporal activity: a local activity by
+// default (cheap, for short pure-Go work), or a regular activity with
+// AsActivity (for slow or side-effecting work that deserves its own retry
+// and timeout bookkeeping).
+type FunctionTool struct {
+	spec     ToolSpec
+	schema   *validator.Schema
+	call     func(ctx context.Context, args []byte) (string, error)
+	timeout  time.Duration
+	activity bool
+}
+
+// ToolOption tunes a FunctionTool.
+type ToolOption func(*FunctionTool)
+
+// WithTimeout bounds one call of the tool. The default is 30 seconds.
+func WithTimeout(d time.Duration) ToolOption {
+	return func(t *FunctionTool) { t.timeout = d }
+}
+
+// AsActivity runs the tool as a regular Temporal activity rather than a
+// local one.
+func AsActivity() ToolOption {
+	return func(t *FunctionTool) { t.activity = true }
+}
+
+// NewFunctionTool builds a tool from fn. Args must be a struct (its JSON
+// schema, made strict, is the tool's parameters); Result is sent to the
+// model as is when it is a string, and as JSON otherwise. An error returned
+// by fn reaches the model as the tool's output, so it can recover.
+func NewFunctionTool[Args, Result any](name, description string, fn func(context.Context, Args) (Result, error), opts ...ToolOption) (*FunctionTool, error) {
+	if err := checkName("tool", name); err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("agents: tool %s: nil func", name)
+	}
+	params, err := StrictSchemaFor(reflect.TypeFor[Args]())
+	if err != nil {
+		return nil, fmt.Errorf("agents: tool %s arguments: %w", name, err)
+	}
+	sch, err := compileSchema(name, params)
+	if err != nil {
+		return nil, err
+	}
+	t := &FunctionTool{
+		spec:    ToolSpec{Name: name, Description: description, Parameters: params, Strict: true},
+		schema:  sch,
+		timeout: 30 * time.Second,
+	}
+	t.call = func(ctx context.Context, raw []byte) (string, error) {
+		var args Args
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return "", &ToolArgsError{Tool: name, Err: err}
+		}
+		res, err := fn(ctx, args)
+		if err != nil {
+			return "", err
+		}
+		if s, ok := any(res).(string); ok {
+			return s, nil
+		}
+		out, err := json.Marshal(res)
+		if err != nil {
+			return "", fmt.Errorf("agents: tool %s result: %w", name, err)
+		}
+		return string(out), nil
+	}
+	for _, o := range opts {
+		o(t)
+	}
+	return t, nil
+}
+
+// MustFunctionTool is NewFunctionTool that panics on error, for
+// package-level graph definitions whose tools are known to be valid.
+func MustFunctionTool[Args, Result any](name, description string, fn func(context.Context, Args) (Result, error), opts ...ToolOption) *FunctionTool {
+	t, err := NewFunctionTool(name, description, fn, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Spec implements Tool.
+func (t *FunctionTool) Spec() ToolSpec { return t.spec }
+
+// Timeout is the bound of one call.
+func (t *FunctionTool) Timeout() time.Duration { return t.timeout }
+
+// RunsAsActivity reports whether the tool runs as a regular activity
+// rather than a local one.
+func (t *FunctionTool) RunsAsActivity() bool { return t.activity }
+
+// Call validates the JSON arguments against the tool's schema and runs the
+// tool. Invalid arguments give a *ToolArgsError.
+func (t *FunctionTool) Call(ctx context.Context, arguments string) (string, error) {
+	if strings.TrimSpace(arguments) == "" {
+		arguments = "{}"
+	}
+	if err := validateJSON(t.schema, []byte(arguments)); err != nil {
+		return "", &ToolArgsError{Tool: t.spec.Name, Err: err}
+	}
+	return t.call(ctx, []byte(arguments))
+}
+
+// AgentToolInput is the arguments object of every agent tool.
+type AgentToolInput struct {
+	// Input is the request for the tool agent.
+	Input string `json:"input" jsonschema:"description=The input to send to the agent."`
+}
+
+// ToolRunResult is what an agent tool's run produced, handed to an
+// OutputExtractor.
+type ToolRunResult struct {
+	// Agent is the name of the agent that gave the final output (after any
+	// handoffs inside the tool run).
+	Agent string `json:"agent"`
+	// Output is the final output: a JSON document for agents with an
+	// output type, a JSON string otherwise.
+	Output json.RawMessage `json:"output"`
+}
+
+// OutputExtractor turns a tool agent's run into the text the calling
+// model sees. It runs in an activity.
+type OutputExtractor func(ctx context.Context, r ToolRunResult) (string, error)
+
+// AgentTool exposes an agent as a tool of another agent. Each call starts
+// the tool agent's own child workflow; calls from one model turn run in
+// parallel. The caller receives the tool agent's final output as JSON (the
+// structured document itself, or the text), or what Extractor makes of it.
+type AgentTool struct {
+	// Agent is the graph name of the agent to run.
+	Agent string
+	// Name is the tool name; the default is the agent's name.
+	Name string
+	// Description tells the calling model when to use the tool.
+	Description string
+	// Extractor, when set, post-processes the tool agent's result.
+	Extractor OutputExtractor
+}
+
+// AsTool returns agent as a tool named name.
+func AsTool(agent, name, description string) *AgentTool {
+	return &AgentTool{Agent: agent, Name: name, Description: description}
+}
+
+var agentToolParams = func() json.RawMessage {
+	s, err := StrictSchemaFor(reflect.TypeFor[AgentToolInput]())
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// Spec implements Tool.
+func (t *AgentTool) Spec() ToolSpec {
+	name := t.Name
+	if name == "" {
+		name = t.Agent
+	}
+	return ToolSpec{Name: name, Description: t.Description, Parameters: agentToolParams, Strict: true}
+}

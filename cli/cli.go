@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/agents"
+)
+
+// Graph is a graph the CLI serves, with its offline scenario for the
+// scripted model (YAML or JSON; may be empty when the graph has none).
+type Graph struct {
+	Graph    *agents.Graph
+	Scenario []byte
+}
+
+// Main runs the troupe command line over graphs and exits.
+func Main(graphs ...Graph) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := Command(graphs, os.Stdout, os.Stderr).ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "troupe:", err)
+		os.Exit(1)
+	}
+}
+
+// Command returns the root command over graphs, writing output to stdout
+// and progress and diagnostics to stderr.
+func Command(graphs []Graph, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "troupe",
+		Short:         "Run multi-agent LLM systems durably on Temporal",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(devCommand(graphs), workerCommand(graphs), runCommand(graphs), modelCommand())
+	return root
+}
+
+func findGraph(graphs []Graph, name string) (Graph, error) {
+	var names []string
+	for _, g := range graphs {
+		if g.Graph.Name() == name {
+			return g, nil
+		}
+		names = append(names, g.Graph.Name())
+	}
+	return Graph{}, fmt.Errorf("no graph %q; graphs: %v", name, names)
+}

@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/devserver"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+)
+
+// home is TROUPE_HOME, or ~/.troupe.
+func home() (string, error) { return devserver.DefaultDir() }
+
+// openStore opens TROUPE_BLOB_URL or the default file store.
+func openStore(ctx context.Context) (*blob.Store, error) {
+	url := os.Getenv("TROUPE_BLOB_URL")
+	if url == "" {
+		dir, err := home()
+		if err != nil {
+			return nil, err
+		}
+		url = filepath.Join(dir, "blobs")
+	}
+	return blob.Open(ctx, url)
+}
+
+// clientOptionsFromEnv reads Temporal's usual environment variables.
+func clientOptionsFromEnv() (client.Options, error) {
+	opts := client.Options{
+		HostPort:  os.Getenv("TEMPORAL_ADDRESS"),
+		Namespace: os.Getenv("TEMPORAL_NAMESPACE"),
+		Logger:    log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "default"
+	}
+	if key := os.Getenv("TEMPORAL_API_KEY"); key != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
+		opts.ConnectionOptions.TLS = &tls.Config{}
+	}
+	certPath, keyPath := os.Getenv("TEMPORAL_TLS_CLIENT_CERT_PATH"), os.Getenv("TEMPORAL_TLS_CLIENT_KEY_PATH")
+	caPath := os.Getenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH")
+	if tlsOn := strings.ToLower(os.Getenv("TEMPORAL_TLS")); tlsOn == "true" || tlsOn == "1" || certPath != "" || caPath != "" {
+		if opts.ConnectionOptions.TLS == nil {
+			opts.ConnectionOptions.TLS = &tls.Config{}
+		}
+	}
+	if certPath != "" || keyPath != "" {
+		cert, err := tls.LoadX509KeyPair(certPath, keyPath)
+		if err != nil {
+			return opts, fmt.Errorf("cli: TEMPORAL_TLS_CLIENT_CERT_PATH/KEY_PATH: %w", err)
+		}
+		opts.ConnectionOptions.TLS.Certificates = []tls.Certificate{cert}
+	}
+	if caPath != "" {
+		pem, err := os.ReadFile(caPath)
+		if err != nil {
+			return opts, fmt.Errorf("cli: TEMPORAL_TLS_SERVER_CA_CERT_PATH: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return opts, errors.New("cli: TEMPORAL_TLS_SERVER_CA_CERT_PATH holds no PEM certificate")
+		}
+		opts.ConnectionOptions.TLS.RootCAs = pool
+	}
+	return opts, nil
+}
+
+// modelFor returns the model a worker uses: OpenAI (or a compatible server)
+// when OPENAI_API_KEY is set, else a scripted server on loopback playing
+// the graphs' offline scenarios. The returned func releases it.
+func modelFor(graphs []Graph, stderr io.Writer) (model.Model, func(), error) {
+	if os.Getenv("OPENAI_API_KEY") != "" {
+		m, err := model.New(model.ConfigFromEnv())
+		return m, func() {}, err
+	}
+	sc := &scripted.Scenario{}
+	var names []string
+	for _, g := range graphs {
+		if len(g.Scenario) == 0 {
+			continue
+		}
+		s, err := scripted.ParseScenario(g.Scenario)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cli: offline scenario of graph %s: %w", g.Graph.Name(), err)
+		}
+		for _, r := range s.Rules {
+			r.Name = g.Graph.Name() + "/" + r.Name
+			sc.Rules = append(sc.Rules, r)
+		}
+		names = append(names, g.Graph.Name())
+	}
+	if len(sc.Rules) == 0 {
+		return nil, nil, errors.New("cli: OPENAI_API_KEY is not set and no graph has an offline scenario")
+	}
+	srv := scripted.New(sc)
+	base, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(stderr, "troupe: OPENAI_API_KEY is not set: using the offline scenario of %s (scripted model at %s)\n", strings.Join(names, ", "), base)
+	cfg := model.ConfigFromEnv()
+	cfg.APIKey, cfg.BaseURL = "offline", base
+	m, err := model.New(cfg)
+	if err != nil {
+		srv.Close()
+		return nil, nil, err
+	}
+	return m, func() { srv.Close() }, nil
+}
+
+func graphList(graphs []Graph) []*agents.Graph {
+	out := make([]*agents.Graph, len(graphs))
+	for i, g := range graphs {
+		out[i] = g.Graph
+	}
+	return out
+}

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+
+	"github.com/troupe-dev/troupe/runtime/devserver"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+func quietLogger() log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+}
+
+func runCommand(graphs []Graph) *cobra.Command {
+	var (
+		graphName, agent, taskQueue string
+		asJSON, quiet               bool
+		vars                        []string
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] INPUT",
+		Short: "Run a graph to completion, showing live progress on stderr and the final output on stdout",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if graphName == "" && len(graphs) == 1 {
+				graphName = graphs[0].Graph.Name()
+			}
+			g, err := findGraph(graphs, graphName)
+			if err != nil {
+				return err
+			}
+			in := workflows.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: strings.Join(args, " "), Vars: map[string]string{}}
+			for _, v := range vars {
+				k, val, ok := strings.Cut(v, "=")
+				if !ok {
+					return fmt.Errorf("--var %q: want KEY=VALUE", v)
+				}
+				in.Vars[k] = val
+			}
+			if agent != "" {
+				if _, err := g.Graph.Agent(agent); err != nil {
+					return err
+				}
+			}
+			progress := cmd.ErrOrStderr()
+			if quiet {
+				progress = io.Discard
+			}
+			return runGraph(cmd.Context(), graphs, in, taskQueue, asJSON, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVar(&graphName, "graph", "", "graph to run (required when the binary serves several)")
+	cmd.Flags().StringVar(&agent, "agent", "", "agent to start at (default: the graph's entry agent)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole run result as JSON")
+	cmd.Flags().BoolVar(&quiet, "quiet", false, "do not show progress")
+	cmd.Flags().StringArrayVar(&vars, "var", nil, "run variable KEY=VALUE (repeatable)")
+	cmd.Flags().StringVar(&taskQueue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
+	return cmd
+}
+
+func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, taskQueue string, asJSON bool, stdout, progress, stderr io.Writer) error {
+	opts, err := clientOptionsFromEnv()
+	if err != nil {
+		return err
+	}
+	if opts.HostPort == "" {
+		srv, err := startEmbedded(ctx, stderr)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS, opts.Credentials = srv.FrontendAddress(), srv.Namespace(), nil, nil
+	}
+	opts.Logger = quietLogger()
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+	}
+	defer c.Close()
+	if taskQueue == "" {
+		taskQueue = fmt.Sprintf("troupe-run-%d", os.Getpid())
+		stop, err := startWorker(ctx, c, taskQueue, graphs, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	run, err := workflows.StartRun(ctx, c, taskQueue, in)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "▶ run %s (graph %s)\n", run.GetID(), in.Graph)
+	fctx, cancel := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e workflows.Event) { printEvent(progress, e) })
+	}()
+	var res workflows.RunResult
+	err = run.Get(ctx, &res)
+	cancel()
+	<-followed
+	if err != nil {
+		return fmt.Errorf("run %s failed: %w", run.GetID(), err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	var text string
+	if json.Unmarshal(res.Output, &text) == nil {
+		_, err = fmt.Fprintln(stdout, text)
+		return err
+	}
+	var doc any
+	if err := json.Unmarshal(res.Output, &doc); err != nil {
+		return err
+	}
+	pretty, _ := json.MarshalIndent(doc, "", "  ")
+	_, err = fmt.Fprintln(stdout, string(pretty))
+	return err
+}
+
+// startEmbedded starts the embedded server for one run: on the file in
+// TROUPE_HOME, or in memory when another troupe run holds that file.
+func startEmbedded(ctx context.Context, stderr io.Writer) (*devserver.Server, error) {
+	dir, err := home()
+	if err != nil {
+		return nil, err
+	}
+	dir = filepath.Join(dir, "run")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	cfg := devserver.Config{Dir: dir, UIPort: -1}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, err
+		}
+		fmt.Fprintln(stderr, "troupe: another run holds", dir, "- using an in-memory server")
+		cfg = devserver.Config{InMemory: true, UIPort: -1}
+	}
+	// The lock lives as long as the process: the file descriptor stays open.
+	return devserver.Start(ctx, cfg)
+}
+
+func printEvent(w io.Writer, e workflows.Event) {
+	tag := "[" + e.Agent + "]"
+	switch e.Kind {
+	case workflows.EventAgentStarted:
+		if e.Child != "" {
+			fmt.Fprintf(w, "● %s started\n", e.Agent)
+		}
+	case workflows.EventTurn:
+		if e.Detail != "" {
+			fmt.Fprintf(w, "  %s turn %d: %s\n", tag, e.Turn, oneLine(e.Detail))
+		} else {
+			fmt.Fprintf(w, "  %s turn %d\n", tag, e.Turn)
+		}
+	case workflows.EventToolCalled:
+		fmt.Fprintf(w, "  %s → %s %s\n", tag, e.Tool, oneLine(e.Detail))
+	case workflows.EventToolResult:
+		fmt.Fprintf(w, "  %s ← %s: %s\n", tag, e.Tool, oneLine(e.Detail))
+	case workflows.EventAgentToolStarted:
+		fmt.Fprintf(w, "  %s ⇉ %s (agent as tool): %s\n", tag, e.Tool, oneLine(e.Detail))
+	case workflows.EventAgentToolFinished:
+		fmt.Fprintf(w, "  %s ⇇ %s: %s\n", tag, e.Tool, oneLine(e.Detail))
+	case workflows.EventHandoff:
+		if e.Turn == 0 {
+			fmt.Fprintf(w, "  handoff: %s\n", e.Detail)
+		}
+	case workflows.EventOutputInvalid:
+		fmt.Fprintf(w, "  %s invalid output, asking again: %s\n", tag, oneLine(e.Detail))
+	case workflows.EventFinal:
+		if e.Turn > 0 {
+			fmt.Fprintf(w, "  %s final output\n", tag)
+		}
+	case workflows.EventFailed:
+		fmt.Fprintf(w, "  %s failed: %s\n", tag, oneLine(e.Detail))
+	}
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}

@@ -1,0 +1,131 @@
+// Package e2e runs Troupe end to end: a real Temporal server embedded in
+// the test process, workers in process or as separate processes, and the
+// scripted model server reached over real HTTP through openai-go, on both
+// the Responses and the Chat Completions APIs.
+//
+// All tests that link the Temporal server live in this one package, so the
+// server is linked once.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/devserver"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+var temporalAddr string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envWorker) != "" {
+		os.Exit(workerProcess())
+	}
+	srv, err := devserver.Start(context.Background(), devserver.Config{InMemory: true, UIPort: -1})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: start Temporal:", err)
+		os.Exit(1)
+	}
+	temporalAddr = srv.FrontendAddress()
+	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+func quiet() log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+}
+
+func allGraphs() []*agents.Graph { return append(testGraphs(), dealdesk.Graph()) }
+
+// scenario is the test scenario plus dealdesk's offline one.
+func scenario(t testing.TB) *scripted.Scenario {
+	t.Helper()
+	sc, err := scripted.LoadScenario("testdata/scenario.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd, err := scripted.ParseScenario(dealdesk.Scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Rules = append(sc.Rules, dd.Rules...)
+	return sc
+}
+
+// modelServer starts a scripted model server for one test.
+func modelServer(t testing.TB) (*scripted.Server, string) {
+	t.Helper()
+	s := scripted.New(scenario(t))
+	url, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, url
+}
+
+func dial(t testing.TB) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: temporalAddr, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+var queues atomic.Int64
+
+// startWorker runs an in-process worker for all test graphs on a fresh
+// task queue, with its model at baseURL over api, and returns the queue.
+func startWorker(t testing.TB, c client.Client, baseURL string, api model.API, tweak func(*workflows.Config)) string {
+	t.Helper()
+	m, err := model.New(model.Config{APIKey: "test", BaseURL: baseURL, API: api})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := blob.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := workflows.Config{Graphs: allGraphs(), Model: m, Store: store}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	r, err := workflows.NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queues.Add(1))
+	w := worker.New(c, queue, worker.Options{})
+	r.Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(); store.Close() })
+	return queue
+}
+
+func runGraph(t testing.TB, c client.Client, queue string, in workflows.RunInput) (*workflows.RunResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return workflows.Run(ctx, c, queue, in)
+}
+
+var apis = []model.API{model.APIResponses, model.APIChat}

@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/troupe-dev/troupe/agents"
+)
+
+type part struct {
+	Part string `json:"part"`
+}
+
+type verdict struct {
+	Risk string `json:"risk" jsonschema:"enum=low,enum=medium,enum=high"`
+	Note string `json:"note"`
+}
+
+type bigArgs struct {
+	N string `json:"n"`
+}
+
+// testGraphs are the graphs the end-to-end tests run, besides dealdesk.
+func testGraphs() []*agents.Graph {
+	chain := agents.MustGraph("chain", "a",
+		&agents.Agent{Name: "a", Instructions: "chain agent a", Handoffs: []agents.Handoff{agents.HandoffTo("b")}},
+		&agents.Agent{Name: "b", Instructions: "chain agent b", Handoffs: []agents.Handoff{agents.HandoffTo("c")}},
+		&agents.Agent{Name: "c", Instructions: "chain agent c"},
+	)
+	fanOut := func(name, kind string) *agents.Graph {
+		var tools []agents.Tool
+		var workers []*agents.Agent
+		for i := 1; i <= 4; i++ {
+			w := fmt.Sprintf("w%d", i)
+			k := kind
+			if kind == "crash" && i <= 2 {
+				k = "fast" // two finish before the crash, two are in flight
+			}
+			tools = append(tools, agents.AsTool(w+"_agent", w, "Works on a part."))
+			workers = append(workers, &agents.Agent{Name: w + "_agent", Instructions: "fan worker " + k, Output: agents.MustOutput[part]()})
+		}
+		all := append([]*agents.Agent{{Name: "boss", Instructions: "fan boss", Tools: tools}}, workers...)
+		return agents.MustGraph(name, "boss", all...)
+	}
+	big := agents.MustFunctionTool("big", "Returns 10 KB.", func(_ context.Context, a bigArgs) (string, error) {
+		return "turn " + a.N + " " + strings.Repeat("x", 10*1024), nil
+	})
+	return []*agents.Graph{
+		chain,
+		fanOut("fan", "slow"),
+		fanOut("crash", "crash"),
+		agents.MustGraph("fix", "fixer", &agents.Agent{Name: "fixer", Instructions: "fix agent", Output: agents.MustOutput[verdict]()}),
+		agents.MustGraph("long", "looper", &agents.Agent{Name: "looper", Instructions: "long agent", Tools: []agents.Tool{big}, MaxTurns: 301}),
+	}
+}

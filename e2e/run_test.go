@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+func TestDealDesk(t *testing.T) {
+	c := dial(t)
+	for _, api := range apis {
+		t.Run(string(api), func(t *testing.T) {
+			ms, url := modelServer(t)
+			queue := startWorker(t, c, url, api, nil)
+			run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var events []workflows.Event
+			fctx, stop := context.WithCancel(context.Background())
+			followed := make(chan struct{})
+			go func() {
+				defer close(followed)
+				_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e workflows.Event) { events = append(events, e) })
+			}()
+			var res workflows.RunResult
+			err = run.Get(context.Background(), &res)
+			stop()
+			<-followed
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := agents.Decode[dealdesk.Recommendation](res.Output)
+			if err != nil {
+				t.Fatalf("output %s: %v", res.Output, err)
+			}
+			if rec.Decision != "approve_with_conditions" || rec.PricingRisk != "high" || rec.RolloutRisk != "medium" {
+				t.Errorf("recommendation = %+v", rec)
+			}
+			// The conditions quote the documents the reviewers read through their tool.
+			if len(rec.Conditions) != 2 || !strings.Contains(rec.Conditions[0], "35%") || !strings.Contains(rec.Conditions[1], "8 weeks") {
+				t.Errorf("conditions = %q", rec.Conditions)
+			}
+			if got := strings.Join(res.Path, ">"); got != "triage>coordinator" {
+				t.Errorf("path = %s", got)
+			}
+			if res.Usage.Requests != 7 || ms.Count("pricing-reviews") != 1 || ms.Count("rollout-reviews") != 1 {
+				t.Errorf("usage requests = %d (want 7), pricing-reviews %d, rollout-reviews %d",
+					res.Usage.Requests, ms.Count("pricing-reviews"), ms.Count("rollout-reviews"))
+			}
+			kinds := map[string]int{}
+			for _, e := range events {
+				kinds[e.Kind]++
+			}
+			for kind, want := range map[string]int{
+				workflows.EventAgentToolStarted: 2, workflows.EventAgentToolFinished: 2,
+				workflows.EventToolCalled: 2, workflows.EventToolResult: 2,
+			} {
+				if kinds[kind] != want {
+					t.Errorf("%d %s events, want %d (all: %v)", kinds[kind], kind, want, kinds)
+				}
+			}
+			if kinds[workflows.EventHandoff] < 1 || kinds[workflows.EventFinal] < 1 {
+				t.Errorf("events lack a handoff or a final output: %v", kinds)
+			}
+		})
+	}
+}
+
+func TestHandoffChain(t *testing.T) {
+	c := dial(t)
+	for _, api := range apis {
+		t.Run(string(api), func(t *testing.T) {
+			ms, url := modelServer(t)
+			queue := startWorker(t, c, url, api, nil)
+			res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "chain", Input: "hello there"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(res.Path, ">"); got != "a>b>c" || res.Handoffs != 2 {
+				t.Errorf("path = %s, handoffs %d", got, res.Handoffs)
+			}
+			if string(res.Output) != `"c answered: hello there"` {
+				t.Errorf("output = %s", res.Output)
+			}
+			for _, rule := range []string{"chain-a", "chain-b", "chain-c"} {
+				if ms.Count(rule) != 1 {
+					t.Errorf("%s answered %d times, want 1", rule, ms.Count(rule))
+				}
+			}
+		})
+	}
+}
+
+func TestAgentsAsToolsOverlap(t *testing.T) {
+	c := dial(t)
+	for _, api := range apis {
+		t.Run(string(api), func(t *testing.T) {
+			ms, url := modelServer(t)
+			queue := startWorker(t, c, url, api, nil)
+			res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "fan", Input: "split the work"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text string
+			_ = json.Unmarshal(res.Output, &text)
+			if text != "part 1 done slowly;part 2 done slowly;part 3 done slowly;part 4 done slowly;" {
+				t.Errorf("output = %q", text)
+			}
+			var starts, ends []time.Time
+			for _, call := range ms.Calls() {
+				if call.Rule == "fan-slow" {
+					starts, ends = append(starts, call.Start), append(ends, call.End)
+				}
+			}
+			if len(starts) != 4 {
+				t.Fatalf("%d worker calls, want 4", len(starts))
+			}
+			// All four were in flight at once: the last to start started
+			// before the first to end ended.
+			if last, first := slices.MaxFunc(starts, time.Time.Compare), slices.MinFunc(ends, time.Time.Compare); !last.Before(first) {
+				t.Errorf("agent tools did not overlap: last start %s, first end %s", last.Format(time.StampMicro), first.Format(time.StampMicro))
+			}
+		})
+	}
+}
+
+func TestStructuredOutputCorrected(t *testing.T) {
+	c := dial(t)
+	for _, api := range apis {
+		t.Run(string(api), func(t *testing.T) {
+			ms, url := modelServer(t)
+			queue := startWorker(t, c, url, api, nil)
+			res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "fix", Input: "assess"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(res.Output) != `{"note":"corrected","risk":"low"}` {
+				t.Errorf("output = %s", res.Output)
+			}
+			if ms.Count("fix-invalid") != 1 || ms.Count("fix-corrected") != 1 || res.Turns != 2 {
+				t.Errorf("invalid %d, corrected %d, turns %d; want 1, 1, 2", ms.Count("fix-invalid"), ms.Count("fix-corrected"), res.Turns)
+			}
+		})
+	}
+}

@@ -1,0 +1,110 @@
+// Package dealdesk is Troupe's deal-desk example: a triage agent hands a
+// deal off to a coordinator, which calls a pricing reviewer and a rollout
+// reviewer as agents-as-tools in parallel. Each reviewer reads the deal's
+// documents through a function tool and returns a typed Review; the
+// coordinator synthesises a typed Recommendation.
+//
+// Scenario is the offline script for the scripted model server, so the
+// whole flow runs with no LLM: `troupe run --graph dealdesk "..."`.
+package dealdesk
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/troupe-dev/troupe/agents"
+)
+
+// Scenario is the offline scenario of the graph, for the scripted model.
+//
+//go:embed scenario.yaml
+var Scenario []byte
+
+// Review is a reviewer's typed verdict.
+type Review struct {
+	// RiskLevel is low, medium or high.
+	RiskLevel string `json:"risk_level" jsonschema:"enum=low,enum=medium,enum=high"`
+	// Findings are the reviewer's observations.
+	Findings []string `json:"findings"`
+	// Blockers are what must change before the deal can be approved.
+	Blockers []string `json:"blockers"`
+}
+
+// Recommendation is the coordinator's typed decision.
+type Recommendation struct {
+	// Decision is approve, approve_with_conditions or reject.
+	Decision string `json:"decision" jsonschema:"enum=approve,enum=approve_with_conditions,enum=reject"`
+	// PricingRisk and RolloutRisk repeat the reviewers' risk levels.
+	PricingRisk string `json:"pricing_risk" jsonschema:"enum=low,enum=medium,enum=high"`
+	RolloutRisk string `json:"rollout_risk" jsonschema:"enum=low,enum=medium,enum=high"`
+	// Conditions must hold for the deal to go ahead.
+	Conditions []string `json:"conditions"`
+	// Summary explains the decision in a few sentences.
+	Summary string `json:"summary"`
+}
+
+// Documents are the deal's documents, by name.
+var Documents = map[string]string{
+	"pricing": `{"customer":"Acme Corp","list_price_usd":480000,"discount_pct":35,"payment_terms":"net-90","term_years":3,"guideline":"discounts above 20% need CFO approval; payment terms above net-60 need finance approval"}`,
+	"rollout": `{"customer":"Acme Corp","seats":5000,"go_live_weeks":3,"sso_required":true,"dedicated_csm":false,"guideline":"rollouts above 1000 seats need at least 8 weeks and a dedicated CSM"}`,
+}
+
+// DocumentArgs are the arguments of get_document.
+type DocumentArgs struct {
+	// Name is the document to read: pricing or rollout.
+	Name string `json:"name" jsonschema:"description=The document to read: pricing or rollout."`
+}
+
+func getDocument(_ context.Context, a DocumentArgs) (string, error) {
+	doc, ok := Documents[a.Name]
+	if !ok {
+		names := make([]string, 0, len(Documents))
+		for n := range Documents {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return "", fmt.Errorf("no document %q; documents: %s", a.Name, strings.Join(names, ", "))
+	}
+	return doc, nil
+}
+
+// Graph returns the deal-desk graph; its entry agent is triage.
+func Graph() *agents.Graph {
+	docs := agents.MustFunctionTool("get_document", "Reads one of the deal's documents.", getDocument)
+	return agents.MustGraph("dealdesk", "triage",
+		&agents.Agent{
+			Name: "triage",
+			Instructions: "You are the deal-desk triage agent. If the user asks for a review of a deal, " +
+				"hand off to the coordinator. Otherwise answer briefly.",
+			Handoffs: []agents.Handoff{agents.HandoffTo("coordinator")},
+		},
+		&agents.Agent{
+			Name:               "coordinator",
+			HandoffDescription: "Coordinates the pricing and rollout reviews of a deal and recommends a decision.",
+			Instructions: "You are the deal-desk coordinator. Call review_pricing and review_rollout in parallel, " +
+				"then recommend a decision that repeats both risk levels and lists every blocker as a condition.",
+			Tools: []agents.Tool{
+				agents.AsTool("pricing_reviewer", "review_pricing", "Reviews the deal's pricing and payment terms."),
+				agents.AsTool("rollout_reviewer", "review_rollout", "Reviews the deal's rollout plan."),
+			},
+			Output: agents.MustOutput[Recommendation](),
+		},
+		&agents.Agent{
+			Name: "pricing_reviewer",
+			Instructions: "You are the deal-desk pricing reviewer. Read the pricing document with get_document " +
+				"and review discount and payment terms against the guideline.",
+			Tools:  []agents.Tool{docs},
+			Output: agents.MustOutput[Review](),
+		},
+		&agents.Agent{
+			Name: "rollout_reviewer",
+			Instructions: "You are the deal-desk rollout reviewer. Read the rollout document with get_document " +
+				"and review seats, timeline and support against the guideline.",
+			Tools:  []agents.Tool{docs},
+			Output: agents.MustOutput[Review](),
+		},
+	)
+}

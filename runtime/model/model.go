@@ -1,0 +1,115 @@
+// Package model holds the Model interface the agent loop calls once per
+// turn, and its implementations over openai-go: the OpenAI Responses API
+// (the default) and Chat Completions (for OpenAI-compatible servers such as
+// vLLM, Ollama and llama.cpp).
+//
+// openai-go's own retries are turned off: a model call runs inside a
+// Temporal activity, and Temporal retries it. Errors are classified so the
+// activity layer can tell a retryable failure (408, 409, 429, 5xx, network)
+// from one a retry cannot fix (other 4xx).
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/troupe-dev/troupe/agents"
+)
+
+// Model answers one turn of an agent.
+type Model interface {
+	// Respond sends the request and returns the model's output items.
+	Respond(ctx context.Context, req Request) (*Response, error)
+}
+
+// Request is one turn's input to a model.
+type Request struct {
+	// Model is the provider's model name, e.g. "gpt-4.1".
+	Model string
+	// Instructions is the system prompt of the agent.
+	Instructions string
+	// Input is the transcript so far.
+	Input []agents.Item
+	// Tools are the tools the model may call (function tools, agent tools
+	// and transfer_to_<agent> handoff tools alike).
+	Tools []agents.ToolSpec
+	// Output, when set, asks for a JSON final output matching its schema.
+	Output *agents.OutputSpec
+	// Settings tune the call.
+	Settings agents.ModelSettings
+}
+
+// Response is the model's answer to one Request.
+type Response struct {
+	// ID is the provider's response id.
+	ID string
+	// Output holds the items the model produced: messages, function calls
+	// and reasoning items, in order.
+	Output []agents.Item
+	// Usage counts the tokens of this call.
+	Usage Usage
+}
+
+// Usage counts requests and tokens.
+type Usage struct {
+	Requests     int `json:"requests"`
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
+	TotalTokens  int `json:"total_tokens"`
+}
+
+// Add returns the sum of u and o.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{
+		Requests:     u.Requests + o.Requests,
+		InputTokens:  u.InputTokens + o.InputTokens,
+		OutputTokens: u.OutputTokens + o.OutputTokens,
+		TotalTokens:  u.TotalTokens + o.TotalTokens,
+	}
+}
+
+// APIError is an error answered by the model provider.
+type APIError struct {
+	// StatusCode is the HTTP status, or 0 when no response arrived.
+	StatusCode int
+	// Type and Code are the provider's error type and code, when given.
+	Type, Code string
+	// Message is the provider's message.
+	Message string
+}
+
+func (e *APIError) Error() string {
+	if e.StatusCode == 0 {
+		return "model: " + e.Message
+	}
+	return fmt.Sprintf("model: HTTP %d %s: %s", e.StatusCode, e.Type, e.Message)
+}
+
+// Retryable reports whether a retry may succeed: no response at all,
+// 408, 409, 429 and 5xx are retryable; other 4xx are not.
+func (e *APIError) Retryable() bool {
+	switch {
+	case e.StatusCode == 0:
+		return true
+	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 429:
+		return true
+	case e.StatusCode >= 500:
+		return true
+	}
+	return false
+}
+
+// IsRetryable reports whether err is worth retrying. A request the
+// adapter could not build (ErrInvalidRequest) is not; other errors that are
+// not APIErrors (network failures, timeouts) are.
+func IsRetryable(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.Retryable()
+	}
+	if errors.Is(err, ErrInvalidRequest) {
+		return false
+	}
+	return !errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,180 @@
+package scripted
+
+// This file holds the templates of a scenario's answers: the data they see,
+// the functions they may call, and templated JSON values.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/tidwall/gjson"
+)
+
+// TemplateData is what a scenario's templates see (respond.text, string
+// values in respond.json and in call arguments).
+type TemplateData struct {
+	// User is the text of the first user message.
+	User string
+	// LastInput is the text of the last input item: a message's text or a
+	// function call output's output.
+	LastInput string
+	// LastOutput is the output of the last function call output item in the
+	// input, or "" when there is none.
+	LastOutput string
+	// Outputs are the outputs of the function call output items after the
+	// last model turn, in input order: the results of the calls the model
+	// made last.
+	Outputs []string
+	// Turn is the model turn being answered, starting at 1.
+	Turn int
+	// CallIndex is the index of the call being rendered in respond.calls,
+	// and 0 for text and json answers.
+	CallIndex int
+}
+
+// templateFuncs are the functions templates may call:
+//
+//	field: {{field .LastOutput "risk.level"}} extracts a value from a JSON
+//	       document with a gjson path (strings unquoted, objects as JSON).
+//	json:  {{json .Outputs}} JSON-encodes a value.
+//	join:  {{join .Outputs ", "}} joins strings.
+var templateFuncs = template.FuncMap{
+	"field": func(doc, path string) string { return gjson.Get(doc, path).String() },
+	"json": func(v any) (string, error) {
+		b, err := marshal(v)
+		return string(b), err
+	},
+	"join": func(elems []string, sep string) string { return strings.Join(elems, sep) },
+}
+
+// parseTemplate parses text and executes it once on sample data, so a
+// reference to a field TemplateData lacks fails when the scenario loads rather
+// than when a request arrives. Other execution errors (an index out of range
+// on empty sample data, say) depend on the request and are left for then.
+func parseTemplate(where, text string) (*template.Template, error) {
+	t, err := template.New(where).Funcs(templateFuncs).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	sample := TemplateData{Outputs: []string{}, Turn: 1}
+	if err := t.Execute(&bytes.Buffer{}, sample); err != nil && strings.Contains(err.Error(), "can't evaluate field") {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return t, nil
+}
+
+func execTemplate(t *template.Template, data TemplateData) (string, error) {
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// valueTemplate is a YAML/JSON value whose strings are templates.
+type valueTemplate interface {
+	render(data TemplateData) (any, error)
+}
+
+type stringValue struct{ t *template.Template }
+
+func (v stringValue) render(d TemplateData) (any, error) { return execTemplate(v.t, d) }
+
+type objectValue map[string]valueTemplate
+
+func (v objectValue) render(d TemplateData) (any, error) {
+	out := make(map[string]any, len(v))
+	for k, e := range v {
+		r, err := e.render(d)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = r
+	}
+	return out, nil
+}
+
+type arrayValue []valueTemplate
+
+func (v arrayValue) render(d TemplateData) (any, error) {
+	out := make([]any, len(v))
+	for i, e := range v {
+		r, err := e.render(d)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+type literalValue struct{ v any }
+
+func (v literalValue) render(TemplateData) (any, error) { return v.v, nil }
+
+// compileValue turns a decoded YAML or JSON value into a valueTemplate.
+func compileValue(where string, v any) (valueTemplate, error) {
+	switch v := v.(type) {
+	case string:
+		t, err := parseTemplate(where, v)
+		if err != nil {
+			return nil, err
+		}
+		return stringValue{t}, nil
+	case map[string]any:
+		out := make(objectValue, len(v))
+		for k, e := range v {
+			c, err := compileValue(where+"."+k, e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case map[any]any: // YAML maps with non-string keys
+		out := make(objectValue, len(v))
+		for k, e := range v {
+			key := fmt.Sprint(k)
+			c, err := compileValue(where+"."+key, e)
+			if err != nil {
+				return nil, err
+			}
+			out[key] = c
+		}
+		return out, nil
+	case []any:
+		out := make(arrayValue, len(v))
+		for i, e := range v {
+			c, err := compileValue(fmt.Sprintf("%s[%d]", where, i), e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	case nil, bool, int, int64, uint64, float64, json.Number:
+		return literalValue{v}, nil
+	default:
+		// Other YAML scalars (timestamps, for one) are kept as decoded;
+		// encoding/json decides how they look.
+		if _, err := marshal(v); err != nil {
+			return nil, fmt.Errorf("%s: value of type %T cannot be JSON-encoded: %w", where, v, err)
+		}
+		return literalValue{v}, nil
+	}
+}
+
+// marshal JSON-encodes v without escaping <, > and &, as a model would
+// write them, and without encoding/json's trailing newline.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

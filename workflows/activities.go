@@ -1,0 +1,221 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
+)
+
+// Activities are the parts of a run that touch the world: the model, the
+// blob store, and the agents' Go funcs.
+type Activities struct{ r *Runner }
+
+// Model runs one model turn: it loads the transcript, calls the model,
+// appends the pending items and the turn's output as one segment, and
+// decides the next step.
+func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, error) {
+	g, agent, err := a.r.agent(in.Graph, in.Agent)
+	if err != nil {
+		return nil, err
+	}
+	instructions, err := agent.ResolveInstructions(ctx, in.Run)
+	if err != nil {
+		return nil, temporal.NewApplicationErrorWithCause(err.Error(), ErrInternal, err)
+	}
+	history, err := runtime.Load(ctx, a.r.cfg.Store, in.Transcript)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := runtime.ResolveOutputs(ctx, a.r.cfg.Store, append([]agents.Item(nil), in.Pending...))
+	if err != nil {
+		return nil, err
+	}
+	req := model.Request{
+		Model:        agent.Model,
+		Instructions: instructions,
+		Input:        append(history, pending...),
+		Tools:        g.ToolSpecs(agent.Name),
+		Settings:     agent.Settings,
+	}
+	if req.Model == "" {
+		req.Model = a.r.cfg.DefaultModel
+	}
+	if agent.Output != nil {
+		spec := agent.Output.Spec()
+		req.Output = &spec
+	}
+	resp, err := a.respond(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if !model.IsRetryable(err) {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrModel, err)
+		}
+		return nil, temporal.NewApplicationErrorWithCause(err.Error(), ErrModelRetryable, err)
+	}
+	for i := range resp.Output {
+		resp.Output[i].Agent = agent.Name
+	}
+	segment := append(append([]agents.Item(nil), in.Pending...), resp.Output...)
+	ref, err := runtime.Append(ctx, a.r.cfg.Store, in.Transcript, segment)
+	if err != nil {
+		return nil, err
+	}
+	out := &ModelOutput{Transcript: ref, Step: runtime.Decide(agent, resp.Output), Usage: resp.Usage}
+	out.Usage.Requests = max(out.Usage.Requests, 1)
+	for _, it := range resp.Output {
+		if it.Type == agents.ItemMessage {
+			out.Text = preview(it.Content, 200)
+		}
+	}
+	size := len(out.Step.Final) + len(out.Step.OutputError)
+	for _, c := range out.Step.Calls {
+		size += len(c.Arguments)
+	}
+	if err := checkPayload("the model turn's output (tool arguments and final output)", size); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// respond calls the model, heartbeating meanwhile so that a call on a dead
+// worker is retried after HeartbeatTimeout rather than ModelTimeout.
+func (a *Activities) respond(ctx context.Context, req model.Request) (*model.Response, error) {
+	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).HeartbeatTimeout == 0 {
+		return a.r.cfg.Model.Respond(ctx, req)
+	}
+	type result struct {
+		resp *model.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := a.r.cfg.Model.Respond(ctx, req)
+		done <- result{resp, err}
+	}()
+	tick := time.NewTicker(max(activity.GetInfo(ctx).HeartbeatTimeout/3, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case res := <-done:
+			return res.resp, res.err
+		case <-tick.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+}
+
+// FunctionTool runs a function tool. Errors of the tool, including
+// invalid arguments and panics, become the tool's output so the model can
+// recover; only infrastructure failures fail the activity.
+func (a *Activities) FunctionTool(ctx context.Context, in ToolInput) (agents.Item, error) {
+	g, _, err := a.r.agent(in.Graph, in.Agent)
+	if err != nil {
+		return agents.Item{}, err
+	}
+	ref := g.Tool(in.Agent, in.Call.Name)
+	if ref.Kind != agents.ToolFunction {
+		return agents.Item{}, nonRetryable(ErrInternal, "agent %s has no function tool %q", in.Agent, in.Call.Name)
+	}
+	output := callTool(agents.WithRunContext(ctx, in.Run), ref.Function, in.Call.Arguments)
+	item := agents.FunctionCallOutput(in.Call.CallID, output)
+	item.Agent = in.Agent
+	return runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
+}
+
+func callTool(ctx context.Context, t *agents.FunctionTool, args string) (output string) {
+	defer func() {
+		if p := recover(); p != nil {
+			output = fmt.Sprintf("Error: tool %s panicked: %v", t.Spec().Name, p)
+		}
+	}()
+	out, err := t.Call(ctx, args)
+	if err != nil {
+		return "Error: " + err.Error()
+	}
+	return out
+}
+
+// Handoff runs a handoff's callback and input filter, and stores the
+// filtered conversation as a new transcript.
+func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (*HandoffOutput, error) {
+	g, _, err := a.r.agent(in.Graph, in.From)
+	if err != nil {
+		return nil, err
+	}
+	ref := g.Tool(in.From, in.Tool)
+	if ref.Kind != agents.ToolHandoff {
+		return nil, nonRetryable(ErrInternal, "agent %s has no handoff %q", in.From, in.Tool)
+	}
+	h := ref.Handoff
+	if h.OnHandoff != nil {
+		if err := h.OnHandoff(ctx, in.Run); err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("on-handoff callback of %s: %v", h.Name(), err), ErrHandoff, err)
+		}
+	}
+	if h.InputFilter == nil {
+		return &HandoffOutput{Transcript: in.Transcript, Pending: in.Pending}, nil
+	}
+	history, err := runtime.Load(ctx, a.r.cfg.Store, in.Transcript)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := runtime.ResolveOutputs(ctx, a.r.cfg.Store, append([]agents.Item(nil), in.Pending...))
+	if err != nil {
+		return nil, err
+	}
+	filtered, err := h.InputFilter(ctx, agents.HandoffInput{History: append(history, pending...)})
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("input filter of %s: %v", h.Name(), err), ErrHandoff, err)
+	}
+	ref2, err := runtime.Append(ctx, a.r.cfg.Store, runtime.TranscriptRef{Key: in.NewKey}, filtered.History)
+	if err != nil {
+		return nil, err
+	}
+	return &HandoffOutput{Transcript: ref2}, nil
+}
+
+// Extract runs an agent tool's output extractor.
+func (a *Activities) Extract(ctx context.Context, in ExtractInput) (string, error) {
+	g, _, err := a.r.agent(in.Graph, in.Agent)
+	if err != nil {
+		return "", err
+	}
+	ref := g.Tool(in.Agent, in.Tool)
+	if ref.Kind != agents.ToolAgent || ref.Agent.Extractor == nil {
+		return "", nonRetryable(ErrInternal, "agent %s has no agent tool %q with an extractor", in.Agent, in.Tool)
+	}
+	out, err := ref.Agent.Extractor(ctx, in.Result)
+	if err != nil {
+		return "Error: " + err.Error(), nil
+	}
+	return out, nil
+}
+
+func preview(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// toolOutputText renders an agent tool's final output for the calling
+// model: the JSON document itself, or the plain text of a text output.
+func toolOutputText(out json.RawMessage) string {
+	var s string
+	if json.Unmarshal(out, &s) == nil {
+		return s
+	}
+	return string(out)
+}

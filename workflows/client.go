@@ -1,0 +1,104 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/client"
+)
+
+// StartRun starts a run's OrchestratorWorkflow on taskQueue (the default
+// queue when empty) with a fresh workflow id, and returns its handle.
+func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInput) (client.WorkflowRun, error) {
+	if taskQueue == "" {
+		taskQueue = DefaultTaskQueue
+	}
+	if err := checkPayload("the run input", len(in.Input)); err != nil {
+		return nil, err
+	}
+	opts := client.StartWorkflowOptions{
+		ID:        fmt.Sprintf("troupe-%s-%s", in.Graph, uuid.NewString()[:8]),
+		TaskQueue: taskQueue,
+	}
+	run, err := c.ExecuteWorkflow(ctx, opts, OrchestratorWorkflowName, in)
+	if err != nil {
+		return nil, fmt.Errorf("workflows: start run of %s: %w", in.Graph, err)
+	}
+	return run, nil
+}
+
+// Run starts a run and waits for its result.
+func Run(ctx context.Context, c client.Client, taskQueue string, in RunInput) (*RunResult, error) {
+	run, err := StartRun(ctx, c, taskQueue, in)
+	if err != nil {
+		return nil, err
+	}
+	var res RunResult
+	if err := run.Get(ctx, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Follow streams the events of a run and of every workflow it starts
+// (agents, handoff targets, agents-as-tools), calling fn once per event in
+// the order each workflow recorded them. It polls the events query until
+// ctx is done; cancel ctx once the run's result is in, and Follow returns
+// after a last poll.
+func Follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event)) error {
+	if every <= 0 {
+		every = 250 * time.Millisecond
+	}
+	type followed struct {
+		id   string
+		seen int
+		done bool
+	}
+	all := []*followed{{id: workflowID}}
+	known := map[string]bool{workflowID: true}
+	poll := func(qctx context.Context) {
+		for i := 0; i < len(all); i++ {
+			f := all[i]
+			if f.done {
+				continue
+			}
+			resp, err := c.QueryWorkflow(qctx, f.id, "", EventsQuery, f.seen)
+			if err != nil {
+				continue // not started yet, or gone: try again next round
+			}
+			var evs []Event
+			if err := resp.Get(&evs); err != nil {
+				continue
+			}
+			for _, e := range evs {
+				f.seen = e.Seq
+				fn(e)
+				if e.Child != "" && !known[e.Child] {
+					known[e.Child] = true
+					all = append(all, &followed{id: e.Child})
+				}
+				switch e.Kind {
+				case EventFinal, EventFailed, EventHandoff:
+					if e.WorkflowID != workflowID {
+						f.done = true
+					}
+				}
+			}
+		}
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			poll(qctx)
+			cancel()
+			return nil
+		case <-t.C:
+			poll(ctx)
+		}
+	}
+}

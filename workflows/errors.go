@@ -1,0 +1,49 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// Application error types a run can fail with. They are stable: callers
+// branch on them with ErrorType.
+const (
+	ErrMaxTurns        = "troupe.MaxTurnsExceeded"
+	ErrMaxHandoffs     = "troupe.MaxHandoffsExceeded"
+	ErrOutputInvalid   = "troupe.OutputInvalid"
+	ErrModel           = "troupe.ModelError"
+	ErrModelRetryable  = "troupe.ModelUnavailable"
+	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
+	ErrUnknownAgent    = "troupe.UnknownAgent"
+	ErrToolDepth       = "troupe.ToolDepthExceeded"
+	ErrHandoff         = "troupe.HandoffFailed"
+	ErrInternal        = "troupe.Internal"
+)
+
+// ErrorType returns the Type of the first Temporal application error in
+// err's chain (for example ErrMaxTurns), or "" when there is none.
+func ErrorType(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Type()
+	}
+	return ""
+}
+
+func nonRetryable(typ, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), typ, nil)
+}
+
+// payloadLimit bounds every payload this package builds. Temporal rejects
+// payloads of 2 MiB; staying far below keeps histories healthy.
+const payloadLimit = 512 << 10
+
+func checkPayload(what string, n int) error {
+	if n > payloadLimit {
+		return nonRetryable(ErrPayloadTooLarge,
+			"%s is %d bytes, over Troupe's %d-byte bound for one Temporal payload; return less, or store it and pass a reference", what, n, payloadLimit)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/model"
+)
+
+// OrchestratorWorkflow routes a run: it starts the active agent's child
+// workflow and, on each handoff, the target's, until an agent gives the
+// final output.
+func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
+	g, err := r.graph(in.Graph)
+	if err != nil {
+		return nil, err
+	}
+	start := in.Agent
+	if start == "" {
+		start = g.Entry()
+	}
+	if _, err := g.Agent(start); err != nil {
+		return nil, nonRetryable(ErrUnknownAgent, "%v", err)
+	}
+	if err := checkPayload("the run input", len(in.Input)); err != nil {
+		return nil, err
+	}
+	rec, err := newRecorder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
+	rec.add(ctx, Event{Kind: EventRunStarted, Agent: start, Detail: preview(in.Input, 200)})
+	maxHandoffs := in.MaxHandoffs
+	if maxHandoffs == 0 {
+		maxHandoffs = r.cfg.MaxHandoffs
+	}
+	first := AgentInput{Graph: in.Graph, RunID: wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}
+	rr, err := r.route(ctx, rec, g, start, first, wfID, maxHandoffs)
+	if err != nil {
+		rec.add(ctx, Event{Kind: EventFailed, Detail: err.Error()})
+		return nil, err
+	}
+	rec.add(ctx, Event{Kind: EventFinal, Agent: rr.Agent, Detail: preview(string(rr.Output), 200)})
+	return &RunResult{
+		WorkflowID: wfID, Graph: in.Graph, Agent: rr.Agent, Output: rr.Output, Path: rr.Path,
+		Turns: rr.Turns, ToolCalls: rr.ToolCalls, Handoffs: rr.Handoffs, Usage: rr.Usage,
+	}, nil
+}
+
+// routeResult is the end of a chain of agents joined by handoffs.
+type routeResult struct {
+	Agent     string
+	Output    json.RawMessage
+	Path      []string
+	Turns     int
+	ToolCalls int
+	Handoffs  int
+	Usage     model.Usage
+}
+
+// route runs agent start as a child workflow, then each handoff target in
+// turn, until one gives a final output. Child ids are prefix/<n>-<agent>.
+// The orchestrator routes a whole run with it; an agent routes each of its
+// agent-tool calls with it.
+func (r *Runner) route(ctx workflow.Context, rec *recorder, g *agents.Graph, start string, in AgentInput, prefix string, maxHandoffs int) (*routeResult, error) {
+	res := &routeResult{}
+	current := start
+	for n := 0; ; n++ {
+		childID := fmt.Sprintf("%s/%d-%s", prefix, n, current)
+		in.Agent = current
+		if in.Transcript.Key == "" {
+			in.Transcript.Key = "transcripts/" + childID
+		}
+		res.Path = append(res.Path, current)
+		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: current, Child: childID})
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID})
+		var ar AgentResult
+		if err := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in).Get(ctx, &ar); err != nil {
+			return nil, err
+		}
+		res.Turns += ar.Turns
+		res.ToolCalls += ar.ToolCalls
+		res.Usage = res.Usage.Add(ar.Usage)
+		if ar.Handoff == nil {
+			res.Agent, res.Output = current, ar.Output
+			return res, nil
+		}
+		if res.Handoffs >= maxHandoffs {
+			return nil, nonRetryable(ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, current, ar.Handoff.Name)
+		}
+		h := g.Tool(current, ar.Handoff.Name).Handoff
+		res.Handoffs++
+		rec.add(ctx, Event{Kind: EventHandoff, Agent: current, Tool: h.Name(), Detail: current + " → " + h.Target})
+		in.Transcript, in.Pending = ar.Transcript, ar.Pending
+		if h.InputFilter != nil || h.OnHandoff != nil {
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+				StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3},
+			})
+			hi := HandoffInput{Graph: g.Name(), From: current, Tool: h.Name(), Transcript: ar.Transcript, Pending: ar.Pending,
+				Run:    agents.RunContext{WorkflowID: childID, RunID: in.RunID, Agent: current, Turn: ar.Turns, Vars: in.Vars},
+				NewKey: fmt.Sprintf("transcripts/%s/%d-%s", prefix, n+1, h.Target)}
+			var ho HandoffOutput
+			if err := workflow.ExecuteLocalActivity(lctx, r.acts.Handoff, hi).Get(ctx, &ho); err != nil {
+				return nil, err
+			}
+			in.Transcript, in.Pending = ho.Transcript, ho.Pending
+		}
+		current = h.Target
+	}
+}

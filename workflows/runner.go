@@ -1,0 +1,123 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+)
+
+// DefaultTaskQueue is the task queue workers listen on unless told otherwise.
+const DefaultTaskQueue = "troupe"
+
+// Config configures a Runner. Graphs, Model and Store are required; every
+// other field's zero value works.
+type Config struct {
+	// Graphs are the graphs the worker serves, by name.
+	Graphs []*agents.Graph
+	// Model answers every agent's turns.
+	Model model.Model
+	// DefaultModel is the model name for agents that name none; the
+	// default is "gpt-4.1".
+	DefaultModel string
+	// Store holds transcripts and large tool outputs.
+	Store *blob.Store
+	// ModelTimeout bounds one model call (start to close); the default is
+	// 5 minutes.
+	ModelTimeout time.Duration
+	// HeartbeatTimeout is how soon a model call on a dead worker is
+	// retried elsewhere; the default is 30 seconds.
+	HeartbeatTimeout time.Duration
+	// LocalModelCalls runs model calls as local activities: one fewer
+	// round trip through the server per turn, at the price of a model call
+	// being retried from the workflow task rather than by the server.
+	LocalModelCalls bool
+	// MaxHandoffs bounds the handoffs of one run; the default is 10.
+	MaxHandoffs int
+	// MaxToolDepth bounds the nesting of agents-as-tools; the default is 5.
+	MaxToolDepth int
+}
+
+// Runner holds the workflows and activities that run agent graphs.
+type Runner struct {
+	cfg    Config
+	graphs map[string]*agents.Graph
+	acts   *Activities
+}
+
+// NewRunner checks cfg and returns its Runner.
+func NewRunner(cfg Config) (*Runner, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("workflows: Config.Model is required")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("workflows: Config.Store is required")
+	}
+	if cfg.DefaultModel == "" {
+		cfg.DefaultModel = "gpt-4.1"
+	}
+	if cfg.ModelTimeout == 0 {
+		cfg.ModelTimeout = 5 * time.Minute
+	}
+	if cfg.HeartbeatTimeout == 0 {
+		cfg.HeartbeatTimeout = 30 * time.Second
+	}
+	if cfg.MaxHandoffs == 0 {
+		cfg.MaxHandoffs = 10
+	}
+	if cfg.MaxToolDepth == 0 {
+		cfg.MaxToolDepth = 5
+	}
+	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}}
+	for _, g := range cfg.Graphs {
+		if g == nil {
+			return nil, errors.New("workflows: nil graph")
+		}
+		if _, dup := r.graphs[g.Name()]; dup {
+			return nil, fmt.Errorf("workflows: two graphs named %q", g.Name())
+		}
+		r.graphs[g.Name()] = g
+	}
+	r.acts = &Activities{r: r}
+	return r, nil
+}
+
+// Register registers the workflows and activities on a worker.
+func (r *Runner) Register(w worker.Registry) {
+	w.RegisterWorkflowWithOptions(r.OrchestratorWorkflow, workflow.RegisterOptions{Name: OrchestratorWorkflowName})
+	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
+	w.RegisterActivityWithOptions(r.acts.Model, activity.RegisterOptions{Name: ModelActivityName})
+	w.RegisterActivityWithOptions(r.acts.FunctionTool, activity.RegisterOptions{Name: ToolActivityName})
+	w.RegisterActivityWithOptions(r.acts.Handoff, activity.RegisterOptions{Name: HandoffActivityName})
+	w.RegisterActivityWithOptions(r.acts.Extract, activity.RegisterOptions{Name: ExtractActivityName})
+}
+
+// Activities returns the activities, for tests that run them directly.
+func (r *Runner) Activities() *Activities { return r.acts }
+
+func (r *Runner) graph(name string) (*agents.Graph, error) {
+	g, ok := r.graphs[name]
+	if !ok {
+		return nil, nonRetryable(ErrUnknownAgent, "graph %q is not served by this worker", name)
+	}
+	return g, nil
+}
+
+func (r *Runner) agent(graph, name string) (*agents.Graph, *agents.Agent, error) {
+	g, err := r.graph(graph)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := g.Agent(name)
+	if err != nil {
+		return nil, nil, nonRetryable(ErrUnknownAgent, "%v", err)
+	}
+	return g, a, nil
+}

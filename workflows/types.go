@@ -1,0 +1,182 @@
+package workflows
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
+)
+
+// Names of the workflows, activities and query this package registers.
+// They are stable: histories and clients refer to them.
+const (
+	OrchestratorWorkflowName = "troupe.Orchestrator"
+	AgentWorkflowName        = "troupe.Agent"
+	ModelActivityName        = "troupe.Model"
+	ToolActivityName         = "troupe.FunctionTool"
+	HandoffActivityName      = "troupe.Handoff"
+	ExtractActivityName      = "troupe.ExtractOutput"
+	EventsQuery              = "troupe.events"
+)
+
+// RunInput starts a run.
+type RunInput struct {
+	// Graph names the graph, as the worker knows it.
+	Graph string `json:"graph"`
+	// Agent is the agent to start at; empty means the graph's entry agent.
+	Agent string `json:"agent,omitempty"`
+	// Input is the user's message.
+	Input string `json:"input"`
+	// Vars are run variables, visible to agents' Go funcs in RunContext.
+	Vars map[string]string `json:"vars,omitempty"`
+	// MaxHandoffs bounds the handoffs of the run; 0 means the worker's
+	// default.
+	MaxHandoffs int `json:"max_handoffs,omitempty"`
+}
+
+// RunResult is a finished run.
+type RunResult struct {
+	// WorkflowID is the orchestrator's workflow id.
+	WorkflowID string `json:"workflow_id"`
+	// Graph is the graph that ran.
+	Graph string `json:"graph"`
+	// Agent is the agent that gave the final output.
+	Agent string `json:"agent"`
+	// Output is the final output: a JSON document for agents with an output
+	// type, a JSON string of the text otherwise.
+	Output json.RawMessage `json:"output"`
+	// Path lists the agents the run went through, in order of handoffs.
+	Path []string `json:"path"`
+	// Turns counts the model turns of the agents on the path.
+	Turns int `json:"turns"`
+	// ToolCalls counts the tool calls of the agents on the path.
+	ToolCalls int `json:"tool_calls"`
+	// Handoffs counts the handoffs taken.
+	Handoffs int `json:"handoffs"`
+	// Usage sums the model usage of the whole run, agents-as-tools included.
+	Usage model.Usage `json:"usage"`
+}
+
+// AgentInput starts one agent's child workflow.
+type AgentInput struct {
+	Graph string `json:"graph"`
+	Agent string `json:"agent"`
+	// RunID is the orchestrator's workflow id.
+	RunID string            `json:"run_id"`
+	Vars  map[string]string `json:"vars,omitempty"`
+	// Transcript is the conversation so far, in the blob store.
+	Transcript runtime.TranscriptRef `json:"transcript"`
+	// Pending are items to append before the first model call.
+	Pending []agents.Item `json:"pending,omitempty"`
+	// Depth counts the agent-tool calls above this agent.
+	Depth int `json:"depth,omitempty"`
+}
+
+// AgentResult is how an agent's child workflow ends: with a final output,
+// or with a handoff request for the caller to route.
+type AgentResult struct {
+	Agent string `json:"agent"`
+	// Output is set when the agent gave its final output.
+	Output json.RawMessage `json:"output,omitempty"`
+	// Handoff is the handoff call taken, when the agent hands off.
+	Handoff *agents.Item `json:"handoff,omitempty"`
+	// Transcript and Pending are the conversation at the end.
+	Transcript runtime.TranscriptRef `json:"transcript"`
+	Pending    []agents.Item         `json:"pending,omitempty"`
+	Turns      int                   `json:"turns"`
+	ToolCalls  int                   `json:"tool_calls"`
+	Usage      model.Usage           `json:"usage"`
+}
+
+// ModelInput is the model activity's input.
+type ModelInput struct {
+	Graph      string                `json:"graph"`
+	Agent      string                `json:"agent"`
+	Run        agents.RunContext     `json:"run"`
+	Transcript runtime.TranscriptRef `json:"transcript"`
+	Pending    []agents.Item         `json:"pending,omitempty"`
+}
+
+// ModelOutput is the model activity's result.
+type ModelOutput struct {
+	// Transcript includes the pending items and the turn's output.
+	Transcript runtime.TranscriptRef `json:"transcript"`
+	Step       runtime.Step          `json:"step"`
+	Usage      model.Usage           `json:"usage"`
+	// Text is the start of the turn's assistant text, for events.
+	Text string `json:"text,omitempty"`
+}
+
+// ToolInput is the function-tool activity's input.
+type ToolInput struct {
+	Graph string            `json:"graph"`
+	Agent string            `json:"agent"`
+	Run   agents.RunContext `json:"run"`
+	Call  agents.Item       `json:"call"`
+	// OutputKey is where an output too large to inline is stored.
+	OutputKey string `json:"output_key"`
+}
+
+// HandoffInput is the handoff activity's input.
+type HandoffInput struct {
+	Graph      string                `json:"graph"`
+	From       string                `json:"from"`
+	Tool       string                `json:"tool"`
+	Run        agents.RunContext     `json:"run"`
+	Transcript runtime.TranscriptRef `json:"transcript"`
+	Pending    []agents.Item         `json:"pending,omitempty"`
+	// NewKey is the key of the filtered transcript.
+	NewKey string `json:"new_key"`
+}
+
+// HandoffOutput is the handoff activity's result: the conversation the
+// target receives.
+type HandoffOutput struct {
+	Transcript runtime.TranscriptRef `json:"transcript"`
+	Pending    []agents.Item         `json:"pending,omitempty"`
+}
+
+// ExtractInput is the output-extractor activity's input.
+type ExtractInput struct {
+	Graph  string               `json:"graph"`
+	Agent  string               `json:"agent"`
+	Tool   string               `json:"tool"`
+	Result agents.ToolRunResult `json:"result"`
+}
+
+// Event is one step of a run, kept in workflow state for the events query.
+type Event struct {
+	// Seq numbers the events of one workflow from 1.
+	Seq int `json:"seq"`
+	// Time is the workflow time of the event.
+	Time time.Time `json:"time"`
+	// Kind is one of the Event* constants.
+	Kind string `json:"kind"`
+	// WorkflowID is the workflow that recorded the event.
+	WorkflowID string `json:"workflow_id"`
+	Agent      string `json:"agent,omitempty"`
+	Turn       int    `json:"turn,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	CallID     string `json:"call_id,omitempty"`
+	// Detail is a short, human-readable description.
+	Detail string `json:"detail,omitempty"`
+	// Child is the workflow id of a child this event started or finished.
+	Child string `json:"child,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventRunStarted        = "run_started"
+	EventAgentStarted      = "agent_started"
+	EventTurn              = "model_turn"
+	EventToolCalled        = "tool_called"
+	EventToolResult        = "tool_result"
+	EventAgentToolStarted  = "agent_tool_started"
+	EventAgentToolFinished = "agent_tool_finished"
+	EventHandoff           = "handoff"
+	EventOutputInvalid     = "output_invalid"
+	EventFinal             = "final_output"
+	EventFailed            = "failed"
+)

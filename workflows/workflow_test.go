@@ -1,0 +1,275 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/handoff"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// turnFunc answers a model request in tests: the model is the one part
+// that is stood in for.
+type turnFunc func(req model.Request) []agents.Item
+
+type funcModel struct {
+	mu    sync.Mutex
+	fn    turnFunc
+	calls map[string]int
+}
+
+func (m *funcModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
+	m.mu.Lock()
+	m.calls[firstWord(req.Instructions)]++
+	m.mu.Unlock()
+	return &model.Response{Output: m.fn(req), Usage: model.Usage{Requests: 1, InputTokens: 10, OutputTokens: 5, TotalTokens: 15}}, nil
+}
+
+func (m *funcModel) count(agent string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[agent]
+}
+
+func firstWord(s string) string { w, _, _ := strings.Cut(s, " "); return w }
+
+func lastItem(req model.Request) agents.Item { return req.Input[len(req.Input)-1] }
+
+func call(id, name, args string) agents.Item { return agents.FunctionCall(id, name, args) }
+
+type review struct {
+	Risk     string   `json:"risk" jsonschema:"enum=low,enum=medium,enum=high"`
+	Findings []string `json:"findings"`
+}
+
+func testGraph(t *testing.T) *agents.Graph {
+	t.Helper()
+	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
+		Key string `json:"key"`
+	}) (string, error) {
+		if a.Key == "bad" {
+			return "", fmt.Errorf("no such key %q", a.Key)
+		}
+		return "value-of-" + a.Key, nil
+	})
+	return agents.MustGraph("test", "a",
+		&agents.Agent{Name: "a", Instructions: "a: first", Handoffs: []agents.Handoff{agents.HandoffTo("b")}},
+		&agents.Agent{Name: "b", Instructions: "b: second", Tools: []agents.Tool{lookup},
+			Handoffs: []agents.Handoff{{Target: "c", InputFilter: handoff.RemoveToolCalls}}},
+		&agents.Agent{Name: "c", Instructions: "c: third"},
+		&agents.Agent{Name: "boss", Instructions: "boss: fans out", Tools: []agents.Tool{
+			agents.AsTool("rev", "review_pricing", "Reviews pricing."),
+			agents.AsTool("rev", "review_rollout", "Reviews rollout."),
+		}},
+		&agents.Agent{Name: "rev", Instructions: "rev: reviews", Output: agents.MustOutput[review]()},
+		&agents.Agent{Name: "loop", Instructions: "loop: forever", Tools: []agents.Tool{lookup}, MaxTurns: 3},
+	)
+}
+
+func newEnv(t *testing.T, fn turnFunc) (*testsuite.TestWorkflowEnvironment, *funcModel) {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	store, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &funcModel{fn: fn, calls: map[string]int{}}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: m, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	return env, m
+}
+
+func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, agent, input string) (*workflows.RunResult, error) {
+	t.Helper()
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "test", Agent: agent, Input: input})
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		return nil, err
+	}
+	var res workflows.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return &res, nil
+}
+
+func TestHandoffChain(t *testing.T) {
+	var cSaw []agents.Item
+	env, m := newEnv(t, func(req model.Request) []agents.Item {
+		last := lastItem(req)
+		switch firstWord(req.Instructions) {
+		case "a:":
+			return []agents.Item{call("h1", "transfer_to_b", "{}")}
+		case "b:":
+			if last.Type == agents.ItemFunctionCallOutput && last.CallID == "l1" {
+				return []agents.Item{call("h2", "transfer_to_c", "{}")}
+			}
+			return []agents.Item{call("l1", "lookup", `{"key":"x"}`)}
+		default:
+			cSaw = req.Input
+			return []agents.Item{agents.AssistantMessage("done by c")}
+		}
+	})
+	res, err := run(t, env, "", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(res.Path, ">"); got != "a>b>c" {
+		t.Errorf("path = %s, want a>b>c", got)
+	}
+	if string(res.Output) != `"done by c"` || res.Agent != "c" || res.Handoffs != 2 {
+		t.Errorf("result = %+v", res)
+	}
+	if m.count("a:") != 1 || m.count("b:") != 2 || m.count("c:") != 1 {
+		t.Errorf("model calls a=%d b=%d c=%d", m.count("a:"), m.count("b:"), m.count("c:"))
+	}
+	// RemoveToolCalls on b→c: c sees the user's message and no tool items.
+	for _, it := range cSaw {
+		if it.Type != agents.ItemMessage {
+			t.Errorf("c saw a %s item after the filter", it.Type)
+		}
+	}
+	if len(cSaw) == 0 || cSaw[0].Content != "hello" {
+		t.Errorf("c saw %+v, want the user's message first", cSaw)
+	}
+}
+
+func TestParallelAgentTools(t *testing.T) {
+	env, m := newEnv(t, func(req model.Request) []agents.Item {
+		last := lastItem(req)
+		switch firstWord(req.Instructions) {
+		case "boss:":
+			if last.Type == agents.ItemFunctionCallOutput {
+				var outs []string
+				for _, it := range req.Input {
+					if it.Type == agents.ItemFunctionCallOutput {
+						outs = append(outs, it.Output)
+					}
+				}
+				return []agents.Item{agents.AssistantMessage(strings.Join(outs, "|"))}
+			}
+			return []agents.Item{call("p", "review_pricing", `{"input":"pricing"}`), call("r", "review_rollout", `{"input":"rollout"}`)}
+		default:
+			return []agents.Item{agents.AssistantMessage(fmt.Sprintf(`{"risk":"high","findings":[%q]}`, last.Content))}
+		}
+	})
+	res, err := run(t, env, "boss", "review the deal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	_ = json.Unmarshal(res.Output, &text)
+	want := `{"findings":["pricing"],"risk":"high"}|{"findings":["rollout"],"risk":"high"}`
+	if text != `{"risk":"high","findings":["pricing"]}|{"risk":"high","findings":["rollout"]}` && text != want {
+		t.Errorf("boss saw %s, want the two reviews as JSON", text)
+	}
+	if m.count("rev:") != 2 {
+		t.Errorf("rev model calls = %d, want 2", m.count("rev:"))
+	}
+	if res.Usage.Requests != 4 {
+		t.Errorf("usage requests = %d, want 4 (2 boss + 2 rev)", res.Usage.Requests)
+	}
+}
+
+func TestStructuredOutputRetry(t *testing.T) {
+	tests := []struct {
+		name      string
+		bad       int // invalid answers before a valid one
+		wantErr   string
+		wantCalls int
+	}{
+		{"corrected on retry", 1, "", 2},
+		{"fails after retries", 5, workflows.ErrOutputInvalid, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 0
+			env, m := newEnv(t, func(req model.Request) []agents.Item {
+				n++
+				if n <= tc.bad {
+					return []agents.Item{agents.AssistantMessage(`{"risk":"extreme","findings":[]}`)}
+				}
+				if !strings.Contains(lastItem(req).Content, "/risk") {
+					t.Errorf("correction does not name the bad field: %q", lastItem(req).Content)
+				}
+				return []agents.Item{agents.AssistantMessage(`{"risk":"low","findings":["ok"]}`)}
+			})
+			res, err := run(t, env, "rev", "check")
+			if m.count("rev:") != tc.wantCalls {
+				t.Errorf("model calls = %d, want %d", m.count("rev:"), tc.wantCalls)
+			}
+			if tc.wantErr != "" {
+				if workflows.ErrorType(err) != tc.wantErr {
+					t.Fatalf("err = %v, want type %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(res.Output) != `{"risk":"low","findings":["ok"]}` {
+				t.Errorf("output = %s", res.Output)
+			}
+		})
+	}
+}
+
+func TestMaxTurns(t *testing.T) {
+	env, m := newEnv(t, func(req model.Request) []agents.Item {
+		return []agents.Item{call(fmt.Sprintf("c%d", len(req.Input)), "lookup", `{"key":"k"}`)}
+	})
+	_, err := run(t, env, "loop", "go")
+	if workflows.ErrorType(err) != workflows.ErrMaxTurns {
+		t.Fatalf("err = %v, want %s", err, workflows.ErrMaxTurns)
+	}
+	if m.count("loop:") != 3 {
+		t.Errorf("model calls = %d, want 3", m.count("loop:"))
+	}
+}
+
+func TestToolErrorsReachTheModel(t *testing.T) {
+	var outputs []string
+	env, _ := newEnv(t, func(req model.Request) []agents.Item {
+		last := lastItem(req)
+		if last.Type == agents.ItemFunctionCallOutput {
+			for _, it := range req.Input {
+				if it.Type == agents.ItemFunctionCallOutput {
+					outputs = append(outputs, it.Output)
+				}
+			}
+			return []agents.Item{agents.AssistantMessage("recovered")}
+		}
+		return []agents.Item{
+			call("1", "lookup", `{"key":"bad"}`),
+			call("2", "nope", `{}`),
+			call("3", "lookup", `{"wrong":1}`),
+		}
+	})
+	res, err := run(t, env, "loop", "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Output) != `"recovered"` || len(outputs) != 3 {
+		t.Fatalf("output %s, tool outputs %q", res.Output, outputs)
+	}
+	for i, want := range []string{`no such key "bad"`, `tool "nope" does not exist`, "invalid arguments for tool lookup"} {
+		if !strings.Contains(outputs[i], want) {
+			t.Errorf("output %d = %q, want it to contain %q", i, outputs[i], want)
+		}
+	}
+}
