@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -56,8 +57,16 @@ func TestDealDesk(t *testing.T) {
 					res.Usage.Requests, ms.Count("pricing-reviews"), ms.Count("rollout-reviews"))
 			}
 			kinds := map[string]int{}
+			ids := map[string]bool{}
 			for _, e := range events {
 				kinds[e.Kind]++
+				ids[e.WorkflowID] = true
+			}
+			if len(ids) != 5 {
+				t.Errorf("events came from %d workflows, want 5 (orchestrator, triage, coordinator, two reviewers)", len(ids))
+			}
+			if *historiesDir != "" && api == model.APIResponses {
+				saveHistories(t, c, ids, *historiesDir)
 			}
 			for kind, want := range map[string]int{
 				workflows.EventAgentToolStarted: 2, workflows.EventAgentToolFinished: 2,

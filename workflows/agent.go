@@ -89,7 +89,7 @@ func (r *Runner) callModel(ctx workflow.Context, in ModelInput, out *ModelOutput
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: r.cfg.ModelTimeout, RetryPolicy: retry,
 		})
-		return workflow.ExecuteLocalActivity(lctx, r.acts.Model, in).Get(ctx, out)
+		return workflow.ExecuteLocalActivity(lctx, ModelActivityName, in).Get(ctx, out)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: r.cfg.ModelTimeout,
@@ -133,7 +133,7 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 				StartToCloseTimeout: t.Timeout(),
 				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 			})
-			f = workflow.ExecuteLocalActivity(lctx, r.acts.FunctionTool, ti)
+			f = workflow.ExecuteLocalActivity(lctx, ToolActivityName, ti)
 		}
 		fns = append(fns, pendingCall{c, f})
 	}
@@ -167,7 +167,7 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 				usage = usage.Add(rr.Usage)
 				lctx := workflow.WithLocalActivityOptions(gctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute})
 				ex := ExtractInput{Graph: in.Graph, Agent: in.Agent, Tool: c.Name, Result: agents.ToolRunResult{Agent: rr.Agent, Output: rr.Output}}
-				if err := workflow.ExecuteLocalActivity(lctx, r.acts.Extract, ex).Get(gctx, &output); err != nil {
+				if err := workflow.ExecuteLocalActivity(lctx, ExtractActivityName, ex).Get(gctx, &output); err != nil {
 					output = fmt.Sprintf("Error: output extractor of %s failed: %v", c.Name, err)
 				}
 			default:

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,8 +44,8 @@ func Run(ctx context.Context, c client.Client, taskQueue string, in RunInput) (*
 }
 
 // Follow streams the events of a run and of every workflow it starts
-// (agents, handoff targets, agents-as-tools), calling fn once per event in
-// the order each workflow recorded them. It polls the events query until
+// (agents, handoff targets, agents-as-tools), calling fn once per event, in
+// the order each workflow recorded them and, across workflows, by time. It polls the events query until
 // ctx is done; cancel ctx once the run's result is in, and Follow returns
 // after a last poll.
 func Follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event)) error {
@@ -59,6 +60,14 @@ func Follow(ctx context.Context, c client.Client, workflowID string, every time.
 	all := []*followed{{id: workflowID}}
 	known := map[string]bool{workflowID: true}
 	poll := func(qctx context.Context) {
+		var round []Event
+		defer func() {
+			// Within a round, show events of different workflows in time order.
+			sort.SliceStable(round, func(i, j int) bool { return round[i].Time.Before(round[j].Time) })
+			for _, e := range round {
+				fn(e)
+			}
+		}()
 		for i := 0; i < len(all); i++ {
 			f := all[i]
 			if f.done {
@@ -74,7 +83,7 @@ func Follow(ctx context.Context, c client.Client, workflowID string, every time.
 			}
 			for _, e := range evs {
 				f.seen = e.Seq
-				fn(e)
+				round = append(round, e)
 				if e.Child != "" && !known[e.Child] {
 					known[e.Child] = true
 					all = append(all, &followed{id: e.Child})

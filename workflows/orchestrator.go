@@ -106,7 +106,7 @@ func (r *Runner) route(ctx workflow.Context, rec *recorder, g *agents.Graph, sta
 				Run:    agents.RunContext{WorkflowID: childID, RunID: in.RunID, Agent: current, Turn: ar.Turns, Vars: in.Vars},
 				NewKey: fmt.Sprintf("transcripts/%s/%d-%s", prefix, n+1, h.Target)}
 			var ho HandoffOutput
-			if err := workflow.ExecuteLocalActivity(lctx, r.acts.Handoff, hi).Get(ctx, &ho); err != nil {
+			if err := workflow.ExecuteLocalActivity(lctx, HandoffActivityName, hi).Get(ctx, &ho); err != nil {
 				return nil, err
 			}
 			in.Transcript, in.Pending = ho.Transcript, ho.Pending

@@ -91,12 +91,18 @@ func NewRunner(cfg Config) (*Runner, error) {
 
 // Register registers the workflows and activities on a worker.
 func (r *Runner) Register(w worker.Registry) {
-	w.RegisterWorkflowWithOptions(r.OrchestratorWorkflow, workflow.RegisterOptions{Name: OrchestratorWorkflowName})
-	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
+	r.RegisterWorkflows(w)
 	w.RegisterActivityWithOptions(r.acts.Model, activity.RegisterOptions{Name: ModelActivityName})
 	w.RegisterActivityWithOptions(r.acts.FunctionTool, activity.RegisterOptions{Name: ToolActivityName})
 	w.RegisterActivityWithOptions(r.acts.Handoff, activity.RegisterOptions{Name: HandoffActivityName})
 	w.RegisterActivityWithOptions(r.acts.Extract, activity.RegisterOptions{Name: ExtractActivityName})
+}
+
+// RegisterWorkflows registers the workflows only, for example on a
+// worker.WorkflowReplayer that replays checked-in histories.
+func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
+	w.RegisterWorkflowWithOptions(r.OrchestratorWorkflow, workflow.RegisterOptions{Name: OrchestratorWorkflowName})
+	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
 }
 
 // Activities returns the activities, for tests that run them directly.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -78,6 +81,7 @@ func testGraph(t *testing.T) *agents.Graph {
 func newEnv(t *testing.T, fn turnFunc) (*testsuite.TestWorkflowEnvironment, *funcModel) {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
 	env := s.NewTestWorkflowEnvironment()
 	store, err := blob.Open(context.Background(), "mem://")
 	if err != nil {

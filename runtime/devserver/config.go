@@ -10,14 +10,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
-	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/membership/static"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/common/primitives"
@@ -113,9 +111,6 @@ func sqlConfig(r *resolved) *config.SQL {
 func prepareDatabase(r *resolved) (*config.SQL, error) {
 	sqlCfg := sqlConfig(r)
 	if r.dbPath != "" {
-		if err := os.MkdirAll(filepath.Dir(r.dbPath), 0o700); err != nil {
-			return nil, fmt.Errorf("devserver: create state directory: %w", err)
-		}
 		_, err := os.Stat(r.dbPath)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -173,13 +168,16 @@ func serverConfig(r *resolved, sqlCfg *config.SQL) *config.Config {
 				Enabled:                true,
 				InitialFailoverVersion: 1,
 				RPCAddress:             frontend,
+				HTTPAddress:            hostPort(r.ip, r.httpPort),
 				ClusterID:              uuid.NewString(),
 			},
 		},
 	}
 	c.DCRedirectionPolicy.Policy = "noop"
+	frontendService := service(r.frontendPort)
+	frontendService.RPC.HTTPPort = r.httpPort
 	c.Services = map[string]config.Service{
-		string(primitives.FrontendService): service(r.frontendPort),
+		string(primitives.FrontendService): frontendService,
 		string(primitives.HistoryService):  service(r.historyPort),
 		string(primitives.MatchingService): service(r.matchingPort),
 		string(primitives.WorkerService):   service(r.workerPort),
@@ -192,11 +190,7 @@ func serverConfig(r *resolved, sqlCfg *config.SQL) *config.Config {
 	return &c
 }
 
-func serverOptions(r *resolved, sqlCfg *config.SQL) []temporal.ServerOption {
-	var logger log.Logger = log.NewNoopLogger()
-	if r.logger != nil {
-		logger = slogAdapter{l: r.logger}
-	}
+func serverOptions(r *resolved, sqlCfg *config.SQL, logger *serverLogger) []temporal.ServerOption {
 	hosts := func(port int) static.Hosts { return static.SingleLocalHost(hostPort(r.ip, port)) }
 	return []temporal.ServerOption{
 		temporal.WithConfig(serverConfig(r, sqlCfg)),

@@ -30,6 +30,10 @@ const DBFile = "temporal.db"
 // another dev server is running.
 var ErrPortInUse = errors.New("port in use")
 
+// ErrDatabaseInUse is returned, wrapped, by [Start] when another running server, in this
+// process or another, uses the same database file. Only one server may use a file at a time.
+var ErrDatabaseInUse = errors.New("database in use by another server")
+
 // defaultStartTimeout bounds the wait for the frontend when Start's context has no deadline.
 const defaultStartTimeout = 60 * time.Second
 
@@ -61,8 +65,9 @@ type Config struct {
 	UIPort int
 
 	// Logger receives the server's logs. The server logs a lot at Info level, so pass a
-	// logger with a Warn or Error level unless you are debugging the server. When nil the
-	// logs are discarded.
+	// logger with a Warn or Error level unless you are debugging the server. While Stop
+	// runs, the services report the calls that Stop cuts short as errors; those messages
+	// are logged at Debug level instead. When nil the logs are discarded.
 	Logger *slog.Logger
 
 	// DynamicConfig holds dynamic-config overrides, by key (for example
@@ -85,6 +90,8 @@ type Server struct {
 	uiURL     string
 
 	temporal temporal.Server
+	logger   *serverLogger
+	unlock   func() // releases the database lock
 	ui       *uiserver.Server
 	uiDone   chan struct{}
 
@@ -97,8 +104,6 @@ type Server struct {
 // start only (when it has no deadline, Start gives up after a minute); cancelling it later
 // does not stop the server, [Server.Stop] does.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	t0 := time.Now()
-	defer func() { fmt.Fprintln(os.Stderr, "TIMING total", time.Since(t0)) }()
 	r, err := resolve(cfg)
 	if err != nil {
 		return nil, err
@@ -109,25 +114,37 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		defer cancel()
 	}
 
+	unlock := func() {}
+	if r.dbPath != "" {
+		if err := os.MkdirAll(filepath.Dir(r.dbPath), 0o700); err != nil {
+			return nil, fmt.Errorf("devserver: create state directory: %w", err)
+		}
+		if unlock, err = lockDir(r.dbPath); err != nil {
+			return nil, err
+		}
+	}
 	sqlCfg, err := prepareDatabase(r)
 	if err != nil {
+		unlock()
 		return nil, err
 	}
-	fmt.Fprintln(os.Stderr, "TIMING db", time.Since(t0))
-	ts, err := temporal.NewServer(serverOptions(r, sqlCfg)...)
+	logger := newServerLogger(r.logger)
+	ts, err := temporal.NewServer(serverOptions(r, sqlCfg, logger)...)
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("devserver: configure temporal server: %w", err)
 	}
-	fmt.Fprintln(os.Stderr, "TIMING new", time.Since(t0))
 	if err := ts.Start(); err != nil {
+		unlock()
 		return nil, fmt.Errorf("devserver: start temporal server: %w", err)
 	}
 	s := &Server{
 		namespace: r.namespace,
 		frontend:  r.frontendAddr(),
 		temporal:  ts,
+		logger:    logger,
+		unlock:    unlock,
 	}
-	fmt.Fprintln(os.Stderr, "TIMING started", time.Since(t0))
 	if err := waitForFrontend(ctx, s.frontend, s.namespace); err != nil {
 		_ = s.Stop()
 		return nil, err
@@ -157,6 +174,8 @@ func (s *Server) Namespace() string { return s.namespace }
 // Dir. Calling Stop again does nothing and returns the first call's result.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
+		defer s.unlock()
+		s.logger.stopping.Store(true)
 		var errs []error
 		if s.ui != nil {
 			s.ui.Stop()
@@ -183,6 +202,7 @@ type resolved struct {
 	dynamic   map[string]any
 
 	frontendPort int
+	httpPort     int // the frontend's HTTP API, which Nexus needs
 	historyPort  int
 	matchingPort int
 	workerPort   int
@@ -199,7 +219,6 @@ func resolve(cfg Config) (*resolved, error) {
 		ip:        cfg.IP,
 		logger:    cfg.Logger,
 		dynamic:   cfg.DynamicConfig,
-		uiPort:    cfg.UIPort,
 	}
 	if r.namespace == "" {
 		r.namespace = "default"
@@ -236,17 +255,18 @@ func resolve(cfg Config) (*resolved, error) {
 			return nil, err
 		}
 	}
-	picked, err := freePorts(r.ip, 5)
+	picked, err := freePorts(r.ip, 6)
 	if err != nil {
 		return nil, err
 	}
-	r.frontendPort, r.historyPort, r.matchingPort, r.workerPort = cfg.Port, picked[1], picked[2], picked[3]
+	r.frontendPort, r.uiPort = cfg.Port, cfg.UIPort
 	if r.frontendPort == 0 {
 		r.frontendPort = picked[0]
 	}
 	if r.uiPort == 0 {
-		r.uiPort = picked[4]
+		r.uiPort = picked[1]
 	}
+	r.httpPort, r.historyPort, r.matchingPort, r.workerPort = picked[2], picked[3], picked[4], picked[5]
 	return r, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,8 +150,11 @@ func TestWorkflowRunsToCompletion(t *testing.T) {
 			c, _ := connect(t, s)
 			runGreet(t, c, "troupe")
 			if !tt.cfg.InMemory {
-				if _, err := os.Stat(tt.cfg.Dir + "/" + devserver.DBFile); err != nil {
-					t.Errorf("database file: %v", err)
+				// A -wal file shows that the journal_mode pragma took effect.
+				for _, name := range []string{devserver.DBFile, devserver.DBFile + "-wal"} {
+					if _, err := os.Stat(filepath.Join(tt.cfg.Dir, name)); err != nil {
+						t.Errorf("database file: %v", err)
+					}
 				}
 			}
 		})
@@ -263,6 +267,36 @@ func TestTwoServersInOneProcess(t *testing.T) {
 	}
 }
 
+func TestDatabaseInUse(t *testing.T) {
+	dir := t.TempDir()
+	start(t, devserver.Config{Dir: dir, UIPort: -1})
+	s, err := devserver.Start(context.Background(), devserver.Config{Dir: dir, UIPort: -1})
+	if err == nil {
+		_ = s.Stop()
+		t.Fatal("second Start on the same Dir succeeded")
+	}
+	if !errors.Is(err, devserver.ErrDatabaseInUse) {
+		t.Errorf("error %v is not ErrDatabaseInUse", err)
+	}
+}
+
+func TestDynamicConfigOverride(t *testing.T) {
+	s := start(t, devserver.Config{
+		InMemory:      true,
+		UIPort:        -1,
+		DynamicConfig: map[string]any{"limit.maxIDLength": 40},
+	})
+	c, _ := connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id := strings.Repeat("x", 41)
+	_, err := c.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, GreetWorkflow, "x")
+	if err == nil || !strings.Contains(err.Error(), "length") {
+		t.Errorf("starting a workflow with a 41-byte ID under limit.maxIDLength=40: err = %v, want a length error", err)
+	}
+	runGreet(t, c, "within limits")
+}
+
 func TestPortInUse(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -311,5 +345,52 @@ func TestFixedPorts(t *testing.T) {
 	}
 	if want := "http://127.0.0.1:" + strconv.Itoa(ports[1]); s.UIAddress() != want {
 		t.Errorf("UIAddress() = %q, want %q", s.UIAddress(), want)
+	}
+}
+
+// BenchmarkSequentialWorkflows measures one workflow with one activity, started and awaited
+// one at a time, on a file-backed server: the latency a developer feels per agent turn.
+func BenchmarkSequentialWorkflows(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		cfg  devserver.Config
+	}{
+		{"file", devserver.Config{Dir: b.TempDir(), UIPort: -1}},
+		{"in memory", devserver.Config{InMemory: true, UIPort: -1}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, err := devserver.Start(context.Background(), bc.cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Stop()
+			c, err := sdkclient.Dial(sdkclient.Options{
+				HostPort:  s.FrontendAddress(),
+				Namespace: s.Namespace(),
+				Logger:    sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			w := worker.New(c, taskQueue, worker.Options{})
+			w.RegisterWorkflow(GreetWorkflow)
+			w.RegisterActivity(Greet)
+			if err := w.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer w.Stop()
+			ctx := context.Background()
+			b.ResetTimer()
+			for b.Loop() {
+				run, err := c.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{TaskQueue: taskQueue}, GreetWorkflow, "b")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := run.Get(ctx, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

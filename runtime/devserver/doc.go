@@ -11,8 +11,9 @@
 //
 //  1. Resolves the Config: directory, namespace, IP and ports (free loopback ports are picked
 //     for any port left at zero; a port that is given but taken is reported as [ErrPortInUse]).
-//  2. Creates the SQLite schema if the database file does not exist yet. An existing file is
-//     reused as it is, so workflows, their histories and timers survive a restart.
+//  2. Locks the database file against other servers ([ErrDatabaseInUse]) and creates the
+//     SQLite schema if the file does not exist yet. An existing file is reused as it is, so
+//     workflows, their histories and timers survive a restart.
 //  3. Registers the namespace in the database if it is missing (idempotent).
 //  4. Starts the Temporal services and waits until the frontend answers DescribeNamespace for
 //     the namespace, so a client dialled after Start returns can be used at once.
@@ -27,8 +28,9 @@
 // own ports. Two things outlive [Server.Stop], because the Temporal SQLite plugin keeps one
 // process-wide connection per database and never closes it: the database file stays open
 // until the process exits (a later Start on the same Dir reuses that connection), and an
-// in-memory database keeps its memory until the process exits. Do not run two servers on
-// the same Dir at the same time, in one process or in two.
+// in-memory database keeps its memory until the process exits. Two servers cannot share a
+// Dir at the same time, in one process or in two: the second Start fails with
+// [ErrDatabaseInUse] (enforced with flock on Unix; not checked on other systems).
 //
 // The database file is the one `temporal server start-dev --db-filename` uses (cluster
 // "active"), so the Temporal CLI can open it too when troupe is not running.

@@ -1,47 +1,73 @@
 package devserver
 
-// slogAdapter feeds the Temporal server's logger interface into a *slog.Logger.
+// serverLogger feeds the Temporal server's logger interface into a *slog.Logger.
 
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
 )
 
-type slogAdapter struct{ l *slog.Logger }
+type serverLogger struct {
+	l *slog.Logger // nil: discard everything
+	// stopping is set when Stop begins and shared by every logger derived with With.
+	// From then on warnings and errors are logged at Debug level: the services report the
+	// polls and transactions that shutdown cancels as failures, which would otherwise end
+	// every session with a screenful of errors.
+	stopping *atomic.Bool
+}
+
+func newServerLogger(l *slog.Logger) *serverLogger {
+	return &serverLogger{l: l, stopping: new(atomic.Bool)}
+}
 
 var (
-	_ log.Logger      = slogAdapter{}
-	_ log.WithLogger  = slogAdapter{}
-	_ log.SLogWrapper = slogAdapter{}
+	_ log.Logger      = (*serverLogger)(nil)
+	_ log.WithLogger  = (*serverLogger)(nil)
+	_ log.SLogWrapper = (*serverLogger)(nil)
 )
 
-func (a slogAdapter) Debug(msg string, tags ...tag.Tag) { a.log(slog.LevelDebug, msg, tags) }
-func (a slogAdapter) Info(msg string, tags ...tag.Tag)  { a.log(slog.LevelInfo, msg, tags) }
-func (a slogAdapter) Warn(msg string, tags ...tag.Tag)  { a.log(slog.LevelWarn, msg, tags) }
-func (a slogAdapter) Error(msg string, tags ...tag.Tag) { a.log(slog.LevelError, msg, tags) }
+func (s *serverLogger) Debug(msg string, tags ...tag.Tag) { s.log(slog.LevelDebug, msg, tags) }
+func (s *serverLogger) Info(msg string, tags ...tag.Tag)  { s.log(slog.LevelInfo, msg, tags) }
+func (s *serverLogger) Warn(msg string, tags ...tag.Tag)  { s.log(slog.LevelWarn, msg, tags) }
+func (s *serverLogger) Error(msg string, tags ...tag.Tag) { s.log(slog.LevelError, msg, tags) }
 
 // The server calls DPanic, Panic and Fatal on conditions it can survive when embedded; an
 // embedded server must not take its host process down, so they are logged as errors.
-func (a slogAdapter) DPanic(msg string, tags ...tag.Tag) { a.log(slog.LevelError, msg, tags) }
-func (a slogAdapter) Panic(msg string, tags ...tag.Tag)  { a.log(slog.LevelError, msg, tags) }
-func (a slogAdapter) Fatal(msg string, tags ...tag.Tag)  { a.log(slog.LevelError, msg, tags) }
+func (s *serverLogger) DPanic(msg string, tags ...tag.Tag) { s.log(slog.LevelError, msg, tags) }
+func (s *serverLogger) Panic(msg string, tags ...tag.Tag)  { s.log(slog.LevelError, msg, tags) }
+func (s *serverLogger) Fatal(msg string, tags ...tag.Tag)  { s.log(slog.LevelError, msg, tags) }
 
-func (a slogAdapter) With(tags ...tag.Tag) log.Logger {
-	return slogAdapter{l: slog.New(a.l.Handler().WithAttrs(attrs(tags)))}
+func (s *serverLogger) With(tags ...tag.Tag) log.Logger {
+	if s.l == nil {
+		return s
+	}
+	return &serverLogger{l: slog.New(s.l.Handler().WithAttrs(attrs(tags))), stopping: s.stopping}
 }
 
 // SLog lets the server's own slog bridge use the logger directly.
-func (a slogAdapter) SLog() *slog.Logger { return a.l }
+func (s *serverLogger) SLog() *slog.Logger {
+	if s.l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.l
+}
 
-func (a slogAdapter) log(level slog.Level, msg string, tags []tag.Tag) {
-	ctx := context.Background()
-	if !a.l.Enabled(ctx, level) {
+func (s *serverLogger) log(level slog.Level, msg string, tags []tag.Tag) {
+	if s.l == nil {
 		return
 	}
-	a.l.LogAttrs(ctx, level, msg, attrs(tags)...)
+	if level > slog.LevelInfo && s.stopping.Load() {
+		level = slog.LevelDebug
+	}
+	ctx := context.Background()
+	if !s.l.Enabled(ctx, level) {
+		return
+	}
+	s.l.LogAttrs(ctx, level, msg, attrs(tags)...)
 }
 
 func attrs(tags []tag.Tag) []slog.Attr {

@@ -1,0 +1,126 @@
+package agents_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/troupe-dev/troupe/agents"
+)
+
+type echoArgs struct {
+	Text string `json:"text"`
+}
+
+func echo(_ context.Context, a echoArgs) (string, error) { return a.Text, nil }
+
+func TestNewGraphValidation(t *testing.T) {
+	tool := agents.MustFunctionTool("echo", "Echoes.", echo)
+	tests := []struct {
+		name    string
+		entry   string
+		agents  []*agents.Agent
+		wantErr string
+	}{
+		{"valid", "a", []*agents.Agent{
+			{Name: "a", Tools: []agents.Tool{tool, agents.AsTool("b", "ask_b", "")}, Handoffs: []agents.Handoff{agents.HandoffTo("b")}},
+			{Name: "b"},
+		}, ""},
+		{"duplicate agent", "a", []*agents.Agent{{Name: "a"}, {Name: "a"}}, `duplicate agent "a"`},
+		{"unknown entry", "x", []*agents.Agent{{Name: "a"}}, `entry agent "x"`},
+		{"unknown handoff target", "a", []*agents.Agent{{Name: "a", Handoffs: []agents.Handoff{agents.HandoffTo("ghost")}}}, `handoff to unknown agent "ghost"`},
+		{"unknown agent tool", "a", []*agents.Agent{{Name: "a", Tools: []agents.Tool{agents.AsTool("ghost", "g", "")}}}, `runs unknown agent "ghost"`},
+		{"tool name clash", "a", []*agents.Agent{{Name: "a", Tools: []agents.Tool{tool, tool}}}, `two tools named "echo"`},
+		{"clash with handoff tool", "a", []*agents.Agent{
+			{Name: "a", Tools: []agents.Tool{agents.AsTool("b", "transfer_to_b", "")}, Handoffs: []agents.Handoff{agents.HandoffTo("b")}},
+			{Name: "b"},
+		}, `two tools named "transfer_to_b"`},
+		{"invalid agent name", "a b", []*agents.Agent{{Name: "a b"}}, `agent "a b" must match`},
+		{"invalid tool name", "a", []*agents.Agent{{Name: "a", Tools: []agents.Tool{agents.AsTool("a", "bad.name", "")}}}, `tool "bad.name" must match`},
+		{"nil agent", "a", []*agents.Agent{{Name: "a"}, nil}, "nil agent"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := agents.NewGraph("g", tc.entry, tc.agents...)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				specs := g.ToolSpecs("a")
+				var names []string
+				for _, s := range specs {
+					names = append(names, s.Name)
+				}
+				if strings.Join(names, ",") != "echo,ask_b,transfer_to_b" {
+					t.Errorf("tool specs = %v", names)
+				}
+				if g.Tool("a", "transfer_to_b").Kind != agents.ToolHandoff || g.Tool("a", "nope").Kind != agents.ToolUnknown {
+					t.Error("Tool() misclassifies")
+				}
+				return
+			}
+			if !errors.Is(err, agents.ErrInvalidGraph) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want ErrInvalidGraph containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestFunctionToolCall(t *testing.T) {
+	type result struct {
+		N int `json:"n"`
+	}
+	tool := agents.MustFunctionTool("count", "Counts.", func(_ context.Context, a echoArgs) (result, error) {
+		if a.Text == "fail" {
+			return result{}, errors.New("boom")
+		}
+		return result{N: len(a.Text)}, nil
+	})
+	tests := []struct {
+		name, args, want string
+		argsErr          bool
+		errText          string
+	}{
+		{"struct result as JSON", `{"text":"abc"}`, `{"n":3}`, false, ""},
+		{"tool error", `{"text":"fail"}`, "", false, "boom"},
+		{"unknown field", `{"text":"a","x":1}`, "", true, "invalid arguments"},
+		{"wrong type", `{"text":1}`, "", true, "invalid arguments"},
+		{"missing field", `{}`, "", true, "invalid arguments"},
+		{"not JSON", `{"text":`, "", true, "invalid arguments"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tool.Call(context.Background(), tc.args)
+			var ae *agents.ToolArgsError
+			if errors.As(err, &ae) != tc.argsErr {
+				t.Errorf("err = %v, want ToolArgsError=%v", err, tc.argsErr)
+			}
+			if tc.errText != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errText) {
+					t.Errorf("err = %v, want %q", err, tc.errText)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("Call = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewFunctionToolChecksAtConstruction(t *testing.T) {
+	if _, err := agents.NewFunctionTool("bad name", "", echo); !errors.Is(err, agents.ErrInvalidName) {
+		t.Errorf("bad name: err = %v", err)
+	}
+	if _, err := agents.NewFunctionTool("s", "", func(context.Context, string) (string, error) { return "", nil }); !errors.Is(err, agents.ErrSchema) {
+		t.Errorf("string args: err = %v", err)
+	}
+	if _, err := agents.NewFunctionTool("m", "", func(context.Context, withMap) (string, error) { return "", nil }); !errors.Is(err, agents.ErrSchema) {
+		t.Errorf("map args: err = %v", err)
+	}
+	var nilFn func(context.Context, echoArgs) (string, error)
+	if _, err := agents.NewFunctionTool("n", "", nilFn); err == nil {
+		t.Error("nil func accepted")
+	}
+}

@@ -1,0 +1,323 @@
+package bench
+
+// This file holds the harness every benchmark shares: the embedded server,
+// the workers (one set of options for Troupe and the baselines alike), the
+// baseline workflows, the bench graph and its scenario, and the helpers that
+// time a workflow and read the process's memory.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/devserver"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// The embedded server starts on first use, so `go test ./...` (which runs
+// no benchmark) does not pay for it, and stops in TestMain.
+var (
+	serverOnce sync.Once
+	server     *devserver.Server
+	temporalC  client.Client
+	serverErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if temporalC != nil {
+		temporalC.Close()
+	}
+	if server != nil {
+		_ = server.Stop()
+	}
+	os.Exit(code)
+}
+
+// temporalClient starts the embedded server if needed and returns a client
+// of it.
+func temporalClient(b *testing.B) client.Client {
+	b.Helper()
+	serverOnce.Do(func() {
+		server, serverErr = devserver.Start(context.Background(), devserver.Config{InMemory: true, UIPort: -1})
+		if serverErr != nil {
+			return
+		}
+		temporalC, serverErr = client.Dial(client.Options{HostPort: server.FrontendAddress(), Logger: quiet()})
+	})
+	if serverErr != nil {
+		b.Fatal(serverErr)
+	}
+	return temporalC
+}
+
+func quiet() log.Logger {
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+}
+
+// workerOptions are the options of every worker here, Troupe's and the
+// baselines' alike: the SDK's defaults.
+func workerOptions() worker.Options { return worker.Options{} }
+
+var queues atomic.Int64
+
+// startWorker starts a worker with workerOptions on a fresh task queue,
+// registers everything regs register, and returns the queue. The worker
+// stops when the benchmark ends; stop it earlier with the returned func.
+func startWorker(b *testing.B, c client.Client, regs ...func(worker.Registry)) (queue string, stop func()) {
+	b.Helper()
+	queue = fmt.Sprintf("bench-%d", queues.Add(1))
+	w := worker.New(c, queue, workerOptions())
+	for _, reg := range regs {
+		reg(w)
+	}
+	if err := w.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(w.Stop) }
+	b.Cleanup(stop)
+	return queue, stop
+}
+
+// troupe returns a registration func for a Runner serving the bench graph
+// with its model at baseURL; tweak, when set, adjusts its Config.
+func troupe(b *testing.B, baseURL string, tweak func(*workflows.Config)) func(worker.Registry) {
+	b.Helper()
+	m, err := model.New(model.Config{APIKey: "bench", BaseURL: baseURL, API: model.APIResponses})
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := blob.Open(context.Background(), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	cfg := workflows.Config{Graphs: []*agents.Graph{benchGraph()}, Model: m, Store: store}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	r, err := workflows.NewRunner(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r.Register
+}
+
+// The baseline: plain Temporal workflows doing what a Troupe run does,
+// minus Troupe.
+const (
+	baselineActivitiesName = "bench.SequentialActivities"
+	baselineChildrenName   = "bench.ParallelChildren"
+	baselineChildName      = "bench.NoopChild"
+	baselineActivityName   = "bench.Noop"
+)
+
+func registerBaseline(w worker.Registry) {
+	w.RegisterWorkflowWithOptions(sequentialActivities, workflow.RegisterOptions{Name: baselineActivitiesName})
+	w.RegisterWorkflowWithOptions(parallelChildren, workflow.RegisterOptions{Name: baselineChildrenName})
+	w.RegisterWorkflowWithOptions(noopChild, workflow.RegisterOptions{Name: baselineChildName})
+	w.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: baselineActivityName})
+}
+
+// sequentialActivities runs n no-op activities one after the other, with
+// the options Troupe gives its model activity.
+func sequentialActivities(ctx workflow.Context, n int) (int, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10},
+	})
+	for i := 0; i < n; i++ {
+		if err := workflow.ExecuteActivity(ctx, baselineActivityName, i).Get(ctx, nil); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
+}
+
+func noopActivity(_ context.Context, i int) (int, error) { return i, nil }
+
+// parallelChildren starts n no-op child workflows at once and waits for
+// them all.
+func parallelChildren(ctx workflow.Context, n int) (int, error) {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	futures := make([]workflow.ChildWorkflowFuture, n)
+	for i := range futures {
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: fmt.Sprintf("%s/%d", id, i)})
+		futures[i] = workflow.ExecuteChildWorkflow(cctx, baselineChildName, i)
+	}
+	for _, f := range futures {
+		if err := f.Get(ctx, nil); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+func noopChild(_ workflow.Context, i int) (int, error) { return i, nil }
+
+// runBaseline runs a baseline workflow to its end and returns how long it
+// took, start request included.
+func runBaseline(b *testing.B, c client.Client, queue, name string, n int) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	began := time.Now()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%s-%s-%d", name, queue, queues.Add(1)), TaskQueue: queue}, name, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var done int
+	if err := run.Get(ctx, &done); err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(began)
+	if done != n {
+		b.Fatalf("%s did %d of %d", name, done, n)
+	}
+	return took
+}
+
+// runTroupe runs agent of the bench graph to its final output and returns
+// its result and how long it took, start request included.
+func runTroupe(b *testing.B, c client.Client, queue, agent string) (*workflows.RunResult, time.Duration) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	began := time.Now()
+	res, err := workflows.Run(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: agent, Input: "go"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return res, time.Since(began)
+}
+
+// The bench graph: a looper that calls a no-op tool turn after turn, a boss
+// that calls many agents-as-tools at once, the worker agent behind them,
+// and a one-turn agent for warm-ups.
+const (
+	graphName   = "bench"
+	loopTurns   = 200 // turns that call the tool; one more answers
+	fanOutCalls = 50
+)
+
+type noopArgs struct {
+	Turn string `json:"turn"`
+}
+
+func benchGraph() *agents.Graph {
+	noop := agents.MustFunctionTool("noop", "Does nothing.", func(_ context.Context, a noopArgs) (string, error) {
+		return "ok " + a.Turn, nil
+	})
+	tools := make([]agents.Tool, fanOutCalls)
+	for i := range tools {
+		tools[i] = agents.AsTool("fan_worker", fanToolName(i), "Works on a part.")
+	}
+	return agents.MustGraph(graphName, "warm",
+		&agents.Agent{Name: "warm", Instructions: "bench warm"},
+		&agents.Agent{Name: "looper", Instructions: "bench looper", Tools: []agents.Tool{noop}, MaxTurns: loopTurns + 1},
+		&agents.Agent{Name: "boss", Instructions: "bench fan boss", Tools: tools},
+		&agents.Agent{Name: "fan_worker", Instructions: "bench fan worker"},
+	)
+}
+
+func fanToolName(i int) string { return fmt.Sprintf("part_%02d", i) }
+
+// benchScenario answers the bench graph's agents. It is built in Go, as the
+// boss's 50 calls would make a long YAML file, and validated like a parsed
+// one.
+func benchScenario(b *testing.B) *scripted.Scenario {
+	b.Helper()
+	calls := make([]scripted.ToolCall, fanOutCalls)
+	for i := range calls {
+		calls[i] = scripted.ToolCall{Name: fanToolName(i), Arguments: map[string]any{"input": "part " + strconv.Itoa(i)}}
+	}
+	sc := &scripted.Scenario{Rules: []scripted.Rule{
+		{Name: "warm", Match: scripted.Match{Instructions: "bench warm"}, Respond: scripted.Respond{Text: "warm"}},
+		{Name: "loop-done", Match: scripted.Match{Instructions: "bench looper", Turn: loopTurns + 1},
+			Respond: scripted.Respond{Text: "done after {{.Turn}} turns"}},
+		{Name: "loop-call", Match: scripted.Match{Instructions: "bench looper", MaxTurn: loopTurns},
+			Respond: scripted.Respond{Calls: []scripted.ToolCall{{Name: "noop", Arguments: map[string]any{"turn": "{{.Turn}}"}}}}},
+		{Name: "fan-calls", Match: scripted.Match{Instructions: "bench fan boss", Turn: 1}, Respond: scripted.Respond{Calls: calls}},
+		{Name: "fan-joins", Match: scripted.Match{Instructions: "bench fan boss", Turn: 2},
+			Respond: scripted.Respond{Text: "{{len .Outputs}} parts done"}},
+		{Name: "fan-worker", Match: scripted.Match{Instructions: "bench fan worker"}, Respond: scripted.Respond{Text: "{{.User}} done"}},
+	}}
+	if err := sc.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	return sc
+}
+
+// modelServer starts a scripted model server for one benchmark.
+func modelServer(b *testing.B) (*scripted.Server, string) {
+	b.Helper()
+	s := scripted.New(benchScenario(b))
+	url, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s, url
+}
+
+// modelTime sums the time the scripted server spent on the calls it
+// answered after the first skip, from request arrival to answer sent.
+func modelTime(s *scripted.Server, skip int) (time.Duration, int) {
+	calls := s.Calls()[skip:]
+	var sum time.Duration
+	for _, c := range calls {
+		sum += c.End.Sub(c.Start)
+	}
+	return sum, len(calls)
+}
+
+// warmUp runs one short Troupe run and one one-activity baseline on a new
+// worker, so that connections, pollers and caches are set up before
+// anything is timed.
+func warmUp(b *testing.B, c client.Client, queue string, baseline bool) {
+	b.Helper()
+	runTroupe(b, c, queue, "warm")
+	if baseline {
+		runBaseline(b, c, queue, baselineActivitiesName, 1)
+	}
+}
+
+// memory reports the process's resident set (VmRSS of /proc/self/status)
+// and, after a GC, the Go heap in use, both in MB.
+func memory() (rssMB, heapMB float64) {
+	if data, err := os.ReadFile("/proc/self/status"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+				rssMB = kb / 1024
+			}
+		}
+	}
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	return rssMB, float64(ms.HeapInuse) / (1 << 20)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

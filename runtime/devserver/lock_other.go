@@ -1,0 +1,6 @@
+//go:build !unix
+
+package devserver
+
+// Without flock, nothing keeps a second server off the same database here; see lock_unix.go.
+func lockDir(string) (unlock func(), err error) { return func() {}, nil }

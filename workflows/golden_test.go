@@ -1,0 +1,66 @@
+package workflows_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden payload fixtures")
+
+// TestGoldenPayloads pins the JSON shape of every payload that crosses
+// Temporal, so a change in shape is a visible diff in testdata/golden.
+func TestGoldenPayloads(t *testing.T) {
+	ref := runtime.TranscriptRef{Key: "transcripts/run-1/0-triage", Segments: 3}
+	rc := agents.RunContext{WorkflowID: "run-1/0-triage", RunID: "run-1", Agent: "triage", Turn: 2, Vars: map[string]string{"tenant": "acme"}}
+	call := agents.FunctionCall("call_1", "get_document", `{"name":"pricing"}`)
+	out := agents.Item{Type: agents.ItemFunctionCallOutput, CallID: "call_1", OutputRef: "outputs/run-1/2-call_1", Agent: "triage"}
+	usage := model.Usage{Requests: 2, InputTokens: 100, OutputTokens: 20, TotalTokens: 120}
+	payloads := map[string]any{
+		"run_input":      workflows.RunInput{Graph: "dealdesk", Agent: "triage", Input: "Review the deal", Vars: rc.Vars, MaxHandoffs: 3},
+		"run_result":     workflows.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"triage", "coordinator"}, Turns: 4, ToolCalls: 3, Handoffs: 1, Usage: usage},
+		"agent_input":    workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Vars: rc.Vars, Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, Depth: 1},
+		"agent_result":   workflows.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
+		"model_input":    workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}},
+		"model_output":   workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},
+		"tool_input":     workflows.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
+		"handoff_input":  workflows.HandoffInput{Graph: "dealdesk", From: "triage", Tool: "transfer_to_coordinator", Run: rc, Transcript: ref, Pending: []agents.Item{out}, NewKey: "transcripts/run-1/1-coordinator"},
+		"handoff_output": workflows.HandoffOutput{Transcript: ref},
+		"extract_input":  workflows.ExtractInput{Graph: "dealdesk", Agent: "coordinator", Tool: "review_pricing", Result: agents.ToolRunResult{Agent: "pricing_reviewer", Output: json.RawMessage(`{"risk_level":"high"}`)}},
+		"event":          workflows.Event{Seq: 4, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: workflows.EventAgentToolStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator", Turn: 1, Tool: "review_pricing", CallID: "call_1", Detail: "Review pricing", Child: "run-1/1-coordinator/t1.0/0-pricing_reviewer"},
+	}
+	for name, v := range payloads {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			path := filepath.Join("testdata", "golden", name+".json")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("payload %s changed shape:\n got: %s\nwant: %s", name, got, want)
+			}
+		})
+	}
+}

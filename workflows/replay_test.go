@@ -1,0 +1,71 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// TestReplayHistories replays checked-in histories of a real deal-desk run
+// (recorded by the e2e package with -histories) against today's workflow
+// code. A change that alters what the workflows do in history fails here,
+// and must be versioned.
+func TestReplayHistories(t *testing.T) {
+	data, err := os.ReadFile("testdata/histories/index.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index map[string]string // file → workflow id
+	if err := json.Unmarshal(data, &index); err != nil {
+		t.Fatal(err)
+	}
+	files := slices.Sorted(maps.Keys(index))
+	if len(files) < 5 {
+		t.Fatalf("%d histories, want the 5 workflows of a deal-desk run", len(files))
+	}
+	store, _ := blob.Open(context.Background(), "mem://")
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{dealdesk.Graph()}, Model: &funcModel{}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			h, err := client.HistoryFromJSON(mustOpen(t, filepath.Join("testdata/histories", f)), client.HistoryJSONOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp := worker.NewWorkflowReplayer()
+			r.RegisterWorkflows(rp)
+			err = rp.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
+				OriginalExecution: workflow.Execution{ID: index[f], RunID: "replay"},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func mustOpen(t *testing.T, path string) io.Reader {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
