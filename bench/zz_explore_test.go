@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,7 +94,9 @@ func BenchmarkExplore(b *testing.B) {
 		}
 		return r.Register
 	}
-	regLA := func(w worker.Registry) { w.RegisterWorkflowWithOptions(actPlusLA, workflow.RegisterOptions{Name: "bench.ActPlusLA"}) }
+	regLA := func(w worker.Registry) {
+		w.RegisterWorkflowWithOptions(actPlusLA, workflow.RegisterOptions{Name: "bench.ActPlusLA"})
+	}
 	type variant struct {
 		name string
 		reg  func(worker.Registry)
@@ -114,19 +118,51 @@ func BenchmarkExplore(b *testing.B) {
 		}
 		vs = keep
 	}
-	for round := 0; round < 2; round++ {
+	type stat struct{ wall, cpu []float64 }
+	stats := map[string]*stat{}
+	add := func(name string, wall, cpu time.Duration, n int) {
+		st := stats[name]
+		if st == nil {
+			st = &stat{}
+			stats[name] = st
+		}
+		st.wall = append(st.wall, ms(wall)/float64(n))
+		st.cpu = append(st.cpu, ms(cpu)/float64(n))
+	}
+	rounds := 3
+	for round := 0; round < rounds; round++ {
 		q, stop := startWorker(b, c, registerBaseline, regLA)
 		runBaseline(b, c, q, baselineActivitiesName, 1)
+		c0 := cpuTime()
 		d := runBaseline(b, c, q, baselineActivitiesName, loopTurns)
-		d2 := runBaseline(b, c, q, "bench.ActPlusLA", loopTurns)
+		add("baseline", d, cpuTime()-c0, loopTurns)
+		c0 = cpuTime()
+		d = runBaseline(b, c, q, "bench.ActPlusLA", loopTurns)
+		add("act+LA", d, cpuTime()-c0, loopTurns)
 		stop()
-		fmt.Printf("round %d baseline %.2f ms/act, act+LA %.2f\n", round, ms(d)/loopTurns, ms(d2)/loopTurns)
 		for _, v := range vs {
 			q, stop := startWorker(b, c, v.reg)
 			runTroupe(b, c, q, "warm")
+			c0 := cpuTime()
 			res, d := runTroupe(b, c, q, "looper")
+			add(v.name, d, cpuTime()-c0, res.Turns)
 			stop()
-			fmt.Printf("round %d %-20s %.2f ms/turn\n", round, v.name, ms(d)/float64(res.Turns))
 		}
 	}
+	for _, name := range append([]string{"baseline", "act+LA"}, func() []string {
+		var n []string
+		for _, v := range vs {
+			n = append(n, v.name)
+		}
+		return n
+	}()...) {
+		st := stats[name]
+		fmt.Printf("%-20s wall min %.2f all %.2f | cpu min %.2f all %.2f ms/turn\n", name, slices.Min(st.wall), st.wall, slices.Min(st.cpu), st.cpu)
+	}
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

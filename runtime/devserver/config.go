@@ -44,6 +44,13 @@ func defaultDynamicConfig() map[dynamicconfig.Key]any {
 		{dynamicconfig.TimerProcessorMaxPollRPS, 1000},
 		{dynamicconfig.VisibilityProcessorMaxPollRPS, 1000},
 		{dynamicconfig.OutboundProcessorMaxPollRPS, 1000},
+		// A client waiting for a workflow's result long-polls the history service, which
+		// can miss the wake-up for the close event when events follow each other within
+		// milliseconds (a one-slot notification channel that drops on full, in server
+		// v1.32.1). The poll then ends only at this interval: 20 s by default, measured here
+		// on ~3% of one-activity workflows. A short interval bounds that stall; the cost is
+		// one more poll per waiting client per interval.
+		{dynamicconfig.HistoryLongPollExpirationInterval, time.Second},
 		// One worker process polls a dev server; more partitions only spread its tasks thin.
 		{dynamicconfig.MatchingNumTaskqueueReadPartitions, 1},
 		{dynamicconfig.MatchingNumTaskqueueWritePartitions, 1},

@@ -20,9 +20,22 @@ func TestZZDiag(t *testing.T) {
 	if os.Getenv("DIAG") == "" {
 		t.Skip()
 	}
-	for round := 0; round < 2; round++ {
+	for round := 0; round < 1; round++ {
 		fmt.Println("round", round)
-		diagRound(t, devserver.Config{InMemory: true, UIPort: -1})
+		cfg := devserver.Config{InMemory: true, UIPort: -1}
+		if os.Getenv("DIAG_LOG") != "" {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		if os.Getenv("DIAG") == "defaults" {
+			cfg.DynamicConfig = map[string]any{
+				"history.transferProcessorMaxPollRPS": 20, "history.timerProcessorMaxPollRPS": 20,
+				"history.visibilityProcessorMaxPollRPS": 20, "history.outboundProcessorMaxPollRPS": 20,
+				"matching.numTaskqueueReadPartitions": 4, "matching.numTaskqueueWritePartitions": 4,
+				"system.forceSearchAttributesCacheRefreshOnRead": false,
+				"frontend.namespaceRPS.visibility":               10, "history.hostLevelCacheMaxSize": 128000,
+			}
+		}
+		diagRound(t, cfg)
 	}
 }
 
@@ -40,7 +53,7 @@ func diagRound(t *testing.T, cfg devserver.Config) {
 	w.Start()
 	defer w.Stop()
 	ctx := context.Background()
-	for i := 0; i < 60; i++ {
+	for i := 0; i < 150; i++ {
 		began := time.Now()
 		run, _ := c.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{TaskQueue: taskQueue}, GreetWorkflow, "b")
 		startDur := time.Since(began)
@@ -58,7 +71,7 @@ func diagRound(t *testing.T, cfg devserver.Config) {
 			prev = ts
 		}
 		if total > 100*time.Millisecond {
-			fmt.Printf("i=%d start=%v total=%v:%s\n", i, startDur.Round(time.Millisecond), total.Round(time.Millisecond), line)
+			fmt.Printf("STALL %s i=%d start=%v total=%v:%s\n", began.Format("15:04:05.000"), i, startDur.Round(time.Millisecond), total.Round(time.Millisecond), line)
 		}
 	}
 }
