@@ -28,7 +28,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	}
 	instructions, err := agent.ResolveInstructions(ctx, in.Run)
 	if err != nil {
-		return nil, temporal.NewApplicationErrorWithCause(err.Error(), ErrInternal, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInstructions, err)
 	}
 	history, err := runtime.Load(ctx, a.r.cfg.Store, in.Transcript)
 	if err != nil {

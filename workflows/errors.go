@@ -19,6 +19,7 @@ const (
 	ErrUnknownAgent    = "troupe.UnknownAgent"
 	ErrToolDepth       = "troupe.ToolDepthExceeded"
 	ErrHandoff         = "troupe.HandoffFailed"
+	ErrInstructions    = "troupe.InstructionsFailed"
 	ErrInternal        = "troupe.Internal"
 )
 

@@ -277,3 +277,115 @@ func TestToolErrorsReachTheModel(t *testing.T) {
 		}
 	}
 }
+
+// extrasGraph exercises the Go funcs an agent may carry: dynamic
+// instructions, an on-handoff callback, an output extractor.
+func extrasGraph(handoffs *[]string) *agents.Graph {
+	return agents.MustGraph("extras", "front",
+		&agents.Agent{Name: "front", Instructions: "front: routes",
+			Handoffs: []agents.Handoff{{Target: "back", OnHandoff: func(_ context.Context, rc agents.RunContext) error {
+				*handoffs = append(*handoffs, rc.Agent+"@"+rc.Vars["tenant"])
+				return nil
+			}}}},
+		&agents.Agent{Name: "back", DynamicInstructions: func(_ context.Context, rc agents.RunContext) (string, error) {
+			return fmt.Sprintf("back: tenant %s turn %d", rc.Vars["tenant"], rc.Turn), nil
+		}, Tools: []agents.Tool{&agents.AgentTool{Agent: "rev", Name: "review", Extractor: func(_ context.Context, r agents.ToolRunResult) (string, error) {
+			v, err := agents.Decode[review](r.Output)
+			return "risk=" + v.Risk + " from " + r.Agent, err
+		}}}},
+		&agents.Agent{Name: "rev", Instructions: "rev: reviews", Output: agents.MustOutput[review]()},
+		&agents.Agent{Name: "pingpong", Instructions: "pingpong: bounces", Handoffs: []agents.Handoff{agents.HandoffTo("pingpong")}},
+	)
+}
+
+func newExtrasEnv(t *testing.T, fn turnFunc, handoffs *[]string) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	env := s.NewTestWorkflowEnvironment()
+	store, _ := blob.Open(context.Background(), "mem://")
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{extrasGraph(handoffs)}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store, MaxHandoffs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	return env
+}
+
+func TestAgentFuncs(t *testing.T) {
+	var handoffs, instructions []string
+	var backSaw string
+	env := newExtrasEnv(t, func(req model.Request) []agents.Item {
+		last := lastItem(req)
+		switch firstWord(req.Instructions) {
+		case "front:":
+			return []agents.Item{call("h", "transfer_to_back", "{}")}
+		case "back:":
+			instructions = append(instructions, req.Instructions)
+			if last.Type == agents.ItemFunctionCallOutput && last.CallID == "r" {
+				backSaw = last.Output
+				return []agents.Item{agents.AssistantMessage("ok")}
+			}
+			return []agents.Item{call("r", "review", `{"input":"look"}`)}
+		default:
+			return []agents.Item{agents.AssistantMessage(`{"risk":"medium","findings":[]}`)}
+		}
+	}, &handoffs)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "extras", Input: "hi", Vars: map[string]string{"tenant": "acme"}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(handoffs, ",") != "front@acme" {
+		t.Errorf("on-handoff calls = %v", handoffs)
+	}
+	if strings.Join(instructions, "|") != "back: tenant acme turn 1|back: tenant acme turn 2" {
+		t.Errorf("dynamic instructions = %q", instructions)
+	}
+	if backSaw != "risk=medium from rev" {
+		t.Errorf("extractor output = %q", backSaw)
+	}
+}
+
+func TestMaxHandoffs(t *testing.T) {
+	env := newExtrasEnv(t, func(req model.Request) []agents.Item {
+		return []agents.Item{call(fmt.Sprintf("h%d", len(req.Input)), "transfer_to_pingpong", "{}")}
+	}, new([]string))
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"})
+	err := env.GetWorkflowError()
+	if workflows.ErrorType(err) != workflows.ErrMaxHandoffs || !strings.Contains(err.Error(), "exceeded 3 handoffs") {
+		t.Fatalf("err = %v, want %s", err, workflows.ErrMaxHandoffs)
+	}
+}
+
+func TestBadRunInput(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      workflows.RunInput
+		wantErr string
+		msg     string
+	}{
+		{"unknown graph", workflows.RunInput{Graph: "nope", Input: "x"}, workflows.ErrUnknownAgent, `graph "nope"`},
+		{"unknown agent", workflows.RunInput{Graph: "extras", Agent: "ghost", Input: "x"}, workflows.ErrUnknownAgent, `"ghost"`},
+		{"oversized input", workflows.RunInput{Graph: "extras", Input: strings.Repeat("x", 600<<10)}, workflows.ErrPayloadTooLarge, "bound for one Temporal payload"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newExtrasEnv(t, func(model.Request) []agents.Item { return nil }, new([]string))
+			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, tc.in)
+			err := env.GetWorkflowError()
+			if workflows.ErrorType(err) != tc.wantErr || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v, want %s with %q", err, tc.wantErr, tc.msg)
+			}
+		})
+	}
+}
+
+func TestOversizedToolArguments(t *testing.T) {
+	env, _ := newEnv(t, func(req model.Request) []agents.Item {
+		return []agents.Item{call("1", "lookup", fmt.Sprintf(`{"key":%q}`, strings.Repeat("k", 600<<10)))}
+	})
+	_, err := run(t, env, "loop", "go")
+	if workflows.ErrorType(err) != workflows.ErrPayloadTooLarge {
+		t.Fatalf("err = %v, want %s", err, workflows.ErrPayloadTooLarge)
+	}
+}
