@@ -1,0 +1,176 @@
+// Package sandbox holds Troupe's workspaces: the Manifest that describes a
+// fresh workspace, and the Client and Session interfaces that backends
+// (local, bwrap, docker; hosted providers alike) implement.
+//
+// Every backend keeps the workspace as a directory on its host and runs
+// commands over it (directly, in bubblewrap namespaces, or in a container
+// with the directory bind-mounted at /workspace). File operations and
+// snapshots work on that directory, confined to it with os.Root, so they
+// are the same for every backend and a snapshot from one restores into any
+// other.
+//
+// The contract every implementation keeps, checked by sandboxtest.Run:
+//
+//  1. Create materialises the manifest before the first command; paths are
+//     workspace-relative, and escapes are rejected before anything is
+//     written.
+//  2. Exec runs `sh -c CMD` in the workspace with exactly the manifest's
+//     environment (never the host's), a timeout, and an output cap that
+//     keeps the head and the tail.
+//  3. Session state serialises to JSON; Client.Resume turns it back into a
+//     live session, or fails with ErrGone.
+//  4. Stop is idempotent and leaves nothing running.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"time"
+)
+
+// Errors callers branch on.
+var (
+	// ErrPathEscape reports a path that leaves the workspace: absolute,
+	// with "..", or through a symlink pointing outside.
+	ErrPathEscape = errors.New("sandbox: path escapes the workspace")
+	// ErrSourceNotAllowed reports a host source outside the allowed roots.
+	ErrSourceNotAllowed = errors.New("sandbox: host source outside the allowed roots")
+	// ErrGone reports a sandbox that no longer exists (stopped, killed, or
+	// its host is gone); re-provision it from a snapshot.
+	ErrGone = errors.New("sandbox: gone")
+	// ErrUnsupported reports an optional operation a backend lacks.
+	ErrUnsupported = errors.ErrUnsupported
+)
+
+// Client creates and resumes sessions of one backend.
+type Client interface {
+	// Backend names the backend: "local", "bwrap", "docker".
+	Backend() string
+	// Create provisions a new workspace from spec.
+	Create(ctx context.Context, spec Spec) (Session, error)
+	// Resume reattaches to a session from its State, or fails with ErrGone.
+	Resume(ctx context.Context, state State) (Session, error)
+}
+
+// Spec says what to provision.
+type Spec struct {
+	// ID identifies the session; it must be unique on the host. Workflows
+	// use their workflow id.
+	ID string `json:"id"`
+	// Manifest is the fresh workspace's contents and environment.
+	Manifest Manifest `json:"manifest"`
+	// Options are the isolation and resource settings.
+	Options Options `json:"options"`
+	// Labels tag the sandbox (docker labels) so orphans can be found.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Options are a sandbox's isolation and resource settings. The zero value
+// is the safe default: no network, the backend's default limits.
+type Options struct {
+	// Network grants network access; off by default.
+	Network bool `json:"network,omitempty"`
+	// Ports are workspace ports to expose (published on 127.0.0.1 only).
+	Ports []int `json:"ports,omitempty"`
+	// Limits bound the sandbox's resources.
+	Limits Limits `json:"limits,omitempty"`
+	// Image is the container image, for backends that use one.
+	Image string `json:"image,omitempty"`
+}
+
+// Limits bound a sandbox's resources; zero fields mean the backend's
+// default.
+type Limits struct {
+	// PIDs bounds the number of processes.
+	PIDs int `json:"pids,omitempty"`
+	// MemoryBytes bounds memory.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// CPUSeconds bounds the CPU time of one command.
+	CPUSeconds int `json:"cpu_seconds,omitempty"`
+}
+
+// State is a session's serialisable state: enough to resume it.
+type State struct {
+	// Backend is the Client.Backend that made the session.
+	Backend string `json:"backend"`
+	// Host names the machine that holds the workspace.
+	Host string `json:"host"`
+	// ID is the Spec's ID.
+	ID string `json:"id"`
+	// Workspace is the workspace directory on Host.
+	Workspace string `json:"workspace"`
+	// Env is the commands' environment (the manifest's).
+	Env map[string]string `json:"env,omitempty"`
+	// Ephemeral lists workspace paths left out of snapshots.
+	Ephemeral []string `json:"ephemeral,omitempty"`
+	// Options are the spec's options.
+	Options Options `json:"options"`
+	// Backend-specific data, e.g. a container id.
+	Data map[string]string `json:"data,omitempty"`
+}
+
+// Session is a live workspace.
+type Session interface {
+	// State returns the session's serialisable state.
+	State() State
+	// Exec runs a command in the workspace.
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	// ReadFile reads a workspace file.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// WriteFile writes a workspace file, creating parent directories.
+	WriteFile(ctx context.Context, path string, data []byte, mode fs.FileMode) error
+	// Remove removes a workspace file or empty directory.
+	Remove(ctx context.Context, path string) error
+	// List lists a workspace directory.
+	List(ctx context.Context, path string) ([]FileInfo, error)
+	// Snapshot writes a tar+zstd archive of the workspace, without the
+	// ephemeral entries, to w.
+	Snapshot(ctx context.Context, w io.Writer) error
+	// Restore replaces the workspace's contents with a snapshot's.
+	Restore(ctx context.Context, r io.Reader) error
+	// PortURL returns the host URL of an exposed workspace port.
+	PortURL(ctx context.Context, port int) (string, error)
+	// Alive reports ErrGone when the sandbox no longer exists.
+	Alive(ctx context.Context) error
+	// Stop stops the sandbox and removes its workspace; it is idempotent.
+	Stop(ctx context.Context) error
+}
+
+// ExecRequest is one command.
+type ExecRequest struct {
+	// Cmd is run as `sh -c Cmd`.
+	Cmd string `json:"cmd"`
+	// Workdir is workspace-relative; empty means the workspace root.
+	Workdir string `json:"workdir,omitempty"`
+	// Timeout bounds the command; zero means one minute.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// MaxOutputBytes caps the combined output kept, head and tail; zero
+	// means 64 KiB.
+	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
+}
+
+// ExecResult is a finished command.
+type ExecResult struct {
+	// ExitCode is the command's exit status; -1 when it was killed.
+	ExitCode int `json:"exit_code"`
+	// Output is stdout and stderr interleaved, capped.
+	Output string `json:"output"`
+	// Truncated reports that the middle of the output was cut.
+	Truncated bool `json:"truncated,omitempty"`
+	// OriginalBytes is the output's size before the cut.
+	OriginalBytes int `json:"original_bytes"`
+	// TimedOut reports that the timeout killed the command.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Duration is the command's wall time.
+	Duration time.Duration `json:"duration"`
+}
+
+// FileInfo describes a workspace entry.
+type FileInfo struct {
+	Name  string      `json:"name"`
+	Size  int64       `json:"size"`
+	Mode  fs.FileMode `json:"mode"`
+	IsDir bool        `json:"is_dir"`
+}
