@@ -39,6 +39,12 @@ type Agent struct {
 	// Output, when set, makes the final output a validated JSON document of
 	// its type; otherwise the final output is the model's text.
 	Output *OutputType
+	// Sandbox, when set, gives the agent its own workspace.
+	Sandbox *Sandbox
+	// Capabilities add sandbox tools, instructions and manifest entries.
+	// A sandbox agent with none gets the worker's defaults (shell,
+	// filesystem, compaction).
+	Capabilities []Capability
 	// MaxTurns bounds this agent's model turns; 0 means DefaultMaxTurns.
 	MaxTurns int
 	// MaxOutputRetries bounds the corrections of an invalid structured

@@ -58,6 +58,7 @@ type FunctionTool struct {
 	call     func(ctx context.Context, args []byte) (string, error)
 	timeout  time.Duration
 	activity bool
+	sandbox  bool
 }
 
 // ToolOption tunes a FunctionTool.

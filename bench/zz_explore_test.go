@@ -144,8 +144,13 @@ func BenchmarkExplore(b *testing.B) {
 			q, stop := startWorker(b, c, v.reg)
 			runTroupe(b, c, q, "warm")
 			c0 := cpuTime()
+			began := time.Now()
 			res, d := runTroupe(b, c, q, "looper")
 			add(v.name, d, cpuTime()-c0, res.Turns)
+			if d > 5*time.Second {
+				diagnose(c, res.WorkflowID, began)
+				diagnose(c, res.WorkflowID+"/0-looper", began)
+			}
 			stop()
 		}
 	}
@@ -165,4 +170,29 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func diagnose(c client.Client, id string, began time.Time) {
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, 0)
+	var prev time.Time
+	var prevType string
+	var last time.Time
+	n := 0
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			fmt.Println("diag:", err)
+			return
+		}
+		t := e.GetEventTime().AsTime()
+		if n == 0 {
+			fmt.Printf("diag %s: first event %s after client start\n", id, t.Sub(began))
+		}
+		if !prev.IsZero() && t.Sub(prev) > 500*time.Millisecond {
+			fmt.Printf("diag %s: gap %s between event %d %s and %s\n", id, t.Sub(prev), e.GetEventId(), prevType, e.GetEventType())
+		}
+		prev, prevType, last = t, e.GetEventType().String(), t
+		n++
+	}
+	fmt.Printf("diag %s: %d events, last at %s after client start; now %s\n", id, n, last.Sub(began), time.Since(began))
 }

@@ -76,7 +76,9 @@ type Config struct {
 	// string, or time.Duration for durations. Keys are case-insensitive.
 	//
 	// The defaults raise the history queues' poll rates to 1000/s (the defaults of 20/s add
-	// tens of milliseconds to every workflow task), use one task-queue partition, refresh the
+	// tens of milliseconds to every workflow task), shorten the history long-poll interval
+	// to 1s (so a client waiting for a workflow's result is never stuck for the default 20s
+	// when the server misses a wake-up), use one task-queue partition, refresh the
 	// search-attribute cache on every read (so new search attributes are usable at once), and
 	// raise the visibility rate limit that the Web UI otherwise hits.
 	DynamicConfig map[string]any

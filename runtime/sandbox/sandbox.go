@@ -174,3 +174,18 @@ type FileInfo struct {
 	Mode  fs.FileMode `json:"mode"`
 	IsDir bool        `json:"is_dir"`
 }
+
+type sessionKey struct{}
+
+// WithSession returns ctx carrying s, for tools that act on the agent's
+// sandbox: the worker puts the agent's live session in the context of
+// every sandbox tool call.
+func WithSession(ctx context.Context, s Session) context.Context {
+	return context.WithValue(ctx, sessionKey{}, s)
+}
+
+// SessionFrom returns the session of a sandbox tool call's ctx.
+func SessionFrom(ctx context.Context) (Session, bool) {
+	s, ok := ctx.Value(sessionKey{}).(Session)
+	return s, ok
+}

@@ -1,0 +1,51 @@
+package agents
+
+import (
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+)
+
+// Sandbox makes an agent a sandbox agent: its child workflow provisions a
+// workspace from Manifest before its first sandbox tool call and stops it
+// when the agent ends.
+type Sandbox struct {
+	// Manifest is the fresh workspace; capabilities may add entries.
+	Manifest sandbox.Manifest `json:"manifest"`
+	// Options are isolation and resource settings (network off by default).
+	Options sandbox.Options `json:"options"`
+	// Backend names the sandbox client ("local", "bwrap", "docker"); empty
+	// means the worker's default.
+	Backend string `json:"backend,omitempty"`
+}
+
+// Capability is sandbox-native behaviour attached to an agent: tools bound
+// to its session, instructions, and manifest additions. The capabilities
+// package holds Shell, Filesystem and Compaction.
+type Capability interface {
+	// Name identifies the capability.
+	Name() string
+	// Instructions are appended to the agent's instructions; may be empty.
+	Instructions() string
+	// Tools are added to the agent's tools. Tools that act on the sandbox
+	// are built with InSandbox and find their session with
+	// sandbox.SessionFrom.
+	Tools() []Tool
+	// Manifest holds entries and environment added to the agent's manifest.
+	Manifest() sandbox.Manifest
+}
+
+// Compactor is a Capability that trims an agent's context before each
+// model call. Trim must keep the turn structure valid: never a function
+// call output without its call.
+type Compactor interface {
+	Trim(items []Item) []Item
+}
+
+// InSandbox marks a function tool as acting on the agent's sandbox: it
+// runs as an activity on the host that holds the sandbox, with the session
+// in its context.
+func InSandbox() ToolOption {
+	return func(t *FunctionTool) { t.sandbox, t.activity = true, true }
+}
+
+// NeedsSandbox reports whether the tool acts on the agent's sandbox.
+func (t *FunctionTool) NeedsSandbox() bool { return t.sandbox }
