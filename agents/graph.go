@@ -114,11 +114,26 @@ func (g *Graph) index(a *Agent) []error {
 		refs[spec.Name] = ref
 		specs = append(specs, spec)
 	}
-	for i, t := range a.Tools {
+	tools := a.Tools
+	for _, c := range a.Capabilities {
+		if c == nil {
+			errs = append(errs, fmt.Errorf("agent %q: nil capability", a.Name))
+			continue
+		}
+		if a.Sandbox == nil {
+			errs = append(errs, fmt.Errorf("agent %q: capability %s needs a sandbox agent (set Agent.Sandbox)", a.Name, c.Name()))
+		}
+		tools = append(tools, c.Tools()...)
+	}
+	for i, t := range tools {
 		switch t := t.(type) {
 		case *FunctionTool:
 			if t == nil {
 				errs = append(errs, fmt.Errorf("agent %q: tool %d is nil", a.Name, i))
+				continue
+			}
+			if t.NeedsSandbox() && a.Sandbox == nil {
+				errs = append(errs, fmt.Errorf("agent %q: tool %q acts on a sandbox, but the agent has none", a.Name, t.Spec().Name))
 				continue
 			}
 			add(t.Spec(), ToolRef{Kind: ToolFunction, Function: t})
@@ -181,7 +196,8 @@ func (g *Graph) Tool(agent, tool string) ToolRef {
 }
 
 // ToolSpecs returns what the named agent's model sees of its tools:
-// function tools and agent tools in order, then its handoffs.
+// function tools and agent tools in order, then its capabilities' tools,
+// then its handoffs.
 func (g *Graph) ToolSpecs(agent string) []ToolSpec {
 	return g.specs[agent]
 }

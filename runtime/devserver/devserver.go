@@ -1,7 +1,8 @@
 package devserver
 
 // This file holds the public API (Config, Start, Server) and the start sequence. The server's
-// static configuration is in config.go, port handling in ports.go, the log adapter in log.go.
+// static configuration is in config.go, the Web UI in ui.go, port handling in ports.go, the
+// database lock in lock_unix.go and the log adapter in log.go.
 
 import (
 	"context"
@@ -26,8 +27,9 @@ import (
 const DBFile = "temporal.db"
 
 // ErrPortInUse is returned, wrapped, by [Start] when a port given in the [Config] is already
-// taken on its IP. Callers can test for it with errors.Is, for example to tell the user that
-// another dev server is running.
+// taken on its IP (or, rarely, when a port Start picked is taken before the Web UI binds it).
+// Callers can test for it with errors.Is, for example to tell the user that another dev
+// server is running.
 var ErrPortInUse = errors.New("port in use")
 
 // ErrDatabaseInUse is returned, wrapped, by [Start] when another running server, in this
@@ -121,7 +123,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		if err := os.MkdirAll(filepath.Dir(r.dbPath), 0o700); err != nil {
 			return nil, fmt.Errorf("devserver: create state directory: %w", err)
 		}
-		if unlock, err = lockDir(r.dbPath); err != nil {
+		if unlock, err = lockDatabase(r.dbPath); err != nil {
 			return nil, err
 		}
 	}
@@ -173,7 +175,8 @@ func (s *Server) Namespace() string { return s.namespace }
 
 // Stop stops the Web UI and the Temporal services and waits for them to finish. Workflows
 // and their timers are not lost: they resume when a server is started again on the same
-// Dir. Calling Stop again does nothing and returns the first call's result.
+// Dir. Stop takes about a second, because the frontend drains its connections for at least
+// that long. Calling Stop again does nothing and returns the first call's result.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		defer s.unlock()

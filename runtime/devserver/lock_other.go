@@ -3,4 +3,4 @@
 package devserver
 
 // Without flock, nothing keeps a second server off the same database here; see lock_unix.go.
-func lockDir(string) (unlock func(), err error) { return func() {}, nil }
+func lockDatabase(string) (unlock func(), err error) { return func() {}, nil }

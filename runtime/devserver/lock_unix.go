@@ -14,7 +14,7 @@ import (
 	"syscall"
 )
 
-func lockDir(dbPath string) (unlock func(), err error) {
+func lockDatabase(dbPath string) (unlock func(), err error) {
 	path := dbPath + ".lock"
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
