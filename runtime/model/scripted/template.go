@@ -41,7 +41,16 @@ type TemplateData struct {
 //	       document with a gjson path (strings unquoted, objects as JSON).
 //	json:  {{json .Outputs}} JSON-encodes a value.
 //	join:  {{join .Outputs ", "}} joins strings.
+//	after: {{after .LastOutput "Output:\n"}} is the text after the first
+//	       marker (all of it when the marker is missing), e.g. the output of
+//	       an exec_command result, to pass on to field.
 var templateFuncs = template.FuncMap{
+	"after": func(s, marker string) string {
+		if _, rest, ok := strings.Cut(s, marker); ok {
+			return rest
+		}
+		return s
+	},
 	"field": func(doc, path string) string { return gjson.Get(doc, path).String() },
 	"json": func(v any) (string, error) {
 		b, err := marshal(v)
