@@ -49,6 +49,14 @@ type Item struct {
 	// Output; large tool outputs travel by reference so that no Temporal
 	// payload grows with them.
 	OutputRef string `json:"output_ref,omitempty"`
+	// Images are data URLs ("data:image/png;base64,...") of images that a
+	// function call output shows the model along with Output. The model
+	// adapters send them as image parts of the output (Responses) or of a
+	// user message right after the tool messages (Chat Completions, whose
+	// tool messages hold text only). They are set on a model request's
+	// input just before the call (capabilities.ExpandImages) and, unlike
+	// Output, never offloaded, so they stay out of Temporal payloads.
+	Images []string `json:"images,omitempty"`
 	// Summary is the text summary of a reasoning item.
 	Summary string `json:"summary,omitempty"`
 	// EncryptedContent is the opaque payload of a reasoning item.

@@ -10,13 +10,17 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 )
 
 // Activities are the parts of a run that touch the world: the model, the
 // blob store, and the agents' Go funcs.
-type Activities struct{ r *Runner }
+type Activities struct {
+	r        *Runner
+	sessions sessions
+}
 
 // Model runs one model turn: it loads the transcript, calls the model,
 // appends the pending items and the turn's output as one segment, and
@@ -30,6 +34,11 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInstructions, err)
 	}
+	for _, c := range agent.Capabilities {
+		if extra := c.Instructions(); extra != "" {
+			instructions += "\n\n" + extra
+		}
+	}
 	history, err := runtime.Load(ctx, a.r.cfg.Store, in.Transcript)
 	if err != nil {
 		return nil, err
@@ -38,10 +47,17 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	if err != nil {
 		return nil, err
 	}
+	input := append(history, pending...)
+	for _, c := range agent.Capabilities {
+		if cp, ok := c.(agents.Compactor); ok {
+			input = cp.Trim(input)
+		}
+	}
+	input = capabilities.ExpandImages(input)
 	req := model.Request{
 		Model:        agent.Model,
 		Instructions: instructions,
-		Input:        append(history, pending...),
+		Input:        input,
 		Tools:        g.ToolSpecs(agent.Name),
 		Settings:     agent.Settings,
 	}

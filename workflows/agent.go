@@ -32,6 +32,13 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		transcript.Key = "transcripts/" + wfID
 	}
 	rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
+	var sb *sandboxLife
+	if agent.Sandbox != nil {
+		sb = &sandboxLife{r: r, rec: rec, graph: in.Graph, agent: agent.Name, wfID: wfID}
+		// However the agent ends (output, handoff, failure, cancellation),
+		// its sandbox is stopped.
+		defer sb.end(ctx)
+	}
 	fail := func(err error) (*AgentResult, error) {
 		rec.add(ctx, Event{Kind: EventFailed, Agent: agent.Name, Detail: err.Error()})
 		return nil, err
@@ -71,7 +78,10 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			continue
 		}
 		res.ToolCalls += len(step.Calls)
-		outputs, handoff, usage := r.runTools(ctx, rec, g, in, rc, step.Calls)
+		outputs, handoff, usage, err := r.runTools(ctx, rec, g, in, rc, step.Calls, sb)
+		if err != nil {
+			return fail(err)
+		}
 		res.Usage = res.Usage.Add(usage)
 		pending = outputs
 		if handoff != nil {
@@ -102,7 +112,7 @@ func (r *Runner) callModel(ctx workflow.Context, in ModelInput, out *ModelOutput
 // runTools carries out one turn's calls concurrently and returns their
 // outputs in the model's order, the handoff taken (if any), and the model
 // usage of agents-as-tools.
-func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, in AgentInput, rc agents.RunContext, calls []agents.Item) ([]agents.Item, *agents.Item, model.Usage) {
+func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, in AgentInput, rc agents.RunContext, calls []agents.Item, sb *sandboxLife) ([]agents.Item, *agents.Item, model.Usage, error) {
 	d := runtime.Sort(g, in.Agent, calls)
 	done := map[string]agents.Item{}
 	for _, o := range d.Outputs {
@@ -116,19 +126,31 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 		future workflow.Future
 	}
 	var fns []pendingCall
+	usedSandbox := false
+	for _, c := range d.Functions {
+		if g.Tool(in.Agent, c.Name).Function.NeedsSandbox() && !usedSandbox {
+			usedSandbox = true
+			if err := sb.ensure(ctx); err != nil {
+				return nil, nil, usage, err
+			}
+		}
+	}
 	for _, c := range d.Functions {
 		rec.add(ctx, Event{Kind: EventToolCalled, Agent: in.Agent, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(c.Arguments, 200)})
 		t := g.Tool(in.Agent, c.Name).Function
 		ti := ToolInput{Graph: in.Graph, Agent: in.Agent, Run: rc, Call: c,
 			OutputKey: fmt.Sprintf("outputs/%s/%d-%s", wfID, rc.Turn, c.CallID)}
 		var f workflow.Future
-		if t.RunsAsActivity() {
+		switch {
+		case t.NeedsSandbox():
+			f = sb.call(ctx, ti, t.Timeout())
+		case t.RunsAsActivity():
 			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 				StartToCloseTimeout: t.Timeout(),
 				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 			})
 			f = workflow.ExecuteActivity(actx, ToolActivityName, ti)
-		} else {
+		default:
 			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 				StartToCloseTimeout: t.Timeout(),
 				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
@@ -195,6 +217,9 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 		rec.add(ctx, Event{Kind: EventToolResult, Agent: in.Agent, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID, Detail: preview(detail, 200)})
 	}
 	wg.Wait(ctx)
+	if usedSandbox {
+		sb.afterTurn(ctx)
+	}
 
 	if d.Handoff != nil {
 		target := g.Tool(in.Agent, d.Handoff.Name).Handoff.Target
@@ -206,5 +231,5 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 			outputs = append(outputs, o)
 		}
 	}
-	return outputs, d.Handoff, usage
+	return outputs, d.Handoff, usage, nil
 }

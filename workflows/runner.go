@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -10,8 +11,10 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 // DefaultTaskQueue is the task queue workers listen on unless told otherwise.
@@ -43,13 +46,32 @@ type Config struct {
 	MaxHandoffs int
 	// MaxToolDepth bounds the nesting of agents-as-tools; the default is 5.
 	MaxToolDepth int
+
+	// Sandboxes are the sandbox clients this worker can provision with,
+	// by backend name. Sandbox agents need at least one.
+	Sandboxes map[string]sandbox.Client
+	// DefaultBackend is the backend of sandbox agents that name none; the
+	// default is "bwrap" when configured, else "local", else the only one.
+	DefaultBackend string
+	// Host names this worker's host; sandbox activities of sandboxes it
+	// holds are routed to the task queue troupe-host-<Host>. The default is
+	// the machine's hostname.
+	Host string
+	// HostTimeout is how long a sandbox activity waits for its host before
+	// the sandbox is taken as lost and re-provisioned elsewhere; the
+	// default is 30 seconds.
+	HostTimeout time.Duration
+	// SandboxIdleTimeout is how long an unused sandbox stays up before it
+	// is suspended (snapshot, then stop); the default is 5 minutes.
+	SandboxIdleTimeout time.Duration
 }
 
 // Runner holds the workflows and activities that run agent graphs.
 type Runner struct {
-	cfg    Config
-	graphs map[string]*agents.Graph
-	acts   *Activities
+	cfg       Config
+	graphs    map[string]*agents.Graph
+	acts      *Activities
+	hostQueue string
 }
 
 // NewRunner checks cfg and returns its Runner.
@@ -75,24 +97,69 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.MaxToolDepth == 0 {
 		cfg.MaxToolDepth = 5
 	}
-	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}}
+	if cfg.HostTimeout == 0 {
+		cfg.HostTimeout = 30 * time.Second
+	}
+	if cfg.SandboxIdleTimeout == 0 {
+		cfg.SandboxIdleTimeout = 5 * time.Minute
+	}
+	if cfg.Host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("workflows: hostname: %w", err)
+		}
+		cfg.Host = h
+	}
+	if cfg.DefaultBackend == "" {
+		for _, b := range []string{"bwrap", "local"} {
+			if _, ok := cfg.Sandboxes[b]; ok {
+				cfg.DefaultBackend = b
+				break
+			}
+		}
+		if cfg.DefaultBackend == "" && len(cfg.Sandboxes) == 1 {
+			for b := range cfg.Sandboxes {
+				cfg.DefaultBackend = b
+			}
+		}
+	}
+	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: "troupe-host-" + cfg.Host}
 	for _, g := range cfg.Graphs {
 		if g == nil {
 			return nil, errors.New("workflows: nil graph")
+		}
+		g, err := withDefaultCapabilities(g)
+		if err != nil {
+			return nil, err
 		}
 		if _, dup := r.graphs[g.Name()]; dup {
 			return nil, fmt.Errorf("workflows: two graphs named %q", g.Name())
 		}
 		r.graphs[g.Name()] = g
 	}
-	r.acts = &Activities{r: r}
+	r.acts = &Activities{r: r, sessions: sessions{live: map[string]sandbox.Session{}}}
 	return r, nil
 }
 
 // Register registers the workflows and activities on a worker.
 func (r *Runner) Register(w worker.Registry) {
 	r.RegisterWorkflows(w)
+	r.RegisterActivities(w)
+}
+
+// HostQueue is the task queue of this worker's host: run a second worker
+// on it with RegisterActivities, so sandbox activities reach the host
+// that holds the sandbox.
+func (r *Runner) HostQueue() string { return r.hostQueue }
+
+// RegisterActivities registers the activities only, for the host-queue
+// worker.
+func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.Model, activity.RegisterOptions{Name: ModelActivityName})
+	w.RegisterActivityWithOptions(r.acts.SandboxCreate, activity.RegisterOptions{Name: SandboxCreateActivityName})
+	w.RegisterActivityWithOptions(r.acts.SandboxTool, activity.RegisterOptions{Name: SandboxToolActivityName})
+	w.RegisterActivityWithOptions(r.acts.SandboxSnapshot, activity.RegisterOptions{Name: SandboxSnapshotActivityName})
+	w.RegisterActivityWithOptions(r.acts.SandboxStop, activity.RegisterOptions{Name: SandboxStopActivityName})
 	w.RegisterActivityWithOptions(r.acts.FunctionTool, activity.RegisterOptions{Name: ToolActivityName})
 	w.RegisterActivityWithOptions(r.acts.Handoff, activity.RegisterOptions{Name: HandoffActivityName})
 	w.RegisterActivityWithOptions(r.acts.Extract, activity.RegisterOptions{Name: ExtractActivityName})
@@ -126,4 +193,24 @@ func (r *Runner) agent(graph, name string) (*agents.Graph, *agents.Agent, error)
 		return nil, nil, nonRetryable(ErrUnknownAgent, "%v", err)
 	}
 	return g, a, nil
+}
+
+// withDefaultCapabilities gives sandbox agents that declare no
+// capabilities the default ones (shell, filesystem, compaction), and
+// validates the graph again with their tools.
+func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
+	var all []*agents.Agent
+	changed := false
+	for _, a := range g.Agents() {
+		if a.Sandbox != nil && a.Capabilities == nil {
+			c := *a
+			c.Capabilities = capabilities.Default()
+			a, changed = &c, true
+		}
+		all = append(all, a)
+	}
+	if !changed {
+		return g, nil
+	}
+	return agents.NewGraph(g.Name(), g.Entry(), all...)
 }

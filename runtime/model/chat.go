@@ -3,7 +3,8 @@
 // transcript is regrouped: the function calls of one model turn become the
 // tool_calls of one assistant message, each function call output becomes a
 // tool message, and reasoning items, which the protocol cannot carry, are
-// dropped.
+// dropped. Tool messages hold text only, so the images of function call
+// outputs travel in one user message right after the turn's tool messages.
 
 package model
 
@@ -127,7 +128,19 @@ func chatMessages(items []agents.Item) ([]openai.ChatCompletionMessageParamUnion
 	// open is the assistant message that the next function call joins, or
 	// nil when the last message sent is not from the model.
 	var open *openai.ChatCompletionAssistantMessageParam
+	// images are the image parts of the tool messages just sent; they go
+	// in a user message once the run of tool messages ends.
+	var images []openai.ChatCompletionContentPartUnionParam
+	flush := func() {
+		if len(images) > 0 {
+			out = append(out, openai.UserMessage(images))
+			images = nil
+		}
+	}
 	for i, it := range items {
+		if it.Type != agents.ItemFunctionCallOutput {
+			flush()
+		}
 		switch it.Type {
 		case agents.ItemMessage:
 			open = nil
@@ -167,6 +180,12 @@ func chatMessages(items []agents.Item) ([]openai.ChatCompletionMessageParamUnion
 				return nil, invalid("input item %d: output of call %q is still a reference (%s); resolve it before calling the model", i, it.CallID, it.OutputRef)
 			}
 			out = append(out, openai.ToolMessage(it.Output, it.CallID))
+			if len(it.Images) > 0 {
+				images = append(images, openai.TextContentPart("Images returned by tool call "+it.CallID+":"))
+				for _, url := range it.Images {
+					images = append(images, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: url}))
+				}
+			}
 
 		case agents.ItemReasoning:
 			// Not expressible in Chat Completions.
@@ -175,6 +194,7 @@ func chatMessages(items []agents.Item) ([]openai.ChatCompletionMessageParamUnion
 			return nil, invalid("input item %d: unknown type %q", i, it.Type)
 		}
 	}
+	flush()
 	return out, nil
 }
 

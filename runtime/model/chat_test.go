@@ -98,6 +98,47 @@ func TestChatRequest(t *testing.T) {
 			]`},
 		},
 		{
+			name: "images of tool outputs follow the turn's tool messages in a user message",
+			req: model.Request{Input: []agents.Item{
+				agents.UserMessage("what is in the pictures?"),
+				agents.FunctionCall("call_1", "view_image", `{"path":"a.png"}`),
+				agents.FunctionCall("call_2", "exec_command", `{"cmd":"ls"}`),
+				agents.FunctionCall("call_3", "view_image", `{"path":"b.gif"}`),
+				{Type: agents.ItemFunctionCallOutput, CallID: "call_1", Output: "Image a.png", Images: []string{"data:image/png;base64,iVBORw0K"}},
+				agents.FunctionCallOutput("call_2", "a.png b.gif"),
+				{Type: agents.ItemFunctionCallOutput, CallID: "call_3", Images: []string{"data:image/gif;base64,R0lG"}},
+				{Type: agents.ItemReasoning, ID: "rs_1", EncryptedContent: "gAAA"},
+				agents.AssistantMessage("A cat and a dog."),
+				agents.FunctionCall("call_4", "view_image", `{"path":"c.png"}`),
+				{Type: agents.ItemFunctionCallOutput, CallID: "call_4", Output: "Image c.png", Images: []string{"data:image/png;base64,AAAA"}},
+			}},
+			want: map[string]string{"messages": `[
+				{"role":"user","content":"what is in the pictures?"},
+				{"role":"assistant","tool_calls":[
+					{"id":"call_1","type":"function","function":{"name":"view_image","arguments":"{\"path\":\"a.png\"}"}},
+					{"id":"call_2","type":"function","function":{"name":"exec_command","arguments":"{\"cmd\":\"ls\"}"}},
+					{"id":"call_3","type":"function","function":{"name":"view_image","arguments":"{\"path\":\"b.gif\"}"}}
+				]},
+				{"role":"tool","tool_call_id":"call_1","content":"Image a.png"},
+				{"role":"tool","tool_call_id":"call_2","content":"a.png b.gif"},
+				{"role":"tool","tool_call_id":"call_3","content":""},
+				{"role":"user","content":[
+					{"type":"text","text":"Images returned by tool call call_1:"},
+					{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0K"}},
+					{"type":"text","text":"Images returned by tool call call_3:"},
+					{"type":"image_url","image_url":{"url":"data:image/gif;base64,R0lG"}}
+				]},
+				{"role":"assistant","content":"A cat and a dog.","tool_calls":[
+					{"id":"call_4","type":"function","function":{"name":"view_image","arguments":"{\"path\":\"c.png\"}"}}
+				]},
+				{"role":"tool","tool_call_id":"call_4","content":"Image c.png"},
+				{"role":"user","content":[
+					{"type":"text","text":"Images returned by tool call call_4:"},
+					{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}
+				]}
+			]`},
+		},
+		{
 			name: "tools, strict and not",
 			req: model.Request{Tools: []agents.ToolSpec{
 				{Name: "weather", Description: "Looks up the weather.", Parameters: weatherParams, Strict: true},

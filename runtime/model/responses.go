@@ -197,10 +197,16 @@ func responsesInput(items []agents.Item) (responses.ResponseInputParam, error) {
 			if it.OutputRef != "" && it.Output == "" {
 				return nil, invalid("input item %d: output of call %q is still a reference (%s); resolve it before calling the model", i, it.CallID, it.OutputRef)
 			}
+			output := responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(it.Output)}
+			if len(it.Images) > 0 {
+				output = responses.ResponseInputItemFunctionCallOutputOutputUnionParam{
+					OfResponseFunctionCallOutputItemArray: outputParts(it),
+				}
+			}
 			out = append(out, responses.ResponseInputItemUnionParam{
 				OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
 					CallID: param.NewOpt(it.CallID),
-					Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(it.Output)},
+					Output: output,
 				},
 			})
 
@@ -225,6 +231,23 @@ func responsesInput(items []agents.Item) (responses.ResponseInputParam, error) {
 		}
 	}
 	return out, nil
+}
+
+// outputParts is a function call output with images as content parts:
+// its text, when there is any, then each image.
+func outputParts(it agents.Item) responses.ResponseFunctionCallOutputItemListParam {
+	var parts responses.ResponseFunctionCallOutputItemListParam
+	if it.Output != "" {
+		parts = append(parts, responses.ResponseFunctionCallOutputItemUnionParam{
+			OfInputText: &responses.ResponseInputTextContentParam{Text: it.Output},
+		})
+	}
+	for _, url := range it.Images {
+		parts = append(parts, responses.ResponseFunctionCallOutputItemUnionParam{
+			OfInputImage: &responses.ResponseInputImageContentParam{ImageURL: param.NewOpt(url)},
+		})
+	}
+	return parts
 }
 
 // responsesResult maps a response onto items, in the order the model

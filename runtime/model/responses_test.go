@@ -94,6 +94,29 @@ func TestResponsesRequest(t *testing.T) {
 			]`},
 		},
 		{
+			name: "function call outputs with images become content parts",
+			req: model.Request{Input: []agents.Item{
+				agents.UserMessage("what is in the pictures?"),
+				agents.FunctionCall("call_1", "view_image", `{"path":"a.png"}`),
+				agents.FunctionCall("call_2", "view_image", `{"path":"b.png"}`),
+				{Type: agents.ItemFunctionCallOutput, CallID: "call_1", Output: "Image a.png (image/png, 67 bytes)", Images: []string{"data:image/png;base64,iVBORw0K"}},
+				{Type: agents.ItemFunctionCallOutput, CallID: "call_2", Images: []string{"data:image/gif;base64,R0lG", "data:image/webp;base64,UklG"}},
+			}},
+			want: map[string]string{"input": `[
+				{"type":"message","role":"user","content":"what is in the pictures?"},
+				{"type":"function_call","call_id":"call_1","name":"view_image","arguments":"{\"path\":\"a.png\"}"},
+				{"type":"function_call","call_id":"call_2","name":"view_image","arguments":"{\"path\":\"b.png\"}"},
+				{"type":"function_call_output","call_id":"call_1","output":[
+					{"type":"input_text","text":"Image a.png (image/png, 67 bytes)"},
+					{"type":"input_image","image_url":"data:image/png;base64,iVBORw0K"}
+				]},
+				{"type":"function_call_output","call_id":"call_2","output":[
+					{"type":"input_image","image_url":"data:image/gif;base64,R0lG"},
+					{"type":"input_image","image_url":"data:image/webp;base64,UklG"}
+				]}
+			]`},
+		},
+		{
 			name: "tools, strict and not",
 			req: model.Request{Tools: []agents.ToolSpec{
 				{Name: "weather", Description: "Looks up the weather.", Parameters: weatherParams, Strict: true},

@@ -1,0 +1,233 @@
+package sandbox_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+)
+
+func TestProvisionAndOpen(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	spec := sandbox.Spec{ID: "wf/1", Manifest: sandbox.Manifest{Entries: []sandbox.Entry{
+		{Kind: sandbox.EntryFile, Path: "a", Content: "a"},
+		{Kind: sandbox.EntryDir, Path: "cache", Ephemeral: true},
+	}}}
+	w, err := sandbox.Provision(ctx, root, spec, sandbox.Policy{})
+	must(t, err)
+	if filepath.Dir(w.Dir) != root || filepath.Base(w.Dir) != sandbox.DirName("wf/1") || len(w.Ephemeral) != 1 || w.Ephemeral[0] != "cache" {
+		t.Errorf("Provision = %+v", w)
+	}
+	if _, err := sandbox.Provision(ctx, root, spec, sandbox.Policy{}); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Provision of an existing session: %v, want fs.ErrExist", err)
+	}
+	// A failed manifest leaves nothing.
+	bad := sandbox.Spec{ID: "bad", Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "x"}, {Kind: sandbox.EntryLocalFile, Path: "y", Source: "/etc/passwd"}}}}
+	if _, err := sandbox.Provision(ctx, root, bad, sandbox.Policy{}); !errors.Is(err, sandbox.ErrSourceNotAllowed) {
+		t.Errorf("Provision: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "bad")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a rejected session left its directory")
+	}
+
+	st := sandbox.State{ID: "wf/1", Workspace: w.Dir, Ephemeral: w.Ephemeral}
+	if got, err := sandbox.OpenWorkspace(root, st); err != nil || got.Dir != w.Dir {
+		t.Errorf("OpenWorkspace = %+v, %v", got, err)
+	}
+	for _, forged := range []sandbox.State{
+		{ID: "wf/1", Workspace: root},
+		{ID: "wf/1", Workspace: "/"},
+		{ID: "other", Workspace: w.Dir},
+		{ID: "", Workspace: w.Dir},
+	} {
+		if _, err := sandbox.OpenWorkspace(root, forged); !errors.Is(err, sandbox.ErrGone) {
+			t.Errorf("OpenWorkspace(%+v) = %v, want ErrGone", forged, err)
+		}
+	}
+	must(t, w.Destroy())
+	must(t, w.Destroy())
+	if _, err := sandbox.OpenWorkspace(root, st); !errors.Is(err, sandbox.ErrGone) {
+		t.Errorf("OpenWorkspace after Destroy: %v, want ErrGone", err)
+	}
+	if _, err := w.ReadFile(ctx, "a"); !errors.Is(err, sandbox.ErrGone) {
+		t.Errorf("ReadFile after Destroy: %v, want ErrGone", err)
+	}
+}
+
+func TestWorkspaceFiles(t *testing.T) {
+	ctx := context.Background()
+	w := sandbox.Workspace{Dir: t.TempDir()}
+	outside := t.TempDir()
+	must(t, os.Symlink(outside, filepath.Join(w.Dir, "out")))
+	must(t, os.Symlink("/etc/passwd", filepath.Join(w.Dir, "passwd")))
+	for _, p := range []string{"out/x", "passwd", "../x", "/etc/passwd", "out"} {
+		if err := w.WriteFile(ctx, p, []byte("x"), 0); !errors.Is(err, sandbox.ErrPathEscape) {
+			t.Errorf("WriteFile(%q) = %v, want ErrPathEscape", p, err)
+		}
+	}
+	if _, err := w.ReadFile(ctx, "passwd"); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Errorf("ReadFile through an absolute symlink: %v", err)
+	}
+	if _, err := w.List(ctx, "out"); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Errorf("List through a symlink out: %v", err)
+	}
+	if _, err := w.ResolveWorkdir(ctx, "out"); !errors.Is(err, sandbox.ErrPathEscape) {
+		t.Errorf("ResolveWorkdir through a symlink out: %v", err)
+	}
+	if err := w.WriteFile(ctx, "x", nil, fs.ModeSetuid|0o755); err == nil {
+		t.Errorf("WriteFile with setuid succeeded")
+	}
+	if err := w.WriteFile(ctx, ".", nil, 0); err == nil {
+		t.Errorf("WriteFile(.) succeeded")
+	}
+	must(t, w.WriteFile(ctx, "d/f", []byte("f"), 0o640))
+	if wd, err := w.ResolveWorkdir(ctx, "./d/"); err != nil || wd != "d" {
+		t.Errorf("ResolveWorkdir(./d/) = %q, %v", wd, err)
+	}
+	if _, err := w.ResolveWorkdir(ctx, "d/f"); err == nil {
+		t.Errorf("ResolveWorkdir of a file succeeded")
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("something was written outside")
+	}
+}
+
+// archive builds a snapshot-format archive from headers (and contents).
+func archive(t *testing.T, entries ...any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, err := zstd.NewWriter(&buf)
+	must(t, err)
+	tw := tar.NewWriter(zw)
+	for i := 0; i < len(entries); i++ {
+		hdr := entries[i].(*tar.Header)
+		var body []byte
+		if i+1 < len(entries) {
+			if b, ok := entries[i+1].([]byte); ok {
+				body = b
+				hdr.Size = int64(len(b))
+				i++
+			}
+		}
+		must(t, tw.WriteHeader(hdr))
+		_, err := tw.Write(body)
+		must(t, err)
+	}
+	must(t, tw.Close())
+	must(t, zw.Close())
+	return buf.Bytes()
+}
+
+func TestRestoreRefusesEscapes(t *testing.T) {
+	ctx := context.Background()
+	reg := func(name string) *tar.Header {
+		return &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, ModTime: time.Unix(1, 0)}
+	}
+	for _, tc := range []struct {
+		name    string
+		archive []any
+		want    error
+	}{
+		{"dotdot", []any{reg("ok"), []byte("ok"), reg("../evil"), []byte("x")}, sandbox.ErrPathEscape},
+		{"absolute", []any{reg("/tmp/evil"), []byte("x")}, sandbox.ErrPathEscape},
+		{"inner-dotdot", []any{reg("a/../../evil"), []byte("x")}, sandbox.ErrPathEscape},
+		{"under-symlink", []any{&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/tmp"}, reg("l/evil"), []byte("x")}, sandbox.ErrPathEscape},
+		{"hardlink", []any{&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}}, nil},
+		{"device", []any{&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}}, nil},
+		{"duplicate", []any{reg("a"), []byte("1"), reg("a"), []byte("2")}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			outside := t.TempDir()
+			w := sandbox.Workspace{Dir: filepath.Join(outside, "ws")}
+			must(t, os.Mkdir(w.Dir, 0o755))
+			must(t, os.WriteFile(filepath.Join(w.Dir, "before"), []byte("before"), 0o644))
+			err := w.Restore(ctx, bytes.NewReader(archive(t, tc.archive...)))
+			if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
+				t.Fatalf("Restore: %v, want %v", err, tc.want)
+			}
+			t.Log(err)
+			if b, err := os.ReadFile(filepath.Join(w.Dir, "before")); err != nil || string(b) != "before" {
+				t.Errorf("a refused archive changed the workspace")
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) != 1 {
+				t.Errorf("something was written outside the workspace")
+			}
+		})
+	}
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	a := sandbox.Workspace{Dir: t.TempDir(), Ephemeral: []string{"tmp", "cache/x"}}
+	mtime := time.Date(2020, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
+	files := map[string]string{"a.txt": "a", "d/b.txt": "b", "tmp/skip": "s", "cache/x": "s", "cache/y": "kept"}
+	for p, c := range files {
+		must(t, a.WriteFile(ctx, p, []byte(c), 0o640))
+		must(t, os.Chtimes(filepath.Join(a.Dir, p), mtime, mtime))
+	}
+	must(t, os.Symlink("/usr/bin/python3", filepath.Join(a.Dir, "python")))
+	must(t, os.Symlink("../a.txt", filepath.Join(a.Dir, "d/up")))
+	must(t, os.Chmod(filepath.Join(a.Dir, "d"), 0o750))
+	must(t, os.Chtimes(filepath.Join(a.Dir, "d"), mtime, mtime))
+
+	var snap bytes.Buffer
+	must(t, a.Snapshot(ctx, &snap))
+	// The archive lists entries in order, without the ephemeral ones.
+	var names []string
+	zr, err := zstd.NewReader(bytes.NewReader(snap.Bytes()))
+	must(t, err)
+	tr := tar.NewReader(zr)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		must(t, err)
+		names = append(names, hdr.Name)
+		if hdr.Uid != 0 || hdr.Uname != "" {
+			t.Errorf("%s: owner %d %q recorded", hdr.Name, hdr.Uid, hdr.Uname)
+		}
+	}
+	zr.Close()
+	if got := strings.Join(names, " "); got != "a.txt cache/ cache/y d/ d/b.txt d/up python" {
+		t.Errorf("archive entries: %s", got)
+	}
+
+	b := sandbox.Workspace{Dir: t.TempDir(), Ephemeral: []string{"tmp"}}
+	must(t, b.WriteFile(ctx, "tmp/mine", []byte("mine"), 0))
+	must(t, b.WriteFile(ctx, "stale", []byte("stale"), 0))
+	// Through a plain io.Reader, so Restore spools it.
+	must(t, b.Restore(ctx, io.MultiReader(bytes.NewReader(snap.Bytes()))))
+	for p, want := range map[string]string{"a.txt": "a", "d/b.txt": "b", "cache/y": "kept", "tmp/mine": "mine", "d/up": "a"} {
+		if got, err := b.ReadFile(ctx, p); err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", p, got, err, want)
+		}
+	}
+	for _, p := range []string{"stale", "tmp/skip", "cache/x"} {
+		if _, err := os.Lstat(filepath.Join(b.Dir, p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s exists after restore", p)
+		}
+	}
+	if target, _ := os.Readlink(filepath.Join(b.Dir, "python")); target != "/usr/bin/python3" {
+		t.Errorf("absolute symlink restored as %q", target)
+	}
+	for p, want := range map[string]fs.FileMode{"a.txt": 0o640, "d": 0o750 | fs.ModeDir} {
+		fi, err := os.Stat(filepath.Join(b.Dir, p))
+		must(t, err)
+		if fi.Mode() != want || !fi.ModTime().Equal(mtime) {
+			t.Errorf("%s: mode %v, mtime %v; want %v, %v", p, fi.Mode(), fi.ModTime(), want, mtime)
+		}
+	}
+}

@@ -1,0 +1,428 @@
+package workflows
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+)
+
+// SandboxCreateInput is the sandbox-create activity's input.
+type SandboxCreateInput struct {
+	Graph      string `json:"graph"`
+	Agent      string `json:"agent"`
+	WorkflowID string `json:"workflow_id"`
+	// Generation counts the sandboxes this workflow provisioned, so a
+	// re-provisioned sandbox never reuses a lost one's id.
+	Generation int `json:"generation"`
+	// Snapshot, when set, is restored into the new workspace.
+	Snapshot string `json:"snapshot,omitempty"`
+}
+
+// SandboxInfo is a live sandbox: its state, and the task queue of the host
+// that holds it.
+type SandboxInfo struct {
+	State sandbox.State `json:"state"`
+	Queue string        `json:"queue"`
+}
+
+// SandboxToolInput is the sandbox-tool activity's input.
+type SandboxToolInput struct {
+	Tool    ToolInput     `json:"tool"`
+	Sandbox sandbox.State `json:"sandbox"`
+}
+
+// Event kinds of a sandbox's life.
+const (
+	EventSandboxProvisioned = "sandbox_provisioned"
+	EventSandboxRestored    = "sandbox_restored"
+	EventSandboxSuspended   = "sandbox_suspended"
+	EventSandboxLost        = "sandbox_lost"
+	EventSandboxStopped     = "sandbox_stopped"
+)
+
+// Sandbox application error types.
+const (
+	// ErrSandbox is a sandbox that cannot be provisioned as declared (an
+	// invalid manifest, an unknown backend).
+	ErrSandbox = "troupe.SandboxError"
+	// ErrSandboxGone is a sandbox that died; the workflow re-provisions it
+	// from its last snapshot.
+	ErrSandboxGone = "troupe.SandboxGone"
+)
+
+// Activity names of a sandbox's life.
+const (
+	SandboxCreateActivityName   = "troupe.SandboxCreate"
+	SandboxToolActivityName     = "troupe.SandboxTool"
+	SandboxSnapshotActivityName = "troupe.SandboxSnapshot"
+	SandboxStopActivityName     = "troupe.SandboxStop"
+)
+
+// sessions caches a worker's live sandbox sessions by id.
+type sessions struct {
+	mu   sync.Mutex
+	live map[string]sandbox.Session
+}
+
+func (a *Activities) client(backend string) (sandbox.Client, error) {
+	if backend == "" {
+		backend = a.r.cfg.DefaultBackend
+	}
+	c, ok := a.r.cfg.Sandboxes[backend]
+	if !ok {
+		return nil, nonRetryable(ErrSandbox, "sandbox backend %q is not configured on this worker", backend)
+	}
+	return c, nil
+}
+
+// session returns the live session of state, resuming it if this worker
+// process has not seen it yet.
+func (a *Activities) session(ctx context.Context, st sandbox.State) (sandbox.Session, error) {
+	a.sessions.mu.Lock()
+	s, ok := a.sessions.live[st.ID]
+	a.sessions.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	c, err := a.client(st.Backend)
+	if err != nil {
+		return nil, err
+	}
+	s, err = c.Resume(ctx, st)
+	if err != nil {
+		return nil, sandboxErr(err)
+	}
+	a.remember(s)
+	return s, nil
+}
+
+func (a *Activities) remember(s sandbox.Session) {
+	a.sessions.mu.Lock()
+	a.sessions.live[s.State().ID] = s
+	a.sessions.mu.Unlock()
+}
+
+func (a *Activities) forget(id string) {
+	a.sessions.mu.Lock()
+	delete(a.sessions.live, id)
+	a.sessions.mu.Unlock()
+}
+
+func sandboxErr(err error) error {
+	switch {
+	case errors.Is(err, sandbox.ErrGone):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSandboxGone, err)
+	case errors.Is(err, sandbox.ErrPathEscape), errors.Is(err, sandbox.ErrSourceNotAllowed):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSandbox, err)
+	}
+	return err
+}
+
+var unsafeID = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// sandboxID makes a host-unique, file- and container-name-safe id.
+func sandboxID(workflowID string, generation int) string {
+	sum := sha256.Sum256([]byte(workflowID))
+	base := unsafeID.ReplaceAllString(workflowID, "-")
+	if len(base) > 40 {
+		base = base[len(base)-40:]
+	}
+	return fmt.Sprintf("%s-%s-g%d", base, hex.EncodeToString(sum[:4]), generation)
+}
+
+// Manifest returns the sandbox agent's whole manifest: its own, then each
+// capability's additions.
+func Manifest(a *agents.Agent) sandbox.Manifest {
+	m := sandbox.Manifest{Env: map[string]string{}}
+	if a.Sandbox != nil {
+		m.Entries = append(m.Entries, a.Sandbox.Manifest.Entries...)
+		for k, v := range a.Sandbox.Manifest.Env {
+			m.Env[k] = v
+		}
+	}
+	for _, c := range a.Capabilities {
+		cm := c.Manifest()
+		m.Entries = append(m.Entries, cm.Entries...)
+		for k, v := range cm.Env {
+			m.Env[k] = v
+		}
+	}
+	return m
+}
+
+// SandboxCreate provisions the agent's sandbox on this worker's host, and
+// restores a snapshot into it when asked.
+func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (*SandboxInfo, error) {
+	_, agent, err := a.r.agent(in.Graph, in.Agent)
+	if err != nil {
+		return nil, err
+	}
+	if agent.Sandbox == nil {
+		return nil, nonRetryable(ErrSandbox, "agent %s has no sandbox", agent.Name)
+	}
+	c, err := a.client(agent.Sandbox.Backend)
+	if err != nil {
+		return nil, err
+	}
+	spec := sandbox.Spec{
+		ID: sandboxID(in.WorkflowID, in.Generation), Manifest: Manifest(agent), Options: agent.Sandbox.Options,
+		Labels: map[string]string{"troupe.workflow": in.WorkflowID, "troupe.agent": agent.Name},
+	}
+	s, err := c.Create(ctx, spec)
+	if err != nil {
+		return nil, sandboxErr(fmt.Errorf("create %s sandbox for %s: %w", c.Backend(), agent.Name, err))
+	}
+	if in.Snapshot != "" {
+		data, err := a.r.cfg.Store.Get(ctx, in.Snapshot)
+		if err == nil {
+			err = s.Restore(ctx, bytes.NewReader(data))
+		}
+		if err != nil {
+			_ = s.Stop(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("restore snapshot %s: %w", in.Snapshot, err)
+		}
+	}
+	a.remember(s)
+	return &SandboxInfo{State: s.State(), Queue: a.r.hostQueue}, nil
+}
+
+// SandboxTool runs a sandbox tool with the agent's session in its context.
+// A sandbox that died before or during the call fails the activity with
+// ErrSandboxGone, so the workflow re-provisions it.
+func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agents.Item, error) {
+	g, _, err := a.r.agent(in.Tool.Graph, in.Tool.Agent)
+	if err != nil {
+		return agents.Item{}, err
+	}
+	ref := g.Tool(in.Tool.Agent, in.Tool.Call.Name)
+	if ref.Kind != agents.ToolFunction || !ref.Function.NeedsSandbox() {
+		return agents.Item{}, nonRetryable(ErrInternal, "agent %s has no sandbox tool %q", in.Tool.Agent, in.Tool.Call.Name)
+	}
+	s, err := a.session(ctx, in.Sandbox)
+	if err != nil {
+		return agents.Item{}, err
+	}
+	if err := s.Alive(ctx); err != nil {
+		a.forget(in.Sandbox.ID)
+		return agents.Item{}, sandboxErr(err)
+	}
+	tctx := sandbox.WithSession(agents.WithRunContext(ctx, in.Tool.Run), s)
+	output := callTool(tctx, ref.Function, in.Tool.Call.Arguments)
+	if err := s.Alive(ctx); err != nil {
+		a.forget(in.Sandbox.ID)
+		return agents.Item{}, sandboxErr(fmt.Errorf("the sandbox died during %s: %w", in.Tool.Call.Name, err))
+	}
+	item := agents.FunctionCallOutput(in.Tool.Call.CallID, output)
+	item.Agent = in.Tool.Agent
+	return runtime.Offload(ctx, a.r.cfg.Store, in.Tool.OutputKey, item)
+}
+
+// SandboxSnapshot archives the workspace into the blob store under its
+// content hash and returns the key.
+func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (string, error) {
+	s, err := a.session(ctx, st)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	if err := s.Snapshot(ctx, &buf); err != nil {
+		return "", sandboxErr(err)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	key := "snapshots/" + hex.EncodeToString(sum[:]) + ".tar.zst"
+	if err := a.r.cfg.Store.Put(ctx, key, buf.Bytes()); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// SandboxStop stops the sandbox; a sandbox already gone is not an error.
+func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
+	defer a.forget(st.ID)
+	s, err := a.session(ctx, st)
+	if err != nil {
+		if ErrorType(err) == ErrSandboxGone {
+			return nil
+		}
+		return err
+	}
+	return s.Stop(ctx)
+}
+
+// sandboxLife is the workflow side of an agent's sandbox: provisioned when
+// first needed, snapshotted after each turn that used it, suspended when
+// idle, re-provisioned from the last snapshot when lost, stopped at the end.
+type sandboxLife struct {
+	r          *Runner
+	rec        *recorder
+	graph      string
+	agent      string
+	wfID       string
+	info       *SandboxInfo
+	snapshot   string
+	generation int
+	inUse      int
+	suspending bool
+	idleCancel workflow.CancelFunc
+}
+
+func (s *sandboxLife) ensure(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return !s.suspending }); err != nil {
+		return err
+	}
+	if s.info != nil {
+		return nil
+	}
+	s.generation++
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var info SandboxInfo
+	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: s.generation, Snapshot: s.snapshot}
+	if err := workflow.ExecuteActivity(actx, SandboxCreateActivityName, in).Get(ctx, &info); err != nil {
+		return err
+	}
+	s.info = &info
+	kind, detail := EventSandboxProvisioned, info.State.Backend+" sandbox on "+info.State.Host
+	if s.snapshot != "" {
+		kind, detail = EventSandboxRestored, detail+" from "+s.snapshot
+	}
+	s.rec.add(ctx, Event{Kind: kind, Agent: s.agent, Detail: detail})
+	return nil
+}
+
+// hostCtx routes an activity to the host holding the sandbox; a host that
+// is gone shows as a schedule-to-start timeout.
+func (s *sandboxLife) hostCtx(ctx workflow.Context, timeout time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              s.info.Queue,
+		ScheduleToStartTimeout: s.r.cfg.HostTimeout,
+		StartToCloseTimeout:    timeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+}
+
+// call runs a sandbox tool; a lost sandbox or host becomes a tool error
+// the model sees, and the next call re-provisions from the last snapshot.
+func (s *sandboxLife) call(ctx workflow.Context, ti ToolInput, timeout time.Duration) workflow.Future {
+	f, set := workflow.NewFuture(ctx)
+	if s.info == nil {
+		set.Set(agents.FunctionCallOutput(ti.Call.CallID, "Error: the sandbox is not available"), nil)
+		return f
+	}
+	s.inUse++
+	inner := workflow.ExecuteActivity(s.hostCtx(ctx, timeout), SandboxToolActivityName, SandboxToolInput{Tool: ti, Sandbox: s.info.State})
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		defer func() { s.inUse-- }()
+		var item agents.Item
+		err := inner.Get(gctx, &item)
+		if err != nil && s.isLost(err) {
+			s.lost(gctx, err)
+			item = agents.FunctionCallOutput(ti.Call.CallID, "Error: the sandbox was lost while running this call; it will be restored from its last snapshot on the next call, so run the command again if its effect is needed.")
+			item.Agent, err = ti.Agent, nil
+		}
+		set.Set(item, err)
+	})
+	return f
+}
+
+func (s *sandboxLife) isLost(err error) bool {
+	if ErrorType(err) == ErrSandboxGone {
+		return true
+	}
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType().String() == "ScheduleToStart"
+}
+
+func (s *sandboxLife) lost(ctx workflow.Context, err error) {
+	if s.info == nil {
+		return
+	}
+	s.info = nil
+	s.rec.add(ctx, Event{Kind: EventSandboxLost, Agent: s.agent, Detail: err.Error()})
+}
+
+// afterTurn snapshots the workspace after a turn that used it and restarts
+// the idle timer.
+func (s *sandboxLife) afterTurn(ctx workflow.Context) {
+	if s.info == nil {
+		return
+	}
+	var key string
+	if err := workflow.ExecuteActivity(s.hostCtx(ctx, 10*time.Minute), SandboxSnapshotActivityName, s.info.State).Get(ctx, &key); err != nil {
+		if s.isLost(err) {
+			s.lost(ctx, err)
+		}
+		return
+	}
+	s.snapshot = key
+	s.touch(ctx)
+}
+
+// touch restarts the idle timer: when it fires with the sandbox unused,
+// the sandbox is suspended (snapshot, then stop) until the next call.
+func (s *sandboxLife) touch(ctx workflow.Context) {
+	if s.idleCancel != nil {
+		s.idleCancel()
+	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	s.idleCancel = cancel
+	workflow.Go(tctx, func(gctx workflow.Context) {
+		if err := workflow.NewTimer(gctx, s.r.cfg.SandboxIdleTimeout).Get(gctx, nil); err != nil {
+			return // cancelled by a newer touch or the end of the agent
+		}
+		if s.info == nil || s.inUse > 0 {
+			return
+		}
+		s.suspending = true
+		defer func() { s.suspending = false }()
+		s.afterTurnSnapshotOnly(ctx)
+		s.stopNow(ctx, EventSandboxSuspended)
+	})
+}
+
+func (s *sandboxLife) afterTurnSnapshotOnly(ctx workflow.Context) {
+	var key string
+	if err := workflow.ExecuteActivity(s.hostCtx(ctx, 10*time.Minute), SandboxSnapshotActivityName, s.info.State).Get(ctx, &key); err == nil {
+		s.snapshot = key
+	}
+}
+
+func (s *sandboxLife) stopNow(ctx workflow.Context, kind string) {
+	if s.info == nil {
+		return
+	}
+	err := workflow.ExecuteActivity(s.hostCtx(ctx, 5*time.Minute), SandboxStopActivityName, s.info.State).Get(ctx, nil)
+	detail := s.info.State.Backend + " sandbox " + s.info.State.ID
+	if err != nil {
+		detail += " (stop failed: " + err.Error() + ")"
+	}
+	s.info = nil
+	s.rec.add(ctx, Event{Kind: kind, Agent: s.agent, Detail: detail})
+}
+
+// end stops the sandbox when the agent ends, however it ends: it runs on
+// a disconnected context so a cancelled workflow still cleans up.
+func (s *sandboxLife) end(ctx workflow.Context) {
+	if s.idleCancel != nil {
+		s.idleCancel()
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	_ = workflow.Await(dctx, func() bool { return !s.suspending })
+	s.stopNow(dctx, EventSandboxStopped)
+}
