@@ -71,7 +71,11 @@ func TestFunctionToolCall(t *testing.T) {
 	type result struct {
 		N int `json:"n"`
 	}
-	tool := agents.MustFunctionTool("count", "Counts.", func(_ context.Context, a echoArgs) (result, error) {
+	type countArgs struct {
+		Text string `json:"text"`
+		Pad  *int   `json:"pad,omitempty"`
+	}
+	tool := agents.MustFunctionTool("count", "Counts.", func(_ context.Context, a countArgs) (result, error) {
 		if a.Text == "fail" {
 			return result{}, errors.New("boom")
 		}
@@ -82,11 +86,12 @@ func TestFunctionToolCall(t *testing.T) {
 		argsErr          bool
 		errText          string
 	}{
-		{"struct result as JSON", `{"text":"abc"}`, `{"n":3}`, false, ""},
+		{"struct result as JSON", `{"text":"abc","pad":null}`, `{"n":3}`, false, ""},
 		{"tool error", `{"text":"fail"}`, "", false, "boom"},
 		{"unknown field", `{"text":"a","x":1}`, "", true, "invalid arguments"},
 		{"wrong type", `{"text":1}`, "", true, "invalid arguments"},
 		{"missing field", `{}`, "", true, "invalid arguments"},
+		{"missing optional field means null", `{"text":"ab"}`, `{"n":2}`, false, ""},
 		{"not JSON", `{"text":`, "", true, "invalid arguments"},
 	}
 	for _, tc := range tests {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 
@@ -59,6 +60,10 @@ type FunctionTool struct {
 	timeout  time.Duration
 	activity bool
 	sandbox  bool
+	// optional are the top-level properties that may be null; a call that
+	// leaves them out (servers that do not enforce strict mode do) gets
+	// null for them.
+	optional []string
 }
 
 // ToolOption tunes a FunctionTool.
@@ -95,9 +100,10 @@ func NewFunctionTool[Args, Result any](name, description string, fn func(context
 		return nil, err
 	}
 	t := &FunctionTool{
-		spec:    ToolSpec{Name: name, Description: description, Parameters: params, Strict: true},
-		schema:  sch,
-		timeout: 30 * time.Second,
+		spec:     ToolSpec{Name: name, Description: description, Parameters: params, Strict: true},
+		schema:   sch,
+		timeout:  30 * time.Second,
+		optional: nullableProperties(params),
 	}
 	t.call = func(ctx context.Context, raw []byte) (string, error) {
 		var args Args
@@ -149,6 +155,7 @@ func (t *FunctionTool) Call(ctx context.Context, arguments string) (string, erro
 	if strings.TrimSpace(arguments) == "" {
 		arguments = "{}"
 	}
+	arguments = t.fillOptional(arguments)
 	if err := validateJSON(t.schema, []byte(arguments)); err != nil {
 		return "", &ToolArgsError{Tool: t.spec.Name, Err: err}
 	}
@@ -211,4 +218,72 @@ func (t *AgentTool) Spec() ToolSpec {
 		name = t.Agent
 	}
 	return ToolSpec{Name: name, Description: t.Description, Parameters: agentToolParams, Strict: true}
+}
+
+// fillOptional adds null for the optional top-level properties a call
+// left out. Arguments that are not a JSON object are left as they are,
+// for validation to reject.
+func (t *FunctionTool) fillOptional(arguments string) string {
+	if len(t.optional) == 0 {
+		return arguments
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(arguments), &obj) != nil || obj == nil {
+		return arguments
+	}
+	changed := false
+	for _, name := range t.optional {
+		if _, ok := obj[name]; !ok {
+			obj[name] = json.RawMessage("null")
+			changed = true
+		}
+	}
+	if !changed {
+		return arguments
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return arguments
+	}
+	return string(out)
+}
+
+// nullableProperties lists the top-level properties of a strict schema
+// that accept null.
+func nullableProperties(schema json.RawMessage) []string {
+	var s struct {
+		Properties map[string]map[string]any `json:"properties"`
+	}
+	if json.Unmarshal(schema, &s) != nil {
+		return nil
+	}
+	var names []string
+	for name, p := range s.Properties {
+		if acceptsNull(p) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func acceptsNull(s map[string]any) bool {
+	switch ty := s["type"].(type) {
+	case string:
+		return ty == "null"
+	case []any:
+		for _, x := range ty {
+			if x == "null" {
+				return true
+			}
+		}
+	}
+	if list, ok := s["anyOf"].([]any); ok {
+		for _, sub := range list {
+			if m, ok := sub.(map[string]any); ok && acceptsNull(m) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -176,40 +176,68 @@ func parallelChildren(ctx workflow.Context, n int) (int, error) {
 
 func noopChild(_ workflow.Context, i int) (int, error) { return i, nil }
 
-// runBaseline runs a baseline workflow to its end and returns how long it
-// took, start request included.
-func runBaseline(b *testing.B, c client.Client, queue, name string, n int) time.Duration {
+// sample is one timed workflow: its duration on the server (start to
+// close, as DescribeWorkflowExecution reports them) and the CPU time this
+// process (server, worker and scripted model together) spent meanwhile.
+//
+// The server's times leave out the client's start call and its wait for the
+// result; the latter once took an extra ~20 s (one frontend long-poll
+// interval) on a loaded machine, which would swamp everything measured here.
+type sample struct {
+	wall, cpu time.Duration
+}
+
+func (s sample) add(o sample) sample { return sample{s.wall + o.wall, s.cpu + o.cpu} }
+
+// timeRun starts a workflow with start, waits for its result into out, and
+// returns its sample.
+func timeRun(b *testing.B, c client.Client, start func(context.Context) (client.WorkflowRun, error), out any) sample {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	began := time.Now()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("%s-%s-%d", name, queue, queues.Add(1)), TaskQueue: queue}, name, n)
+	cpu0, began := cpuTime(), time.Now()
+	run, err := start(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var done int
-	if err := run.Get(ctx, &done); err != nil {
+	if err := run.Get(ctx, out); err != nil {
 		b.Fatal(err)
 	}
-	took := time.Since(began)
+	observed, cpu := time.Since(began), cpuTime()-cpu0
+	desc, err := c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	if err != nil {
+		b.Fatal(err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	wall := info.GetCloseTime().AsTime().Sub(info.GetStartTime().AsTime())
+	if observed-wall > time.Second {
+		b.Logf("note: %s took %s on the server but %s as the client saw it", run.GetID(), wall, observed)
+	}
+	return sample{wall: wall, cpu: cpu}
+}
+
+// runBaseline runs a baseline workflow to its end.
+func runBaseline(b *testing.B, c client.Client, queue, name string, n int) sample {
+	b.Helper()
+	opts := client.StartWorkflowOptions{ID: fmt.Sprintf("%s-%s-%d", name, queue, queues.Add(1)), TaskQueue: queue}
+	var done int
+	s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
+		return c.ExecuteWorkflow(ctx, opts, name, n)
+	}, &done)
 	if done != n {
 		b.Fatalf("%s did %d of %d", name, done, n)
 	}
-	return took
+	return s
 }
 
-// runTroupe runs agent of the bench graph to its final output and returns
-// its result and how long it took, start request included.
-func runTroupe(b *testing.B, c client.Client, queue, agent string) (*workflows.RunResult, time.Duration) {
+// runTroupe runs agent of the bench graph to its final output.
+func runTroupe(b *testing.B, c client.Client, queue, agent string) (*workflows.RunResult, sample) {
 	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	began := time.Now()
-	res, err := workflows.Run(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: agent, Input: "go"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return res, time.Since(began)
+	var res workflows.RunResult
+	s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
+		return workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: agent, Input: "go"})
+	}, &res)
+	return &res, s
 }
 
 // The bench graph: a looper that calls a no-op tool turn after turn, a boss
@@ -292,9 +320,9 @@ func modelTime(s *scripted.Server, skip int) (time.Duration, int) {
 	return sum, len(calls)
 }
 
-// warmUp runs one short Troupe run and one one-activity baseline on a new
-// worker, so that connections, pollers and caches are set up before
-// anything is timed.
+// warmUp runs one short Troupe run and, with baseline, a one-activity
+// baseline on a new worker, so that connections, pollers and caches are set
+// up before anything is timed.
 func warmUp(b *testing.B, c client.Client, queue string, baseline bool) {
 	b.Helper()
 	runTroupe(b, c, queue, "warm")

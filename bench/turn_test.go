@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -14,94 +17,113 @@ import (
 // Temporal activity. Troupe runs the looper agent (200 turns calling a
 // no-op function tool, then a text answer: 201 model calls) with its
 // default configuration (model calls as regular activities) and with
-// Config.LocalModelCalls; the baseline is a workflow running 200
-// sequential no-op activities with the model activity's options, on the
-// same worker as the default configuration.
+// Config.LocalModelCalls, each on its own worker; the baseline is a
+// workflow running 200 sequential no-op activities with the model
+// activity's options, on the default configuration's worker. Each is
+// measured twice, in the order baseline, default, local, local, default,
+// baseline, so that a drift in the machine's load weighs on all alike.
 //
-// The model's own time is what the scripted server spent per call (request
-// arrival to answer sent); overhead-ms/turn is Troupe's time per turn minus
-// it. direct-ms/call is a loop of the same 201 requests, with the same
-// growing transcript, sent through model.Model outside Temporal: the model
-// call as the client sees it, openai-go's encoding included.
-//
-// Worker and server share this process, so rss-MB counts both, plus the
-// benchmark's own scripted model server; heap-MB is the Go heap in use after
-// a GC, of all of them.
+// Reported, per turn or activity:
+//   - baseline-ms/activity, troupe-ms/turn, local-ms/turn: wall time on
+//     the server, and ratio, local-ratio: Troupe's over the baseline's;
+//   - model-ms/turn: the scripted model server's own time per call (request
+//     arrival to answer sent), and overhead-ms/turn,
+//     local-overhead-ms/turn: Troupe's time per turn minus it;
+//   - direct-ms/call: the same 201 requests, with the same growing
+//     transcript, sent through model.Model outside Temporal: the model call
+//     as the client sees it, openai-go's encoding included;
+//   - cpu-ratio, local-cpu-ratio: the process's CPU time per turn over the
+//     baseline's per activity, which other load on the machine disturbs
+//     less than wall time does (it includes the scripted server's CPU);
+//   - rss-MB, heap-MB: the process's resident set and, after a GC, the Go
+//     heap in use, after the runs. Worker, Temporal server and scripted
+//     model server share this process, so both count all three.
 func BenchmarkTurnOverhead(b *testing.B) {
 	c := temporalClient(b)
 	srv, url := modelServer(b)
-
-	queue, stop := startWorker(b, c, registerBaseline, troupe(b, url, nil))
-	warmUp(b, c, queue, true)
-	b.ResetTimer()
-	var base, def, defModel time.Duration
-	var defTurns, defCalls int
-	for i := 0; i < b.N; i++ {
-		base += runBaseline(b, c, queue, baselineActivitiesName, loopTurns)
-		skip := len(srv.Calls())
-		res, took := runTroupe(b, c, queue, "looper")
-		checkLoop(b, res)
-		def += took
-		defTurns += res.Turns
-		mt, n := modelTime(srv, skip)
-		defModel, defCalls = defModel+mt, defCalls+n
-	}
-	b.StopTimer()
-	stop()
-
+	queue, _ := startWorker(b, c, registerBaseline, troupe(b, url, nil))
 	lqueue, _ := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.LocalModelCalls = true }))
+	warmUp(b, c, queue, true)
 	warmUp(b, c, lqueue, false)
-	b.StartTimer()
-	var local, localModel time.Duration
-	var localTurns, localCalls int
+
+	var base, def, local loopStats
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		skip := len(srv.Calls())
-		res, took := runTroupe(b, c, lqueue, "looper")
-		checkLoop(b, res)
-		local += took
-		localTurns += res.Turns
-		mt, n := modelTime(srv, skip)
-		localModel, localCalls = localModel+mt, localCalls+n
+		base.add(runBaseline(b, c, queue, baselineActivitiesName, loopTurns), loopTurns, 0)
+		def.add(runLoop(b, c, srv, queue))
+		local.add(runLoop(b, c, srv, lqueue))
+		local.add(runLoop(b, c, srv, lqueue))
+		def.add(runLoop(b, c, srv, queue))
+		base.add(runBaseline(b, c, queue, baselineActivitiesName, loopTurns), loopTurns, 0)
 	}
 	b.StopTimer()
 	rss, heap := memory()
 
 	var direct time.Duration
 	var directCalls int
+	skip := len(srv.Calls())
 	for i := 0; i < b.N; i++ {
 		d, n := directLoop(b, url)
 		direct, directCalls = direct+d, directCalls+n
 	}
-
-	perActivity := ms(base) / float64(b.N*loopTurns)
-	perTurn := ms(def) / float64(defTurns)
-	modelPerTurn := ms(defModel) / float64(defCalls)
-	localPerTurn := ms(local) / float64(localTurns)
-	localModelPerTurn := ms(localModel) / float64(localCalls)
+	directServer, _ := modelTime(srv, skip)
 	directPerCall := ms(direct) / float64(directCalls)
 
+	perActivity := base.wallPer()
 	b.ReportMetric(perActivity, "baseline-ms/activity")
-	b.ReportMetric(perTurn, "troupe-ms/turn")
-	b.ReportMetric(perTurn/perActivity, "ratio")
-	b.ReportMetric(perTurn-modelPerTurn, "overhead-ms/turn")
-	b.ReportMetric(localPerTurn, "local-ms/turn")
-	b.ReportMetric(localPerTurn/perActivity, "local-ratio")
-	b.ReportMetric(localPerTurn-localModelPerTurn, "local-overhead-ms/turn")
-	b.ReportMetric(modelPerTurn, "model-ms/turn")
+	b.ReportMetric(def.wallPer(), "troupe-ms/turn")
+	b.ReportMetric(def.wallPer()/perActivity, "ratio")
+	b.ReportMetric(def.overheadPer(), "overhead-ms/turn")
+	b.ReportMetric(local.wallPer(), "local-ms/turn")
+	b.ReportMetric(local.wallPer()/perActivity, "local-ratio")
+	b.ReportMetric(local.overheadPer(), "local-overhead-ms/turn")
+	b.ReportMetric(def.modelPer(), "model-ms/turn")
 	b.ReportMetric(directPerCall, "direct-ms/call")
+	b.ReportMetric(def.cpuPer()/base.cpuPer(), "cpu-ratio")
+	b.ReportMetric(local.cpuPer()/base.cpuPer(), "local-cpu-ratio")
 	b.ReportMetric(rss, "rss-MB")
 	b.ReportMetric(heap, "heap-MB")
-	b.Logf("baseline %.2f ms/activity; troupe %.2f ms/turn (ratio %.2f, model %.2f, overhead %.2f, over baseline %.2f); "+
-		"local model calls %.2f ms/turn (ratio %.2f, model %.2f, overhead %.2f); direct model call %.2f ms; RSS %.0f MB, heap %.0f MB",
-		perActivity, perTurn, perTurn/perActivity, modelPerTurn, perTurn-modelPerTurn, perTurn-modelPerTurn-perActivity,
-		localPerTurn, localPerTurn/perActivity, localModelPerTurn, localPerTurn-localModelPerTurn, directPerCall, rss, heap)
+	b.Logf("baseline: %.2f ms/activity (CPU %.2f ms)", perActivity, base.cpuPer())
+	b.Logf("troupe, default: %.2f ms/turn (ratio %.2f; CPU %.2f ms, ratio %.2f); model %.2f ms/turn; overhead %.2f ms/turn, of which the baseline's activity round trip is %.2f",
+		def.wallPer(), def.wallPer()/perActivity, def.cpuPer(), def.cpuPer()/base.cpuPer(), def.modelPer(), def.overheadPer(), perActivity)
+	b.Logf("troupe, local model calls: %.2f ms/turn (ratio %.2f; CPU %.2f ms, ratio %.2f); model %.2f ms/turn; overhead %.2f ms/turn",
+		local.wallPer(), local.wallPer()/perActivity, local.cpuPer(), local.cpuPer()/base.cpuPer(), local.modelPer(), local.overheadPer())
+	b.Logf("model call outside Temporal: %.2f ms, of which %.2f ms in the scripted server", directPerCall, ms(directServer)/float64(directCalls))
+	b.Logf("memory after the runs: RSS %.0f MB, Go heap in use %.0f MB (worker, server and model server together)", rss, heap)
 }
 
-func checkLoop(b *testing.B, res *workflows.RunResult) {
+// loopStats sums the samples of several runs.
+type loopStats struct {
+	sample
+	turns int
+	model time.Duration // the scripted server's time
+}
+
+func (l *loopStats) add(s sample, turns int, model time.Duration) {
+	l.sample = l.sample.add(s)
+	l.turns += turns
+	l.model += model
+}
+
+func (l *loopStats) wallPer() float64     { return ms(l.wall) / float64(l.turns) }
+func (l *loopStats) cpuPer() float64      { return ms(l.cpu) / float64(l.turns) }
+func (l *loopStats) modelPer() float64    { return ms(l.model) / float64(l.turns) }
+func (l *loopStats) overheadPer() float64 { return l.wallPer() - l.modelPer() }
+
+// runLoop runs the looper once on queue and returns its sample, turns and
+// the scripted server's time for them.
+func runLoop(b *testing.B, c client.Client, srv *scripted.Server, queue string) (sample, int, time.Duration) {
 	b.Helper()
+	skip := len(srv.Calls())
+	res, s := runTroupe(b, c, queue, "looper")
 	if res.Turns != loopTurns+1 || res.ToolCalls != loopTurns {
 		b.Fatalf("looper ran %d turns and %d tool calls, want %d and %d", res.Turns, res.ToolCalls, loopTurns+1, loopTurns)
 	}
+	model, calls := modelTime(srv, skip)
+	if calls != res.Turns {
+		b.Fatalf("the scripted server answered %d calls for %d turns", calls, res.Turns)
+	}
+	return s, res.Turns, model
 }
 
 // directLoop sends the looper's requests straight to the model, outside

@@ -42,7 +42,7 @@ func Command(graphs []Graph, stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(devCommand(graphs), workerCommand(graphs), runCommand(graphs), modelCommand())
+	root.AddCommand(devCommand(graphs), workerCommand(graphs), runCommand(graphs), modelCommand(), sandboxCommand())
 	return root
 }
 

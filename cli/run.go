@@ -194,6 +194,9 @@ func printEvent(w io.Writer, e workflows.Event) {
 		if e.Turn > 0 {
 			fmt.Fprintf(w, "  %s final output\n", tag)
 		}
+	case workflows.EventSandboxProvisioned, workflows.EventSandboxRestored, workflows.EventSandboxSuspended,
+		workflows.EventSandboxLost, workflows.EventSandboxStopped:
+		fmt.Fprintf(w, "  %s %s: %s\n", tag, strings.ReplaceAll(e.Kind, "_", " "), oneLine(e.Detail))
 	case workflows.EventFailed:
 		fmt.Fprintf(w, "  %s failed: %s\n", tag, oneLine(e.Detail))
 	}

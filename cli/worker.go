@@ -26,20 +26,25 @@ func startWorker(ctx context.Context, c client.Client, taskQueue string, graphs 
 		store.Close()
 		return nil, err
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Model: m, Store: store})
+	sandboxes, backend, err := sandboxClients(stderr)
 	if err != nil {
 		release()
 		store.Close()
 		return nil, err
 	}
-	w := worker.New(c, taskQueue, worker.Options{})
-	r.Register(w)
-	if err := w.Start(); err != nil {
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend})
+	if err != nil {
 		release()
 		store.Close()
-		return nil, fmt.Errorf("cli: start worker: %w", err)
+		return nil, err
 	}
-	return func() { w.Stop(); release(); store.Close() }, nil
+	stop, err := r.StartWorkers(c, taskQueue, worker.Options{})
+	if err != nil {
+		release()
+		store.Close()
+		return nil, err
+	}
+	return func() { stop(); release(); store.Close() }, nil
 }
 
 func workerCommand(graphs []Graph) *cobra.Command {

@@ -44,7 +44,7 @@ func TestCLIRun(t *testing.T) {
 				t.Errorf("result = %+v, recommendation %+v (%v)", res, rec, err)
 			}
 			progress := stderr.String()
-			for _, want := range []string{"OPENAI_API_KEY is not set", "handoff: triage → coordinator", "⇉ review_pricing", "⇉ review_rollout", "→ get_document", "[coordinator] final output"} {
+			for _, want := range []string{"OPENAI_API_KEY is not set", "handoff: triage → coordinator", "⇉ review_pricing", "⇉ review_rollout", "→ exec_command", "sandbox provisioned", "sandbox stopped", "[coordinator] final output"} {
 				if !strings.Contains(progress, want) {
 					t.Errorf("progress lacks %q:\n%s", want, progress)
 				}

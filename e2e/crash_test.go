@@ -43,20 +43,19 @@ func workerProcess() int {
 	if err != nil {
 		return fail(err)
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: allGraphs(), Model: m, Store: store, HeartbeatTimeout: time.Second})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: allGraphs(), Model: m, Store: store, HeartbeatTimeout: time.Second, Host: os.Getenv(envQueue)})
 	if err != nil {
 		return fail(err)
 	}
-	w := worker.New(c, os.Getenv(envQueue), worker.Options{StickyScheduleToStartTimeout: time.Second})
-	r.Register(w)
-	if err := w.Start(); err != nil {
+	stop, err := r.StartWorkers(c, os.Getenv(envQueue), worker.Options{StickyScheduleToStartTimeout: time.Second})
+	if err != nil {
 		return fail(err)
 	}
 	fmt.Println("worker ready")
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	<-sig
-	w.Stop()
+	stop()
 	return 0
 }
 

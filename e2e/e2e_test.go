@@ -26,6 +26,8 @@ import (
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -103,7 +105,15 @@ func startWorker(t testing.TB, c client.Client, baseURL string, api model.API, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := workflows.Config{Graphs: allGraphs(), Model: m, Store: store}
+	lc, err := local.New(local.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queues.Add(1))
+	// Each test worker is its own "host", so sandbox activities come back
+	// to the worker that holds the sandbox.
+	cfg := workflows.Config{Graphs: allGraphs(), Model: m, Store: store, Host: queue,
+		Sandboxes: map[string]sandbox.Client{"local": lc}}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -111,13 +121,11 @@ func startWorker(t testing.TB, c client.Client, baseURL string, api model.API, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queues.Add(1))
-	w := worker.New(c, queue, worker.Options{})
-	r.Register(w)
-	if err := w.Start(); err != nil {
+	stop, err := r.StartWorkers(c, queue, worker.Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.Stop(); store.Close() })
+	t.Cleanup(func() { stop(); store.Close() })
 	return queue
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Troupe's builds and tests need, idempotently: the Go
-# modules. Later issues add docker.io, bubblewrap and npm packages here.
+# modules, bubblewrap (the bwrap sandbox backend), and the Docker Engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -9,3 +9,70 @@ if ! command -v go >/dev/null; then
 	exit 1
 fi
 go mod download
+
+# apt_updated runs apt-get update at most once per setup run, and only when
+# something is missing.
+apt_updated=
+apt_install() {
+	if [ -z "$apt_updated" ]; then
+		apt-get -o DPkg::Lock::Timeout=600 update -qq
+		apt_updated=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@"
+}
+
+# bubblewrap runs the bwrap sandbox backend (runtime/sandbox/bwrap).
+if ! command -v bwrap >/dev/null; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "setup: bubblewrap is missing; install it (apt-get install bubblewrap) or run setup as root" >&2
+		exit 1
+	fi
+	apt_install bubblewrap
+fi
+
+# ---- docker (runtime/sandbox/docker) ----------------------------------------
+# The docker sandbox backend needs a running Docker Engine (Debian's docker.io);
+# `troupe sandbox image build` needs busybox-static (the test image) and
+# debootstrap (the Debian image). Installs what is missing, starts dockerd in
+# the background when its API does not answer, and is a no-op when all is up.
+# TROUPE_SKIP_DOCKER=1 skips this section.
+if [ "${TROUPE_SKIP_DOCKER:-}" != 1 ]; then
+	docker_apt() {
+		if declare -F apt_install >/dev/null; then
+			apt_install "$@"
+		else
+			apt-get -o DPkg::Lock::Timeout=600 update -qq
+			DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "$@"
+		fi
+	}
+	docker_missing=()
+	{ command -v dockerd >/dev/null || [ -x /usr/sbin/dockerd ]; } && command -v docker >/dev/null || docker_missing+=(docker.io)
+	dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || docker_missing+=(busybox-static)
+	command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || docker_missing+=(debootstrap)
+	if [ ${#docker_missing[@]} -gt 0 ]; then
+		if [ "$(id -u)" -ne 0 ]; then
+			echo "setup: missing ${docker_missing[*]}; install them (apt-get install ${docker_missing[*]}) or run setup as root" >&2
+			exit 1
+		fi
+		docker_apt "${docker_missing[@]}"
+	fi
+	if ! docker version >/dev/null 2>&1; then
+		if [ "$(id -u)" -ne 0 ]; then
+			echo "setup: the Docker Engine does not answer; start dockerd (as root) or run setup as root" >&2
+			exit 1
+		fi
+		docker_log=/var/log/troupe-dockerd.log
+		echo "setup: starting dockerd (log: $docker_log)" >&2
+		PATH="$PATH:/usr/sbin:/sbin" nohup dockerd >>"$docker_log" 2>&1 </dev/null &
+		for _ in $(seq 1 30); do
+			docker version >/dev/null 2>&1 && break
+			sleep 1
+		done
+		if ! docker version >/dev/null 2>&1; then
+			echo "setup: dockerd did not answer within 30 s; see $docker_log" >&2
+			tail -n 20 "$docker_log" >&2 || true
+			exit 1
+		fi
+	fi
+fi
+# ---- end docker --------------------------------------------------------------

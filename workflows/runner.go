@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -213,4 +214,25 @@ func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
 		return g, nil
 	}
 	return agents.NewGraph(g.Name(), g.Entry(), all...)
+}
+
+// StartWorkers starts this process's workers: one on taskQueue with the
+// workflows and activities, and one on the host queue with the activities,
+// so sandbox activities reach this host. The returned func stops both.
+func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Options) (stop func(), err error) {
+	if taskQueue == "" {
+		taskQueue = DefaultTaskQueue
+	}
+	shared := worker.New(c, taskQueue, opts)
+	r.Register(shared)
+	if err := shared.Start(); err != nil {
+		return nil, fmt.Errorf("workflows: start worker on %s: %w", taskQueue, err)
+	}
+	host := worker.New(c, r.hostQueue, opts)
+	r.RegisterActivities(host)
+	if err := host.Start(); err != nil {
+		shared.Stop()
+		return nil, fmt.Errorf("workflows: start worker on %s: %w", r.hostQueue, err)
+	}
+	return func() { host.Stop(); shared.Stop() }, nil
 }

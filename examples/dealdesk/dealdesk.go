@@ -1,21 +1,19 @@
 // Package dealdesk is Troupe's deal-desk example: a triage agent hands a
 // deal off to a coordinator, which calls a pricing reviewer and a rollout
-// reviewer as agents-as-tools in parallel. Each reviewer reads the deal's
-// documents through a function tool and returns a typed Review; the
-// coordinator synthesises a typed Recommendation.
+// reviewer as agents-as-tools in parallel. Each reviewer is a sandbox
+// agent: its own workspace holds the deal's documents, which it reads with
+// exec_command, and it returns a typed Review. The coordinator synthesises
+// a typed Recommendation.
 //
 // Scenario is the offline script for the scripted model server, so the
 // whole flow runs with no LLM: `troupe run --graph dealdesk "..."`.
 package dealdesk
 
 import (
-	"context"
 	_ "embed"
-	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 // Scenario is the offline scenario of the graph, for the scripted model.
@@ -52,28 +50,20 @@ var Documents = map[string]string{
 	"rollout": `{"customer":"Acme Corp","seats":5000,"go_live_weeks":3,"sso_required":true,"dedicated_csm":false,"guideline":"rollouts above 1000 seats need at least 8 weeks and a dedicated CSM"}`,
 }
 
-// DocumentArgs are the arguments of get_document.
-type DocumentArgs struct {
-	// Name is the document to read: pricing or rollout.
-	Name string `json:"name" jsonschema:"description=The document to read: pricing or rollout."`
-}
-
-func getDocument(_ context.Context, a DocumentArgs) (string, error) {
-	doc, ok := Documents[a.Name]
-	if !ok {
-		names := make([]string, 0, len(Documents))
-		for n := range Documents {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return "", fmt.Errorf("no document %q; documents: %s", a.Name, strings.Join(names, ", "))
+// reviewer is a sandbox agent whose workspace holds one deal document.
+func reviewer(name, doc, instructions string) *agents.Agent {
+	return &agents.Agent{
+		Name:         name,
+		Instructions: instructions,
+		Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{
+			Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "deal/" + doc + ".json", Content: Documents[doc]}},
+		}},
+		Output: agents.MustOutput[Review](),
 	}
-	return doc, nil
 }
 
 // Graph returns the deal-desk graph; its entry agent is triage.
 func Graph() *agents.Graph {
-	docs := agents.MustFunctionTool("get_document", "Reads one of the deal's documents.", getDocument)
 	return agents.MustGraph("dealdesk", "triage",
 		&agents.Agent{
 			Name: "triage",
@@ -92,19 +82,9 @@ func Graph() *agents.Graph {
 			},
 			Output: agents.MustOutput[Recommendation](),
 		},
-		&agents.Agent{
-			Name: "pricing_reviewer",
-			Instructions: "You are the deal-desk pricing reviewer. Read the pricing document with get_document " +
-				"and review discount and payment terms against the guideline.",
-			Tools:  []agents.Tool{docs},
-			Output: agents.MustOutput[Review](),
-		},
-		&agents.Agent{
-			Name: "rollout_reviewer",
-			Instructions: "You are the deal-desk rollout reviewer. Read the rollout document with get_document " +
-				"and review seats, timeline and support against the guideline.",
-			Tools:  []agents.Tool{docs},
-			Output: agents.MustOutput[Review](),
-		},
+		reviewer("pricing_reviewer", "pricing", "You are the deal-desk pricing reviewer. The deal's documents are in your "+
+			"workspace under deal/. Read deal/pricing.json with exec_command and review discount and payment terms against its guideline."),
+		reviewer("rollout_reviewer", "rollout", "You are the deal-desk rollout reviewer. The deal's documents are in your "+
+			"workspace under deal/. Read deal/rollout.json with exec_command and review seats, timeline and support against its guideline."),
 	)
 }

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 )
 
 // Workspace is a workspace directory on this host. Its methods match the
@@ -259,21 +258,20 @@ func (w Workspace) ResolveWorkdir(ctx context.Context, workdir string) (string, 
 }
 
 // ephemeral reports whether the clean path p is, or lies under, one of the
-// workspace's ephemeral paths.
+// workspace's ephemeral paths. The root itself is never ephemeral.
 func (w Workspace) ephemeral(p string) bool {
-	for _, e := range w.Ephemeral {
-		if e = strings.Trim(e, "/"); e != "" && within(p, e) && e != "." {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(w.Ephemeral, func(e string) bool {
+		e, err := CleanPath(e)
+		return err == nil && e != "." && within(p, e)
+	})
 }
 
 // holdsEphemeral reports whether the clean directory path p has an
 // ephemeral path under it.
 func (w Workspace) holdsEphemeral(p string) bool {
 	return slices.ContainsFunc(w.Ephemeral, func(e string) bool {
-		return strings.HasPrefix(strings.Trim(e, "/"), p+"/") || p == "."
+		e, err := CleanPath(e)
+		return err == nil && e != "." && e != p && within(e, p)
 	})
 }
 

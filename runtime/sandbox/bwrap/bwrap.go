@@ -1,0 +1,648 @@
+// Package bwrap is the sandbox backend that runs each command in fresh
+// bubblewrap (bwrap) namespaces over a persistent workspace directory on
+// the host. A bare bwrap starts in about 10 ms, so a namespace per command
+// costs little, and nothing runs between commands.
+//
+// What a command gets (measured by this package's tests):
+//
+//  1. Its own user, mount, PID, IPC, UTS, cgroup and network namespaces
+//     (--unshare-all --unshare-user), with every capability dropped
+//     (--cap-drop ALL) and further user namespaces disabled
+//     (--disable-userns, with bwrap 0.8 or later). Its uid inside is the worker's (0 for a root
+//     worker), mapped to the worker's uid outside.
+//  2. A read-only view of the host's system: /usr, and /bin, /sbin, /lib,
+//     /lib64 (as symlinks into /usr on merged-/usr hosts, bind mounts
+//     otherwise), plus from /etc only ld.so.cache, ld.so.conf(.d),
+//     alternatives and localtime. /etc/passwd, /etc/group, /etc/hosts,
+//     /etc/hostname and /etc/nsswitch.conf are small files this package
+//     writes itself. Nothing else of the host is visible: no /home, /root,
+//     /var, /run, /sys, no host /tmp, no other /etc file (so no host
+//     secrets). The root is read-only.
+//  3. A writable workspace at /workspace (a bind mount of the host
+//     directory), a private tmpfs at /tmp, and private /proc and /dev.
+//  4. No network: the network namespace has only a loopback interface of
+//     its own, so even the host's 127.0.0.1 is unreachable. With
+//     Options.Network the host's network namespace is shared, and
+//     /etc/resolv.conf and /etc/ssl/certs are bound read-only.
+//  5. An environment that is exactly the manifest's plus PATH
+//     (sandbox.DefaultPATH) and HOME=/workspace when it does not set them
+//     (--clearenv, then --setenv, passed on a pipe with --args so values
+//     do not show in the host's process list).
+//  6. Limits (Options.Limits, defaults in DefaultLimits), applied before
+//     the command starts: bwrap is started with --block-fd and --info-fd,
+//     and while it waits the worker sets, on the sandbox's PID 1 (which
+//     every process of the command descends from), RLIMIT_CPU (CPUSeconds:
+//     SIGXCPU at the limit, SIGKILL a second later; CPU time counts per
+//     process), RLIMIT_AS (MemoryBytes: address space per process) and
+//     RLIMIT_CORE 0. PIDs is enforced by a pids cgroup per session when
+//     the worker may create cgroups (v1 pids controller or v2; all of the
+//     session's concurrent commands share it), and by RLIMIT_NPROC per
+//     command otherwise, which the kernel does not enforce for uid 0:
+//     Client.LimitsMechanism says which one is in force.
+//  7. A timeout or a cancelled context kills bwrap's process group and the
+//     sandbox's PID 1 (through a pidfd) with SIGKILL; the PID namespace
+//     goes with PID 1, so no process survives. The same holds when the
+//     command ends normally: background processes do not outlive it, and
+//     --die-with-parent ties the sandbox to the worker.
+//
+// A session is its workspace directory: Resume and Alive succeed while it
+// exists; Stop kills running commands (and the session's cgroup) and
+// removes it. File operations and snapshots are sandbox.Workspace's, on
+// the host side.
+//
+// Not provided: a seccomp filter (the kernel's full syscall surface is
+// reachable, minus what the dropped capabilities forbid), memory
+// accounting beyond RLIMIT_AS, and processes that outlive a command (so a
+// server for PortURL must run within one command).
+package bwrap
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+)
+
+// Backend is the name of this backend in sandbox.State.
+const Backend = "bwrap"
+
+// DefaultLimits are the limits of a session whose Options.Limits and
+// Config.Limits leave a field zero.
+var DefaultLimits = sandbox.Limits{
+	PIDs:        512,
+	MemoryBytes: 8 << 30, // Address space: generous, as runtimes reserve much they never touch.
+	CPUSeconds:  600,
+}
+
+// Config configures a Client. Its zero value works on a host with bwrap
+// in PATH.
+type Config struct {
+	// Root is the host directory that holds the workspaces. Empty means
+	// sandbox.DefaultRoot("bwrap").
+	Root string
+	// Policy says which host paths manifests may copy from; the zero
+	// Policy allows none.
+	Policy sandbox.Policy
+	// Bwrap is the bwrap executable; empty means "bwrap" from PATH.
+	Bwrap string
+	// Limits are the defaults for zero fields of a session's
+	// Options.Limits; their own zero fields mean DefaultLimits'.
+	Limits sandbox.Limits
+	// CgroupParent is the cgroup directory under which each session gets
+	// a pids cgroup. Empty means one named troupe-bwrap under the worker's
+	// own cgroup, in the v1 pids hierarchy or the v2 one, when the worker
+	// may create it.
+	CgroupParent string
+	// NoCgroup turns pids cgroups off: PIDs is then only RLIMIT_NPROC.
+	NoCgroup bool
+}
+
+// Client creates bwrap sessions.
+type Client struct {
+	root    string
+	policy  sandbox.Policy
+	bwrap   string
+	host    string
+	limits  sandbox.Limits
+	cgroup  *cgroupParent // nil: RLIMIT_NPROC only.
+	mech    string
+	etcDir  string
+	sysArgs []string // System binds, the same for every command.
+	// disableUserns is whether this bwrap has --disable-userns (0.8+).
+	disableUserns bool
+}
+
+var _ sandbox.Client = (*Client)(nil)
+
+// New returns a Client for cfg. It fails when bwrap is missing or cannot
+// create namespaces on this host (it runs `bwrap ... true` to find out).
+func New(cfg Config) (*Client, error) {
+	bin := cfg.Bwrap
+	if bin == "" {
+		bin = "bwrap"
+	}
+	bin, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("bwrap: %w (Debian: apt-get install bubblewrap)", err)
+	}
+	root := cfg.Root
+	if root == "" {
+		root = sandbox.DefaultRoot(Backend)
+	}
+	if root, err = filepath.Abs(root); err != nil {
+		return nil, err
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("bwrap: hostname: %w", err)
+	}
+	c := &Client{root: root, policy: cfg.Policy, bwrap: bin, host: host, limits: withDefaults(cfg.Limits, DefaultLimits)}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("bwrap: workspace root: %w", err)
+	}
+	if c.etcDir, err = writeEtc(root); err != nil {
+		return nil, fmt.Errorf("bwrap: %w", err)
+	}
+	c.sysArgs = systemArgs()
+	c.mech = "rlimit: RLIMIT_NPROC per command"
+	if os.Geteuid() == 0 {
+		c.mech += " (not enforced: the worker runs as root)"
+	}
+	if !cfg.NoCgroup {
+		if cg, err := detectCgroup(cfg.CgroupParent); err == nil {
+			c.cgroup = cg
+			c.mech = "cgroup: pids.max per session under " + cg.dir
+		} else {
+			c.mech += "; no pids cgroup: " + err.Error()
+		}
+	}
+	c.disableUserns = true
+	if err := c.probe(); err != nil {
+		// bwrap before 0.8 lacks --disable-userns; do without it.
+		c.disableUserns = false
+		if c.probe() != nil || !strings.Contains(err.Error(), "disable-userns") {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func withDefaults(l, def sandbox.Limits) sandbox.Limits {
+	if l.PIDs <= 0 {
+		l.PIDs = def.PIDs
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = def.MemoryBytes
+	}
+	if l.CPUSeconds <= 0 {
+		l.CPUSeconds = def.CPUSeconds
+	}
+	return l
+}
+
+// probe runs `true` in a sandbox like a command's.
+func (c *Client) probe() error {
+	args := append(c.namespaceArgs(false), "--", "/bin/sh", "-c", "true")
+	out, err := exec.Command(c.bwrap, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("bwrap cannot create a sandbox on this host (are unprivileged user namespaces enabled?): %v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// Backend returns "bwrap".
+func (c *Client) Backend() string { return Backend }
+
+// Root returns the host directory that holds the workspaces.
+func (c *Client) Root() string { return c.root }
+
+// LimitsMechanism says how the PIDs limit is enforced on this host: by a
+// pids cgroup per session, or by RLIMIT_NPROC per command (and why no
+// cgroup could be used).
+func (c *Client) LimitsMechanism() string { return c.mech }
+
+// Create provisions a workspace for spec.
+func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	ws, err := sandbox.Provision(ctx, c.root, spec, c.policy)
+	if err != nil {
+		return nil, err
+	}
+	return c.session(ws, sandbox.State{
+		Backend:   Backend,
+		Host:      c.host,
+		ID:        spec.ID,
+		Workspace: ws.Dir,
+		Env:       spec.Manifest.Env,
+		Ephemeral: ws.Ephemeral,
+		Options:   spec.Options,
+	}), nil
+}
+
+// Resume reattaches to the session of state while its workspace exists on
+// this host, and fails with sandbox.ErrGone otherwise.
+func (c *Client) Resume(ctx context.Context, state sandbox.State) (sandbox.Session, error) {
+	if state.Backend != Backend {
+		return nil, fmt.Errorf("bwrap: cannot resume a %q session", state.Backend)
+	}
+	if state.Host != c.host {
+		return nil, fmt.Errorf("%w: session %q is on host %q, not %q", sandbox.ErrGone, state.ID, state.Host, c.host)
+	}
+	ws, err := sandbox.OpenWorkspace(c.root, state)
+	if err != nil {
+		return nil, err
+	}
+	return c.session(ws, state), nil
+}
+
+func (c *Client) session(ws sandbox.Workspace, st sandbox.State) *Session {
+	st.Ephemeral = slices.Clone(st.Ephemeral)
+	return &Session{Workspace: ws, c: c, state: st, limits: withDefaults(st.Options.Limits, c.limits), running: make(map[uint64]context.CancelFunc)}
+}
+
+// Session is a bwrap workspace. Its file operations and snapshots are the
+// embedded sandbox.Workspace's.
+type Session struct {
+	sandbox.Workspace
+	c      *Client
+	state  sandbox.State
+	limits sandbox.Limits
+
+	mu      sync.Mutex
+	running map[uint64]context.CancelFunc
+	next    uint64
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+var _ sandbox.Session = (*Session)(nil)
+
+// State returns the session's serialisable state.
+func (s *Session) State() sandbox.State { return s.state }
+
+// Limits returns the limits the session's commands run under.
+func (s *Session) Limits() sandbox.Limits { return s.limits }
+
+// Exec runs `/bin/sh -c req.Cmd` in a new sandbox over the workspace, as
+// the package doc describes. The exit code is the shell's; a shell killed
+// by a signal (a limit, say) exits with 128+signal. A timeout is not an
+// error: the result has TimedOut set and ExitCode -1. A cancelled ctx
+// kills the command too, and returns the result so far with ctx's error.
+func (s *Session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	req, err := req.Normalize()
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	workdir, err := s.ResolveWorkdir(ctx, req.Workdir)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, req.Timeout)
+	defer cancel()
+	id, ok := s.track(cancel)
+	if !ok {
+		return sandbox.ExecResult{}, fmt.Errorf("%w: session %q is stopped", sandbox.ErrGone, s.state.ID)
+	}
+	defer s.untrack(id)
+	r, err := s.start(workdir, req.Cmd, sandbox.NewCappedOutput(req.MaxOutputBytes))
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	defer r.release()
+	if err := r.limit(runCtx, s); err != nil {
+		r.kill()
+		r.wait()
+		return sandbox.ExecResult{}, fmt.Errorf("bwrap: %w", err)
+	}
+
+	var waitErr error
+	select {
+	case waitErr = <-r.waited:
+	case <-runCtx.Done():
+		r.kill()
+		waitErr = <-r.waited
+	}
+	r.kill() // Nothing of the command outlives it.
+	r.drain()
+
+	res := sandbox.ExecResult{Duration: time.Since(r.started), ExitCode: -1}
+	res.Output, res.Truncated, res.OriginalBytes = r.out.Result()
+	var exitErr *exec.ExitError
+	switch {
+	case waitErr == nil:
+		res.ExitCode = 0
+	case errors.As(waitErr, &exitErr):
+		res.ExitCode = exitErr.ExitCode() // bwrap reports a signalled command as 128+signal.
+	default:
+		return res, fmt.Errorf("bwrap: wait: %w", waitErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if runCtx.Err() != nil {
+		res.TimedOut, res.ExitCode = true, -1
+	}
+	return res, nil
+}
+
+// run is one bwrap process, started and blocked before the command.
+type run struct {
+	cmd     *exec.Cmd
+	out     *sandbox.CappedOutput
+	outR    *os.File
+	copied  chan struct{}
+	waited  chan error
+	blockW  *os.File
+	infoR   *os.File
+	pidfd   int
+	started time.Time
+}
+
+// start starts bwrap for cmd in the clean workspace directory workdir,
+// blocked on --block-fd until limit releases it.
+func (s *Session) start(workdir, command string, out *sandbox.CappedOutput) (*run, error) {
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (*os.File, *os.File, error) {
+		r, w, err := os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	outR, outW, err1 := pipe()
+	blockR, blockW, err2 := pipe()
+	infoR, infoW, err3 := pipe()
+	argsR, argsW, err4 := pipe()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		closeAll()
+		return nil, err
+	}
+	// The sandbox's fds: 3 = --block-fd, 4 = --info-fd, 5 = --args.
+	args := append(s.c.namespaceArgs(s.state.Options.Network),
+		"--bind", s.Dir, "/workspace",
+		"--remount-ro", "/",
+		"--chdir", path.Join("/workspace", workdir),
+		"--block-fd", "3",
+		"--info-fd", "4",
+		"--args", "5",
+		"--", "/bin/sh", "-c", command)
+	cmd := exec.Command(s.c.bwrap, args...)
+	cmd.Env = []string{}
+	cmd.Stdout, cmd.Stderr = outW, outW
+	cmd.ExtraFiles = []*os.File{blockR, infoW, argsR}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	r := &run{cmd: cmd, out: out, outR: outR, blockW: blockW, infoR: infoR, pidfd: -1,
+		copied: make(chan struct{}), waited: make(chan error, 1), started: time.Now()}
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("bwrap: start: %w", err)
+	}
+	for _, f := range []*os.File{outW, blockR, infoW, argsR} {
+		f.Close()
+	}
+	// The environment goes on a pipe, not on the command line.
+	var env bytes.Buffer
+	env.WriteString("--clearenv\x00")
+	for _, kv := range sandbox.CommandEnv(s.state.Env, "/workspace") {
+		k, v, _ := strings.Cut(kv, "=")
+		env.WriteString("--setenv\x00" + k + "\x00" + v + "\x00")
+	}
+	go func() {
+		argsW.Write(env.Bytes())
+		argsW.Close()
+	}()
+	go func() {
+		io.Copy(out, outR)
+		close(r.copied)
+	}()
+	go func() { r.waited <- cmd.Wait() }()
+	return r, nil
+}
+
+// limit reads the sandbox's PID 1 from --info-fd, applies the limits to it
+// (and its cgroup), then lets the command run. If bwrap exits before it
+// reports, the command never runs and the error shows in the output.
+func (r *run) limit(ctx context.Context, s *Session) error {
+	type info struct {
+		ChildPID int `json:"child-pid"`
+	}
+	got := make(chan info, 1)
+	go func() {
+		var i info
+		json.NewDecoder(r.infoR).Decode(&i)
+		got <- i
+	}()
+	var i info
+	select {
+	case i = <-got:
+	case <-ctx.Done():
+		return nil // The caller sees the timeout.
+	}
+	if i.ChildPID <= 0 {
+		return nil // bwrap failed; its exit status and message follow.
+	}
+	if fd, err := unix.PidfdOpen(i.ChildPID, 0); err == nil {
+		r.pidfd = fd
+	}
+	l := s.limits
+	set := func(resource int, cur, max uint64) error {
+		return unix.Prlimit(i.ChildPID, resource, &unix.Rlimit{Cur: cur, Max: max}, nil)
+	}
+	if err := errors.Join(
+		set(unix.RLIMIT_CPU, uint64(l.CPUSeconds), uint64(l.CPUSeconds)+1),
+		set(unix.RLIMIT_AS, uint64(l.MemoryBytes), uint64(l.MemoryBytes)),
+		set(unix.RLIMIT_NPROC, uint64(l.PIDs), uint64(l.PIDs)),
+		set(unix.RLIMIT_CORE, 0, 0),
+	); err != nil {
+		return fmt.Errorf("set limits: %w", err)
+	}
+	if cg := s.c.cgroup; cg != nil {
+		if err := cg.enter(sandbox.DirName(s.state.ID), l.PIDs, i.ChildPID); err != nil {
+			return fmt.Errorf("pids cgroup: %w", err)
+		}
+	}
+	if _, err := r.blockW.Write([]byte{1}); err != nil {
+		return fmt.Errorf("release the sandbox: %w", err)
+	}
+	return nil
+}
+
+// kill kills bwrap's process group and the sandbox's PID 1, and with it
+// the PID namespace.
+func (r *run) kill() {
+	syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+	if r.pidfd >= 0 {
+		unix.PidfdSendSignal(r.pidfd, unix.SIGKILL, nil, 0)
+	}
+}
+
+func (r *run) wait() {
+	<-r.waited
+	r.drain()
+}
+
+// drain waits for the output pipe to close, or a little while after the
+// process is gone.
+func (r *run) drain() {
+	r.outR.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
+	<-r.copied
+}
+
+func (r *run) release() {
+	r.blockW.Close()
+	r.infoR.Close()
+	r.outR.Close()
+	if r.pidfd >= 0 {
+		unix.Close(r.pidfd)
+	}
+}
+
+// namespaceArgs are the bwrap options every command shares: namespaces,
+// capabilities, and the read-only system view. network shares the host's
+// network namespace.
+func (c *Client) namespaceArgs(network bool) []string {
+	args := []string{
+		"--unshare-all", "--unshare-user",
+		"--die-with-parent", "--new-session",
+		"--cap-drop", "ALL",
+		"--hostname", "sandbox",
+	}
+	if c.disableUserns {
+		args = append(args, "--disable-userns")
+	}
+	if network {
+		args = append(args, "--share-net")
+	}
+	args = append(args, c.sysArgs...)
+	for _, f := range []string{"passwd", "group", "hosts", "hostname", "nsswitch.conf"} {
+		args = append(args, "--ro-bind", filepath.Join(c.etcDir, f), "/etc/"+f)
+	}
+	if network {
+		args = append(args,
+			"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
+			"--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs")
+	}
+	return append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+}
+
+// systemArgs binds the host's system directories read-only, keeping the
+// symlinks of a merged-/usr host as symlinks.
+func systemArgs() []string {
+	var args []string
+	for _, p := range []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(p); err == nil {
+				args = append(args, "--symlink", target, p)
+			}
+		case fi.IsDir():
+			args = append(args, "--ro-bind", p, p)
+		}
+	}
+	for _, p := range []string{"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime"} {
+		args = append(args, "--ro-bind-try", p, p)
+	}
+	return args
+}
+
+// writeEtc writes the sandbox's own /etc files into root/.bwrap-etc (a
+// name no workspace gets: sandbox.DirName never starts with a dot).
+func writeEtc(root string) (string, error) {
+	dir := filepath.Join(root, ".bwrap-etc")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	passwd := "root:x:0:0:root:/workspace:/bin/sh\n"
+	group := "root:x:0:\n"
+	if uid != 0 {
+		passwd += fmt.Sprintf("sandbox:x:%d:%d:sandbox:/workspace:/bin/sh\n", uid, gid)
+		group += fmt.Sprintf("sandbox:x:%d:\n", gid)
+	}
+	passwd += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+	group += "nogroup:x:65534:\n"
+	files := map[string]string{
+		"passwd":        passwd,
+		"group":         group,
+		"hosts":         "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"hostname":      "sandbox\n",
+		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if b, err := os.ReadFile(p); err == nil && string(b) == content {
+			continue
+		}
+		tmp := p + ".tmp-" + strconv.Itoa(os.Getpid())
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			return "", err
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// track registers a running command so Stop can cancel it; it fails once
+// the session is stopped.
+func (s *Session) track(cancel context.CancelFunc) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0, false
+	}
+	s.next++
+	s.running[s.next] = cancel
+	s.wg.Add(1)
+	return s.next, true
+}
+
+func (s *Session) untrack(id uint64) {
+	s.mu.Lock()
+	delete(s.running, id)
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// PortURL returns http://127.0.0.1:PORT for a port listed in
+// Options.Ports of a session with Options.Network: such a sandbox shares
+// the host's network namespace. Without Network the sandbox's ports are
+// unreachable from the host and PortURL fails with sandbox.ErrUnsupported.
+// The server must run within a command, since a command's processes end
+// with it.
+func (s *Session) PortURL(ctx context.Context, port int) (string, error) {
+	if !s.state.Options.Network {
+		return "", fmt.Errorf("bwrap: port %d: ports need Options.Network: %w", port, sandbox.ErrUnsupported)
+	}
+	if !slices.Contains(s.state.Options.Ports, port) {
+		return "", fmt.Errorf("bwrap: port %d is not among the session's Options.Ports", port)
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(port), nil
+}
+
+// Alive reports sandbox.ErrGone once the workspace is gone.
+func (s *Session) Alive(ctx context.Context) error {
+	return s.Workspace.Alive()
+}
+
+// Stop kills the session's running commands (every process in its pids
+// cgroup, when there is one, and those started through this Session
+// value), waits for them, and removes the workspace. It is idempotent.
+func (s *Session) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopped = true
+	for _, cancel := range s.running {
+		cancel()
+	}
+	s.mu.Unlock()
+	var errs []error
+	if cg := s.c.cgroup; cg != nil {
+		errs = append(errs, cg.remove(sandbox.DirName(s.state.ID)))
+	}
+	s.wg.Wait()
+	errs = append(errs, s.Destroy())
+	return errors.Join(errs...)
+}

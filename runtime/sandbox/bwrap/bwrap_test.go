@@ -1,0 +1,338 @@
+package bwrap_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
+	"github.com/troupe-dev/troupe/runtime/sandbox/sandboxtest"
+)
+
+// newClient returns a client over a temporary root, or skips the test
+// where bubblewrap is not installed (scripts/setup.sh installs it).
+func newClient(t *testing.T, cfg bwrap.Config) *bwrap.Client {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		t.Skip("bwrap is not installed; run scripts/setup.sh (apt-get install bubblewrap)")
+	}
+	if cfg.Root == "" {
+		cfg.Root = t.TempDir()
+	}
+	c, err := bwrap.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pids limit: %s", c.LimitsMechanism())
+	return c
+}
+
+func TestConformance(t *testing.T) {
+	src := t.TempDir()
+	c := newClient(t, bwrap.Config{Policy: sandbox.Policy{AllowedRoots: []string{src}}})
+	sandboxtest.Run(t, c, sandboxtest.Options{SourceRoot: src})
+}
+
+var sessions int
+
+// session creates a session with opts and stops it when the test ends.
+func session(t *testing.T, c *bwrap.Client, opts sandbox.Options, m sandbox.Manifest) sandbox.Session {
+	t.Helper()
+	sessions++
+	id := fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), sessions)
+	s, err := c.Create(context.Background(), sandbox.Spec{ID: id, Options: opts, Manifest: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return s
+}
+
+func exec1(t *testing.T, s sandbox.Session, cmd string, timeout time.Duration) sandbox.ExecResult {
+	t.Helper()
+	res, err := s.Exec(context.Background(), sandbox.ExecRequest{Cmd: cmd, Timeout: timeout})
+	if err != nil {
+		t.Fatalf("Exec(%q): %v", cmd, err)
+	}
+	t.Logf("%q: exit %d in %v, timed out %v:\n%s", cmd, res.ExitCode, res.Duration.Round(time.Millisecond), res.TimedOut, res.Output)
+	return res
+}
+
+func needPython(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+}
+
+func TestNoNetworkUnlessGranted(t *testing.T) {
+	needPython(t)
+	c := newClient(t, bwrap.Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 10)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			conn.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	connect := fmt.Sprintf(`python3 -c 'import socket; print(sorted(n for _, n in socket.if_nameindex())); socket.create_connection(("127.0.0.1", %d), timeout=2); print("connected")'`, port)
+
+	off := session(t, c, sandbox.Options{}, sandbox.Manifest{})
+	res := exec1(t, off, connect, 20*time.Second)
+	if res.ExitCode == 0 || strings.Contains(res.Output, "connected") || !strings.Contains(res.Output, "['lo']") {
+		t.Errorf("without Options.Network the sandbox reached the host's 127.0.0.1 or has interfaces beyond lo")
+	}
+	if len(accepted) != 0 {
+		t.Errorf("the host listener accepted a connection from a sandbox without network")
+	}
+	if _, err := off.PortURL(context.Background(), 8080); !errors.Is(err, sandbox.ErrUnsupported) {
+		t.Errorf("PortURL without network: %v, want ErrUnsupported", err)
+	}
+
+	// The control: with Network the same command connects.
+	on := session(t, c, sandbox.Options{Network: true, Ports: []int{port}}, sandbox.Manifest{})
+	if res := exec1(t, on, connect, 20*time.Second); res.ExitCode != 0 || !strings.Contains(res.Output, "connected") {
+		t.Errorf("with Options.Network the sandbox could not reach the host listener")
+	}
+	if u, err := on.PortURL(context.Background(), port); err != nil || u != "http://127.0.0.1:"+strconv.Itoa(port) {
+		t.Errorf("PortURL = %q, %v", u, err)
+	}
+}
+
+func TestHostIsReadOnlyAndHidden(t *testing.T) {
+	c := newClient(t, bwrap.Config{})
+	hostDir := t.TempDir()
+	hostTmp := fmt.Sprintf("/tmp/troupe-bwrap-pwned-%d", time.Now().UnixNano())
+	// A host directory outside /tmp (whose sandbox copy is a tmpfs).
+	varDir, err := os.MkdirTemp("/var/tmp", "troupe-bwrap-test-")
+	if err != nil {
+		varDir = t.TempDir()
+	} else {
+		t.Cleanup(func() { os.RemoveAll(varDir) })
+	}
+	s := session(t, c, sandbox.Options{}, sandbox.Manifest{})
+	other := session(t, c, sandbox.Options{}, sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "theirs", Content: "other session"}}})
+	for _, cmd := range []string{
+		"echo x > " + varDir + "/pwned",
+		"cat " + other.State().Workspace + "/theirs",
+		"echo x > " + other.State().Workspace + "/pwned",
+		"cat " + s.State().Workspace + "/../" + filepath.Base(other.State().Workspace) + "/theirs",
+		"echo x > /usr/pwned",
+		"echo x > /bin/pwned",
+		"echo x > /pwned",
+		"mkdir /pwned",
+		"echo x > /etc/pwned",
+		"echo x > /etc/passwd",
+		"mkdir -p " + hostDir + " && echo x > " + hostDir + "/pwned && ls " + hostDir + " && false",
+		"cat /etc/shadow",
+		"ls /root /home /var /run /sys /proc/1/root/root",
+		"mount -t tmpfs none /usr",
+		"unshare -U true",
+	} {
+		if res := exec1(t, s, cmd, 10*time.Second); res.ExitCode == 0 {
+			t.Errorf("%q succeeded in the sandbox", cmd)
+		}
+	}
+	// /tmp is the sandbox's own.
+	if res := exec1(t, s, "echo x > "+hostTmp+" && cat "+hostTmp, 10*time.Second); res.ExitCode != 0 {
+		t.Errorf("writing the sandbox's /tmp failed")
+	}
+	for _, p := range []string{"/usr/pwned", "/pwned", hostTmp, filepath.Join(hostDir, "pwned"), filepath.Join(varDir, "pwned"), filepath.Join(other.State().Workspace, "pwned")} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s exists on the host: %v", p, err)
+		}
+	}
+	// What the sandbox sees of /etc and of the root.
+	res := exec1(t, s, "ls -A /etc; echo --; ls -A /; echo --; pwd; grep CapEff /proc/self/status; echo $$; ls /proc | grep -c '^[0-9]'", 10*time.Second)
+	parts := strings.Split(res.Output, "--\n")
+	if len(parts) != 3 {
+		t.Fatalf("unexpected output %q", res.Output)
+	}
+	allowedEtc := []string{"alternatives", "group", "hostname", "hosts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "passwd"}
+	for _, f := range strings.Fields(parts[0]) {
+		if !slices.Contains(allowedEtc, f) {
+			t.Errorf("the sandbox sees /etc/%s", f)
+		}
+	}
+	allowedRoot := []string{"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp", "usr", "workspace"}
+	for _, f := range strings.Fields(parts[1]) {
+		if !slices.Contains(allowedRoot, f) {
+			t.Errorf("the sandbox sees /%s", f)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(parts[2]), "\n")
+	if len(lines) != 4 || lines[0] != "/workspace" || !strings.HasSuffix(lines[1], "0000000000000000") {
+		t.Errorf("pwd, capabilities: %q", lines)
+	}
+	if pid, _ := strconv.Atoi(lines[2]); pid <= 0 || pid > 3 {
+		t.Errorf("the shell is pid %q: want its own PID namespace", lines[2])
+	}
+	if n, _ := strconv.Atoi(lines[3]); n <= 0 || n > 5 {
+		t.Errorf("the sandbox sees %q processes: want only its own", lines[3])
+	}
+	// Files a command writes belong to the worker on the host.
+	exec1(t, s, "echo mine > owned", 10*time.Second)
+	fi, err := os.Stat(filepath.Join(s.State().Workspace, "owned"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Getuid() {
+		t.Errorf("a file written in the sandbox has uid %d on the host, want %d", uid, os.Getuid())
+	}
+}
+
+func TestHostEnvironmentInvisible(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-host-secret-must-not-leak")
+	c := newClient(t, bwrap.Config{})
+	s := session(t, c, sandbox.Options{}, sandbox.Manifest{Env: map[string]string{"SECRET_FOR_SANDBOX": "given"}})
+	res := exec1(t, s, "env; cat /proc/*/environ | tr '\\0' '\\n'; echo ${OPENAI_API_KEY:-unset}", 10*time.Second)
+	if strings.Contains(res.Output, "sk-host-secret") || !strings.Contains(res.Output, "unset") {
+		t.Errorf("OPENAI_API_KEY is visible in the sandbox")
+	}
+	if !strings.Contains(res.Output, "SECRET_FOR_SANDBOX=given") {
+		t.Errorf("the manifest's variable is missing")
+	}
+	// The environment is not on bwrap's command line either (other host
+	// users could read it there).
+	done := make(chan struct{})
+	go func() {
+		exec1(t, s, "sleep 1", 10*time.Second)
+		close(done)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	found := false
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		if bytes.Contains(b, []byte("bwrap")) && bytes.Contains(b, []byte("sleep 1")) {
+			found = true
+			if bytes.Contains(b, []byte("given")) {
+				t.Errorf("a manifest value is on bwrap's command line: %q", b)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("did not find the running bwrap")
+	}
+	<-done
+}
+
+func TestForkBombBounded(t *testing.T) {
+	c := newClient(t, bwrap.Config{})
+	if os.Geteuid() == 0 && !strings.HasPrefix(c.LimitsMechanism(), "cgroup") {
+		t.Skip("root worker without a pids cgroup: RLIMIT_NPROC is not enforced, so a fork bomb would not be bounded")
+	}
+	const pids = 32
+	s := session(t, c, sandbox.Options{Limits: sandbox.Limits{PIDs: pids}}, sandbox.Manifest{})
+	res := exec1(t, s, `i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); echo $i; done`, 20*time.Second)
+	lines := strings.Fields(res.Output)
+	n := 0
+	for _, l := range lines {
+		if v, err := strconv.Atoi(l); err == nil {
+			n = v
+		}
+	}
+	if res.ExitCode == 0 || n >= pids || n < pids/2 || !strings.Contains(strings.ToLower(res.Output), "fork") {
+		t.Errorf("started %d background processes under a limit of %d (exit %d)", n, pids, res.ExitCode)
+	}
+	if res.Duration > 10*time.Second || res.TimedOut {
+		t.Errorf("took %v", res.Duration)
+	}
+	start := time.Now()
+	res = exec1(t, s, `b() { b | b & }; b; sleep 2; echo survived`, 5*time.Second)
+	if time.Since(start) > 15*time.Second {
+		t.Errorf("a fork bomb held the session for %v", time.Since(start))
+	}
+	// The session (and its pids budget) is intact afterwards.
+	if res := exec1(t, s, "echo ok", 10*time.Second); res.ExitCode != 0 || res.Output != "ok\n" {
+		t.Errorf("after a fork bomb: exit %d, %q", res.ExitCode, res.Output)
+	}
+}
+
+func TestCPUTimeLimit(t *testing.T) {
+	c := newClient(t, bwrap.Config{})
+	s := session(t, c, sandbox.Options{Limits: sandbox.Limits{CPUSeconds: 1}}, sandbox.Manifest{})
+	res := exec1(t, s, "while :; do :; done", 30*time.Second)
+	if res.TimedOut || res.ExitCode != 128+int(syscall.SIGXCPU) && res.ExitCode != 128+int(syscall.SIGKILL) {
+		t.Errorf("a busy loop under a 1 s CPU limit: exit %d, timed out %v; want killed by SIGXCPU", res.ExitCode, res.TimedOut)
+	}
+	if res.Duration > 5*time.Second {
+		t.Errorf("a busy loop under a 1 s CPU limit ran %v", res.Duration)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	needPython(t)
+	c := newClient(t, bwrap.Config{})
+	s := session(t, c, sandbox.Options{Limits: sandbox.Limits{MemoryBytes: 256 << 20}}, sandbox.Manifest{})
+	if res := exec1(t, s, `python3 -c 'b = bytearray(64 << 20); print("ok")'`, 20*time.Second); res.ExitCode != 0 {
+		t.Errorf("64 MiB under a 256 MiB limit failed")
+	}
+	if res := exec1(t, s, `python3 -c 'b = bytearray(512 << 20); print("ok")'`, 20*time.Second); res.ExitCode == 0 || !strings.Contains(res.Output, "MemoryError") {
+		t.Errorf("512 MiB under a 256 MiB limit: exit %d, want a MemoryError", res.ExitCode)
+	}
+}
+
+func TestTimeoutKillsEverything(t *testing.T) {
+	c := newClient(t, bwrap.Config{})
+	s := session(t, c, sandbox.Options{}, sandbox.Manifest{})
+	marker := fmt.Sprintf("%d.5", 1000+time.Now().UnixNano()%1000)
+	res := exec1(t, s, fmt.Sprintf("sleep %s & (sleep %s &) ; setsid sleep %s & sleep %s", marker, marker, marker, marker), 500*time.Millisecond)
+	if !res.TimedOut {
+		t.Errorf("not timed out")
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		left := sleepers(marker)
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sandboxed processes outlived the timeout", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sleepers counts host processes running `sleep arg`.
+func sleepers(arg string) int {
+	n := 0
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, _ := os.ReadFile(p); string(b) == "sleep\x00"+arg+"\x00" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestNewFailsWithoutBwrap(t *testing.T) {
+	if _, err := bwrap.New(bwrap.Config{Bwrap: "/nonexistent/bwrap", Root: t.TempDir()}); err == nil {
+		t.Errorf("New with a missing bwrap succeeded")
+	}
+}
