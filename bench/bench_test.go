@@ -81,11 +81,13 @@ func workerOptions() worker.Options { return worker.Options{} }
 var queues atomic.Int64
 
 // startWorker starts a worker with workerOptions on a fresh task queue,
+// like Runner.StartWorkers does for Troupe (whose second worker, on the host
+// queue, serves only sandbox activities, which the bench graph has none of),
 // registers everything regs register, and returns the queue. The worker
-// stops when the benchmark ends; stop it earlier with the returned func.
-func startWorker(b *testing.B, c client.Client, regs ...func(worker.Registry)) (queue string, stop func()) {
+// stops when the benchmark ends.
+func startWorker(b *testing.B, c client.Client, regs ...func(worker.Registry)) string {
 	b.Helper()
-	queue = fmt.Sprintf("bench-%d", queues.Add(1))
+	queue := fmt.Sprintf("bench-%d", queues.Add(1))
 	w := worker.New(c, queue, workerOptions())
 	for _, reg := range regs {
 		reg(w)
@@ -93,10 +95,8 @@ func startWorker(b *testing.B, c client.Client, regs ...func(worker.Registry)) (
 	if err := w.Start(); err != nil {
 		b.Fatal(err)
 	}
-	var once sync.Once
-	stop = func() { once.Do(w.Stop) }
-	b.Cleanup(stop)
-	return queue, stop
+	b.Cleanup(w.Stop)
+	return queue
 }
 
 // troupe returns a registration func for a Runner serving the bench graph
@@ -181,8 +181,10 @@ func noopChild(_ workflow.Context, i int) (int, error) { return i, nil }
 // process (server, worker and scripted model together) spent meanwhile.
 //
 // The server's times leave out the client's start call and its wait for the
-// result; the latter once took an extra ~20 s (one frontend long-poll
-// interval) on a loaded machine, which would swamp everything measured here.
+// result. That wait can miss the wake-up for the close event and last until
+// the history long poll expires (devserver caps it at 1 s; at the server's
+// default of 20 s it swamped whole runs here), which is no cost of what is
+// measured.
 type sample struct {
 	wall, cpu time.Duration
 }

@@ -26,8 +26,8 @@ import (
 func BenchmarkFanOut(b *testing.B) {
 	c := temporalClient(b)
 	_, url := modelServer(b)
-	queue, _ := startWorker(b, c, registerBaseline, troupe(b, url, nil))
-	lqueue, _ := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.LocalModelCalls = true }))
+	queue := startWorker(b, c, registerBaseline, troupe(b, url, nil))
+	lqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.LocalModelCalls = true }))
 	warmUp(b, c, queue, false)
 	warmUp(b, c, lqueue, false)
 	runBaseline(b, c, queue, baselineChildrenName, 1)

@@ -41,8 +41,8 @@ import (
 func BenchmarkTurnOverhead(b *testing.B) {
 	c := temporalClient(b)
 	srv, url := modelServer(b)
-	queue, _ := startWorker(b, c, registerBaseline, troupe(b, url, nil))
-	lqueue, _ := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.LocalModelCalls = true }))
+	queue := startWorker(b, c, registerBaseline, troupe(b, url, nil))
+	lqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.LocalModelCalls = true }))
 	warmUp(b, c, queue, true)
 	warmUp(b, c, lqueue, false)
 

@@ -22,8 +22,10 @@ import (
 
 // TestReplayHistories replays checked-in histories of a real deal-desk run
 // (recorded by the e2e package with -histories) against today's workflow
-// code. A change that alters what the workflows do in history fails here,
-// and must be versioned.
+// code. A change of workflow code that alters what the workflows do in
+// history fails here, and must be versioned (workflow.GetVersion). A change
+// of the deal-desk graph itself (its agents and tools) changes the histories
+// too: then re-record them with the command in e2e/histories_test.go.
 func TestReplayHistories(t *testing.T) {
 	data, err := os.ReadFile("testdata/histories/index.json")
 	if err != nil {
