@@ -89,6 +89,12 @@ func TestExecCommand(t *testing.T) {
 			output: "hi\noops\n",
 		},
 		{
+			name:   "optional arguments left out (non-strict servers)",
+			args:   `{"cmd":"echo $GREETING"}`,
+			exit:   "Process exited with code 0\n",
+			output: "hi\n",
+		},
+		{
 			name:   "exit code",
 			args:   `{"cmd":"echo failing; exit 3","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`,
 			exit:   "Process exited with code 3\n",
@@ -179,7 +185,7 @@ func TestExecCommandErrors(t *testing.T) {
 		{"absolute workdir", ctx, `{"cmd":"true","workdir":"/etc","yield_time_ms":null,"max_output_tokens":null}`, `"/etc" is absolute`, sandbox.ErrPathEscape},
 		{"missing workdir", ctx, `{"cmd":"true","workdir":"nope","yield_time_ms":null,"max_output_tokens":null}`, "nope", nil},
 		{"empty command", ctx, `{"cmd":" ","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`, "cmd is empty", nil},
-		{"missing argument", ctx, `{"cmd":"true"}`, "invalid arguments for tool exec_command", nil},
+		{"missing required argument", ctx, `{"workdir":null}`, "invalid arguments for tool exec_command", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
