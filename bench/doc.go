@@ -7,7 +7,7 @@
 //   - BenchmarkTurnOverhead: a 201-turn single-agent run (200 turns that
 //     each call a no-op function tool, then a text answer) against a
 //     workflow running 200 sequential no-op activities; Troupe runs with its
-//     default configuration and with Config.LocalModelCalls. It also reports
+//     default configuration and with Config.ModelActivities. It also reports
 //     the model's own time (so Troupe's overhead per turn can be told from
 //     it) and the process's memory after the run.
 //   - BenchmarkFanOut: one turn calling 50 agents-as-tools against a

@@ -13,32 +13,32 @@ import (
 // BenchmarkFanOut measures one turn that calls 50 agents-as-tools: the boss
 // agent's first turn calls them all, each tool agent (a child workflow)
 // answers in one model turn, and the boss's second turn answers. Troupe runs
-// with its default configuration and with Config.LocalModelCalls, each on
+// with its default configuration and with Config.ModelActivities, each on
 // its own worker; the baseline is a workflow that starts 50 no-op child
 // workflows at once and waits for them all, on the default configuration's
-// worker. Each is measured twice, in the order baseline, default, local,
-// local, default, baseline.
+// worker. Each is measured twice, in the order baseline, default, activities,
+// activities, default, baseline.
 //
-// Reported: baseline-ms, troupe-ms and local-ms (wall time on the server),
-// ratio and local-ratio (Troupe's over the baseline's), and cpu-ratio,
-// local-cpu-ratio (the same for the process's CPU time, which other load on
+// Reported: baseline-ms, troupe-ms and activity-ms (wall time on the server),
+// ratio and activity-ratio (Troupe's over the baseline's), and cpu-ratio,
+// activity-cpu-ratio (the same for the process's CPU time, which other load on
 // the machine disturbs less; it includes the scripted model server's).
 func BenchmarkFanOut(b *testing.B) {
 	c := temporalClient(b)
 	_, url := modelServer(b)
 	queue := startWorker(b, c, registerBaseline, troupe(b, url, nil))
-	lqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.LocalModelCalls = true }))
+	aqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
 	warmUp(b, c, queue, false)
-	warmUp(b, c, lqueue, false)
+	warmUp(b, c, aqueue, false)
 	runBaseline(b, c, queue, baselineChildrenName, 1)
 
-	var base, def, local sample
+	var base, def, act sample
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		base = base.add(runBaseline(b, c, queue, baselineChildrenName, fanOutCalls))
 		def = def.add(runFanOut(b, c, queue))
-		local = local.add(runFanOut(b, c, lqueue))
-		local = local.add(runFanOut(b, c, lqueue))
+		act = act.add(runFanOut(b, c, aqueue))
+		act = act.add(runFanOut(b, c, aqueue))
 		def = def.add(runFanOut(b, c, queue))
 		base = base.add(runBaseline(b, c, queue, baselineChildrenName, fanOutCalls))
 	}
@@ -50,14 +50,14 @@ func BenchmarkFanOut(b *testing.B) {
 	b.ReportMetric(ms(def.wall)/runs, "troupe-ms")
 	b.ReportMetric(ms(def.wall)/runs/baseMS, "ratio")
 	b.ReportMetric(ms(def.cpu)/ms(base.cpu), "cpu-ratio")
-	b.ReportMetric(ms(local.wall)/runs, "local-ms")
-	b.ReportMetric(ms(local.wall)/runs/baseMS, "local-ratio")
-	b.ReportMetric(ms(local.cpu)/ms(base.cpu), "local-cpu-ratio")
+	b.ReportMetric(ms(act.wall)/runs, "activity-ms")
+	b.ReportMetric(ms(act.wall)/runs/baseMS, "activity-ratio")
+	b.ReportMetric(ms(act.cpu)/ms(base.cpu), "activity-cpu-ratio")
 	b.Logf("baseline: %.0f ms (CPU %.0f ms) for %d no-op child workflows in parallel", baseMS, ms(base.cpu)/runs, fanOutCalls)
 	for _, r := range []struct {
 		name string
 		s    sample
-	}{{"default", def}, {"local model calls", local}} {
+	}{{"default (act model calls)", def}, {"model calls as activities", act}} {
 		b.Logf("troupe, %s: %.0f ms (CPU %.0f ms) for one turn calling %d agents-as-tools (ratio %.2f, CPU ratio %.2f)",
 			r.name, ms(r.s.wall)/runs, ms(r.s.cpu)/runs, fanOutCalls, ms(r.s.wall)/runs/baseMS, ms(r.s.cpu)/ms(base.cpu))
 	}

@@ -16,23 +16,23 @@ import (
 // BenchmarkTurnOverhead measures what a Troupe turn costs over a plain
 // Temporal activity. Troupe runs the looper agent (200 turns calling a
 // no-op function tool, then a text answer: 201 model calls) with its
-// default configuration (model calls as regular activities) and with
-// Config.LocalModelCalls, each on its own worker; the baseline is a
+// default configuration (model calls as local activities) and with
+// Config.ModelActivities, each on its own worker; the baseline is a
 // workflow running 200 sequential no-op activities with the model
 // activity's options, on the default configuration's worker. Each is
-// measured twice, in the order baseline, default, local, local, default,
+// measured twice, in the order baseline, default, activities, activities, default,
 // baseline, so that a drift in the machine's load weighs on all alike.
 //
 // Reported, per turn or activity:
-//   - baseline-ms/activity, troupe-ms/turn, local-ms/turn: wall time on
-//     the server, and ratio, local-ratio: Troupe's over the baseline's;
+//   - baseline-ms/activity, troupe-ms/turn, activity-ms/turn: wall time on
+//     the server, and ratio, activity-ratio: Troupe's over the baseline's;
 //   - model-ms/turn: the scripted model server's own time per call (request
 //     arrival to answer sent), and overhead-ms/turn,
-//     local-overhead-ms/turn: Troupe's time per turn minus it;
+//     activity-overhead-ms/turn: Troupe's time per turn minus it;
 //   - direct-ms/call: the same 201 requests, with the same growing
 //     transcript, sent through model.Model outside Temporal: the model call
 //     as the client sees it, openai-go's encoding included;
-//   - cpu-ratio, local-cpu-ratio: the process's CPU time per turn over the
+//   - cpu-ratio, activity-cpu-ratio: the process's CPU time per turn over the
 //     baseline's per activity, which other load on the machine disturbs
 //     less than wall time does (it includes the scripted server's CPU);
 //   - rss-MB, heap-MB: the process's resident set and, after a GC, the Go
@@ -42,17 +42,17 @@ func BenchmarkTurnOverhead(b *testing.B) {
 	c := temporalClient(b)
 	srv, url := modelServer(b)
 	queue := startWorker(b, c, registerBaseline, troupe(b, url, nil))
-	lqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.LocalModelCalls = true }))
+	aqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
 	warmUp(b, c, queue, true)
-	warmUp(b, c, lqueue, false)
+	warmUp(b, c, aqueue, false)
 
-	var base, def, local loopStats
+	var base, def, act loopStats
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		base.add(runBaseline(b, c, queue, baselineActivitiesName, loopTurns), loopTurns, 0)
 		def.add(runLoop(b, c, srv, queue))
-		local.add(runLoop(b, c, srv, lqueue))
-		local.add(runLoop(b, c, srv, lqueue))
+		act.add(runLoop(b, c, srv, aqueue))
+		act.add(runLoop(b, c, srv, aqueue))
 		def.add(runLoop(b, c, srv, queue))
 		base.add(runBaseline(b, c, queue, baselineActivitiesName, loopTurns), loopTurns, 0)
 	}
@@ -74,20 +74,20 @@ func BenchmarkTurnOverhead(b *testing.B) {
 	b.ReportMetric(def.wallPer(), "troupe-ms/turn")
 	b.ReportMetric(def.wallPer()/perActivity, "ratio")
 	b.ReportMetric(def.overheadPer(), "overhead-ms/turn")
-	b.ReportMetric(local.wallPer(), "local-ms/turn")
-	b.ReportMetric(local.wallPer()/perActivity, "local-ratio")
-	b.ReportMetric(local.overheadPer(), "local-overhead-ms/turn")
+	b.ReportMetric(act.wallPer(), "activity-ms/turn")
+	b.ReportMetric(act.wallPer()/perActivity, "activity-ratio")
+	b.ReportMetric(act.overheadPer(), "activity-overhead-ms/turn")
 	b.ReportMetric(def.modelPer(), "model-ms/turn")
 	b.ReportMetric(directPerCall, "direct-ms/call")
 	b.ReportMetric(def.cpuPer()/base.cpuPer(), "cpu-ratio")
-	b.ReportMetric(local.cpuPer()/base.cpuPer(), "local-cpu-ratio")
+	b.ReportMetric(act.cpuPer()/base.cpuPer(), "activity-cpu-ratio")
 	b.ReportMetric(rss, "rss-MB")
 	b.ReportMetric(heap, "heap-MB")
 	b.Logf("baseline: %.2f ms/activity (CPU %.2f ms)", perActivity, base.cpuPer())
-	b.Logf("troupe, default: %.2f ms/turn (ratio %.2f; CPU %.2f ms, ratio %.2f); model %.2f ms/turn; overhead %.2f ms/turn, of which the baseline's activity round trip is %.2f",
+	b.Logf("troupe, default (act model calls): %.2f ms/turn (ratio %.2f; CPU %.2f ms, ratio %.2f); model %.2f ms/turn; overhead %.2f ms/turn, of which the baseline's activity round trip is %.2f",
 		def.wallPer(), def.wallPer()/perActivity, def.cpuPer(), def.cpuPer()/base.cpuPer(), def.modelPer(), def.overheadPer(), perActivity)
-	b.Logf("troupe, local model calls: %.2f ms/turn (ratio %.2f; CPU %.2f ms, ratio %.2f); model %.2f ms/turn; overhead %.2f ms/turn",
-		local.wallPer(), local.wallPer()/perActivity, local.cpuPer(), local.cpuPer()/base.cpuPer(), local.modelPer(), local.overheadPer())
+	b.Logf("troupe, model calls as activities: %.2f ms/turn (ratio %.2f; CPU %.2f ms, ratio %.2f); model %.2f ms/turn; overhead %.2f ms/turn",
+		act.wallPer(), act.wallPer()/perActivity, act.cpuPer(), act.cpuPer()/base.cpuPer(), act.modelPer(), act.overheadPer())
 	b.Logf("model call outside Temporal: %.2f ms, of which %.2f ms in the scripted server", directPerCall, ms(directServer)/float64(directCalls))
 	b.Logf("memory after the runs: RSS %.0f MB, Go heap in use %.0f MB (worker, server and model server together)", rss, heap)
 }

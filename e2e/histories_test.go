@@ -18,7 +18,7 @@ import (
 // historiesDir, when set, makes TestDealDesk save the histories of its
 // run's workflows there, for the replay tests of package workflows:
 //
-//	go test ./e2e -run 'TestDealDesk/responses' -histories ../workflows/testdata/histories
+//	go test ./e2e -run 'TestDealDesk/responses' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
 var historiesDir = flag.String("histories", "", "save the deal-desk run's workflow histories to this directory")
 
 func saveHistories(t *testing.T, c client.Client, ids map[string]bool, dir string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -20,37 +21,88 @@ type TranscriptRef struct {
 
 func segmentKey(key string, i int) string { return fmt.Sprintf("%s/%06d.json", key, i) }
 
+// Transcripts reads and writes transcripts in a blob store, keeping the
+// decoded segments it has read (with their output references resolved) so
+// that each model turn decodes only the segments it has not seen: without
+// it, a run's decoding work would grow with the square of its turns.
+//
+// Only reads fill the cache, for the reason blob.Store gives: a segment
+// is read only after the workflow accepted the attempt that wrote it.
+type Transcripts struct {
+	store *blob.Store
+
+	mu    sync.Mutex
+	segs  map[string][]agents.Item
+	order []string
+	max   int
+}
+
+// NewTranscripts returns the transcripts of store.
+func NewTranscripts(store *blob.Store) *Transcripts {
+	return &Transcripts{store: store, segs: map[string][]agents.Item{}, max: 20000}
+}
+
 // Append writes items as the next segment of ref and returns the longer
 // transcript. Writing the same segment again (an activity retry) replaces
 // it, so Append is idempotent per segment number.
-func Append(ctx context.Context, store *blob.Store, ref TranscriptRef, items []agents.Item) (TranscriptRef, error) {
+func (t *Transcripts) Append(ctx context.Context, ref TranscriptRef, items []agents.Item) (TranscriptRef, error) {
 	data, err := json.Marshal(items)
 	if err != nil {
 		return ref, fmt.Errorf("runtime: transcript segment: %w", err)
 	}
-	if err := store.Put(ctx, segmentKey(ref.Key, ref.Segments), data); err != nil {
+	key := segmentKey(ref.Key, ref.Segments)
+	if err := t.store.Put(ctx, key, data); err != nil {
 		return ref, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
 	}
+	t.mu.Lock()
+	delete(t.segs, key)
+	t.mu.Unlock()
 	ref.Segments++
 	return ref, nil
 }
 
 // Load reads every segment of ref, in order, with output references
-// resolved.
-func Load(ctx context.Context, store *blob.Store, ref TranscriptRef) ([]agents.Item, error) {
+// resolved. The returned slice is the caller's to change.
+func (t *Transcripts) Load(ctx context.Context, ref TranscriptRef) ([]agents.Item, error) {
 	var items []agents.Item
 	for i := 0; i < ref.Segments; i++ {
-		data, err := store.Get(ctx, segmentKey(ref.Key, i))
+		seg, err := t.segment(ctx, segmentKey(ref.Key, i))
 		if err != nil {
 			return nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
 		}
-		var seg []agents.Item
-		if err := json.Unmarshal(data, &seg); err != nil {
-			return nil, fmt.Errorf("runtime: transcript %s segment %d: %w", ref.Key, i, err)
-		}
 		items = append(items, seg...)
 	}
-	return ResolveOutputs(ctx, store, items)
+	return items, nil
+}
+
+func (t *Transcripts) segment(ctx context.Context, key string) ([]agents.Item, error) {
+	t.mu.Lock()
+	seg, ok := t.segs[key]
+	t.mu.Unlock()
+	if ok {
+		return seg, nil
+	}
+	data, err := t.store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, &seg); err != nil {
+		return nil, fmt.Errorf("segment %s: %w", key, err)
+	}
+	if seg, err = ResolveOutputs(ctx, t.store, seg); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if _, ok := t.segs[key]; !ok {
+		t.order = append(t.order, key)
+	}
+	t.segs[key] = seg
+	for len(t.order) > t.max {
+		delete(t.segs, t.order[0])
+		t.order = t.order[1:]
+	}
+	t.mu.Unlock()
+	return seg, nil
 }
 
 // ResolveOutputs replaces each item's OutputRef with the output it names.

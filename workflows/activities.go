@@ -39,7 +39,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 			instructions += "\n\n" + extra
 		}
 	}
-	history, err := runtime.Load(ctx, a.r.cfg.Store, in.Transcript)
+	history, err := a.r.transcripts.Load(ctx, in.Transcript)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		resp.Output[i].Agent = agent.Name
 	}
 	segment := append(append([]agents.Item(nil), in.Pending...), resp.Output...)
-	ref, err := runtime.Append(ctx, a.r.cfg.Store, in.Transcript, segment)
+	ref, err := a.r.transcripts.Append(ctx, in.Transcript, segment)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +182,7 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (*HandoffOutp
 	if h.InputFilter == nil {
 		return &HandoffOutput{Transcript: in.Transcript, Pending: in.Pending}, nil
 	}
-	history, err := runtime.Load(ctx, a.r.cfg.Store, in.Transcript)
+	history, err := a.r.transcripts.Load(ctx, in.Transcript)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,7 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (*HandoffOutp
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("input filter of %s: %v", h.Name(), err), ErrHandoff, err)
 	}
-	ref2, err := runtime.Append(ctx, a.r.cfg.Store, runtime.TranscriptRef{Key: in.NewKey}, filtered.History)
+	ref2, err := a.r.transcripts.Append(ctx, runtime.TranscriptRef{Key: in.NewKey}, filtered.History)
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,10 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 
 func (r *Runner) callModel(ctx workflow.Context, in ModelInput, out *ModelOutput) error {
 	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}
-	if r.cfg.LocalModelCalls {
+	// Runs recorded before model calls became local activities by default
+	// replay on the regular-activity path.
+	local := workflow.GetVersion(ctx, versionLocalModelCalls, workflow.DefaultVersion, 1) == 1 && !r.cfg.ModelActivities
+	if local {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: r.cfg.ModelTimeout, RetryPolicy: retry,
 		})
@@ -108,6 +111,10 @@ func (r *Runner) callModel(ctx workflow.Context, in ModelInput, out *ModelOutput
 	})
 	return workflow.ExecuteActivity(actx, ModelActivityName, in).Get(ctx, out)
 }
+
+// versionLocalModelCalls marks the change of model calls from regular to
+// local activities by default.
+const versionLocalModelCalls = "troupe.local-model-calls"
 
 // runTools carries out one turn's calls concurrently and returns their
 // outputs in the model's order, the handoff taken (if any), and the model

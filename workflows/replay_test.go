@@ -25,9 +25,19 @@ import (
 // code. A change of workflow code that alters what the workflows do in
 // history fails here, and must be versioned (workflow.GetVersion). A change
 // of the deal-desk graph itself (its agents and tools) changes the histories
-// too: then re-record them with the command in e2e/histories_test.go.
+// too: then record a new set with the command in e2e/histories_test.go.
 func TestReplayHistories(t *testing.T) {
-	data, err := os.ReadFile("testdata/histories/index.json")
+	sets, err := filepath.Glob("testdata/histories/*/index.json")
+	if err != nil || len(sets) == 0 {
+		t.Fatalf("no recorded histories: %v", err)
+	}
+	for _, set := range sets {
+		t.Run(filepath.Base(filepath.Dir(set)), func(t *testing.T) { replaySet(t, filepath.Dir(set)) })
+	}
+}
+
+func replaySet(t *testing.T, dir string) {
+	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +56,7 @@ func TestReplayHistories(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
-			h, err := client.HistoryFromJSON(mustOpen(t, filepath.Join("testdata/histories", f)), client.HistoryJSONOptions{})
+			h, err := client.HistoryFromJSON(mustOpen(t, filepath.Join(dir, f)), client.HistoryJSONOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
+	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -39,10 +40,15 @@ type Config struct {
 	// HeartbeatTimeout is how soon a model call on a dead worker is
 	// retried elsewhere; the default is 30 seconds.
 	HeartbeatTimeout time.Duration
-	// LocalModelCalls runs model calls as local activities: one fewer
-	// round trip through the server per turn, at the price of a model call
-	// being retried from the workflow task rather than by the server.
-	LocalModelCalls bool
+	// ModelActivities runs model calls as regular activities instead of
+	// the default local ones. Local activities save a round trip through
+	// the server per turn (about 5 ms on the embedded server; see bench/)
+	// and are as durable: their results are recorded in history, and a
+	// call cut off by a worker crash is retried once the workflow task
+	// times out. Regular activities add server-side timeouts and heartbeats
+	// (a dead worker is noticed within HeartbeatTimeout), and let model
+	// calls go to their own task queue and worker pool.
+	ModelActivities bool
 	// MaxHandoffs bounds the handoffs of one run; the default is 10.
 	MaxHandoffs int
 	// MaxToolDepth bounds the nesting of agents-as-tools; the default is 5.
@@ -69,10 +75,11 @@ type Config struct {
 
 // Runner holds the workflows and activities that run agent graphs.
 type Runner struct {
-	cfg       Config
-	graphs    map[string]*agents.Graph
-	acts      *Activities
-	hostQueue string
+	cfg         Config
+	graphs      map[string]*agents.Graph
+	acts        *Activities
+	hostQueue   string
+	transcripts *runtime.Transcripts
 }
 
 // NewRunner checks cfg and returns its Runner.
@@ -124,7 +131,8 @@ func NewRunner(cfg Config) (*Runner, error) {
 			}
 		}
 	}
-	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: "troupe-host-" + cfg.Host}
+	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: "troupe-host-" + cfg.Host,
+		transcripts: runtime.NewTranscripts(cfg.Store)}
 	for _, g := range cfg.Graphs {
 		if g == nil {
 			return nil, errors.New("workflows: nil graph")

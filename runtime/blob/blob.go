@@ -25,9 +25,11 @@ import (
 // ErrNotFound reports a key the store does not hold.
 var ErrNotFound = errors.New("blob: not found")
 
-// Store is a blob store with a small in-process read cache. Keys are
-// written with content that is final for that key, so a cached read is
-// never stale.
+// Store is a blob store with a small in-process read cache. Only reads
+// fill the cache: a key may be written more than once (an activity retried
+// on another worker writes its own result), but a workflow reads a key
+// only after it accepted the attempt that wrote it, and that content is
+// final.
 type Store struct {
 	bucket *blob.Bucket
 	url    string
@@ -55,7 +57,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 			return nil, fmt.Errorf("blob: %w", err)
 		}
 		if !strings.Contains(url, "?") {
-			url += "?no_tmp_dir=true"
+			// No .attrs side files: nothing reads blob attributes, and
+			// writing them (with an MD5) costs more than the blob.
+			url += "?no_tmp_dir=true&metadata=skip"
 		}
 	}
 	b, err := blob.OpenBucket(ctx, url)
@@ -73,7 +77,12 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	if err := s.bucket.WriteAll(ctx, key, data, nil); err != nil {
 		return fmt.Errorf("blob: put %s: %w", key, err)
 	}
-	s.remember(key, data)
+	s.mu.Lock()
+	if old, ok := s.cache[key]; ok { // a rewrite: forget the old content
+		s.size -= len(old)
+		delete(s.cache, key)
+	}
+	s.mu.Unlock()
 	return nil
 }
 
@@ -110,11 +119,15 @@ func (s *Store) remember(key string, data []byte) {
 	}
 	s.cache[key] = data
 	s.size += len(data)
+	// Evict oldest first. A key forgotten by Put and read again can stand
+	// twice in order; evicting it early is harmless.
 	for s.size > s.maxCache && len(s.order) > 0 {
 		k := s.order[0]
 		s.order = s.order[1:]
-		s.size -= len(s.cache[k])
-		delete(s.cache, k)
+		if d, ok := s.cache[k]; ok {
+			s.size -= len(d)
+			delete(s.cache, k)
+		}
 	}
 }
 
