@@ -57,7 +57,7 @@ func BenchmarkFanOut(b *testing.B) {
 	for _, r := range []struct {
 		name string
 		s    sample
-	}{{"default (act model calls)", def}, {"model calls as activities", act}} {
+	}{{"default (local model calls)", def}, {"model calls as activities", act}} {
 		b.Logf("troupe, %s: %.0f ms (CPU %.0f ms) for one turn calling %d agents-as-tools (ratio %.2f, CPU ratio %.2f)",
 			r.name, ms(r.s.wall)/runs, ms(r.s.cpu)/runs, fanOutCalls, ms(r.s.wall)/runs/baseMS, ms(r.s.cpu)/ms(base.cpu))
 	}
