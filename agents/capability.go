@@ -1,6 +1,8 @@
 package agents
 
 import (
+	"context"
+
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
@@ -15,6 +17,10 @@ type Sandbox struct {
 	// Backend names the sandbox client ("local", "bwrap", "docker"); empty
 	// means the worker's default.
 	Backend string `json:"backend,omitempty"`
+	// ManifestFor, when set, adds entries and environment computed for the
+	// run (for example a git_repo entry for the repository named in the
+	// run's variables). It runs in the provisioning activity.
+	ManifestFor func(ctx context.Context, rc RunContext) (sandbox.Manifest, error) `json:"-"`
 }
 
 // Capability is sandbox-native behaviour attached to an agent: tools bound

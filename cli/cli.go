@@ -18,6 +18,23 @@ import (
 type Graph struct {
 	Graph    *agents.Graph
 	Scenario []byte
+	// Flags are the graph's own `troupe run` flags; each value set becomes
+	// the run variable of the same name.
+	Flags []Flag
+}
+
+// Flag is a `troupe run` flag of a graph.
+type Flag struct {
+	// Name is the flag and run-variable name, e.g. "repo".
+	Name string
+	// Usage is the flag's help text.
+	Usage string
+	// Default is the value when the flag is not given.
+	Default string
+	// HostPath marks a host path the graph's sandboxes may copy from: its
+	// absolute form joins the sandbox policy's allowed roots (for the
+	// worker this command runs).
+	HostPath bool
 }
 
 // Main runs the troupe command line over graphs and exits.

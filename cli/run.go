@@ -31,6 +31,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 		asJSON, quiet               bool
 		vars                        []string
 	)
+	graphFlags := map[string]*string{}
 	cmd := &cobra.Command{
 		Use:   "run [flags] INPUT",
 		Short: "Run a graph to completion, showing live progress on stderr and the final output on stdout",
@@ -44,6 +45,27 @@ func runCommand(graphs []Graph) *cobra.Command {
 				return err
 			}
 			in := workflows.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: strings.Join(args, " "), Vars: map[string]string{}}
+			var roots []string
+			for _, f := range g.Flags {
+				v := graphFlags[f.Name]
+				if v == nil || *v == "" {
+					if f.Default == "" {
+						continue
+					}
+					d := f.Default
+					v = &d
+				}
+				val := *v
+				if f.HostPath {
+					abs, err := filepath.Abs(val)
+					if err != nil {
+						return fmt.Errorf("--%s: %w", f.Name, err)
+					}
+					val = abs
+					roots = append(roots, abs)
+				}
+				in.Vars[f.Name] = val
+			}
 			for _, v := range vars {
 				k, val, ok := strings.Cut(v, "=")
 				if !ok {
@@ -60,8 +82,16 @@ func runCommand(graphs []Graph) *cobra.Command {
 			if quiet {
 				progress = io.Discard
 			}
-			return runGraph(cmd.Context(), graphs, in, taskQueue, asJSON, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
+			return runGraph(cmd.Context(), graphs, in, roots, taskQueue, asJSON, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
 		},
+	}
+	for _, g := range graphs {
+		for _, f := range g.Flags {
+			if _, dup := graphFlags[f.Name]; dup {
+				continue
+			}
+			graphFlags[f.Name] = cmd.Flags().String(f.Name, "", f.Usage+" (graph "+g.Graph.Name()+")")
+		}
 	}
 	cmd.Flags().StringVar(&graphName, "graph", "", "graph to run (required when the binary serves several)")
 	cmd.Flags().StringVar(&agent, "agent", "", "agent to start at (default: the graph's entry agent)")
@@ -72,7 +102,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 	return cmd
 }
 
-func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, taskQueue string, asJSON bool, stdout, progress, stderr io.Writer) error {
+func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, roots []string, taskQueue string, asJSON bool, stdout, progress, stderr io.Writer) error {
 	opts, err := clientOptionsFromEnv()
 	if err != nil {
 		return err
@@ -93,7 +123,7 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, taskQu
 	defer c.Close()
 	if taskQueue == "" {
 		taskQueue = fmt.Sprintf("troupe-run-%d", os.Getpid())
-		stop, err := startWorker(ctx, c, taskQueue, graphs, stderr)
+		stop, err := startWorker(ctx, c, taskQueue, graphs, roots, stderr)
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ import (
 
 // startWorker starts a worker for graphs on taskQueue; the returned func
 // stops it and releases its model and store.
-func startWorker(ctx context.Context, c client.Client, taskQueue string, graphs []Graph, stderr io.Writer) (func(), error) {
+func startWorker(ctx context.Context, c client.Client, taskQueue string, graphs []Graph, roots []string, stderr io.Writer) (func(), error) {
 	store, err := openStore(ctx)
 	if err != nil {
 		return nil, err
@@ -26,7 +26,7 @@ func startWorker(ctx context.Context, c client.Client, taskQueue string, graphs 
 		store.Close()
 		return nil, err
 	}
-	sandboxes, backend, err := sandboxClients(stderr)
+	sandboxes, backend, err := sandboxClients(roots, stderr)
 	if err != nil {
 		release()
 		store.Close()
@@ -65,7 +65,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 				return fmt.Errorf("connect to %s: %w", opts.HostPort, err)
 			}
 			defer c.Close()
-			stop, err := startWorker(cmd.Context(), c, taskQueue, graphs, cmd.ErrOrStderr())
+			stop, err := startWorker(cmd.Context(), c, taskQueue, graphs, nil, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ func devCommand(graphs []Graph) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			stop, err := startWorker(cmd.Context(), c, workflows.DefaultTaskQueue, graphs, cmd.ErrOrStderr())
+			stop, err := startWorker(cmd.Context(), c, workflows.DefaultTaskQueue, graphs, nil, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

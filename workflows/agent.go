@@ -34,7 +34,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
 	var sb *sandboxLife
 	if agent.Sandbox != nil {
-		sb = &sandboxLife{r: r, rec: rec, graph: in.Graph, agent: agent.Name, wfID: wfID}
+		sb = &sandboxLife{r: r, rec: rec, graph: in.Graph, agent: agent.Name, wfID: wfID, run: rc}
 		// However the agent ends (output, handoff, failure, cancellation),
 		// its sandbox is stopped.
 		defer sb.end(ctx)

@@ -27,6 +27,8 @@ type SandboxCreateInput struct {
 	// Generation counts the sandboxes this workflow provisioned, so a
 	// re-provisioned sandbox never reuses a lost one's id.
 	Generation int `json:"generation"`
+	// Run is the agent's run context, for Sandbox.ManifestFor.
+	Run agents.RunContext `json:"run"`
 	// Snapshot, when set, is restored into the new workspace.
 	Snapshot string `json:"snapshot,omitempty"`
 }
@@ -143,24 +145,30 @@ func sandboxID(workflowID string, generation int) string {
 	return fmt.Sprintf("%s-%s-g%d", base, hex.EncodeToString(sum[:4]), generation)
 }
 
-// Manifest returns the sandbox agent's whole manifest: its own, then each
-// capability's additions.
-func Manifest(a *agents.Agent) sandbox.Manifest {
+// Manifest returns the sandbox agent's whole manifest for a run: its own,
+// then what its ManifestFor computes, then each capability's additions.
+func Manifest(ctx context.Context, a *agents.Agent, rc agents.RunContext) (sandbox.Manifest, error) {
 	m := sandbox.Manifest{Env: map[string]string{}}
-	if a.Sandbox != nil {
-		m.Entries = append(m.Entries, a.Sandbox.Manifest.Entries...)
-		for k, v := range a.Sandbox.Manifest.Env {
+	add := func(more sandbox.Manifest) {
+		m.Entries = append(m.Entries, more.Entries...)
+		for k, v := range more.Env {
 			m.Env[k] = v
+		}
+	}
+	if a.Sandbox != nil {
+		add(a.Sandbox.Manifest)
+		if a.Sandbox.ManifestFor != nil {
+			more, err := a.Sandbox.ManifestFor(ctx, rc)
+			if err != nil {
+				return m, fmt.Errorf("manifest of %s: %w", a.Name, err)
+			}
+			add(more)
 		}
 	}
 	for _, c := range a.Capabilities {
-		cm := c.Manifest()
-		m.Entries = append(m.Entries, cm.Entries...)
-		for k, v := range cm.Env {
-			m.Env[k] = v
-		}
+		add(c.Manifest())
 	}
-	return m
+	return m, nil
 }
 
 // SandboxCreate provisions the agent's sandbox on this worker's host, and
@@ -177,8 +185,12 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	if err != nil {
 		return nil, err
 	}
+	m, err := Manifest(ctx, agent, in.Run)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrSandbox, err)
+	}
 	spec := sandbox.Spec{
-		ID: sandboxID(in.WorkflowID, in.Generation), Manifest: Manifest(agent), Options: agent.Sandbox.Options,
+		ID: sandboxID(in.WorkflowID, in.Generation), Manifest: m, Options: agent.Sandbox.Options,
 		Labels: map[string]string{"troupe.workflow": in.WorkflowID, "troupe.agent": agent.Name},
 	}
 	s, err := c.Create(ctx, spec)
@@ -271,6 +283,7 @@ type sandboxLife struct {
 	graph      string
 	agent      string
 	wfID       string
+	run        agents.RunContext
 	info       *SandboxInfo
 	snapshot   string
 	generation int
@@ -292,7 +305,7 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var info SandboxInfo
-	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: s.generation, Snapshot: s.snapshot}
+	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: s.generation, Run: s.run, Snapshot: s.snapshot}
 	if err := workflow.ExecuteActivity(actx, SandboxCreateActivityName, in).Get(ctx, &info); err != nil {
 		return err
 	}
