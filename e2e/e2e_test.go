@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/devserver"
@@ -52,20 +53,24 @@ func quiet() log.Logger {
 	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 }
 
-func allGraphs() []*agents.Graph { return append(testGraphs(), dealdesk.Graph()) }
+func allGraphs() []*agents.Graph {
+	return append(testGraphs(), dealdesk.Graph(), codereview.Graph())
+}
 
-// scenario is the test scenario plus dealdesk's offline one.
+// scenario is the test scenario plus the examples' offline ones.
 func scenario(t testing.TB) *scripted.Scenario {
 	t.Helper()
 	sc, err := scripted.LoadScenario("testdata/scenario.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dd, err := scripted.ParseScenario(dealdesk.Scenario)
-	if err != nil {
-		t.Fatal(err)
+	for _, example := range [][]byte{dealdesk.Scenario, codereview.Scenario} {
+		ex, err := scripted.ParseScenario(example)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Rules = append(sc.Rules, ex.Rules...)
 	}
-	sc.Rules = append(sc.Rules, dd.Rules...)
 	return sc
 }
 

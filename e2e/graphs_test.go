@@ -54,3 +54,16 @@ func testGraphs() []*agents.Graph {
 		agents.MustGraph("long", "looper", &agents.Agent{Name: "looper", Instructions: "long agent", Tools: []agents.Tool{big}, MaxTurns: 301}),
 	}
 }
+
+// sandboxGraphs are the graphs of the sandbox fault tests; fault runs on
+// the named backend.
+func sandboxGraphs(backend string) []*agents.Graph {
+	return []*agents.Graph{
+		agents.MustGraph("idle", "keeper",
+			&agents.Agent{Name: "keeper", Instructions: "idle keeper", Sandbox: &agents.Sandbox{},
+				Tools: []agents.Tool{agents.AsTool("sleeper", "sleeper", "Waits.")}},
+			&agents.Agent{Name: "sleeper", Instructions: "idle sleeper"}),
+		agents.MustGraph("fault", "survivor",
+			&agents.Agent{Name: "survivor", Instructions: "fault survivor", Sandbox: &agents.Sandbox{Backend: backend}}),
+	}
+}

@@ -321,8 +321,12 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 // hostCtx routes an activity to the host holding the sandbox; a host that
 // is gone shows as a schedule-to-start timeout.
 func (s *sandboxLife) hostCtx(ctx workflow.Context, timeout time.Duration) workflow.Context {
+	return s.hostCtxFor(ctx, s.info, timeout)
+}
+
+func (s *sandboxLife) hostCtxFor(ctx workflow.Context, info *SandboxInfo, timeout time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              s.info.Queue,
+		TaskQueue:              info.Queue,
 		ScheduleToStartTimeout: s.r.cfg.HostTimeout,
 		StartToCloseTimeout:    timeout,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
@@ -365,8 +369,15 @@ func (s *sandboxLife) lost(ctx workflow.Context, err error) {
 	if s.info == nil {
 		return
 	}
+	dead := s.info
 	s.info = nil
 	s.rec.add(ctx, Event{Kind: EventSandboxLost, Agent: s.agent, Detail: err.Error()})
+	if ErrorType(err) == ErrSandboxGone {
+		// The host is there but the sandbox died: clear what is left of it
+		// (a stopped container, its workspace). Best effort; a host that
+		// is gone has its own orphan reaping.
+		_ = workflow.ExecuteActivity(s.hostCtxFor(ctx, dead, time.Minute), SandboxStopActivityName, dead.State).Get(ctx, nil)
+	}
 }
 
 // afterTurn snapshots the workspace after a turn that used it and restarts
@@ -401,10 +412,14 @@ func (s *sandboxLife) touch(ctx workflow.Context) {
 		if s.info == nil || s.inUse > 0 {
 			return
 		}
+		// Block on this coroutine's own context, and let no newer touch
+		// cancel a suspend under way.
+		sctx, cancel := workflow.NewDisconnectedContext(gctx)
+		defer cancel()
 		s.suspending = true
 		defer func() { s.suspending = false }()
-		s.afterTurnSnapshotOnly(ctx)
-		s.stopNow(ctx, EventSandboxSuspended)
+		s.afterTurnSnapshotOnly(sctx)
+		s.stopNow(sctx, EventSandboxSuspended)
 	})
 }
 

@@ -1,0 +1,314 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"go.temporal.io/sdk/client"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/cli"
+	"github.com/troupe-dev/troupe/examples/codereview"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// reviewRepo creates a git repository of two commits with go-git: a
+// documented, tested package, then auth/login.go with an undocumented
+// exported func, no test, and a hard-coded password on line 4.
+func reviewRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	r, err := git.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, err := r.Worktree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(msg string, files map[string]string) {
+		t.Helper()
+		for name, content := range files {
+			p := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := wt.Add(name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sig := &object.Signature{Name: "Tess", Email: "tess@example.com", When: time.Unix(1700000000, 0)}
+		if _, err := wt.Commit(msg, &git.CommitOptions{Author: sig}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("shop: greet", map[string]string{
+		"go.mod":       "module example.com/shop\n\ngo 1.22\n",
+		"shop.go":      "package shop\n\n// Hello greets.\nfunc Hello() string { return \"hi\" }\n",
+		"shop_test.go": "package shop\n\nimport \"testing\"\n\nfunc TestHello(t *testing.T) {\n\tif Hello() != \"hi\" {\n\t\tt.Fail()\n\t}\n}\n",
+	})
+	commit("auth: log in", map[string]string{
+		"auth/login.go": "package auth\n\nfunc Login(user string) bool {\n\tpassword := \"hunter2\"\n\treturn user == \"admin\" && password != \"\"\n}\n",
+	})
+	return dir
+}
+
+// checkReview checks what a code-review run wrote into out: the report
+// and the findings of the three reviewers, each quoting the change.
+func checkReview(t *testing.T, output json.RawMessage, out string) {
+	t.Helper()
+	sum, err := agents.Decode[codereview.Summary](output)
+	if err != nil {
+		t.Fatalf("output %s: %v", output, err)
+	}
+	reportPath, findingsPath := filepath.Join(out, codereview.ReportFile), filepath.Join(out, codereview.FindingsFile)
+	if sum.ReportPath != reportPath || sum.FindingsPath != findingsPath {
+		t.Errorf("summary paths %s, %s; want %s, %s", sum.ReportPath, sum.FindingsPath, reportPath, findingsPath)
+	}
+	if sum.Counts != (codereview.Counts{High: 1, Medium: 1, Low: 1}) || !strings.Contains(sum.Summary, "1 high") {
+		t.Errorf("summary = %+v", sum)
+	}
+	data, err := os.ReadFile(findingsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	findings, err := codereview.ParseFindings(string(data))
+	if err != nil {
+		t.Fatalf("findings file: %v\n%s", err, data)
+	}
+	want := map[string]codereview.Finding{
+		codereview.SeverityHigh:   {File: "auth/login.go", Line: 4},
+		codereview.SeverityMedium: {File: "auth/login.go", Line: 1},
+		codereview.SeverityLow:    {File: "auth/login.go", Line: 3},
+	}
+	if len(findings) != len(want) {
+		t.Fatalf("%d findings, want %d:\n%s", len(findings), len(want), data)
+	}
+	for _, f := range findings {
+		w, ok := want[f.Severity]
+		if !ok || f.File != w.File || f.Line != w.Line {
+			t.Errorf("finding %+v; want %s at %s:%d", f, f.Severity, w.File, w.Line)
+		}
+	}
+	// Each reviewer quoted what its command printed in its sandbox.
+	for _, quote := range []string{`password := \"hunter2\"`, "func Login(user string) bool", "auth/login.go changes with no test"} {
+		if !strings.Contains(string(data), quote) {
+			t.Errorf("findings lack %q:\n%s", quote, data)
+		}
+	}
+	md, err := os.ReadFile(reportPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"# Code review", "## security", "## tests", "## api_design", "`auth/login.go:4`", "**high**"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("report lacks %q:\n%s", s, md)
+		}
+	}
+}
+
+// runEvents reads the events of a finished run and of every workflow it
+// started, through the events query, each workflow's in order. (Follow
+// stops following an agent at its final output, so it can miss the
+// sandbox_stopped event the agent records after it.)
+func runEvents(t *testing.T, c client.Client, runID string) []workflows.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ids, known := []string{runID}, map[string]bool{runID: true}
+	var all []workflows.Event
+	for i := 0; i < len(ids); i++ {
+		resp, err := c.QueryWorkflow(ctx, ids[i], "", workflows.EventsQuery, 0)
+		if err != nil {
+			t.Fatalf("events of %s: %v", ids[i], err)
+		}
+		var evs []workflows.Event
+		if err := resp.Get(&evs); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Child != "" && !known[e.Child] {
+				known[e.Child] = true
+				ids = append(ids, e.Child)
+			}
+		}
+		all = append(all, evs...)
+	}
+	return all
+}
+
+// emptyDirs fails unless each root holds nothing but dot files (a
+// backend's own state, such as bwrap's .bwrap-etc) once the run is over:
+// no sandbox workspace outlived its workflow.
+func emptyDirs(t *testing.T, roots ...string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, root := range roots {
+		for {
+			entries, err := os.ReadDir(root)
+			if err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, e := range entries {
+				if !strings.HasPrefix(e.Name(), ".") {
+					left = append(left, e.Name())
+				}
+			}
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("left under %s: %v", root, left)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// TestCodeReview runs the code-review graph through a worker on both
+// APIs: three sandboxed reviewers in parallel over a repository the test
+// creates, then the report on the host.
+func TestCodeReview(t *testing.T) {
+	c := dial(t)
+	repo := reviewRepo(t)
+	for _, tc := range []struct {
+		api model.API
+		ref string
+	}{{model.APIResponses, "HEAD"}, {model.APIChat, "HEAD~1..HEAD"}} {
+		t.Run(string(tc.api), func(t *testing.T) {
+			ms, url := modelServer(t)
+			sandboxes := t.TempDir()
+			queue := startWorker(t, c, url, tc.api, func(cfg *workflows.Config) {
+				lc, err := local.New(local.Config{Root: sandboxes, Policy: sandbox.Policy{AllowedRoots: []string{repo}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.Sandboxes = map[string]sandbox.Client{local.Backend: lc}
+			})
+			out := filepath.Join(t.TempDir(), "review")
+			run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{
+				Graph: "codereview", Input: "Review this change",
+				Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: tc.ref, codereview.VarOut: out},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var res workflows.RunResult
+			if err := run.Get(ctx, &res); err != nil {
+				t.Fatal(err)
+			}
+			checkReview(t, res.Output, out)
+			if res.Agent != "coordinator" || res.Turns != 3 || res.Usage.Requests != 9 {
+				t.Errorf("agent %s, turns %d (want 3), requests %d (want 9)", res.Agent, res.Turns, res.Usage.Requests)
+			}
+			for _, rule := range []string{"codereview-security-reviews", "codereview-tests-reviews", "codereview-api-design-reviews", "codereview-coordinator-writes-report"} {
+				if ms.Count(rule) != 1 {
+					t.Errorf("rule %s answered %d times, want 1", rule, ms.Count(rule))
+				}
+			}
+			events := runEvents(t, c, run.GetID())
+			kinds := map[string]int{}
+			sandboxAgents := map[string]bool{}
+			for _, e := range events {
+				kinds[e.Kind]++
+				if e.Kind == workflows.EventSandboxProvisioned {
+					sandboxAgents[e.Agent] = true
+				}
+			}
+			for kind, want := range map[string]int{
+				workflows.EventAgentToolStarted: 3, workflows.EventAgentToolFinished: 3,
+				workflows.EventSandboxProvisioned: 3, workflows.EventSandboxStopped: 3,
+				// Three exec_command calls, and write_report.
+				workflows.EventToolCalled: 4, workflows.EventToolResult: 4,
+			} {
+				if kinds[kind] != want {
+					t.Errorf("%d %s events, want %d (all: %v)", kinds[kind], kind, want, kinds)
+				}
+			}
+			for _, a := range []string{"security_reviewer", "tests_reviewer", "api_design_reviewer"} {
+				if !sandboxAgents[a] {
+					t.Errorf("no sandbox provisioned for %s (got %v)", a, sandboxAgents)
+				}
+			}
+			// The coordinator started all three reviewers before any finished:
+			// they ran in parallel.
+			started := 0
+			for _, e := range events {
+				if e.Agent != "coordinator" {
+					continue
+				}
+				switch e.Kind {
+				case workflows.EventAgentToolStarted:
+					started++
+				case workflows.EventAgentToolFinished:
+					if started != 3 {
+						t.Errorf("a reviewer finished when %d of 3 had started", started)
+					}
+				}
+			}
+			emptyDirs(t, sandboxes)
+		})
+	}
+}
+
+// TestCodeReviewCLI runs `troupe run --graph codereview` as a user does,
+// offline, with the sandbox backend the CLI picks (bwrap when installed).
+func TestCodeReviewCLI(t *testing.T) {
+	repo := reviewRepo(t)
+	home := t.TempDir()
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TEMPORAL_ADDRESS", temporalAddr)
+	t.Setenv("TROUPE_HOME", home)
+	out := filepath.Join(t.TempDir(), "review")
+	// The graph as cmd/troupe serves it.
+	graph := cli.Graph{Graph: codereview.Graph(), Scenario: codereview.Scenario, Flags: []cli.Flag{
+		{Name: codereview.VarRepo, Usage: "repository to review", HostPath: true},
+		{Name: codereview.VarRef, Usage: "ref or range to review", Default: "HEAD"},
+		{Name: codereview.VarOut, Usage: "report directory", Default: "."},
+	}}
+	var stdout, stderr bytes.Buffer
+	cmd := cli.Command([]cli.Graph{graph}, &stdout, &stderr)
+	cmd.SetArgs([]string{"run", "--graph", "codereview", "--repo", repo, "--ref", "HEAD", "--out", out, "--json", "Review this change"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var res workflows.RunResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("stdout is not a run result: %v\n%s", err, stdout.String())
+	}
+	checkReview(t, res.Output, out)
+	progress := stderr.String()
+	for _, want := range []string{"⇉ review_security", "⇉ review_tests", "⇉ review_api_design", "→ exec_command", "→ write_report", "[coordinator] final output"} {
+		if !strings.Contains(progress, want) {
+			t.Errorf("progress lacks %q:\n%s", want, progress)
+		}
+	}
+	// Progress may miss some "sandbox stopped" lines (see runEvents); the
+	// empty sandbox roots below show that all three were stopped.
+	if n := strings.Count(progress, "sandbox provisioned"); n != 3 {
+		t.Errorf("%d sandboxes provisioned, want 3:\n%s", n, progress)
+	}
+	backends, err := filepath.Glob(filepath.Join(home, "sandboxes", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	emptyDirs(t, backends...)
+}

@@ -1,0 +1,297 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
+	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// eventsOf returns a workflow's events (a closed workflow answers too).
+func eventsOf(t *testing.T, c client.Client, id string) []workflows.Event {
+	t.Helper()
+	resp, err := c.QueryWorkflow(context.Background(), id, "", workflows.EventsQuery, 0)
+	if err != nil {
+		t.Fatalf("events of %s: %v", id, err)
+	}
+	var evs []workflows.Event
+	if err := resp.Get(&evs); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func countKinds(evs []workflows.Event) map[string]int {
+	n := map[string]int{}
+	for _, e := range evs {
+		n[e.Kind]++
+	}
+	return n
+}
+
+// dirEntries lists what is left under a sandbox root.
+func dirEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") { // a backend's own files, such as bwrap's /etc
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+var sha256Line = regexp.MustCompile(`[0-9a-f]{64}`)
+
+// TestSandboxIdleSuspend: while the agent waits on a slow agent tool, its
+// idle sandbox is suspended (snapshot, then stop); the next command
+// restores it, and the file written before is byte-identical.
+func TestSandboxIdleSuspend(t *testing.T) {
+	c := dial(t)
+	_, url := modelServer(t)
+	root := t.TempDir()
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		lc, err := local.New(local.Config{Root: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Graphs = append(cfg.Graphs, sandboxGraphs("")...)
+		cfg.Sandboxes = map[string]sandbox.Client{"local": lc}
+		cfg.SandboxIdleTimeout = time.Second
+	})
+	res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "idle", Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := eventsOf(t, c, res.WorkflowID+"/0-keeper")
+	kinds := countKinds(evs)
+	if kinds[workflows.EventSandboxSuspended] != 1 || kinds[workflows.EventSandboxRestored] != 1 || kinds[workflows.EventSandboxStopped] != 1 {
+		t.Errorf("sandbox events = %v, want one suspend, one restore, one stop", kinds)
+	}
+	var sums []string
+	for _, e := range evs {
+		if e.Kind == workflows.EventToolResult && e.Tool == "exec_command" {
+			sums = append(sums, sha256Line.FindString(e.Detail))
+		}
+	}
+	if len(sums) != 2 || sums[0] == "" || sums[0] != sums[1] || !strings.Contains(string(res.Output), sums[0]) {
+		t.Errorf("checksums before and after the suspend: %q, output %s", sums, res.Output)
+	}
+	if left := dirEntries(t, root); len(left) != 0 {
+		t.Errorf("workspaces left: %v", left)
+	}
+}
+
+// TestSandboxDiesMidRun kills the sandbox while a command runs in it —
+// the container (docker), the bwrap process (bwrap) — and the run
+// completes from the last snapshot: the model sees a tool error for the
+// command in flight, and the file written before is there.
+func TestSandboxDiesMidRun(t *testing.T) {
+	tests := []struct {
+		backend string
+		client  func(t *testing.T, root string) sandbox.Client
+		kill    func(t *testing.T, childID string)
+		lost    bool // the whole sandbox is gone, not just the command
+	}{
+		{"docker", func(t *testing.T, root string) sandbox.Client {
+			dc, err := docker.New(docker.Config{Root: root, Image: docker.BusyboxImage})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dc.Ping(context.Background()); err != nil {
+				t.Fatalf("the Docker Engine does not answer (run scripts/setup.sh): %v", err)
+			}
+			if err := dc.BuildImage(context.Background(), docker.BuildOptions{Kind: "busybox", Name: docker.BusyboxImage}); err != nil {
+				t.Fatal(err)
+			}
+			return dc
+		}, func(t *testing.T, childID string) {
+			out, err := exec.Command("docker", "ps", "-q", "--filter", "label=troupe.workflow="+childID).Output()
+			ids := strings.Fields(string(out))
+			if err != nil || len(ids) != 1 {
+				t.Fatalf("containers of %s: %q, %v", childID, out, err)
+			}
+			if out, err := exec.Command("docker", "kill", ids[0]).CombinedOutput(); err != nil {
+				t.Fatalf("docker kill: %v: %s", err, out)
+			}
+		}, true},
+		{"bwrap", func(t *testing.T, root string) sandbox.Client {
+			bc, err := bwrap.New(bwrap.Config{Root: root})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return bc
+		}, func(t *testing.T, _ string) {
+			if n := killChildren(t, "bwrap"); n == 0 {
+				t.Fatal("no bwrap process to kill")
+			}
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.backend, func(t *testing.T) {
+			c := dial(t)
+			ms, url := modelServer(t)
+			root := t.TempDir()
+			queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+				cfg.Graphs = append(cfg.Graphs, sandboxGraphs(tc.backend)...)
+				cfg.Sandboxes[tc.backend] = tc.client(t, root)
+			})
+			run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "fault", Input: "go"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			childID := run.GetID() + "/0-survivor"
+			// Wait until the hanging command runs, then kill the sandbox.
+			deadline := time.Now().Add(time.Minute)
+			for ms.Count("fault-hang") == 0 || !hasEvent(c, childID, workflows.EventToolCalled, 2) {
+				if time.Now().After(deadline) {
+					t.Fatal("the hanging command never started")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(500 * time.Millisecond)
+			tc.kill(t, childID)
+			var res workflows.RunResult
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := run.Get(ctx, &res); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(res.Output), "kept 42") {
+				t.Errorf("output = %s, want the file written before the kill", res.Output)
+			}
+			kinds := countKinds(eventsOf(t, c, childID))
+			if tc.lost && (kinds[workflows.EventSandboxLost] != 1 || kinds[workflows.EventSandboxRestored] != 1) {
+				// The kill shows either in the command in flight or in
+				// the next one; either way, once.
+				t.Errorf("sandbox events = %v, want it lost once and restored once", kinds)
+			}
+			if left := dirEntries(t, root); len(left) != 0 {
+				t.Errorf("workspaces left: %v", left)
+			}
+			if tc.backend == "docker" {
+				out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=troupe.workflow="+childID).Output()
+				if ids := strings.Fields(string(out)); len(ids) != 0 {
+					t.Errorf("containers left: %v", ids)
+				}
+			}
+		})
+	}
+}
+
+func hasEvent(c client.Client, id, kind string, turn int) bool {
+	resp, err := c.QueryWorkflow(context.Background(), id, "", workflows.EventsQuery, 0)
+	if err != nil {
+		return false
+	}
+	var evs []workflows.Event
+	if resp.Get(&evs) != nil {
+		return false
+	}
+	for _, e := range evs {
+		if e.Kind == kind && e.Turn == turn {
+			return true
+		}
+	}
+	return false
+}
+
+// killChildren SIGKILLs this process's children named comm and returns
+// how many it killed.
+func killChildren(t *testing.T, comm string) int {
+	t.Helper()
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	n := 0
+	for _, path := range stats {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < 0 || s[open+1:closing] != comm {
+			continue
+		}
+		fields := strings.Fields(s[closing+1:])
+		if len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		if err := exec.Command("kill", "-9", fmt.Sprint(pid)).Run(); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSandboxStoppedOnCancel cancels a run while a command runs in its
+// sandbox: the sandbox is stopped all the same.
+func TestSandboxStoppedOnCancel(t *testing.T) {
+	c := dial(t)
+	ms, url := modelServer(t)
+	root := t.TempDir()
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		lc, err := local.New(local.Config{Root: root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Graphs = append(cfg.Graphs, sandboxGraphs("local")...)
+		cfg.Sandboxes = map[string]sandbox.Client{"local": lc}
+	})
+	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "fault", Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	childID := run.GetID() + "/0-survivor"
+	deadline := time.Now().Add(time.Minute)
+	for ms.Count("fault-hang") == 0 || !hasEvent(c, childID, workflows.EventToolCalled, 2) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hanging command never started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := c.CancelWorkflow(context.Background(), run.GetID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := run.Get(ctx, nil); err == nil {
+		t.Fatal("a cancelled run succeeded")
+	}
+	// The child closes after its clean-up; wait for it.
+	for {
+		d, err := c.DescribeWorkflowExecution(ctx, childID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.WorkflowExecutionInfo.CloseTime != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if kinds := countKinds(eventsOf(t, c, childID)); kinds[workflows.EventSandboxStopped] != 1 {
+		t.Errorf("sandbox events = %v, want it stopped", kinds)
+	}
+	if left := dirEntries(t, root); len(left) != 0 {
+		t.Errorf("workspaces left after the cancel: %v", left)
+	}
+}
