@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe/runtime/devserver"
+	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -43,6 +44,15 @@ func startWorker(ctx context.Context, c client.Client, taskQueue string, graphs 
 		release()
 		store.Close()
 		return nil, err
+	}
+	if dc, ok := sandboxes[docker.Backend].(*docker.Client); ok {
+		// Containers whose workflow has closed (a worker killed before it
+		// could stop them) are removed when a worker starts.
+		if reaped, err := dc.Reap(ctx, workflows.KeepOpen(ctx, c)); err != nil {
+			fmt.Fprintln(stderr, "troupe: reaping orphan sandboxes:", err)
+		} else if len(reaped) > 0 {
+			fmt.Fprintf(stderr, "troupe: removed %d orphan docker sandbox(es)\n", len(reaped))
+		}
 	}
 	return func() { stop(); release(); store.Close() }, nil
 }

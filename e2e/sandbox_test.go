@@ -295,3 +295,55 @@ func TestSandboxStoppedOnCancel(t *testing.T) {
 		t.Errorf("workspaces left after the cancel: %v", left)
 	}
 }
+
+// TestReapOrphans: docker sandboxes whose workflow has closed are reaped;
+// those of an open workflow are kept.
+func TestReapOrphans(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t)
+	_, url := modelServer(t)
+	queue := startWorker(t, c, url, model.APIResponses, nil)
+	closed, err := runGraph(t, c, queue, workflows.RunInput{Graph: "chain", Input: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No worker listens on this queue: the run stays open.
+	open, err := workflows.StartRun(ctx, c, "nobody-listens", workflows.RunInput{Graph: "chain", Input: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.TerminateWorkflow(ctx, open.GetID(), "", "test over")
+	dc, err := docker.New(docker.Config{Root: t.TempDir(), Image: docker.BusyboxImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dc.BuildImage(ctx, docker.BuildOptions{Kind: "busybox", Name: docker.BusyboxImage}); err != nil {
+		t.Fatal(err)
+	}
+	sessions := map[string]sandbox.Session{}
+	for name, wf := range map[string]string{"orphan": closed.WorkflowID, "owned": open.GetID()} {
+		s, err := dc.Create(ctx, sandbox.Spec{ID: "reap-" + name, Labels: map[string]string{"troupe.workflow": wf}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions[name] = s
+	}
+	defer sessions["owned"].Stop(ctx)
+	reaped, err := dc.Reap(ctx, workflows.KeepOpen(ctx, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sessions["orphan"].Alive(ctx); err == nil {
+		t.Error("the orphan's container is still there")
+	}
+	if err := sessions["owned"].Alive(ctx); err != nil {
+		t.Errorf("the open workflow's sandbox was reaped: %v", err)
+	}
+	found := false
+	for _, id := range reaped {
+		found = found || strings.HasPrefix(sessions["orphan"].State().Data["container"], id) || strings.HasPrefix(id, sessions["orphan"].State().Data["container"])
+	}
+	if !found {
+		t.Errorf("reaped %v, want the orphan's container %s", reaped, sessions["orphan"].State().Data["container"])
+	}
+}

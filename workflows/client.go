@@ -2,11 +2,14 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 )
 
@@ -109,5 +112,25 @@ func Follow(ctx context.Context, c client.Client, workflowID string, every time.
 		case <-t.C:
 			poll(ctx)
 		}
+	}
+}
+
+// KeepOpen returns a keep-policy for sandbox orphan reaping: a sandbox is
+// kept while the workflow named by its troupe.workflow label is open, when
+// that cannot be told (the server does not answer), and when it has no
+// such label (no workflow of ours made it). A sandbox whose workflow is
+// closed or unknown to the server is an orphan.
+func KeepOpen(ctx context.Context, c client.Client) func(labels map[string]string) bool {
+	return func(labels map[string]string) bool {
+		id := labels["troupe.workflow"]
+		if id == "" {
+			return true
+		}
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			var nf *serviceerror.NotFound
+			return !errors.As(err, &nf)
+		}
+		return d.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
 	}
 }
