@@ -16,6 +16,26 @@
 // The model is the scripted OpenAI-wire server (runtime/model/scripted),
 // reached over real HTTP through openai-go's Responses API.
 //
+// The sandbox benchmarks hold Troupe's sandboxes against the bare tools
+// they wrap, run in the same process and the same rounds:
+//
+//   - BenchmarkSandboxLifecycle: per backend (local, bwrap, docker with the
+//     busybox test image, built when missing), Create with a small
+//     manifest, a first Exec of `true` and Stop, against the bare
+//     equivalent through os/exec (mkdir + `sh -c true` + rm; a bare `bwrap
+//     ... true`; `docker run --rm --network none IMAGE true`), and the exec
+//     round trip in a live session against `sh -c true`, a bare bwrap and
+//     `docker exec`. A backend the machine lacks is skipped.
+//   - BenchmarkSnapshot: Workspace.Snapshot and Restore of a 100 MB
+//     workspace (20,000 small files and three large ones, compressible
+//     and not) against `tar | zstd` and `zstd -d | tar -x`; it fails when
+//     tar or zstd is missing.
+//   - BenchmarkCodeReviewFanOut: a coordinator calling 8 sandboxed
+//     reviewers (bwrap; each reads a file with exec_command, then answers
+//     a typed finding) on the embedded server, against the same fan-out of
+//     plain reviewers reading the file through a function tool; it also
+//     counts the sandboxes alive after each run, which must be none.
+//
 // Run them with
 //
 //	go test -run '^$' -bench . -benchtime 1x ./bench/

@@ -312,3 +312,43 @@ func TestCodeReviewCLI(t *testing.T) {
 	}
 	emptyDirs(t, backends...)
 }
+
+// TestCodeReviewSandboxDenied runs the review on a worker whose sandbox
+// policy does not allow the repository: no reviewer gets a sandbox, and
+// the report says the reviews failed rather than that they found nothing.
+func TestCodeReviewSandboxDenied(t *testing.T) {
+	c := dial(t)
+	repo := reviewRepo(t)
+	_, url := modelServer(t)
+	sandboxes := t.TempDir()
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		lc, err := local.New(local.Config{Root: sandboxes}) // The zero Policy allows no host source.
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sandboxes = map[string]sandbox.Client{local.Backend: lc}
+	})
+	out := t.TempDir()
+	res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "codereview", Input: "Review this change",
+		Vars: map[string]string{codereview.VarRepo: repo, codereview.VarOut: out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := agents.Decode[codereview.Summary](res.Output)
+	if err != nil || sum.Counts != (codereview.Counts{}) {
+		t.Errorf("summary %+v, %v; want no findings", sum, err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, codereview.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(md), "## A review failed"); n != 3 || !strings.Contains(string(md), "outside the allowed roots") {
+		t.Errorf("report shows %d failed reviews, want 3 saying why:\n%s", n, md)
+	}
+	for _, e := range runEvents(t, c, res.WorkflowID) {
+		if e.Kind == workflows.EventSandboxProvisioned {
+			t.Errorf("a sandbox was provisioned: %+v", e)
+		}
+	}
+	emptyDirs(t, sandboxes)
+}

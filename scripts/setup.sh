@@ -30,6 +30,9 @@ if ! command -v bwrap >/dev/null; then
 	apt_install bubblewrap
 fi
 
+# zstd: `make bench` compares snapshots against tar | zstd.
+command -v zstd >/dev/null || apt_install zstd
+
 # ---- docker (runtime/sandbox/docker) ----------------------------------------
 # The docker sandbox backend needs a running Docker Engine (Debian's docker.io);
 # `troupe sandbox image build` needs busybox-static (the test image) and
