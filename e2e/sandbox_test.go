@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
@@ -161,13 +162,7 @@ func TestSandboxDiesMidRun(t *testing.T) {
 			}
 			childID := run.GetID() + "/0-survivor"
 			// Wait until the hanging command runs, then kill the sandbox.
-			deadline := time.Now().Add(time.Minute)
-			for ms.Count("fault-hang") == 0 || !hasEvent(c, childID, workflows.EventToolCalled, 2) {
-				if time.Now().After(deadline) {
-					t.Fatal("the hanging command never started")
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			waitForHang(t, c, ms, childID)
 			time.Sleep(500 * time.Millisecond)
 			tc.kill(t, childID)
 			var res workflows.RunResult
@@ -195,6 +190,18 @@ func TestSandboxDiesMidRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// waitForHang waits until the fault scenario's hanging command runs.
+func waitForHang(t *testing.T, c client.Client, ms *scripted.Server, childID string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for ms.Count("fault-hang") == 0 || !hasEvent(c, childID, workflows.EventToolCalled, 2) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hanging command never started")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -262,13 +269,7 @@ func TestSandboxStoppedOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	childID := run.GetID() + "/0-survivor"
-	deadline := time.Now().Add(time.Minute)
-	for ms.Count("fault-hang") == 0 || !hasEvent(c, childID, workflows.EventToolCalled, 2) {
-		if time.Now().After(deadline) {
-			t.Fatal("the hanging command never started")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForHang(t, c, ms, childID)
 	if err := c.CancelWorkflow(context.Background(), run.GetID(), ""); err != nil {
 		t.Fatal(err)
 	}

@@ -97,27 +97,13 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 	if err != nil {
 		return nil, err
 	}
-	return c.session(ws, sandbox.State{
-		Backend:   Backend,
-		Host:      c.host,
-		ID:        spec.ID,
-		Workspace: ws.Dir,
-		Env:       spec.Manifest.Env,
-		Ephemeral: ws.Ephemeral,
-		Options:   spec.Options,
-	}), nil
+	return c.session(ws, sandbox.HostState(Backend, c.host, spec, ws)), nil
 }
 
 // Resume reattaches to the session of state while its workspace exists on
 // this host, and fails with sandbox.ErrGone otherwise.
 func (c *Client) Resume(ctx context.Context, state sandbox.State) (sandbox.Session, error) {
-	if state.Backend != Backend {
-		return nil, fmt.Errorf("local: cannot resume a %q session", state.Backend)
-	}
-	if state.Host != c.host {
-		return nil, fmt.Errorf("%w: session %q is on host %q, not %q", sandbox.ErrGone, state.ID, state.Host, c.host)
-	}
-	ws, err := sandbox.OpenWorkspace(c.root, state)
+	ws, err := sandbox.ReopenHostWorkspace(c.root, Backend, c.host, state)
 	if err != nil {
 		return nil, err
 	}
