@@ -56,7 +56,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 					v = &d
 				}
 				val := *v
-				if f.HostPath {
+				if f.HostPath && !isURL(val) {
 					abs, err := filepath.Abs(val)
 					if err != nil {
 						return fmt.Errorf("--%s: %w", f.Name, err)
@@ -238,4 +238,10 @@ func oneLine(s string) string {
 		s = s[:160] + "…"
 	}
 	return s
+}
+
+// isURL reports whether a host-path flag holds a URL (a git remote, say)
+// rather than a path.
+func isURL(s string) bool {
+	return strings.Contains(s, "://") || strings.HasPrefix(s, "git@")
 }

@@ -35,13 +35,20 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	var sb *sandboxLife
 	if agent.Sandbox != nil {
 		sb = &sandboxLife{r: r, rec: rec, graph: in.Graph, agent: agent.Name, wfID: wfID, run: rc}
-		// However the agent ends (output, handoff, failure, cancellation),
-		// its sandbox is stopped.
-		defer sb.end(ctx)
+	}
+	// finish ends the agent however it ends (output, handoff, failure,
+	// cancellation): its sandbox is stopped first, so the last event is
+	// the agent's own and a follower that stops there misses nothing.
+	finish := func(e Event, res *AgentResult, err error) (*AgentResult, error) {
+		if sb != nil {
+			sb.end(ctx)
+		}
+		e.Agent = agent.Name
+		rec.add(ctx, e)
+		return res, err
 	}
 	fail := func(err error) (*AgentResult, error) {
-		rec.add(ctx, Event{Kind: EventFailed, Agent: agent.Name, Detail: err.Error()})
-		return nil, err
+		return finish(Event{Kind: EventFailed, Detail: err.Error()}, nil, err)
 	}
 	corrections := 0
 	for turn := 1; ; turn++ {
@@ -64,9 +71,8 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		rec.add(ctx, Event{Kind: EventTurn, Agent: agent.Name, Turn: turn, Detail: detail})
 		switch {
 		case step.Final != nil:
-			rec.add(ctx, Event{Kind: EventFinal, Agent: agent.Name, Turn: turn, Detail: preview(string(step.Final), 200)})
 			res.Output, res.Transcript = step.Final, transcript
-			return res, nil
+			return finish(Event{Kind: EventFinal, Turn: turn, Detail: preview(string(step.Final), 200)}, res, nil)
 		case step.OutputError != "":
 			rec.add(ctx, Event{Kind: EventOutputInvalid, Agent: agent.Name, Turn: turn, Detail: step.OutputError})
 			if corrections >= agent.OutputRetryLimit() {
@@ -85,10 +91,9 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		res.Usage = res.Usage.Add(usage)
 		pending = outputs
 		if handoff != nil {
-			rec.add(ctx, Event{Kind: EventHandoff, Agent: agent.Name, Turn: turn, Tool: handoff.Name,
-				Detail: agent.Name + " → " + g.Tool(agent.Name, handoff.Name).Handoff.Target})
 			res.Handoff, res.Transcript, res.Pending = handoff, transcript, pending
-			return res, nil
+			return finish(Event{Kind: EventHandoff, Turn: turn, Tool: handoff.Name,
+				Detail: agent.Name + " → " + g.Tool(agent.Name, handoff.Name).Handoff.Target}, res, nil)
 		}
 	}
 }

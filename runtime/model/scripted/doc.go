@@ -66,7 +66,9 @@
 // a model turn being a maximal run of assistant-side items (assistant
 // messages, function calls, reasoning). Templates see TemplateData (.User,
 // .LastInput, .LastOutput, .Outputs, .Turn, .CallIndex) and the functions
-// field (a gjson path into a JSON string), json and join.
+// field (a gjson path into a JSON string), json, join, after (the text
+// after a marker, e.g. the output part of an exec_command result) and
+// match (the first submatch of a regexp).
 //
 // # Streaming
 //

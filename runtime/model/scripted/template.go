@@ -7,7 +7,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/tidwall/gjson"
@@ -44,6 +46,11 @@ type TemplateData struct {
 //	after: {{after .LastOutput "Output:\n"}} is the text after the first
 //	       marker (all of it when the marker is missing), e.g. the output of
 //	       an exec_command result, to pass on to field.
+//	match: {{match .LastOutput `(?m)^\+\+\+ b/(\S+)`}} is the first submatch of
+//	       the first match of a Go regular expression (the whole match when
+//	       it has no group), or "" when nothing matches, e.g. a file name or
+//	       a line number in a command's output. Raw `...` strings spare the
+//	       backslashes.
 var templateFuncs = template.FuncMap{
 	"after": func(s, marker string) string {
 		if _, rest, ok := strings.Cut(s, marker); ok {
@@ -56,7 +63,31 @@ var templateFuncs = template.FuncMap{
 		b, err := marshal(v)
 		return string(b), err
 	},
-	"join": func(elems []string, sep string) string { return strings.Join(elems, sep) },
+	"join":  func(elems []string, sep string) string { return strings.Join(elems, sep) },
+	"match": match,
+}
+
+// patterns caches the compiled expressions of match: a scenario uses a
+// few, on every request.
+var patterns sync.Map // string → *regexp.Regexp
+
+func match(s, pattern string) (string, error) {
+	re, ok := patterns.Load(pattern)
+	if !ok {
+		c, err := regexp.Compile(pattern)
+		if err != nil {
+			return "", fmt.Errorf("match: %w", err)
+		}
+		re, _ = patterns.LoadOrStore(pattern, c)
+	}
+	m := re.(*regexp.Regexp).FindStringSubmatch(s)
+	switch {
+	case m == nil:
+		return "", nil
+	case len(m) > 1:
+		return m[1], nil
+	}
+	return m[0], nil
 }
 
 // parseTemplate parses text and executes it once on sample data, so a

@@ -16,6 +16,12 @@ func TestTemplateFuncs(t *testing.T) {
 		{"after without marker keeps all", `{{after .LastOutput "Output:\n"}}`, "plain", TemplateData{LastOutput: "plain"}},
 		{"join", `{{join .Outputs "+"}}`, "a+b", TemplateData{Outputs: []string{"a", "b"}}},
 		{"json", `{{json .Outputs}}`, `["a"]`, TemplateData{Outputs: []string{"a"}}},
+		{"match first submatch", "{{match .LastOutput `(?m)^\\+\\+\\+ b/(\\S+)`}}", "auth/login.go",
+			TemplateData{LastOutput: "--- a/auth/login.go\n+++ b/auth/login.go\n@@ -1,3 +1,4 @@\n+++ b/other.go\n"}},
+		{"match without group is the whole match", `{{match .LastOutput "code [0-9]+"}}`, "code 2",
+			TemplateData{LastOutput: "Process exited with code 2\nOutput:\n"}},
+		{"match nothing is empty", `{{or (match .LastOutput "nope (x)") "none"}}`, "none", TemplateData{LastOutput: "text"}},
+		{"match then json", "{{json (match .LastOutput `:(\\d+):`)}}", `"12"`, TemplateData{LastOutput: "repo/a.go:12:x"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -27,5 +33,13 @@ func TestTemplateFuncs(t *testing.T) {
 				t.Errorf("got %q, want %q", b.String(), tc.want)
 			}
 		})
+	}
+}
+
+func TestTemplateMatchInvalidPattern(t *testing.T) {
+	tmpl := template.Must(template.New("t").Funcs(templateFuncs).Parse(`{{match .LastOutput "("}}`))
+	err := tmpl.Execute(&strings.Builder{}, TemplateData{LastOutput: "x"})
+	if err == nil || !strings.Contains(err.Error(), "match: error parsing regexp") {
+		t.Errorf("err = %v, want a match error naming the bad pattern", err)
 	}
 }

@@ -1,0 +1,242 @@
+// Package codereview is Troupe's code-review example: a coordinator fans a
+// change out to three reviewers (security, tests, API design), each a
+// sandbox agent called as an agent-as-tool, all in parallel, and writes
+// what they found as a Markdown report and a JSON findings file.
+//
+// A run reads three run variables (the flags of `troupe run`):
+//
+//   - "repo": the repository, a local path or a URL go-git can clone.
+//   - "ref": a commit, branch or tag (reviewed against its first parent),
+//     or a range "A..B" (the patch between A and B) or "A...B" (from their
+//     merge base to B). Default HEAD.
+//   - "out": the host directory the report goes to. Default ".".
+//
+// The run goes:
+//
+//  1. The coordinator's instructions check the variables first (a local
+//     repository is opened and the ref resolved), so a bad --repo or
+//     --ref fails the run before anything fans out. It then calls
+//     review_security, review_tests and review_api_design in one turn;
+//     each starts a reviewer's child workflow, and the three run in
+//     parallel.
+//  2. Each reviewer's sandbox is provisioned from a manifest computed for
+//     the run (Sandbox.ManifestFor): the repository's work tree at the
+//     reviewed commit under repo/ (a git_repo entry, cloned on the host
+//     with go-git, so the sandbox needs neither git nor network) and the
+//     patch under change.diff (computed on the host with go-git, see
+//     Diff). The reviewer reads them with exec_command and returns typed
+//     Findings; its sandbox is stopped when it ends. A reviewer that
+//     fails (its sandbox denied, say) reaches the coordinator as a tool
+//     error, which the report names.
+//  3. The coordinator calls write_report with the Markdown report and the
+//     merged findings; the tool validates the findings and writes
+//     codereview-report.md and codereview-findings.json into "out" on the
+//     worker's host, refusing to write outside it.
+//  4. The coordinator's final output is a typed Summary: both paths and
+//     the counts by severity.
+//
+// Scenario is the offline script for the scripted model: with no
+// OPENAI_API_KEY, `troupe run --graph codereview --repo PATH --ref REF
+// "Review this change"` runs the whole flow on any repository, the
+// reviewers' answers quoting what their commands printed. For a URL, set
+// the variable with `--var repo=URL`: the --repo flag is a host path.
+package codereview
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"path/filepath"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+)
+
+// Scenario is the offline scenario of the graph, for the scripted model.
+//
+//go:embed scenario.yaml
+var Scenario []byte
+
+// The run variables the graph reads.
+const (
+	VarRepo = "repo"
+	VarRef  = "ref"
+	VarOut  = "out"
+)
+
+// Severities of a finding, lowest first.
+const (
+	SeverityInfo   = "info"
+	SeverityLow    = "low"
+	SeverityMedium = "medium"
+	SeverityHigh   = "high"
+)
+
+// Workspace paths of a reviewer's sandbox.
+const (
+	// RepoDir holds the work tree of the reviewed commit.
+	RepoDir = "repo"
+	// DiffFile holds the patch under review.
+	DiffFile = "change.diff"
+)
+
+// Finding is one observation of a reviewer.
+type Finding struct {
+	// File is the path in the repository, as in the diff.
+	File string `json:"file" jsonschema:"description=Path of the file in the repository (as in the diff; without the repo/ prefix)."`
+	// Line is the 1-based line in the reviewed version of File; 0 means
+	// the whole file.
+	Line int `json:"line" jsonschema:"description=1-based line in the reviewed version of the file; 0 for the whole file."`
+	// Severity is info, low, medium or high.
+	Severity string `json:"severity" jsonschema:"enum=info,enum=low,enum=medium,enum=high"`
+	// Message says what is wrong and what to do about it.
+	Message string `json:"message"`
+}
+
+// Findings is a reviewer's typed output.
+type Findings struct {
+	// Reviewer names the review: security, tests or api_design.
+	Reviewer string `json:"reviewer"`
+	// Findings may be empty when the reviewer found nothing.
+	Findings []Finding `json:"findings"`
+}
+
+// Counts are findings by severity.
+type Counts struct {
+	Info   int `json:"info"`
+	Low    int `json:"low"`
+	Medium int `json:"medium"`
+	High   int `json:"high"`
+}
+
+// Summary is the coordinator's typed output.
+type Summary struct {
+	// ReportPath and FindingsPath are where write_report wrote.
+	ReportPath   string `json:"report_path"`
+	FindingsPath string `json:"findings_path"`
+	// Counts are all findings by severity.
+	Counts Counts `json:"counts"`
+	// Summary is the verdict in a few sentences.
+	Summary string `json:"summary"`
+}
+
+// ReviewerWorkspace is the reviewers' Sandbox.ManifestFor: the
+// repository at the reviewed commit under RepoDir and the patch as
+// DiffFile. The diff is computed once per run and shared by its reviewers.
+func ReviewerWorkspace(ctx context.Context, rc agents.RunContext) (sandbox.Manifest, error) {
+	repo := rc.Vars[VarRepo]
+	if repo == "" {
+		return sandbox.Manifest{}, fmt.Errorf("codereview: the run variable %q is not set (troupe run --repo PATH)", VarRepo)
+	}
+	source, err := Source(repo)
+	if err != nil {
+		return sandbox.Manifest{}, err
+	}
+	ref := rc.Vars[VarRef]
+	compute := func() (*Change, error) { return Diff(ctx, source, ref) }
+	var ch *Change
+	if rc.RunID != "" {
+		ch, err = changes.get(rc.RunID+"\x00"+source+"\x00"+ref, compute)
+	} else {
+		ch, err = compute()
+	}
+	if err != nil {
+		return sandbox.Manifest{}, err
+	}
+	return sandbox.Manifest{Entries: []sandbox.Entry{
+		// The resolved commit, not the ref: every reviewer sees the tree
+		// the diff was computed against.
+		{Kind: sandbox.EntryGitRepo, Path: RepoDir, Source: source, Ref: ch.To},
+		{Kind: sandbox.EntryFile, Path: DiffFile, Content: ch.Patch},
+	}}, nil
+}
+
+const workspaceNote = " Your workspace holds the change under review: " + DiffFile + " is its unified diff " +
+	"(\"+++ b/PATH\" lines name the changed files) and " + RepoDir + "/ is the repository at the reviewed commit. " +
+	"Read them with exec_command (cat, head, sed -n, grep -n). Report each finding with the file path as in the diff " +
+	"(without the " + RepoDir + "/ prefix), its 1-based line in the reviewed version (0 for the whole file), a severity " +
+	"(info, low, medium, high) and a message that says what to change. Set reviewer to "
+
+func reviewer(name, focus string) *agents.Agent {
+	return &agents.Agent{
+		Name:         name + "_reviewer",
+		Instructions: "You are the code-review " + name + " reviewer. " + focus + workspaceNote + fmt.Sprintf("%q.", name),
+		Sandbox:      &agents.Sandbox{ManifestFor: ReviewerWorkspace},
+		Output:       agents.MustOutput[Findings](),
+	}
+}
+
+// coordinatorInstructions checks the run's variables before anything fans
+// out, so a missing --repo, a wrong path or a bad ref fails the run at
+// once with a clear error (an instructions error is not retried) rather
+// than in three sandboxes. A local repository is opened and the ref
+// resolved; a URL is left to the reviewers, who clone it once per run.
+func coordinatorInstructions(_ context.Context, rc agents.RunContext) (string, error) {
+	repo, ref, out := rc.Vars[VarRepo], rc.Vars[VarRef], rc.Vars[VarOut]
+	if repo == "" {
+		return "", fmt.Errorf("codereview: the run variable %q is not set (troupe run --repo PATH)", VarRepo)
+	}
+	if ref == "" {
+		ref = "HEAD"
+	}
+	if out == "" {
+		out = "."
+	}
+	if err := checkLocal(repo, ref); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("You are the code-review coordinator for the repository %s at %s (report directory %s). "+
+		"Call review_security, review_tests and review_api_design in parallel, in one turn, passing on the user's request. "+
+		"Then call write_report once: markdown is a report with one section per reviewer that lists every finding "+
+		"with its file, line, severity and message (and says so when a review failed); findings_json is all reviewers' "+
+		"findings merged into one JSON array. Finally answer with the paths and counts write_report returned and a short "+
+		"summary of the verdict.", repo, ref, out), nil
+}
+
+// checkLocal resolves ref in repo when repo is a local path.
+func checkLocal(repo, ref string) error {
+	r, err := ParseRange(ref)
+	if err != nil {
+		return err
+	}
+	source, err := Source(repo)
+	if err != nil {
+		return err
+	}
+	if !filepath.IsAbs(source) {
+		return nil // A URL: cloning it here, every turn, would cost too much.
+	}
+	g, _, err := openRepo(context.Background(), source)
+	if err != nil {
+		return err
+	}
+	for _, rev := range []string{r.From, r.To} {
+		if rev == "" {
+			continue
+		}
+		if _, err := commitAt(g, rev, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Graph returns the code-review graph; its entry agent is coordinator.
+func Graph() *agents.Graph {
+	return agents.MustGraph("codereview", "coordinator",
+		&agents.Agent{
+			Name:                "coordinator",
+			DynamicInstructions: coordinatorInstructions,
+			Tools: []agents.Tool{
+				agents.AsTool("security_reviewer", "review_security", "Reviews the change for security problems: secrets, injection, unsafe input handling."),
+				agents.AsTool("tests_reviewer", "review_tests", "Reviews whether the change is covered by tests."),
+				agents.AsTool("api_design_reviewer", "review_api_design", "Reviews the change's exported API: naming, documentation, compatibility."),
+				WriteReportTool,
+			},
+			Output: agents.MustOutput[Summary](),
+		},
+		reviewer("security", "Look for hard-coded credentials, injection, unsafe handling of input, and secrets in logs."),
+		reviewer("tests", "Check that each changed source file has its behaviour covered by a test in the change or in the repository."),
+		reviewer("api_design", "Check the exported API the change adds or alters: doc comments, naming, and compatibility for existing callers."),
+	)
+}
