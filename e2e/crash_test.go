@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -43,7 +46,15 @@ func workerProcess() int {
 	if err != nil {
 		return fail(err)
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: allGraphs(), Model: m, Store: store, HeartbeatTimeout: time.Second, Host: os.Getenv(envQueue)})
+	lc, err := local.New(local.Config{Root: os.Getenv(envBlob) + "-sandboxes"})
+	if err != nil {
+		return fail(err)
+	}
+	r, err := workflows.NewRunner(workflows.Config{
+		Graphs: append(allGraphs(), sandboxGraphs("local")...), Model: m, Store: store,
+		HeartbeatTimeout: time.Second, Host: os.Getenv(envQueue), HostTimeout: 2 * time.Second,
+		Sandboxes: map[string]sandbox.Client{"local": lc},
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -133,5 +144,76 @@ func TestWorkerCrash(t *testing.T) {
 		if got := ms.Count(rule); got != want {
 			t.Errorf("%s answered %d times, want %d", rule, got, want)
 		}
+	}
+}
+
+// TestHostLost kills the worker process that holds an agent's sandbox (its
+// host) while a command runs there. Another worker, on another host, takes
+// the run over: the sandbox is taken as lost once its host stops
+// answering, re-provisioned from its last snapshot on the new host, and
+// the run completes with the file written before the crash.
+func TestHostLost(t *testing.T) {
+	c := dial(t)
+	ms, url := modelServer(t)
+	blobDir, queue := t.TempDir(), fmt.Sprintf("hostlost-%d", os.Getpid())
+	first := spawnWorker(t, url, blobDir, queue)
+	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "fault", Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	childID := run.GetID() + "/0-survivor"
+	waitForHang(t, c, ms, childID)
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+
+	// The new worker is on another host: same task queue and blob store,
+	// its own host queue and sandbox root.
+	m, err := model.New(model.Config{APIKey: "test", BaseURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := blob.Open(context.Background(), blobDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	lc, err := local.New(local.Config{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: append(allGraphs(), sandboxGraphs("local")...), Model: m, Store: store,
+		Host: queue + "-second", HostTimeout: 2 * time.Second, Sandboxes: map[string]sandbox.Client{"local": lc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := r.StartWorkers(c, queue, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var res workflows.RunResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res.Output), "kept 42") {
+		t.Errorf("output = %s, want the file written before the crash", res.Output)
+	}
+	var restoredOn string
+	kinds := map[string]int{}
+	for _, e := range eventsOf(t, c, childID) {
+		kinds[e.Kind]++
+		if e.Kind == workflows.EventSandboxRestored {
+			restoredOn = e.Detail
+		}
+	}
+	if kinds[workflows.EventSandboxLost] != 1 || kinds[workflows.EventSandboxRestored] != 1 {
+		t.Errorf("sandbox events = %v, want it lost once and restored once", kinds)
+	}
+	if left := dirEntries(t, root); len(left) != 0 {
+		t.Errorf("workspaces left on the new host: %v (restored: %s)", left, restoredOn)
 	}
 }

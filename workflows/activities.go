@@ -106,24 +106,31 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 // respond calls the model, heartbeating meanwhile so that a call on a dead
 // worker is retried after HeartbeatTimeout rather than ModelTimeout.
 func (a *Activities) respond(ctx context.Context, req model.Request) (*model.Response, error) {
+	return heartbeating(ctx, func() (*model.Response, error) { return a.r.cfg.Model.Respond(ctx, req) })
+}
+
+// heartbeating runs fn, recording heartbeats while it runs when the
+// activity has a heartbeat timeout, so that the death of its worker (or
+// host) shows within that timeout.
+func heartbeating[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).HeartbeatTimeout == 0 {
-		return a.r.cfg.Model.Respond(ctx, req)
+		return fn()
 	}
 	type result struct {
-		resp *model.Response
-		err  error
+		v   T
+		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		resp, err := a.r.cfg.Model.Respond(ctx, req)
-		done <- result{resp, err}
+		v, err := fn()
+		done <- result{v, err}
 	}()
 	tick := time.NewTicker(max(activity.GetInfo(ctx).HeartbeatTimeout/3, 100*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case res := <-done:
-			return res.resp, res.err
+			return res.v, res.err
 		case <-tick.C:
 			activity.RecordHeartbeat(ctx)
 		}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -232,7 +233,7 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 		return agents.Item{}, sandboxErr(err)
 	}
 	tctx := sandbox.WithSession(agents.WithRunContext(ctx, in.Tool.Run), s)
-	output := callTool(tctx, ref.Function, in.Tool.Call.Arguments)
+	output, _ := heartbeating(ctx, func() (string, error) { return callTool(tctx, ref.Function, in.Tool.Call.Arguments), nil })
 	if err := s.Alive(ctx); err != nil {
 		a.forget(in.Sandbox.ID)
 		return agents.Item{}, sandboxErr(fmt.Errorf("the sandbox died during %s: %w", in.Tool.Call.Name, err))
@@ -250,7 +251,7 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 		return "", err
 	}
 	var buf bytes.Buffer
-	if err := s.Snapshot(ctx, &buf); err != nil {
+	if _, err := heartbeating(ctx, func() (struct{}, error) { return struct{}{}, s.Snapshot(ctx, &buf) }); err != nil {
 		return "", sandboxErr(err)
 	}
 	sum := sha256.Sum256(buf.Bytes())
@@ -328,6 +329,7 @@ func (s *sandboxLife) hostCtxFor(ctx workflow.Context, info *SandboxInfo, timeou
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              info.Queue,
 		ScheduleToStartTimeout: s.r.cfg.HostTimeout,
+		HeartbeatTimeout:       s.r.cfg.HostTimeout,
 		StartToCloseTimeout:    timeout,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
@@ -361,8 +363,14 @@ func (s *sandboxLife) isLost(err error) bool {
 	if ErrorType(err) == ErrSandboxGone {
 		return true
 	}
+	// The host is gone: nobody took the task (schedule-to-start), or the
+	// worker that took it stopped heartbeating.
 	var te *temporal.TimeoutError
-	return errors.As(err, &te) && te.TimeoutType().String() == "ScheduleToStart"
+	if !errors.As(err, &te) {
+		return false
+	}
+	t := te.TimeoutType()
+	return t == enums.TIMEOUT_TYPE_SCHEDULE_TO_START || t == enums.TIMEOUT_TYPE_HEARTBEAT
 }
 
 func (s *sandboxLife) lost(ctx workflow.Context, err error) {
