@@ -21,12 +21,12 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/sandboxtest"
 )
 
-// newClient returns a client over a temporary root, or skips the test
+// newClient returns a client over a temporary root, or fails the test
 // where bubblewrap is not installed (scripts/setup.sh installs it).
 func newClient(t *testing.T, cfg bwrap.Config) *bwrap.Client {
 	t.Helper()
 	if _, err := exec.LookPath("bwrap"); err != nil {
-		t.Skip("bwrap is not installed; run scripts/setup.sh (apt-get install bubblewrap)")
+		t.Fatal("bwrap is not installed; run scripts/setup.sh (apt-get install bubblewrap)")
 	}
 	if cfg.Root == "" {
 		cfg.Root = t.TempDir()
