@@ -78,7 +78,13 @@ func spawnWorker(t *testing.T, modelURL, blobDir, queue string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		// The worker's local sandboxes (a dead host's workspaces, in
+		// TestHostLost) live beside the blob directory.
+		_ = os.RemoveAll(blobDir + "-sandboxes")
+	})
 	return cmd
 }
 
