@@ -39,15 +39,10 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 			instructions += "\n\n" + extra
 		}
 	}
-	history, err := a.r.transcripts.Load(ctx, in.Transcript)
+	input, err := a.conversation(ctx, in.Transcript, in.Pending)
 	if err != nil {
 		return nil, err
 	}
-	pending, err := runtime.ResolveOutputs(ctx, a.r.cfg.Store, append([]agents.Item(nil), in.Pending...))
-	if err != nil {
-		return nil, err
-	}
-	input := append(history, pending...)
 	for _, c := range agent.Capabilities {
 		if cp, ok := c.(agents.Compactor); ok {
 			input = cp.Trim(input)
@@ -101,6 +96,20 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		return nil, err
 	}
 	return out, nil
+}
+
+// conversation is the transcript followed by the pending items, with every
+// output reference resolved.
+func (a *Activities) conversation(ctx context.Context, ref runtime.TranscriptRef, pending []agents.Item) ([]agents.Item, error) {
+	history, err := a.r.transcripts.Load(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	resolved, err := runtime.ResolveOutputs(ctx, a.r.cfg.Store, append([]agents.Item(nil), pending...))
+	if err != nil {
+		return nil, err
+	}
+	return append(history, resolved...), nil
 }
 
 // respond calls the model, heartbeating meanwhile so that a call on a dead
@@ -189,15 +198,11 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (*HandoffOutp
 	if h.InputFilter == nil {
 		return &HandoffOutput{Transcript: in.Transcript, Pending: in.Pending}, nil
 	}
-	history, err := a.r.transcripts.Load(ctx, in.Transcript)
+	history, err := a.conversation(ctx, in.Transcript, in.Pending)
 	if err != nil {
 		return nil, err
 	}
-	pending, err := runtime.ResolveOutputs(ctx, a.r.cfg.Store, append([]agents.Item(nil), in.Pending...))
-	if err != nil {
-		return nil, err
-	}
-	filtered, err := h.InputFilter(ctx, agents.HandoffInput{History: append(history, pending...)})
+	filtered, err := h.InputFilter(ctx, agents.HandoffInput{History: history})
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("input filter of %s: %v", h.Name(), err), ErrHandoff, err)

@@ -394,15 +394,24 @@ func (s *sandboxLife) afterTurn(ctx workflow.Context) {
 	if s.info == nil {
 		return
 	}
-	var key string
-	if err := workflow.ExecuteActivity(s.hostCtx(ctx, 10*time.Minute), SandboxSnapshotActivityName, s.info.State).Get(ctx, &key); err != nil {
+	if err := s.snapshotNow(ctx); err != nil {
 		if s.isLost(err) {
 			s.lost(ctx, err)
 		}
 		return
 	}
-	s.snapshot = key
 	s.touch(ctx)
+}
+
+// snapshotNow archives the live sandbox; on success the archive is the
+// one a re-provisioned sandbox starts from.
+func (s *sandboxLife) snapshotNow(ctx workflow.Context) error {
+	var key string
+	if err := workflow.ExecuteActivity(s.hostCtx(ctx, 10*time.Minute), SandboxSnapshotActivityName, s.info.State).Get(ctx, &key); err != nil {
+		return err
+	}
+	s.snapshot = key
+	return nil
 }
 
 // touch restarts the idle timer: when it fires with the sandbox unused,
@@ -426,16 +435,9 @@ func (s *sandboxLife) touch(ctx workflow.Context) {
 		defer cancel()
 		s.suspending = true
 		defer func() { s.suspending = false }()
-		s.afterTurnSnapshotOnly(sctx)
+		_ = s.snapshotNow(sctx) // on failure the last snapshot stands
 		s.stopNow(sctx, EventSandboxSuspended)
 	})
-}
-
-func (s *sandboxLife) afterTurnSnapshotOnly(ctx workflow.Context) {
-	var key string
-	if err := workflow.ExecuteActivity(s.hostCtx(ctx, 10*time.Minute), SandboxSnapshotActivityName, s.info.State).Get(ctx, &key); err == nil {
-		s.snapshot = key
-	}
 }
 
 func (s *sandboxLife) stopNow(ctx workflow.Context, kind string) {
