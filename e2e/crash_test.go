@@ -109,17 +109,13 @@ func TestWorkerCrash(t *testing.T) {
 			t.Fatal("the fast agent tools did not finish in a minute")
 		}
 		finished, started := 0, 0
-		if resp, err := c.QueryWorkflow(context.Background(), bossID, "", workflows.EventsQuery, 0); err == nil {
-			var evs []workflows.Event
-			if resp.Get(&evs) == nil {
-				for _, e := range evs {
-					switch e.Kind {
-					case workflows.EventAgentToolStarted:
-						started++
-					case workflows.EventAgentToolFinished:
-						finished++
-					}
-				}
+		evs, _ := queryEvents(c, bossID)
+		for _, e := range evs {
+			switch e.Kind {
+			case workflows.EventAgentToolStarted:
+				started++
+			case workflows.EventAgentToolFinished:
+				finished++
 			}
 		}
 		if started == 4 && finished == 2 {

@@ -23,16 +23,23 @@ import (
 	"github.com/troupe-dev/troupe/workflows"
 )
 
-// eventsOf returns a workflow's events (a closed workflow answers too).
-func eventsOf(t *testing.T, c client.Client, id string) []workflows.Event {
-	t.Helper()
+// queryEvents returns a workflow's events (a closed workflow answers too).
+func queryEvents(c client.Client, id string) ([]workflows.Event, error) {
 	resp, err := c.QueryWorkflow(context.Background(), id, "", workflows.EventsQuery, 0)
 	if err != nil {
-		t.Fatalf("events of %s: %v", id, err)
+		return nil, err
 	}
 	var evs []workflows.Event
-	if err := resp.Get(&evs); err != nil {
-		t.Fatal(err)
+	err = resp.Get(&evs)
+	return evs, err
+}
+
+// eventsOf is queryEvents for a workflow that must answer.
+func eventsOf(t *testing.T, c client.Client, id string) []workflows.Event {
+	t.Helper()
+	evs, err := queryEvents(c, id)
+	if err != nil {
+		t.Fatalf("events of %s: %v", id, err)
 	}
 	return evs
 }
@@ -206,14 +213,7 @@ func waitForHang(t *testing.T, c client.Client, ms *scripted.Server, childID str
 }
 
 func hasEvent(c client.Client, id, kind string, turn int) bool {
-	resp, err := c.QueryWorkflow(context.Background(), id, "", workflows.EventsQuery, 0)
-	if err != nil {
-		return false
-	}
-	var evs []workflows.Event
-	if resp.Get(&evs) != nil {
-		return false
-	}
+	evs, _ := queryEvents(c, id)
 	for _, e := range evs {
 		if e.Kind == kind && e.Turn == turn {
 			return true

@@ -2,12 +2,10 @@ package workflows_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
 
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -20,9 +18,7 @@ import (
 
 func sandboxEnv(t *testing.T, fn turnFunc, maxTurns int) (*testsuite.TestWorkflowEnvironment, string) {
 	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
-	env := s.NewTestWorkflowEnvironment()
+	env := quietEnv()
 	root := t.TempDir()
 	lc, err := local.New(local.Config{Root: root})
 	if err != nil {

@@ -78,11 +78,16 @@ func testGraph(t *testing.T) *agents.Graph {
 	)
 }
 
-func newEnv(t *testing.T, fn turnFunc) (*testsuite.TestWorkflowEnvironment, *funcModel) {
-	t.Helper()
+// quietEnv is a test workflow environment that logs errors only.
+func quietEnv() *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
-	env := s.NewTestWorkflowEnvironment()
+	return s.NewTestWorkflowEnvironment()
+}
+
+func newEnv(t *testing.T, fn turnFunc) (*testsuite.TestWorkflowEnvironment, *funcModel) {
+	t.Helper()
+	env := quietEnv()
 	store, err := blob.Open(context.Background(), "mem://")
 	if err != nil {
 		t.Fatal(err)
@@ -300,9 +305,7 @@ func extrasGraph(handoffs *[]string) *agents.Graph {
 
 func newExtrasEnv(t *testing.T, fn turnFunc, handoffs *[]string) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
-	env := s.NewTestWorkflowEnvironment()
+	env := quietEnv()
 	store, _ := blob.Open(context.Background(), "mem://")
 	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{extrasGraph(handoffs)}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store, MaxHandoffs: 3})
 	if err != nil {
