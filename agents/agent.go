@@ -45,6 +45,12 @@ type Agent struct {
 	// A sandbox agent with none gets the worker's defaults (shell,
 	// filesystem, compaction).
 	Capabilities []Capability
+	// MCPServers are MCP servers whose tools the model may call, next to
+	// Tools.
+	MCPServers []*MCPServer
+	// Expose, when set, makes the agent callable from outside its graph,
+	// as an MCP tool of `troupe mcp serve`.
+	Expose *Exposure
 	// MaxTurns bounds this agent's model turns; 0 means DefaultMaxTurns.
 	MaxTurns int
 	// MaxOutputRetries bounds the corrections of an invalid structured

@@ -80,8 +80,18 @@ func NewGraph(name, entry string, agents ...*Agent) (*Graph, error) {
 	if _, ok := g.agents[entry]; !ok {
 		errs = append(errs, fmt.Errorf("entry agent %q is not in the graph", entry))
 	}
+	exposed := map[string]string{}
 	for _, n := range g.order {
 		errs = append(errs, g.index(g.agents[n])...)
+		if a := g.agents[n]; a.Expose != nil {
+			tool := g.ExposedName(a)
+			if err := checkName("tool", tool); err != nil {
+				errs = append(errs, fmt.Errorf("agent %q: exposed as %w", n, err))
+			} else if other, dup := exposed[tool]; dup {
+				errs = append(errs, fmt.Errorf("agents %q and %q are both exposed as %q", other, n, tool))
+			}
+			exposed[tool] = n
+		}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w %s: %w", ErrInvalidGraph, name, errors.Join(errs...))
@@ -159,6 +169,17 @@ func (g *Graph) index(a *Agent) []error {
 			continue
 		}
 		add(h.spec(target), ToolRef{Kind: ToolHandoff, Handoff: h})
+	}
+	seen := map[string]bool{}
+	for _, srv := range a.MCPServers {
+		if err := srv.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("agent %q: %w", a.Name, err))
+			continue
+		}
+		if seen[srv.Name] {
+			errs = append(errs, fmt.Errorf("agent %q: two MCP servers named %q", a.Name, srv.Name))
+		}
+		seen[srv.Name] = true
 	}
 	g.tools[a.Name] = refs
 	g.specs[a.Name] = specs

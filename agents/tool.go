@@ -155,7 +155,7 @@ func (t *FunctionTool) Call(ctx context.Context, arguments string) (string, erro
 	if strings.TrimSpace(arguments) == "" {
 		arguments = "{}"
 	}
-	arguments = t.fillOptional(arguments)
+	arguments = fillOptional(arguments, t.optional)
 	if err := validateJSON(t.schema, []byte(arguments)); err != nil {
 		return "", &ToolArgsError{Tool: t.spec.Name, Err: err}
 	}
@@ -223,8 +223,8 @@ func (t *AgentTool) Spec() ToolSpec {
 // fillOptional adds null for the optional top-level properties a call
 // left out. Arguments that are not a JSON object are left as they are,
 // for validation to reject.
-func (t *FunctionTool) fillOptional(arguments string) string {
-	if len(t.optional) == 0 {
+func fillOptional(arguments string, optional []string) string {
+	if len(optional) == 0 {
 		return arguments
 	}
 	var obj map[string]json.RawMessage
@@ -232,7 +232,7 @@ func (t *FunctionTool) fillOptional(arguments string) string {
 		return arguments
 	}
 	changed := false
-	for _, name := range t.optional {
+	for _, name := range optional {
 		if _, ok := obj[name]; !ok {
 			obj[name] = json.RawMessage("null")
 			changed = true

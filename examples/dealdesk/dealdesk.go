@@ -74,6 +74,8 @@ func Graph() *agents.Graph {
 		&agents.Agent{
 			Name:               "coordinator",
 			HandoffDescription: "Coordinates the pricing and rollout reviews of a deal and recommends a decision.",
+			Expose: agents.Expose("", "Reviews a sales deal (pricing and rollout, in parallel) and recommends approve, "+
+				"approve with conditions, or reject. Input: the deal in plain language."),
 			Instructions: "You are the deal-desk coordinator. Call review_pricing and review_rollout in parallel, " +
 				"then recommend a decision that repeats both risk levels and lists every blocker as a condition.",
 			Tools: []agents.Tool{
