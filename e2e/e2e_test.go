@@ -38,6 +38,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) != "" {
 		os.Exit(workerProcess())
 	}
+	if os.Getenv(envCLI) != "" {
+		os.Exit(cliProcess())
+	}
 	srv, err := devserver.Start(context.Background(), devserver.Config{InMemory: true, UIPort: -1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start Temporal:", err)

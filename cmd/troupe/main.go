@@ -5,17 +5,9 @@ package main
 
 import (
 	"github.com/troupe-dev/troupe/cli"
-	"github.com/troupe-dev/troupe/examples/codereview"
-	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/examples/builtin"
 )
 
 func main() {
-	cli.Main(
-		cli.Graph{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario},
-		cli.Graph{Graph: codereview.Graph(), Scenario: codereview.Scenario, Flags: []cli.Flag{
-			{Name: codereview.VarRepo, Usage: "git repository to review: a local path or a URL", HostPath: true},
-			{Name: codereview.VarRef, Usage: `commit, branch or tag to review against its first parent, or a range "A..B" / "A...B"`, Default: "HEAD"},
-			{Name: codereview.VarOut, Usage: "directory for codereview-report.md and codereview-findings.json", Default: "."},
-		}},
-	)
+	cli.Main(builtin.Graphs()...)
 }
