@@ -47,3 +47,42 @@ func ExampleOutputOf() {
 	// at /risk: value must be one of 'low', 'high'
 	// {"risk":"low","notes":null}
 }
+
+// An agent that uses an MCP server's tools. The worker starts the stdio
+// server and holds its session; the token is read from the worker's
+// environment when it connects, so it never enters a workflow history.
+func ExampleMCPServer() {
+	g, err := agents.NewGraph("github", "helper", &agents.Agent{
+		Name:         "helper",
+		Instructions: "Answer questions about our repositories.",
+		MCPServers: []*agents.MCPServer{{
+			Name:    "github",
+			Command: []string{"npx", "-y", "@modelcontextprotocol/server-github"},
+			Env:     map[string]string{"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"},
+			Prefix:  "gh_",
+			Allow:   []string{"search_repositories", "get_file_contents", "create_issue"},
+			// Issue creation waits for a human's approval.
+			RequireApproval: func(tool string) bool { return tool == "create_issue" },
+		}},
+	})
+	fmt.Println(g.Name(), err)
+	// Output: github <nil>
+}
+
+// Exposing an agent makes it an MCP tool of `troupe mcp serve`; ExposeAs
+// gives the tool a typed input and turns it into the run.
+func ExampleExposeAs() {
+	type request struct {
+		Customer string `json:"customer" jsonschema:"description=The customer's name."`
+	}
+	e, _ := agents.ExposeAs("brief", "Writes a customer brief.", func(r request) (agents.ExposedRun, error) {
+		return agents.ExposedRun{Input: "Write a brief for " + r.Customer, Vars: map[string]string{"customer": r.Customer}}, nil
+	})
+	g := agents.MustGraph("crm", "writer", &agents.Agent{Name: "writer", Expose: e})
+	run, _ := e.Run([]byte(`{"customer":"Acme"}`))
+	fmt.Println(g.ExposedName(g.Exposed()[0]), "→", run.Input, run.Vars)
+	fmt.Println(string(e.InputSchema()))
+	// Output:
+	// brief → Write a brief for Acme map[customer:Acme]
+	// {"additionalProperties":false,"properties":{"customer":{"description":"The customer's name.","type":"string"}},"required":["customer"],"type":"object"}
+}

@@ -2,7 +2,9 @@ package agents_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,6 +41,13 @@ func TestNewGraphValidation(t *testing.T) {
 		{"invalid agent name", "a b", []*agents.Agent{{Name: "a b"}}, `agent "a b" must match`},
 		{"invalid tool name", "a", []*agents.Agent{{Name: "a", Tools: []agents.Tool{agents.AsTool("a", "bad.name", "")}}}, `tool "bad.name" must match`},
 		{"nil agent", "a", []*agents.Agent{{Name: "a"}, nil}, "nil agent"},
+		{"MCP server without transport", "a", []*agents.Agent{{Name: "a", MCPServers: []*agents.MCPServer{{Name: "s"}}}}, "sets neither Command nor URL"},
+		{"MCP server with two transports", "a", []*agents.Agent{{Name: "a", MCPServers: []*agents.MCPServer{{Name: "s", URL: "http://x", Command: []string{"x"}}}}}, "sets both"},
+		{"MCP server bad name", "a", []*agents.Agent{{Name: "a", MCPServers: []*agents.MCPServer{{Name: "s s", URL: "http://x"}}}}, `name "s s" must match`},
+		{"two MCP servers of one name", "a", []*agents.Agent{{Name: "a", MCPServers: []*agents.MCPServer{{Name: "s", URL: "http://x"}, {Name: "s", URL: "http://y"}}}}, `two MCP servers named "s"`},
+		{"two agents exposed as one tool", "a", []*agents.Agent{
+			{Name: "a", Expose: agents.Expose("ask", "")}, {Name: "b", Expose: agents.Expose("ask", "")},
+		}, `both exposed as "ask"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,5 +136,89 @@ func TestNewFunctionToolChecksAtConstruction(t *testing.T) {
 	var nilFn func(context.Context, echoArgs) (string, error)
 	if _, err := agents.NewFunctionTool("n", "", nilFn); err == nil {
 		t.Error("nil func accepted")
+	}
+}
+
+func TestMCPServerOffers(t *testing.T) {
+	tests := []struct {
+		name        string
+		allow, deny []string
+		want        map[string]bool
+	}{
+		{"everything", nil, nil, map[string]bool{"echo": true, "add": true}},
+		{"allow list", []string{"echo"}, nil, map[string]bool{"echo": true, "add": false}},
+		{"deny list", nil, []string{"echo"}, map[string]bool{"echo": false, "add": true}},
+		{"deny wins", []string{"echo", "add"}, []string{"echo"}, map[string]bool{"echo": false, "add": true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &agents.MCPServer{Name: "s", URL: "http://x", Allow: tc.allow, Deny: tc.deny}
+			for tool, want := range tc.want {
+				if got := s.Offers(tool); got != want {
+					t.Errorf("Offers(%q) = %v, want %v", tool, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestExposure(t *testing.T) {
+	type request struct {
+		Repo string  `json:"repo"`
+		Ref  *string `json:"ref,omitempty"`
+	}
+	typed, err := agents.ExposeAs("review", "Reviews.", func(r request) (agents.ExposedRun, error) {
+		run := agents.ExposedRun{Input: "review " + r.Repo, Vars: map[string]string{"repo": r.Repo}}
+		if r.Ref != nil {
+			run.Vars["ref"] = *r.Ref
+		}
+		return run, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		e       *agents.Exposure
+		args    string
+		want    string
+		wantErr string
+	}{
+		{"plain input", agents.Expose("", ""), `{"input":"hello"}`, "hello map[]", ""},
+		{"plain input missing", agents.Expose("", ""), `{}`, "", "missing property"},
+		{"typed, optional left out", typed, `{"repo":"/r"}`, "review /r map[repo:/r]", ""},
+		{"typed, optional set", typed, `{"repo":"/r","ref":"main"}`, "review /r map[ref:main repo:/r]", ""},
+		{"typed, unknown field", typed, `{"repo":"/r","evil":1}`, "", "additional properties"},
+		{"typed, wrong type", typed, `{"repo":3}`, "", "want string"},
+		{"not JSON", typed, `{`, "", "invalid"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			run, err := tc.e.Run(json.RawMessage(tc.args))
+			if tc.wantErr != "" {
+				var ae *agents.ToolArgsError
+				if !errors.As(err, &ae) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want a ToolArgsError containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("%s %v", run.Input, run.Vars); got != tc.want {
+				t.Errorf("run = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if schema := string(typed.InputSchema()); !strings.Contains(schema, `"additionalProperties":false`) {
+		t.Errorf("input schema is not strict: %s", schema)
+	}
+	g := agents.MustGraph("g", "a", &agents.Agent{Name: "a", Expose: agents.Expose("", "")}, &agents.Agent{Name: "b"}, &agents.Agent{Name: "c", Expose: typed})
+	var names []string
+	for _, a := range g.Exposed() {
+		names = append(names, g.ExposedName(a))
+	}
+	if strings.Join(names, ",") != "g_a,review" {
+		t.Errorf("exposed = %v", names)
 	}
 }

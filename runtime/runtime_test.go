@@ -58,12 +58,19 @@ func TestSort(t *testing.T) {
 		agents.FunctionCall("3", "transfer_to_c", "{}"),
 		agents.FunctionCall("4", "transfer_to_b", "{}"),
 		agents.FunctionCall("5", "ghost", "{}"),
-	})
-	if len(d.Functions) != 1 || len(d.AgentTools) != 1 || d.Handoff == nil || d.Handoff.CallID != "3" {
+		agents.FunctionCall("6", "everything_echo", `{"message":"hi"}`),
+		agents.FunctionCall("7", "f", "{}"),
+	}, []string{"everything_echo", "f"})
+	if len(d.Functions) != 2 || len(d.AgentTools) != 1 || d.Handoff == nil || d.Handoff.CallID != "3" {
 		t.Fatalf("dispatch = %+v", d)
 	}
+	// An MCP tool never shadows the agent's own tool of the same name.
+	if len(d.MCP) != 1 || d.MCP[0].CallID != "6" {
+		t.Fatalf("MCP calls = %+v", d.MCP)
+	}
 	if len(d.Outputs) != 2 || !strings.Contains(d.Outputs[0].Output, "only the first (transfer_to_c)") ||
-		!strings.Contains(d.Outputs[1].Output, `tool "ghost" does not exist`) || !strings.Contains(d.Outputs[1].Output, "transfer_to_b") {
+		!strings.Contains(d.Outputs[1].Output, `tool "ghost" does not exist`) || !strings.Contains(d.Outputs[1].Output, "transfer_to_b") ||
+		!strings.Contains(d.Outputs[1].Output, "everything_echo") {
 		t.Errorf("outputs = %+v", d.Outputs)
 	}
 }

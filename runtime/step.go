@@ -3,6 +3,8 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
 )
@@ -64,6 +66,9 @@ type Dispatch struct {
 	Functions []agents.Item
 	// AgentTools are calls of agent tools, run as child workflows.
 	AgentTools []agents.Item
+	// MCP are calls of MCP servers' tools, run as activities on the worker
+	// that holds the server's session.
+	MCP []agents.Item
 	// Handoff is the handoff call taken, if any: the first one of the turn.
 	Handoff *agents.Item
 	// Outputs are the outputs already decided without running anything:
@@ -71,11 +76,16 @@ type Dispatch struct {
 	Outputs []agents.Item
 }
 
-// Sort classifies calls against the agent's tools in g. Unknown tools are
-// answered with an error output the model can act on, not a failed run.
-func Sort(g *agents.Graph, agent string, calls []agents.Item) Dispatch {
+// Sort classifies calls against the agent's tools in g and the names of
+// the MCP tools it was offered. Unknown tools are answered with an error
+// output the model can act on, not a failed run.
+func Sort(g *agents.Graph, agent string, calls []agents.Item, mcpTools []string) Dispatch {
 	var d Dispatch
 	for _, c := range calls {
+		if slices.Contains(mcpTools, c.Name) && g.Tool(agent, c.Name).Kind == agents.ToolUnknown {
+			d.MCP = append(d.MCP, c)
+			continue
+		}
 		switch g.Tool(agent, c.Name).Kind {
 		case agents.ToolFunction:
 			d.Functions = append(d.Functions, c)
@@ -91,24 +101,22 @@ func Sort(g *agents.Graph, agent string, calls []agents.Item) Dispatch {
 			d.Handoff = &h
 		default:
 			d.Outputs = append(d.Outputs, agents.FunctionCallOutput(c.CallID,
-				fmt.Sprintf("Error: tool %q does not exist. Available tools: %s.", c.Name, toolList(g, agent))))
+				fmt.Sprintf("Error: tool %q does not exist. Available tools: %s.", c.Name, toolList(g, agent, mcpTools))))
 		}
 	}
 	return d
 }
 
-func toolList(g *agents.Graph, agent string) string {
-	s := ""
-	for i, spec := range g.ToolSpecs(agent) {
-		if i > 0 {
-			s += ", "
-		}
-		s += spec.Name
+func toolList(g *agents.Graph, agent string, mcpTools []string) string {
+	var names []string
+	for _, spec := range g.ToolSpecs(agent) {
+		names = append(names, spec.Name)
 	}
-	if s == "" {
+	names = append(names, mcpTools...)
+	if len(names) == 0 {
 		return "none"
 	}
-	return s
+	return strings.Join(names, ", ")
 }
 
 // HandoffOutput is the tool output recorded for a handoff call.

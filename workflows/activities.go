@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -20,6 +22,8 @@ import (
 type Activities struct {
 	r        *Runner
 	sessions sessions
+	// mcpSpecs caches MCP tool specs by blob key.
+	mcpSpecs sync.Map
 }
 
 // Model runs one model turn: it loads the transcript, calls the model,
@@ -49,11 +53,15 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		}
 	}
 	input = capabilities.ExpandImages(input)
+	mcpSpecs, err := a.mcpToolSpecs(ctx, in.MCPTools)
+	if err != nil {
+		return nil, err
+	}
 	req := model.Request{
 		Model:        agent.Model,
 		Instructions: instructions,
 		Input:        input,
-		Tools:        g.ToolSpecs(agent.Name),
+		Tools:        append(slices.Clip(g.ToolSpecs(agent.Name)), mcpSpecs...),
 		Settings:     agent.Settings,
 	}
 	if req.Model == "" {

@@ -36,6 +36,10 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	if agent.Sandbox != nil {
 		sb = &sandboxLife{r: r, rec: rec, graph: in.Graph, agent: agent.Name, wfID: wfID, run: rc}
 	}
+	var mt *mcpTools
+	if len(agent.MCPServers) > 0 {
+		mt = &mcpTools{r: r, agent: agent, in: in, rc: &rc}
+	}
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
 	// the agent's own and a follower that stops there misses nothing.
@@ -56,8 +60,12 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			return fail(nonRetryable(ErrMaxTurns, "agent %s used its %d turns without a final output", agent.Name, agent.TurnLimit()))
 		}
 		rc.Turn = turn
+		if err := mt.refresh(ctx); err != nil {
+			return fail(err)
+		}
 		var mo ModelOutput
-		if err := r.callModel(ctx, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: transcript, Pending: pending}, &mo); err != nil {
+		if err := r.callModel(ctx, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: transcript, Pending: pending,
+			MCPTools: mt.specs()}, &mo); err != nil {
 			return fail(err)
 		}
 		res.Turns++
@@ -84,7 +92,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			continue
 		}
 		res.ToolCalls += len(step.Calls)
-		outputs, handoff, usage, err := r.runTools(ctx, rec, g, in, rc, step.Calls, sb)
+		outputs, handoff, usage, err := r.runTools(ctx, rec, g, in, rc, step.Calls, sb, mt)
 		if err != nil {
 			return fail(err)
 		}
@@ -124,8 +132,8 @@ const versionLocalModelCalls = "troupe.local-model-calls"
 // runTools carries out one turn's calls concurrently and returns their
 // outputs in the model's order, the handoff taken (if any), and the model
 // usage of agents-as-tools.
-func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, in AgentInput, rc agents.RunContext, calls []agents.Item, sb *sandboxLife) ([]agents.Item, *agents.Item, model.Usage, error) {
-	d := runtime.Sort(g, in.Agent, calls)
+func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, in AgentInput, rc agents.RunContext, calls []agents.Item, sb *sandboxLife, mt *mcpTools) ([]agents.Item, *agents.Item, model.Usage, error) {
+	d := runtime.Sort(g, in.Agent, calls, mt.names())
 	done := map[string]agents.Item{}
 	for _, o := range d.Outputs {
 		done[o.CallID] = o
@@ -170,6 +178,10 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 			f = workflow.ExecuteLocalActivity(lctx, ToolActivityName, ti)
 		}
 		fns = append(fns, pendingCall{c, f})
+	}
+	for _, c := range d.MCP {
+		rec.add(ctx, Event{Kind: EventToolCalled, Agent: in.Agent, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(c.Arguments, 200)})
+		fns = append(fns, pendingCall{c, mt.call(ctx, c, fmt.Sprintf("outputs/%s/%d-%s", wfID, rc.Turn, c.CallID))})
 	}
 
 	wg := workflow.NewWaitGroup(ctx)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
+	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -71,6 +72,11 @@ type Config struct {
 	// SandboxIdleTimeout is how long an unused sandbox stays up before it
 	// is suspended (snapshot, then stop); the default is 5 minutes.
 	SandboxIdleTimeout time.Duration
+
+	// MCP holds this worker's MCP sessions. The default is a pool of the
+	// Runner's own, which the stop func of StartWorkers closes (ending
+	// the stdio servers it started).
+	MCP *mcp.Pool
 }
 
 // Runner holds the workflows and activities that run agent graphs.
@@ -80,6 +86,8 @@ type Runner struct {
 	acts        *Activities
 	hostQueue   string
 	transcripts *runtime.Transcripts
+	mcp         *mcp.Pool
+	ownsMCP     bool
 }
 
 // NewRunner checks cfg and returns its Runner.
@@ -132,7 +140,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 		}
 	}
 	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: "troupe-host-" + cfg.Host,
-		transcripts: runtime.NewTranscripts(cfg.Store)}
+		transcripts: runtime.NewTranscripts(cfg.Store), mcp: cfg.MCP}
+	if r.mcp == nil {
+		r.mcp, r.ownsMCP = mcp.NewPool(mcp.PoolConfig{}), true
+	}
 	for _, g := range cfg.Graphs {
 		if g == nil {
 			return nil, errors.New("workflows: nil graph")
@@ -172,6 +183,8 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.FunctionTool, activity.RegisterOptions{Name: ToolActivityName})
 	w.RegisterActivityWithOptions(r.acts.Handoff, activity.RegisterOptions{Name: HandoffActivityName})
 	w.RegisterActivityWithOptions(r.acts.Extract, activity.RegisterOptions{Name: ExtractActivityName})
+	w.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
+	w.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
 }
 
 // RegisterWorkflows registers the workflows only, for example on a
@@ -179,6 +192,17 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(r.OrchestratorWorkflow, workflow.RegisterOptions{Name: OrchestratorWorkflowName})
 	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
+}
+
+// Close releases what the Runner holds: the MCP sessions of its own pool
+// (Config.MCP is the caller's to close), stopping the stdio servers it
+// started. The stop func of StartWorkers calls it; call it yourself after
+// stopping workers you registered with Register.
+func (r *Runner) Close() error {
+	if r.ownsMCP {
+		return r.mcp.Close()
+	}
+	return nil
 }
 
 // Activities returns the activities, for tests that run them directly.
@@ -242,5 +266,9 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		shared.Stop()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", r.hostQueue, err)
 	}
-	return func() { host.Stop(); shared.Stop() }, nil
+	return func() {
+		host.Stop()
+		shared.Stop()
+		r.Close()
+	}, nil
 }

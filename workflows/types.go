@@ -97,6 +97,8 @@ type ModelInput struct {
 	Run        agents.RunContext     `json:"run"`
 	Transcript runtime.TranscriptRef `json:"transcript"`
 	Pending    []agents.Item         `json:"pending,omitempty"`
+	// MCPTools is the blob key of the agent's MCP tool specs, if any.
+	MCPTools string `json:"mcp_tools,omitempty"`
 }
 
 // ModelOutput is the model activity's result.

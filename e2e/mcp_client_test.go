@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// everythingBin is the real MCP reference server from npm, installed by
+// scripts/setup.sh.
+func everythingBin(t testing.TB) string {
+	t.Helper()
+	bin, err := filepath.Abs("../tools/mcp/node_modules/.bin/mcp-server-everything")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("server-everything is not installed (%v): run scripts/setup.sh", err)
+	}
+	return bin
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startEverythingHTTP runs server-everything over streamable HTTP on port
+// and returns its process once it listens.
+func startEverythingHTTP(t testing.TB, port int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(everythingBin(t), "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			conn.Close()
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server-everything did not listen on %d: %s", port, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pidsWithEnv lists the processes whose environment holds kv.
+func pidsWithEnv(kv string) []int {
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, e := range bytes.Split(env, []byte{0}) {
+			if string(e) == kv {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// waitForCall waits until the agent workflow id has called tool.
+func waitForCall(t *testing.T, c client.Client, id, tool string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		evs, _ := queryEvents(c, id)
+		for _, e := range evs {
+			if e.Kind == workflows.EventToolCalled && e.Tool == tool {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never called %s", id, tool)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestMCPToolsEndToEnd runs an agent whose tools come from the real
+// server-everything, over stdio and over streamable HTTP: the model is
+// offered the prefixed, allowed tools; two calls run in one turn; the
+// server is killed during a long operation and the model gets a clear
+// tool error; the next call runs on a restarted server, and the run ends
+// with its output.
+func TestMCPToolsEndToEnd(t *testing.T) {
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			mark := fmt.Sprintf("TROUPE_E2E_MCP_MARK=%s-%d", transport, time.Now().UnixNano())
+			name, value, _ := strings.Cut(mark, "=")
+			srv := &agents.MCPServer{Name: "everything", Prefix: "ev_",
+				Allow: []string{"echo", "get-sum", "trigger-long-running-operation", "get-env"},
+				Deny:  []string{"get-env"}}
+			var port int
+			var httpServer *exec.Cmd
+			switch transport {
+			case "stdio":
+				srv.Command = []string{everythingBin(t), "stdio"}
+				srv.Env = map[string]string{name: value}
+			case "http":
+				port = freePort(t)
+				httpServer = startEverythingHTTP(t, port)
+				srv.URL = fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+			}
+			g := agents.MustGraph("mcp_"+transport, "user", &agents.Agent{Name: "user", Instructions: "mcp user",
+				MCPServers: []*agents.MCPServer{srv}, MaxTurns: 5})
+			if transport == "stdio" {
+				// Registered before the worker, so it runs after the
+				// worker stops: the worker's stdio servers end with it.
+				t.Cleanup(func() {
+					deadline := time.Now().Add(10 * time.Second)
+					for len(pidsWithEnv(mark)) > 0 {
+						if time.Now().After(deadline) {
+							t.Errorf("server-everything processes %v outlived the worker", pidsWithEnv(mark))
+							return
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+				})
+			}
+			c := dial(t)
+			ms, url := modelServer(t)
+			queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+				cfg.Graphs = append(cfg.Graphs, g)
+			})
+			run, err := workflows.StartRun(t.Context(), c, queue, workflows.RunInput{Graph: g.Name(), Input: "use the tools"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			agentID := run.GetID() + "/0-user"
+			waitForCall(t, c, agentID, "ev_trigger-long-running-operation")
+			time.Sleep(500 * time.Millisecond) // the call reaches the server
+			switch transport {
+			case "stdio":
+				pids := pidsWithEnv(mark)
+				if len(pids) == 0 {
+					t.Fatal("no server-everything process holds the mark")
+				}
+				for _, pid := range pids {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			case "http":
+				_ = syscall.Kill(-httpServer.Process.Pid, syscall.SIGKILL)
+				_ = httpServer.Wait()
+				startEverythingHTTP(t, port)
+			}
+			var res workflows.RunResult
+			if err := run.Get(t.Context(), &res); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if out := string(res.Output); !strings.Contains(out, "Echo: after the restart") {
+				t.Errorf("final output = %s", out)
+			}
+			results := map[string][]string{}
+			for _, e := range eventsOf(t, c, agentID) {
+				if e.Kind == workflows.EventToolResult {
+					results[e.Tool] = append(results[e.Tool], e.Detail)
+				}
+			}
+			want := map[string]string{
+				"ev_echo":                           "Echo: hello from troupe",
+				"ev_get-sum":                        "42",
+				"ev_trigger-long-running-operation": "Error: MCP server everything died during the call to trigger-long-running-operation",
+			}
+			for tool, w := range want {
+				if len(results[tool]) == 0 || !strings.Contains(results[tool][0], w) {
+					t.Errorf("%s results = %q, want the first to hold %q", tool, results[tool], w)
+				}
+			}
+			if len(results["ev_echo"]) != 2 {
+				t.Errorf("echo results = %q, want two", results["ev_echo"])
+			}
+			if ms.Count("mcp-first") != 1 || ms.Count("mcp-answer") != 1 {
+				t.Errorf("model rules: first %d, answer %d", ms.Count("mcp-first"), ms.Count("mcp-answer"))
+			}
+			if transport == "stdio" {
+				// The restarted server is stopped with the worker (t.Cleanup
+				// runs the worker's stop); meanwhile exactly one runs.
+				if n := len(pidsWithEnv(mark)); n != 1 {
+					t.Errorf("%d server-everything processes hold the mark, want 1 (the restarted one)", n)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,389 @@
+package workflows
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/capabilities"
+	"github.com/troupe-dev/troupe/mcp"
+	"github.com/troupe-dev/troupe/runtime"
+)
+
+// This file is how an agent uses its MCP servers' tools. The worker that
+// lists an agent's tools opens the sessions (package mcp keeps them in a
+// pool, one per server declaration) and names its host queue in the
+// catalog; the agent's calls go to that queue, so they reach the worker
+// that holds the sessions (and owns the stdio server processes). The
+// catalog is kept in the agent workflow for the whole run and listed
+// again when a call reports that a server's tool list changed (its
+// version moved: a tools/list_changed notification or a restart), or when
+// the holding worker is lost.
+
+// Names of the MCP activities.
+const (
+	MCPToolsActivityName = "troupe.MCPTools"
+	MCPCallActivityName  = "troupe.MCPCall"
+)
+
+// ErrMCP is the error type of an agent whose MCP tools cannot be listed:
+// a server that does not start or answer, or tool names that clash.
+const ErrMCP = "troupe.MCPError"
+
+// MCPToolsInput is the MCP listing activity's input.
+type MCPToolsInput struct {
+	Graph string            `json:"graph"`
+	Agent string            `json:"agent"`
+	Run   agents.RunContext `json:"run"`
+}
+
+// MCPCatalog is an agent's MCP tools as listed by one worker.
+type MCPCatalog struct {
+	// HostQueue is the host queue of the worker that holds the sessions.
+	HostQueue string `json:"host_queue"`
+	// Tools are the tools offered to the model, in the servers' order.
+	Tools []MCPToolRef `json:"tools"`
+	// Versions are the servers' listing versions, in the agent's order.
+	Versions []MCPVersion `json:"versions"`
+	// Specs is the blob key of the tools' specs ([]agents.ToolSpec), which
+	// the model activity adds to the agent's own.
+	Specs string `json:"specs,omitempty"`
+}
+
+// MCPToolRef is one MCP tool of a catalog.
+type MCPToolRef struct {
+	// Name is the tool's name as the model sees it.
+	Name string `json:"name"`
+	// Server and Remote are the server's name and its name for the tool.
+	Server string `json:"server"`
+	Remote string `json:"remote"`
+	// Approval says that a call needs a human's approval.
+	Approval bool `json:"approval,omitempty"`
+}
+
+// MCPVersion is a server's listing version.
+type MCPVersion struct {
+	Server  string `json:"server"`
+	Version int64  `json:"version"`
+}
+
+// MCPCallInput is the MCP call activity's input.
+type MCPCallInput struct {
+	Graph  string            `json:"graph"`
+	Agent  string            `json:"agent"`
+	Run    agents.RunContext `json:"run"`
+	Server string            `json:"server"`
+	Call   agents.Item       `json:"call"`
+	// OutputKey is where an output too large to inline is stored.
+	OutputKey string `json:"output_key"`
+}
+
+// MCPCallOutput is the MCP call activity's result.
+type MCPCallOutput struct {
+	Item agents.Item `json:"item"`
+	// Version is the server's listing version after the call; -1 means
+	// unknown (the server died), so the tools are listed again.
+	Version int64 `json:"version"`
+}
+
+// mcpTools is an agent workflow's MCP catalog. A nil *mcpTools (an agent
+// with no MCP servers) offers nothing.
+type mcpTools struct {
+	r     *Runner
+	agent *agents.Agent
+	in    AgentInput
+	rc    *agents.RunContext
+	cat   *MCPCatalog
+	// stale says a call saw a server's tool list change; recheck says the
+	// last turn made MCP calls, after which a change may still be on its
+	// way (servers send tools/list_changed on their own stream); hostLost
+	// says the worker holding the sessions is gone.
+	stale, recheck, hostLost bool
+}
+
+func (m *mcpTools) names() []string {
+	if m == nil || m.cat == nil {
+		return nil
+	}
+	names := make([]string, len(m.cat.Tools))
+	for i, t := range m.cat.Tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
+func (m *mcpTools) specs() string {
+	if m == nil || m.cat == nil {
+		return ""
+	}
+	return m.cat.Specs
+}
+
+func (m *mcpTools) ref(name string) (MCPToolRef, bool) {
+	for _, t := range m.cat.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return MCPToolRef{}, false
+}
+
+// refresh lists the tools before the first turn, and again before a turn
+// that follows MCP calls or a change: on the worker holding the sessions
+// (a cached listing there costs one activity round trip), or on any
+// worker when that one is gone. A failed first listing fails the agent; a
+// failed refresh keeps the last catalog, whose calls then fail as tool
+// errors.
+func (m *mcpTools) refresh(ctx workflow.Context) error {
+	switch {
+	case m == nil:
+		return nil
+	case m.cat == nil, m.hostLost:
+		return m.list(ctx, "")
+	case m.stale, m.recheck:
+		err := m.list(ctx, m.cat.HostQueue)
+		var te *temporal.TimeoutError
+		if errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_SCHEDULE_TO_START {
+			return m.list(ctx, "")
+		}
+		return nil
+	}
+	return nil
+}
+
+func (m *mcpTools) list(ctx workflow.Context, queue string) error {
+	opts := workflow.ActivityOptions{
+		TaskQueue:           queue,
+		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    m.r.cfg.HeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	}
+	if queue != "" {
+		opts.ScheduleToStartTimeout = m.r.cfg.HostTimeout
+		opts.RetryPolicy.MaximumAttempts = 1
+	}
+	var cat MCPCatalog
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), MCPToolsActivityName,
+		MCPToolsInput{Graph: m.in.Graph, Agent: m.in.Agent, Run: *m.rc}).Get(ctx, &cat)
+	if err != nil {
+		if m.cat != nil && queue == "" {
+			return nil
+		}
+		return err
+	}
+	m.cat, m.stale, m.recheck, m.hostLost = &cat, false, false, false
+	return nil
+}
+
+// call runs one MCP tool call on the worker holding the server's session.
+// Every failure becomes a tool output the model can act on; the run goes
+// on.
+func (m *mcpTools) call(ctx workflow.Context, c agents.Item, outputKey string) workflow.Future {
+	f, set := workflow.NewFuture(ctx)
+	answer := func(text string) {
+		item := agents.FunctionCallOutput(c.CallID, text)
+		item.Agent = m.in.Agent
+		set.Set(item, nil)
+	}
+	ref, ok := m.ref(c.Name)
+	if !ok {
+		answer(fmt.Sprintf("Error: MCP tool %q is not available.", c.Name))
+		return f
+	}
+	if ok, why := m.r.approve(ctx, m.in.Agent, ref); !ok {
+		answer("Error: " + why)
+		return f
+	}
+	srv := m.server(ref.Server)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              m.cat.HostQueue,
+		ScheduleToStartTimeout: m.r.cfg.HostTimeout,
+		StartToCloseTimeout:    srv.CallTimeout() + 30*time.Second,
+		HeartbeatTimeout:       m.r.cfg.HeartbeatTimeout,
+		// A call is not retried: an MCP tool may not be idempotent. The
+		// model sees what happened and decides.
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	inner := workflow.ExecuteActivity(actx, MCPCallActivityName, MCPCallInput{Graph: m.in.Graph, Agent: m.in.Agent, Run: *m.rc,
+		Server: ref.Server, Call: c, OutputKey: outputKey})
+	version := m.version(ref.Server)
+	m.recheck = true
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		var out MCPCallOutput
+		err := inner.Get(gctx, &out)
+		var te *temporal.TimeoutError
+		switch {
+		case err == nil:
+			if out.Version != version {
+				m.stale = true
+			}
+			set.Set(out.Item, nil)
+		case errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_SCHEDULE_TO_START:
+			m.hostLost = true
+			answer(fmt.Sprintf("Error: the call of %s was not made: the worker holding MCP server %s is gone. "+
+				"The server is reconnected before your next turn; call the tool again.", c.Name, ref.Server))
+		case errors.As(err, &te):
+			m.hostLost = true
+			answer(fmt.Sprintf("Error: the worker running the call of %s (MCP server %s) was lost during the call, "+
+				"so it may or may not have taken effect. The server is reconnected before your next turn.", c.Name, ref.Server))
+		default:
+			answer(fmt.Sprintf("Error: MCP tool %s failed: %v", c.Name, err))
+		}
+	})
+	return f
+}
+
+func (m *mcpTools) server(name string) *agents.MCPServer {
+	for _, s := range m.agent.MCPServers {
+		if s.Name == name {
+			return s
+		}
+	}
+	return &agents.MCPServer{Name: name}
+}
+
+func (m *mcpTools) version(server string) int64 {
+	for _, v := range m.cat.Versions {
+		if v.Server == server {
+			return v.Version
+		}
+	}
+	return -1
+}
+
+// approve is where a tool call that needs a human's approval is decided.
+// Human approval is not built yet, so such a call is refused with a reason
+// the model sees, and the run goes on.
+func (r *Runner) approve(_ workflow.Context, agent string, t MCPToolRef) (bool, string) {
+	if !t.Approval {
+		return true, ""
+	}
+	return false, fmt.Sprintf("calling %s (tool %s of MCP server %s) needs a human's approval, and this run cannot ask for it; "+
+		"the call was not made. Do without it or tell the user.", t.Name, t.Remote, t.Server)
+}
+
+// MCPTools lists an agent's MCP tools on this worker, which opens (or
+// reuses) the sessions and will take the agent's calls.
+func (a *Activities) MCPTools(ctx context.Context, in MCPToolsInput) (*MCPCatalog, error) {
+	g, agent, err := a.r.agent(in.Graph, in.Agent)
+	if err != nil {
+		return nil, err
+	}
+	owner := map[string]string{}
+	for _, s := range g.ToolSpecs(agent.Name) {
+		owner[s.Name] = "the agent's own tool"
+	}
+	cat := &MCPCatalog{HostQueue: a.r.hostQueue}
+	var specs []agents.ToolSpec
+	for _, srv := range agent.MCPServers {
+		l, err := heartbeating(ctx, func() (*mcp.Listing, error) { return a.r.mcp.Tools(ctx, srv) })
+		if err != nil {
+			return nil, temporal.NewApplicationErrorWithCause(
+				fmt.Sprintf("agent %s: listing the tools of MCP server %s: %v", agent.Name, srv.Name, err), ErrMCP, err)
+		}
+		cat.Versions = append(cat.Versions, MCPVersion{Server: srv.Name, Version: l.Version})
+		for _, t := range l.Tools {
+			if other, dup := owner[t.Name]; dup {
+				return nil, nonRetryable(ErrMCP, "agent %s: tool %s of MCP server %s is named %q like %s; set a Prefix on the server",
+					agent.Name, t.Remote, srv.Name, t.Name, other)
+			}
+			owner[t.Name] = "tool " + t.Remote + " of MCP server " + srv.Name
+			cat.Tools = append(cat.Tools, MCPToolRef{Name: t.Name, Server: srv.Name, Remote: t.Remote, Approval: srv.NeedsApproval(t.Remote)})
+			specs = append(specs, t.Spec)
+		}
+	}
+	if len(specs) == 0 {
+		return cat, nil
+	}
+	data, err := json.Marshal(specs)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	cat.Specs = "mcp/tools/" + hex.EncodeToString(sum[:])
+	if _, known := a.mcpSpecs.Load(cat.Specs); !known {
+		if err := a.r.cfg.Store.Put(ctx, cat.Specs, data); err != nil {
+			return nil, err
+		}
+		a.mcpSpecs.Store(cat.Specs, specs)
+	}
+	return cat, nil
+}
+
+// mcpToolSpecs loads the specs a catalog names; they are immutable
+// (content-addressed), so each worker keeps what it read.
+func (a *Activities) mcpToolSpecs(ctx context.Context, key string) ([]agents.ToolSpec, error) {
+	if key == "" {
+		return nil, nil
+	}
+	if v, ok := a.mcpSpecs.Load(key); ok {
+		return v.([]agents.ToolSpec), nil
+	}
+	data, err := a.r.cfg.Store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("workflows: MCP tool specs %s: %w", key, err)
+	}
+	var specs []agents.ToolSpec
+	if err := json.Unmarshal(data, &specs); err != nil {
+		return nil, fmt.Errorf("workflows: MCP tool specs %s: %w", key, err)
+	}
+	a.mcpSpecs.Store(key, specs)
+	return specs, nil
+}
+
+// MCPCall calls an MCP tool on the session this worker holds. What the
+// server answers, a tool error included, is the call's output; so are a
+// server that died during the call (it is restarted on the next use) and
+// a call that timed out.
+func (a *Activities) MCPCall(ctx context.Context, in MCPCallInput) (*MCPCallOutput, error) {
+	_, agent, err := a.r.agent(in.Graph, in.Agent)
+	if err != nil {
+		return nil, err
+	}
+	var srv *agents.MCPServer
+	for _, s := range agent.MCPServers {
+		if s.Name == in.Server {
+			srv = s
+		}
+	}
+	if srv == nil {
+		return nil, nonRetryable(ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
+	}
+	res, err := heartbeating(ctx, func() (*mcp.Result, error) { return a.r.mcp.Call(ctx, srv, in.Call.Name, in.Call.Arguments) })
+	out := &MCPCallOutput{Version: -1}
+	var text string
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, err
+	case err != nil:
+		text = "Error: " + err.Error()
+	case res.IsError:
+		text, out.Version = "Error: "+res.Text, res.Version
+	case len(res.Images) > 0:
+		img := res.Images[0]
+		doc, err := json.Marshal(capabilities.ImageOutput{Text: res.Text,
+			ImageURL: "data:" + img.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)})
+		if err != nil {
+			return nil, err
+		}
+		text, out.Version = string(doc), res.Version
+	default:
+		text, out.Version = res.Text, res.Version
+	}
+	item := agents.FunctionCallOutput(in.Call.CallID, text)
+	item.Agent = in.Agent
+	if out.Item, err = runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

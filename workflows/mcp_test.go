@@ -1,0 +1,170 @@
+package workflows_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+type addArgs struct {
+	A int `json:"a"`
+	B int `json:"b"`
+}
+
+type unlockArgs struct{}
+
+// mcpPeer is an in-process MCP server over streamable HTTP: "add" adds,
+// "unlock" adds the tool "secret" (so the server's tool list changes) and
+// "wipe" must never be called (it needs approval).
+type mcpPeer struct {
+	url   string
+	calls sync.Map // tool name → *atomic.Int64
+}
+
+func (p *mcpPeer) count(tool string) int64 {
+	v, _ := p.calls.LoadOrStore(tool, new(atomic.Int64))
+	return v.(*atomic.Int64).Load()
+}
+
+func (p *mcpPeer) hit(tool string) {
+	v, _ := p.calls.LoadOrStore(tool, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+func startPeer(t *testing.T) *mcpPeer {
+	t.Helper()
+	p := &mcpPeer{}
+	s := sdk.NewServer(&sdk.Implementation{Name: "peer", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "add", Description: "Adds."}, func(_ context.Context, _ *sdk.CallToolRequest, a addArgs) (*sdk.CallToolResult, any, error) {
+		p.hit("add")
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprint(a.A + a.B)}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "unlock", Description: "Unlocks the secret tool."}, func(_ context.Context, _ *sdk.CallToolRequest, _ unlockArgs) (*sdk.CallToolResult, any, error) {
+		p.hit("unlock")
+		sdk.AddTool(s, &sdk.Tool{Name: "secret", Description: "Tells the secret."}, func(context.Context, *sdk.CallToolRequest, unlockArgs) (*sdk.CallToolResult, any, error) {
+			p.hit("secret")
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "the secret is 7"}}}, nil, nil
+		})
+		// The SDK debounces tools/list_changed (10 ms) and sends it on
+		// its own stream; answering later lets it arrive first, as from
+		// a server that notifies before it answers.
+		time.Sleep(200 * time.Millisecond)
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "unlocked"}}}, nil, nil
+	})
+	sdk.AddTool(s, &sdk.Tool{Name: "wipe", Description: "Wipes everything."}, func(context.Context, *sdk.CallToolRequest, unlockArgs) (*sdk.CallToolResult, any, error) {
+		p.hit("wipe")
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "wiped"}}}, nil, nil
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
+}
+
+func toolNames(req model.Request) []string {
+	var names []string
+	for _, s := range req.Tools {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// TestMCPTools runs an agent whose tools come from an MCP server: the
+// model sees them prefixed and next to the agent's own; their calls run in
+// the same turn as a function tool's; a call that changes the server's
+// tool list makes the next turn offer the new tool; a tool that needs
+// approval is refused without reaching the server.
+func TestMCPTools(t *testing.T) {
+	peer := startPeer(t)
+	own := agents.MustFunctionTool("own", "The agent's own tool.", func(context.Context, unlockArgs) (string, error) { return "own done", nil })
+	g := agents.MustGraph("mcp", "user", &agents.Agent{Name: "user", Instructions: "user: mcp", Tools: []agents.Tool{own},
+		MCPServers: []*agents.MCPServer{{Name: "peer", URL: peer.url + "/mcp", Prefix: "p_",
+			RequireApproval: func(tool string) bool { return tool == "wipe" }}}})
+	var offered [][]string
+	var outputs []string
+	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+		offered = append(offered, toolNames(req))
+		switch len(offered) {
+		case 1:
+			return []agents.Item{call("1a", "p_add", `{"a":2,"b":40}`), call("1b", "own", `{}`), call("1c", "p_unlock", `{}`)}
+		case 2:
+			return []agents.Item{call("2a", "p_secret", `{}`), call("2b", "p_wipe", `{}`)}
+		}
+		for _, it := range req.Input {
+			if it.Type == agents.ItemFunctionCallOutput {
+				outputs = append(outputs, it.CallID+"="+it.Output)
+			}
+		}
+		return []agents.Item{agents.AssistantMessage("done")}
+	}}
+	store, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	env := quietEnv()
+	r.Register(env)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "mcp", Input: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(offered) != 3 {
+		t.Fatalf("model turns = %d, want 3", len(offered))
+	}
+	if want := []string{"own", "p_add", "p_unlock", "p_wipe"}; !slices.Equal(offered[0], want) {
+		t.Errorf("first turn offered %q, want %q", offered[0], want)
+	}
+	if !slices.Contains(offered[1], "p_secret") {
+		t.Errorf("after unlock the model was offered %q, without p_secret", offered[1])
+	}
+	joined := strings.Join(outputs, "\n")
+	for _, want := range []string{"1a=42", "1b=own done", "1c=unlocked", "2a=the secret is 7", "2b=Error: calling p_wipe"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("tool outputs lack %q:\n%s", want, joined)
+		}
+	}
+	if n := peer.count("wipe"); n != 0 {
+		t.Errorf("wipe, which needs approval, reached the server %d time(s)", n)
+	}
+}
+
+// TestMCPToolClash fails an agent whose MCP tool is named like its own
+// tool, with an error that says what to do.
+func TestMCPToolClash(t *testing.T) {
+	peer := startPeer(t)
+	add := agents.MustFunctionTool("add", "Adds.", func(context.Context, addArgs) (string, error) { return "", nil })
+	g := agents.MustGraph("clash", "user", &agents.Agent{Name: "user", Instructions: "user: clash", Tools: []agents.Tool{add},
+		MCPServers: []*agents.MCPServer{{Name: "peer", URL: peer.url + "/mcp"}}})
+	store, _ := blob.Open(context.Background(), "mem://")
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Store: store,
+		Model: &funcModel{calls: map[string]int{}, fn: func(model.Request) []agents.Item { return []agents.Item{agents.AssistantMessage("x")} }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	env := quietEnv()
+	r.Register(env)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "clash", Input: "go"})
+	err = env.GetWorkflowError()
+	if workflows.ErrorType(err) != workflows.ErrMCP || !strings.Contains(err.Error(), "set a Prefix") {
+		t.Fatalf("error = %v (type %q), want %s naming the fix", err, workflows.ErrorType(err), workflows.ErrMCP)
+	}
+}
