@@ -13,6 +13,11 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -166,5 +171,65 @@ func TestMCPToolClash(t *testing.T) {
 	err = env.GetWorkflowError()
 	if workflows.ErrorType(err) != workflows.ErrMCP || !strings.Contains(err.Error(), "set a Prefix") {
 		t.Fatalf("error = %v (type %q), want %s naming the fix", err, workflows.ErrorType(err), workflows.ErrMCP)
+	}
+}
+
+// TestMCPHostLost: when the worker holding an agent's MCP sessions is gone
+// (its host queue's task is never picked up), the model is told that the
+// call was not made, and the tools are listed again on the shared queue,
+// so the next call goes to a worker that is there.
+func TestMCPHostLost(t *testing.T) {
+	peer := startPeer(t)
+	g := agents.MustGraph("lost", "user", &agents.Agent{Name: "user", Instructions: "user: lost",
+		MCPServers: []*agents.MCPServer{{Name: "peer", URL: peer.url + "/mcp"}}})
+	var outputs []string
+	turn := 0
+	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+		turn++
+		if turn <= 2 {
+			return []agents.Item{call(fmt.Sprint(turn), "add", `{"a":1,"b":2}`)}
+		}
+		for _, it := range req.Input {
+			if it.Type == agents.ItemFunctionCallOutput {
+				outputs = append(outputs, it.Output)
+			}
+		}
+		return []agents.Item{agents.AssistantMessage("done")}
+	}}
+	store, _ := blob.Open(context.Background(), "mem://")
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store, Host: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	env := quietEnv()
+	r.Register(env)
+	var lists []string
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == workflows.MCPToolsActivityName {
+			lists = append(lists, info.TaskQueue)
+		}
+	})
+	calls := 0
+	env.OnActivity(workflows.MCPCallActivityName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in workflows.MCPCallInput) (*workflows.MCPCallOutput, error) {
+			calls++
+			if calls == 1 {
+				return nil, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+			}
+			return r.Activities().MCPCall(ctx, in)
+		})
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "lost", Input: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if len(outputs) != 2 || !strings.Contains(outputs[0], "was not made: the worker holding MCP server peer is gone") || outputs[1] != "3" {
+		t.Errorf("tool outputs = %q", outputs)
+	}
+	// The first listing and the one after the lost host run on the shared
+	// queue; the check after the successful call runs on the queue of the
+	// worker that listed last (here the same runner's).
+	if len(lists) != 3 || lists[0] == r.HostQueue() || lists[1] == r.HostQueue() || lists[2] != r.HostQueue() {
+		t.Errorf("listings ran on queues %q, want shared, shared, %s", lists, r.HostQueue())
 	}
 }
