@@ -28,7 +28,7 @@ type ExposedRun struct {
 }
 
 type plainInput struct {
-	Input string `json:"input" jsonschema:"description=The request for the agent, in plain language."`
+	Input string `json:"input" jsonschema_description:"The request for the agent, in plain language."`
 }
 
 // Expose returns an Exposure whose tool takes {"input": "..."}.

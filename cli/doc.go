@@ -4,8 +4,9 @@
 //
 // gives your binary the same commands as troupe: dev (embedded Temporal
 // server, Web UI and a worker), worker (against TEMPORAL_ADDRESS), run
-// (one run with live progress), and model serve (the scripted model
-// server).
+// (one run with live progress), mcp serve (the exposed agents as MCP
+// tools, over stdio or streamable HTTP; see package mcp/server), and model
+// serve (the scripted model server).
 //
 // Environment: OPENAI_API_KEY, OPENAI_BASE_URL and TROUPE_MODEL_API
 // (responses|chat) choose the model; with no OPENAI_API_KEY the graphs'

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,73 +47,172 @@ func Run(ctx context.Context, c client.Client, taskQueue string, in RunInput) (*
 	return &res, nil
 }
 
+// StartRunWithID starts a run's OrchestratorWorkflow on taskQueue (the
+// default queue when empty) under workflow id, or returns the run that
+// already holds id: a running one (conflict policy USE_EXISTING) or a closed
+// one (reuse policy REJECT_DUPLICATE, so a closed run is never replaced and
+// its handle's Get returns its result or error). Starting twice with one id
+// therefore gives one run, which makes a derived id an idempotency key.
+func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, in RunInput) (client.WorkflowRun, error) {
+	if taskQueue == "" {
+		taskQueue = DefaultTaskQueue
+	}
+	if id == "" {
+		return nil, errors.New("workflows: start run: empty workflow id")
+	}
+	if err := checkPayload("the run input", len(in.Input)); err != nil {
+		return nil, err
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                taskQueue,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}
+	run, err := c.ExecuteWorkflow(ctx, opts, OrchestratorWorkflowName, in)
+	if err != nil {
+		return nil, fmt.Errorf("workflows: start run %s of %s: %w", id, in.Graph, err)
+	}
+	return run, nil
+}
+
 // Follow streams the events of a run and of every workflow it starts
 // (agents, handoff targets, agents-as-tools), calling fn once per event, in
 // the order each workflow recorded them and, across workflows, by time. It polls the events query until
 // ctx is done; cancel ctx once the run's result is in, and Follow returns
 // after a last poll.
+//
+// A workflow busy in a long workflow task (an agent waiting on a model
+// call, a local activity) answers queries only when the task ends; it
+// does not hold up the events of the others.
 func Follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event)) error {
 	if every <= 0 {
 		every = 250 * time.Millisecond
 	}
-	type followed struct {
-		id   string
-		seen int
-		done bool
+	t := newTree(c, workflowID)
+	emit := func(round []Event) {
+		for _, e := range round {
+			fn(e)
+		}
 	}
-	all := []*followed{{id: workflowID}}
-	known := map[string]bool{workflowID: true}
-	poll := func(qctx context.Context) {
-		var round []Event
-		defer func() {
-			// Within a round, show events of different workflows in time order.
-			sort.SliceStable(round, func(i, j int) bool { return round[i].Time.Before(round[j].Time) })
-			for _, e := range round {
-				fn(e)
-			}
-		}()
-		for i := 0; i < len(all); i++ {
-			f := all[i]
-			if f.done {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			round, _ := t.poll(qctx, 0)
+			cancel()
+			emit(round)
+			return nil
+		case <-tick.C:
+			round, _ := t.poll(ctx, max(time.Second, 4*every))
+			emit(round)
+		}
+	}
+}
+
+// Events returns the events so far of a run and of every workflow it
+// started, ordered as Follow streams them. A closed run answers too (a
+// worker replays it). The error is the run's own query error; workflows
+// that do not answer within two seconds (busy in a long workflow task) or
+// ctx are left out.
+func Events(ctx context.Context, c client.Client, workflowID string) ([]Event, error) {
+	return newTree(c, workflowID).poll(ctx, 2*time.Second)
+}
+
+// tree is a run's tree of workflows, as far as its events have revealed
+// it, with how many events of each have been seen.
+type tree struct {
+	c     client.Client
+	root  string
+	all   []*followed
+	known map[string]bool
+}
+
+type followed struct {
+	id   string
+	seen int
+	done bool
+}
+
+func newTree(c client.Client, root string) *tree {
+	return &tree{c: c, root: root, all: []*followed{{id: root}}, known: map[string]bool{root: true}}
+}
+
+// poll queries every workflow of the tree not known to be done, at once,
+// then the children found on the way, and returns their new events in
+// time order across workflows. wait bounds each query (0: only ctx does);
+// a workflow that does not answer in time is asked again next poll. The
+// error is the root's query error, if any.
+func (t *tree) poll(ctx context.Context, wait time.Duration) ([]Event, error) {
+	var round []Event
+	var rootErr error
+	var wave []*followed
+	for _, f := range t.all {
+		if !f.done {
+			wave = append(wave, f)
+		}
+	}
+	for len(wave) > 0 {
+		answers := make([][]Event, len(wave))
+		errs := make([]error, len(wave))
+		var wg sync.WaitGroup
+		for i, f := range wave {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				answers[i], errs[i] = t.query(ctx, f, wait)
+			}()
+		}
+		wg.Wait()
+		var next []*followed
+		for i, f := range wave {
+			if errs[i] != nil {
+				// Not started yet, gone, or busy: try again next poll.
+				if f.id == t.root {
+					rootErr = errs[i]
+				}
 				continue
 			}
-			resp, err := c.QueryWorkflow(qctx, f.id, "", EventsQuery, f.seen)
-			if err != nil {
-				continue // not started yet, or gone: try again next round
-			}
-			var evs []Event
-			if err := resp.Get(&evs); err != nil {
-				continue
-			}
-			for _, e := range evs {
+			for _, e := range answers[i] {
 				f.seen = e.Seq
 				round = append(round, e)
-				if e.Child != "" && !known[e.Child] {
-					known[e.Child] = true
-					all = append(all, &followed{id: e.Child})
+				if e.Child != "" && !t.known[e.Child] {
+					t.known[e.Child] = true
+					child := &followed{id: e.Child}
+					t.all = append(t.all, child)
+					next = append(next, child)
 				}
 				switch e.Kind {
 				case EventFinal, EventFailed, EventHandoff:
-					if e.WorkflowID != workflowID {
+					if e.WorkflowID != t.root {
 						f.done = true
 					}
 				}
 			}
 		}
+		wave = next
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			poll(qctx)
-			cancel()
-			return nil
-		case <-t.C:
-			poll(ctx)
-		}
+	// Within a round, show events of different workflows in time order.
+	sort.SliceStable(round, func(i, j int) bool { return round[i].Time.Before(round[j].Time) })
+	return round, rootErr
+}
+
+// query returns the events of f after the ones seen.
+func (t *tree) query(ctx context.Context, f *followed, wait time.Duration) ([]Event, error) {
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
 	}
+	resp, err := t.c.QueryWorkflow(ctx, f.id, "", EventsQuery, f.seen)
+	if err != nil {
+		return nil, err
+	}
+	var evs []Event
+	err = resp.Get(&evs)
+	return evs, err
 }
 
 // KeepOpen returns a keep-policy for sandbox orphan reaping: a sandbox is

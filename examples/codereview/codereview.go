@@ -227,7 +227,7 @@ type ReviewRequest struct {
 	// allowed roots) or a URL go-git can clone.
 	Repo string `json:"repo" jsonschema:"description=The repository: a path on the server's host or a URL git can clone."`
 	// Ref is what to review, as the run variable "ref"; empty means HEAD.
-	Ref *string `json:"ref,omitempty" jsonschema:"description=A commit, branch or tag (reviewed against its first parent), or a range A..B or A...B. Default HEAD."`
+	Ref *string `json:"ref,omitempty" jsonschema_description:"A commit, branch or tag (reviewed against its first parent), or a range A..B or A...B. Default HEAD."`
 	// Request is passed on to the reviewers.
 	Request *string `json:"request,omitempty" jsonschema:"description=What to look at in particular; default: a full review."`
 }

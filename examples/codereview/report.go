@@ -30,9 +30,9 @@ var ErrInvalidFindings = errors.New("codereview: invalid findings")
 // ReportArgs are write_report's arguments.
 type ReportArgs struct {
 	// Markdown is the whole report.
-	Markdown string `json:"markdown" jsonschema:"description=The review report in Markdown: one section per reviewer, each finding with its file, line and severity."`
+	Markdown string `json:"markdown" jsonschema_description:"The review report in Markdown: one section per reviewer, each finding with its file, line and severity."`
 	// FindingsJSON is every reviewer's findings, merged.
-	FindingsJSON string `json:"findings_json" jsonschema:"description=All findings of all reviewers as a JSON array of objects {file, line, severity, message}; severity is info, low, medium or high."`
+	FindingsJSON string `json:"findings_json" jsonschema_description:"All findings of all reviewers as a JSON array of objects {file, line, severity, message}; severity is info, low, medium or high."`
 }
 
 // Report is what write_report wrote.

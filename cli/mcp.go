@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/troupe-dev/troupe/mcp/server"
+)
+
+// envMCPToken is the bearer token of `troupe mcp serve --http` when
+// --token is not given.
+const envMCPToken = "TROUPE_MCP_TOKEN"
+
+// mcpCommand is `troupe mcp`: the graphs' exposed agents over MCP.
+func mcpCommand(graphs []Graph) *cobra.Command {
+	cmd := &cobra.Command{Use: "mcp", Short: "Model Context Protocol: serve the graphs' exposed agents as tools"}
+	var (
+		graphNames, allowRoots []string
+		httpAddr, token, queue string
+		useStdio, stateless    bool
+	)
+	serve := &cobra.Command{
+		Use:   "serve [--graph NAME]... [--stdio | --http ADDR [--stateless] [--token TOKEN]]",
+		Short: "Serve the exposed agents as MCP tools; each call is a durable run",
+		Long: `Serve the graphs' exposed agents as tools of an MCP server. Each call starts a
+durable run (an OrchestratorWorkflow); troupe_run_status and troupe_run_result
+read runs by id, also after a dropped connection.
+
+Transports:
+  --stdio (the default)  one session on stdin/stdout, for clients that launch
+                         the server; diagnostics go to stderr
+  --http ADDR            streamable HTTP at http://ADDR/mcp, stateful (sessions)
+                         unless --stateless; --token (or $` + envMCPToken + `)
+                         requires "Authorization: Bearer TOKEN". Requests on a
+                         loopback address with another Host are refused.
+
+Temporal: TEMPORAL_ADDRESS and friends as for troupe worker; without it an
+embedded server keeps its state in TROUPE_HOME. Without --task-queue a worker
+for the graphs runs in this process, on a queue named after them, so a
+restarted server picks up the runs of the one before. --allow-root adds host
+paths that sandboxes may copy from (e.g. repositories to review).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if useStdio && httpAddr != "" {
+				return errors.New("--stdio and --http exclude each other")
+			}
+			if httpAddr == "" && (stateless || token != "") {
+				return errors.New("--stateless and --token apply to --http")
+			}
+			if httpAddr != "" && token == "" {
+				token = os.Getenv(envMCPToken)
+			}
+			served := graphs
+			if len(graphNames) > 0 {
+				served = nil
+				for _, name := range graphNames {
+					g, err := findGraph(graphs, name)
+					if err != nil {
+						return err
+					}
+					served = append(served, g)
+				}
+			}
+			var roots []string
+			for _, r := range allowRoots {
+				abs, err := filepath.Abs(r)
+				if err != nil {
+					return fmt.Errorf("--allow-root %s: %w", r, err)
+				}
+				roots = append(roots, abs)
+			}
+			return serveMCP(cmd.Context(), mcpServeOptions{
+				graphs: graphs, served: served, roots: roots, queue: queue,
+				httpAddr: httpAddr, stateless: stateless, token: token,
+			}, cmd.ErrOrStderr())
+		},
+	}
+	f := serve.Flags()
+	f.StringArrayVar(&graphNames, "graph", nil, "graph whose exposed agents to serve (repeatable; default: all)")
+	f.BoolVar(&useStdio, "stdio", false, "serve one session on stdin/stdout (the default)")
+	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8090), at /mcp")
+	f.BoolVar(&stateless, "stateless", false, "with --http: no sessions, each request on its own")
+	f.StringVar(&token, "token", "", "with --http: bearer token clients must send (default $"+envMCPToken+")")
+	f.StringVar(&queue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
+	f.StringArrayVar(&allowRoots, "allow-root", nil, "host directory sandboxes may copy from, e.g. repositories to review (repeatable)")
+	cmd.AddCommand(serve)
+	return cmd
+}
+
+type mcpServeOptions struct {
+	graphs, served []Graph
+	roots          []string
+	queue          string
+	httpAddr       string
+	stateless      bool
+	token          string
+}
+
+func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
+	opts, err := clientOptionsFromEnv()
+	if err != nil {
+		return err
+	}
+	if opts.HostPort == "" {
+		if o.queue != "" {
+			return errors.New("--task-queue needs TEMPORAL_ADDRESS: the embedded server has no other workers")
+		}
+		srv, err := startEmbedded(ctx, stderr)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS, opts.Credentials = srv.FrontendAddress(), srv.Namespace(), nil, nil
+	}
+	opts.Logger = quietLogger()
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+	}
+	defer c.Close()
+	if o.queue == "" {
+		// One queue per set of graphs, the same after a restart: the
+		// worker of the next server picks up the runs of this one.
+		o.queue = "troupe-mcp-" + strings.Join(names(o.graphs), "-")
+		stop, err := startWorker(ctx, c, o.queue, o.graphs, o.roots, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	s, err := server.New(server.Config{
+		Client: c, TaskQueue: o.queue, Graphs: graphList(o.served),
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	tools := strings.Join(s.Tools(), ", ")
+	if tools == "" {
+		tools = "none: no agent of " + strings.Join(names(o.served), ", ") + " is exposed"
+	}
+	if o.httpAddr == "" {
+		fmt.Fprintf(stderr, "troupe: serving MCP on stdio; tools: %s; task queue %s\n", tools, o.queue)
+		return s.Serve(ctx, &mcp.StdioTransport{})
+	}
+	ln, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: s.HTTPHandler(server.HTTPOptions{Stateless: o.stateless, Token: o.token}), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	mode := "stateful"
+	if o.stateless {
+		mode = "stateless"
+	}
+	auth := "no token"
+	if o.token != "" {
+		auth = "bearer token required"
+	}
+	fmt.Fprintf(stderr, "troupe: serving MCP at %s (%s, %s); tools: %s; task queue %s\n", httpURL(ln.Addr()), mode, auth, tools, o.queue)
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	// Calls waiting on runs answer that their runs go on, then the
+	// server stops; the runs keep running in Temporal.
+	s.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	return nil
+}
+
+// httpURL is the MCP endpoint's URL for a listener's address; an
+// unspecified address is shown as loopback.
+func httpURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String() + server.Path
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + server.Path
+}

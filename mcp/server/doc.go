@@ -1,0 +1,80 @@
+// Package server offers a Troupe graph's exposed agents (agents.Agent.Expose)
+// as tools of a Model Context Protocol server, so any MCP client — an IDE,
+// a chat app, another agent framework — can call them. Every call is a
+// durable Troupe run: an OrchestratorWorkflow started through the Temporal
+// client, like `troupe run` starts one. `troupe mcp serve` is this package
+// behind a command line.
+//
+// The contract a client relies on:
+//
+//  1. Each exposed agent is a tool named by agents.Graph.ExposedName, with
+//     the exposure's input schema (optional properties need not be sent)
+//     and an output schema from the agent's output type. An agent without
+//     an output type answers {"output": "<text>"}. A result carries the
+//     output as structuredContent and as pretty JSON text, and the run's
+//     workflow id in _meta["troupe/run_id"].
+//  2. A call starts its run under a workflow id derived from the request
+//     (see below), with Temporal's USE_EXISTING conflict policy and
+//     REJECT_DUPLICATE reuse policy: a retried call joins the run the first
+//     attempt started, or gets its result when that run has finished. It
+//     never starts a second run.
+//  3. When the call carries a progress token, the run's events — of the
+//     whole tree of workflows: agents, tool calls, agents-as-tools,
+//     handoffs — come as notifications/progress with increasing progress
+//     and a message each. The first says "run <id> started" and carries
+//     the id in _meta["troupe/run_id"], so a client knows the run before
+//     the result.
+//  4. A run that fails, is cancelled or times out, and a call whose
+//     arguments do not match the input schema, answer isError: true with
+//     the reason (for a failed run, Troupe's error type such as
+//     troupe.MaxTurnsExceeded, also in _meta["troupe/error_type"]); they
+//     are not protocol errors.
+//  5. The client's notifications/cancelled for a call cancels its run
+//     (the workflows stop their sandboxes on the way out). A dropped
+//     connection, a closed session or a server shutdown does not: the run
+//     goes on durably, and troupe_run_status and troupe_run_result read it
+//     by id from any later session.
+//
+// # Workflow ids
+//
+// A call's workflow id is "mcp-<graph>-<32 hex digits>", the digits a
+// SHA-256 of the tool, the run it asks for (input and variables, so the
+// arguments in canonical form) and the scope of the request:
+//
+//   - the idempotency key in the request's _meta["troupe/idempotency_key"]
+//     (a string of 1 to 256 bytes), when the client sends one: the same
+//     key, tool and arguments are the same run across sessions and
+//     reconnections;
+//   - otherwise the session id and the JSON-RPC request id, when the
+//     session has an id (streamable HTTP in stateful mode, and stdio, whose
+//     connection gets a random one): a request sent again in its session
+//     is the same run;
+//   - otherwise (stateless HTTP, where request ids of different clients
+//     collide) nothing: each call is a fresh run.
+//
+// The SDK does not tell a tool handler its JSON-RPC request id, so the
+// transports this package builds (HTTPHandler, Serve) copy it into the
+// call's _meta["troupe/jsonrpc_id"] as they read the request, overwriting
+// whatever the client put there.
+//
+// # Cancellation and disconnection
+//
+// In go-sdk, both a client's notifications/cancelled and a broken
+// connection end a handler's context, and a closed stream of a stateful
+// HTTP session does not end it at all. So the context says nothing about
+// intent. The server therefore watches notifications/cancelled itself, with
+// a receiving middleware that looks the cancelled request up by session and
+// request id among the calls in flight and cancels that call's workflow.
+// Nothing else cancels a run: when a handler's context ends for another
+// reason, or the session is deleted (HTTP DELETE), or the server shuts
+// down (Close), the handler stops waiting and the run goes on. In stateless
+// HTTP mode a cancellation arrives on a request of its own, with no session
+// to find the call by, and is ignored.
+//
+// # Run tools
+//
+// Two more tools read runs by id, from any session: troupe_run_status
+// (status, agent, recent events) and troupe_run_result (the call's result
+// once the run has finished, waiting up to wait_seconds, else the status).
+// They answer only for OrchestratorWorkflow runs of the graphs served.
+package server

@@ -1,0 +1,114 @@
+package server
+
+// This file serves the MCP streamable HTTP transport at /mcp: go-sdk's
+// handler (with its DNS-rebinding protection), behind an optional bearer
+// token, with the request ids of tools/call stamped into _meta and the
+// calls of a deleted session released before go-sdk closes it.
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Path is where HTTPHandler serves MCP; other paths are 404.
+const Path = "/mcp"
+
+// HTTPOptions configures HTTPHandler.
+type HTTPOptions struct {
+	// Stateless serves every request with a fresh session: no
+	// Mcp-Session-Id, no server-to-client stream outside a request. A
+	// client's notifications/cancelled then arrives with no session to
+	// find its call by and cancels nothing, and only an idempotency key
+	// makes a retried call join its first run.
+	Stateless bool
+	// Token, when set, is the bearer token every request must carry
+	// ("Authorization: Bearer TOKEN"); other requests get 401 with a
+	// WWW-Authenticate challenge. It is compared in constant time.
+	Token string
+}
+
+// HTTPHandler returns the streamable HTTP transport of the server, at
+// Path. Requests that arrive on a loopback address with a Host that is
+// not loopback are refused (403), against DNS rebinding.
+func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
+		&mcp.StreamableHTTPOptions{Stateless: opts.Stateless, Logger: s.log})
+	var h http.Handler = &stamping{next: sdk, server: s, stateless: opts.Stateless}
+	if opts.Token != "" {
+		h = bearer(opts.Token, h)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(Path, h)
+	return mux
+}
+
+// stamping copies tools/call request ids into _meta (stateful mode: in
+// stateless mode they scope nothing), and releases a session's calls when
+// the client deletes it: go-sdk's Close waits for the calls in flight,
+// which would otherwise wait for their runs.
+type stamping struct {
+	next      http.Handler
+	server    *Server
+	stateless bool
+}
+
+func (h *stamping) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.stateless {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	switch r.Method {
+	case http.MethodDelete:
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+			h.server.calls.releaseSession(id, errDisconnected)
+		}
+	case http.MethodPost:
+		if r.Body == nil {
+			break
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, mcp.DefaultMaxRequestBodyBytes))
+		r.Body.Close()
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "failed to read body", http.StatusBadRequest)
+			return
+		}
+		body = stampBody(body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// bearer lets requests with the token through and answers the others 401.
+func bearer(token string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, got, found := strings.Cut(r.Header.Get("Authorization"), " ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		// Hashes have one length, so the comparison's time says nothing
+		// about the token's.
+		if !found || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			challenge := `Bearer realm="troupe"`
+			if found {
+				challenge += `, error="invalid_token"`
+			}
+			w.Header().Set("WWW-Authenticate", challenge)
+			http.Error(w, "401 unauthorized: this MCP server wants Authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

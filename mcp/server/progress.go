@@ -1,0 +1,167 @@
+package server
+
+// This file sends a call's progress notifications and words a run's
+// events for them (and for troupe_run_status).
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// progress sends the notifications/progress of one request.
+type progress struct {
+	ss    *mcp.ServerSession
+	ctx   context.Context // the request's values (go-sdk routes by them), never cancelled
+	token any
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	n      int
+	broken bool
+	last   time.Time // of the last notification sent
+}
+
+// settleDelay separates a call's last progress notifications from its
+// result. The TypeScript SDK (1.x) handles a notification on a microtask
+// but a response at once, and drops progress it reads after the response
+// of its request (typescript-sdk#2580): without a gap, the notifications
+// sent with the run's end are read in the result's chunk and lost.
+const settleDelay = 50 * time.Millisecond
+
+// progressFor returns the progress of a request, or nil when the client
+// sent no progress token.
+func (s *Server) progressFor(ctx context.Context, req *mcp.CallToolRequest) *progress {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return nil
+	}
+	return &progress{ss: req.Session, ctx: context.WithoutCancel(ctx), token: token, log: s.log}
+}
+
+// send notifies the next step. After a failed notification (the client's
+// stream is gone) it sends no more: the run is not affected.
+func (p *progress) send(message string, meta mcp.Meta) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.broken {
+		return
+	}
+	p.n++
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	err := p.ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+		Meta: meta, ProgressToken: p.token, Progress: float64(p.n), Message: message,
+	})
+	if err != nil {
+		p.broken = true
+		p.log.Debug("mcp: progress notifications stopped", "error", err)
+		return
+	}
+	p.last = time.Now()
+}
+
+// stop ends the notifications of p.
+func (p *progress) stop() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.broken = true
+}
+
+// settle waits until the last notification is settleDelay old.
+func (p *progress) settle() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	last := p.last
+	p.mu.Unlock()
+	if d := time.Until(last.Add(settleDelay)); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func (p *progress) event(e workflows.Event) {
+	if msg, ok := eventMessage(e); ok {
+		p.send(msg, nil)
+	}
+}
+
+// eventMessage words an event for a person following the run, e.g.
+// "coordinator: calling review_pricing" or "handoff: triage → coordinator".
+// ok is false for events that repeat another one.
+func eventMessage(e workflows.Event) (msg string, ok bool) {
+	who := e.Agent
+	if who == "" {
+		who = "run"
+	}
+	switch e.Kind {
+	case workflows.EventRunStarted:
+		return "", false // the call says "run <id> started" itself
+	case workflows.EventAgentStarted:
+		if e.Child == "" {
+			return "", false // the agent's own record of what its parent said
+		}
+		return e.Agent + " started", true
+	case workflows.EventTurn:
+		if e.Detail != "" {
+			return fmt.Sprintf("%s: turn %d: %s", who, e.Turn, short(e.Detail)), true
+		}
+		return fmt.Sprintf("%s: turn %d", who, e.Turn), true
+	case workflows.EventToolCalled, workflows.EventAgentToolStarted:
+		return fmt.Sprintf("%s: calling %s", who, e.Tool), true
+	case workflows.EventToolResult:
+		return fmt.Sprintf("%s: %s returned", who, e.Tool), true
+	case workflows.EventAgentToolFinished:
+		return fmt.Sprintf("%s: %s finished", who, e.Tool), true
+	case workflows.EventHandoff:
+		if e.Turn != 0 {
+			return "", false // the orchestrator records the same handoff
+		}
+		return "handoff: " + e.Detail, true
+	case workflows.EventOutputInvalid:
+		return who + ": invalid output, asking again", true
+	case workflows.EventFinal:
+		if e.Agent == "" || e.Turn == 0 {
+			return "run finished", true
+		}
+		return who + ": final output", true
+	case workflows.EventFailed:
+		if e.Agent == "" {
+			return "run failed: " + short(e.Detail), true
+		}
+		return fmt.Sprintf("%s: failed: %s", who, short(e.Detail)), true
+	}
+	msg = who + ": " + strings.ReplaceAll(e.Kind, "_", " ")
+	if e.Detail != "" {
+		msg += ": " + short(e.Detail)
+	}
+	return msg, true
+}
+
+// short is s on one line, at most 160 bytes.
+func short(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= 160 {
+		return s
+	}
+	cut := 160
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,323 @@
+package server
+
+// This file serves the run tools, troupe_run_status and troupe_run_result,
+// which read a run by id from any session: after a dropped connection, a
+// client reconnects and picks its run up here.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// Bounds of troupe_run_result's wait_seconds.
+const (
+	defaultWaitSeconds = 10
+	maxWaitSeconds     = 60
+)
+
+// recentEvents is how many events troupe_run_status shows.
+const recentEvents = 20
+
+// eventsTimeout bounds reading a run's events: a closed run answers only
+// when a worker of its task queue replays it.
+const eventsTimeout = 5 * time.Second
+
+var runIDProperty = `"run_id":{"type":"string","description":"The run's id: the _meta[\"` + MetaRunID + `\"] of an agent tool's result or first progress notification."}`
+
+var runStatusTool = &mcp.Tool{
+	Name:  ToolRunStatus,
+	Title: "Troupe run status",
+	Description: "Reports a Troupe run by id: its status (running, completed, failed, cancelled, terminated, timed_out), " +
+		"the agent it is at, and its recent events. Works from any session, also after the call that started the run was interrupted.",
+	InputSchema:  json.RawMessage(`{"type":"object","properties":{` + runIDProperty + `},"required":["run_id"],"additionalProperties":false}`),
+	OutputSchema: json.RawMessage(statusSchema),
+	Annotations:  &mcp.ToolAnnotations{Title: "Troupe run status", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(false)},
+}
+
+var runResultTool = &mcp.Tool{
+	Name:  ToolRunResult,
+	Title: "Troupe run result",
+	Description: fmt.Sprintf("Returns a Troupe run's result by id, as the agent tool that started it would have: "+
+		"its output once the run has finished (or why it failed). A running run is waited for up to wait_seconds "+
+		"(default %d, at most %d); if it is still running then, the answer is its status, with _meta[%q] \"running\": call again.",
+		defaultWaitSeconds, maxWaitSeconds, MetaStatus),
+	InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{%s,"wait_seconds":{"type":"integer","minimum":0,"maximum":%d,`+
+		`"description":"How long to wait for a running run to finish, in seconds; default %d."}},"required":["run_id"],"additionalProperties":false}`,
+		runIDProperty, maxWaitSeconds, defaultWaitSeconds)),
+	Annotations: &mcp.ToolAnnotations{Title: "Troupe run result", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(false)},
+}
+
+const statusSchema = `{"type":"object","properties":{` +
+	`"run_id":{"type":"string"},` +
+	`"status":{"type":"string","enum":["running","completed","failed","cancelled","terminated","timed_out","continued_as_new","unknown"]},` +
+	`"graph":{"type":"string"},` +
+	`"agent":{"type":"string","description":"The agent the run is at, or the one that gave its output."},` +
+	`"tool":{"type":"string","description":"The agent tool that starts such runs, if the run's agent is exposed."},` +
+	`"started_at":{"type":"string"},"closed_at":{"type":"string"},` +
+	`"error":{"type":"string","description":"Why the run closed without an output."},` +
+	`"events":{"type":"array","description":"The run's latest events, oldest first.","items":{"type":"object","properties":{` +
+	`"time":{"type":"string"},"kind":{"type":"string"},"agent":{"type":"string"},"message":{"type":"string"}},"required":["time","kind","message"]}},` +
+	`"events_unavailable":{"type":"string","description":"Why the events could not be read."}},` +
+	`"required":["run_id","status","graph","agent","started_at","events"]}`
+
+// runStatus is troupe_run_status's answer.
+type runStatus struct {
+	RunID             string        `json:"run_id"`
+	Status            string        `json:"status"`
+	Graph             string        `json:"graph"`
+	Agent             string        `json:"agent"`
+	Tool              string        `json:"tool,omitempty"`
+	StartedAt         time.Time     `json:"started_at"`
+	ClosedAt          *time.Time    `json:"closed_at,omitempty"`
+	Error             string        `json:"error,omitempty"`
+	Events            []statusEvent `json:"events"`
+	EventsUnavailable string        `json:"events_unavailable,omitempty"`
+}
+
+type statusEvent struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Agent   string    `json:"agent,omitempty"`
+	Message string    `json:"message"`
+}
+
+// runInfo is what Temporal says of a run.
+type runInfo struct {
+	id     string
+	status enums.WorkflowExecutionStatus
+	in     workflows.RunInput
+	start  time.Time
+	close  time.Time
+}
+
+func (r *runInfo) closed() bool { return r.status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING }
+
+func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		RunID string `json:"run_id"`
+	}
+	if err := decodeArgs(req.Params.Arguments, &args); err != nil {
+		return errorResult(fmt.Sprintf("invalid arguments for %s: %v", ToolRunStatus, err), nil), nil
+	}
+	info, err := s.lookup(ctx, args.RunID)
+	if err != nil {
+		return errorResult(err.Error(), nil), nil
+	}
+	var res *workflows.RunResult
+	var runErr error
+	if info.closed() {
+		res, runErr = s.closedOutcome(ctx, info.id)
+	}
+	return statusResult(s.status(ctx, info, res, runErr)), nil
+}
+
+func (s *Server) runResult(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var args struct {
+		RunID       string `json:"run_id"`
+		WaitSeconds *int   `json:"wait_seconds"`
+	}
+	if err := decodeArgs(req.Params.Arguments, &args); err != nil {
+		return errorResult(fmt.Sprintf("invalid arguments for %s: %v", ToolRunResult, err), nil), nil
+	}
+	wait := defaultWaitSeconds
+	if args.WaitSeconds != nil {
+		wait = *args.WaitSeconds
+	}
+	if wait < 0 || wait > maxWaitSeconds {
+		return errorResult(fmt.Sprintf("invalid arguments for %s: wait_seconds must be 0 to %d", ToolRunResult, maxWaitSeconds), nil), nil
+	}
+	info, err := s.lookup(ctx, args.RunID)
+	if err != nil {
+		return errorResult(err.Error(), nil), nil
+	}
+	var res *workflows.RunResult
+	var runErr error
+	if info.closed() {
+		res, runErr = s.closedOutcome(ctx, info.id)
+	} else {
+		// Waiting is not the run: cancelling this call cancels no run,
+		// so it is registered without a key.
+		cl, wctx := s.calls.add(ctx, callKey{})
+		defer s.calls.remove(cl, false)
+		var done bool
+		res, runErr, done = s.wait(wctx, s.progressFor(ctx, req), info.id, time.Duration(wait)*time.Second)
+		if !done {
+			if wctx.Err() != nil {
+				return interruptedResult(wctx, info.id), nil
+			}
+			st := s.status(ctx, info, nil, nil)
+			out := statusResult(st)
+			out.Content = append([]mcp.Content{&mcp.TextContent{
+				Text: fmt.Sprintf("Run %s is still running (at agent %s); call %s again to wait more.", info.id, st.Agent, ToolRunResult),
+			}}, out.Content...)
+			return out, nil
+		}
+	}
+	out := s.outcome(info.id, res, runErr)
+	status := info.status
+	if !info.closed() {
+		if d, err := s.cfg.Client.DescribeWorkflowExecution(ctx, info.id, ""); err == nil {
+			status = d.GetWorkflowExecutionInfo().GetStatus()
+		}
+	}
+	out.Meta[MetaStatus] = statusName(status)
+	return out, nil
+}
+
+// closedOutcome reads the outcome of a closed run.
+func (s *Server) closedOutcome(ctx context.Context, id string) (*workflows.RunResult, error) {
+	var res workflows.RunResult
+	if err := s.cfg.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// lookup finds run id, which must be an OrchestratorWorkflow of a graph
+// served; its errors are for the client to read.
+func (s *Server) lookup(ctx context.Context, id string) (*runInfo, error) {
+	if id == "" {
+		return nil, errors.New("run_id is required")
+	}
+	d, err := s.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil, fmt.Errorf("no run with id %q", id)
+		}
+		return nil, fmt.Errorf("could not look run %q up: %v", id, err)
+	}
+	wi := d.GetWorkflowExecutionInfo()
+	if wi.GetType().GetName() != workflows.OrchestratorWorkflowName {
+		return nil, fmt.Errorf("%q is not a Troupe run", id)
+	}
+	info := &runInfo{id: id, status: wi.GetStatus(), start: wi.GetStartTime().AsTime()}
+	if wi.GetCloseTime() != nil {
+		info.close = wi.GetCloseTime().AsTime()
+	}
+	if info.in, err = s.runInput(ctx, id, wi.GetExecution().GetRunId()); err != nil {
+		return nil, fmt.Errorf("could not read the input of run %q: %v", id, err)
+	}
+	if _, ok := s.graphs[info.in.Graph]; !ok {
+		served := make([]string, 0, len(s.graphs))
+		for name := range s.graphs {
+			served = append(served, name)
+		}
+		sort.Strings(served)
+		return nil, fmt.Errorf("run %q is of graph %q; this server serves %s", id, info.in.Graph, strings.Join(served, ", "))
+	}
+	return info, nil
+}
+
+// runInput reads a run's RunInput from its first history event.
+func (s *Server) runInput(ctx context.Context, id, runID string) (workflows.RunInput, error) {
+	var in workflows.RunInput
+	it := s.cfg.Client.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return in, errors.New("empty history")
+	}
+	ev, err := it.Next()
+	if err != nil {
+		return in, err
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return in, errors.New("history does not start with the workflow's start")
+	}
+	err = converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in)
+	return in, err
+}
+
+// status builds troupe_run_status's answer; res and runErr are the
+// outcome of a closed run.
+func (s *Server) status(ctx context.Context, info *runInfo, res *workflows.RunResult, runErr error) *runStatus {
+	st := &runStatus{RunID: info.id, Status: statusName(info.status), Graph: info.in.Graph, StartedAt: info.start, Events: []statusEvent{}}
+	if !info.close.IsZero() {
+		st.ClosedAt = &info.close
+	}
+	g := s.graphs[info.in.Graph]
+	st.Agent = info.in.Agent
+	if st.Agent == "" {
+		st.Agent = g.Entry()
+	}
+	if a, err := g.Agent(st.Agent); err == nil && a.Expose != nil {
+		st.Tool = g.ExposedName(a)
+	}
+	qctx, cancel := context.WithTimeout(ctx, eventsTimeout)
+	evs, err := workflows.Events(qctx, s.cfg.Client, info.id)
+	cancel()
+	if err != nil {
+		st.EventsUnavailable = err.Error()
+	}
+	for _, e := range evs {
+		if e.Kind == workflows.EventAgentStarted && e.WorkflowID == info.id {
+			st.Agent = e.Agent // the run's agents, in order: the last is current
+		}
+	}
+	for _, e := range evs[max(0, len(evs)-recentEvents):] {
+		msg, ok := eventMessage(e)
+		if !ok {
+			msg = strings.ReplaceAll(e.Kind, "_", " ")
+		}
+		st.Events = append(st.Events, statusEvent{Time: e.Time, Kind: e.Kind, Agent: e.Agent, Message: msg})
+	}
+	switch {
+	case res != nil:
+		st.Agent = res.Agent
+	case runErr != nil:
+		st.Error = runErrorResult(info.id, runErr).Content[0].(*mcp.TextContent).Text
+	}
+	return st
+}
+
+func statusResult(st *runStatus) *mcp.CallToolResult {
+	doc, _ := json.Marshal(st)
+	return &mcp.CallToolResult{
+		Meta:              mcp.Meta{MetaRunID: st.RunID, MetaStatus: st.Status},
+		Content:           []mcp.Content{&mcp.TextContent{Text: pretty(doc)}},
+		StructuredContent: json.RawMessage(doc),
+	}
+}
+
+func statusName(s enums.WorkflowExecutionStatus) string {
+	switch s {
+	case enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return "running"
+	case enums.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return "completed"
+	case enums.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return "failed"
+	case enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "cancelled"
+	case enums.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "terminated"
+	case enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "timed_out"
+	case enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return "continued_as_new"
+	}
+	return "unknown"
+}
+
+// decodeArgs decodes a run tool's arguments strictly.
+func decodeArgs(args json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

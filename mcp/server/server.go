@@ -1,0 +1,195 @@
+package server
+
+// This file holds the Server: its Config, construction (one MCP tool per
+// exposed agent, plus the run tools) and the stdio-style Serve. Calls are
+// in tools.go, run lookups in runs.go, HTTP in http.go, the in-flight
+// registry that turns cancellations into workflow cancels in calls.go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// Keys of _meta this package reads or writes.
+const (
+	// MetaIdempotencyKey is the request _meta key of a client's
+	// idempotency key: a string of 1 to 256 bytes. Calls with the same
+	// key, tool and arguments are one run, whatever their session.
+	MetaIdempotencyKey = "troupe/idempotency_key"
+	// MetaRunID is the result and first progress notification _meta key
+	// of the run's workflow id.
+	MetaRunID = "troupe/run_id"
+	// MetaErrorType is the result _meta key of the troupe error type
+	// (workflows.ErrorType) of a failed run, or "cancelled", "terminated",
+	// "timed_out".
+	MetaErrorType = "troupe/error_type"
+	// MetaStatus is the troupe_run_result _meta key of the run's status.
+	MetaStatus = "troupe/status"
+	// metaRequestID is where HTTPHandler and Serve copy a tools/call's
+	// JSON-RPC id; whatever the client sends there is overwritten.
+	metaRequestID = "troupe/jsonrpc_id"
+)
+
+// Names of the run tools.
+const (
+	ToolRunStatus = "troupe_run_status"
+	ToolRunResult = "troupe_run_result"
+)
+
+// Config configures a Server. Its zero value works but for Client.
+type Config struct {
+	// Client is the Temporal client runs are started and read through.
+	// Required.
+	Client client.Client
+	// TaskQueue is the queue of the workers that run Graphs; empty means
+	// workflows.DefaultTaskQueue.
+	TaskQueue string
+	// Graphs are the graphs served: each exposed agent becomes a tool, and
+	// the run tools answer for runs of these graphs only. Tool names must
+	// be unique across graphs.
+	Graphs []*agents.Graph
+	// Name and Version identify the server to clients; empty means
+	// "troupe" and the main module's version.
+	Name, Version string
+	// Logger receives the server's diagnostics (and go-sdk's); nil
+	// discards them. Over stdio it must not write to stdout.
+	Logger *slog.Logger
+	// PollInterval is how often a call polls its run's events for
+	// progress notifications; 0 means 250ms.
+	PollInterval time.Duration
+}
+
+// Server is an MCP server whose tools are the exposed agents of its graphs.
+// Serve it over HTTP with HTTPHandler, or over stdio (or any single-session
+// transport) with Serve.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	sdk    *mcp.Server
+	graphs map[string]*agents.Graph
+	tools  []*agentTool
+	calls  *calls
+}
+
+// New returns a Server for cfg. It fails when cfg has no Client, or when
+// two exposed agents (or an agent and a run tool) share a tool name.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("server: Config.Client is required")
+	}
+	if cfg.TaskQueue == "" {
+		cfg.TaskQueue = workflows.DefaultTaskQueue
+	}
+	if cfg.Name == "" {
+		cfg.Name = "troupe"
+	}
+	if cfg.Version == "" {
+		cfg.Version = moduleVersion()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 250 * time.Millisecond
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, graphs: map[string]*agents.Graph{}}
+	s.calls = newCalls(func(ctx context.Context, id string) error { return cfg.Client.CancelWorkflow(ctx, id, "") }, cfg.Logger)
+	s.sdk = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Title: "Troupe", Version: cfg.Version}, &mcp.ServerOptions{
+		Instructions: "Each agent tool starts a durable Troupe run. Its id is in the result's _meta[\"" + MetaRunID +
+			"\"] and in the first progress notification; if a call is interrupted, the run goes on: read it with " +
+			ToolRunStatus + " and " + ToolRunResult + ".",
+		Logger:   cfg.Logger,
+		HasTools: true,
+	})
+	s.sdk.AddReceivingMiddleware(s.interceptCancel)
+	names := map[string]string{ToolRunStatus: "a run tool", ToolRunResult: "a run tool"}
+	for _, g := range cfg.Graphs {
+		if g == nil {
+			return nil, errors.New("server: nil graph")
+		}
+		if _, dup := s.graphs[g.Name()]; dup {
+			return nil, fmt.Errorf("server: graph %s given twice", g.Name())
+		}
+		s.graphs[g.Name()] = g
+		for _, a := range g.Exposed() {
+			t, err := newAgentTool(g, a)
+			if err != nil {
+				return nil, err
+			}
+			if other, dup := names[t.name]; dup {
+				return nil, fmt.Errorf("server: tool name %s of agent %s/%s is taken by %s", t.name, g.Name(), a.Name, other)
+			}
+			names[t.name] = g.Name() + "/" + a.Name
+			s.tools = append(s.tools, t)
+			s.sdk.AddTool(t.tool, s.callAgent(t))
+		}
+	}
+	s.sdk.AddTool(runStatusTool, s.runStatus)
+	s.sdk.AddTool(runResultTool, s.runResult)
+	return s, nil
+}
+
+// MCP returns the underlying go-sdk server, for transports this package
+// does not wrap. Calls served through it carry no JSON-RPC id (see the
+// package doc), so only an idempotency key dedupes them and
+// notifications/cancelled cannot find them.
+func (s *Server) MCP() *mcp.Server { return s.sdk }
+
+// Tools lists the names of the agent tools, in the order of Graphs and of
+// each graph's exposed agents.
+func (s *Server) Tools() []string {
+	out := make([]string, len(s.tools))
+	for i, t := range s.tools {
+		out[i] = t.name
+	}
+	return out
+}
+
+// Serve runs one session over t — a persistent, single-session transport
+// such as mcp.StdioTransport — until the client disconnects or ctx is done.
+// The session gets a random id when t has none, so requests are scoped
+// for idempotency and cancellation. Calls still waiting when Serve returns
+// are released: they stop waiting, and their runs go on.
+func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
+	ss, err := s.sdk.Connect(ctx, &stampingTransport{Transport: t}, nil)
+	if err != nil {
+		return err
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- ss.Wait() }()
+	select {
+	case err := <-closed:
+		s.calls.releaseSession(ss.ID(), errDisconnected)
+		return err
+	case <-ctx.Done():
+		// Close waits for the handlers in flight: release them first.
+		s.calls.releaseSession(ss.ID(), errShutdown)
+		_ = ss.Close()
+		<-closed
+		return nil
+	}
+}
+
+// Close releases every call still waiting on its run (the runs go on),
+// so that HTTP servers and sessions can shut down promptly. The Server
+// keeps serving new requests; stop the transports first.
+func (s *Server) Close() {
+	s.calls.releaseAll(errShutdown)
+}
+
+func moduleVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

@@ -1,0 +1,343 @@
+package server
+
+// This file turns exposed agents into MCP tools (schemas, annotations) and
+// serves their calls: start the run under its derived id, follow it for
+// progress, and answer with its output or the reason it failed.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// startTimeout bounds starting a run; the start does not depend on the
+// request's context, so a cancellation cannot leave it half done.
+const startTimeout = 30 * time.Second
+
+// textOutputSchema is the output schema of agents without an output type:
+// MCP wants an object, so their text comes as {"output": text}.
+var textOutputSchema = json.RawMessage(`{"type":"object","properties":{"output":{"type":"string","description":"The agent's answer."}},"required":["output"],"additionalProperties":false}`)
+
+// agentTool is an exposed agent as an MCP tool.
+type agentTool struct {
+	name  string
+	graph *agents.Graph
+	agent *agents.Agent
+	tool  *mcp.Tool
+}
+
+func newAgentTool(g *agents.Graph, a *agents.Agent) (*agentTool, error) {
+	name := g.ExposedName(a)
+	in, err := inputSchema(a.Expose.InputSchema())
+	if err != nil {
+		return nil, fmt.Errorf("server: tool %s: %w", name, err)
+	}
+	desc := a.Expose.Description
+	if desc == "" {
+		desc = a.HandoffDescription
+	}
+	if desc == "" {
+		desc = fmt.Sprintf("Runs the %s agent of the %s graph.", a.Name, g.Name())
+	}
+	t := &mcp.Tool{
+		Name:        name,
+		Title:       g.Name() + ": " + a.Name,
+		Description: desc,
+		InputSchema: in,
+		Annotations: &mcp.ToolAnnotations{
+			Title: g.Name() + ": " + a.Name,
+			// A call starts a run: neither read-only nor idempotent (a
+			// retry of the same request is, see the package doc). Agents
+			// talk to a model and whatever their tools reach.
+			OpenWorldHint: new(true),
+		},
+	}
+	if out := outputSchema(g, a); out != nil {
+		t.OutputSchema = out
+	}
+	return &agentTool{name: name, graph: g, agent: a, tool: t}, nil
+}
+
+// inputSchema is an exposure's strict input schema as MCP clients should
+// see it: properties that accept null are optional (Exposure.Run fills
+// them in), so they leave "required".
+func inputSchema(strict json.RawMessage) (json.RawMessage, error) {
+	var s map[string]any
+	if err := json.Unmarshal(strict, &s); err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	if s["type"] != "object" {
+		return nil, fmt.Errorf("input schema: type %v, want object", s["type"])
+	}
+	props, _ := s["properties"].(map[string]any)
+	if req, ok := s["required"].([]any); ok {
+		kept := []any{}
+		for _, r := range req {
+			name, _ := r.(string)
+			if p, ok := props[name].(map[string]any); ok && acceptsNull(p) {
+				continue
+			}
+			kept = append(kept, r)
+		}
+		s["required"] = kept
+	}
+	return json.Marshal(s)
+}
+
+func acceptsNull(p map[string]any) bool {
+	switch t := p["type"].(type) {
+	case string:
+		return t == "null"
+	case []any:
+		for _, x := range t {
+			if x == "null" {
+				return true
+			}
+		}
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if list, ok := p[k].([]any); ok {
+			for _, sub := range list {
+				if m, ok := sub.(map[string]any); ok && acceptsNull(m) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// outputSchema is the schema of what a call of a's tool answers. The run
+// ends with whichever agent a hands off to, so it is a's output schema
+// when every agent reachable by handoffs shares it, and nil (no output
+// schema) otherwise.
+func outputSchema(g *agents.Graph, a *agents.Agent) json.RawMessage {
+	schemaOf := func(a *agents.Agent) json.RawMessage {
+		if a.Output == nil {
+			return textOutputSchema
+		}
+		return a.Output.Spec().Schema
+	}
+	want := schemaOf(a)
+	seen := map[string]bool{a.Name: true}
+	queue := []*agents.Agent{a}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, h := range cur.Handoffs {
+			if seen[h.Target] {
+				continue
+			}
+			seen[h.Target] = true
+			next, err := g.Agent(h.Target)
+			if err != nil {
+				continue // NewGraph checked the targets
+			}
+			if !bytes.Equal(schemaOf(next), want) {
+				return nil
+			}
+			queue = append(queue, next)
+		}
+	}
+	return want
+}
+
+// callAgent serves the calls of an agent tool.
+func (s *Server) callAgent(t *agentTool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		run, err := t.agent.Expose.Run(req.Params.Arguments)
+		if err != nil {
+			var ae *agents.ToolArgsError
+			if errors.As(err, &ae) {
+				return errorResult(fmt.Sprintf("invalid arguments for %s: %v", t.name, ae.Err), nil), nil
+			}
+			return errorResult(fmt.Sprintf("%s cannot run with these arguments: %v", t.name, err), nil), nil
+		}
+		scope, err := scopeOf(req.Params.Meta, sessionID(req))
+		if err != nil {
+			return errorResult(err.Error(), nil), nil
+		}
+		id := workflowID(t.graph.Name(), t.name, run, scope)
+		cl, wctx := s.calls.add(ctx, scope.callKey())
+		interrupted := false
+		defer func() { s.calls.remove(cl, interrupted) }()
+
+		in := workflows.RunInput{Graph: t.graph.Name(), Agent: t.agent.Name, Input: run.Input, Vars: run.Vars}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+		_, err = workflows.StartRunWithID(sctx, s.cfg.Client, s.cfg.TaskQueue, id, in)
+		cancel()
+		if err != nil {
+			s.log.Warn("mcp: start run", "tool", t.name, "run", id, "error", err)
+			if typ := workflows.ErrorType(err); typ != "" {
+				return errorResult(fmt.Sprintf("%s cannot run: %s: %s", t.name, typ, appMessage(err)), mcp.Meta{MetaErrorType: typ}), nil
+			}
+			return errorResult(fmt.Sprintf("could not start a run of %s: %v", t.name, err), nil), nil
+		}
+		s.calls.started(cl, id)
+		s.log.Info("mcp: call", "tool", t.name, "run", id, "session", sessionID(req), "request", scope.Request, "idempotency_key", scope.Key != "")
+		p := s.progressFor(ctx, req)
+		p.send("run "+id+" started", mcp.Meta{MetaRunID: id})
+		res, runErr, done := s.wait(wctx, p, id, 0)
+		if done {
+			return s.outcome(id, res, runErr), nil
+		}
+		interrupted = true
+		if s.calls.wasCancelled(cl) {
+			return errorResult(fmt.Sprintf("call cancelled: run %s is being cancelled", id), mcp.Meta{MetaRunID: id, MetaErrorType: "cancelled"}), nil
+		}
+		return interruptedResult(wctx, id), nil
+	}
+}
+
+// interruptedResult answers a call whose wait ended before its run: the
+// answer may not reach anyone, but a client shut out by the server learns
+// where its run is.
+func interruptedResult(ctx context.Context, id string) *mcp.CallToolResult {
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(cause, context.Canceled) {
+		cause = errDisconnected
+	}
+	return errorResult(fmt.Sprintf("%v before run %s finished; the run goes on: read it with %s", cause, id, ToolRunResult),
+		mcp.Meta{MetaRunID: id})
+}
+
+// wait waits for run id to close, following its events into p (when not
+// nil), for at most limit (0: no limit). done is false when ctx ended or
+// limit passed first; otherwise res or runErr is the run's outcome, or
+// runErr says why it could not be read.
+func (s *Server) wait(ctx context.Context, p *progress, id string, limit time.Duration) (res *workflows.RunResult, runErr error, done bool) {
+	gctx := ctx
+	if limit > 0 {
+		var cancel context.CancelFunc
+		gctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	var followed chan struct{}
+	fctx, stopFollow := context.WithCancel(context.Background())
+	if p != nil {
+		followed = make(chan struct{})
+		go func() {
+			defer close(followed)
+			_ = workflows.Follow(fctx, s.cfg.Client, id, s.cfg.PollInterval, p.event)
+		}()
+	}
+	var out workflows.RunResult
+	err := s.cfg.Client.GetWorkflow(gctx, id, "").Get(gctx, &out)
+	if err != nil && gctx.Err() != nil {
+		// Nobody waits for the rest of the events: stop sending them
+		// and leave Follow's last poll behind.
+		p.stop()
+		stopFollow()
+		return nil, nil, false
+	}
+	// Follow's last poll delivers the events up to the end before the
+	// result goes out.
+	stopFollow()
+	if followed != nil {
+		<-followed
+	}
+	p.settle()
+	if err != nil {
+		return nil, err, true
+	}
+	return &out, nil, true
+}
+
+// outcome is a call's answer for a closed run: its output, or why there
+// is none.
+func (s *Server) outcome(id string, res *workflows.RunResult, runErr error) *mcp.CallToolResult {
+	if runErr != nil {
+		return runErrorResult(id, runErr)
+	}
+	doc := structured(res.Output)
+	return &mcp.CallToolResult{
+		Meta:              mcp.Meta{MetaRunID: id},
+		Content:           []mcp.Content{&mcp.TextContent{Text: pretty(doc)}},
+		StructuredContent: doc,
+	}
+}
+
+// structured is a run's output as a JSON object: the output itself when
+// it is one (an agent with an output type), else {"output": text}.
+func structured(out json.RawMessage) json.RawMessage {
+	t := bytes.TrimSpace(out)
+	if len(t) > 0 && t[0] == '{' {
+		return t
+	}
+	var text string
+	if json.Unmarshal(t, &text) != nil {
+		text = string(t)
+	}
+	doc, _ := json.Marshal(map[string]string{"output": text})
+	return doc
+}
+
+func pretty(doc json.RawMessage) string {
+	var buf bytes.Buffer
+	if json.Indent(&buf, doc, "", "  ") != nil {
+		return string(doc)
+	}
+	return buf.String()
+}
+
+// runErrorResult says why run id closed without an output, or why its
+// outcome could not be read.
+func runErrorResult(id string, err error) *mcp.CallToolResult {
+	var (
+		wfErr      *temporal.WorkflowExecutionError
+		canceled   *temporal.CanceledError
+		terminated *temporal.TerminatedError
+		timeout    *temporal.TimeoutError
+	)
+	meta := mcp.Meta{MetaRunID: id}
+	var text string
+	switch typ := workflows.ErrorType(err); {
+	case typ != "":
+		meta[MetaErrorType] = typ
+		text = fmt.Sprintf("run %s failed: %s: %s", id, typ, appMessage(err))
+	case errors.As(err, &canceled):
+		meta[MetaErrorType] = "cancelled"
+		text = fmt.Sprintf("run %s was cancelled", id)
+	case errors.As(err, &terminated):
+		meta[MetaErrorType] = "terminated"
+		text = fmt.Sprintf("run %s was terminated", id)
+	case errors.As(err, &timeout):
+		meta[MetaErrorType] = "timed_out"
+		text = fmt.Sprintf("run %s timed out: %v", id, err)
+	case errors.As(err, &wfErr):
+		text = fmt.Sprintf("run %s failed: %v", id, err)
+	default:
+		text = fmt.Sprintf("could not read the outcome of run %s: %v; the run may go on: read it with %s", id, err, ToolRunResult)
+	}
+	return errorResult(text, meta)
+}
+
+// appMessage is the message of the first application error in err's
+// chain: what the activity or workflow said, without Temporal's wrapping.
+func appMessage(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	return err.Error()
+}
+
+func errorResult(text string, meta mcp.Meta) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Meta: meta, IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+func sessionID(req *mcp.CallToolRequest) string {
+	if req.Session == nil {
+		return ""
+	}
+	return req.Session.ID()
+}
