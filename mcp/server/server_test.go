@@ -69,6 +69,12 @@ func TestSchemas(t *testing.T) {
 			if in.Type != "object" || strings.Join(in.Required, ",") != strings.Join(tc.required, ",") {
 				t.Errorf("input schema type %s, required %v; want object, %v", in.Type, in.Required, tc.required)
 			}
+			// Optional properties have one type, not [T, "null"].
+			for name, p := range in.Properties {
+				if _, union := p.(map[string]any)["type"].([]any); union {
+					t.Errorf("property %s has a type union: %v", name, p)
+				}
+			}
 			if tc.outputSchema == "" {
 				if tool.tool.OutputSchema != nil {
 					t.Errorf("output schema = %s, want none", tool.tool.OutputSchema)

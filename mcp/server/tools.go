@@ -84,6 +84,7 @@ func inputSchema(strict json.RawMessage) (json.RawMessage, error) {
 		for _, r := range req {
 			name, _ := r.(string)
 			if p, ok := props[name].(map[string]any); ok && acceptsNull(p) {
+				dropNullType(p)
 				continue
 			}
 			kept = append(kept, r)
@@ -91,6 +92,26 @@ func inputSchema(strict json.RawMessage) (json.RawMessage, error) {
 		s["required"] = kept
 	}
 	return json.Marshal(s)
+}
+
+// dropNullType turns the type ["X", "null"] of an optional property into
+// "X": a client leaves the property out rather than sending null, and a
+// single type is what schema linters (the MCP Inspector's --strict) deem
+// portable. Exposure.Run still accepts an explicit null.
+func dropNullType(p map[string]any) {
+	t, ok := p["type"].([]any)
+	if !ok {
+		return
+	}
+	var rest []any
+	for _, x := range t {
+		if x != "null" {
+			rest = append(rest, x)
+		}
+	}
+	if len(rest) == 1 {
+		p["type"] = rest[0]
+	}
 }
 
 func acceptsNull(p map[string]any) bool {
