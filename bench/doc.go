@@ -36,6 +36,14 @@
 //     plain reviewers reading the file through a function tool; it also
 //     counts the sandboxes alive after each run, which must be none.
 //
+// The MCP benchmark holds an MCP call against a direct start:
+//
+//   - BenchmarkMCPCall: a one-turn agent exposed as an MCP tool, called
+//     through `troupe mcp serve`'s HTTP handler (mcp/server, streamable
+//     HTTP, the go-sdk client) against starting the same run with the
+//     Temporal client (workflows.Run) and waiting for its result; one call
+//     at a time (medians), and 20 at once.
+//
 // Run them with
 //
 //	go test -run '^$' -bench . -benchtime 1x ./bench/
