@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -215,5 +221,52 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+type noArgs struct{}
+
+// TestMCPCallCancelled: cancelling a run during an MCP call cancels the
+// call on the server (the client sends notifications/cancelled) and the
+// run ends cancelled.
+func TestMCPCallCancelled(t *testing.T) {
+	started, cancelled := make(chan struct{}), make(chan struct{})
+	s := sdk.NewServer(&sdk.Implementation{Name: "hang", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "hang", Description: "Never answers."}, func(ctx context.Context, _ *sdk.CallToolRequest, _ noArgs) (*sdk.CallToolResult, any, error) {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		return nil, nil, ctx.Err()
+	})
+	srv := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	g := agents.MustGraph("mcp_hang", "user", &agents.Agent{Name: "user", Instructions: "mcp hanger",
+		MCPServers: []*agents.MCPServer{{Name: "peer", URL: srv.URL + "/mcp"}}})
+	c := dial(t)
+	_, url := modelServer(t)
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		cfg.Graphs = append(cfg.Graphs, g)
+		cfg.HeartbeatTimeout = 2 * time.Second
+	})
+	run, err := workflows.StartRun(t.Context(), c, queue, workflows.RunInput{Graph: g.Name(), Input: "hang"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("the MCP call never reached the server")
+	}
+	if err := c.CancelWorkflow(t.Context(), run.GetID(), ""); err != nil {
+		t.Fatal(err)
+	}
+	var ce *temporal.CanceledError
+	if err := run.Get(t.Context(), nil); !errors.As(err, &ce) {
+		t.Fatalf("run error = %v, want cancelled", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(time.Minute):
+		t.Fatal("the server's call was not cancelled")
 	}
 }
