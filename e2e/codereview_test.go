@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
 	"github.com/troupe-dev/troupe/examples/codereview"
+	"github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
@@ -351,4 +353,44 @@ func TestCodeReviewSandboxDenied(t *testing.T) {
 		}
 	}
 	emptyDirs(t, sandboxes)
+}
+
+// TestCodeReviewMCP calls the code-review pipeline as the MCP tool
+// codereview_coordinator, with its typed input: the repository and ref
+// become the run's variables, the report goes to the request's own
+// directory, and the Summary comes back as structuredContent.
+func TestCodeReviewMCP(t *testing.T) {
+	c := dial(t)
+	repo := reviewRepo(t)
+	_, url := modelServer(t)
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		lc, err := local.New(local.Config{Root: t.TempDir(), Policy: sandbox.Policy{AllowedRoots: []string{repo}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sandboxes = map[string]sandbox.Client{local.Backend: lc}
+	})
+	s, err := server.New(server.Config{Client: c, TaskQueue: queue, Graphs: []*agents.Graph{codereview.Graph()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.HTTPHandler(server.HTTPOptions{}))
+	t.Cleanup(func() { s.Close(); srv.Close() })
+	ref := "HEAD~1..HEAD"
+	out := codereview.ReportDir(codereview.ReviewRequest{Repo: repo, Ref: &ref})
+	t.Cleanup(func() { os.RemoveAll(out) })
+	mcp := newRawMCP(t, srv.URL+server.Path, "")
+	mcp.initialize()
+	res := mcp.call(2, "codereview_coordinator", map[string]any{"repo": repo, "ref": ref}, nil)
+	if res.IsError {
+		t.Fatalf("codereview_coordinator: %s", res.text())
+	}
+	checkReview(t, res.StructuredContent, out)
+	d, err := c.DescribeWorkflowExecution(t.Context(), res.runID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typ := d.GetWorkflowExecutionInfo().GetType().GetName(); typ != workflows.OrchestratorWorkflowName {
+		t.Errorf("run %s is a %s", res.runID(), typ)
+	}
 }

@@ -44,8 +44,11 @@ package codereview
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -232,14 +235,29 @@ type ReviewRequest struct {
 	Request *string `json:"request,omitempty" jsonschema:"description=What to look at in particular; default: a full review."`
 }
 
+// ReportDir is where a review started through the MCP tool writes its
+// report: a directory under the host's temporary directory named by a
+// digest of the request, so a retried call writes to the same place (and
+// starts no second run) and different requests never share one. A caller
+// does not choose where on the host the report is written.
+func ReportDir(r ReviewRequest) string {
+	h := sha256.New()
+	for _, s := range []*string{&r.Repo, r.Ref, r.Request} {
+		v := ""
+		if s != nil {
+			v = *s
+		}
+		fmt.Fprintf(h, "%d:%s;", len(v), v)
+	}
+	return filepath.Join(os.TempDir(), "troupe-codereview", hex.EncodeToString(h.Sum(nil))[:16])
+}
+
 // exposure offers the coordinator as the MCP tool codereview_coordinator.
-// The report goes to the worker's working directory: a caller does not
-// choose where on the host it is written.
 var exposure = func() *agents.Exposure {
 	e, err := agents.ExposeAs("", "Reviews a git change with three sandboxed reviewers in parallel (security, tests, API design) "+
 		"and writes a Markdown report and a JSON findings file; returns their paths, the counts by severity and a verdict.",
 		func(r ReviewRequest) (agents.ExposedRun, error) {
-			run := agents.ExposedRun{Input: "Review this change.", Vars: map[string]string{VarRepo: r.Repo}}
+			run := agents.ExposedRun{Input: "Review this change.", Vars: map[string]string{VarRepo: r.Repo, VarOut: ReportDir(r)}}
 			if r.Ref != nil && *r.Ref != "" {
 				run.Vars[VarRef] = *r.Ref
 			}
