@@ -135,7 +135,7 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 		// One queue per set of graphs, the same after a restart: the
 		// worker of the next server picks up the runs of this one.
 		o.queue = "troupe-mcp-" + strings.Join(names(o.graphs), "-")
-		stop, err := startWorker(ctx, c, o.queue, o.graphs, o.roots, stderr)
+		stop, err := startWorker(ctx, c, opts.Namespace, o.queue, o.graphs, o.roots, stderr)
 		if err != nil {
 			return err
 		}

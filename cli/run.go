@@ -123,7 +123,7 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, roots 
 	defer c.Close()
 	if taskQueue == "" {
 		taskQueue = fmt.Sprintf("troupe-run-%d", os.Getpid())
-		stop, err := startWorker(ctx, c, taskQueue, graphs, roots, stderr)
+		stop, err := startWorker(ctx, c, opts.Namespace, taskQueue, graphs, roots, stderr)
 		if err != nil {
 			return err
 		}

@@ -15,9 +15,9 @@ import (
 	"github.com/troupe-dev/troupe/workflows"
 )
 
-// startWorker starts a worker for graphs on taskQueue; the returned func
+// startWorker starts a worker for graphs on taskQueue of namespace; the returned func
 // stops it and releases its model and store.
-func startWorker(ctx context.Context, c client.Client, taskQueue string, graphs []Graph, roots []string, stderr io.Writer) (func(), error) {
+func startWorker(ctx context.Context, c client.Client, namespace, taskQueue string, graphs []Graph, roots []string, stderr io.Writer) (func(), error) {
 	store, err := openStore(ctx)
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func startWorker(ctx context.Context, c client.Client, taskQueue string, graphs 
 	if dc, ok := sandboxes[docker.Backend].(*docker.Client); ok {
 		// Containers whose workflow has closed (a worker killed before it
 		// could stop them) are removed when a worker starts.
-		if reaped, err := dc.Reap(ctx, workflows.KeepOpen(ctx, c)); err != nil {
+		if reaped, err := dc.Reap(ctx, workflows.KeepOpen(ctx, c, namespace)); err != nil {
 			fmt.Fprintln(stderr, "troupe: reaping orphan sandboxes:", err)
 		} else if len(reaped) > 0 {
 			fmt.Fprintf(stderr, "troupe: removed %d orphan docker sandbox(es)\n", len(reaped))
@@ -75,7 +75,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 				return fmt.Errorf("connect to %s: %w", opts.HostPort, err)
 			}
 			defer c.Close()
-			stop, err := startWorker(cmd.Context(), c, taskQueue, graphs, nil, cmd.ErrOrStderr())
+			stop, err := startWorker(cmd.Context(), c, opts.Namespace, taskQueue, graphs, nil, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -106,7 +106,7 @@ func devCommand(graphs []Graph) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			stop, err := startWorker(cmd.Context(), c, workflows.DefaultTaskQueue, graphs, nil, cmd.ErrOrStderr())
+			stop, err := startWorker(cmd.Context(), c, srv.Namespace(), workflows.DefaultTaskQueue, graphs, nil, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -133,7 +133,14 @@ func TestSandboxDiesMidRun(t *testing.T) {
 			}
 			return dc
 		}, func(t *testing.T, childID string) {
-			out, err := exec.Command("docker", "ps", "-q", "--filter", "label=troupe.workflow="+childID).Output()
+			// The container names its workflow, cluster and namespace
+			// (see workflows.KeepOpen).
+			cluster, err := workflows.ClusterID(context.Background(), dial(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command("docker", "ps", "-q", "--filter", "label=troupe.workflow="+childID,
+				"--filter", "label="+workflows.LabelCluster+"="+cluster, "--filter", "label="+workflows.LabelNamespace+"=default").Output()
 			ids := strings.Fields(string(out))
 			if err != nil || len(ids) != 1 {
 				t.Fatalf("containers of %s: %q, %v", childID, out, err)
@@ -321,23 +328,40 @@ func TestReapOrphans(t *testing.T) {
 	if err := dc.BuildImage(ctx, docker.BuildOptions{Kind: "busybox", Name: docker.BusyboxImage}); err != nil {
 		t.Fatal(err)
 	}
+	cluster, err := workflows.ClusterID(ctx, c)
+	if err != nil || cluster == "" {
+		t.Fatalf("cluster id %q: %v", cluster, err)
+	}
+	ours := func(wf string) map[string]string {
+		return map[string]string{"troupe.workflow": wf, workflows.LabelCluster: cluster, workflows.LabelNamespace: "default"}
+	}
+	specs := map[string]map[string]string{
+		"orphan": ours(closed.WorkflowID),
+		"owned":  ours(open.GetID()),
+		// Sandboxes of another server's or namespace's workflows are not
+		// this reaper's to judge, though it does not know their workflows.
+		"foreign-cluster":   {"troupe.workflow": "elsewhere", workflows.LabelCluster: "another-cluster", workflows.LabelNamespace: "default"},
+		"foreign-namespace": {"troupe.workflow": "elsewhere", workflows.LabelCluster: cluster, workflows.LabelNamespace: "other"},
+	}
 	sessions := map[string]sandbox.Session{}
-	for name, wf := range map[string]string{"orphan": closed.WorkflowID, "owned": open.GetID()} {
-		s, err := dc.Create(ctx, sandbox.Spec{ID: fmt.Sprintf("reap-%s-%d", name, os.Getpid()), Labels: map[string]string{"troupe.workflow": wf}})
+	for name, labels := range specs {
+		s, err := dc.Create(ctx, sandbox.Spec{ID: fmt.Sprintf("reap-%s-%d", name, os.Getpid()), Labels: labels})
 		if err != nil {
 			t.Fatal(err)
 		}
 		sessions[name] = s
 		defer s.Stop(ctx)
 	}
-	if _, err := dc.Reap(ctx, workflows.KeepOpen(ctx, c)); err != nil {
+	if _, err := dc.Reap(ctx, workflows.KeepOpen(ctx, c, "default")); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=troupe.session="+sessions["orphan"].State().ID).Output()
 	if err != nil || len(strings.Fields(string(out))) != 0 {
 		t.Errorf("the orphan's container is still there: %q %v", out, err)
 	}
-	if err := sessions["owned"].Alive(ctx); err != nil {
-		t.Errorf("the open workflow's sandbox was reaped: %v", err)
+	for _, name := range []string{"owned", "foreign-cluster", "foreign-namespace"} {
+		if err := sessions[name].Alive(ctx); err != nil {
+			t.Errorf("the %s sandbox was reaped: %v", name, err)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
 
@@ -215,15 +216,46 @@ func (t *tree) query(ctx context.Context, f *followed, wait time.Duration) ([]Ev
 	return evs, err
 }
 
-// KeepOpen returns a keep-policy for sandbox orphan reaping: a sandbox is
-// kept while the workflow named by its troupe.workflow label is open, when
-// that cannot be told (the server does not answer), and when it has no
-// such label (no workflow of ours made it). A sandbox whose workflow is
-// closed or unknown to the server is an orphan.
-func KeepOpen(ctx context.Context, c client.Client) func(labels map[string]string) bool {
+// Labels a sandbox carries besides troupe.workflow and troupe.agent: the
+// Temporal cluster and namespace of the workflow that made it, so a
+// reaper answering to another server (a second installation, a test's own
+// server) never takes a live sandbox for an orphan.
+const (
+	LabelCluster   = "troupe.cluster"
+	LabelNamespace = "troupe.namespace"
+)
+
+// ClusterID returns the id of the Temporal cluster c talks to.
+func ClusterID(ctx context.Context, c client.Client) (string, error) {
+	info, err := c.WorkflowService().GetClusterInfo(ctx, &workflowservice.GetClusterInfoRequest{})
+	if err != nil {
+		return "", fmt.Errorf("workflows: cluster info: %w", err)
+	}
+	return info.GetClusterId(), nil
+}
+
+// KeepOpen returns a keep-policy for sandbox orphan reaping, for the
+// sandboxes of namespace on c's cluster: a sandbox is kept while the
+// workflow named by its troupe.workflow label is open, when that cannot
+// be told (the server does not answer), when it has no such label (no
+// workflow of ours made it), and when its troupe.cluster or
+// troupe.namespace label names another cluster or namespace. A sandbox of
+// this cluster and namespace whose workflow is closed or unknown is an
+// orphan.
+func KeepOpen(ctx context.Context, c client.Client, namespace string) func(labels map[string]string) bool {
+	if namespace == "" {
+		namespace = client.DefaultNamespace
+	}
+	cluster, clusterErr := ClusterID(ctx, c)
 	return func(labels map[string]string) bool {
 		id := labels["troupe.workflow"]
 		if id == "" {
+			return true
+		}
+		if cl := labels[LabelCluster]; cl != "" && (clusterErr != nil || cl != cluster) {
+			return true
+		}
+		if ns := labels[LabelNamespace]; ns != "" && ns != namespace {
 			return true
 		}
 		d, err := c.DescribeWorkflowExecution(ctx, id, "")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -192,7 +193,7 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	}
 	spec := sandbox.Spec{
 		ID: sandboxID(in.WorkflowID, in.Generation), Manifest: m, Options: agent.Sandbox.Options,
-		Labels: map[string]string{"troupe.workflow": in.WorkflowID, "troupe.agent": agent.Name},
+		Labels: a.sandboxLabels(ctx, in.WorkflowID, agent.Name),
 	}
 	s, err := c.Create(ctx, spec)
 	if err != nil {
@@ -463,4 +464,33 @@ func (s *sandboxLife) end(ctx workflow.Context) {
 	defer cancel()
 	_ = workflow.Await(dctx, func() bool { return !s.suspending })
 	s.stopNow(dctx, EventSandboxStopped)
+}
+
+// sandboxLabels are the labels of a new sandbox: its workflow and agent,
+// and the workflow's cluster and namespace (see KeepOpen).
+func (a *Activities) sandboxLabels(ctx context.Context, workflowID, agent string) map[string]string {
+	labels := map[string]string{"troupe.workflow": workflowID, "troupe.agent": agent}
+	if !activity.IsActivity(ctx) {
+		return labels
+	}
+	labels[LabelNamespace] = activity.GetInfo(ctx).WorkflowNamespace
+	if cluster := a.clusterID(ctx); cluster != "" {
+		labels[LabelCluster] = cluster
+	}
+	return labels
+}
+
+// clusterID is the id of the worker's Temporal cluster, asked once; ""
+// when the server does not tell.
+func (a *Activities) clusterID(ctx context.Context) string {
+	a.cluster.Lock()
+	defer a.cluster.Unlock()
+	if a.cluster.id == "" {
+		if c := activity.GetClient(ctx); c != nil {
+			if id, err := ClusterID(ctx, c); err == nil {
+				a.cluster.id = id
+			}
+		}
+	}
+	return a.cluster.id
 }

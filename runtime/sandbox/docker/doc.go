@@ -37,8 +37,11 @@
 //
 // Labels: every container carries troupe.session=<Spec.ID>,
 // troupe.backend=docker and troupe.workspace=<host dir>, plus Spec.Labels
-// (the worker adds troupe.workflow=<workflow id>). Client.Orphans and
-// Client.Reap find and remove the containers a policy no longer wants.
+// (the worker adds troupe.workflow=<workflow id>, troupe.agent, and the
+// workflow's troupe.cluster and troupe.namespace). Client.Orphans and
+// Client.Reap find and remove the containers a policy no longer wants;
+// workflows.KeepOpen is the worker's, and leaves other clusters' and
+// namespaces' containers alone.
 //
 // Images: no registry is assumed. Client.BuildImage (and `troupe sandbox
 // image build`) makes KindDebian, a debootstrap minbase rootfs with bash,
