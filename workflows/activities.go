@@ -24,11 +24,6 @@ type Activities struct {
 	sessions sessions
 	// mcpSpecs caches MCP tool specs by blob key.
 	mcpSpecs sync.Map
-	// cluster caches the Temporal cluster's id, for sandbox labels.
-	cluster struct {
-		sync.Mutex
-		id string
-	}
 }
 
 // Model runs one model turn: it loads the transcript, calls the model,

@@ -79,7 +79,7 @@ func (r *Runner) route(ctx workflow.Context, rec *recorder, g *agents.Graph, sta
 		}
 		res.Path = append(res.Path, current)
 		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: current, Child: childID})
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID})
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID, WorkflowTaskTimeout: agentTaskTimeout})
 		var ar AgentResult
 		if err := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in).Get(ctx, &ar); err != nil {
 			return nil, err
@@ -114,3 +114,12 @@ func (r *Runner) route(ctx workflow.Context, rec *recorder, g *agents.Graph, sta
 		current = h.Target
 	}
 }
+
+// agentTaskTimeout is the workflow task timeout of agent workflows. While
+// a model call runs as a local activity, the SDK holds the workflow task
+// and extends it at 80% of this timeout; a query (the events that MCP
+// progress and `troupe run` show) or a cancellation waits for that. The
+// server's default of 10 s made them wait up to 8 s during a model call;
+// 3 s bounds the wait near 2.4 s, for three more history events per 2.4 s
+// of model call.
+const agentTaskTimeout = 3 * time.Second

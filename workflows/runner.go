@@ -1,9 +1,11 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -88,6 +90,16 @@ type Runner struct {
 	transcripts *runtime.Transcripts
 	mcp         *mcp.Pool
 	ownsMCP     bool
+	// cluster is the id of the Temporal cluster StartWorkers connected
+	// to, for sandbox labels; "" when unknown.
+	cluster atomic.Pointer[string]
+}
+
+func (r *Runner) clusterID() string {
+	if p := r.cluster.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // NewRunner checks cfg and returns its Runner.
@@ -254,6 +266,9 @@ func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
 func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Options) (stop func(), err error) {
 	if taskQueue == "" {
 		taskQueue = DefaultTaskQueue
+	}
+	if id, err := ClusterID(context.Background(), c); err == nil {
+		r.cluster.Store(&id)
 	}
 	shared := worker.New(c, taskQueue, opts)
 	r.Register(shared)

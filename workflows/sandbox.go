@@ -474,23 +474,8 @@ func (a *Activities) sandboxLabels(ctx context.Context, workflowID, agent string
 		return labels
 	}
 	labels[LabelNamespace] = activity.GetInfo(ctx).WorkflowNamespace
-	if cluster := a.clusterID(ctx); cluster != "" {
+	if cluster := a.r.clusterID(); cluster != "" {
 		labels[LabelCluster] = cluster
 	}
 	return labels
-}
-
-// clusterID is the id of the worker's Temporal cluster, asked once; ""
-// when the server does not tell.
-func (a *Activities) clusterID(ctx context.Context) string {
-	a.cluster.Lock()
-	defer a.cluster.Unlock()
-	if a.cluster.id == "" {
-		if c := activity.GetClient(ctx); c != nil {
-			if id, err := ClusterID(ctx, c); err == nil {
-				a.cluster.id = id
-			}
-		}
-	}
-	return a.cluster.id
 }
