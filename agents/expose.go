@@ -31,9 +31,10 @@ type plainInput struct {
 	Input string `json:"input" jsonschema_description:"The request for the agent, in plain language."`
 }
 
-// Expose returns an Exposure whose tool takes {"input": "..."}.
+// Expose returns an Exposure whose tool takes {"input": "..."}. NewGraph
+// checks the name.
 func Expose(name, description string) *Exposure {
-	e, err := ExposeAs(name, description, func(in plainInput) (ExposedRun, error) {
+	e, err := exposeAs(name, description, func(in plainInput) (ExposedRun, error) {
 		return ExposedRun{Input: in.Input}, nil
 	})
 	if err != nil {
@@ -51,6 +52,13 @@ func ExposeAs[In any](name, description string, fn func(In) (ExposedRun, error))
 			return nil, err
 		}
 	}
+	return exposeAs(name, description, fn)
+}
+
+func exposeAs[In any](name, description string, fn func(In) (ExposedRun, error)) (*Exposure, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("agents: exposed %s: nil func", name)
+	}
 	schema, err := StrictSchemaFor(reflect.TypeFor[In]())
 	if err != nil {
 		return nil, fmt.Errorf("agents: exposed input: %w", err)
@@ -60,17 +68,21 @@ func ExposeAs[In any](name, description string, fn func(In) (ExposedRun, error))
 		return nil, err
 	}
 	optional := nullableProperties(schema)
+	tool := name
+	if tool == "" {
+		tool = "of the exposed agent"
+	}
 	return &Exposure{Name: name, Description: description, schema: schema,
 		convert: func(args json.RawMessage) (ExposedRun, error) {
 			// Callers other than OpenAI's models leave optional
 			// arguments out rather than sending null.
 			args = json.RawMessage(fillOptional(string(args), optional))
 			if err := validateJSON(sch, args); err != nil {
-				return ExposedRun{}, &ToolArgsError{Tool: name, Err: err}
+				return ExposedRun{}, &ToolArgsError{Tool: tool, Err: err}
 			}
 			var in In
 			if err := json.Unmarshal(args, &in); err != nil {
-				return ExposedRun{}, &ToolArgsError{Tool: name, Err: err}
+				return ExposedRun{}, &ToolArgsError{Tool: tool, Err: err}
 			}
 			return fn(in)
 		}}, nil

@@ -84,6 +84,10 @@ func NewGraph(name, entry string, agents ...*Agent) (*Graph, error) {
 	for _, n := range g.order {
 		errs = append(errs, g.index(g.agents[n])...)
 		if a := g.agents[n]; a.Expose != nil {
+			if a.Expose.convert == nil {
+				errs = append(errs, fmt.Errorf("agent %q: build its Exposure with agents.Expose or agents.ExposeAs", n))
+				continue
+			}
 			tool := g.ExposedName(a)
 			if err := checkName("tool", tool); err != nil {
 				errs = append(errs, fmt.Errorf("agent %q: exposed as %w", n, err))

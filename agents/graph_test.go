@@ -45,6 +45,8 @@ func TestNewGraphValidation(t *testing.T) {
 		{"MCP server with two transports", "a", []*agents.Agent{{Name: "a", MCPServers: []*agents.MCPServer{{Name: "s", URL: "http://x", Command: []string{"x"}}}}}, "sets both"},
 		{"MCP server bad name", "a", []*agents.Agent{{Name: "a", MCPServers: []*agents.MCPServer{{Name: "s s", URL: "http://x"}}}}, `name "s s" must match`},
 		{"two MCP servers of one name", "a", []*agents.Agent{{Name: "a", MCPServers: []*agents.MCPServer{{Name: "s", URL: "http://x"}, {Name: "s", URL: "http://y"}}}}, `two MCP servers named "s"`},
+		{"exposed with a bad name", "a", []*agents.Agent{{Name: "a", Expose: agents.Expose("bad name", "")}}, `tool "bad name" must match`},
+		{"exposure not built", "a", []*agents.Agent{{Name: "a", Expose: &agents.Exposure{Name: "x"}}}, "build its Exposure with agents.Expose"},
 		{"two agents exposed as one tool", "a", []*agents.Agent{
 			{Name: "a", Expose: agents.Expose("ask", "")}, {Name: "b", Expose: agents.Expose("ask", "")},
 		}, `both exposed as "ask"`},

@@ -105,6 +105,16 @@ var queues atomic.Int64
 // task queue, with its model at baseURL over api, and returns the queue.
 func startWorker(t testing.TB, c client.Client, baseURL string, api model.API, tweak func(*workflows.Config)) string {
 	t.Helper()
+	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queues.Add(1))
+	startWorkerOn(t, c, baseURL, api, queue, tweak)
+	return queue
+}
+
+// startWorkerOn runs an in-process worker as startWorker does, on queue
+// and with queue as its host: a second one on a queue is a second worker
+// process of the same host.
+func startWorkerOn(t testing.TB, c client.Client, baseURL string, api model.API, queue string, tweak func(*workflows.Config)) {
+	t.Helper()
 	m, err := model.New(model.Config{APIKey: "test", BaseURL: baseURL, API: api})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +127,6 @@ func startWorker(t testing.TB, c client.Client, baseURL string, api model.API, t
 	if err != nil {
 		t.Fatal(err)
 	}
-	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queues.Add(1))
 	// Each test worker is its own "host", so sandbox activities come back
 	// to the worker that holds the sandbox.
 	cfg := workflows.Config{Graphs: allGraphs(), Model: m, Store: store, Host: queue,
@@ -134,7 +143,6 @@ func startWorker(t testing.TB, c client.Client, baseURL string, api model.API, t
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stop(); store.Close() })
-	return queue
 }
 
 func runGraph(t testing.TB, c client.Client, queue string, in workflows.RunInput) (*workflows.RunResult, error) {

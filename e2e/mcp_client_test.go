@@ -129,7 +129,7 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 			mark := fmt.Sprintf("TROUPE_E2E_MCP_MARK=%s-%d", transport, time.Now().UnixNano())
 			name, value, _ := strings.Cut(mark, "=")
 			srv := &agents.MCPServer{Name: "everything", Prefix: "ev_",
-				Allow: []string{"echo", "get-sum", "trigger-long-running-operation", "get-env"},
+				Allow: []string{"echo", "get-sum", "trigger-long-running-operation", "get-env", "get-structured-content", "get-resource-reference"},
 				Deny:  []string{"get-env"}}
 			var port int
 			var httpServer *exec.Cmd
@@ -160,9 +160,11 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 			}
 			c := dial(t)
 			ms, url := modelServer(t)
-			queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
-				cfg.Graphs = append(cfg.Graphs, g)
-			})
+			withGraph := func(cfg *workflows.Config) { cfg.Graphs = append(cfg.Graphs, g) }
+			queue := startWorker(t, c, url, model.APIResponses, withGraph)
+			// A second worker process of the same host: the calls must
+			// still reach the process that holds the session.
+			startWorkerOn(t, c, url, model.APIResponses, queue, withGraph)
 			run, err := workflows.StartRun(t.Context(), c, queue, workflows.RunInput{Graph: g.Name(), Input: "use the tools"})
 			if err != nil {
 				t.Fatal(err)
@@ -172,9 +174,11 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 			time.Sleep(500 * time.Millisecond) // the call reaches the server
 			switch transport {
 			case "stdio":
+				// One session, one process, though two workers serve the
+				// agent.
 				pids := pidsWithEnv(mark)
-				if len(pids) == 0 {
-					t.Fatal("no server-everything process holds the mark")
+				if len(pids) != 1 {
+					t.Fatalf("%d server-everything processes hold the mark, want 1", len(pids))
 				}
 				for _, pid := range pids {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -201,6 +205,10 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 				"ev_echo":                           "Echo: hello from troupe",
 				"ev_get-sum":                        "42",
 				"ev_trigger-long-running-operation": "Error: MCP server everything died during the call to trigger-long-running-operation",
+				// A structured result reaches the model as its JSON.
+				"ev_get-structured-content": `"temperature"`,
+				// A tool's own error (isError) reaches the model as an error.
+				"ev_get-resource-reference": "Error: Invalid resourceId: -1",
 			}
 			for tool, w := range want {
 				if len(results[tool]) == 0 || !strings.Contains(results[tool][0], w) {

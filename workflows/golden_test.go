@@ -26,16 +26,20 @@ func TestGoldenPayloads(t *testing.T) {
 	out := agents.Item{Type: agents.ItemFunctionCallOutput, CallID: "call_1", OutputRef: "outputs/run-1/2-call_1", Agent: "triage"}
 	usage := model.Usage{Requests: 2, InputTokens: 100, OutputTokens: 20, TotalTokens: 120}
 	payloads := map[string]any{
-		"run_input":      workflows.RunInput{Graph: "dealdesk", Agent: "triage", Input: "Review the deal", Vars: rc.Vars, MaxHandoffs: 3},
-		"run_result":     workflows.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"triage", "coordinator"}, Turns: 4, ToolCalls: 3, Handoffs: 1, Usage: usage},
-		"agent_input":    workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Vars: rc.Vars, Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, Depth: 1},
-		"agent_result":   workflows.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
-		"model_input":    workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}},
-		"model_output":   workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},
-		"tool_input":     workflows.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
-		"handoff_input":  workflows.HandoffInput{Graph: "dealdesk", From: "triage", Tool: "transfer_to_coordinator", Run: rc, Transcript: ref, Pending: []agents.Item{out}, NewKey: "transcripts/run-1/1-coordinator"},
-		"handoff_output": workflows.HandoffOutput{Transcript: ref},
-		"extract_input":  workflows.ExtractInput{Graph: "dealdesk", Agent: "coordinator", Tool: "review_pricing", Result: agents.ToolRunResult{Agent: "pricing_reviewer", Output: json.RawMessage(`{"risk_level":"high"}`)}},
+		"run_input":       workflows.RunInput{Graph: "dealdesk", Agent: "triage", Input: "Review the deal", Vars: rc.Vars, MaxHandoffs: 3},
+		"run_result":      workflows.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"triage", "coordinator"}, Turns: 4, ToolCalls: 3, Handoffs: 1, Usage: usage},
+		"agent_input":     workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Vars: rc.Vars, Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, Depth: 1},
+		"agent_result":    workflows.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
+		"model_input":     workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}, MCPTools: "mcp/tools/5f0c"},
+		"model_output":    workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},
+		"tool_input":      workflows.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
+		"handoff_input":   workflows.HandoffInput{Graph: "dealdesk", From: "triage", Tool: "transfer_to_coordinator", Run: rc, Transcript: ref, Pending: []agents.Item{out}, NewKey: "transcripts/run-1/1-coordinator"},
+		"handoff_output":  workflows.HandoffOutput{Transcript: ref},
+		"extract_input":   workflows.ExtractInput{Graph: "dealdesk", Agent: "coordinator", Tool: "review_pricing", Result: agents.ToolRunResult{Agent: "pricing_reviewer", Output: json.RawMessage(`{"risk_level":"high"}`)}},
+		"mcp_tools_input": workflows.MCPToolsInput{Graph: "dealdesk", Agent: "triage", Run: rc},
+		"mcp_catalog": workflows.MCPCatalog{Queue: "troupe-mcp-host-1a2b3c4d", Specs: "mcp/tools/5f0c", Tools: []workflows.MCPToolRef{
+			{Name: "gh_create_issue", Server: "github", Remote: "create_issue", Approval: true}, {Name: "gh_search", Server: "github", Remote: "search"}}},
+		"mcp_call_input": workflows.MCPCallInput{Graph: "dealdesk", Agent: "triage", Run: rc, Server: "github", Call: call, OutputKey: "outputs/run-1/2-call_1"},
 		"event":          workflows.Event{Seq: 4, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: workflows.EventAgentToolStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator", Turn: 1, Tool: "review_pricing", CallID: "call_1", Detail: "Review pricing", Child: "run-1/1-coordinator/t1.0/0-pricing_reviewer"},
 	}
 	for name, v := range payloads {

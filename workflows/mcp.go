@@ -20,15 +20,15 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 )
 
-// This file is how an agent uses its MCP servers' tools. The worker that
+// This file is how an agent uses its MCP servers' tools. The process that
 // lists an agent's tools opens the sessions (package mcp keeps them in a
-// pool, one per server declaration) and names its host queue in the
-// catalog; the agent's calls go to that queue, so they reach the worker
-// that holds the sessions (and owns the stdio server processes). The
-// catalog is kept in the agent workflow for the whole run and listed
-// again when a call reports that a server's tool list changed (its
-// version moved: a tools/list_changed notification or a restart), or when
-// the holding worker is lost.
+// pool, one per server declaration) and names its own MCP queue in the
+// catalog; the agent's calls go to that queue, so they reach the process
+// that holds the sessions (and owns the stdio server processes), not just
+// its host. The pool caches each server's listing until the server says
+// tools/list_changed or restarts; the agent asks the holding process for
+// it before every turn, so the model sees a change at its next turn. When
+// the holding process is gone, the tools are listed again elsewhere.
 
 // Names of the MCP activities.
 const (
@@ -36,8 +36,9 @@ const (
 	MCPCallActivityName  = "troupe.MCPCall"
 )
 
-// ErrMCP is the error type of an agent whose MCP tools cannot be listed:
-// a server that does not start or answer, or tool names that clash.
+// ErrMCP is the application error type (see ErrorType) of an agent whose
+// MCP tools cannot be listed: a server that does not start or answer, or
+// tool names that clash.
 const ErrMCP = "troupe.MCPError"
 
 // MCPToolsInput is the MCP listing activity's input.
@@ -49,12 +50,12 @@ type MCPToolsInput struct {
 
 // MCPCatalog is an agent's MCP tools as listed by one worker.
 type MCPCatalog struct {
-	// HostQueue is the host queue of the worker that holds the sessions.
-	HostQueue string `json:"host_queue"`
+	// Queue is the MCP queue of the process that holds the sessions; ""
+	// (a Runner whose workers StartWorkers did not start) means the
+	// workflow's own queue.
+	Queue string `json:"queue,omitempty"`
 	// Tools are the tools offered to the model, in the servers' order.
 	Tools []MCPToolRef `json:"tools"`
-	// Versions are the servers' listing versions, in the agent's order.
-	Versions []MCPVersion `json:"versions"`
 	// Specs is the blob key of the tools' specs ([]agents.ToolSpec), which
 	// the model activity adds to the agent's own.
 	Specs string `json:"specs,omitempty"`
@@ -71,12 +72,6 @@ type MCPToolRef struct {
 	Approval bool `json:"approval,omitempty"`
 }
 
-// MCPVersion is a server's listing version.
-type MCPVersion struct {
-	Server  string `json:"server"`
-	Version int64  `json:"version"`
-}
-
 // MCPCallInput is the MCP call activity's input.
 type MCPCallInput struct {
 	Graph  string            `json:"graph"`
@@ -88,14 +83,6 @@ type MCPCallInput struct {
 	OutputKey string `json:"output_key"`
 }
 
-// MCPCallOutput is the MCP call activity's result.
-type MCPCallOutput struct {
-	Item agents.Item `json:"item"`
-	// Version is the server's listing version after the call; -1 means
-	// unknown (the server died), so the tools are listed again.
-	Version int64 `json:"version"`
-}
-
 // mcpTools is an agent workflow's MCP catalog. A nil *mcpTools (an agent
 // with no MCP servers) offers nothing.
 type mcpTools struct {
@@ -104,11 +91,8 @@ type mcpTools struct {
 	in    AgentInput
 	rc    *agents.RunContext
 	cat   *MCPCatalog
-	// stale says a call saw a server's tool list change; recheck says the
-	// last turn made MCP calls, after which a change may still be on its
-	// way (servers send tools/list_changed on their own stream); hostLost
-	// says the worker holding the sessions is gone.
-	stale, recheck, hostLost bool
+	// lost says the process holding the sessions is gone.
+	lost bool
 }
 
 func (m *mcpTools) names() []string {
@@ -138,37 +122,35 @@ func (m *mcpTools) ref(name string) (MCPToolRef, bool) {
 	return MCPToolRef{}, false
 }
 
-// refresh lists the tools before the first turn, and again before a turn
-// that follows MCP calls or a change: on the worker holding the sessions
-// (a cached listing there costs one activity round trip), or on any
-// worker when that one is gone. A failed first listing fails the agent; a
-// failed refresh keeps the last catalog, whose calls then fail as tool
-// errors.
+// refresh lists the tools before each turn: the first time, and after the
+// holding process was lost, on any worker (which then holds the
+// sessions); otherwise on the holding process, from its cache unless a
+// server's list changed. A failed first listing fails the agent; a failed
+// refresh keeps the last catalog, whose calls then fail as tool errors.
 func (m *mcpTools) refresh(ctx workflow.Context) error {
-	switch {
-	case m == nil:
+	if m == nil {
 		return nil
-	case m.cat == nil, m.hostLost:
+	}
+	if m.cat == nil || m.lost || m.cat.Queue == "" {
 		return m.list(ctx, "")
-	case m.stale, m.recheck:
-		err := m.list(ctx, m.cat.HostQueue)
-		var te *temporal.TimeoutError
-		if errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_SCHEDULE_TO_START {
-			return m.list(ctx, "")
-		}
-		return nil
+	}
+	err := m.list(ctx, m.cat.Queue)
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_SCHEDULE_TO_START {
+		return m.list(ctx, "")
 	}
 	return nil
 }
 
 func (m *mcpTools) list(ctx workflow.Context, queue string) error {
 	opts := workflow.ActivityOptions{
-		TaskQueue:           queue,
 		StartToCloseTimeout: 2 * time.Minute,
 		HeartbeatTimeout:    m.r.cfg.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	}
 	if queue != "" {
+		// Only the holding process will do: it is there, or it is lost.
+		opts.TaskQueue = queue
 		opts.ScheduleToStartTimeout = m.r.cfg.HostTimeout
 		opts.RetryPolicy.MaximumAttempts = 1
 	}
@@ -181,7 +163,7 @@ func (m *mcpTools) list(ctx workflow.Context, queue string) error {
 		}
 		return err
 	}
-	m.cat, m.stale, m.recheck, m.hostLost = &cat, false, false, false
+	m.cat, m.lost = &cat, false
 	return nil
 }
 
@@ -206,36 +188,37 @@ func (m *mcpTools) call(ctx workflow.Context, c agents.Item, outputKey string) w
 	}
 	srv := m.server(ref.Server)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              m.cat.HostQueue,
+		TaskQueue:              m.cat.Queue,
 		ScheduleToStartTimeout: m.r.cfg.HostTimeout,
-		StartToCloseTimeout:    srv.CallTimeout() + 30*time.Second,
-		HeartbeatTimeout:       m.r.cfg.HeartbeatTimeout,
+		// A call may first restart its server and list its tools (the
+		// pool bounds each by the larger of the call timeout and 30 s),
+		// then run for the call timeout; the pool ends it then.
+		// Heartbeats tell a lost process sooner.
+		StartToCloseTimeout: 3*max(srv.CallTimeout(), 30*time.Second) + 30*time.Second,
+		HeartbeatTimeout:    m.r.cfg.HeartbeatTimeout,
 		// A call is not retried: an MCP tool may not be idempotent. The
 		// model sees what happened and decides.
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
 	inner := workflow.ExecuteActivity(actx, MCPCallActivityName, MCPCallInput{Graph: m.in.Graph, Agent: m.in.Agent, Run: *m.rc,
 		Server: ref.Server, Call: c, OutputKey: outputKey})
-	version := m.version(ref.Server)
-	m.recheck = true
 	workflow.Go(ctx, func(gctx workflow.Context) {
-		var out MCPCallOutput
-		err := inner.Get(gctx, &out)
+		var item agents.Item
+		err := inner.Get(gctx, &item)
 		var te *temporal.TimeoutError
 		switch {
 		case err == nil:
-			if out.Version != version {
-				m.stale = true
-			}
-			set.Set(out.Item, nil)
+			set.Set(item, nil)
 		case errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_SCHEDULE_TO_START:
-			m.hostLost = true
+			m.lost = true
 			answer(fmt.Sprintf("Error: the call of %s was not made: the worker holding MCP server %s is gone. "+
 				"The server is reconnected before your next turn; call the tool again.", c.Name, ref.Server))
-		case errors.As(err, &te):
-			m.hostLost = true
+		case errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_HEARTBEAT:
+			m.lost = true
 			answer(fmt.Sprintf("Error: the worker running the call of %s (MCP server %s) was lost during the call, "+
 				"so it may or may not have taken effect. The server is reconnected before your next turn.", c.Name, ref.Server))
+		case errors.As(err, &te):
+			answer(fmt.Sprintf("Error: the call of %s (MCP server %s) timed out.", c.Name, ref.Server))
 		default:
 			answer(fmt.Sprintf("Error: MCP tool %s failed: %v", c.Name, err))
 		}
@@ -250,15 +233,6 @@ func (m *mcpTools) server(name string) *agents.MCPServer {
 		}
 	}
 	return &agents.MCPServer{Name: name}
-}
-
-func (m *mcpTools) version(server string) int64 {
-	for _, v := range m.cat.Versions {
-		if v.Server == server {
-			return v.Version
-		}
-	}
-	return -1
 }
 
 // approve is where a tool call that needs a human's approval is decided.
@@ -283,7 +257,7 @@ func (a *Activities) MCPTools(ctx context.Context, in MCPToolsInput) (*MCPCatalo
 	for _, s := range g.ToolSpecs(agent.Name) {
 		owner[s.Name] = "the agent's own tool"
 	}
-	cat := &MCPCatalog{HostQueue: a.r.hostQueue}
+	cat := &MCPCatalog{Queue: a.r.mcpQueue()}
 	var specs []agents.ToolSpec
 	for _, srv := range agent.MCPServers {
 		l, err := heartbeating(ctx, func() (*mcp.Listing, error) { return a.r.mcp.Tools(ctx, srv) })
@@ -291,7 +265,6 @@ func (a *Activities) MCPTools(ctx context.Context, in MCPToolsInput) (*MCPCatalo
 			return nil, temporal.NewApplicationErrorWithCause(
 				fmt.Sprintf("agent %s: listing the tools of MCP server %s: %v", agent.Name, srv.Name, err), ErrMCP, err)
 		}
-		cat.Versions = append(cat.Versions, MCPVersion{Server: srv.Name, Version: l.Version})
 		for _, t := range l.Tools {
 			if other, dup := owner[t.Name]; dup {
 				return nil, nonRetryable(ErrMCP, "agent %s: tool %s of MCP server %s is named %q like %s; set a Prefix on the server",
@@ -307,13 +280,13 @@ func (a *Activities) MCPTools(ctx context.Context, in MCPToolsInput) (*MCPCatalo
 	}
 	data, err := json.Marshal(specs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("workflows: MCP tool specs of %s: %w", agent.Name, err)
 	}
 	sum := sha256.Sum256(data)
 	cat.Specs = "mcp/tools/" + hex.EncodeToString(sum[:])
 	if _, known := a.mcpSpecs.Load(cat.Specs); !known {
 		if err := a.r.cfg.Store.Put(ctx, cat.Specs, data); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("workflows: store MCP tool specs of %s: %w", agent.Name, err)
 		}
 		a.mcpSpecs.Store(cat.Specs, specs)
 	}
@@ -341,14 +314,15 @@ func (a *Activities) mcpToolSpecs(ctx context.Context, key string) ([]agents.Too
 	return specs, nil
 }
 
-// MCPCall calls an MCP tool on the session this worker holds. What the
+// MCPCall calls an MCP tool on the session this process holds. What the
 // server answers, a tool error included, is the call's output; so are a
 // server that died during the call (it is restarted on the next use) and
-// a call that timed out.
-func (a *Activities) MCPCall(ctx context.Context, in MCPCallInput) (*MCPCallOutput, error) {
+// a call that timed out. An answer's first image reaches the model as an
+// image; further ones are named in the text.
+func (a *Activities) MCPCall(ctx context.Context, in MCPCallInput) (agents.Item, error) {
 	_, agent, err := a.r.agent(in.Graph, in.Agent)
 	if err != nil {
-		return nil, err
+		return agents.Item{}, err
 	}
 	var srv *agents.MCPServer
 	for _, s := range agent.MCPServers {
@@ -357,33 +331,33 @@ func (a *Activities) MCPCall(ctx context.Context, in MCPCallInput) (*MCPCallOutp
 		}
 	}
 	if srv == nil {
-		return nil, nonRetryable(ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
+		return agents.Item{}, nonRetryable(ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
 	}
 	res, err := heartbeating(ctx, func() (*mcp.Result, error) { return a.r.mcp.Call(ctx, srv, in.Call.Name, in.Call.Arguments) })
-	out := &MCPCallOutput{Version: -1}
 	var text string
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return nil, err
+		return agents.Item{}, err
 	case err != nil:
 		text = "Error: " + err.Error()
 	case res.IsError:
-		text, out.Version = "Error: "+res.Text, res.Version
+		text = "Error: " + res.Text
 	case len(res.Images) > 0:
 		img := res.Images[0]
-		doc, err := json.Marshal(capabilities.ImageOutput{Text: res.Text,
+		caption := res.Text
+		if n := len(res.Images) - 1; n > 0 {
+			caption += fmt.Sprintf("\n(%d more image(s) not shown)", n)
+		}
+		doc, err := json.Marshal(capabilities.ImageOutput{Text: caption,
 			ImageURL: "data:" + img.MIMEType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)})
 		if err != nil {
-			return nil, err
+			return agents.Item{}, fmt.Errorf("workflows: image output of %s: %w", in.Call.Name, err)
 		}
-		text, out.Version = string(doc), res.Version
+		text = string(doc)
 	default:
-		text, out.Version = res.Text, res.Version
+		text = res.Text
 	}
 	item := agents.FunctionCallOutput(in.Call.CallID, text)
 	item.Agent = in.Agent
-	if out.Item, err = runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
 }

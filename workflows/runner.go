@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -93,6 +94,16 @@ type Runner struct {
 	// cluster is the id of the Temporal cluster StartWorkers connected
 	// to, for sandbox labels; "" when unknown.
 	cluster atomic.Pointer[string]
+	// mcpQ is the queue of this process's MCP sessions, which
+	// StartWorkers serves; "" without StartWorkers.
+	mcpQ atomic.Pointer[string]
+}
+
+func (r *Runner) mcpQueue() string {
+	if p := r.mcpQ.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func (r *Runner) clusterID() string {
@@ -261,8 +272,12 @@ func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
 }
 
 // StartWorkers starts this process's workers: one on taskQueue with the
-// workflows and activities, and one on the host queue with the activities,
-// so sandbox activities reach this host. The returned func stops both.
+// workflows and activities; one on the host queue with the activities, so
+// sandbox activities reach this host; and one on a queue of this process
+// with the MCP activities, so an agent's MCP calls reach the process that
+// holds its sessions. The returned func stops them and closes the Runner.
+// (A Runner whose workers are registered by hand sends MCP calls to the
+// workflow's own queue.)
 func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Options) (stop func(), err error) {
 	if taskQueue == "" {
 		taskQueue = DefaultTaskQueue
@@ -281,7 +296,20 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		shared.Stop()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", r.hostQueue, err)
 	}
+	// MCP sessions live in this process, not just on this host: another
+	// process of the host has sessions of its own.
+	mcpQueue := fmt.Sprintf("troupe-mcp-%s-%s", r.cfg.Host, uuid.NewString()[:8])
+	sessions := worker.New(c, mcpQueue, opts)
+	sessions.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
+	sessions.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
+	if err := sessions.Start(); err != nil {
+		host.Stop()
+		shared.Stop()
+		return nil, fmt.Errorf("workflows: start worker on %s: %w", mcpQueue, err)
+	}
+	r.mcpQ.Store(&mcpQueue)
 	return func() {
+		sessions.Stop()
 		host.Stop()
 		shared.Stop()
 		r.Close()

@@ -48,8 +48,10 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -236,10 +238,11 @@ type ReviewRequest struct {
 }
 
 // ReportDir is where a review started through the MCP tool writes its
-// report: a directory under the host's temporary directory named by a
-// digest of the request, so a retried call writes to the same place (and
-// starts no second run) and different requests never share one. A caller
-// does not choose where on the host the report is written.
+// report: a directory of the user's cache directory (not a shared
+// temporary one) named by a digest of the request, so a retried call
+// writes to the same place (and starts no second run) and different
+// requests never share one. A caller does not choose where on the host
+// the report is written.
 func ReportDir(r ReviewRequest) string {
 	h := sha256.New()
 	for _, s := range []*string{&r.Repo, r.Ref, r.Request} {
@@ -249,7 +252,28 @@ func ReportDir(r ReviewRequest) string {
 		}
 		fmt.Fprintf(h, "%d:%s;", len(v), v)
 	}
-	return filepath.Join(os.TempDir(), "troupe-codereview", hex.EncodeToString(h.Sum(nil))[:16])
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = filepath.Join(os.TempDir(), fmt.Sprintf("troupe-%d", os.Getuid()))
+	}
+	return filepath.Join(base, "troupe", "codereview", hex.EncodeToString(h.Sum(nil))[:16])
+}
+
+// checkRequestRepo admits what an MCP client may name as the repository:
+// an absolute path on the host (the worker's sandbox policy decides
+// whether reviewers may copy it) or an https URL, cloned without
+// credentials. Other URLs (ssh, scp-like, git, file) would clone with the
+// host's identity or reach past the policy.
+func checkRequestRepo(repo string) error {
+	switch {
+	case filepath.IsAbs(repo):
+		return nil
+	case strings.HasPrefix(repo, "https://"):
+		if u, err := url.Parse(repo); err == nil && u.User == nil && u.Host != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("codereview: repo %q must be an absolute path on the server's host or an https URL without credentials", repo)
 }
 
 // exposure offers the coordinator as the MCP tool codereview_coordinator.
@@ -257,6 +281,9 @@ var exposure = func() *agents.Exposure {
 	e, err := agents.ExposeAs("", "Reviews a git change with three sandboxed reviewers in parallel (security, tests, API design) "+
 		"and writes a Markdown report and a JSON findings file; returns their paths, the counts by severity and a verdict.",
 		func(r ReviewRequest) (agents.ExposedRun, error) {
+			if err := checkRequestRepo(r.Repo); err != nil {
+				return agents.ExposedRun{}, err
+			}
 			run := agents.ExposedRun{Input: "Review this change.", Vars: map[string]string{VarRepo: r.Repo, VarOut: ReportDir(r)}}
 			if r.Ref != nil && *r.Ref != "" {
 				run.Vars[VarRef] = *r.Ref

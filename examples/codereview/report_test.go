@@ -162,3 +162,50 @@ func TestGraphAndScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestExposure checks what an MCP client may ask of the codereview tool:
+// the repository becomes the run's variable and the report goes to the
+// request's own directory; URLs that would clone with the host's identity
+// or credentials are refused.
+func TestExposure(t *testing.T) {
+	coordinator, err := Graph().Agent("coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args    string
+		wantErr string
+	}{
+		{`{"repo":"/src/app"}`, ""},
+		{`{"repo":"/src/app","ref":"main","request":null}`, ""},
+		{`{"repo":"https://example.com/app.git"}`, ""},
+		{`{"repo":"git@github.com:org/app.git"}`, "must be an absolute path"},
+		{`{"repo":"ssh://host/app.git"}`, "must be an absolute path"},
+		{`{"repo":"file:///etc"}`, "must be an absolute path"},
+		{`{"repo":"https://user:secret@example.com/app.git"}`, "must be an absolute path"},
+		{`{"repo":"relative/path"}`, "must be an absolute path"},
+		{`{"repo":"/src/app","out":"/etc"}`, "additional properties"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.args, func(t *testing.T) {
+			run, err := coordinator.Expose.Run(json.RawMessage(tc.args))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var req ReviewRequest
+			if err := json.Unmarshal([]byte(tc.args), &req); err != nil {
+				t.Fatal(err)
+			}
+			cache, _ := os.UserCacheDir()
+			if run.Vars[VarRepo] != req.Repo || run.Vars[VarOut] != ReportDir(req) || cache == "" || !strings.HasPrefix(run.Vars[VarOut], cache) {
+				t.Errorf("vars = %v", run.Vars)
+			}
+		})
+	}
+}
