@@ -15,18 +15,27 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// historiesDir, when set, makes TestDealDesk save the histories of its
-// run's workflows there, for the replay tests of package workflows:
+// historiesDir, when set, makes TestDealDesk and TestMCPToolsEndToEnd/stdio
+// save the histories of their runs' workflows there, for the replay tests
+// of package workflows:
 //
-//	go test ./e2e -run 'TestDealDesk/responses' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
-var historiesDir = flag.String("histories", "", "save the deal-desk run's workflow histories to this directory")
+//	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
+var historiesDir = flag.String("histories", "", "save the deal-desk and MCP runs' workflow histories to this directory")
 
-func saveHistories(t *testing.T, c client.Client, ids map[string]bool, dir string) {
+// saveHistories writes the histories of the workflows ids to dir, named
+// prefix plus each workflow's place in its run, and adds them to dir's
+// index.json.
+func saveHistories(t *testing.T, c client.Client, ids map[string]bool, dir, prefix string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	index := map[string]string{}
+	if data, err := os.ReadFile(filepath.Join(dir, "index.json")); err == nil {
+		if err := json.Unmarshal(data, &index); err != nil {
+			t.Fatal(err)
+		}
+	}
 	defer func() {
 		data, _ := json.MarshalIndent(index, "", "  ")
 		if err := os.WriteFile(filepath.Join(dir, "index.json"), data, 0o644); err != nil {
@@ -48,7 +57,7 @@ func saveHistories(t *testing.T, c client.Client, ids map[string]bool, dir strin
 			t.Fatal(err)
 		}
 		// Name by the workflow's place in the run, not its random id.
-		name := "dealdesk"
+		name := prefix
 		if _, rest, ok := strings.Cut(id, "/"); ok {
 			name += "-" + strings.NewReplacer("/", "_", ".", "_").Replace(rest)
 		}

@@ -221,6 +221,9 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 			if ms.Count("mcp-first") != 1 || ms.Count("mcp-answer") != 1 {
 				t.Errorf("model rules: first %d, answer %d", ms.Count("mcp-first"), ms.Count("mcp-answer"))
 			}
+			if *historiesDir != "" && transport == "stdio" {
+				saveHistories(t, c, map[string]bool{run.GetID(): true, agentID: true}, *historiesDir, "mcp")
+			}
 			if transport == "stdio" {
 				// The restarted server is stopped with the worker (t.Cleanup
 				// runs the worker's stop); meanwhile exactly one runs.

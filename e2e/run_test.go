@@ -66,7 +66,7 @@ func TestDealDesk(t *testing.T) {
 				t.Errorf("events came from %d workflows, want 5 (orchestrator, triage, coordinator, two reviewers)", len(ids))
 			}
 			if *historiesDir != "" && api == model.APIResponses {
-				saveHistories(t, c, ids, *historiesDir)
+				saveHistories(t, c, ids, *historiesDir, "dealdesk")
 			}
 			for kind, want := range map[string]int{
 				workflows.EventAgentToolStarted: 2, workflows.EventAgentToolFinished: 2,

@@ -20,9 +20,9 @@ import (
 	"github.com/troupe-dev/troupe/workflows"
 )
 
-// TestReplayHistories replays checked-in histories of a real deal-desk run
-// (recorded by the e2e package with -histories) against today's workflow
-// code. A change of workflow code that alters what the workflows do in
+// TestReplayHistories replays checked-in histories of a real deal-desk run,
+// and in newer sets of an agent using an MCP server's tools (recorded by
+// the e2e package with -histories), against today's workflow code. A change of workflow code that alters what the workflows do in
 // history fails here, and must be versioned (workflow.GetVersion). A change
 // of the deal-desk graph itself (its agents and tools) changes the histories
 // too: then record a new set with the command in e2e/histories_test.go.
@@ -47,10 +47,10 @@ func replaySet(t *testing.T, dir string) {
 	}
 	files := slices.Sorted(maps.Keys(index))
 	if len(files) < 5 {
-		t.Fatalf("%d histories, want the 5 workflows of a deal-desk run", len(files))
+		t.Fatalf("%d histories, want at least the 5 workflows of a deal-desk run", len(files))
 	}
 	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{dealdesk.Graph()}, Model: &funcModel{}, Store: store})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{dealdesk.Graph(), mcpReplayGraph()}, Model: &funcModel{}, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,4 +80,12 @@ func mustOpen(t *testing.T, path string) io.Reader {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// mcpReplayGraph has the shape of e2e's MCP test graph (TestMCPToolsEndToEnd
+// over stdio): what its workflow code reads of the agent (the server's name
+// and timeout, the turn limit) is the same; the command is never run.
+func mcpReplayGraph() *agents.Graph {
+	return agents.MustGraph("mcp_stdio", "user", &agents.Agent{Name: "user", Instructions: "mcp user", MaxTurns: 5,
+		MCPServers: []*agents.MCPServer{{Name: "everything", Prefix: "ev_", Command: []string{"mcp-server-everything", "stdio"}}}})
 }
