@@ -28,12 +28,12 @@ const envMCPToken = "TROUPE_MCP_TOKEN"
 func mcpCommand(graphs []Graph) *cobra.Command {
 	cmd := &cobra.Command{Use: "mcp", Short: "Model Context Protocol: serve the graphs' exposed agents as tools"}
 	var (
-		graphNames, allowRoots []string
-		httpAddr, token, queue string
-		useStdio, stateless    bool
+		graphNames, allowRoots          []string
+		httpAddr, token, queue          string
+		useStdio, stateless, insecureNA bool
 	)
 	serve := &cobra.Command{
-		Use:   "serve [--graph NAME]... [--stdio | --http ADDR [--stateless] [--token TOKEN]]",
+		Use:   "serve [--graph NAME]... [--stdio | --http ADDR [--stateless] [--token TOKEN | --insecure-no-auth]]",
 		Short: "Serve the exposed agents as MCP tools; each call is a durable run",
 		Long: `Serve the graphs' exposed agents as tools of an MCP server. Each call starts a
 durable run (an OrchestratorWorkflow); troupe_run_status and troupe_run_result
@@ -45,7 +45,9 @@ Transports:
   --http ADDR            streamable HTTP at http://ADDR/mcp, stateful (sessions)
                          unless --stateless; --token (or $` + envMCPToken + `)
                          requires "Authorization: Bearer TOKEN". Requests on a
-                         loopback address with another Host are refused.
+                         loopback address with another Host are refused. An
+                         ADDR that is not loopback needs a token, or
+                         --insecure-no-auth to serve anyone who can connect.
 
 Temporal: TEMPORAL_ADDRESS and friends as for troupe worker; without it an
 embedded server keeps its state in TROUPE_HOME. Without --task-queue a worker
@@ -57,11 +59,20 @@ paths that sandboxes may copy from (e.g. repositories to review).`,
 			if useStdio && httpAddr != "" {
 				return errors.New("--stdio and --http exclude each other")
 			}
-			if httpAddr == "" && (stateless || token != "") {
-				return errors.New("--stateless and --token apply to --http")
+			if httpAddr == "" && (stateless || token != "" || insecureNA) {
+				return errors.New("--stateless, --token and --insecure-no-auth apply to --http")
 			}
 			if httpAddr != "" && token == "" {
 				token = os.Getenv(envMCPToken)
+			}
+			if httpAddr != "" {
+				warning, err := checkMCPHTTPAuth(httpAddr, token, insecureNA)
+				if err != nil {
+					return err
+				}
+				if warning != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), "troupe: warning:", warning)
+				}
 			}
 			served := graphs
 			if len(graphNames) > 0 {
@@ -94,6 +105,7 @@ paths that sandboxes may copy from (e.g. repositories to review).`,
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (e.g. 127.0.0.1:8090), at /mcp")
 	f.BoolVar(&stateless, "stateless", false, "with --http: no sessions, each request on its own")
 	f.StringVar(&token, "token", "", "with --http: bearer token clients must send (default $"+envMCPToken+")")
+	f.BoolVar(&insecureNA, "insecure-no-auth", false, "with --http on an address that is not loopback: serve without a token")
 	f.StringVar(&queue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
 	f.StringArrayVar(&allowRoots, "allow-root", nil, "host directory sandboxes may copy from, e.g. repositories to review (repeatable)")
 	cmd.AddCommand(serve)
@@ -159,7 +171,7 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 	}
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve MCP over HTTP: %w", err)
 	}
 	hs := &http.Server{Handler: s.HTTPHandler(server.HTTPOptions{Stateless: o.stateless, Token: o.token}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
@@ -175,7 +187,7 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "troupe: serving MCP at %s (%s, %s); tools: %s; task queue %s\n", httpURL(ln.Addr()), mode, auth, tools, o.queue)
 	select {
 	case err := <-served:
-		return err
+		return fmt.Errorf("serve MCP at %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
 	// Calls waiting on runs answer that their runs go on, then the
@@ -187,6 +199,36 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 		hs.Close()
 	}
 	return nil
+}
+
+// checkMCPHTTPAuth refuses to serve MCP over HTTP without a token on an
+// address others can reach: go-sdk's DNS-rebinding check guards loopback
+// addresses only, and every call runs agents (and spends model tokens).
+// With insecure the refusal becomes the warning returned.
+func checkMCPHTTPAuth(addr, token string, insecure bool) (warning string, err error) {
+	if token != "" || loopbackListenAddr(addr) {
+		return "", nil
+	}
+	if !insecure {
+		return "", fmt.Errorf("--http %s is not a loopback address: set --token (or $%s) so that only clients with it get in, "+
+			"or pass --insecure-no-auth to serve anyone who can connect", addr, envMCPToken)
+	}
+	return fmt.Sprintf("serving MCP on %s without a token (--insecure-no-auth): anyone who can connect can run the agents", addr), nil
+}
+
+// loopbackListenAddr reports whether a listen address (host:port) binds
+// loopback only: localhost or a loopback IP. An empty host binds every
+// interface.
+func loopbackListenAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // httpURL is the MCP endpoint's URL for a listener's address; an

@@ -12,9 +12,11 @@
 //     streamable HTTP session. Concurrent first uses start one session.
 //  2. Secrets stay on the worker. A stdio server's environment is exactly
 //     PATH, HOME, USER, LANG, TERM and TMPDIR (when set) copied from the
-//     worker, plus the declaration's Env; Env and Headers values expand
-//     ${NAME} from the worker's environment when the session starts, and a
-//     reference to an unset variable is an error naming it.
+//     worker's environment (PoolConfig.LookupEnv), plus the declaration's
+//     Env; Env and Headers values expand ${NAME} from the same environment
+//     when the session starts, and a reference to an unset variable is an
+//     error naming it. Headers go only to the server's origin (scheme, host
+//     and port): a redirect to another origin is refused.
 //  3. Tools returns the tools the declaration offers (Allow, Deny), under
 //     model-facing names (Prefix, sanitized), with schemas made
 //     OpenAI-strict where they can be (ConvertSchema) unless NonStrict.
@@ -31,5 +33,6 @@
 //     idempotent); the next Tools or Call starts a new session, for a stdio
 //     server a new process.
 //  6. Close stops every session, and every stdio server with its process
-//     group.
+//     group, before it returns: those of sessions still starting and of
+//     sessions that broke and are still stopping too.
 package mcp

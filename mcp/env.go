@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 )
@@ -48,11 +47,12 @@ func expandMap(m map[string]string, field string, lookup func(string) (string, b
 }
 
 // serverEnv is a stdio server's whole environment: the minimal set copied
-// from the worker, then the declaration's Env (expanded) on top.
+// from the worker's environment as lookup sees it, then the declaration's
+// Env (expanded with lookup) on top.
 func serverEnv(env map[string]string, lookup func(string) (string, bool)) ([]string, error) {
 	vars := map[string]string{}
 	for _, k := range minimalEnv {
-		if v, ok := os.LookupEnv(k); ok {
+		if v, ok := lookup(k); ok {
 			vars[k] = v
 		}
 	}

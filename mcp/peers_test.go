@@ -31,14 +31,19 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 )
 
-// testServerEnv makes the test binary run a go-sdk stdio server.
+// testServerEnv makes the test binary run a go-sdk stdio server: "grow",
+// or "grow-lingering", which lingers a second after its stdin closes, so
+// that stopping it takes a while.
 const testServerEnv = "TROUPE_MCP_TEST_SERVER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(testServerEnv) == "grow" {
+	if mode := os.Getenv(testServerEnv); mode == "grow" || mode == "grow-lingering" {
 		if err := newGrowServer().Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
+		}
+		if mode == "grow-lingering" {
+			time.Sleep(time.Second)
 		}
 		os.Exit(0)
 	}
@@ -156,7 +161,7 @@ func (h *httpEverything) start(bin string) error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	h.cmd, h.exited = cmd, exited
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(hang)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
@@ -239,6 +244,53 @@ func stdioPid(t *testing.T, p *Pool, srv *agents.MCPServer) int {
 		t.Fatal("no stdio process for the server")
 	}
 	return e.sess.proc.cmd.Process.Pid
+}
+
+// hang bounds the waits for what should happen soon: long enough that only
+// a hang reaches it, never a slow or loaded machine. Pass/fail tests assert
+// on events and their order, not on how long things take.
+const hang = time.Minute
+
+// await returns what c delivers, failing the test when nothing comes
+// within hang.
+func await[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(hang):
+		t.Fatalf("%s: nothing within %v", what, hang)
+		var zero T
+		return zero
+	}
+}
+
+// eventually waits until cond holds, failing the test when it does not
+// within hang.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(hang); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, hang)
+		}
+	}
+}
+
+// inBackground runs f in a goroutine and delivers its error.
+func inBackground(f func() error) <-chan error {
+	c := make(chan error, 1)
+	go func() { c <- f() }()
+	return c
+}
+
+// waitForCall waits until a call is in flight on sess.
+func waitForCall(t *testing.T, sess *session) {
+	t.Helper()
+	eventually(t, "a call in flight", func() bool {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		return len(sess.calls) > 0
+	})
 }
 
 // recordingLogger collects log records for assertions.

@@ -21,10 +21,12 @@ import (
 
 // PoolConfig configures a Pool. Its zero value works.
 type PoolConfig struct {
-	// LookupEnv resolves the ${NAME} references in MCPServer.Env and
-	// Headers values. Nil means os.LookupEnv. A reference to an unset
-	// variable is an error that names the variable; it is never expanded
-	// to an empty string.
+	// LookupEnv is the worker's environment as the pool sees it: it
+	// supplies the PATH, HOME, USER, LANG, TERM and TMPDIR that stdio
+	// servers inherit, and resolves the ${NAME} references in
+	// MCPServer.Env and Headers values. Nil means os.LookupEnv. A
+	// reference to an unset variable is an error that names the variable;
+	// it is never expanded to an empty string.
 	LookupEnv func(string) (string, bool)
 	// Logger receives the pool's diagnostics and the stderr of stdio
 	// servers (at debug level, bounded). Nil discards them.
@@ -44,6 +46,18 @@ type Pool struct {
 	logger    *slog.Logger
 	impl      *sdk.Implementation
 
+	// closing is cancelled by Close, with cause ErrClosed, to cut short
+	// the sessions that are still starting.
+	closing       context.Context
+	cancelClosing context.CancelCauseFunc
+	// stops counts what Close waits for: sessions being closed (by Close,
+	// or after they broke or were replaced) and sessions being started.
+	// Every Add happens with a server's mu held before Close marks that
+	// server closed, or in Close itself, so before Close waits.
+	stops sync.WaitGroup
+	// closeDone is closed when Close has stopped everything.
+	closeDone chan struct{}
+
 	mu      sync.Mutex
 	servers map[string]*server
 	closed  bool
@@ -55,8 +69,10 @@ func NewPool(cfg PoolConfig) *Pool {
 		lookupEnv: cfg.LookupEnv,
 		logger:    cfg.Logger,
 		impl:      &sdk.Implementation{Name: cfg.ClientName, Version: cfg.ClientVersion},
+		closeDone: make(chan struct{}),
 		servers:   map[string]*server{},
 	}
+	p.closing, p.cancelClosing = context.WithCancelCause(context.Background())
 	if p.lookupEnv == nil {
 		p.lookupEnv = os.LookupEnv
 	}
@@ -186,7 +202,7 @@ func (p *Pool) Call(ctx context.Context, srv *agents.MCPServer, name string, arg
 				Err: fmt.Errorf("no answer within %s: %w", srv.CallTimeout(), context.DeadlineExceeded)}
 		case sess.gone(err):
 			cause := sess.deathCause(err)
-			e.retire(sess)
+			e.retire(p, sess)
 			return nil, &ServerError{Server: srv.Name, Op: op, Err: fmt.Errorf("%w: %s", ErrServerDied, cause)}
 		default:
 			return nil, &ServerError{Server: srv.Name, Op: op, Err: err}
@@ -216,12 +232,16 @@ func callArguments(args string) (json.RawMessage, error) {
 }
 
 // Close ends every session, stopping stdio servers and their process
-// groups, and interrupts calls in flight with ErrClosed. The pool cannot be
-// used afterwards.
+// groups, and interrupts calls in flight with ErrClosed. Sessions still
+// starting are cut short and stopped too. Close returns once every process
+// the pool started has been stopped, including those of sessions that
+// broke or were replaced earlier and are still stopping; a second Close
+// waits for the first. The pool cannot be used afterwards.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		<-p.closeDone
 		return nil
 	}
 	p.closed = true
@@ -231,18 +251,21 @@ func (p *Pool) Close() error {
 	}
 	p.mu.Unlock()
 
-	var wg sync.WaitGroup
 	for _, e := range servers {
 		e.mu.Lock()
 		e.closed = true
-		sess := e.sess
-		e.sess = nil
-		e.mu.Unlock()
-		if sess != nil {
-			wg.Go(func() { sess.close(ErrClosed) })
+		if sess := e.sess; sess != nil {
+			p.stops.Go(func() { sess.close(ErrClosed) })
 		}
+		e.sess, e.tools = nil, nil
+		e.mu.Unlock()
 	}
-	wg.Wait()
+	// With every server closed, no start or retirement adds to stops any
+	// more; the starts in flight see the cancellation and stop what they
+	// started.
+	p.cancelClosing(ErrClosed)
+	p.stops.Wait()
+	close(p.closeDone)
 	return nil
 }
 
@@ -365,27 +388,38 @@ func (e *server) listing(ctx context.Context, p *Pool, srv *agents.MCPServer) (*
 			return nil, &ServerError{Server: srv.Name, Op: "list tools", Err: err}
 		}
 		cause := sess.deathCause(err)
-		e.retire(sess)
+		e.retire(p, sess)
 		if attempt > 0 {
 			return nil, &ServerError{Server: srv.Name, Op: "list tools", Err: fmt.Errorf("%w: %s", ErrServerDied, cause)}
 		}
 	}
 }
 
-// start starts a session; e.sem is held.
+// start starts a session; e.sem is held. Close waits for it, and cuts
+// the connecting short.
 func (e *server) start(ctx context.Context, p *Pool, srv *agents.MCPServer) (*session, error) {
 	e.mu.Lock()
-	old, closed := e.sess, e.closed
-	e.sess, e.tools = nil, nil
-	e.mu.Unlock()
-	if closed {
+	if e.closed {
+		e.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if old != nil {
-		go old.close(ErrServerDied)
+	if old := e.sess; old != nil {
+		p.stops.Go(func() { old.close(ErrServerDied) })
 	}
+	e.sess, e.tools = nil, nil
+	p.stops.Add(1)
+	e.mu.Unlock()
+	defer p.stops.Done()
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopCancel := context.AfterFunc(p.closing, func() { cancel(ErrClosed) })
+	defer stopCancel()
 	sess, err := p.connect(ctx, e, srv)
 	if err != nil {
+		if p.closing.Err() != nil {
+			return nil, ErrClosed
+		}
 		return nil, &ServerError{Server: srv.Name, Op: "connect", Err: err}
 	}
 	e.mu.Lock()
@@ -401,15 +435,22 @@ func (e *server) start(ctx context.Context, p *Pool, srv *agents.MCPServer) (*se
 	return sess, nil
 }
 
-// retire drops a session that broke, so the next use starts another.
-func (e *server) retire(sess *session) {
+// retire drops a session that broke, so the next use starts another, and
+// stops it in the background; Close waits for that.
+func (e *server) retire(p *Pool, sess *session) {
+	sess.end("the connection broke")
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		// Close took the server's session and stops it; any other
+		// session is already being stopped by an earlier retirement or
+		// start.
+		return
+	}
 	if e.sess == sess {
 		e.sess, e.tools = nil, nil
 	}
-	e.mu.Unlock()
-	sess.end("the connection broke")
-	go sess.close(ErrServerDied)
+	p.stops.Go(func() { sess.close(ErrServerDied) })
 }
 
 // listTools fetches every page of the server's tools and converts them.

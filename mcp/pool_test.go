@@ -13,6 +13,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,8 +28,8 @@ import (
 )
 
 // longCall is a call of server-everything's long-running tool that lasts
-// far longer than any test waits for it.
-const longCall = `{"duration":30,"steps":30}`
+// far longer than any test waits for it (see hang).
+const longCall = `{"duration":600,"steps":600}`
 
 func names(l *Listing) []string {
 	var out []string
@@ -303,22 +304,13 @@ func TestServerDiesDuringCall(t *testing.T) {
 			}
 			first := currentSession(p, srv)
 
-			errc := make(chan error, 1)
-			go func() {
+			errc := inBackground(func() error {
 				_, err := p.Call(ctx, srv, "trigger-long-running-operation", longCall)
-				errc <- err
-			}()
-			time.Sleep(500 * time.Millisecond)
-			killed := time.Now()
+				return err
+			})
+			waitForCall(t, first)
 			kill(p)
-			select {
-			case err = <-errc:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the call did not return after the server died")
-			}
-			if waited := time.Since(killed); waited > 5*time.Second {
-				t.Errorf("the call returned %v after the server died", waited)
-			}
+			err = await(t, errc, "the call's return after the server died")
 			var se *ServerError
 			if !errors.Is(err, ErrServerDied) || !errors.As(err, &se) || se.Server != "everything" || se.Op != "call trigger-long-running-operation" {
 				t.Fatalf("Call error = %v, want a *ServerError wrapping ErrServerDied", err)
@@ -357,15 +349,9 @@ func TestServerDiesBetweenCalls(t *testing.T) {
 			}
 			first := currentSession(p, srv)
 			kill(p)
-			// Give the pool time to notice (the process exits; the HTTP
-			// stream's one reconnect fails).
-			deadline := time.Now().Add(5 * time.Second)
-			for first.alive() && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if first.alive() {
-				t.Fatal("the pool did not notice that the server died")
-			}
+			// The pool notices when the process exits, or when the HTTP
+			// stream's one reconnect fails.
+			eventually(t, "the pool noticing that the server died", func() bool { return !first.alive() })
 			revive()
 			r, err := p.Call(ctx, srv, "echo", `{"message":"two"}`)
 			if err != nil || r.Text != "Echo: two" {
@@ -386,12 +372,13 @@ func TestCallCancelled(t *testing.T) {
 			}
 			first := currentSession(p, srv)
 			ctx, cancel := context.WithCancel(t.Context())
-			time.AfterFunc(300*time.Millisecond, cancel)
-			start := time.Now()
-			_, err := p.Call(ctx, srv, "trigger-long-running-operation", longCall)
-			if took := time.Since(start); took > 2*time.Second {
-				t.Errorf("the cancelled call took %v", took)
-			}
+			errc := inBackground(func() error {
+				_, err := p.Call(ctx, srv, "trigger-long-running-operation", longCall)
+				return err
+			})
+			waitForCall(t, first)
+			cancel()
+			err := await(t, errc, "the cancelled call's return")
 			if !errors.Is(err, context.Canceled) || errors.Is(err, ErrServerDied) {
 				t.Fatalf("Call error = %v, want context.Canceled", err)
 			}
@@ -417,10 +404,16 @@ func TestCallTimeout(t *testing.T) {
 				t.Fatalf("Tools: %v", err)
 			}
 			start := time.Now()
-			_, err := p.Call(t.Context(), srv, "trigger-long-running-operation", longCall)
-			took := time.Since(start)
-			if took < 500*time.Millisecond || took > 2*time.Second {
-				t.Errorf("the call took %v with a 500ms timeout", took)
+			errc := inBackground(func() error {
+				_, err := p.Call(t.Context(), srv, "trigger-long-running-operation", longCall)
+				return err
+			})
+			err := await(t, errc, "the timed-out call's return")
+			// Only a lower bound: a slow machine makes the call late, never
+			// early, and ending early would mean some other deadline than
+			// the declared timeout ended it.
+			if took := time.Since(start); took < srv.Timeout {
+				t.Errorf("the call gave up after %v, before its %v timeout", took, srv.Timeout)
 			}
 			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrServerDied) {
 				t.Fatalf("Call error = %v, want context.DeadlineExceeded", err)
@@ -523,9 +516,133 @@ func TestHTTPHeadersFromEnv(t *testing.T) {
 	})
 }
 
+func TestHTTPRedirects(t *testing.T) {
+	// other is another origin; it must never see the secret.
+	var mu sync.Mutex
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		mu.Unlock()
+		http.Error(w, "not here", http.StatusNotFound)
+	}))
+	t.Cleanup(other.Close)
+	var authorized []string // the Authorization of the MCP requests
+	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return newGrowServer() }, nil)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/mcp", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/mcp", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		authorized = append(authorized, r.Header.Get("Authorization"))
+		mu.Unlock()
+		mcpHandler.ServeHTTP(w, r)
+	})
+	endpoint := httptest.NewServer(mux)
+	t.Cleanup(endpoint.Close)
+	env := map[string]string{"TOKEN": "s3cret"}
+	p := newTestPool(t, PoolConfig{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
+	declare := func(path string) *agents.MCPServer {
+		return &agents.MCPServer{Name: "grow", URL: endpoint.URL + path, Headers: map[string]string{"Authorization": "Bearer ${TOKEN}"}}
+	}
+
+	t.Run("to another origin", func(t *testing.T) {
+		_, err := p.Tools(t.Context(), declare("/elsewhere"))
+		otherOrigin := other.URL // http://127.0.0.1:port
+		if err == nil || !strings.Contains(err.Error(), "refusing the redirect to "+otherOrigin) {
+			t.Errorf("Tools error = %v, want the redirect to %s refused", err, otherOrigin)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(leaked) > 0 {
+			t.Errorf("the other origin got %d requests, with Authorization %q", len(leaked), leaked)
+		}
+	})
+
+	t.Run("within the origin", func(t *testing.T) {
+		r, err := p.Call(t.Context(), declare("/moved"), "grow", `{}`)
+		if err != nil || !strings.HasPrefix(r.Text, "added grown_") {
+			t.Fatalf("Call = %+v, %v", r, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(authorized) == 0 {
+			t.Fatal("no request reached the endpoint")
+		}
+		for i, a := range authorized {
+			if a != "Bearer s3cret" {
+				t.Errorf("request %d to the endpoint had Authorization %q", i, a)
+			}
+		}
+	})
+
+	t.Run("headers stay with the origin", func(t *testing.T) {
+		// However a request for another origin comes about, the
+		// transport does not give it the headers.
+		mu.Lock()
+		leaked = nil
+		mu.Unlock()
+		u, err := url.Parse(endpoint.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &headerTransport{base: http.DefaultTransport, origin: origin(u), headers: map[string]string{"Authorization": "Bearer s3cret"}, lost: func(string) {}}
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, other.URL+"/direct", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(leaked) != 1 || leaked[0] != "" {
+			t.Errorf("the other origin saw Authorization %q", leaked)
+		}
+	})
+}
+
+func TestOrigin(t *testing.T) {
+	tests := []struct {
+		a, b string
+		same bool
+	}{
+		{"http://127.0.0.1:8080/mcp", "http://127.0.0.1:8080/other?x=1", true},
+		{"https://Example.com/mcp", "https://example.com:443/mcp", true},
+		{"http://example.com/mcp", "http://example.com:80/", true},
+		{"http://example.com/mcp", "https://example.com/mcp", false},
+		{"http://127.0.0.1:8080/mcp", "http://127.0.0.1:8081/mcp", false},
+		{"http://example.com/mcp", "http://evil.example.com/mcp", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.a+" "+tt.b, func(t *testing.T) {
+			a, err := url.Parse(tt.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := url.Parse(tt.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := origin(a) == origin(b); got != tt.same {
+				t.Errorf("same origin = %v (%s, %s), want %v", got, origin(a), origin(b), tt.same)
+			}
+		})
+	}
+}
+
 func TestStdioEnvironment(t *testing.T) {
 	t.Setenv("TROUPE_MCP_TEST_SECRET", "hunter2")
-	env := map[string]string{"WHO": "world"}
+	t.Setenv("LANG", "C.UTF-8")
+	// The pool's environment, not the process's, is the worker's: the
+	// server gets this PATH and HOME, and no LANG.
+	env := map[string]string{"WHO": "world", "PATH": os.Getenv("PATH"), "HOME": "/home/troupe-test"}
 	p := newTestPool(t, PoolConfig{LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }})
 	srv := &agents.MCPServer{
 		Name:    "everything",
@@ -541,10 +658,10 @@ func TestStdioEnvironment(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Text), &got); err != nil {
 		t.Fatalf("get-env output %q: %v", r.Text, err)
 	}
-	if got["GREETING"] != "hello world" || got["PLAIN"] != "a$b" || got["PATH"] != os.Getenv("PATH") {
+	if got["GREETING"] != "hello world" || got["PLAIN"] != "a$b" || got["PATH"] != env["PATH"] || got["HOME"] != env["HOME"] {
 		t.Errorf("environment = %v", got)
 	}
-	allowed := append(slices.Clone(minimalEnv), "GREETING", "PLAIN")
+	allowed := []string{"PATH", "HOME", "GREETING", "PLAIN"}
 	for k := range got {
 		if !slices.Contains(allowed, k) {
 			t.Errorf("the server sees the worker's variable %s", k)
@@ -594,14 +711,12 @@ func TestListChanged(t *testing.T) {
 				t.Fatalf("Call = %+v, %v", r, err)
 			}
 			var after *Listing
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			eventually(t, "the listing with the new tool", func() bool {
 				if after, err = p.Tools(ctx, srv); err != nil {
 					t.Fatalf("Tools: %v", err)
 				}
-				if slices.Contains(names(after), "grown_1") {
-					break
-				}
-			}
+				return slices.Contains(names(after), "grown_1")
+			})
 			if !slices.Equal(names(after), []string{"grow", "grown_1"}) || after.Version <= before.Version {
 				t.Fatalf("listing after the change = %v version %d, before version %d", names(after), after.Version, before.Version)
 			}
@@ -624,13 +739,9 @@ func TestCloseStopsProcessGroup(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	for len(liveGroupMembers(t, pgid)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if live := liveGroupMembers(t, pgid); len(live) > 0 {
-		t.Errorf("processes %v of the server's group live on after Close", live)
-	}
+	// The child was sent SIGKILL; it dies as soon as the kernel gets to
+	// it.
+	eventually(t, "the server's process group ending", func() bool { return len(liveGroupMembers(t, pgid)) == 0 })
 	if !log.contains("Starting default (STDIO) server...") {
 		t.Errorf("the server's stderr did not reach the logger: %q", log.records)
 	}
@@ -648,26 +759,95 @@ func TestCloseInterruptsCalls(t *testing.T) {
 			if _, err := p.Tools(t.Context(), srv); err != nil {
 				t.Fatalf("Tools: %v", err)
 			}
-			errc := make(chan error, 1)
-			go func() {
+			errc := inBackground(func() error {
 				_, err := p.Call(t.Context(), srv, "trigger-long-running-operation", longCall)
-				errc <- err
-			}()
-			time.Sleep(300 * time.Millisecond)
-			start := time.Now()
-			if err := p.Close(); err != nil {
+				return err
+			})
+			waitForCall(t, currentSession(p, srv))
+			if err := await(t, inBackground(p.Close), "Close"); err != nil {
 				t.Fatalf("Close: %v", err)
 			}
-			if took := time.Since(start); took > 5*time.Second {
-				t.Errorf("Close took %v", took)
+			if err := await(t, errc, "the interrupted call's return"); !errors.Is(err, ErrClosed) {
+				t.Errorf("Call error = %v, want ErrClosed", err)
 			}
-			select {
-			case err := <-errc:
-				if !errors.Is(err, ErrClosed) {
-					t.Errorf("Call error = %v, want ErrClosed", err)
+		})
+	}
+}
+
+func TestCloseWaitsForEveryProcess(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lingering := &agents.MCPServer{Name: "grow", Command: []string{exe}, Env: map[string]string{testServerEnv: "grow-lingering"}}
+	tests := []struct {
+		name string
+		// setup leaves p owning a process that is starting or stopping,
+		// and returns its process group.
+		setup func(t *testing.T, p *Pool) (pgid int)
+	}{
+		{"a session still connecting", func(t *testing.T, p *Pool) int {
+			// A server that never answers the handshake.
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			srv := &agents.MCPServer{Name: "mute", Command: []string{"sh", "-c", `echo $$ > "$0.tmp" && mv "$0.tmp" "$0" && exec sleep 300`, pidFile}}
+			errc := inBackground(func() error { _, err := p.Tools(t.Context(), srv); return err })
+			t.Cleanup(func() {
+				if err := await(t, errc, "Tools"); !errors.Is(err, ErrClosed) {
+					t.Errorf("Tools error = %v, want ErrClosed", err)
 				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("Close did not interrupt the call")
+			})
+			var pid int
+			eventually(t, "the server process starting", func() bool {
+				b, err := os.ReadFile(pidFile)
+				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				return err == nil && pid > 0
+			})
+			return pid
+		}},
+		{"a retired session", func(t *testing.T, p *Pool) int {
+			if _, err := p.Tools(t.Context(), lingering); err != nil {
+				t.Fatalf("Tools: %v", err)
+			}
+			pgid := stdioPid(t, p, lingering)
+			p.mu.Lock()
+			e := p.servers[serverKey(lingering)]
+			p.mu.Unlock()
+			e.retire(p, currentSession(p, lingering))
+			return pgid
+		}},
+		{"a replaced session", func(t *testing.T, p *Pool) int {
+			if _, err := p.Tools(t.Context(), lingering); err != nil {
+				t.Fatalf("Tools: %v", err)
+			}
+			pgid := stdioPid(t, p, lingering)
+			currentSession(p, lingering).end("the test ended it")
+			if _, err := p.Tools(t.Context(), lingering); err != nil {
+				t.Fatalf("Tools after the session ended: %v", err)
+			}
+			replacement := currentSession(p, lingering)
+			if replacement.proc.cmd.Process.Pid == pgid {
+				t.Fatal("the session was not replaced")
+			}
+			// Only the replaced session is left to stop slowly.
+			if err := syscall.Kill(replacement.proc.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			await(t, replacement.proc.exited, "the replacement's exit")
+			return pgid
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := NewPool(PoolConfig{})
+			pgid := tt.setup(t, p)
+			if err := await(t, inBackground(p.Close), "Close"); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			// The process was stopped and reaped before Close returned;
+			// the group had no other member.
+			if live := liveGroupMembers(t, pgid); len(live) > 0 {
+				t.Errorf("processes %v live on after Close", live)
 			}
 		})
 	}

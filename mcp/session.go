@@ -78,13 +78,22 @@ func (p *Pool) connect(ctx context.Context, e *server, srv *agents.MCPServer) (*
 		if err != nil {
 			return nil, err
 		}
+		endpoint, err := url.Parse(srv.URL)
+		if err != nil {
+			return nil, err
+		}
+		own := origin(endpoint)
 		transport = &sdk.StreamableClientTransport{
 			Endpoint: srv.URL,
-			HTTPClient: &http.Client{Transport: &headerTransport{
-				base:    http.DefaultTransport,
-				headers: headers,
-				lost:    s.end,
-			}},
+			HTTPClient: &http.Client{
+				Transport: &headerTransport{
+					base:    http.DefaultTransport,
+					origin:  own,
+					headers: headers,
+					lost:    s.end,
+				},
+				CheckRedirect: sameOriginRedirect(own),
+			},
 			// One reconnect of a broken stream, not five with growing
 			// delays: a server that went away should fail the call within
 			// seconds, and the next call starts a new session anyway.
@@ -151,8 +160,11 @@ func (s *session) alive() bool {
 // end to show, since a broken pipe fails the request before the process is
 // reaped or the connection is torn down.
 func (s *session) gone(err error) bool {
+	// The SDK wraps an HTTP request that failed to reach the server in a
+	// protocol error too (jsonrpc2's ErrRejected); the connection failure
+	// inside decides.
 	var wire *jsonrpc.Error
-	if errors.As(err, &wire) && s.alive() {
+	if errors.As(err, &wire) && s.alive() && !connectionBroke(err) {
 		return false
 	}
 	t := time.NewTimer(500 * time.Millisecond)
@@ -245,17 +257,55 @@ func (s *session) logStderr(msg string) {
 	}
 }
 
-// headerTransport adds a declaration's headers to every request, and
-// notices when the server no longer knows the session (it was restarted):
-// the SDK keeps such a session, but no call on it can succeed.
+// origin is a URL's scheme, host and port, with the scheme's default port
+// made explicit: the unit that a declaration's headers are meant for.
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// maxRedirects is how many redirects a request may follow, as many as
+// net/http's default policy allows.
+const maxRedirects = 10
+
+// sameOriginRedirect is the redirect policy of a session with the server
+// at endpoint (an origin): redirects within it are followed, a redirect to
+// another origin is refused, since the declaration's headers often carry a
+// secret meant for that server alone.
+func sameOriginRedirect(endpoint string) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if to := origin(req.URL); to != endpoint {
+			return fmt.Errorf("refusing the redirect to %s: an MCP server's requests (and their headers) stay with its own origin, %s", to, endpoint)
+		}
+		if len(via) >= maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
+}
+
+// headerTransport adds a declaration's headers to the requests for the
+// server's origin, and notices when the server no longer knows the session
+// (it was restarted): the SDK keeps such a session, but no call on it can
+// succeed.
 type headerTransport struct {
 	base    http.RoundTripper
+	origin  string // the server's; no other origin gets the headers
 	headers map[string]string
 	lost    func(cause string)
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
+	if len(t.headers) > 0 && origin(req.URL) == t.origin {
 		req = req.Clone(req.Context())
 		for k, v := range t.headers {
 			req.Header.Set(k, v)

@@ -7,7 +7,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -23,12 +22,20 @@ var (
 )
 
 // linger is how long a call whose wait was cut short stays findable by
-// its key. go-sdk ends a cancelled request's context before the
+// its key, and how long the cancellation of a request not seen yet is
+// kept. go-sdk ends a cancelled request's context before the
 // notifications/cancelled reaches the middleware, so the handler may be
-// gone by then; its run must still be cancelled.
+// gone by then; its run must still be cancelled. And go-sdk may handle the
+// notification before the handler of the request it cancels has begun;
+// that handler must not start the run.
 const linger = time.Minute
 
-// callKey names a request: its session's id and its JSON-RPC id (as JSON).
+// maxTombstones bounds the cancellations of unknown requests kept, so a
+// client cannot grow the registry without end by cancelling made-up ids.
+const maxTombstones = 4096
+
+// callKey names a request: its session's id and its JSON-RPC id as
+// stamped (see requestKeyJSON).
 type callKey struct{ session, request string }
 
 // call is a tools/call in flight.
@@ -40,15 +47,17 @@ type call struct {
 	workflowID string
 	cancelled  bool
 	ended      time.Time // when the handler returned, before its run ended
+	tombstone  bool      // a cancellation that came before its request
 }
 
 type calls struct {
 	cancelRun func(ctx context.Context, workflowID string) error
 	log       *slog.Logger
 
-	mu    sync.Mutex
-	all   map[*call]struct{}
-	byKey map[callKey]*call
+	mu         sync.Mutex
+	all        map[*call]struct{}
+	byKey      map[callKey]*call
+	tombstones int
 }
 
 // newCalls returns an empty registry that cancels runs with cancelRun.
@@ -57,7 +66,9 @@ func newCalls(cancelRun func(ctx context.Context, workflowID string) error, log 
 }
 
 // add registers a call and returns it with the context its handler waits
-// under: ctx, ended also when the call is released.
+// under: ctx, ended also when the call is released. The call is cancelled
+// from the start (wasCancelled) when the client cancelled its request
+// before the handler got here.
 func (cs *calls) add(ctx context.Context, key callKey) (*call, context.Context) {
 	wctx, release := context.WithCancelCause(ctx)
 	cl := &call{key: key, release: release}
@@ -66,11 +77,17 @@ func (cs *calls) add(ctx context.Context, key callKey) (*call, context.Context) 
 	cs.purgeLocked()
 	cs.all[cl] = struct{}{}
 	if key != (callKey{}) {
-		if _, taken := cs.byKey[key]; taken {
-			// go-sdk rejects a request id in use, so this is a client
-			// reusing ids across connections of one session id: the
-			// newer call is the one cancellations address.
-			cs.log.Warn("mcp: request id in use", "session", key.session, "request", key.request)
+		if old, taken := cs.byKey[key]; taken {
+			switch {
+			case old.tombstone:
+				cl.cancelled = true
+				cs.tombstones--
+			case old.ended.IsZero():
+				// go-sdk rejects a request id in use, so this is a
+				// client reusing ids across connections of one session
+				// id: the newer call is the one cancellations address.
+				cs.log.Warn("mcp: request id in use", "session", key.session, "request", key.request)
+			}
 		}
 		cs.byKey[key] = cl
 	}
@@ -94,11 +111,15 @@ func (cs *calls) remove(cl *call, interrupted bool) {
 	cl.release(nil)
 }
 
-// purgeLocked forgets the calls that have lingered long enough.
+// purgeLocked forgets the calls and tombstones that have lingered long
+// enough.
 func (cs *calls) purgeLocked() {
 	for key, cl := range cs.byKey {
 		if !cl.ended.IsZero() && time.Since(cl.ended) > linger {
 			delete(cs.byKey, key)
+			if cl.tombstone {
+				cs.tombstones--
+			}
 		}
 	}
 }
@@ -122,30 +143,34 @@ func (cs *calls) wasCancelled(cl *call) bool {
 	return cl.cancelled
 }
 
-// cancel handles a client's notifications/cancelled for request of
-// session: the call's run is cancelled (now, or as soon as it has
-// started). Unknown requests (finished, or never ours) are ignored.
-func (cs *calls) cancel(session string, request any, reason string) {
-	if session == "" {
-		return // no session to scope the request id by
+// cancel handles a client's notifications/cancelled for request (as
+// stamped) of session: the call's run is cancelled (now, or as soon as it
+// has started). A request not seen yet leaves a tombstone, so that its
+// handler, should it come within linger, starts no run; finished requests
+// and those that never were ours leave the same, to no effect.
+func (cs *calls) cancel(session, request, reason string) {
+	if session == "" || request == "" {
+		return // no session to scope the request id by, or no id
 	}
-	id, err := json.Marshal(request)
-	if err != nil {
-		return
-	}
+	key := callKey{session, request}
 	cs.mu.Lock()
 	cs.purgeLocked()
-	cl := cs.byKey[callKey{session, string(id)}]
+	cl := cs.byKey[key]
 	var workflowID string
-	if cl != nil {
+	switch {
+	case cl != nil:
 		cl.cancelled = true
 		workflowID = cl.workflowID
+	case cs.tombstones < maxTombstones:
+		cs.byKey[key] = &call{key: key, cancelled: true, ended: time.Now(), tombstone: true}
+		cs.tombstones++
 	}
 	cs.mu.Unlock()
 	if cl == nil {
+		cs.log.Debug("mcp: cancellation of a request not in flight", "session", session, "request", request, "reason", reason)
 		return
 	}
-	cs.log.Info("mcp: call cancelled by the client", "session", session, "request", string(id), "reason", reason, "run", workflowID)
+	cs.log.Info("mcp: call cancelled by the client", "session", session, "request", request, "reason", reason, "run", workflowID)
 	if workflowID != "" {
 		cs.cancelWorkflow(workflowID)
 	}
@@ -195,8 +220,11 @@ func (s *Server) interceptCancel(next mcp.MethodHandler) mcp.MethodHandler {
 		if method == "notifications/cancelled" {
 			p, _ := req.GetParams().(*mcp.CancelledParams)
 			ss, _ := req.GetSession().(*mcp.ServerSession)
-			if p != nil && ss != nil && p.RequestID != nil {
-				s.calls.cancel(ss.ID(), p.RequestID, p.Reason)
+			if p != nil && ss != nil {
+				// The id as our transports stamped it: p.RequestID went
+				// through a float64.
+				id, _ := p.Meta[metaRequestID].(string)
+				s.calls.cancel(ss.ID(), id, p.Reason)
 			}
 		}
 		return next(ctx, method, req)

@@ -55,7 +55,9 @@
 // The SDK does not tell a tool handler its JSON-RPC request id, so the
 // transports this package builds (HTTPHandler, Serve) copy it into the
 // call's _meta["troupe/jsonrpc_id"] as they read the request, overwriting
-// whatever the client put there.
+// whatever the client put there, as a string: "n:" and a number's text,
+// "s:" and a string (so ids above 2^53 stay apart). They stamp a
+// notifications/cancelled with the id it cancels the same way.
 //
 // # Cancellation and disconnection
 //
@@ -65,6 +67,9 @@
 // intent. The server therefore watches notifications/cancelled itself, with
 // a receiving middleware that looks the cancelled request up by session and
 // request id among the calls in flight and cancels that call's workflow.
+// A cancellation may be handled before the handler of its request begins:
+// it is kept for a minute, and that handler then answers without starting
+// a run.
 // Nothing else cancels a run: when a handler's context ends for another
 // reason, or the session is deleted (HTTP DELETE), or the server shuts
 // down (Close), the handler stops waiting and the run goes on. In stateless
@@ -76,5 +81,10 @@
 // Two more tools read runs by id, from any session: troupe_run_status
 // (status, agent, recent events) and troupe_run_result (the call's result
 // once the run has finished, waiting up to wait_seconds, else the status).
-// They answer only for OrchestratorWorkflow runs of the graphs served.
+// They answer only for runs that the agent tools of a server like this one
+// start: ids "mcp-<graph>-<32 hex digits>" of a graph served, at one of
+// its exposed agents. Any other id — a run of `troupe run`, of a graph or
+// agent not served, an agent's own workflow — gets "no run with id X", as
+// an unknown id does: the id of a run is all a client needs to read it, so
+// the run tools reveal nothing the agent tools could not have started.
 package server

@@ -1,9 +1,9 @@
 package server
 
 // This file serves the MCP streamable HTTP transport at /mcp: go-sdk's
-// handler (with its DNS-rebinding protection), behind an optional bearer
-// token, with the request ids of tools/call stamped into _meta and the
-// calls of a deleted session released before go-sdk closes it.
+// handler behind DNS-rebinding protection and an optional bearer token,
+// with the request ids of tools/call stamped into _meta and the calls of a
+// deleted session released before go-sdk closes it.
 
 import (
 	"bytes"
@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,6 +44,9 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.sdk },
 		&mcp.StreamableHTTPOptions{Stateless: opts.Stateless, Logger: s.log})
 	var h http.Handler = &stamping{next: sdk, server: s, stateless: opts.Stateless}
+	// go-sdk checks the Host too, but after stamping has acted on the
+	// request (a DELETE releases calls): check it first.
+	h = loopbackHost(h)
 	if opts.Token != "" {
 		h = bearer(opts.Token, h)
 	}
@@ -53,7 +58,9 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 // stamping copies tools/call request ids into _meta (stateful mode: in
 // stateless mode they scope nothing), and releases a session's calls when
 // the client deletes it: go-sdk's Close waits for the calls in flight,
-// which would otherwise wait for their runs.
+// which would otherwise wait for their runs. The release comes before
+// go-sdk's handler runs (after it would be too late), so it happens only
+// for a session that exists; the Host was checked before (loopbackHost).
 type stamping struct {
 	next      http.Handler
 	server    *Server
@@ -67,7 +74,7 @@ func (h *stamping) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodDelete:
-		if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+		if id := r.Header.Get("Mcp-Session-Id"); id != "" && h.server.hasSession(id) {
 			h.server.calls.releaseSession(id, errDisconnected)
 		}
 	case http.MethodPost:
@@ -90,6 +97,44 @@ func (h *stamping) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.ContentLength = int64(len(body))
 	}
 	h.next.ServeHTTP(w, r)
+}
+
+// hasSession reports whether go-sdk has a session with id.
+func (s *Server) hasSession(id string) bool {
+	for ss := range s.sdk.Sessions() {
+		if ss.ID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// loopbackHost refuses (403) requests that arrive on a loopback address
+// with a Host that is not loopback: a page of another origin reaching a
+// local server by DNS rebinding. It is go-sdk's check, made before ours.
+func loopbackHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && local != nil &&
+			isLoopback(local.String()) && !isLoopback(r.Host) {
+			http.Error(w, fmt.Sprintf("Forbidden: invalid Host header %q", r.Host), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isLoopback reports whether a host, or host:port, is localhost or a
+// loopback IP.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // bearer lets requests with the token through and answers the others 401.

@@ -1,8 +1,10 @@
 package server
 
 // This file derives a call's workflow id (see "Workflow ids" in the package
-// doc) and copies JSON-RPC request ids into tools/call's _meta, where the
-// tool handler can read them: go-sdk keeps them to itself.
+// doc) and copies JSON-RPC request ids into the _meta of tools/call (and
+// of notifications/cancelled, the id it cancels), where the tool handler
+// and the cancel middleware can read them: go-sdk keeps them to itself,
+// and its float64 view of a numeric id loses digits above 2^53.
 
 import (
 	"bytes"
@@ -12,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,15 +47,12 @@ func scopeOf(meta mcp.Meta, session string) (requestScope, error) {
 	if session == "" {
 		return requestScope{}, nil
 	}
-	id, ok := meta[metaRequestID]
-	if !ok || id == nil {
+	// Only a stamp of this package's transports (a string) counts.
+	id, _ := meta[metaRequestID].(string)
+	if id == "" {
 		return requestScope{}, nil
 	}
-	js, err := json.Marshal(id)
-	if err != nil {
-		return requestScope{}, nil
-	}
-	return requestScope{Session: session, Request: string(js)}, nil
+	return requestScope{Session: session, Request: id}, nil
 }
 
 // callKey is the key cancellations find the call by; zero when the
@@ -93,10 +93,54 @@ func workflowID(graph, tool string, run agents.ExposedRun, scope requestScope) s
 	return "mcp-" + graph + "-" + hex.EncodeToString(sum[:16])
 }
 
-// stampParams returns a tools/call's params with _meta[metaRequestID] set
-// to id (JSON). Params that are not a JSON object (or null) come back
-// unchanged, for go-sdk to reject.
-func stampParams(params json.RawMessage, id json.RawMessage) json.RawMessage {
+// requestKeyJSON is the stamp of a JSON-RPC id as it came on the wire:
+// "s:" and the string, or "n:" and the number's text. The text keeps ids
+// above 2^53 apart, which a float64 (how JSON numbers decode into _meta)
+// would not. ok is false for null and anything that is not an id.
+func requestKeyJSON(raw json.RawMessage) (key string, ok bool) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return "", false
+	}
+	if t[0] == '"' {
+		var s string
+		if json.Unmarshal(t, &s) != nil {
+			return "", false
+		}
+		return "s:" + s, true
+	}
+	var n json.Number
+	if json.Unmarshal(t, &n) != nil || n == "" {
+		return "", false
+	}
+	return "n:" + n.String(), true
+}
+
+// requestKeyOf is the stamp of a JSON-RPC id as go-sdk decoded it (a
+// string, or a number as int64; see jsonrpc.MakeID). Over transports
+// whose messages go-sdk decodes before this package sees them (stdio),
+// calls and their cancellations are both stamped from that view.
+func requestKeyOf(id any) (key string, ok bool) {
+	if f, isFloat := id.(float64); isFloat {
+		jid, err := jsonrpc.MakeID(f)
+		if err != nil {
+			return "", false
+		}
+		id = jid.Raw()
+	}
+	switch v := id.(type) {
+	case string:
+		return "s:" + v, true
+	case int64:
+		return "n:" + strconv.FormatInt(v, 10), true
+	}
+	return "", false
+}
+
+// stampParams returns a message's params with _meta[metaRequestID] set to
+// key, or removed when !ok (a client cannot stamp its own). Params that are
+// not a JSON object (or null) come back unchanged, for go-sdk to reject.
+func stampParams(params json.RawMessage, key string, ok bool) json.RawMessage {
 	obj := map[string]json.RawMessage{}
 	if t := bytes.TrimSpace(params); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
 		if err := json.Unmarshal(t, &obj); err != nil || obj == nil {
@@ -109,7 +153,14 @@ func stampParams(params json.RawMessage, id json.RawMessage) json.RawMessage {
 			return params
 		}
 	}
-	meta[metaRequestID] = id
+	if ok {
+		meta[metaRequestID], _ = json.Marshal(key)
+	} else {
+		if _, had := meta[metaRequestID]; !had {
+			return params
+		}
+		delete(meta, metaRequestID)
+	}
 	var err error
 	if obj["_meta"], err = json.Marshal(meta); err != nil {
 		return params
@@ -121,8 +172,21 @@ func stampParams(params json.RawMessage, id json.RawMessage) json.RawMessage {
 	return out
 }
 
-// stampBody stamps the JSON-RPC ids of the tools/call requests in an HTTP
-// body (one message or a batch). It returns body unchanged when there is
+// cancelledID is the requestId of notifications/cancelled params, as
+// JSON; nil when there is none.
+func cancelledID(params json.RawMessage) json.RawMessage {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil
+	}
+	return p.RequestID
+}
+
+// stampBody stamps the tools/call requests in an HTTP body (one message
+// or a batch) with their JSON-RPC ids, and notifications/cancelled with
+// the id they cancel. It returns body unchanged when there is
 // nothing to stamp or the body does not parse.
 func stampBody(body []byte) []byte {
 	t := bytes.TrimSpace(body)
@@ -160,17 +224,31 @@ func stampMessage(msg json.RawMessage) (json.RawMessage, bool) {
 	var head struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
 	}
-	if json.Unmarshal(msg, &head) != nil || head.Method != "tools/call" || len(head.ID) == 0 || string(head.ID) == "null" {
+	if json.Unmarshal(msg, &head) != nil {
 		return msg, false
+	}
+	var params json.RawMessage
+	switch {
+	case head.Method == "tools/call" && len(head.ID) > 0:
+		key, ok := requestKeyJSON(head.ID)
+		if !ok {
+			return msg, false
+		}
+		params = stampParams(head.Params, key, true)
+	case head.Method == "notifications/cancelled" && len(head.ID) == 0:
+		key, ok := requestKeyJSON(cancelledID(head.Params))
+		params = stampParams(head.Params, key, ok)
+	default:
+		return msg, false
+	}
+	if bytes.Equal(params, head.Params) {
+		return msg, false // not an object (go-sdk will say so), or nothing to do
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(msg, &obj) != nil {
 		return msg, false
-	}
-	params := stampParams(obj["params"], head.ID)
-	if bytes.Equal(params, obj["params"]) {
-		return msg, false // not an object: go-sdk will say so
 	}
 	obj["params"] = params
 	out, err := json.Marshal(obj)
@@ -208,10 +286,22 @@ func (c *stampingConn) SessionID() string { return c.id }
 
 func (c *stampingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "tools/call" && req.ID.IsValid() {
-		if id, jerr := json.Marshal(req.ID.Raw()); jerr == nil {
-			req.Params = stampParams(req.Params, id)
+	req, isReq := msg.(*jsonrpc.Request)
+	if err != nil || !isReq {
+		return msg, err
+	}
+	switch {
+	case req.Method == "tools/call" && req.ID.IsValid():
+		if key, ok := requestKeyOf(req.ID.Raw()); ok {
+			req.Params = stampParams(req.Params, key, true)
 		}
+	case req.Method == "notifications/cancelled" && !req.ID.IsValid():
+		var id any
+		key, ok := "", false
+		if raw := cancelledID(req.Params); raw != nil && json.Unmarshal(raw, &id) == nil {
+			key, ok = requestKeyOf(id)
+		}
+		req.Params = stampParams(req.Params, key, ok)
 	}
 	return msg, err
 }

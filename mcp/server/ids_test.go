@@ -20,7 +20,7 @@ func TestWorkflowID(t *testing.T) {
 	sameRun := agents.ExposedRun{Input: "Review the Acme deal", Vars: map[string]string{"b": "2", "a": "1"}}
 	otherRun := agents.ExposedRun{Input: "Review the Beta deal", Vars: run.Vars}
 	key := requestScope{Key: "k-1"}
-	req := requestScope{Session: "s1", Request: "7"}
+	req := requestScope{Session: "s1", Request: "n:7"}
 	id := func(tool string, run agents.ExposedRun, sc requestScope) string {
 		return workflowID("dealdesk", tool, run, sc)
 	}
@@ -35,9 +35,9 @@ func TestWorkflowID(t *testing.T) {
 		{"other arguments", id("t", run, key), id("t", otherRun, key), false},
 		{"other tool", id("t", run, key), id("u", run, key), false},
 		{"other key", id("t", run, key), id("t", run, requestScope{Key: "k-2"}), false},
-		{"other request id", id("t", run, req), id("t", run, requestScope{Session: "s1", Request: "8"}), false},
-		{"same request id in another session", id("t", run, req), id("t", run, requestScope{Session: "s2", Request: "7"}), false},
-		{"numeric and string request ids", id("t", run, req), id("t", run, requestScope{Session: "s1", Request: `"7"`}), false},
+		{"other request id", id("t", run, req), id("t", run, requestScope{Session: "s1", Request: "n:8"}), false},
+		{"same request id in another session", id("t", run, req), id("t", run, requestScope{Session: "s2", Request: "n:7"}), false},
+		{"numeric and string request ids", id("t", run, req), id("t", run, requestScope{Session: "s1", Request: "s:7"}), false},
 		{"key is not a session", id("t", run, requestScope{Key: "s1"}), id("t", run, requestScope{Session: "s1"}), false},
 		{"no scope: a new run each time", id("t", run, requestScope{}), id("t", run, requestScope{}), false},
 	}
@@ -63,10 +63,12 @@ func TestScopeOf(t *testing.T) {
 		want    requestScope
 		wantErr bool
 	}{
-		{"idempotency key wins", mcp.Meta{MetaIdempotencyKey: "abc", metaRequestID: float64(3)}, "s", requestScope{Key: "abc"}, false},
-		{"session and request id", mcp.Meta{metaRequestID: float64(3)}, "s", requestScope{Session: "s", Request: "3"}, false},
-		{"string request id", mcp.Meta{metaRequestID: "r-3"}, "s", requestScope{Session: "s", Request: `"r-3"`}, false},
-		{"no session: no scope", mcp.Meta{metaRequestID: float64(3)}, "", requestScope{}, false},
+		{"idempotency key wins", mcp.Meta{MetaIdempotencyKey: "abc", metaRequestID: "n:3"}, "s", requestScope{Key: "abc"}, false},
+		{"session and request id", mcp.Meta{metaRequestID: "n:3"}, "s", requestScope{Session: "s", Request: "n:3"}, false},
+		{"string request id", mcp.Meta{metaRequestID: "s:r-3"}, "s", requestScope{Session: "s", Request: "s:r-3"}, false},
+		{"id above 2^53", mcp.Meta{metaRequestID: "n:9007199254740993"}, "s", requestScope{Session: "s", Request: "n:9007199254740993"}, false},
+		{"not a stamp: no scope", mcp.Meta{metaRequestID: float64(3)}, "s", requestScope{}, false},
+		{"no session: no scope", mcp.Meta{metaRequestID: "n:3"}, "", requestScope{}, false},
 		{"no request id: no scope", nil, "s", requestScope{}, false},
 		{"empty key", mcp.Meta{MetaIdempotencyKey: ""}, "s", requestScope{}, true},
 		{"key not a string", mcp.Meta{MetaIdempotencyKey: float64(1)}, "s", requestScope{}, true},
@@ -86,12 +88,18 @@ func TestStampBody(t *testing.T) {
 	tests := []struct {
 		name string
 		body string
-		want string // the stamped ids, as JSON, in order; "" when body must come back unchanged
+		want string // the stamp of the first message, as JSON; "" when body must come back unchanged
 	}{
-		{"call", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{}}}`, `7`},
-		{"string id and _meta kept", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","_meta":{"progressToken":1,"troupe/jsonrpc_id":99}}}`, `"a"`},
-		{"no params", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, `1`},
-		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}]`, `1`},
+		{"call", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{}}}`, `"n:7"`},
+		{"string id and _meta kept", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","_meta":{"progressToken":1,"troupe/jsonrpc_id":99}}}`, `"s:a"`},
+		{"id above 2^53, digit for digit", `{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{}}`, `"n:9007199254740993"`},
+		{"no params", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, `"n:1"`},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}]`, `"n:1"`},
+		{"cancellation", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9007199254740993,"reason":"r"}}`, `"n:9007199254740993"`},
+		{"cancellation of a string id", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}`, `"s:a"`},
+		{"cancellation without an id: the client's stamp goes", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":{"troupe/jsonrpc_id":"n:5"}}}`, `null`},
+		{"cancellation without an id or stamp", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}`, ``},
+		{"null id", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{}}`, ``},
 		{"other method", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, ``},
 		{"notification", `{"jsonrpc":"2.0","method":"tools/call","params":{}}`, ``},
 		{"not JSON", `{"jsonrpc":`, ``},
@@ -121,7 +129,11 @@ func TestStampBody(t *testing.T) {
 			if err := json.Unmarshal(msgs[0]["params"], &p); err != nil {
 				t.Fatalf("params of %s: %v", out, err)
 			}
-			if got := string(p.Meta[metaRequestID]); got != tc.want {
+			got := string(p.Meta[metaRequestID])
+			if got == "" {
+				got = "null"
+			}
+			if got != tc.want {
 				t.Errorf("stamped id = %s, want %s (body %s)", got, tc.want, out)
 			}
 			if strings.Contains(tc.body, "progressToken") && string(p.Meta["progressToken"]) != "1" {
@@ -130,8 +142,8 @@ func TestStampBody(t *testing.T) {
 			if strings.Contains(tc.body, `"name":"x"`) && p.Name != "x" {
 				t.Errorf("name lost: %s", out)
 			}
-			if len(msgs) == 2 && string(msgs[1]["method"]) != `"notifications/cancelled"` {
-				t.Errorf("second message changed: %s", out)
+			if len(msgs) == 2 && !strings.Contains(string(msgs[1]["params"]), `"troupe/jsonrpc_id":"n:1"`) {
+				t.Errorf("the cancellation in the batch is not stamped: %s", out)
 			}
 		})
 	}
@@ -157,13 +169,44 @@ func TestStampingConn(t *testing.T) {
 	id, _ := jsonrpc.MakeID(float64(12))
 	go func() {
 		_ = cc.Write(context.Background(), &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)})
+		_ = cc.Write(context.Background(), &jsonrpc.Request{Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":12}`)})
 	}()
-	msg, err := conn.Read(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	for _, want := range []string{"tools/call", "notifications/cancelled"} {
+		msg, err := conn.Read(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || req.Method != want || !strings.Contains(string(req.Params), `"troupe/jsonrpc_id":"n:12"`) {
+			t.Errorf("read %#v, want %s with the id stamped", msg, want)
+		}
 	}
-	req, ok := msg.(*jsonrpc.Request)
-	if !ok || !strings.Contains(string(req.Params), `"troupe/jsonrpc_id":12`) {
-		t.Errorf("read %#v (params %s), want the id stamped", msg, req.Params)
+}
+
+// TestBigIDsStayApart: JSON-RPC ids that a float64 cannot tell apart are
+// two requests, as go-sdk hands their stamps to the tool handler.
+func TestBigIDsStayApart(t *testing.T) {
+	scope := func(id string) requestScope {
+		t.Helper()
+		var msg struct {
+			Params mcp.CallToolParams `json:"params"`
+		}
+		body := stampBody([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"x"}}`))
+		if err := json.Unmarshal(body, &msg); err != nil {
+			t.Fatal(err)
+		}
+		sc, err := scopeOf(msg.Params.Meta, "s")
+		if err != nil || sc == (requestScope{}) {
+			t.Fatalf("scope of id %s: %+v, %v", id, sc, err)
+		}
+		return sc
+	}
+	a, b := scope("9007199254740992"), scope("9007199254740993")
+	if a == b {
+		t.Errorf("ids 2^53 and 2^53+1 have one scope %+v", a)
+	}
+	run := agents.ExposedRun{Input: "x"}
+	if workflowID("g", "t", run, a) == workflowID("g", "t", run, b) {
+		t.Error("ids 2^53 and 2^53+1 share a workflow id")
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -40,7 +40,7 @@ var runIDProperty = `"run_id":{"type":"string","description":"The run's id: the 
 var runStatusTool = &mcp.Tool{
 	Name:  ToolRunStatus,
 	Title: "Troupe run status",
-	Description: "Reports a Troupe run by id: its status (running, completed, failed, cancelled, terminated, timed_out), " +
+	Description: "Reports a Troupe run that an agent tool of this server started, by id: its status (running, completed, failed, cancelled, terminated, timed_out), " +
 		"the agent it is at, and its recent events. Works from any session, also after the call that started the run was interrupted.",
 	InputSchema:  json.RawMessage(`{"type":"object","properties":{` + runIDProperty + `},"required":["run_id"],"additionalProperties":false}`),
 	OutputSchema: json.RawMessage(statusSchema),
@@ -50,7 +50,7 @@ var runStatusTool = &mcp.Tool{
 var runResultTool = &mcp.Tool{
 	Name:  ToolRunResult,
 	Title: "Troupe run result",
-	Description: fmt.Sprintf("Returns a Troupe run's result by id, as the agent tool that started it would have: "+
+	Description: fmt.Sprintf("Returns the result of a Troupe run that an agent tool of this server started, by id, as that tool would have: "+
 		"its output once the run has finished (or why it failed). A running run is waited for up to wait_seconds "+
 		"(default %d, at most %d); if it is still running then, the answer is its status, with _meta[%q] \"running\": call again.",
 		defaultWaitSeconds, maxWaitSeconds, MetaStatus),
@@ -186,40 +186,71 @@ func (s *Server) closedOutcome(ctx context.Context, id string) (*workflows.RunRe
 	return &res, nil
 }
 
-// lookup finds run id, which must be an OrchestratorWorkflow of a graph
-// served; its errors are for the client to read.
+// lookup finds run id, which must be a run this server's agent tools
+// start: an OrchestratorWorkflow under an id "mcp-<graph>-<32 hex digits>"
+// of a served graph, of that graph, at one of its exposed agents. Every
+// other id — of a `troupe run`, of a graph or agent not served, of an
+// agent's own workflow — is "no run with id X", as an unknown one is, so
+// a client learns nothing of runs it could not have started here. The
+// errors are for the client to read.
 func (s *Server) lookup(ctx context.Context, id string) (*runInfo, error) {
 	if id == "" {
 		return nil, errors.New("run_id is required")
+	}
+	noRun := fmt.Errorf("no run with id %q", id)
+	g := s.graphOfRunID(id)
+	if g == nil {
+		return nil, noRun
 	}
 	d, err := s.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return nil, fmt.Errorf("no run with id %q", id)
+			return nil, noRun
 		}
-		return nil, fmt.Errorf("could not look run %q up: %v", id, err)
+		return nil, fmt.Errorf("could not look run %q up: %w", id, err)
 	}
 	wi := d.GetWorkflowExecutionInfo()
 	if wi.GetType().GetName() != workflows.OrchestratorWorkflowName {
-		return nil, fmt.Errorf("%q is not a Troupe run", id)
+		return nil, noRun
 	}
 	info := &runInfo{id: id, status: wi.GetStatus(), start: wi.GetStartTime().AsTime()}
 	if wi.GetCloseTime() != nil {
 		info.close = wi.GetCloseTime().AsTime()
 	}
 	if info.in, err = s.runInput(ctx, id, wi.GetExecution().GetRunId()); err != nil {
-		return nil, fmt.Errorf("could not read the input of run %q: %v", id, err)
+		return nil, fmt.Errorf("could not read the input of run %q: %w", id, err)
 	}
-	if _, ok := s.graphs[info.in.Graph]; !ok {
-		served := make([]string, 0, len(s.graphs))
-		for name := range s.graphs {
-			served = append(served, name)
-		}
-		sort.Strings(served)
-		return nil, fmt.Errorf("run %q is of graph %q; this server serves %s", id, info.in.Graph, strings.Join(served, ", "))
+	if info.in.Graph != g.Name() {
+		return nil, noRun
+	}
+	if a, err := g.Agent(info.in.Agent); info.in.Agent == "" || err != nil || a.Expose == nil {
+		return nil, noRun
 	}
 	return info, nil
+}
+
+// graphOfRunID is the served graph whose agent tools derive id (see
+// workflowID), or nil.
+func (s *Server) graphOfRunID(id string) *agents.Graph {
+	rest, ok := strings.CutPrefix(id, "mcp-")
+	if !ok || len(rest) < 33 {
+		return nil
+	}
+	name, digits := rest[:len(rest)-33], rest[len(rest)-33:]
+	if digits[0] != '-' || !isLowerHex(digits[1:]) {
+		return nil
+	}
+	return s.graphs[name]
+}
+
+func isLowerHex(s string) bool {
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // runInput reads a run's RunInput from its first history event.

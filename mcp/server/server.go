@@ -163,7 +163,7 @@ func (s *Server) Tools() []string {
 func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 	ss, err := s.sdk.Connect(ctx, &stampingTransport{Transport: t}, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("server: connect: %w", err)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- ss.Wait() }()

@@ -191,6 +191,14 @@ func (s *Server) callAgent(t *agentTool) mcp.ToolHandler {
 		cl, wctx := s.calls.add(ctx, scope.callKey())
 		interrupted := false
 		defer func() { s.calls.remove(cl, interrupted) }()
+		// go-sdk may handle the client's notifications/cancelled (or a
+		// dropped connection) before this handler begins: then nobody
+		// waits for the answer, so start nothing. A later cancellation
+		// still finds the call (started cancels the run).
+		if ctx.Err() != nil || s.calls.wasCancelled(cl) {
+			s.log.Info("mcp: call cancelled before its run started", "tool", t.name, "run", id, "session", sessionID(req))
+			return errorResult(fmt.Sprintf("call cancelled before run %s started; no run was started", id), mcp.Meta{MetaErrorType: "cancelled"}), nil
+		}
 
 		in := workflows.RunInput{Graph: t.graph.Name(), Agent: t.agent.Name, Input: run.Input, Vars: run.Vars}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)

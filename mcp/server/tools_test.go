@@ -1,0 +1,123 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-dev/troupe/examples/dealdesk"
+)
+
+// rawConn speaks JSON-RPC to a Server over an in-memory transport, so a
+// test chooses the request ids and the order of the messages.
+type rawConn struct {
+	t    *testing.T
+	conn mcp.Connection
+}
+
+func serveRaw(t *testing.T, s *Server) *rawConn {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	serverSide, clientSide := mcp.NewInMemoryTransports()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(ctx, serverSide) }()
+	conn, err := clientSide.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); conn.Close(); <-done })
+	c := &rawConn{t: t, conn: conn}
+	c.call(1, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}`)
+	c.notify("notifications/initialized", `{}`)
+	return c
+}
+
+func (c *rawConn) notify(method, params string) {
+	c.t.Helper()
+	if err := c.conn.Write(context.Background(), &jsonrpc.Request{Method: method, Params: json.RawMessage(params)}); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// call sends a request and returns its result.
+func (c *rawConn) call(id int64, method, params string) json.RawMessage {
+	c.t.Helper()
+	jid, _ := jsonrpc.MakeID(float64(id))
+	if err := c.conn.Write(context.Background(), &jsonrpc.Request{ID: jid, Method: method, Params: json.RawMessage(params)}); err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		msg, err := c.conn.Read(ctx)
+		if err != nil {
+			c.t.Fatalf("%s %d: %v", method, id, err)
+		}
+		if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID == jid {
+			if resp.Error != nil {
+				c.t.Fatalf("%s %d: %v", method, id, resp.Error)
+			}
+			return resp.Result
+		}
+	}
+}
+
+func resultText(t *testing.T, raw json.RawMessage) (text string, isError bool) {
+	t.Helper()
+	var res struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil || len(res.Content) == 0 {
+		t.Fatalf("result %s: %v", raw, err)
+	}
+	return res.Content[0].Text, res.IsError
+}
+
+// TestCancelBeforeCall: go-sdk may handle a client's notifications/cancelled
+// before the handler of the request it cancels begins. That handler must
+// not start the run; the next request does.
+func TestCancelBeforeCall(t *testing.T) {
+	s, f := newFakeServer(t, nil, dealdesk.Graph())
+	c := serveRaw(t, s)
+	call := func(id int64) json.RawMessage {
+		return c.call(id, "tools/call", fmt.Sprintf(`{"name":"dealdesk_coordinator","arguments":{"input":"deal %d"}}`, id))
+	}
+	c.notify("notifications/cancelled", `{"requestId":7,"reason":"changed my mind"}`)
+	text, isError := resultText(t, call(7))
+	if !isError || !strings.Contains(text, "no run was started") {
+		t.Errorf("the cancelled call answered %q (isError %v), want that no run was started", text, isError)
+	}
+	if starts := f.started(); len(starts) != 0 {
+		t.Errorf("the cancelled call started %v", starts)
+	}
+	call(8)
+	if starts := f.started(); len(starts) != 1 {
+		t.Errorf("starts after a call that was not cancelled: %v, want 1", starts)
+	}
+}
+
+// TestCallWithEndedContext: a handler whose context ended before it
+// began (go-sdk cancelled the request) starts no run.
+func TestCallWithEndedContext(t *testing.T) {
+	s, f := newFakeServer(t, nil, dealdesk.Graph())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := s.callAgent(s.tools[0])(ctx, &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{
+		Name: "dealdesk_coordinator", Arguments: json.RawMessage(`{"input":"deal"}`),
+	}})
+	if err != nil || !res.IsError {
+		t.Fatalf("result %+v, %v; want isError", res, err)
+	}
+	if starts := f.started(); len(starts) != 0 {
+		t.Errorf("started %v", starts)
+	}
+}
