@@ -15,7 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
-	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe/mcp/server"
 )
@@ -126,28 +125,19 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if opts.HostPort == "" {
-		if o.queue != "" {
-			return errors.New("--task-queue needs TEMPORAL_ADDRESS: the embedded server has no other workers")
-		}
-		srv, err := startEmbedded(ctx, stderr)
-		if err != nil {
-			return err
-		}
-		defer srv.Stop()
-		opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS, opts.Credentials = srv.FrontendAddress(), srv.Namespace(), nil, nil
+	if opts.HostPort == "" && o.queue != "" {
+		return errors.New("--task-queue needs TEMPORAL_ADDRESS: the embedded server has no other workers")
 	}
-	opts.Logger = quietLogger()
-	c, err := client.DialContext(ctx, opts)
+	c, namespace, closeClient, err := connect(ctx, opts, stderr)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+		return err
 	}
-	defer c.Close()
+	defer closeClient()
 	if o.queue == "" {
 		// One queue per set of graphs, the same after a restart: the
 		// worker of the next server picks up the runs of this one.
 		o.queue = "troupe-mcp-" + strings.Join(names(o.graphs), "-")
-		stop, err := startWorker(ctx, c, opts.Namespace, o.queue, o.graphs, o.roots, stderr)
+		stop, err := startWorker(ctx, c, namespace, o.queue, o.graphs, o.roots, stderr)
 		if err != nil {
 			return err
 		}

@@ -107,23 +107,14 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, roots 
 	if err != nil {
 		return err
 	}
-	if opts.HostPort == "" {
-		srv, err := startEmbedded(ctx, stderr)
-		if err != nil {
-			return err
-		}
-		defer srv.Stop()
-		opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS, opts.Credentials = srv.FrontendAddress(), srv.Namespace(), nil, nil
-	}
-	opts.Logger = quietLogger()
-	c, err := client.DialContext(ctx, opts)
+	c, namespace, closeClient, err := connect(ctx, opts, stderr)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+		return err
 	}
-	defer c.Close()
+	defer closeClient()
 	if taskQueue == "" {
 		taskQueue = fmt.Sprintf("troupe-run-%d", os.Getpid())
-		stop, err := startWorker(ctx, c, opts.Namespace, taskQueue, graphs, roots, stderr)
+		stop, err := startWorker(ctx, c, namespace, taskQueue, graphs, roots, stderr)
 		if err != nil {
 			return err
 		}
@@ -164,6 +155,28 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, roots 
 	pretty, _ := json.MarshalIndent(doc, "", "  ")
 	_, err = fmt.Fprintln(stdout, string(pretty))
 	return err
+}
+
+// connect dials the Temporal of opts (from clientOptionsFromEnv) or, when
+// opts names none, an embedded server it starts. It returns the client,
+// its namespace, and a func that closes the client and stops the server.
+func connect(ctx context.Context, opts client.Options, stderr io.Writer) (client.Client, string, func(), error) {
+	stopServer := func() {}
+	if opts.HostPort == "" {
+		srv, err := startEmbedded(ctx, stderr)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		stopServer = func() { srv.Stop() }
+		opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS, opts.Credentials = srv.FrontendAddress(), srv.Namespace(), nil, nil
+	}
+	opts.Logger = quietLogger()
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		stopServer()
+		return nil, "", nil, fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+	}
+	return c, opts.Namespace, func() { c.Close(); stopServer() }, nil
 }
 
 // startEmbedded starts the embedded server for one run: on the file in

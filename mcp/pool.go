@@ -123,19 +123,26 @@ type Tool struct {
 // its session starts again. Two tools whose names are the same after
 // sanitizing are an error.
 func (p *Pool) Tools(ctx context.Context, srv *agents.MCPServer) (*Listing, error) {
-	if err := srv.Validate(); err != nil {
-		return nil, err
-	}
-	e, err := p.server(srv)
-	if err != nil {
-		return nil, err
-	}
-	rl, err := e.listing(ctx, p, srv)
+	_, rl, err := p.listing(ctx, srv)
 	if err != nil {
 		return nil, err
 	}
 	l, _, err := rl.view(srv)
 	return l, err
+}
+
+// listing returns srv's session entry and its server's listing,
+// connecting and listing first when needed.
+func (p *Pool) listing(ctx context.Context, srv *agents.MCPServer) (*server, *remoteListing, error) {
+	if err := srv.Validate(); err != nil {
+		return nil, nil, err
+	}
+	e, err := p.server(srv)
+	if err != nil {
+		return nil, nil, err
+	}
+	rl, err := e.listing(ctx, p, srv)
+	return e, rl, err
 }
 
 // Call calls the tool whose model-facing name is name, with the model's
@@ -152,14 +159,7 @@ func (p *Pool) Tools(ctx context.Context, srv *agents.MCPServer) (*Listing, erro
 // went away (the call is not retried; the next Tools or Call starts a new
 // session), context.DeadlineExceeded on timeout, or ctx's error.
 func (p *Pool) Call(ctx context.Context, srv *agents.MCPServer, name string, args string) (*Result, error) {
-	if err := srv.Validate(); err != nil {
-		return nil, err
-	}
-	e, err := p.server(srv)
-	if err != nil {
-		return nil, err
-	}
-	rl, err := e.listing(ctx, p, srv)
+	e, rl, err := p.listing(ctx, srv)
 	if err != nil {
 		return nil, err
 	}
