@@ -1,12 +1,17 @@
 # Troupe: two commands set everything up on a fresh machine.
 #   make run   the deal-desk example on an embedded Temporal server (offline
 #              scripted model unless OPENAI_API_KEY is set)
-#   make test  the whole test suite
+#   make test  the whole test suite: the packages that need no Temporal
+#              server twice with -race (so races and state shared between
+#              tests show), the others once (see scripts/packages.sh)
+#   make stress N=5  the suite N times; prints each test that failed with
+#              its failure rate (scripts/stress.sh)
 export GOTOOLCHAIN := local
 GO ?= go
 BIN := bin/troupe
+N ?= 5
 
-.PHONY: run test bench lint setup build clean
+.PHONY: run test stress bench lint setup build clean
 
 setup:
 	@scripts/setup.sh
@@ -17,9 +22,17 @@ build:
 run: setup build
 	$(BIN) run --graph dealdesk "Review the Acme Corp deal: a 3-year, 5000-seat renewal at 35% off list, net-90, go-live in 3 weeks."
 
+# Both halves run even when the first fails; the timeout is per package.
 test: setup
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+	@noserver=$$(scripts/packages.sh noserver) && server=$$(scripts/packages.sh server) || exit 1; \
+	status=0; set -x; \
+	[ -z "$$noserver" ] || $(GO) test -count=2 -race -timeout 20m $$noserver || status=1; \
+	[ -z "$$server" ] || $(GO) test -count=1 -timeout 20m $$server || status=1; \
+	exit $$status
+
+stress: setup
+	@scripts/stress.sh $(N)
 
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/

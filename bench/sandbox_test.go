@@ -118,6 +118,7 @@ func lifecycleBackends() []lifecycleBackend {
 				if err != nil {
 					b.Skipf("no bwrap backend on this machine (scripts/setup.sh installs bubblewrap): %v", err)
 				}
+				b.Cleanup(func() { c.Close() }) // Before root goes: it holds workspace file systems.
 				return c
 			},
 			bare: func(string) error { return run("", "bwrap", bareBwrapArgs...) },
@@ -328,6 +329,7 @@ func BenchmarkCodeReviewFanOut(b *testing.B) {
 	if err != nil {
 		b.Skipf("no bwrap backend on this machine (scripts/setup.sh installs bubblewrap): %v", err)
 	}
+	b.Cleanup(func() { bc.Close() })
 	timed := &timedClient{Client: bc}
 	srv := scripted.New(reviewScenario(b))
 	url, err := srv.Start("127.0.0.1:0")
@@ -510,7 +512,7 @@ func startReviewWorkers(b *testing.B, c client.Client, baseURL string, sc sandbo
 		b.Fatal(err)
 	}
 	queue := startWorker(b, c, r.Register)
-	host := worker.New(c, r.HostQueue(), workerOptions())
+	host := worker.New(c, r.SandboxQueue(), workerOptions())
 	r.RegisterActivities(host)
 	if err := host.Start(); err != nil {
 		b.Fatal(err)
@@ -546,7 +548,7 @@ func runReview(b *testing.B, c client.Client, queue, coordinator string) sample 
 }
 
 // aliveSandboxes counts the workspace directories under a bwrap client's
-// root (all but the client's own .bwrap-etc) and the running bwrap
+// root (all but the client's own .bwrap-etc and .disks) and the running bwrap
 // processes that this process started or whose command line names root.
 func aliveSandboxes(b *testing.B, root string) (dirs, procs int) {
 	b.Helper()
@@ -555,7 +557,7 @@ func aliveSandboxes(b *testing.B, root string) (dirs, procs int) {
 		b.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.Name() != ".bwrap-etc" {
+		if e.Name() != ".bwrap-etc" && e.Name() != ".disks" {
 			dirs++
 		}
 	}

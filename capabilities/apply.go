@@ -142,6 +142,14 @@ func fileErr(f FilePatch, path string, err error) error {
 		}
 		return &PatchError{Line: f.Line, Path: path, Msg: "no such file to " + what, Err: err}
 	}
+	switch {
+	case errors.Is(err, sandbox.ErrTooLarge):
+		return &PatchError{Line: f.Line, Path: path, Err: err,
+			Msg: fmt.Sprintf("the file is larger than apply_patch edits (%d MiB at most); change it with a command instead", sandbox.MaxReadBytes>>20)}
+	case errors.Is(err, sandbox.ErrNotRegular):
+		return &PatchError{Line: f.Line, Path: path, Err: err,
+			Msg: "not a regular file (a directory, FIFO, socket or device); apply_patch edits regular files only"}
+	}
 	return &PatchError{Line: f.Line, Path: path, Msg: err.Error(), Err: err}
 }
 

@@ -154,6 +154,12 @@ func viewImage(ctx context.Context, args ViewImageArgs, maxBytes int64) (ImageOu
 	if errors.Is(err, fs.ErrNotExist) {
 		return ImageOutput{}, fmt.Errorf("image path `%s` was not found", p)
 	}
+	if errors.Is(err, sandbox.ErrTooLarge) {
+		return ImageOutput{}, tooLarge(p, maxBytes)
+	}
+	if errors.Is(err, sandbox.ErrNotRegular) {
+		return ImageOutput{}, fmt.Errorf("image path `%s` is not a regular file (a FIFO, socket or device)", p)
+	}
 	if err != nil {
 		return ImageOutput{}, fmt.Errorf("unable to read image at `%s`: %w", p, err)
 	}

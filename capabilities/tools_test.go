@@ -264,6 +264,40 @@ func TestApplyPatchTool(t *testing.T) {
 	}
 }
 
+// TestApplyPatchHostileFiles: apply_patch on files a command left to trip
+// the worker (a FIFO nobody writes, one written forever, a 2 GiB sparse
+// file, a 100 MB line) fails with an error that tells the model what to
+// do, at once, and writes nothing.
+func TestApplyPatchHostileFiles(t *testing.T) {
+	ctx, s := newSession(t, sandbox.Manifest{})
+	res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: `mkfifo fifo fed && dd if=/dev/zero of=sparse bs=1 count=1 seek=2147483647 2>/dev/null &&
+head -c 100000000 /dev/zero | tr '\0' a > line`})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("making hostile files: %v %+v", err, res)
+	}
+	go s.Exec(ctx, sandbox.ExecRequest{Cmd: "yes > fed", Timeout: time.Minute})
+	apply := tool(t, capabilities.Filesystem(), "apply_patch")
+	tests := []struct{ path, op, msg string }{
+		{"fifo", "Update", "not a regular file"},
+		{"fifo", "Add", "not a regular file"},
+		{"fed", "Update", "not a regular file"},
+		{"sparse", "Update", "larger than apply_patch edits (16 MiB at most); change it with a command instead"},
+		{"line", "Delete", "larger than apply_patch edits"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.op+" "+tt.path, func(t *testing.T) {
+			body := map[string]string{"Update": "-x\n+y\n", "Add": "+y\n", "Delete": ""}[tt.op]
+			_, err := apply.Call(ctx, patchArgs(fmt.Sprintf("*** Begin Patch\n*** %s File: %s\n%s*** End Patch", tt.op, tt.path, body)))
+			if err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("apply_patch = %v; want an error containing %q", err, tt.msg)
+			}
+		})
+	}
+	if fi, err := os.Stat(filepath.Join(s.State().Workspace, "line")); err != nil || fi.Size() != 100000000 {
+		t.Errorf("line after the refused patches: %v, %v", fi, err)
+	}
+}
+
 // TestApplyPatchEscapes checks that no patch writes outside the
 // workspace, whether by spelling or through a symlink, and that a rejected
 // patch writes nothing inside it either.
@@ -407,6 +441,13 @@ func TestViewImage(t *testing.T) {
 		{"too large", small, "pics/img.png", "image path `pics/img.png` exceeded the allowed size of 64 bytes"},
 		{"escape", view, "../secret.png", `"../secret.png" has a ".." element`},
 		{"absolute", view, "/etc/hostname", `"/etc/hostname" is absolute`},
+		{"FIFO", view, "pipe.png", "image path `pipe.png` is not a regular file"},
+		{"sparse giant", view, "giant.png", "image path `giant.png` exceeded the allowed size of 10MB"},
+	}
+	// Hostile files a command can leave: a FIFO nobody writes (a read would
+	// block forever) and a 2 GiB sparse file.
+	if res, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: "mkfifo pipe.png && dd if=/dev/zero of=giant.png bs=1 count=1 seek=2147483647 2>/dev/null"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("making hostile files: %v %+v", err, res)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,6 +30,7 @@ func mcpCommand(graphs []Graph) *cobra.Command {
 		graphNames, allowRoots          []string
 		httpAddr, token, queue          string
 		useStdio, stateless, insecureNA bool
+		wo                              workerOptions
 	)
 	serve := &cobra.Command{
 		Use:   "serve [--graph NAME]... [--stdio | --http ADDR [--stateless] [--token TOKEN | --insecure-no-auth]]",
@@ -94,7 +95,7 @@ paths that sandboxes may copy from (e.g. repositories to review).`,
 			}
 			return serveMCP(cmd.Context(), mcpServeOptions{
 				graphs: graphs, served: served, roots: roots, queue: queue,
-				httpAddr: httpAddr, stateless: stateless, token: token,
+				httpAddr: httpAddr, stateless: stateless, token: token, worker: wo,
 			}, cmd.ErrOrStderr())
 		},
 	}
@@ -107,6 +108,7 @@ paths that sandboxes may copy from (e.g. repositories to review).`,
 	f.BoolVar(&insecureNA, "insecure-no-auth", false, "with --http on an address that is not loopback: serve without a token")
 	f.StringVar(&queue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
 	f.StringArrayVar(&allowRoots, "allow-root", nil, "host directory sandboxes may copy from, e.g. repositories to review (repeatable)")
+	addSandboxFlags(f, &wo)
 	cmd.AddCommand(serve)
 	return cmd
 }
@@ -118,6 +120,8 @@ type mcpServeOptions struct {
 	httpAddr       string
 	stateless      bool
 	token          string
+	// worker holds the sandbox flags of the worker serveMCP runs.
+	worker workerOptions
 }
 
 func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
@@ -137,7 +141,8 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 		// One queue per set of graphs, the same after a restart: the
 		// worker of the next server picks up the runs of this one.
 		o.queue = "troupe-mcp-" + strings.Join(names(o.graphs), "-")
-		stop, err := startWorker(ctx, c, namespace, o.queue, o.graphs, o.roots, stderr)
+		o.worker.taskQueue, o.worker.roots = o.queue, o.roots
+		stop, err := startWorker(ctx, c, namespace, o.worker, o.graphs, stderr)
 		if err != nil {
 			return err
 		}

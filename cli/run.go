@@ -27,9 +27,10 @@ func quietLogger() log.Logger {
 
 func runCommand(graphs []Graph) *cobra.Command {
 	var (
-		graphName, agent, taskQueue string
-		asJSON, quiet               bool
-		vars                        []string
+		graphName, agent string
+		wo               workerOptions
+		asJSON, quiet    bool
+		vars             []string
 	)
 	graphFlags := map[string]*string{}
 	cmd := &cobra.Command{
@@ -82,7 +83,8 @@ func runCommand(graphs []Graph) *cobra.Command {
 			if quiet {
 				progress = io.Discard
 			}
-			return runGraph(cmd.Context(), graphs, in, roots, taskQueue, asJSON, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
+			wo.roots = roots
+			return runGraph(cmd.Context(), graphs, in, wo, asJSON, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
 		},
 	}
 	for _, g := range graphs {
@@ -98,11 +100,14 @@ func runCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole run result as JSON")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "do not show progress")
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "run variable KEY=VALUE (repeatable)")
-	cmd.Flags().StringVar(&taskQueue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
+	cmd.Flags().StringVar(&wo.taskQueue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
+	addSandboxFlags(cmd.Flags(), &wo)
 	return cmd
 }
 
-func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, roots []string, taskQueue string, asJSON bool, stdout, progress, stderr io.Writer) error {
+// runGraph runs in on the workers of wo.taskQueue or, when it is empty, on
+// a worker of this process.
+func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo workerOptions, asJSON bool, stdout, progress, stderr io.Writer) error {
 	opts, err := clientOptionsFromEnv()
 	if err != nil {
 		return err
@@ -112,9 +117,11 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, roots 
 		return err
 	}
 	defer closeClient()
+	taskQueue := wo.taskQueue
 	if taskQueue == "" {
 		taskQueue = fmt.Sprintf("troupe-run-%d", os.Getpid())
-		stop, err := startWorker(ctx, c, namespace, taskQueue, graphs, roots, stderr)
+		wo.taskQueue = taskQueue
+		stop, err := startWorker(ctx, c, namespace, wo, graphs, stderr)
 		if err != nil {
 			return err
 		}

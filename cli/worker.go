@@ -4,20 +4,42 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe/runtime/devserver"
-	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
-// startWorker starts a worker for graphs on taskQueue of namespace; the returned func
+// workerOptions are a worker's settings that its commands' flags give.
+type workerOptions struct {
+	// taskQueue is the shared task queue.
+	taskQueue string
+	// roots are host directories sandboxes may copy from.
+	roots []string
+	// sandbox is the default sandbox backend (--sandbox, TROUPE_SANDBOX).
+	sandbox string
+	// sandboxQueue is the task queue of the worker's sandbox store
+	// (--sandbox-queue, TROUPE_SANDBOX_QUEUE); empty for the default.
+	sandboxQueue string
+}
+
+// addSandboxFlags adds --sandbox and --sandbox-queue to a command that
+// runs a worker.
+func addSandboxFlags(f *pflag.FlagSet, o *workerOptions) {
+	f.StringVar(&o.sandbox, "sandbox", os.Getenv("TROUPE_SANDBOX"), "default sandbox backend: bwrap, docker, or local (unconfined: no isolation) (default $TROUPE_SANDBOX, else bwrap)")
+	f.StringVar(&o.sandboxQueue, "sandbox-queue", os.Getenv("TROUPE_SANDBOX_QUEUE"), "task queue of this worker's sandbox store (default $TROUPE_SANDBOX_QUEUE, else one derived from the host and TROUPE_HOME)")
+}
+
+// startWorker starts a worker for graphs in namespace; the returned func
 // stops it and releases its model and store.
-func startWorker(ctx context.Context, c client.Client, namespace, taskQueue string, graphs []Graph, roots []string, stderr io.Writer) (func(), error) {
+func startWorker(ctx context.Context, c client.Client, namespace string, o workerOptions, graphs []Graph, stderr io.Writer) (func(), error) {
+	taskQueue := o.taskQueue
 	store, err := openStore(ctx)
 	if err != nil {
 		return nil, err
@@ -27,38 +49,41 @@ func startWorker(ctx context.Context, c client.Client, namespace, taskQueue stri
 		store.Close()
 		return nil, err
 	}
-	sandboxes, backend, err := sandboxClients(roots, stderr)
+	sandboxes, backend, err := sandboxClients(graphs, o.sandbox, o.roots, stderr)
 	if err != nil {
 		release()
 		store.Close()
 		return nil, err
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: o.sandboxQueue})
 	if err != nil {
 		release()
 		store.Close()
 		return nil, err
 	}
+	fmt.Fprintf(stderr, "troupe: sandboxes: %s; sandbox queue %s\n", describeSandboxes(sandboxes, backend), r.SandboxQueue())
+	printLimits(stderr, sandboxes)
 	stop, err := r.StartWorkers(c, taskQueue, worker.Options{})
 	if err != nil {
 		release()
 		store.Close()
 		return nil, err
 	}
-	if dc, ok := sandboxes[docker.Backend].(*docker.Client); ok {
-		// Containers whose workflow has closed (a worker killed before it
-		// could stop them) are removed when a worker starts.
-		if reaped, err := dc.Reap(ctx, workflows.KeepOpen(ctx, c, namespace)); err != nil {
+	// Sandboxes whose workflow has closed (a worker killed before it could
+	// stop them) are removed now and every workflows.ReapInterval.
+	stopReaping := workflows.StartReaping(ctx, c, namespace, sandboxes, 0, func(removed map[string][]string, err error) {
+		if err != nil {
 			fmt.Fprintln(stderr, "troupe: reaping orphan sandboxes:", err)
-		} else if len(reaped) > 0 {
-			fmt.Fprintf(stderr, "troupe: removed %d orphan docker sandbox(es)\n", len(reaped))
 		}
-	}
-	return func() { stop(); release(); store.Close() }, nil
+		for backend, ids := range removed {
+			fmt.Fprintf(stderr, "troupe: removed %d orphan %s sandbox(es)\n", len(ids), backend)
+		}
+	})
+	return func() { stopReaping(); stop(); release(); store.Close() }, nil
 }
 
 func workerCommand(graphs []Graph) *cobra.Command {
-	var taskQueue string
+	var o workerOptions
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker for the graphs against TEMPORAL_ADDRESS",
@@ -75,22 +100,25 @@ func workerCommand(graphs []Graph) *cobra.Command {
 				return fmt.Errorf("connect to %s: %w", opts.HostPort, err)
 			}
 			defer c.Close()
-			stop, err := startWorker(cmd.Context(), c, opts.Namespace, taskQueue, graphs, nil, cmd.ErrOrStderr())
+			stop, err := startWorker(cmd.Context(), c, opts.Namespace, o, graphs, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer stop()
-			fmt.Fprintf(cmd.ErrOrStderr(), "troupe: worker on %s, task queue %s, graphs %v\n", opts.HostPort, taskQueue, names(graphs))
+			fmt.Fprintf(cmd.ErrOrStderr(), "troupe: worker on %s, task queue %s, graphs %v\n", opts.HostPort, o.taskQueue, names(graphs))
 			<-cmd.Context().Done()
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&taskQueue, "task-queue", workflows.DefaultTaskQueue, "task queue to listen on")
+	cmd.Flags().StringVar(&o.taskQueue, "task-queue", workflows.DefaultTaskQueue, "task queue to listen on")
+	addSandboxFlags(cmd.Flags(), &o)
 	return cmd
 }
 
 func devCommand(graphs []Graph) *cobra.Command {
 	var port, uiPort int
+	var noWorker bool
+	o := workerOptions{taskQueue: workflows.DefaultTaskQueue}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run an embedded Temporal server, its Web UI and a worker for the graphs",
@@ -106,19 +134,26 @@ func devCommand(graphs []Graph) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			stop, err := startWorker(cmd.Context(), c, srv.Namespace(), workflows.DefaultTaskQueue, graphs, nil, cmd.ErrOrStderr())
-			if err != nil {
-				return err
+			served := fmt.Sprint(names(graphs))
+			if noWorker {
+				served = "none: no worker (--no-worker); run `troupe worker` against it"
+			} else {
+				stop, err := startWorker(cmd.Context(), c, srv.Namespace(), o, graphs, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
-			defer stop()
-			fmt.Fprintf(cmd.ErrOrStderr(), "troupe: dev server up in %s\n  Temporal: %s (namespace %s)\n  Web UI:   %s\n  graphs:   %v\nexport TEMPORAL_ADDRESS=%s to run against it\n",
-				time.Since(start).Round(time.Millisecond), srv.FrontendAddress(), srv.Namespace(), srv.UIAddress(), names(graphs), srv.FrontendAddress())
+			fmt.Fprintf(cmd.ErrOrStderr(), "troupe: dev server up in %s\n  Temporal: %s (namespace %s)\n  Web UI:   %s\n  graphs:   %s\nexport TEMPORAL_ADDRESS=%s to run against it\n",
+				time.Since(start).Round(time.Millisecond), srv.FrontendAddress(), srv.Namespace(), srv.UIAddress(), served, srv.FrontendAddress())
 			<-cmd.Context().Done()
 			return nil
 		},
 	}
 	cmd.Flags().IntVar(&port, "port", 7233, "Temporal frontend port")
 	cmd.Flags().IntVar(&uiPort, "ui-port", 8233, "Web UI port (-1 for none)")
+	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "run the server and its Web UI only, with no worker")
+	addSandboxFlags(cmd.Flags(), &o)
 	return cmd
 }
 

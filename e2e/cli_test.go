@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
@@ -50,5 +52,53 @@ func TestCLIRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWorkerSandboxChoice: a worker whose sandbox backend is unusable
+// (here bubblewrap is not on PATH) refuses to start, says why and how to
+// fix it, and never falls back to the unconfined local backend by itself;
+// chosen explicitly, local runs, labelled as unconfined.
+func TestWorkerSandboxChoice(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TEMPORAL_ADDRESS", temporalAddr)
+	t.Setenv("TROUPE_HOME", t.TempDir())
+	t.Setenv("TROUPE_SANDBOX", "")
+	t.Setenv("PATH", t.TempDir())
+	graphs := []cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}
+
+	var stderr lockedBuffer
+	cmd := cli.Command(graphs, io.Discard, &stderr)
+	cmd.SetArgs([]string{"worker", "--task-queue", "e2e-sandbox-choice"})
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil {
+		t.Fatalf("the worker started without bubblewrap:\n%s", stderr.String())
+	}
+	for _, want := range []string{"the bwrap sandbox backend is unusable here", "dealdesk/", "apt-get install bubblewrap", "--sandbox local runs sandboxes unconfined"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var started lockedBuffer
+	cmd = cli.Command(graphs, io.Discard, &started)
+	cmd.SetArgs([]string{"worker", "--task-queue", "e2e-sandbox-choice", "--sandbox", "local"})
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	for !strings.Contains(started.String(), "troupe: worker on") {
+		select {
+		case err := <-done:
+			t.Fatalf("worker --sandbox local: %v\n%s", err, started.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("worker --sandbox local: %v", err)
+	}
+	if want := "local (UNCONFINED: no isolation) [default]"; !strings.Contains(started.String(), want) {
+		t.Errorf("start-up lines lack %q:\n%s", want, started.String())
 	}
 }

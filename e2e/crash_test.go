@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -28,6 +33,12 @@ const (
 	envModel  = "TROUPE_E2E_MODEL_URL"
 	envBlob   = "TROUPE_E2E_BLOB"
 	envQueue  = "TROUPE_E2E_QUEUE"
+	// envBackend is the worker's sandbox backend: local (the default) or
+	// bwrap, with its root beside the blob directory.
+	envBackend = "TROUPE_E2E_BACKEND"
+	// envHold names a file; while it exists, the worker's bwrap Create
+	// holds (see holdingClient).
+	envHold = "TROUPE_E2E_HOLD"
 )
 
 // workerProcess runs a worker until SIGTERM (or SIGKILL, which is the point).
@@ -46,14 +57,30 @@ func workerProcess() int {
 	if err != nil {
 		return fail(err)
 	}
-	lc, err := local.New(local.Config{Root: os.Getenv(envBlob) + "-sandboxes"})
-	if err != nil {
-		return fail(err)
+	backend := cmp.Or(os.Getenv(envBackend), "local")
+	var sc sandbox.Client
+	switch backend {
+	case "bwrap":
+		bc, err := bwrap.New(bwrap.Config{Root: os.Getenv(envBlob) + "-bwrap"})
+		if err != nil {
+			return fail(err)
+		}
+		sc = holdingClient{Client: bc, hold: os.Getenv(envHold)}
+	case "docker":
+		if sc, err = phaseDocker(os.Getenv(envBlob) + "-docker"); err != nil {
+			return fail(err)
+		}
+	default:
+		if sc, err = local.New(local.Config{Root: os.Getenv(envBlob) + "-sandboxes"}); err != nil {
+			return fail(err)
+		}
 	}
+	reaped := sc
+	sc, m = phaseHooks(sc, m) // TestWorkerKilledInEachPhase's; none unless asked.
 	r, err := workflows.NewRunner(workflows.Config{
-		Graphs: append(allGraphs(), sandboxGraphs("local")...), Model: m, Store: store,
+		Graphs: append(allGraphs(), sandboxGraphs(backend)...), Model: m, Store: store,
 		HeartbeatTimeout: time.Second, Host: os.Getenv(envQueue), HostTimeout: 2 * time.Second,
-		Sandboxes: map[string]sandbox.Client{"local": lc},
+		Sandboxes: map[string]sandbox.Client{backend: sc},
 	})
 	if err != nil {
 		return fail(err)
@@ -62,6 +89,7 @@ func workerProcess() int {
 	if err != nil {
 		return fail(err)
 	}
+	defer startPhaseReaping(c, backend, reaped)()
 	fmt.Println("worker ready")
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
@@ -70,10 +98,41 @@ func workerProcess() int {
 	return 0
 }
 
-func spawnWorker(t *testing.T, modelURL, blobDir, queue string) *exec.Cmd {
+// holdingClient is a bwrap client whose Create, while the file hold
+// exists, holds after the workspace is made and a command has run in it
+// (so the session has its cgroup, and a file the manifest did not ask
+// for): a worker killed then leaves what a crash mid-create leaves. It
+// writes the session's id, and how the worker bounds PIDs, to hold.id.
+type holdingClient struct {
+	*bwrap.Client
+	hold string
+}
+
+func (h holdingClient) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
+	s, err := h.Client.Create(ctx, spec)
+	if err != nil || h.hold == "" {
+		return s, err
+	}
+	if _, err := os.Stat(h.hold); err != nil {
+		return s, nil
+	}
+	if _, err := s.Exec(ctx, sandbox.ExecRequest{Cmd: "echo stale > stale.txt"}); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(h.hold+".id", []byte(spec.ID+"\n"+h.LimitsMechanism()), 0o644); err != nil {
+		return nil, err
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// spawnWorker starts a worker process; env adds NAME=value settings
+// (envBackend, envHold).
+func spawnWorker(t *testing.T, modelURL, blobDir, queue string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envWorker+"=1", envAddr+"="+temporalAddr, envModel+"="+modelURL, envBlob+"="+blobDir, envQueue+"="+queue)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -84,6 +143,8 @@ func spawnWorker(t *testing.T, modelURL, blobDir, queue string) *exec.Cmd {
 		// The worker's local sandboxes (a dead host's workspaces, in
 		// TestHostLost) live beside the blob directory.
 		_ = os.RemoveAll(blobDir + "-sandboxes")
+		_ = os.RemoveAll(blobDir + "-bwrap")
+		_ = os.RemoveAll(blobDir + "-docker")
 	})
 	return cmd
 }
@@ -218,4 +279,104 @@ func TestHostLost(t *testing.T) {
 	if left := dirEntries(t, root); len(left) != 0 {
 		t.Errorf("workspaces left on the new host: %v (restored: %s)", left, restoredOn)
 	}
+}
+
+// TestWorkerKilledDuringCreate kills the worker process (SIGKILL) while it
+// creates an agent's bwrap sandbox, after the workspace, its sidecar and
+// its cgroup are made. The create's heartbeats stop, so it is retried
+// within the heartbeat timeout (not the 30 min start-to-close); the retry,
+// on the host's next worker, replaces what the dead one left, the run
+// completes, and no workspace, sidecar or cgroup is left behind.
+func TestWorkerKilledDuringCreate(t *testing.T) {
+	c := dial(t)
+	ms, url := modelServer(t)
+	blobDir, queue := t.TempDir(), fmt.Sprintf("killcreate-%d", os.Getpid())
+	root, hold := blobDir+"-bwrap", blobDir+"-hold"
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(hold); os.Remove(hold + ".id") })
+	first := spawnWorker(t, url, blobDir, queue, envBackend+"=bwrap", envHold+"="+hold)
+	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "recreate", Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []byte
+	for deadline := time.Now().Add(time.Minute); len(held) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox create did not start in a minute")
+		}
+		held, _ = os.ReadFile(hold + ".id")
+	}
+	id, mechanism, _ := strings.Cut(string(held), "\n")
+	name := sandbox.DirName(id)
+	for _, p := range []string{filepath.Join(root, name), filepath.Join(root, "."+name+".json")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("before the kill: %v", err)
+		}
+	}
+	if strings.HasPrefix(mechanism, "cgroup") && len(cgroupsNamed(t, name)) == 0 {
+		t.Fatalf("before the kill: no cgroup %s (%s)", name, mechanism)
+	}
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+
+	spawnWorker(t, url, blobDir, queue, envBackend+"=bwrap")
+	// The bound: the heartbeat timeout (HostTimeout, 2 s here), the retry's
+	// backoff and the run itself; the old 10 min start-to-close would not
+	// fit.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var res workflows.RunResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if out := string(res.Output); !strings.Contains(out, "risen") || !strings.Contains(out, "ash.txt") || strings.Contains(out, "stale") {
+		t.Errorf("output = %s, want the manifest's file and nothing of the dead create's", res.Output)
+	}
+	if n := ms.Count("recreate-read"); n != 1 {
+		t.Errorf("recreate-read answered %d times, want 1", n)
+	}
+	if kinds := countKinds(eventsOf(t, c, run.GetID()+"/0-phoenix")); kinds[workflows.EventSandboxProvisioned] != 1 || kinds[workflows.EventSandboxStopped] != 1 {
+		t.Errorf("sandbox events = %v, want one provisioned and stopped", kinds)
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		// Dot directories are the backend's own: .bwrap-etc, .disks.
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("left in the sandbox root: %s", e.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, ".disks", name+".img")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the workspace's disk image: %v, want it removed", err)
+	}
+	if left := cgroupsNamed(t, name); len(left) != 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
+}
+
+// cgroupsNamed lists the cgroups named name in every hierarchy mounted
+// under /sys/fs/cgroup.
+func cgroupsNamed(t *testing.T, name string) []string {
+	t.Helper()
+	var found []string
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == name {
+			found = append(found, p)
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return found
 }

@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envCLI) != "" {
 		os.Exit(cliProcess())
 	}
+	if os.Getenv(envHostile) != "" {
+		os.Exit(hostileWorkerProcess())
+	}
 	srv, err := devserver.Start(context.Background(), devserver.Config{InMemory: true, UIPort: -1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start Temporal:", err)

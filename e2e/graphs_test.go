@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 type part struct {
@@ -55,8 +56,8 @@ func testGraphs() []*agents.Graph {
 	}
 }
 
-// sandboxGraphs are the graphs of the sandbox fault tests; fault runs on
-// the named backend.
+// sandboxGraphs are the graphs of the sandbox fault tests; fault and
+// recreate run on the named backend.
 func sandboxGraphs(backend string) []*agents.Graph {
 	return []*agents.Graph{
 		agents.MustGraph("idle", "keeper",
@@ -65,5 +66,14 @@ func sandboxGraphs(backend string) []*agents.Graph {
 			&agents.Agent{Name: "sleeper", Instructions: "idle sleeper"}),
 		agents.MustGraph("fault", "survivor",
 			&agents.Agent{Name: "survivor", Instructions: "fault survivor", Sandbox: &agents.Sandbox{Backend: backend}}),
+		agents.MustGraph("recreate", "phoenix",
+			&agents.Agent{Name: "phoenix", Instructions: "recreate phoenix", Sandbox: &agents.Sandbox{Backend: backend,
+				Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "ash.txt", Content: "risen"}}}}}),
+		// phases: a fan-out to two sandboxed agents (crashphase_test.go).
+		agents.MustGraph("phases", "boss",
+			&agents.Agent{Name: "boss", Instructions: "phase boss", Tools: []agents.Tool{
+				agents.AsTool("left_part", "left", "Writes a part."), agents.AsTool("right_part", "right", "Writes a part.")}},
+			&agents.Agent{Name: "left_part", Instructions: "phase worker", Sandbox: &agents.Sandbox{Backend: backend}},
+			&agents.Agent{Name: "right_part", Instructions: "phase worker", Sandbox: &agents.Sandbox{Backend: backend}}),
 	}
 }

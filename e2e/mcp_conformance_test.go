@@ -129,6 +129,13 @@ func (l *lockedBuffer) WriteLine(s string) {
 	l.b.WriteByte('\n')
 }
 
+// Write makes a lockedBuffer an io.Writer, for a command's stderr.
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
 func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

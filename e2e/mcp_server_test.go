@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -62,6 +63,12 @@ rules:
 `
 
 var mcpRunID = regexp.MustCompile(`^mcp-(dealdesk|mcpwait)-[0-9a-f]{32}$`)
+
+// newIdempotencyKey returns a key that no earlier call on the shared
+// Temporal server carried, not even one of the same test in an earlier
+// repeat (go test -count): a key, tool and arguments used before would
+// join that earlier run, whose worker and model are gone.
+func newIdempotencyKey(prefix string) string { return prefix + "-" + rand.Text() }
 
 // mcpServeFixture is an MCP server over HTTP on 127.0.0.1, in process,
 // for the deal-desk, code-review and mcpwait graphs, with a worker and a
@@ -335,7 +342,7 @@ func TestMCPServeIdempotency(t *testing.T) {
 		var out struct {
 			Results []tsResult `json:"results"`
 		}
-		runTSClient(t, "idempotency.mjs", nil, &out, f.url, "mcpwait_waiter", "once only", "order-1234")
+		runTSClient(t, "idempotency.mjs", nil, &out, f.url, "mcpwait_waiter", "once only", newIdempotencyKey("order"))
 		if len(out.Results) != 2 {
 			t.Fatalf("results: %+v", out.Results)
 		}
@@ -634,7 +641,7 @@ func TestMCPServeStatelessTokenHost(t *testing.T) {
 		if a.runID() == b.runID() {
 			t.Errorf("request id 7 twice without a session gave one run %s: request ids of stateless clients collide, so they must not scope runs", a.runID())
 		}
-		key := map[string]any{server.MetaIdempotencyKey: "stateless-key"}
+		key := map[string]any{server.MetaIdempotencyKey: newIdempotencyKey("stateless")}
 		c, d := s.call(8, "mcpwait_waiter", map[string]any{"input": "keyed"}, key), s.call(9, "mcpwait_waiter", map[string]any{"input": "keyed"}, key)
 		if c.IsError || c.runID() != d.runID() {
 			t.Errorf("same idempotency key: runs %q and %q, want one", c.runID(), d.runID())

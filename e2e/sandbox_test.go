@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,6 +127,7 @@ func TestSandboxDiesMidRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { dc.Close() }) // Before root goes: it holds workspace file systems.
 			if err := dc.Ping(context.Background()); err != nil {
 				t.Fatalf("the Docker Engine does not answer (run scripts/setup.sh): %v", err)
 			}
@@ -154,6 +157,7 @@ func TestSandboxDiesMidRun(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { bc.Close() }) // Before root goes: it holds workspace file systems.
 			return bc
 		}, func(t *testing.T, _ string) {
 			if n := killChildren(t, "bwrap"); n == 0 {
@@ -304,8 +308,10 @@ func TestSandboxStoppedOnCancel(t *testing.T) {
 	}
 }
 
-// TestReapOrphans: docker sandboxes whose workflow has closed are reaped;
-// those of an open workflow are kept.
+// TestReapOrphans: the sandboxes (docker containers, local and bwrap
+// workspaces) whose workflow has closed are reaped by a worker's
+// StartReaping; those of an open workflow, and of another cluster or
+// namespace, are kept.
 func TestReapOrphans(t *testing.T) {
 	ctx := context.Background()
 	c := dial(t)
@@ -325,6 +331,7 @@ func TestReapOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { dc.Close() })
 	if err := dc.BuildImage(ctx, docker.BuildOptions{Kind: "busybox", Name: docker.BusyboxImage}); err != nil {
 		t.Fatal(err)
 	}
@@ -343,25 +350,51 @@ func TestReapOrphans(t *testing.T) {
 		"foreign-cluster":   {"troupe.workflow": "elsewhere", workflows.LabelCluster: "another-cluster", workflows.LabelNamespace: "default"},
 		"foreign-namespace": {"troupe.workflow": "elsewhere", workflows.LabelCluster: cluster, workflows.LabelNamespace: "other"},
 	}
-	sessions := map[string]sandbox.Session{}
-	for name, labels := range specs {
-		s, err := dc.Create(ctx, sandbox.Spec{ID: fmt.Sprintf("reap-%s-%d", name, os.Getpid()), Labels: labels})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sessions[name] = s
-		defer s.Stop(ctx)
-	}
-	if _, err := dc.Reap(ctx, workflows.KeepOpen(ctx, c, "default")); err != nil {
+	lc, err := local.New(local.Config{Root: t.TempDir()})
+	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=troupe.session="+sessions["orphan"].State().ID).Output()
+	bc, err := bwrap.New(bwrap.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]sandbox.Client{"docker": dc, "local": lc, "bwrap": bc}
+	sessions := map[string]map[string]sandbox.Session{}
+	for backend, sc := range clients {
+		sessions[backend] = map[string]sandbox.Session{}
+		for name, labels := range specs {
+			s, err := sc.Create(ctx, sandbox.Spec{ID: fmt.Sprintf("reap-%s-%d", name, os.Getpid()), Labels: labels})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sessions[backend][name] = s
+			defer s.Stop(ctx)
+		}
+	}
+	rounds := make(chan map[string][]string, 1)
+	stop := workflows.StartReaping(ctx, c, "default", clients, time.Hour, func(removed map[string][]string, err error) {
+		if err != nil {
+			t.Errorf("reaping: %v", err)
+		}
+		rounds <- removed
+	})
+	removed := <-rounds // The first round runs at once.
+	stop()
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=troupe.session="+sessions["docker"]["orphan"].State().ID).Output()
 	if err != nil || len(strings.Fields(string(out))) != 0 {
 		t.Errorf("the orphan's container is still there: %q %v", out, err)
 	}
-	for _, name := range []string{"owned", "foreign-cluster", "foreign-namespace"} {
-		if err := sessions[name].Alive(ctx); err != nil {
-			t.Errorf("the %s sandbox was reaped: %v", name, err)
+	for backend, byName := range sessions {
+		if backend != "docker" && !slices.Contains(removed[backend], byName["orphan"].State().ID) {
+			t.Errorf("%s: removed %v, want the orphan among them", backend, removed[backend])
+		}
+		if err := byName["orphan"].Alive(ctx); !errors.Is(err, sandbox.ErrGone) {
+			t.Errorf("%s: the orphan: Alive = %v, want ErrGone", backend, err)
+		}
+		for _, name := range []string{"owned", "foreign-cluster", "foreign-namespace"} {
+			if err := byName[name].Alive(ctx); err != nil {
+				t.Errorf("%s: the %s sandbox was reaped: %v", backend, name, err)
+			}
 		}
 	}
 }

@@ -2,9 +2,13 @@ package workflows
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -64,10 +68,19 @@ type Config struct {
 	// DefaultBackend is the backend of sandbox agents that name none; the
 	// default is "bwrap" when configured, else "local", else the only one.
 	DefaultBackend string
-	// Host names this worker's host; sandbox activities of sandboxes it
-	// holds are routed to the task queue troupe-host-<Host>. The default is
-	// the machine's hostname.
+	// Host names this worker's host; the default is the machine's
+	// hostname.
 	Host string
+	// SandboxQueue is the task queue of this worker's sandbox store: the
+	// host and the directories its Sandboxes keep workspaces in. Sandbox
+	// activities of the sandboxes it creates are routed there, so they
+	// reach the worker that can see the workspace. The default is
+	// troupe-sandbox-<Host>-<8 hex digits>, the digits a hash of Host and
+	// the Sandboxes' roots: two workers of one host with different
+	// TROUPE_HOMEs never take each other's sandbox activities, and a
+	// worker restarted with the same home takes over the sandboxes of the
+	// one before it. Set it only to give one store a name of its own.
+	SandboxQueue string
 	// HostTimeout is how long a sandbox activity waits for its host before
 	// the sandbox is taken as lost and re-provisioned elsewhere; the
 	// default is 30 seconds.
@@ -162,7 +175,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 			}
 		}
 	}
-	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: "troupe-host-" + cfg.Host,
+	if cfg.SandboxQueue == "" {
+		cfg.SandboxQueue = defaultSandboxQueue(cfg.Host, cfg.Sandboxes)
+	}
+	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
 		transcripts: runtime.NewTranscripts(cfg.Store), mcp: cfg.MCP}
 	if r.mcp == nil {
 		r.mcp, r.ownsMCP = mcp.NewPool(mcp.PoolConfig{}), true
@@ -190,10 +206,52 @@ func (r *Runner) Register(w worker.Registry) {
 	r.RegisterActivities(w)
 }
 
-// HostQueue is the task queue of this worker's host: run a second worker
-// on it with RegisterActivities, so sandbox activities reach the host
-// that holds the sandbox.
-func (r *Runner) HostQueue() string { return r.hostQueue }
+// SandboxQueue is the task queue of this worker's sandbox store
+// (Config.SandboxQueue): run a second worker on it with
+// RegisterActivities, so sandbox activities reach the worker that holds
+// the sandbox.
+func (r *Runner) SandboxQueue() string { return r.hostQueue }
+
+// rooted is a sandbox client that keeps its workspaces under a host
+// directory, as local, bwrap and docker do.
+type rooted interface{ Root() string }
+
+// defaultSandboxQueue names the store of host and the roots of clients.
+func defaultSandboxQueue(host string, clients map[string]sandbox.Client) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", host)
+	for _, b := range slices.Sorted(maps.Keys(clients)) {
+		if c, ok := clients[b].(rooted); ok {
+			fmt.Fprintf(h, "%s=%s\n", b, c.Root())
+		}
+	}
+	return fmt.Sprintf("troupe-sandbox-%s-%x", host, h.Sum(nil)[:4])
+}
+
+// checkStore fails with ErrSandboxMisrouted when the sandbox of st is not
+// in this worker's store (another host, or another root of this host):
+// the worker cannot see its workspace, and must say so rather than answer
+// from a workspace it does not have.
+func (r *Runner) checkStore(st sandbox.State) error {
+	c, ok := r.cfg.Sandboxes[st.Backend]
+	if !ok {
+		return nil // client() says so.
+	}
+	rc, ok := c.(rooted)
+	if !ok {
+		return nil
+	}
+	// Backends record the machine's hostname in a State (Config.Host may
+	// be another name for it).
+	machine, _ := os.Hostname()
+	rel, err := filepath.Rel(rc.Root(), filepath.Clean(st.Workspace))
+	if st.Host == machine && err == nil && rel != "." && filepath.IsLocal(rel) {
+		return nil
+	}
+	return nonRetryable(ErrSandboxMisrouted,
+		"sandbox %s (%s workspace %s on host %s) is not in this worker's store (host %s, root %s, task queue %s): workers with different sandbox stores share the task queue; give each its own --sandbox-queue, or leave it to the default",
+		st.ID, st.Backend, st.Workspace, st.Host, machine, rc.Root(), r.hostQueue)
+}
 
 // RegisterActivities registers the activities only, for the host-queue
 // worker.

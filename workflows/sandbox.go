@@ -1,13 +1,15 @@
 package workflows
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +42,10 @@ type SandboxCreateInput struct {
 type SandboxInfo struct {
 	State sandbox.State `json:"state"`
 	Queue string        `json:"queue"`
+	// NotInForce lists the limits the backend cannot enforce on that host,
+	// and why (sandbox.LimitReporter); the sandbox_provisioned event shows
+	// them.
+	NotInForce []string `json:"not_in_force,omitempty"`
 }
 
 // SandboxToolInput is the sandbox-tool activity's input.
@@ -65,6 +71,11 @@ const (
 	// ErrSandboxGone is a sandbox that died; the workflow re-provisions it
 	// from its last snapshot.
 	ErrSandboxGone = "troupe.SandboxGone"
+	// ErrSandboxMisrouted is a sandbox activity that reached a worker
+	// whose store does not hold the sandbox (workers with different
+	// sandbox roots sharing a sandbox queue). The call fails; the sandbox
+	// is not taken as lost.
+	ErrSandboxMisrouted = "troupe.SandboxMisrouted"
 )
 
 // Activity names of a sandbox's life.
@@ -100,6 +111,9 @@ func (a *Activities) session(ctx context.Context, st sandbox.State) (sandbox.Ses
 	a.sessions.mu.Unlock()
 	if ok {
 		return s, nil
+	}
+	if err := a.r.checkStore(st); err != nil {
+		return nil, err
 	}
 	c, err := a.client(st.Backend)
 	if err != nil {
@@ -187,7 +201,10 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	if err != nil {
 		return nil, err
 	}
-	m, err := Manifest(ctx, agent, in.Run)
+	// The manifest (ManifestFor may fetch), the workspace (git clones,
+	// copies) and the restore can each take long: the activity heartbeats
+	// throughout, so a dead worker is noticed within its HeartbeatTimeout.
+	m, err := heartbeating(ctx, func() (sandbox.Manifest, error) { return Manifest(ctx, agent, in.Run) })
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrSandbox, err)
 	}
@@ -195,22 +212,28 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 		ID: sandboxID(in.WorkflowID, in.Generation), Manifest: m, Options: agent.Sandbox.Options,
 		Labels: a.sandboxLabels(ctx, in.WorkflowID, agent.Name),
 	}
-	s, err := c.Create(ctx, spec)
+	// A retry after a worker died mid-create replaces what it left (the
+	// sandbox.Client contract).
+	s, err := heartbeating(ctx, func() (sandbox.Session, error) { return c.Create(ctx, spec) })
 	if err != nil {
 		return nil, sandboxErr(fmt.Errorf("create %s sandbox for %s: %w", c.Backend(), agent.Name, err))
 	}
 	if in.Snapshot != "" {
-		data, err := a.r.cfg.Store.Get(ctx, in.Snapshot)
-		if err == nil {
-			err = s.Restore(ctx, bytes.NewReader(data))
-		}
-		if err != nil {
+		if err := a.restore(ctx, s, in.Snapshot); err != nil {
 			_ = s.Stop(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("restore snapshot %s: %w", in.Snapshot, err)
 		}
 	}
 	a.remember(s)
-	return &SandboxInfo{State: s.State(), Queue: a.r.hostQueue}, nil
+	info := &SandboxInfo{State: s.State(), Queue: a.r.hostQueue}
+	if r, ok := c.(sandbox.LimitReporter); ok {
+		for _, l := range r.Enforced() {
+			if !l.InForce() {
+				info.NotInForce = append(info.NotInForce, l.Limit+": "+l.NotInForce)
+			}
+		}
+	}
+	return info, nil
 }
 
 // SandboxTool runs a sandbox tool with the agent's session in its context.
@@ -251,16 +274,56 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	if err != nil {
 		return "", err
 	}
-	var buf bytes.Buffer
-	if _, err := heartbeating(ctx, func() (struct{}, error) { return struct{}{}, s.Snapshot(ctx, &buf) }); err != nil {
+	// The archive is spooled to a file, hashed on the way, then streamed
+	// to the store: the worker holds none of it in memory.
+	spool, err := os.CreateTemp("", "troupe-snapshot-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	h := sha256.New()
+	if _, err := heartbeating(ctx, func() (struct{}, error) {
+		return struct{}{}, s.Snapshot(ctx, io.MultiWriter(spool, h))
+	}); err != nil {
 		return "", sandboxErr(err)
 	}
-	sum := sha256.Sum256(buf.Bytes())
-	key := "snapshots/" + hex.EncodeToString(sum[:]) + ".tar.zst"
-	if err := a.r.cfg.Store.Put(ctx, key, buf.Bytes()); err != nil {
+	key := "snapshots/" + hex.EncodeToString(h.Sum(nil)) + ".tar.zst"
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	if _, err := heartbeating(ctx, func() (struct{}, error) {
+		return struct{}{}, a.r.cfg.Store.PutFrom(ctx, key, spool)
+	}); err != nil {
 		return "", err
 	}
 	return key, nil
+}
+
+// restore restores the snapshot under key into s, streaming it from the
+// store through a spool file (Restore reads an archive twice).
+func (a *Activities) restore(ctx context.Context, s sandbox.Session, key string) error {
+	r, err := a.r.cfg.Store.Open(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	spool, err := os.CreateTemp("", "troupe-restore-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	_, err = heartbeating(ctx, func() (struct{}, error) {
+		if _, err := io.Copy(spool, r); err != nil {
+			return struct{}{}, err
+		}
+		if _, err := spool.Seek(0, io.SeekStart); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, s.Restore(ctx, spool)
+	})
+	return err
 }
 
 // SandboxStop stops the sandbox; a sandbox already gone is not an error.
@@ -273,7 +336,8 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 		}
 		return err
 	}
-	return s.Stop(ctx)
+	_, err = heartbeating(ctx, func() (struct{}, error) { return struct{}{}, s.Stop(ctx) })
+	return err
 }
 
 // sandboxLife is the workflow side of an agent's sandbox: provisioned when
@@ -302,8 +366,15 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 		return nil
 	}
 	s.generation++
+	// The activity heartbeats: a worker killed mid-create is noticed within
+	// HostTimeout and the create retried (a retry on the dead attempt's
+	// host replaces what it left; elsewhere, a reaper removes that once
+	// the workflow closes; see the package doc). StartToClose only bounds
+	// a live worker's create, so it is generous, for big manifests and
+	// restores.
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 10 * time.Minute,
+		StartToCloseTimeout: 30 * time.Minute,
+		HeartbeatTimeout:    s.r.cfg.HostTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var info SandboxInfo
@@ -312,7 +383,10 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 		return err
 	}
 	s.info = &info
-	kind, detail := EventSandboxProvisioned, info.State.Backend+" sandbox on "+info.State.Host
+	kind, detail := EventSandboxProvisioned, backendLabel(info.State.Backend)+" sandbox on "+info.State.Host
+	if len(info.NotInForce) > 0 {
+		detail += " (limits not in force: " + strings.Join(info.NotInForce, "; ") + ")"
+	}
 	if s.snapshot != "" {
 		kind, detail = EventSandboxRestored, detail+" from "+s.snapshot
 	}
@@ -478,4 +552,13 @@ func (a *Activities) sandboxLabels(ctx context.Context, workflowID, agent string
 		labels[LabelCluster] = cluster
 	}
 	return labels
+}
+
+// backendLabel names a backend where a sandbox is shown: the unconfined
+// local backend says so.
+func backendLabel(backend string) string {
+	if backend == "local" {
+		return "local (UNCONFINED: no isolation)"
+	}
+	return backend
 }

@@ -214,7 +214,10 @@ func (cs *calls) releaseAll(cause error) {
 // interceptCancel is a receiving middleware: it sees a session's
 // notifications/cancelled before go-sdk's no-op handler does, and cancels
 // the named call's run. (go-sdk has already ended the call's context by
-// then; that alone cannot be told from a dropped connection.)
+// then, when it holds the call; that alone cannot be told from a dropped
+// connection.) It reads the cancelled request's stamp: our transports
+// take the requestId out of the cancellation of a request go-sdk does not
+// hold (see held).
 func (s *Server) interceptCancel(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "notifications/cancelled" {

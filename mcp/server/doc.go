@@ -69,7 +69,9 @@
 // request id among the calls in flight and cancels that call's workflow.
 // A cancellation may be handled before the handler of its request begins:
 // it is kept for a minute, and that handler then answers without starting
-// a run.
+// a run. (The transports pass go-sdk a cancellation's requestId only for a
+// request go-sdk holds; otherwise go-sdk's own cancelling would race with
+// the request's arrival, and might answer it with a bare protocol error.)
 // Nothing else cancels a run: when a handler's context ends for another
 // reason, or the session is deleted (HTTP DELETE), or the server shuts
 // down (Close), the handler stops waiting and the run goes on. In stateless

@@ -61,10 +61,16 @@ func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
 // which would otherwise wait for their runs. The release comes before
 // go-sdk's handler runs (after it would be too late), so it happens only
 // for a session that exists; the Host was checked before (loopbackHost).
+//
+// go-sdk holds a request (see held) while it serves the POST that carried
+// it. (When the client drops that POST, go-sdk may hold the request
+// longer; its cancellation then reaches interceptCancel only, which still
+// cancels the run of a tools/call.)
 type stamping struct {
 	next      http.Handler
 	server    *Server
 	stateless bool
+	held      held
 }
 
 func (h *stamping) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -92,9 +98,21 @@ func (h *stamping) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "failed to read body", http.StatusBadRequest)
 			return
 		}
-		body = stampBody(body)
+		session := r.Header.Get("Mcp-Session-Id")
+		var requests []string
+		body, requests = stampBody(body, func(stamp string) bool { return h.held.has(callKey{session, stamp}) })
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		if session != "" {
+			for _, req := range requests {
+				h.held.hold(callKey{session, req})
+			}
+			defer func() {
+				for _, req := range requests {
+					h.held.release(callKey{session, req})
+				}
+			}()
+		}
 	}
 	h.next.ServeHTTP(w, r)
 }

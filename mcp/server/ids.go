@@ -4,7 +4,9 @@ package server
 // doc) and copies JSON-RPC request ids into the _meta of tools/call (and
 // of notifications/cancelled, the id it cancels), where the tool handler
 // and the cancel middleware can read them: go-sdk keeps them to itself,
-// and its float64 view of a numeric id loses digits above 2^53.
+// and its float64 view of a numeric id loses digits above 2^53. It also
+// keeps go-sdk from acting on the cancellation of a request it does not
+// hold (see held).
 
 import (
 	"bytes"
@@ -15,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -184,78 +187,178 @@ func cancelledID(params json.RawMessage) json.RawMessage {
 	return p.RequestID
 }
 
-// stampBody stamps the tools/call requests in an HTTP body (one message
-// or a batch) with their JSON-RPC ids, and notifications/cancelled with
-// the id they cancel. It returns body unchanged when there is
-// nothing to stamp or the body does not parse.
-func stampBody(body []byte) []byte {
-	t := bytes.TrimSpace(body)
-	if len(t) == 0 {
-		return body
+// held is the set of client requests that go-sdk holds — read and not
+// yet answered — by session and stamp.
+//
+// go-sdk cancels the request that a notifications/cancelled names as it
+// reads the notification, on a goroutine of its own. For a request it
+// holds, that ends the request's context, as it should. For a request it
+// does not hold yet (a cancellation that overtook its request), that
+// goroutine races with the request's arrival: it may find the request
+// queued and answer it with a bare "context canceled" error before its
+// handler begins, or not, by the scheduler's whim; and for an id above
+// 2^53 (which go-sdk reads as a float64) it may end the context of another
+// request. So the stamping transports leave a cancellation's requestId for
+// go-sdk only when go-sdk holds that request. Any other cancellation
+// reaches interceptCancel without it, and is handled by its stamp alone:
+// the tombstone that the request's handler, should it come, finds.
+type held struct {
+	mu sync.Mutex
+	n  map[callKey]int
+}
+
+// hold counts one more request k that go-sdk holds.
+func (h *held) hold(k callKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil {
+		h.n = map[callKey]int{}
 	}
-	if t[0] != '[' {
-		out, changed := stampMessage(t)
-		if !changed {
-			return body
-		}
-		return out
+	h.n[k]++
+}
+
+// holdOnce records that go-sdk holds request k, unless it already does:
+// go-sdk refuses a request whose id is in use, and never answers it.
+func (h *held) holdOnce(k callKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n == nil {
+		h.n = map[callKey]int{}
 	}
-	var batch []json.RawMessage
-	if json.Unmarshal(t, &batch) != nil {
-		return body
+	if h.n[k] == 0 {
+		h.n[k] = 1
 	}
-	stamped := false
-	for i, m := range batch {
-		if out, changed := stampMessage(m); changed {
-			batch[i], stamped = out, true
-		}
+}
+
+// release counts one request k fewer.
+func (h *held) release(k callKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n[k] <= 1 {
+		delete(h.n, k)
+		return
 	}
-	if !stamped {
-		return body
+	h.n[k]--
+}
+
+// has reports whether go-sdk holds request k.
+func (h *held) has(k callKey) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[k] > 0
+}
+
+// withoutRequestID returns notifications/cancelled params without their
+// requestId, for go-sdk to cancel nothing (see held); params that are not
+// a JSON object come back unchanged.
+func withoutRequestID(params json.RawMessage) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(params, &obj) != nil || obj == nil {
+		return params
 	}
-	out, err := json.Marshal(batch)
+	if _, ok := obj["requestId"]; !ok {
+		return params
+	}
+	delete(obj, "requestId")
+	out, err := json.Marshal(obj)
 	if err != nil {
-		return body
+		return params
 	}
 	return out
 }
 
-func stampMessage(msg json.RawMessage) (json.RawMessage, bool) {
+// stampBody stamps the tools/call requests in an HTTP body (one message
+// or a batch) with their JSON-RPC ids, and notifications/cancelled with
+// the id they cancel; a cancellation keeps its requestId only when
+// isHeld(stamp) (go-sdk holds the request) or the request comes earlier in
+// the body (see held). It returns the body, unchanged when there is
+// nothing to stamp or it does not parse, and the stamps of the requests
+// in it, of any method.
+func stampBody(body []byte, isHeld func(stamp string) bool) (out []byte, requests []string) {
+	t := bytes.TrimSpace(body)
+	if len(t) == 0 {
+		return body, nil
+	}
+	inBody := map[string]bool{}
+	heldHere := func(stamp string) bool { return inBody[stamp] || (isHeld != nil && isHeld(stamp)) }
+	stamp := func(m json.RawMessage) (json.RawMessage, bool) {
+		out, changed, request := stampMessage(m, heldHere)
+		if request != "" {
+			inBody[request] = true
+			requests = append(requests, request)
+		}
+		return out, changed
+	}
+	if t[0] != '[' {
+		out, changed := stamp(t)
+		if !changed {
+			return body, requests
+		}
+		return out, requests
+	}
+	var batch []json.RawMessage
+	if json.Unmarshal(t, &batch) != nil {
+		return body, nil
+	}
+	stamped := false
+	for i, m := range batch {
+		if out, changed := stamp(m); changed {
+			batch[i], stamped = out, true
+		}
+	}
+	if !stamped {
+		return body, requests
+	}
+	out, err := json.Marshal(batch)
+	if err != nil {
+		return body, requests
+	}
+	return out, requests
+}
+
+// stampMessage stamps one message as stampBody does. request is the stamp
+// of msg when it is a request (of any method), else "".
+func stampMessage(msg json.RawMessage, isHeld func(stamp string) bool) (out json.RawMessage, changed bool, request string) {
 	var head struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
 	if json.Unmarshal(msg, &head) != nil {
-		return msg, false
+		return msg, false, ""
+	}
+	if head.Method != "" && len(head.ID) > 0 {
+		request, _ = requestKeyJSON(head.ID)
 	}
 	var params json.RawMessage
 	switch {
 	case head.Method == "tools/call" && len(head.ID) > 0:
-		key, ok := requestKeyJSON(head.ID)
-		if !ok {
-			return msg, false
+		if request == "" {
+			return msg, false, ""
 		}
-		params = stampParams(head.Params, key, true)
+		params = stampParams(head.Params, request, true)
 	case head.Method == "notifications/cancelled" && len(head.ID) == 0:
 		key, ok := requestKeyJSON(cancelledID(head.Params))
 		params = stampParams(head.Params, key, ok)
+		if ok && !isHeld(key) {
+			params = withoutRequestID(params)
+		}
 	default:
-		return msg, false
+		return msg, false, request
 	}
 	if bytes.Equal(params, head.Params) {
-		return msg, false // not an object (go-sdk will say so), or nothing to do
+		return msg, false, request // not an object (go-sdk will say so), or nothing to do
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(msg, &obj) != nil {
-		return msg, false
+		return msg, false, request
 	}
 	obj["params"] = params
 	out, err := json.Marshal(obj)
 	if err != nil {
-		return msg, false
+		return msg, false, request
 	}
-	return out, true
+	return out, true, request
 }
 
 // stampingTransport wraps a single-session transport (stdio, say): its
@@ -277,9 +380,14 @@ func (t *stampingTransport) Connect(ctx context.Context) (mcp.Connection, error)
 	return &stampingConn{Connection: conn, id: id}, nil
 }
 
+// stampingConn stamps what it reads, and tracks the requests go-sdk holds:
+// from their reading to the writing of their answers. One goroutine reads
+// (go-sdk handles each message before it reads the next), so a
+// cancellation is read after go-sdk took every request before it.
 type stampingConn struct {
 	mcp.Connection
-	id string
+	id   string
+	held held
 }
 
 func (c *stampingConn) SessionID() string { return c.id }
@@ -291,17 +399,35 @@ func (c *stampingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		return msg, err
 	}
 	switch {
-	case req.Method == "tools/call" && req.ID.IsValid():
-		if key, ok := requestKeyOf(req.ID.Raw()); ok {
+	case req.ID.IsValid():
+		key, ok := requestKeyOf(req.ID.Raw())
+		if !ok {
+			break
+		}
+		c.held.holdOnce(callKey{c.id, key})
+		if req.Method == "tools/call" {
 			req.Params = stampParams(req.Params, key, true)
 		}
-	case req.Method == "notifications/cancelled" && !req.ID.IsValid():
+	case req.Method == "notifications/cancelled":
 		var id any
 		key, ok := "", false
 		if raw := cancelledID(req.Params); raw != nil && json.Unmarshal(raw, &id) == nil {
 			key, ok = requestKeyOf(id)
 		}
 		req.Params = stampParams(req.Params, key, ok)
+		if ok && !c.held.has(callKey{c.id, key}) {
+			req.Params = withoutRequestID(req.Params)
+		}
 	}
 	return msg, err
+}
+
+// Write releases the request that msg answers (see held).
+func (c *stampingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if resp, ok := msg.(*jsonrpc.Response); ok && resp.ID.IsValid() {
+		if key, ok := requestKeyOf(resp.ID.Raw()); ok {
+			c.held.release(callKey{c.id, key})
+		}
+	}
+	return c.Connection.Write(ctx, msg)
 }

@@ -89,25 +89,29 @@ func TestStampBody(t *testing.T) {
 		name string
 		body string
 		want string // the stamp of the first message, as JSON; "" when body must come back unchanged
+		// requestIDGone: the first message's requestId is left out for
+		// go-sdk (a cancellation of a request it does not hold).
+		requestIDGone bool
 	}{
-		{"call", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{}}}`, `"n:7"`},
-		{"string id and _meta kept", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","_meta":{"progressToken":1,"troupe/jsonrpc_id":99}}}`, `"s:a"`},
-		{"id above 2^53, digit for digit", `{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{}}`, `"n:9007199254740993"`},
-		{"no params", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, `"n:1"`},
-		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}]`, `"n:1"`},
-		{"cancellation", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9007199254740993,"reason":"r"}}`, `"n:9007199254740993"`},
-		{"cancellation of a string id", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}`, `"s:a"`},
-		{"cancellation without an id: the client's stamp goes", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":{"troupe/jsonrpc_id":"n:5"}}}`, `null`},
-		{"cancellation without an id or stamp", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}`, ``},
-		{"null id", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{}}`, ``},
-		{"other method", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, ``},
-		{"notification", `{"jsonrpc":"2.0","method":"tools/call","params":{}}`, ``},
-		{"not JSON", `{"jsonrpc":`, ``},
-		{"params not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, ``},
+		{"call", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{}}}`, `"n:7"`, false},
+		{"string id and _meta kept", `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","_meta":{"progressToken":1,"troupe/jsonrpc_id":99}}}`, `"s:a"`, false},
+		{"id above 2^53, digit for digit", `{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{}}`, `"n:9007199254740993"`, false},
+		{"no params", `{"jsonrpc":"2.0","id":1,"method":"tools/call"}`, `"n:1"`, false},
+		{"batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}]`, `"n:1"`, false},
+		{"cancellation of a request not held", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9007199254740993,"reason":"r"}}`, `"n:9007199254740993"`, true},
+		{"cancellation of a held request", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3,"reason":"r"}}`, `"n:3"`, false},
+		{"cancellation of a string id", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}`, `"s:a"`, true},
+		{"cancellation without an id: the client's stamp goes", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":{"troupe/jsonrpc_id":"n:5"}}}`, `null`, false},
+		{"cancellation without an id or stamp", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}`, ``, false},
+		{"null id", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{}}`, ``, false},
+		{"other method", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, ``, false},
+		{"notification", `{"jsonrpc":"2.0","method":"tools/call","params":{}}`, ``, false},
+		{"not JSON", `{"jsonrpc":`, ``, false},
+		{"params not an object", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}`, ``, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out := stampBody([]byte(tc.body))
+			out, _ := stampBody([]byte(tc.body), func(stamp string) bool { return stamp == "n:3" })
 			if tc.want == "" {
 				if string(out) != tc.body {
 					t.Errorf("body changed: %s", out)
@@ -142,6 +146,14 @@ func TestStampBody(t *testing.T) {
 			if strings.Contains(tc.body, `"name":"x"`) && p.Name != "x" {
 				t.Errorf("name lost: %s", out)
 			}
+			var first map[string]json.RawMessage
+			_ = json.Unmarshal(msgs[0]["params"], &first)
+			if _, has := first["requestId"]; string(msgs[0]["method"]) == `"notifications/cancelled"` && strings.Contains(tc.body, "requestId") && has == tc.requestIDGone {
+				t.Errorf("requestId kept = %v, want %v: %s", has, !tc.requestIDGone, out)
+			}
+			if len(msgs) == 2 && !strings.Contains(string(msgs[1]["params"]), `"requestId":1`) {
+				t.Errorf("the cancellation of a request earlier in the batch lost its requestId: %s", out)
+			}
 			if len(msgs) == 2 && !strings.Contains(string(msgs[1]["params"]), `"troupe/jsonrpc_id":"n:1"`) {
 				t.Errorf("the cancellation in the batch is not stamped: %s", out)
 			}
@@ -150,10 +162,13 @@ func TestStampBody(t *testing.T) {
 }
 
 // TestStampingConn: over a single-session transport, tools/call requests
-// reach the server with their id in _meta, and the session has an id.
+// reach the server with their id in _meta, and the session has an id. A
+// cancellation reaches go-sdk with its requestId only while go-sdk holds
+// that request: from its reading to the writing of its answer.
 func TestStampingConn(t *testing.T) {
+	ctx := context.Background()
 	serverSide, clientSide := mcp.NewInMemoryTransports()
-	conn, err := (&stampingTransport{Transport: serverSide}).Connect(context.Background())
+	conn, err := (&stampingTransport{Transport: serverSide}).Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,26 +176,54 @@ func TestStampingConn(t *testing.T) {
 	if !strings.HasPrefix(conn.SessionID(), "conn-") {
 		t.Errorf("session id = %q", conn.SessionID())
 	}
-	cc, err := clientSide.Connect(context.Background())
+	cc, err := clientSide.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cc.Close()
 	id, _ := jsonrpc.MakeID(float64(12))
-	go func() {
-		_ = cc.Write(context.Background(), &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)})
-		_ = cc.Write(context.Background(), &jsonrpc.Request{Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":12}`)})
-	}()
-	for _, want := range []string{"tools/call", "notifications/cancelled"} {
-		msg, err := conn.Read(context.Background())
+	call := func() jsonrpc.Message {
+		return &jsonrpc.Request{ID: id, Method: "tools/call", Params: json.RawMessage(`{"name":"x"}`)}
+	}
+	cancel := func() jsonrpc.Message {
+		return &jsonrpc.Request{Method: "notifications/cancelled", Params: json.RawMessage(`{"requestId":12}`)}
+	}
+	send := func(msgs ...jsonrpc.Message) {
+		go func() {
+			for _, m := range msgs {
+				_ = cc.Write(ctx, m)
+			}
+		}()
+	}
+	read := func(want string, requestID bool) {
+		t.Helper()
+		msg, err := conn.Read(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req, ok := msg.(*jsonrpc.Request)
 		if !ok || req.Method != want || !strings.Contains(string(req.Params), `"troupe/jsonrpc_id":"n:12"`) {
 			t.Errorf("read %#v, want %s with the id stamped", msg, want)
+			return
+		}
+		if has := strings.Contains(string(req.Params), `"requestId"`); want == "notifications/cancelled" && has != requestID {
+			t.Errorf("%s: requestId kept = %v, want %v", req.Params, has, requestID)
 		}
 	}
+	send(cancel(), call(), cancel())
+	read("notifications/cancelled", false) // before its request
+	read("tools/call", false)
+	read("notifications/cancelled", true) // while go-sdk holds it
+	answered := make(chan error, 1)
+	go func() { _, err := cc.Read(ctx); answered <- err }()
+	if err := conn.Write(ctx, &jsonrpc.Response{ID: id, Result: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	send(cancel())
+	read("notifications/cancelled", false) // after its answer
 }
 
 // TestBigIDsStayApart: JSON-RPC ids that a float64 cannot tell apart are
@@ -191,7 +234,7 @@ func TestBigIDsStayApart(t *testing.T) {
 		var msg struct {
 			Params mcp.CallToolParams `json:"params"`
 		}
-		body := stampBody([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"x"}}`))
+		body, _ := stampBody([]byte(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"x"}}`), nil)
 		if err := json.Unmarshal(body, &msg); err != nil {
 			t.Fatal(err)
 		}

@@ -84,7 +84,10 @@ func resultText(t *testing.T, raw json.RawMessage) (text string, isError bool) {
 
 // TestCancelBeforeCall: go-sdk may handle a client's notifications/cancelled
 // before the handler of the request it cancels begins. That handler must
-// not start the run; the next request does.
+// not start the run, and says so (go-sdk must not answer the request
+// first, with a bare "context canceled", as its own cancelling would when
+// it won the race with the request's arrival; see held); the next request
+// starts one.
 func TestCancelBeforeCall(t *testing.T) {
 	s, f := newFakeServer(t, nil, dealdesk.Graph())
 	c := serveRaw(t, s)

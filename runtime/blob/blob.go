@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,13 +78,56 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	if err := s.bucket.WriteAll(ctx, key, data, nil); err != nil {
 		return fmt.Errorf("blob: put %s: %w", key, err)
 	}
+	s.forget(key)
+	return nil
+}
+
+// forget drops key's cached content after a rewrite.
+func (s *Store) forget(key string) {
 	s.mu.Lock()
-	if old, ok := s.cache[key]; ok { // a rewrite: forget the old content
+	if old, ok := s.cache[key]; ok {
 		s.size -= len(old)
 		delete(s.cache, key)
 	}
 	s.mu.Unlock()
+}
+
+// PutFrom writes what r holds under key, streaming it: the store holds
+// none of it in memory, whatever its size. A failed PutFrom leaves key as
+// it was.
+func (s *Store) PutFrom(ctx context.Context, key string, r io.Reader) error {
+	// Closing a writer whose context is cancelled discards what it wrote,
+	// so a partial blob is never committed.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.bucket.NewWriter(wctx, key, nil)
+	if err != nil {
+		return fmt.Errorf("blob: put %s: %w", key, err)
+	}
+	if _, err := io.Copy(w, r); err != nil {
+		cancel()
+		w.Close()
+		return fmt.Errorf("blob: put %s: %w", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("blob: put %s: %w", key, err)
+	}
+	s.forget(key)
 	return nil
+}
+
+// Open returns a reader of the data under key, streaming it, for blobs
+// too large to hold in memory (snapshots). A missing key gives an error
+// wrapping ErrNotFound. The caller closes the reader.
+func (s *Store) Open(ctx context.Context, key string) (io.ReadCloser, error) {
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+		}
+		return nil, fmt.Errorf("blob: get %s: %w", key, err)
+	}
+	return r, nil
 }
 
 // Get reads the data under key. A missing key gives an error wrapping

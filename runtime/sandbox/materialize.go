@@ -119,7 +119,8 @@ func writeFile(root *os.Root, name string, r io.Reader, perm fs.FileMode) error 
 			return err
 		}
 	}
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	// A FIFO a command left at name is refused, never waited on.
+	f, _, err := openRegular(root, name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}

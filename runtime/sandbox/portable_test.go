@@ -21,6 +21,7 @@ func TestSnapshotPortable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { dc.Close() }) // Before its root goes: it holds workspace file systems.
 	if err := dc.Ping(ctx); err != nil {
 		t.Fatalf("the Docker Engine does not answer (run scripts/setup.sh): %v", err)
 	}
@@ -55,6 +56,7 @@ func TestSnapshotPortable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { bc.Close() })
 	lc, err := local.New(local.Config{Root: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

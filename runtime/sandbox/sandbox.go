@@ -20,6 +20,16 @@
 //  3. Session state serialises to JSON; Client.Resume turns it back into a
 //     live session, or fails with ErrGone.
 //  4. Stop is idempotent and leaves nothing running.
+//  5. Create is idempotent under retry: a Create for an ID whose sandbox
+//     exists (left by a Create whose worker was killed before it
+//     returned, so that nobody holds it) removes it and provisions afresh.
+//
+// What a killed worker leaves is removed by a Reaper (the local, bwrap and
+// docker clients are ones) once its owner is gone: the sandbox's labels
+// say whose it is, on the container for docker and in a sidecar file
+// beside the workspace for the host-directory backends (HostReaper).
+// workflows.StartReaping runs the reapers of a worker; the workflows
+// package doc has the bounds on what a crash at any point leaves.
 package sandbox
 
 import (
@@ -57,13 +67,15 @@ type Client interface {
 // Spec says what to provision.
 type Spec struct {
 	// ID identifies the session; it must be unique on the host. Workflows
-	// use their workflow id.
+	// use their workflow id and a generation. A Create with the ID of a
+	// sandbox that exists replaces it (contract point 5).
 	ID string `json:"id"`
 	// Manifest is the fresh workspace's contents and environment.
 	Manifest Manifest `json:"manifest"`
 	// Options are the isolation and resource settings.
 	Options Options `json:"options"`
-	// Labels tag the sandbox (docker labels) so orphans can be found.
+	// Labels tag the sandbox (docker labels; a sidecar file beside a host
+	// workspace) so that Reapers can tell whose it is.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -81,14 +93,25 @@ type Options struct {
 }
 
 // Limits bound a sandbox's resources; zero fields mean the backend's
-// default.
+// default. Each is per session: all of a session's processes, from all of
+// its commands, share it. Each backend's package doc says how it enforces
+// them and what it does where the host lacks the means; its client's
+// Enforced (LimitReporter) says which are in force on this host. The
+// local backend bounds nothing.
 type Limits struct {
 	// PIDs bounds the number of processes.
 	PIDs int `json:"pids,omitempty"`
-	// MemoryBytes bounds memory.
+	// MemoryBytes bounds the memory of the session's processes together,
+	// its /tmp included; past it the kernel kills one of them.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
 	// CPUSeconds bounds the CPU time of one command.
 	CPUSeconds int `json:"cpu_seconds,omitempty"`
+	// TmpBytes bounds the size of /tmp, a file system in memory.
+	TmpBytes int64 `json:"tmp_bytes,omitempty"`
+	// DiskBytes bounds the size of the workspace: what its files take on
+	// disk, the file system's own metadata included. Writes past it fail
+	// (ENOSPC).
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
 // State is a session's serialisable state: enough to resume it.

@@ -8,6 +8,7 @@ package sandbox
 import (
 	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -63,7 +64,7 @@ func (w Workspace) Snapshot(ctx context.Context, out io.Writer) error {
 			}
 			return nil
 		}
-		return snapshotEntry(root, tw, p, d)
+		return snapshotEntry(ctx, root, tw, p, d)
 	})
 	if err != nil {
 		zw.Close()
@@ -79,7 +80,7 @@ func (w Workspace) Snapshot(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-func snapshotEntry(root *os.Root, tw *tar.Writer, p string, d fs.DirEntry) error {
+func snapshotEntry(ctx context.Context, root *os.Root, tw *tar.Writer, p string, d fs.DirEntry) error {
 	fi, err := d.Info()
 	if err != nil {
 		return err
@@ -104,31 +105,40 @@ func snapshotEntry(root *os.Root, tw *tar.Writer, p string, d fs.DirEntry) error
 		hdr.Linkname = target
 		return tw.WriteHeader(hdr)
 	case d.Type().IsRegular():
-		f, err := root.OpenFile(p, os.O_RDONLY|noFollow, 0)
+		f, fi, err := openRegular(root, p, os.O_RDONLY|noFollow, 0)
+		if errors.Is(err, ErrNotRegular) {
+			return fmt.Errorf("%q changed while it was archived: %w", p, err)
+		}
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return fmt.Errorf("%q changed while it was archived", p)
-		}
 		hdr.Typeflag = tar.TypeReg
 		hdr.Size = fi.Size()
 		hdr.Mode = int64(fi.Mode().Perm())
 		hdr.ModTime = fi.ModTime()
+		segs := dataSegments(f, fi)
+		if segs != nil {
+			hdr.PAXRecords = sparseRecords(segs, fi.Size())
+			hdr.Size = segs.dataBytes()
+		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}
-		n, err := io.Copy(tw, io.LimitReader(f, hdr.Size))
-		if err != nil {
-			return err
+		if segs == nil {
+			segs = segments{{0, hdr.Size}}
 		}
-		if n != hdr.Size {
-			return fmt.Errorf("%q shrank while it was archived", p)
+		for _, sg := range segs {
+			if _, err := f.Seek(sg.off, io.SeekStart); err != nil {
+				return err
+			}
+			n, err := io.Copy(tw, io.LimitReader(ctxReader{ctx, f}, sg.len))
+			if err != nil {
+				return err
+			}
+			if n != sg.len {
+				return fmt.Errorf("%q shrank while it was archived", p)
+			}
 		}
 	}
 	return nil
@@ -182,7 +192,11 @@ func (w Workspace) Restore(ctx context.Context, in io.Reader) error {
 			}
 		}
 		switch hdr.Typeflag {
-		case tar.TypeDir, tar.TypeReg:
+		case tar.TypeDir:
+		case tar.TypeReg:
+			if _, _, err := parseSparse(hdr); err != nil {
+				return fmt.Errorf("entry %q: %w", name, err)
+			}
 		case tar.TypeSymlink:
 			if hdr.Linkname == "" || strings.IndexByte(hdr.Linkname, 0) >= 0 {
 				return fmt.Errorf("symlink %q has an invalid target", name)
@@ -234,9 +248,9 @@ func (w Workspace) Restore(ctx context.Context, in io.Reader) error {
 			if err != nil {
 				return rootError("restore", name, err)
 			}
-			if _, err := io.Copy(f, data); err != nil {
+			if err := writeSegments(ctx, f, hdr, data); err != nil {
 				f.Close()
-				return err
+				return fmt.Errorf("%q: %w", name, err)
 			}
 			if err := f.Chmod(perm); err != nil {
 				f.Close()

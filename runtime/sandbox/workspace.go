@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -38,9 +39,22 @@ type Workspace struct {
 // host directory root (created, mode 0700, if missing), named
 // DirName(spec.ID), and materialises spec.Manifest in it with p. The
 // manifest is validated before the directory is created; if materialising
-// fails, the directory is removed. It fails with fs.ErrExist when the
-// session's directory already exists.
+// fails, the directory is removed.
+//
+// A directory that the session already has (left by a Create whose worker
+// was killed before it returned, so that nobody holds it) is removed and
+// provisioned afresh: Create is idempotent under retry. Before the
+// directory, Provision writes its sidecar (spec.ID, spec.Labels and the
+// time) beside it, for HostReaper.
 func Provision(ctx context.Context, root string, spec Spec, p Policy) (Workspace, error) {
+	return ProvisionBounded(ctx, root, spec, p, nil, 0)
+}
+
+// ProvisionBounded is Provision with the workspace on a file system of
+// its own of diskBytes (Limits.DiskBytes), made by disks, which must be
+// root's, and mounted before the manifest is materialised; with a nil
+// disks it is Provision. Destroy unmounts it and removes its image.
+func ProvisionBounded(ctx context.Context, root string, spec Spec, p Policy, disks *Disks, diskBytes int64) (Workspace, error) {
 	if spec.ID == "" {
 		return Workspace{}, errors.New("sandbox: spec has no ID")
 	}
@@ -55,12 +69,29 @@ func Provision(ctx context.Context, root string, spec Spec, p Policy) (Workspace
 		return Workspace{}, fmt.Errorf("sandbox: workspace root: %w", err)
 	}
 	dir := filepath.Join(root, DirName(spec.ID))
+	w := Workspace{Dir: dir, Ephemeral: spec.Manifest.EphemeralPaths()}
+	if err := w.Destroy(); err != nil {
+		return Workspace{}, fmt.Errorf("sandbox: remove the earlier workspace of session %q: %w", spec.ID, err)
+	}
+	if err := writeSidecar(dir, spec); err != nil {
+		return Workspace{}, err
+	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return Workspace{}, fmt.Errorf("sandbox: workspace of session %q: %w", spec.ID, err)
 	}
-	w := Workspace{Dir: dir, Ephemeral: spec.Manifest.EphemeralPaths()}
-	if err := Materialize(ctx, spec.Manifest, dir, p); err != nil {
+	if err := disks.Attach(dir, diskBytes); err != nil {
 		w.Destroy()
+		return Workspace{}, fmt.Errorf("sandbox: workspace of session %q: %w", spec.ID, err)
+	}
+	made, err := os.Lstat(dir)
+	if err != nil {
+		return Workspace{}, err
+	}
+	if err := Materialize(ctx, spec.Manifest, dir, p); err != nil {
+		// Unless a retry of this Create has replaced it meanwhile.
+		if now, serr := os.Lstat(dir); serr == nil && os.SameFile(made, now) {
+			w.Destroy()
+		}
 		return Workspace{}, err
 	}
 	return w, nil
@@ -101,10 +132,16 @@ func (w Workspace) Alive() error {
 }
 
 // Destroy removes the workspace directory and everything in it, even
-// read-only directories a command left behind. It is idempotent.
+// read-only directories a command left behind, then its sidecar (see
+// HostReaper). A bounded workspace's file system is unmounted first, and
+// its image removed (see Disks). It is idempotent.
 func (w Workspace) Destroy() error {
 	if w.Dir == "" || w.Dir == "/" {
 		return errors.New("sandbox: refusing to remove workspace " + w.Dir)
+	}
+	// A bounded workspace's file system goes first (see Disks).
+	if err := detachDisk(w.Dir); err != nil {
+		return err
 	}
 	err := os.RemoveAll(w.Dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -118,7 +155,11 @@ func (w Workspace) Destroy() error {
 		})
 		err = os.RemoveAll(w.Dir)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// The sidecar goes last, so a workspace is never without its labels.
+	return removeSidecar(w.Dir)
 }
 
 // open opens the workspace as an os.Root, or fails with ErrGone.
@@ -133,7 +174,10 @@ func (w Workspace) open(ctx context.Context) (*os.Root, error) {
 	return r, err
 }
 
-// ReadFile returns the content of the workspace file p.
+// ReadFile returns the content of the workspace file p. It reads regular
+// files only: a FIFO (with or without a writer), a socket, a device or a
+// directory fails at once with ErrNotRegular, and a file over MaxReadBytes
+// (a sparse one included) with ErrTooLarge, before any of it is read.
 func (w Workspace) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	clean, err := CleanPath(p)
 	if err != nil {
@@ -144,7 +188,15 @@ func (w Workspace) ReadFile(ctx context.Context, p string) ([]byte, error) {
 		return nil, err
 	}
 	defer root.Close()
-	b, err := root.ReadFile(clean)
+	f, fi, err := openRegular(root, clean, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, rootError("read", p, err)
+	}
+	defer f.Close()
+	if fi.Size() > MaxReadBytes {
+		return nil, rootError("read", p, fmt.Errorf("%w: %d bytes, over the %d bytes the host reads from a workspace", ErrTooLarge, fi.Size(), MaxReadBytes))
+	}
+	b, err := readBounded(ctx, f, MaxReadBytes, "the file")
 	return b, rootError("read", p, err)
 }
 
@@ -192,8 +244,13 @@ func (w Workspace) Remove(ctx context.Context, p string) error {
 	return rootError("remove", p, root.Remove(clean))
 }
 
+// MaxListEntries bounds the entries List returns: a larger directory
+// fails with ErrTooLarge.
+const MaxListEntries = 100_000
+
 // List returns the entries of the workspace directory p ("" or "." for
-// the root), sorted by name. A symlink is listed as a symlink (its Mode
+// the root), sorted by name; a directory of more than MaxListEntries
+// fails with ErrTooLarge. A symlink is listed as a symlink (its Mode
 // has fs.ModeSymlink), not followed.
 func (w Workspace) List(ctx context.Context, p string) ([]FileInfo, error) {
 	if p == "" {
@@ -213,9 +270,22 @@ func (w Workspace) List(ctx context.Context, p string) ([]FileInfo, error) {
 		return nil, rootError("list", p, err)
 	}
 	defer d.Close()
-	entries, err := d.ReadDir(-1)
-	if err != nil {
-		return nil, rootError("list", p, err)
+	var entries []fs.DirEntry
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		batch, err := d.ReadDir(1024)
+		entries = append(entries, batch...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, rootError("list", p, err)
+		}
+		if len(entries) > MaxListEntries {
+			return nil, rootError("list", p, fmt.Errorf("%w: over %d entries", ErrTooLarge, MaxListEntries))
+		}
 	}
 	out := make([]FileInfo, 0, len(entries))
 	for _, e := range entries {

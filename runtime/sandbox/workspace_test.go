@@ -30,8 +30,13 @@ func TestProvisionAndOpen(t *testing.T) {
 	if filepath.Dir(w.Dir) != root || filepath.Base(w.Dir) != sandbox.DirName("wf/1") || len(w.Ephemeral) != 1 || w.Ephemeral[0] != "cache" {
 		t.Errorf("Provision = %+v", w)
 	}
-	if _, err := sandbox.Provision(ctx, root, spec, sandbox.Policy{}); !errors.Is(err, fs.ErrExist) {
-		t.Errorf("Provision of an existing session: %v, want fs.ErrExist", err)
+	// A second Provision of the session (a retried Create) replaces the
+	// workspace with a fresh one.
+	must(t, os.WriteFile(filepath.Join(w.Dir, "left"), nil, 0o644))
+	again, err := sandbox.Provision(ctx, root, spec, sandbox.Policy{})
+	must(t, err)
+	if _, err := os.Stat(filepath.Join(again.Dir, "left")); again.Dir != w.Dir || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Provision of an existing session kept its files: %+v, %v", again, err)
 	}
 	// A failed manifest leaves nothing.
 	bad := sandbox.Spec{ID: "bad", Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "x"}, {Kind: sandbox.EntryLocalFile, Path: "y", Source: "/etc/passwd"}}}}
@@ -58,6 +63,9 @@ func TestProvisionAndOpen(t *testing.T) {
 	}
 	must(t, w.Destroy())
 	must(t, w.Destroy())
+	if left, _ := os.ReadDir(root); len(left) != 0 {
+		t.Errorf("left after Destroy: %v (the sidecar goes with the workspace)", left)
+	}
 	if _, err := sandbox.OpenWorkspace(root, st); !errors.Is(err, sandbox.ErrGone) {
 		t.Errorf("OpenWorkspace after Destroy: %v, want ErrGone", err)
 	}
@@ -130,6 +138,13 @@ func archive(t *testing.T, entries ...any) []byte {
 	return buf.Bytes()
 }
 
+// sparse is the header of a sparse file entry with the given map and
+// real size.
+func sparse(name, dataMap, size string) *tar.Header {
+	return &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, ModTime: time.Unix(1, 0), Format: tar.FormatPAX,
+		PAXRecords: map[string]string{"TROUPE.sparse.map": dataMap, "TROUPE.sparse.size": size}}
+}
+
 func TestRestoreRefusesEscapes(t *testing.T) {
 	ctx := context.Background()
 	reg := func(name string) *tar.Header {
@@ -147,6 +162,11 @@ func TestRestoreRefusesEscapes(t *testing.T) {
 		{"hardlink", []any{&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}}, nil},
 		{"device", []any{&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}}, nil},
 		{"duplicate", []any{reg("a"), []byte("1"), reg("a"), []byte("2")}, nil},
+		{"sparse-overlap", []any{sparse("s", "0,2,1,2", "10"), []byte("abcd")}, nil},
+		{"sparse-past-size", []any{sparse("s", "8,4", "10"), []byte("abcd")}, nil},
+		{"sparse-short-map", []any{sparse("s", "0,2", "10"), []byte("abcd")}, nil},
+		{"sparse-odd-map", []any{sparse("s", "0,2,4", "10"), []byte("ab")}, nil},
+		{"sparse-huge", []any{sparse("s", "0,2", "99999999999999999"), []byte("ab")}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			outside := t.TempDir()

@@ -19,7 +19,8 @@
 //     /var, /run, /sys, no host /tmp, no other /etc file (so no host
 //     secrets). The root is read-only.
 //  3. A writable workspace at /workspace (a bind mount of the host
-//     directory), a private tmpfs at /tmp, and private /proc and /dev.
+//     directory), a private tmpfs at /tmp (one per command), and private
+//     /proc and /dev.
 //  4. No network: the network namespace has only a loopback interface of
 //     its own, so even the host's 127.0.0.1 is unreachable. With
 //     Options.Network the host's network namespace is shared, and
@@ -28,36 +29,66 @@
 //     (sandbox.DefaultPATH) and HOME=/workspace when it does not set them
 //     (--clearenv, then --setenv, passed on a pipe with --args so values
 //     do not show in the host's process list).
-//  6. Limits (Options.Limits, defaults in DefaultLimits), applied before
-//     the command starts: bwrap is started with --block-fd and --info-fd,
-//     and while it waits the worker sets, on the sandbox's PID 1 (which
-//     every process of the command descends from), RLIMIT_CPU (CPUSeconds:
-//     SIGXCPU at the limit, SIGKILL a second later; CPU time counts per
-//     process), RLIMIT_AS (MemoryBytes: address space per process) and
-//     RLIMIT_CORE 0. PIDs is enforced by a pids cgroup per session when
-//     the worker may create cgroups (v1 pids controller or v2; all of the
-//     session's concurrent commands share it), and by RLIMIT_NPROC per
-//     command otherwise, which the kernel does not enforce for uid 0:
-//     Client.LimitsMechanism says which one is in force.
+//  6. The session's limits (below), applied before the command starts:
+//     bwrap is started with --block-fd and --info-fd, and while it waits
+//     the worker moves the sandbox's PID 1 (which every process of the
+//     command descends from) into the session's cgroups and sets its
+//     rlimits, RLIMIT_CORE 0 among them.
 //  7. A timeout or a cancelled context kills bwrap's process group and the
 //     sandbox's PID 1 (through a pidfd) with SIGKILL; the PID namespace
 //     goes with PID 1, so no process survives. The same holds when the
 //     command ends normally: background processes do not outlive it, and
 //     --die-with-parent ties the sandbox to the worker.
 //
+// Limits (Options.Limits, defaults in DefaultLimits) hold per session:
+// all of its processes, of all its concurrent commands, share them.
+//
+//   - MemoryBytes: a memory cgroup per session (v1 memory.limit_in_bytes
+//     and memory.memsw.limit_in_bytes, or v2 memory.max and
+//     memory.swap.max=0); its /tmp's pages count too. Past it the kernel
+//     kills one of the session's processes (SIGKILL: exit 137). Each
+//     process also has an RLIMIT_AS of Config.AddressSpaceBytes (8 GiB).
+//   - PIDs: a pids cgroup per session (pids.max).
+//   - CPUSeconds: RLIMIT_CPU per process: SIGXCPU at the limit, SIGKILL a
+//     second later.
+//   - TmpBytes: the size of /tmp's tmpfs (bwrap --size, 0.5 or later).
+//   - DiskBytes: the workspace is a file system of its own of that size
+//     (sandbox.Disks: a sparse ext4 image, loop-mounted on the workspace
+//     directory), so a write past it fails with ENOSPC, whether the
+//     sandbox or the host writes.
+//
+// The cgroups are made under one named troupe-bwrap under the worker's own
+// cgroup, in each controller's v1 hierarchy when mounted and else in v2,
+// or under Config.CgroupParent. Where the host lacks the means the client
+// degrades rather than fails, and Client.Enforced says which limit is not
+// in force and why: without a memory controller the worker may use (none
+// mounted; on v2, none delegated to the worker's cgroup), MemoryBytes
+// bounds each process's address space (RLIMIT_AS) instead of the session;
+// without a pids controller, PIDs is RLIMIT_NPROC per command, which the
+// kernel does not apply to uid 0; without root, loop devices or
+// mkfs.ext4, DiskBytes is RLIMIT_FSIZE per file; with a bwrap before 0.5,
+// /tmp has the kernel's default size (half of RAM). A limit above the
+// worker's own hard rlimit (a worker in a container, or under ulimit) is
+// clamped to it, since only CAP_SYS_RESOURCE may raise a hard limit, and
+// Enforced says so.
+//
 // A session is its workspace directory: Resume and Alive succeed while it
-// exists; Stop kills running commands (and the session's cgroup) and
-// removes it. File operations and snapshots are sandbox.Workspace's, on
+// exists (Resume mounts a bounded workspace's file system again after the
+// host restarted); Stop kills running commands (and the session's
+// cgroups) and removes it, its file system with it. A Create for the id of a session a killed worker left
+// replaces its cgroup and workspace; Reap removes those whose owner is
+// gone (sandbox.HostReaper). File operations and snapshots are sandbox.Workspace's, on
 // the host side.
 //
 // Not provided: a seccomp filter (the kernel's full syscall surface is
-// reachable, minus what the dropped capabilities forbid), memory
-// accounting beyond RLIMIT_AS, and processes that outlive a command (so a
-// server for PortURL must run within one command).
+// reachable, minus what the dropped capabilities forbid), and processes
+// that outlive a command (so a server for PortURL must run within one
+// command).
 package bwrap
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,9 +117,16 @@ const Backend = "bwrap"
 // Config.Limits leave a field zero.
 var DefaultLimits = sandbox.Limits{
 	PIDs:        512,
-	MemoryBytes: 8 << 30, // Address space: generous, as runtimes reserve much they never touch.
+	MemoryBytes: 2 << 30,
 	CPUSeconds:  600,
+	TmpBytes:    256 << 20,
+	DiskBytes:   8 << 30,
 }
+
+// DefaultAddressSpaceBytes is the RLIMIT_AS of every process of a
+// sandbox whose memory a cgroup bounds: generous, as runtimes reserve
+// much address space they never touch.
+const DefaultAddressSpaceBytes = 8 << 30
 
 // Config configures a Client. Its zero value works on a host with bwrap
 // in PATH.
@@ -105,23 +143,40 @@ type Config struct {
 	// Options.Limits; their own zero fields mean DefaultLimits'.
 	Limits sandbox.Limits
 	// CgroupParent is the cgroup directory under which each session gets
-	// a pids cgroup. Empty means one named troupe-bwrap under the worker's
-	// own cgroup, in the v1 pids hierarchy or the v2 one, when the worker
-	// may create it.
+	// its cgroup (pids and memory). Empty means one named troupe-bwrap
+	// under the worker's own cgroup in each hierarchy of the two
+	// controllers (v1 when mounted, otherwise v2), when the worker may
+	// create it.
 	CgroupParent string
-	// NoCgroup turns pids cgroups off: PIDs is then only RLIMIT_NPROC.
+	// NoCgroup turns session cgroups off: PIDs is then only RLIMIT_NPROC,
+	// and MemoryBytes only RLIMIT_AS per process.
 	NoCgroup bool
+	// AddressSpaceBytes is every sandboxed process's RLIMIT_AS where a
+	// memory cgroup bounds the session (where none does, MemoryBytes is,
+	// when lower); zero means DefaultAddressSpaceBytes.
+	AddressSpaceBytes int64
+	// NoDisk turns bounded workspaces off: DiskBytes is then only
+	// RLIMIT_FSIZE per file.
+	NoDisk bool
 }
 
 // Client creates bwrap sessions.
 type Client struct {
-	root    string
-	policy  sandbox.Policy
-	bwrap   string
-	host    string
-	limits  sandbox.Limits
-	cgroup  *cgroupParent // nil: RLIMIT_NPROC only.
-	mech    string
+	root   string
+	policy sandbox.Policy
+	bwrap  string
+	host   string
+	limits sandbox.Limits
+	cgroup *cgroupParent // nil: RLIMIT_NPROC only.
+	mech   string
+	// disks bounds workspaces; nil with Config.NoDisk, and unusable (Err)
+	// where the host does not let the worker mount them.
+	disks        *sandbox.Disks
+	hard         workerHard
+	addressSpace uint64
+	reports      []sandbox.LimitReport
+	// tmpSize is whether this bwrap has --size (0.5+).
+	tmpSize bool
 	etcDir  string
 	sysArgs []string // System binds, the same for every command.
 	// disableUserns is whether this bwrap has --disable-userns (0.8+).
@@ -164,41 +219,51 @@ func New(cfg Config) (*Client, error) {
 	if os.Geteuid() == 0 {
 		c.mech += " (not enforced: the worker runs as root)"
 	}
+	cgWhy := "turned off (Config.NoCgroup)"
 	if !cfg.NoCgroup {
 		if cg, err := detectCgroup(cfg.CgroupParent); err == nil {
 			c.cgroup = cg
-			c.mech = "cgroup: pids.max per session under " + cg.dir
 		} else {
-			c.mech += "; no pids cgroup: " + err.Error()
+			cgWhy = err.Error()
 		}
 	}
-	c.disableUserns = true
-	if err := c.probe(); err != nil {
-		// bwrap before 0.8 lacks --disable-userns; do without it.
-		c.disableUserns = false
-		if c.probe() != nil || !strings.Contains(err.Error(), "disable-userns") {
+	switch {
+	case c.cgroup.has(ctlPids):
+		c.mech = "cgroup: pids.max per session under " + c.cgroup.dir
+	case c.cgroup != nil:
+		c.mech += "; no pids cgroup: " + c.cgroup.pidsWhy
+	default:
+		c.mech += "; no pids cgroup: " + cgWhy
+	}
+	c.disableUserns, c.tmpSize = true, true
+	for {
+		err := c.probe()
+		if err == nil {
+			break
+		}
+		switch {
+		case c.disableUserns && strings.Contains(err.Error(), "disable-userns"):
+			c.disableUserns = false // bwrap before 0.8.
+		case c.tmpSize && strings.Contains(err.Error(), "--size"):
+			c.tmpSize = false // bwrap before 0.5.
+		default:
 			return nil, err
 		}
 	}
+	if !cfg.NoDisk {
+		c.disks = sandbox.NewDisks(root)
+	}
+	c.hard = readWorkerHard()
+	c.addressSpace = uint64(cmp.Or(cfg.AddressSpaceBytes, DefaultAddressSpaceBytes))
+	c.reports = c.report(cgWhy)
 	return c, nil
 }
 
-func withDefaults(l, def sandbox.Limits) sandbox.Limits {
-	if l.PIDs <= 0 {
-		l.PIDs = def.PIDs
-	}
-	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = def.MemoryBytes
-	}
-	if l.CPUSeconds <= 0 {
-		l.CPUSeconds = def.CPUSeconds
-	}
-	return l
-}
+func withDefaults(l, def sandbox.Limits) sandbox.Limits { return l.Or(def) }
 
 // probe runs `true` in a sandbox like a command's.
 func (c *Client) probe() error {
-	args := append(c.namespaceArgs(false), "--", "/bin/sh", "-c", "true")
+	args := append(c.namespaceArgs(false, c.limits.TmpBytes), "--", "/bin/sh", "-c", "true")
 	out, err := exec.Command(c.bwrap, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("bwrap cannot create a sandbox on this host (are unprivileged user namespaces enabled?): %v: %s", err, bytes.TrimSpace(out))
@@ -212,14 +277,17 @@ func (c *Client) Backend() string { return Backend }
 // Root returns the host directory that holds the workspaces.
 func (c *Client) Root() string { return c.root }
 
-// LimitsMechanism says how the PIDs limit is enforced on this host: by a
-// pids cgroup per session, or by RLIMIT_NPROC per command (and why no
-// cgroup could be used).
-func (c *Client) LimitsMechanism() string { return c.mech }
-
-// Create provisions a workspace for spec.
+// Create provisions a workspace for spec. What an earlier session of the
+// same id left (a Create whose worker was killed) is replaced: its pids
+// cgroup, with anything still in it, and its workspace.
 func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	ws, err := sandbox.Provision(ctx, c.root, spec, c.policy)
+	if spec.ID != "" {
+		if err := c.releaseCgroup(sandbox.DirName(spec.ID)); err != nil {
+			return nil, fmt.Errorf("bwrap: the cgroup of an earlier session %q: %w", spec.ID, err)
+		}
+	}
+	limits := withDefaults(spec.Options.Limits, c.limits)
+	ws, err := sandbox.ProvisionBounded(ctx, c.root, spec, c.policy, c.disks, c.diskBytes(limits))
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +300,12 @@ func (c *Client) Resume(ctx context.Context, state sandbox.State) (sandbox.Sessi
 	ws, err := sandbox.ReopenHostWorkspace(c.root, Backend, c.host, state)
 	if err != nil {
 		return nil, err
+	}
+	// After the host restarted, the workspace's file system is mounted
+	// again; if it cannot be, the session is re-provisioned from its
+	// snapshot.
+	if err := c.disks.Reattach(ws.Dir); err != nil {
+		return nil, fmt.Errorf("bwrap: session %q: %w: %v", state.ID, sandbox.ErrGone, err)
 	}
 	return c.session(ws, state), nil
 }
@@ -364,7 +438,7 @@ func (s *Session) start(workdir, command string, out *sandbox.CappedOutput) (*ru
 		return nil, err
 	}
 	// The sandbox's fds: 3 = --block-fd, 4 = --info-fd, 5 = --args.
-	args := append(s.c.namespaceArgs(s.state.Options.Network),
+	args := append(s.c.namespaceArgs(s.state.Options.Network, s.limits.TmpBytes),
 		"--bind", s.Dir, "/workspace",
 		"--remount-ro", "/",
 		"--chdir", path.Join("/workspace", workdir),
@@ -430,21 +504,12 @@ func (r *run) limit(ctx context.Context, s *Session) error {
 	if fd, err := unix.PidfdOpen(i.ChildPID, 0); err == nil {
 		r.pidfd = fd
 	}
-	l := s.limits
-	set := func(resource int, cur, max uint64) error {
-		return unix.Prlimit(i.ChildPID, resource, &unix.Rlimit{Cur: cur, Max: max}, nil)
-	}
-	if err := errors.Join(
-		set(unix.RLIMIT_CPU, uint64(l.CPUSeconds), uint64(l.CPUSeconds)+1),
-		set(unix.RLIMIT_AS, uint64(l.MemoryBytes), uint64(l.MemoryBytes)),
-		set(unix.RLIMIT_NPROC, uint64(l.PIDs), uint64(l.PIDs)),
-		set(unix.RLIMIT_CORE, 0, 0),
-	); err != nil {
+	if err := setRlimits(i.ChildPID, s.c.rlimits(s.limits)); err != nil {
 		return fmt.Errorf("set limits: %w", err)
 	}
 	if cg := s.c.cgroup; cg != nil {
-		if err := cg.enter(sandbox.DirName(s.state.ID), l.PIDs, i.ChildPID); err != nil {
-			return fmt.Errorf("pids cgroup: %w", err)
+		if err := cg.enter(sandbox.DirName(s.state.ID), s.limits, i.ChildPID); err != nil {
+			return fmt.Errorf("session cgroup: %w", err)
 		}
 	}
 	if _, err := r.blockW.Write([]byte{1}); err != nil {
@@ -484,9 +549,9 @@ func (r *run) release() {
 }
 
 // namespaceArgs are the bwrap options every command shares: namespaces,
-// capabilities, and the read-only system view. network shares the host's
-// network namespace.
-func (c *Client) namespaceArgs(network bool) []string {
+// capabilities, the read-only system view, and a /tmp of tmpBytes (when
+// this bwrap can size it). network shares the host's network namespace.
+func (c *Client) namespaceArgs(network bool, tmpBytes int64) []string {
 	args := []string{
 		"--unshare-all", "--unshare-user",
 		"--die-with-parent", "--new-session",
@@ -508,7 +573,11 @@ func (c *Client) namespaceArgs(network bool) []string {
 			"--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf",
 			"--ro-bind-try", "/etc/ssl/certs", "/etc/ssl/certs")
 	}
-	return append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	args = append(args, "--proc", "/proc", "--dev", "/dev")
+	if c.tmpSize {
+		args = append(args, "--size", strconv.FormatInt(tmpBytes, 10))
+	}
+	return append(args, "--tmpfs", "/tmp")
 }
 
 // systemArgs binds the host's system directories read-only, keeping the

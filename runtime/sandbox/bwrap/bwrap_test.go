@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
 	"github.com/troupe-dev/troupe/runtime/sandbox/sandboxtest"
@@ -35,7 +37,8 @@ func newClient(t *testing.T, cfg bwrap.Config) *bwrap.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("pids limit: %s", c.LimitsMechanism())
+	t.Cleanup(func() { c.Close() })
+	t.Logf("limits:\n%s", sandbox.FormatLimits(c.Enforced(), "  "))
 	return c
 }
 
@@ -286,16 +289,48 @@ func TestCPUTimeLimit(t *testing.T) {
 	}
 }
 
+// TestMemoryLimit: one process past MemoryBytes fails, killed by the
+// session's memory cgroup or, without one (NoCgroup), refused by
+// RLIMIT_AS.
 func TestMemoryLimit(t *testing.T) {
 	needPython(t)
-	c := newClient(t, bwrap.Config{})
-	s := session(t, c, sandbox.Options{Limits: sandbox.Limits{MemoryBytes: 256 << 20}}, sandbox.Manifest{})
-	if res := exec1(t, s, `python3 -c 'b = bytearray(64 << 20); print("ok")'`, 20*time.Second); res.ExitCode != 0 {
-		t.Errorf("64 MiB under a 256 MiB limit failed")
+	for _, tc := range []struct {
+		name string
+		cfg  bwrap.Config
+		want string // What the 512 MiB process gets.
+	}{
+		{"cgroup", bwrap.Config{}, "killed"},
+		{"rlimit", bwrap.Config{NoCgroup: true}, "MemoryError"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, tc.cfg)
+			if tc.want == "killed" && !inForce(c, sandbox.LimitMemory) {
+				t.Skipf("no memory cgroup on this host: %v", c.Enforced())
+			}
+			s := session(t, c, sandbox.Options{Limits: sandbox.Limits{MemoryBytes: 256 << 20}}, sandbox.Manifest{})
+			if res := exec1(t, s, `python3 -c 'b = bytearray(64 << 20); print("ok")'`, 20*time.Second); res.ExitCode != 0 {
+				t.Errorf("64 MiB under a 256 MiB limit failed")
+			}
+			res := exec1(t, s, `python3 -c 'b = bytearray(512 << 20); print("ok")'`, 20*time.Second)
+			got := "MemoryError"
+			if res.ExitCode == 128+int(syscall.SIGKILL) {
+				got = "killed"
+			}
+			if res.ExitCode == 0 || got != tc.want || tc.want == "MemoryError" && !strings.Contains(res.Output, "MemoryError") {
+				t.Errorf("512 MiB under a 256 MiB limit: exit %d, want %s", res.ExitCode, tc.want)
+			}
+		})
 	}
-	if res := exec1(t, s, `python3 -c 'b = bytearray(512 << 20); print("ok")'`, 20*time.Second); res.ExitCode == 0 || !strings.Contains(res.Output, "MemoryError") {
-		t.Errorf("512 MiB under a 256 MiB limit: exit %d, want a MemoryError", res.ExitCode)
+}
+
+// inForce reports whether c enforces limit wholly on this host.
+func inForce(c *bwrap.Client, limit string) bool {
+	for _, r := range c.Enforced() {
+		if r.Limit == limit {
+			return r.InForce()
+		}
 	}
+	return false
 }
 
 func TestTimeoutKillsEverything(t *testing.T) {
@@ -334,5 +369,171 @@ func sleepers(arg string) int {
 func TestNewFailsWithoutBwrap(t *testing.T) {
 	if _, err := bwrap.New(bwrap.Config{Bwrap: "/nonexistent/bwrap", Root: t.TempDir()}); err == nil {
 		t.Errorf("New with a missing bwrap succeeded")
+	}
+}
+
+func TestLimits(t *testing.T) {
+	c := newClient(t, bwrap.Config{})
+	sandboxtest.RunLimits(t, c, sandboxtest.Options{})
+}
+
+// TestDegraded: with session cgroups and bounded workspaces off (as on a
+// host without the controllers, or without root for loop mounts), the
+// client says which limits are not in force, and the weaker mechanisms
+// stand in: RLIMIT_AS per process, RLIMIT_FSIZE per file.
+func TestDegraded(t *testing.T) {
+	c := newClient(t, bwrap.Config{NoCgroup: true, NoDisk: true})
+	for _, limit := range []string{sandbox.LimitMemory, sandbox.LimitDisk} {
+		if inForce(c, limit) {
+			t.Errorf("%s reported in force without a cgroup or a file system of its own: %v", limit, c.Enforced())
+		}
+	}
+	if !inForce(c, sandbox.LimitTmp) || !inForce(c, sandbox.LimitCPU) {
+		t.Errorf("tmp and cpu do not need a cgroup: %v", c.Enforced())
+	}
+	const limit = 16 << 20
+	s := session(t, c, sandbox.Options{Limits: sandbox.Limits{DiskBytes: limit}}, sandbox.Manifest{})
+	res := exec1(t, s, fmt.Sprintf("head -c %d /dev/zero > big; echo rc=$?; wc -c < big", 2*limit), 20*time.Second)
+	if strings.Contains(res.Output, "rc=0") || !strings.Contains(res.Output, strconv.Itoa(limit)) {
+		t.Errorf("a file of %d bytes under RLIMIT_FSIZE %d: %q", 2*limit, limit, res.Output)
+	}
+}
+
+// TestWorkspacePersists: a bounded workspace outlives its worker (a new
+// client resumes it, its file system still mounted) and its host (the
+// mount gone, Resume mounts the image again), and Stop removes all of it.
+func TestWorkspacePersists(t *testing.T) {
+	root := t.TempDir()
+	c := newClient(t, bwrap.Config{Root: root})
+	if !inForce(c, sandbox.LimitDisk) {
+		t.Skipf("no bounded workspaces on this host: %v", c.Enforced())
+	}
+	s := session(t, c, sandbox.Options{Limits: sandbox.Limits{DiskBytes: 32 << 20}}, sandbox.Manifest{})
+	exec1(t, s, "echo kept > note", 10*time.Second)
+	dir := s.State().Workspace
+
+	restarted := newClient(t, bwrap.Config{Root: root}) // The worker restarted.
+	r, err := restarted.Resume(context.Background(), s.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := exec1(t, r, "cat note", 10*time.Second); res.Output != "kept\n" {
+		t.Errorf("after a worker restart: %q", res.Output)
+	}
+
+	// The mount gone while the file system is still in use elsewhere (a
+	// bind mount here; a mount namespace that outlived the worker, say):
+	// mounting its image again would corrupt it, so Resume answers
+	// ErrGone.
+	img := filepath.Join(root, ".disks", filepath.Base(dir)+".img")
+	other := t.TempDir()
+	if err := syscall.Mount(dir, other, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restarted.Resume(context.Background(), s.State()); !errors.Is(err, sandbox.ErrGone) {
+		t.Errorf("Resume while the workspace's file system is mounted elsewhere: %v, want ErrGone", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("the workspace directory holds %d entries of its own", len(entries))
+	}
+
+	// The host restarted: the file system is gone, its image stays.
+	if err := syscall.Unmount(other, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Its loop device frees itself once the file system is released.
+	for deadline := time.Now().Add(time.Minute); loopBound(img); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still bound to a loop device", img)
+		}
+	}
+	r, err = restarted.Resume(context.Background(), s.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := exec1(t, r, "cat note; head -c 64000000 /dev/zero > big", 10*time.Second); res.ExitCode == 0 || !strings.HasPrefix(res.Output, "kept\n") {
+		t.Errorf("after a host restart: exit %d, %q; want the note, and the limit in force", res.ExitCode, res.Output)
+	}
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	restarted.Close()
+	images, _ := filepath.Glob(filepath.Join(root, ".disks", "*.img*"))
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) || len(images) != 0 {
+		t.Errorf("after Stop: workspace %v, images %v; want both gone", err, images)
+	}
+}
+
+// loopBound reports whether a loop device is bound to the file img.
+func loopBound(img string) bool {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)") == img {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLowWorkerRlimits: a worker whose own hard limits are below the
+// defaults (RLIMIT_AS under 8 GiB, as a container or a systemd unit may
+// set) still runs commands, with the limits clamped to its own, and says
+// so. The worker is this test binary run again, its limits lowered
+// before the client is made.
+func TestLowWorkerRlimits(t *testing.T) {
+	const env = "TROUPE_BWRAP_TEST_LOW_RLIMITS"
+	lowered := map[int]uint64{
+		unix.RLIMIT_AS:    3 << 30,
+		unix.RLIMIT_CPU:   300,
+		unix.RLIMIT_NPROC: 4096,
+	}
+	if os.Getenv(env) == "" {
+		if _, err := exec.LookPath("bwrap"); err != nil {
+			t.Fatal("bwrap is not installed; run scripts/setup.sh (apt-get install bubblewrap)")
+		}
+		args := []string{os.Args[0], "-test.run=^TestLowWorkerRlimits$", "-test.v", "-test.count=1"}
+		// Without CAP_SYS_RESOURCE (a container's root lacks it), so that
+		// limits above the worker's own cannot be set on the sandbox.
+		if setpriv, err := exec.LookPath("setpriv"); err == nil && os.Geteuid() == 0 {
+			args = append([]string{setpriv, "--bounding-set", "-sys_resource"}, args...)
+		}
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Env = append(os.Environ(), env+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("the worker under low rlimits:\n%s", out)
+		if err != nil {
+			t.Fatalf("the worker under low rlimits: %v", err)
+		}
+		return
+	}
+	for r, v := range lowered {
+		var l unix.Rlimit
+		unix.Getrlimit(r, &l)
+		if l.Max > v {
+			l.Max = v
+		}
+		l.Cur = min(l.Cur, l.Max)
+		if err := unix.Setrlimit(r, &l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newClient(t, bwrap.Config{})
+	var mem sandbox.LimitReport
+	for _, r := range c.Enforced() {
+		if r.Limit == sandbox.LimitMemory {
+			mem = r
+		}
+	}
+	if !strings.Contains(mem.Mechanism, "clamped") {
+		t.Errorf("the memory report does not say RLIMIT_AS is clamped: %s", mem)
+	}
+	s := session(t, c, sandbox.Options{}, sandbox.Manifest{})
+	res := exec1(t, s, "echo ok; ulimit -v; ulimit -t", 10*time.Second)
+	want := fmt.Sprintf("ok\n%d\n300\n", (3<<30)/1024)
+	if res.ExitCode != 0 || res.Output != want {
+		t.Errorf("under a worker's RLIMIT_AS of 3 GiB: exit %d, %q; want %q", res.ExitCode, res.Output, want)
 	}
 }

@@ -1,10 +1,12 @@
 package bwrap
 
-// The pids cgroup that bounds a session's processes. RLIMIT_NPROC cannot
-// do it when the worker runs as root (the kernel exempts uid 0, even in a
-// user namespace that maps to it), so when the host lets us create
-// cgroups, each session gets one with pids.max set, and every command's
-// sandbox is moved into it before it runs anything.
+// The cgroups that bound a session's processes together: one per session
+// in each hierarchy that has a controller we use, pids (pids.max: the
+// kernel exempts uid 0 from RLIMIT_NPROC, even in a user namespace that
+// maps to it) and memory (all of the session's memory, its /tmp's pages
+// included, with no swap on top). Every command's sandbox is moved into
+// them before it runs anything. A controller this host does not let the
+// worker use is left out, and Client.Enforced says why.
 
 import (
 	"bufio"
@@ -18,52 +20,186 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
-// cgroupParent is the cgroup directory under which sessions get theirs.
+// cgroupParent is where sessions get their cgroups: a parent cgroup in
+// each hierarchy that has one of the controllers.
 type cgroupParent struct {
-	dir string
-	v2  bool
+	// dir is the parent in the hierarchy of the pids controller (of the
+	// memory controller when pids is missing): hier[0]'s.
+	dir  string
+	hier []cgroupHier
+	// pidsWhy and memWhy say why a controller is not used; "" when it is.
+	pidsWhy, memWhy string
+}
+
+// cgroupHier is the parent cgroup of sessions in one hierarchy.
+type cgroupHier struct {
+	dir          string
+	v2           bool
+	pids, memory bool
+	// swap: the memory controller bounds swap too, so the limit is
+	// memory and swap together (v1 memory.memsw), or no swap (v2).
+	swap bool
 }
 
 // parentName is the cgroup, under the worker's own, that holds sessions'.
 const parentName = "troupe-bwrap"
 
-// detectCgroup finds a pids cgroup hierarchy the worker may write to and
-// makes the parent cgroup in it. override, when set, names the parent
-// directly.
+// Controllers a session cgroup uses.
+const (
+	ctlPids   = "pids"
+	ctlMemory = "memory"
+)
+
+// mechanism describes what bounds a controller's limit, e.g. "cgroup v1
+// memory.limit_in_bytes per session under DIR".
+func (p *cgroupParent) mechanism(ctl string) string {
+	for _, h := range p.hier {
+		switch {
+		case ctl == ctlPids && h.pids:
+			return fmt.Sprintf("cgroup %s pids.max per session under %s", h.version(), h.dir)
+		case ctl == ctlMemory && h.memory && h.v2:
+			return fmt.Sprintf("cgroup v2 memory.max and memory.swap.max=0 per session under %s", h.dir)
+		case ctl == ctlMemory && h.memory && h.swap:
+			return fmt.Sprintf("cgroup v1 memory.limit_in_bytes and memory.memsw.limit_in_bytes per session under %s", h.dir)
+		case ctl == ctlMemory && h.memory:
+			return fmt.Sprintf("cgroup v1 memory.limit_in_bytes per session under %s (swap not accounted: the kernel runs without swapaccount)", h.dir)
+		}
+	}
+	return ""
+}
+
+func (h cgroupHier) version() string {
+	if h.v2 {
+		return "v2"
+	}
+	return "v1"
+}
+
+// has reports whether a session cgroup bounds ctl.
+func (p *cgroupParent) has(ctl string) bool {
+	return p != nil && p.mechanism(ctl) != ""
+}
+
+// detectCgroup finds the hierarchies of the pids and memory controllers
+// that the worker may create cgroups in, and makes the parent cgroup in
+// each. override, when set, names the one parent directly. It fails when
+// neither controller can be used; a controller that cannot be used is
+// left out, and pidsWhy or memWhy says why.
 func detectCgroup(override string) (*cgroupParent, error) {
-	var p *cgroupParent
+	p := &cgroupParent{}
+	var cands []cgroupHier
 	if override != "" {
 		_, err := os.Stat(filepath.Join(filepath.Dir(override), "cgroup.controllers"))
-		p = &cgroupParent{dir: override, v2: err == nil}
+		cands = []cgroupHier{{dir: override, v2: err == nil, pids: true, memory: true}}
 	} else {
 		var err error
-		if p, err = findPidsHierarchy(); err != nil {
+		if cands, err = findHierarchies(p); err != nil {
 			return nil, err
 		}
 	}
-	if err := os.Mkdir(p.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("create %s: %w", p.dir, err)
+	for _, h := range cands {
+		if h, ok := p.setUp(h, override != ""); ok {
+			p.hier = append(p.hier, h)
+		}
 	}
-	if p.v2 {
+	// The pids hierarchy first: its parent is dir.
+	slices.SortStableFunc(p.hier, func(a, b cgroupHier) int {
+		if a.pids == b.pids {
+			return 0
+		}
+		if a.pids {
+			return -1
+		}
+		return 1
+	})
+	if len(p.hier) == 0 {
+		return nil, fmt.Errorf("pids: %s; memory: %s", p.pidsWhy, p.memWhy)
+	}
+	p.dir = p.hier[0].dir
+	if !p.has(ctlPids) && p.pidsWhy == "" {
+		p.pidsWhy = "no pids controller in " + p.dir
+	}
+	if !p.has(ctlMemory) && p.memWhy == "" {
+		p.memWhy = "no memory controller in " + p.dir
+	}
+	return p, nil
+}
+
+// setUp makes the parent cgroup of h, enables h's controllers in it (v2)
+// and checks, in a probe cgroup under it, which of them sessions get.
+// Each controller h loses on the way gets its reason in p.
+func (p *cgroupParent) setUp(h cgroupHier, override bool) (cgroupHier, bool) {
+	fail := func(ctl string, err error) {
+		why := err.Error()
+		if ctl == ctlMemory && h.v2 && errors.Is(err, syscall.EBUSY) {
+			why += " (cgroup v2 lets a cgroup that holds processes delegate no memory controller: run the worker in a cgroup of its own under one that delegates memory, or set Config.CgroupParent)"
+		}
+		switch ctl {
+		case ctlPids:
+			h.pids, p.pidsWhy = false, why
+		case ctlMemory:
+			h.memory, p.memWhy = false, why
+		}
+	}
+	both := func(err error) (cgroupHier, bool) {
+		if h.pids {
+			fail(ctlPids, err)
+		}
+		if h.memory {
+			fail(ctlMemory, err)
+		}
+		return h, false
+	}
+	if err := os.Mkdir(h.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return both(fmt.Errorf("create %s: %w", h.dir, err))
+	}
+	if h.v2 {
 		// Controllers must be enabled top-down: in our own cgroup for the
 		// parent, and in the parent for the sessions'.
-		for _, d := range []string{filepath.Dir(p.dir), p.dir} {
-			if err := enableController(d, "pids"); err != nil {
-				return nil, err
+		for _, ctl := range []string{ctlPids, ctlMemory} {
+			if ctl == ctlPids && !h.pids || ctl == ctlMemory && !h.memory {
+				continue
+			}
+			for _, d := range []string{filepath.Dir(h.dir), h.dir} {
+				if err := enableController(d, ctl); err != nil {
+					fail(ctl, err)
+					break
+				}
 			}
 		}
 	}
-	probe := filepath.Join(p.dir, fmt.Sprintf("probe-%d", os.Getpid()))
+	probe := filepath.Join(h.dir, fmt.Sprintf("probe-%d", os.Getpid()))
 	if err := os.Mkdir(probe, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("create %s: %w", probe, err)
+		return both(fmt.Errorf("create %s: %w", probe, err))
 	}
 	defer os.Remove(probe)
-	if _, err := os.Stat(filepath.Join(probe, "pids.max")); err != nil {
-		return nil, fmt.Errorf("no pids controller in %s: %w", p.dir, err)
+	exists := func(f string) bool {
+		_, err := os.Stat(filepath.Join(probe, f))
+		return err == nil
 	}
-	return p, nil
+	if h.pids && !exists("pids.max") {
+		msg := "no pids controller in " + h.dir
+		if !override {
+			msg = "the pids controller is not enabled in " + h.dir
+		}
+		fail(ctlPids, errors.New(msg))
+	}
+	if h.memory {
+		limit, swap := "memory.limit_in_bytes", "memory.memsw.limit_in_bytes"
+		if h.v2 {
+			limit, swap = "memory.max", "memory.swap.max"
+		}
+		if exists(limit) {
+			h.swap = exists(swap)
+		} else {
+			fail(ctlMemory, errors.New("no memory controller in "+h.dir))
+		}
+	}
+	return h, h.pids || h.memory
 }
 
 func enableController(dir, name string) error {
@@ -80,15 +216,18 @@ func enableController(dir, name string) error {
 	return nil
 }
 
-// findPidsHierarchy returns the parent cgroup under the worker's own
-// cgroup in the pids hierarchy: the v1 pids controller's when mounted,
-// otherwise the unified (v2) hierarchy's.
-func findPidsHierarchy() (*cgroupParent, error) {
+// findHierarchies returns the parent cgroups, under the worker's own, in
+// the hierarchies of the pids and memory controllers: each controller's
+// v1 hierarchy when mounted, otherwise the unified (v2) one when it
+// offers the controller. A controller found in neither gets its reason in
+// p.
+func findHierarchies(p *cgroupParent) ([]cgroupHier, error) {
 	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	var v1, v2 string
+	v1 := map[string]string{} // Controller to mount point.
+	var v2 string
 	sc := bufio.NewScanner(strings.NewReader(string(mounts)))
 	for sc.Scan() {
 		pre, post, ok := strings.Cut(sc.Text(), " - ")
@@ -101,8 +240,10 @@ func findPidsHierarchy() (*cgroupParent, error) {
 		}
 		switch qf[0] {
 		case "cgroup":
-			if slices.Contains(strings.Split(qf[2], ","), "pids") && v1 == "" {
-				v1 = pf[4]
+			for _, opt := range strings.Split(qf[2], ",") {
+				if (opt == ctlPids || opt == ctlMemory) && v1[opt] == "" {
+					v1[opt] = pf[4]
+				}
 			}
 		case "cgroup2":
 			if v2 == "" {
@@ -114,48 +255,121 @@ func findPidsHierarchy() (*cgroupParent, error) {
 	if err != nil {
 		return nil, err
 	}
+	ownV1 := map[string]string{} // Controller to the worker's cgroup.
+	var ownV2 string
+	hasV2 := false
 	for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
 			continue
 		}
-		switch {
-		case v1 != "" && slices.Contains(strings.Split(parts[1], ","), "pids"):
-			return &cgroupParent{dir: filepath.Join(v1, parts[2], parentName)}, nil
+		if parts[0] == "0" && parts[1] == "" {
+			ownV2, hasV2 = parts[2], true
+			continue
+		}
+		for _, ctl := range strings.Split(parts[1], ",") {
+			ownV1[ctl] = parts[2]
 		}
 	}
-	if v2 != "" {
-		for _, line := range strings.Split(strings.TrimSpace(string(own)), "\n") {
-			if rest, ok := strings.CutPrefix(line, "0::"); ok {
-				ctl, err := os.ReadFile(filepath.Join(v2, rest, "cgroup.controllers"))
-				if err != nil || !slices.Contains(strings.Fields(string(ctl)), "pids") {
-					return nil, fmt.Errorf("the cgroup v2 hierarchy offers no pids controller to %s", rest)
-				}
-				return &cgroupParent{dir: filepath.Join(v2, rest, parentName), v2: true}, nil
+	var v2ctl []string
+	if v2 != "" && hasV2 {
+		b, _ := os.ReadFile(filepath.Join(v2, ownV2, "cgroup.controllers"))
+		v2ctl = strings.Fields(string(b))
+	}
+	var out []cgroupHier
+	add := func(h cgroupHier, ctl string) {
+		for i := range out {
+			if out[i].dir == h.dir {
+				h = out[i]
+				out = slices.Delete(out, i, i+1)
+				break
+			}
+		}
+		if ctl == ctlPids {
+			h.pids = true
+		} else {
+			h.memory = true
+		}
+		out = append(out, h)
+	}
+	for _, ctl := range []string{ctlPids, ctlMemory} {
+		switch {
+		case v1[ctl] != "" && ownV1[ctl] != "":
+			add(cgroupHier{dir: filepath.Join(v1[ctl], ownV1[ctl], parentName)}, ctl)
+		case slices.Contains(v2ctl, ctl):
+			add(cgroupHier{dir: filepath.Join(v2, ownV2, parentName), v2: true}, ctl)
+		default:
+			why := "no " + ctl + " cgroup hierarchy is mounted"
+			if v2 != "" && hasV2 {
+				why = fmt.Sprintf("the cgroup v2 hierarchy offers no %s controller to %s", ctl, ownV2)
+			}
+			if ctl == ctlPids {
+				p.pidsWhy = why
+			} else {
+				p.memWhy = why
 			}
 		}
 	}
-	return nil, errors.New("no pids cgroup hierarchy is mounted")
+	return out, nil
 }
 
-// enter puts pid into the session cgroup name, creating it with pids.max
-// set to max.
-func (p *cgroupParent) enter(name string, max int, pid int) error {
-	d := filepath.Join(p.dir, name)
-	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+// enter puts pid into the session cgroup name in each hierarchy,
+// creating it with the limits l: pids.max, and the memory limits.
+func (p *cgroupParent) enter(name string, l sandbox.Limits, pid int) error {
+	for _, h := range p.hier {
+		d := filepath.Join(h.dir, name)
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		var set [][2]string
+		if h.pids {
+			set = append(set, [2]string{"pids.max", strconv.Itoa(l.PIDs)})
+		}
+		mem := strconv.FormatInt(l.MemoryBytes, 10)
+		switch {
+		case h.memory && h.v2:
+			set = append(set, [2]string{"memory.max", mem})
+			if h.swap {
+				set = append(set, [2]string{"memory.swap.max", "0"})
+			}
+		case h.memory:
+			// memsw (memory and swap) may not be below the memory limit.
+			set = append(set, [2]string{"memory.limit_in_bytes", mem})
+			if h.swap {
+				set = append(set, [2]string{"memory.memsw.limit_in_bytes", mem})
+			}
+		}
+		for _, kv := range set {
+			if err := os.WriteFile(filepath.Join(d, kv[0]), []byte(kv[1]), 0); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+			return err
+		}
 	}
-	if err := os.WriteFile(filepath.Join(d, "pids.max"), []byte(strconv.Itoa(max)), 0); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+	return nil
 }
 
-// remove kills every process left in the session cgroup name and removes
-// it. It is idempotent.
+// remove kills every process left in the session cgroup name, in each
+// hierarchy, and removes it. It is idempotent.
 func (p *cgroupParent) remove(name string) error {
-	d := filepath.Join(p.dir, name)
+	var errs []error
+	for _, h := range p.hier {
+		errs = append(errs, removeCgroup(filepath.Join(h.dir, name)))
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroup kills every process in the cgroup d and removes it.
+func removeCgroup(d string) error {
 	deadline := time.Now().Add(5 * time.Second)
+	// Killed processes leave in a millisecond or so; poll often at first.
+	pause := 250 * time.Microsecond
+	wait := func() {
+		time.Sleep(pause)
+		pause = min(2*pause, 10*time.Millisecond)
+	}
 	for {
 		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -176,7 +390,7 @@ func (p *cgroupParent) remove(name string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("processes %v outlive SIGKILL in %s", pids, d)
 		}
-		time.Sleep(10 * time.Millisecond)
+		wait()
 	}
 	for {
 		err := os.Remove(d)
@@ -187,6 +401,6 @@ func (p *cgroupParent) remove(name string) error {
 		if time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(10 * time.Millisecond)
+		wait()
 	}
 }

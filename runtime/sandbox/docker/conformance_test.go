@@ -23,3 +23,7 @@ func TestConformance(t *testing.T) {
 	defer c.Close()
 	sandboxtest.Run(t, c, sandboxtest.Options{SourceRoot: src})
 }
+
+func TestLimits(t *testing.T) {
+	sandboxtest.RunLimits(t, dockerClient(t), sandboxtest.Options{})
+}

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -45,8 +47,10 @@ const (
 	// DefaultCPUs is a container's CPU share (Config.CPUs).
 	DefaultCPUs = 1.0
 	// DefaultTmpfsBytes is the size of the tmpfs at /tmp, the one
-	// writable place besides /workspace.
+	// writable place besides /workspace (Limits.TmpBytes).
 	DefaultTmpfsBytes = 256 << 20
+	// DefaultDiskBytes bounds a workspace (Limits.DiskBytes).
+	DefaultDiskBytes = 8 << 30
 )
 
 // Config configures a Client. The zero value works against the local
@@ -79,6 +83,9 @@ type Config struct {
 	User string
 	// CPUs bounds the container's CPU share; zero means DefaultCPUs.
 	CPUs float64
+	// NoDisk turns bounded workspaces off: Limits.DiskBytes is then not
+	// in force.
+	NoDisk bool
 }
 
 // Client is the docker sandbox backend: one container per session, kept
@@ -89,6 +96,12 @@ type Client struct {
 	root string
 	host string
 	user string
+
+	disksOnce sync.Once
+	disks     *sandbox.Disks // nil with Config.NoDisk; see workspaceDisks.
+
+	reportsOnce sync.Once
+	reports     []sandbox.LimitReport
 }
 
 var _ sandbox.Client = (*Client)(nil)
@@ -139,8 +152,16 @@ func (c *Client) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close releases the client's connections to the engine.
-func (c *Client) Close() error { return c.api.Close() }
+// Close releases the client's connections to the engine, after dropping
+// the workspace file systems kept ready for new sessions and waiting for
+// the teardown of stopped sessions' ones, which Stop leaves to the
+// background.
+func (c *Client) Close() error {
+	c.disksOnce.Do(func() {}) // None made after Close.
+	err := c.disks.Close()
+	sandbox.WaitDetached()
+	return errors.Join(err, c.api.Close())
+}
 
 // Backend returns "docker".
 func (c *Client) Backend() string { return Backend }
@@ -170,8 +191,9 @@ func (c *Client) image(opts sandbox.Options) string {
 
 // Create provisions a session: it validates the manifest, materialises it
 // into a fresh workspace directory, then creates and starts the container.
-// A stopped container or a workspace left over by an earlier session with
-// the same ID is replaced; a running one is an error.
+// A container or a workspace left over by an earlier session with the same
+// ID, running or not, is replaced: a Create whose worker was killed never
+// returned it, so nobody holds it (Create is idempotent under retry).
 func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	if spec.ID == "" {
 		return nil, errors.New("docker: spec has no ID")
@@ -196,34 +218,30 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 	}
 	name := containerName(spec.ID)
 	if old, err := c.api.ContainerInspect(ctx, name); err == nil {
-		if old.State != nil && old.State.Running {
-			return nil, fmt.Errorf("docker: a sandbox for session %q is already running (container %s)", spec.ID, name)
-		}
-		if err := c.api.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := c.api.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			return nil, c.engineErr("remove stale container "+name, err)
 		}
 	} else if !cerrdefs.IsNotFound(err) {
 		return nil, c.engineErr("inspect container "+name, err)
 	}
 
-	// A workspace left by an earlier session of this ID (its container is
-	// not running, or gone) is replaced.
-	if err := (sandbox.Workspace{Dir: c.workspaceDir(spec.ID)}).Destroy(); err != nil {
-		return nil, fmt.Errorf("docker: remove stale workspace: %w", err)
-	}
-	ws, err := sandbox.Provision(ctx, c.root, spec, c.cfg.Policy)
-	if err != nil {
-		return nil, err
-	}
-	dir := ws.Dir
-	cleanup := func() { ws.Destroy() }
-
-	env := sandbox.CommandEnv(spec.Manifest.Env, "/workspace")
+	dir := c.workspaceDir(spec.ID)
 	labels := map[string]string{}
 	maps.Copy(labels, spec.Labels)
 	labels[LabelSession] = spec.ID
 	labels[LabelBackend] = Backend
 	labels[LabelWorkspace] = dir
+	// The workspace's sidecar carries the container's labels, so Reap
+	// judges a workspace whose container was never made as it would the
+	// container. Provision replaces a stale workspace.
+	spec.Labels = labels
+	ws, err := sandbox.ProvisionBounded(ctx, c.root, spec, c.cfg.Policy, c.workspaceDisks(), c.diskBytes(spec.Options.Limits))
+	if err != nil {
+		return nil, err
+	}
+	cleanup := func() { ws.Destroy() }
+
+	env := sandbox.CommandEnv(spec.Manifest.Env, "/workspace")
 
 	cfg, hc := c.containerConfig(img, env, labels, dir, spec.Options)
 	created, err := c.api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
@@ -287,7 +305,7 @@ func (c *Client) containerConfig(img string, env []string, labels map[string]str
 		NetworkMode:    "none",
 		Init:           &yes,
 		ReadonlyRootfs: true,
-		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,exec,size=%d,mode=1777", DefaultTmpfsBytes)},
+		Tmpfs:          map[string]string{"/tmp": fmt.Sprintf("rw,nosuid,nodev,exec,size=%d,mode=1777", cmp.Or(max(opts.Limits.TmpBytes, 0), DefaultTmpfsBytes))},
 		Mounts:         []mount.Mount{{Type: mount.TypeBind, Source: dir, Target: "/workspace"}},
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},

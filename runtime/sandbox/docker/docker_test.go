@@ -505,13 +505,21 @@ func TestCreateReplacesAStaleSandbox(t *testing.T) {
 	ctx := context.Background()
 	id := "test-stale-" + fmt.Sprint(time.Now().UnixNano())
 	first := newSession(t, sandbox.Spec{ID: id})
-	if _, err := c.Create(ctx, sandbox.Spec{ID: id}); err == nil {
-		t.Fatal("Create of a running session's ID: no error")
-	}
-	c.api.ContainerKill(ctx, first.State().Data["container"], "KILL")
+	run(t, first, "echo first > mark")
+	// A Create of a running session's ID (a retry whose first attempt's
+	// worker died) replaces it.
 	second := newSession(t, sandbox.Spec{ID: id})
-	if out := run(t, second, "echo ok").Output; out != "ok\n" {
-		t.Errorf("second session: %q", out)
+	if err := first.Alive(ctx); !errors.Is(err, sandbox.ErrGone) {
+		t.Errorf("the replaced session: Alive = %v, want ErrGone", err)
+	}
+	if out := run(t, second, "ls; echo ok").Output; out != "ok\n" {
+		t.Errorf("second session: %q, want a fresh workspace", out)
+	}
+	// So does a Create of a killed session's ID.
+	c.api.ContainerKill(ctx, second.State().Data["container"], "KILL")
+	third := newSession(t, sandbox.Spec{ID: id})
+	if out := run(t, third, "echo ok").Output; out != "ok\n" {
+		t.Errorf("third session: %q", out)
 	}
 }
 

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"path/filepath"
@@ -47,14 +48,25 @@ func (c *Client) Orphans(ctx context.Context, keep func(labels map[string]string
 	return out, nil
 }
 
+var _ sandbox.Reaper = (*Client)(nil)
+
 // Reap removes the orphans' containers, and their workspace directories
-// when those lie under this client's Root. It returns the removed
-// containers' ids.
+// when those lie under this client's Root. Then it removes the workspaces
+// under Root that have no container and whose labels keep answers false
+// for (a worker killed between making the workspace and the container;
+// see sandbox.HostReaper). It returns the removed containers' ids and
+// the removed container-less workspaces' session ids.
 func (c *Client) Reap(ctx context.Context, keep func(labels map[string]string) bool) ([]string, error) {
 	orphans, err := c.Orphans(ctx, keep)
 	if err != nil {
 		return nil, err
 	}
+	removed, err := c.reapContainers(ctx, orphans)
+	more, err2 := c.reapWorkspaces(ctx, keep)
+	return append(removed, more...), errors.Join(err, err2)
+}
+
+func (c *Client) reapContainers(ctx context.Context, orphans []Orphan) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, o := range orphans {
@@ -69,6 +81,42 @@ func (c *Client) Reap(ctx context.Context, keep func(labels map[string]string) b
 				errs = append(errs, err)
 			}
 		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// reapWorkspaces removes the orphan workspaces under Root that no
+// container of this engine mounts (those with one are the containers'
+// business: a workspace made before sidecars has a container that says
+// whose it is).
+func (c *Client) reapWorkspaces(ctx context.Context, keep func(labels map[string]string) bool) ([]string, error) {
+	h := sandbox.HostReaper{Root: c.root}
+	orphans, err := h.Orphans(ctx, keep)
+	if err != nil || len(orphans) == 0 {
+		return nil, err
+	}
+	list, err := c.api.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelBackend+"="+Backend)),
+	})
+	if err != nil {
+		return nil, c.engineErr("list containers", err)
+	}
+	mounted := map[string]bool{}
+	for _, ct := range list {
+		mounted[filepath.Clean(ct.Labels[LabelWorkspace])] = true
+	}
+	var removed []string
+	var errs []error
+	for _, o := range orphans {
+		if mounted[o.Dir] {
+			continue
+		}
+		if err := h.Remove(o); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, cmp.Or(o.ID, o.Name))
 	}
 	return removed, errors.Join(errs...)
 }

@@ -12,7 +12,10 @@
 // What it does give:
 //
 //  1. Create makes the workspace directory under Config.Root and
-//     materialises the manifest (sandbox.Provision).
+//     materialises the manifest (sandbox.Provision), replacing what an
+//     earlier session of the same id left. Reap removes the workspaces
+//     whose owner is gone (sandbox.HostReaper); a command a killed worker
+//     left running is not found, as nothing ties it to its workspace.
 //  2. Exec runs `/bin/sh -c CMD` in the workspace (or its Workdir) with an
 //     environment that is exactly the manifest's, plus PATH
 //     (sandbox.DefaultPATH) and HOME (the workspace's host path) when the

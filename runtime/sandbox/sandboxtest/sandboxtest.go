@@ -71,8 +71,10 @@ func Run(t *testing.T, c sandbox.Client, opts Options) {
 	t.Run("Files", s.testFiles)
 	t.Run("FileEscapes", s.testFileEscapes)
 	t.Run("Snapshot", s.testSnapshot)
+	t.Run("Hostile", s.testHostile)
 	t.Run("StateResume", s.testStateResume)
 	t.Run("Stop", s.testStop)
+	t.Run("CreateAgain", s.testCreateAgain)
 	t.Run("Concurrent", s.testConcurrent)
 }
 
@@ -908,6 +910,63 @@ func (s *suite) testStop(t *testing.T) {
 	}
 	if err := other.Alive(ctx); !errors.Is(err, sandbox.ErrGone) {
 		t.Errorf("Alive after a resumed copy stopped: %v, want ErrGone", err)
+	}
+}
+
+// testCreateAgain: a Create for the ID of a session that exists (what a
+// Create whose worker was killed leaves, retried) replaces it with a
+// fresh, working session.
+func (s *suite) testCreateAgain(t *testing.T) {
+	ctx := ctxFor(t)
+	id := newID(t)
+	spec := func(file string) sandbox.Spec {
+		return sandbox.Spec{ID: id, Options: s.opts.SandboxOptions, Labels: map[string]string{"troupe.test": "create-again"},
+			Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: file, Content: file}}}}
+	}
+	first, err := s.c.Create(ctx, spec("first.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, first, "echo left > left.txt")
+	second, err := s.c.Create(ctx, spec("second.txt"))
+	if err != nil {
+		first.Stop(ctx)
+		t.Fatalf("Create of an existing session's ID: %v, want the session replaced", err)
+	}
+	t.Cleanup(func() {
+		if err := second.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		if err := first.Stop(context.Background()); err != nil {
+			t.Errorf("Stop of the replaced session: %v", err)
+		}
+	})
+	if err := second.Alive(ctx); err != nil {
+		t.Fatalf("Alive: %v", err)
+	}
+	if out := run(t, second, "ls; cat second.txt"); out != "second.txt\nsecond.txt" {
+		t.Errorf("the new session's workspace: %q, want only its own manifest", out)
+	}
+	if st := second.State(); st.ID != id {
+		t.Errorf("State().ID = %q, want %q", st.ID, id)
+	}
+	resumed, err := s.c.Resume(ctx, second.State())
+	if err != nil {
+		t.Fatalf("Resume of the new session: %v", err)
+	}
+	if got, err := resumed.ReadFile(ctx, "second.txt"); err != nil || string(got) != "second.txt" {
+		t.Errorf("resumed ReadFile: %q, %v", got, err)
+	}
+	// Creating again and again converges: no leftover makes it fail.
+	third, err := s.c.Create(ctx, spec("third.txt"))
+	if err != nil {
+		t.Fatalf("third Create: %v", err)
+	}
+	if out := run(t, third, "ls"); out != "third.txt\n" {
+		t.Errorf("the third session's workspace: %q", out)
+	}
+	if err := third.Stop(ctx); err != nil {
+		t.Errorf("Stop: %v", err)
 	}
 }
 

@@ -1,0 +1,98 @@
+package sandbox
+
+// Host-side reads of workspace content. A workspace is written by
+// untrusted commands, so everything the worker reads from it is bounded,
+// streamed, refuses FIFOs, sockets and devices without waiting on them, and
+// stops when its context is cancelled: no workspace can exhaust, crash or
+// block the worker that reads it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// MaxReadBytes bounds what ReadFile reads from a workspace: a larger file
+// fails with ErrTooLarge, before any of it is read.
+const MaxReadBytes = 16 << 20
+
+// Errors of host-side reads, which callers (and the model) can act on.
+var (
+	// ErrTooLarge reports a workspace file or archive over a bound.
+	ErrTooLarge = errors.New("sandbox: too large")
+	// ErrNotRegular reports a workspace path that is a FIFO, a socket, a
+	// device or a directory where a regular file is needed.
+	ErrNotRegular = errors.New("sandbox: not a regular file")
+)
+
+// openRegular opens the clean workspace path name in root with flag (plus
+// O_NONBLOCK, so that a FIFO never blocks the open) and returns it with
+// its FileInfo when it is a regular file; anything else fails with
+// ErrNotRegular, a FIFO without a writer included.
+func openRegular(root *os.Root, name string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(name, flag|nonBlock, perm)
+	if err != nil {
+		if isNoReader(err) {
+			return nil, nil, fmt.Errorf("%w: %q is a FIFO", ErrNotRegular, name)
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %q is a %s", ErrNotRegular, name, kind(fi.Mode()))
+	}
+	return f, fi, nil
+}
+
+// kind names a file mode's type for an error message.
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0, m&fs.ModeCharDevice != 0:
+		return "device"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "special file"
+}
+
+// readBounded reads all of r, failing with ErrTooLarge once it passes max
+// bytes (a file that grows while it is read) and with ctx's error when ctx
+// is done.
+func readBounded(ctx context.Context, r io.Reader, max int64, what string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(ctxReader{ctx, r}, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, what, max)
+	}
+	return b, nil
+}
+
+// ctxReader stops reading once its context is done, so a long copy
+// honours cancellation between chunks.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,103 @@
+package workflows_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// storeRunner is a runner of host "host" whose local sandboxes live in
+// root, with the blob store store.
+func storeRunner(t *testing.T, root string, store *blob.Store, queue string) *workflows.Runner {
+	t.Helper()
+	lc, err := local.New(local.Config{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := agents.MustGraph("sb", "worker", &agents.Agent{Name: "worker", Instructions: "w",
+		Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "f.txt", Content: "mine"}}}}})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: func(model.Request) []agents.Item { return nil }, calls: map[string]int{}},
+		Store: store, Host: "host", SandboxQueue: queue, Sandboxes: map[string]sandbox.Client{"local": degraded{lc}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// degraded is a client that cannot enforce its memory limit here.
+type degraded struct{ *local.Client }
+
+func (degraded) Enforced() []sandbox.LimitReport {
+	return []sandbox.LimitReport{
+		{Limit: sandbox.LimitPIDs, Mechanism: "cgroup"},
+		{Limit: sandbox.LimitMemory, NotInForce: "no memory controller"},
+	}
+}
+
+// TestSandboxStore: the sandbox queue names the store (host and roots),
+// and a worker asked about a sandbox of another store fails the call as
+// misrouted instead of answering from a workspace it does not have.
+func TestSandboxStore(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootA, rootB := t.TempDir(), t.TempDir()
+	a, b, a2 := storeRunner(t, rootA, store, ""), storeRunner(t, rootB, store, ""), storeRunner(t, rootA, store, "")
+	if a.SandboxQueue() == b.SandboxQueue() {
+		t.Errorf("workers with roots %s and %s share the sandbox queue %s", rootA, rootB, a.SandboxQueue())
+	}
+	if a.SandboxQueue() != a2.SandboxQueue() {
+		t.Errorf("a worker restarted on the same store moved from queue %s to %s", a.SandboxQueue(), a2.SandboxQueue())
+	}
+
+	info, err := a.Activities().SandboxCreate(ctx, workflows.SandboxCreateInput{Graph: "sb", Agent: "worker", WorkflowID: "wf", Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Queue != a.SandboxQueue() {
+		t.Errorf("sandbox routed to %s, want its store's queue %s", info.Queue, a.SandboxQueue())
+	}
+	if want := []string{"memory: no memory controller"}; !slices.Equal(info.NotInForce, want) {
+		t.Errorf("limits not in force = %q, want %q", info.NotInForce, want)
+	}
+	// Even forced onto one queue, B cannot see A's workspace: it says so.
+	forced := storeRunner(t, rootB, store, a.SandboxQueue())
+	for name, r := range map[string]*workflows.Runner{"other root": b, "same queue, other root": forced} {
+		if _, err := r.Activities().SandboxSnapshot(ctx, info.State); workflows.ErrorType(err) != workflows.ErrSandboxMisrouted {
+			t.Errorf("%s: snapshot of another store's sandbox = %v, want %s", name, err, workflows.ErrSandboxMisrouted)
+		}
+	}
+	// A (restarted: a new process, same store) snapshots it, and the
+	// snapshot restores into a new sandbox, through the store's streams.
+	key, err := a2.Activities().SandboxSnapshot(ctx, info.State)
+	if err != nil {
+		t.Fatalf("snapshot on the sandbox's own store: %v", err)
+	}
+	restored, err := b.Activities().SandboxCreate(ctx, workflows.SandboxCreateInput{Graph: "sb", Agent: "worker", WorkflowID: "wf", Generation: 2, Snapshot: key})
+	if err != nil {
+		t.Fatalf("create from snapshot %s: %v", key, err)
+	}
+	lc, _ := local.New(local.Config{Root: rootB})
+	s, err := lc.Resume(ctx, restored.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.ReadFile(ctx, "f.txt"); err != nil || string(got) != "mine" {
+		t.Errorf("restored f.txt = %q, %v", got, err)
+	}
+	if err := a.Activities().SandboxStop(ctx, info.State); err != nil {
+		t.Error(err)
+	}
+	if err := b.Activities().SandboxStop(ctx, restored.State); err != nil {
+		t.Error(err)
+	}
+}
