@@ -72,6 +72,9 @@ func sandboxClients(graphs []Graph, want string, roots []string, stderr io.Write
 		unusable[docker.Backend] = err
 	}
 	for _, b := range slices.Sorted(maps.Keys(needed)) {
+		if !slices.Contains([]string{bwrap.Backend, docker.Backend, local.Backend}, b) {
+			return nil, "", fmt.Errorf("%s name the sandbox backend %q, which Troupe does not have: use bwrap, docker or local", strings.Join(needed[b], ", "), b)
+		}
 		if _, ok := clients[b]; !ok {
 			return nil, "", fmt.Errorf("the %s sandbox backend is unusable here, and %s need it: %v\n%s",
 				b, strings.Join(needed[b], ", "), unusable[b], backendFix(b, clients))
@@ -104,7 +107,7 @@ func backendFix(backend string, usable map[string]sandbox.Client) string {
 	var fix string
 	switch backend {
 	case bwrap.Backend:
-		fix = "Install bubblewrap (apt-get install bubblewrap; `make setup` does) and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)"
+		fix = "Install bubblewrap (apt-get install bubblewrap; `make setup` does) and allow unprivileged user namespaces (Debian: sysctl kernel.unprivileged_userns_clone=1; Ubuntu 23.10+: sysctl kernel.apparmor_restrict_unprivileged_userns=0, or an AppArmor profile for bwrap)"
 	case docker.Backend:
 		fix = "Start the Docker Engine (dockerd; `make setup` installs and starts it) or set DOCKER_HOST"
 	default:

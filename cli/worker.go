@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,12 +51,22 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		return nil, err
 	}
 	sandboxes, backend, err := sandboxClients(graphs, o.sandbox, o.roots, stderr)
+	// The store is $TROUPE_HOME/sandboxes, whichever backends answer now.
+	queue := o.sandboxQueue
+	if queue == "" && err == nil {
+		var dir, host string
+		if dir, err = home(); err == nil {
+			if host, err = os.Hostname(); err == nil {
+				queue = workflows.SandboxStoreQueue(host, filepath.Join(dir, "sandboxes"))
+			}
+		}
+	}
 	if err != nil {
 		release()
 		store.Close()
 		return nil, err
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: o.sandboxQueue})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: queue})
 	if err != nil {
 		release()
 		store.Close()

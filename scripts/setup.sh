@@ -30,6 +30,12 @@ if ! command -v bwrap >/dev/null; then
 	apt_install bubblewrap
 fi
 
+# e2fsprogs (mkfs.ext4): each bwrap and docker workspace is an ext4 image
+# of its size limit (runtime/sandbox/disk.go). util-linux's setpriv runs the
+# bwrap tests under a low worker rlimit.
+{ command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || [ -x /usr/sbin/mkfs.ext4 ]; } || apt_install e2fsprogs
+command -v setpriv >/dev/null || apt_install util-linux
+
 # zstd: `make bench` compares snapshots against tar | zstd.
 command -v zstd >/dev/null || apt_install zstd
 

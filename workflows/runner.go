@@ -218,15 +218,46 @@ type rooted interface{ Root() string }
 
 // defaultSandboxQueue names the store of host and the roots of clients.
 func defaultSandboxQueue(host string, clients map[string]sandbox.Client) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n", host)
+	var roots []string
 	for _, b := range slices.Sorted(maps.Keys(clients)) {
 		if c, ok := clients[b].(rooted); ok {
-			fmt.Fprintf(h, "%s=%s\n", b, c.Root())
+			roots = append(roots, c.Root())
 		}
+	}
+	return SandboxStoreQueue(host, roots...)
+}
+
+// SandboxStoreQueue names the task queue of the sandbox store of host
+// whose workspaces live under roots: troupe-sandbox-<host>-<8 hex
+// digits>, a hash of host and the roots (made absolute, symlinks
+// resolved, sorted). A worker that offers different backends after a
+// restart keeps its queue when it names its store by the directory that
+// holds every backend's root (the CLI uses $TROUPE_HOME/sandboxes).
+func SandboxStoreQueue(host string, roots ...string) string {
+	clean := make([]string, 0, len(roots))
+	for _, r := range roots {
+		if abs, err := filepath.Abs(r); err == nil {
+			r = abs
+		}
+		if real, err := filepath.EvalSymlinks(r); err == nil {
+			r = real
+		}
+		clean = append(clean, r)
+	}
+	slices.Sort(clean)
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n", host)
+	for _, r := range slices.Compact(clean) {
+		fmt.Fprintf(h, "%s\n", r)
 	}
 	return fmt.Sprintf("troupe-sandbox-%s-%x", host, h.Sum(nil)[:4])
 }
+
+// legacyHostQueue is the sandbox queue of runs started before queues
+// named stores: a worker serves it too, so those runs' sandboxes are not
+// taken as lost after a redeploy (a call that reaches a worker of another
+// store fails as misrouted, as on any queue).
+func legacyHostQueue(host string) string { return "troupe-host-" + host }
 
 // checkStore fails with ErrSandboxMisrouted when the sandbox of st is not
 // in this worker's store (another host, or another root of this host):
@@ -354,6 +385,13 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		shared.Stop()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", r.hostQueue, err)
 	}
+	legacy := worker.New(c, legacyHostQueue(r.cfg.Host), opts)
+	r.RegisterActivities(legacy)
+	if err := legacy.Start(); err != nil {
+		host.Stop()
+		shared.Stop()
+		return nil, fmt.Errorf("workflows: start worker on %s: %w", legacyHostQueue(r.cfg.Host), err)
+	}
 	// MCP sessions live in this process, not just on this host: another
 	// process of the host has sessions of its own.
 	mcpQueue := fmt.Sprintf("troupe-mcp-%s-%s", r.cfg.Host, uuid.NewString()[:8])
@@ -361,6 +399,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	sessions.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
 	sessions.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
 	if err := sessions.Start(); err != nil {
+		legacy.Stop()
 		host.Stop()
 		shared.Stop()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", mcpQueue, err)
@@ -368,6 +407,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	r.mcpQ.Store(&mcpQueue)
 	return func() {
 		sessions.Stop()
+		legacy.Stop()
 		host.Stop()
 		shared.Stop()
 		r.Close()

@@ -280,7 +280,9 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(spool.Name())
+	// Unlinked at once: the open file is all there is of it, so a worker
+	// killed mid-snapshot leaves nothing behind.
+	os.Remove(spool.Name())
 	defer spool.Close()
 	h := sha256.New()
 	if _, err := heartbeating(ctx, func() (struct{}, error) {
@@ -312,7 +314,9 @@ func (a *Activities) restore(ctx context.Context, s sandbox.Session, key string)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(spool.Name())
+	// Unlinked at once: the open file is all there is of it, so a worker
+	// killed mid-snapshot leaves nothing behind.
+	os.Remove(spool.Name())
 	defer spool.Close()
 	_, err = heartbeating(ctx, func() (struct{}, error) {
 		if _, err := io.Copy(spool, r); err != nil {

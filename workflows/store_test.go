@@ -2,7 +2,9 @@ package workflows_test
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -99,5 +101,40 @@ func TestSandboxStore(t *testing.T) {
 	}
 	if err := b.Activities().SandboxStop(ctx, restored.State); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestSandboxStoreQueue: a store's queue depends on the host and where
+// its workspaces are, not on how the roots are spelt or listed.
+func TestSandboxStoreQueue(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(dir+"/b", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := dir + "-link"
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(link) })
+	q := workflows.SandboxStoreQueue("h", dir, dir+"/b")
+	for name, other := range map[string]string{
+		"symlinked":  workflows.SandboxStoreQueue("h", link, link+"/b"),
+		"reordered":  workflows.SandboxStoreQueue("h", dir+"/b", dir),
+		"duplicated": workflows.SandboxStoreQueue("h", dir, dir+"/b", dir),
+	} {
+		if other != q {
+			t.Errorf("%s roots: queue %s, want %s", name, other, q)
+		}
+	}
+	for name, other := range map[string]string{
+		"another host": workflows.SandboxStoreQueue("h2", dir, dir+"/b"),
+		"another root": workflows.SandboxStoreQueue("h", dir+"/c"),
+	} {
+		if other == q {
+			t.Errorf("%s has the same queue %s", name, q)
+		}
+	}
+	if !strings.HasPrefix(q, "troupe-sandbox-h-") {
+		t.Errorf("queue %s does not name its host", q)
 	}
 }

@@ -48,16 +48,7 @@ func (w Workspace) Snapshot(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	tw := tar.NewWriter(zw)
-	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if p == "." {
-			return nil
-		}
+	err = walk(ctx, root, ".", func(p string, d fs.DirEntry) error {
 		if w.ephemeral(p) {
 			if d.IsDir() {
 				return fs.SkipDir
@@ -117,7 +108,10 @@ func snapshotEntry(ctx context.Context, root *os.Root, tw *tar.Writer, p string,
 		hdr.Size = fi.Size()
 		hdr.Mode = int64(fi.Mode().Perm())
 		hdr.ModTime = fi.ModTime()
-		segs := dataSegments(f, fi)
+		segs, err := dataSegments(f, fi)
+		if err != nil {
+			return fmt.Errorf("%q: %w", p, err)
+		}
 		if segs != nil {
 			hdr.PAXRecords = sparseRecords(segs, fi.Size())
 			hdr.Size = segs.dataBytes()
@@ -211,7 +205,7 @@ func (w Workspace) Restore(ctx context.Context, in io.Reader) error {
 		return fmt.Errorf("sandbox: restore: %w", err)
 	}
 
-	if err := w.clear(root, "."); err != nil {
+	if err := w.clear(ctx, root, "."); err != nil {
 		return fmt.Errorf("sandbox: restore: clear the workspace: %w", err)
 	}
 	r, err = rewind()
@@ -343,10 +337,8 @@ func rereadable(in io.Reader) (rewind func() (io.Reader, error), done func(), er
 	if err != nil {
 		return nil, nil, err
 	}
-	done = func() {
-		f.Close()
-		os.Remove(f.Name())
-	}
+	os.Remove(f.Name()) // Unlinked at once: a crash leaves nothing behind.
+	done = func() { f.Close() }
 	if _, err := io.Copy(f, in); err != nil {
 		done()
 		return nil, nil, err
@@ -359,13 +351,8 @@ func rereadable(in io.Reader) (rewind func() (io.Reader, error), done func(), er
 
 // clear removes everything in the workspace directory dir except the
 // ephemeral paths.
-func (w Workspace) clear(root *os.Root, dir string) error {
-	d, err := root.Open(dir)
-	if err != nil {
-		return err
-	}
-	entries, err := d.ReadDir(-1)
-	d.Close()
+func (w Workspace) clear(ctx context.Context, root *os.Root, dir string) error {
+	entries, err := readDir(root, dir)
 	if err != nil {
 		return err
 	}
@@ -374,14 +361,15 @@ func (w Workspace) clear(root *os.Root, dir string) error {
 		switch {
 		case w.ephemeral(p):
 		case e.IsDir() && w.holdsEphemeral(p):
-			if err := w.clear(root, p); err != nil {
+			if err := w.clear(ctx, root, p); err != nil {
 				return err
 			}
 		default:
 			if err := root.RemoveAll(p); err != nil {
 				// A command may have left read-only directories.
-				fs.WalkDir(root.FS(), p, func(q string, d fs.DirEntry, err error) error {
-					if err == nil && d.IsDir() {
+				root.Chmod(p, 0o700)
+				walk(ctx, root, p, func(q string, d fs.DirEntry) error {
+					if d.IsDir() {
 						root.Chmod(q, 0o700)
 					}
 					return nil

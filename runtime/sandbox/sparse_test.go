@@ -25,6 +25,7 @@ func TestSnapshotKeepsSparseFiles(t *testing.T) {
 		{"hole only", 1 << 30, nil},
 		{"data at the end", 2 << 30, map[int64]string{2<<30 - 1: "z"}},
 		{"data in the middle", 1 << 30, map[int64]string{0: "head", 512 << 20: "middle"}},
+		{"more runs than a map holds", 4200 << 14, fragments(4200, 1<<14)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,6 +39,8 @@ func TestSnapshotKeepsSparseFiles(t *testing.T) {
 				must(t, err)
 			}
 			must(t, f.Close())
+			var before syscall.Stat_t
+			must(t, syscall.Stat(p, &before))
 
 			var snap bytes.Buffer
 			must(t, src.Snapshot(ctx, &snap))
@@ -52,8 +55,10 @@ func TestSnapshotKeepsSparseFiles(t *testing.T) {
 			if st.Size != tc.size {
 				t.Errorf("restored size %d, want %d", st.Size, tc.size)
 			}
-			if st.Blocks*512 > 1<<20 {
-				t.Errorf("restored file uses %d bytes on disk; want its holes kept", st.Blocks*512)
+			// Its holes are kept: it takes on disk about what the original
+			// did (merged runs may fill a few small holes).
+			if st.Blocks*512 > 2*before.Blocks*512+1<<20 {
+				t.Errorf("restored file uses %d bytes on disk, the original %d; want its holes kept", st.Blocks*512, before.Blocks*512)
 			}
 			g, err := os.Open(q)
 			must(t, err)
@@ -74,4 +79,13 @@ func TestSnapshotKeepsSparseFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fragments is n one-byte runs of data, every stride bytes.
+func fragments(n int, stride int64) map[int64]string {
+	m := map[int64]string{}
+	for i := range n {
+		m[int64(i)*stride] = string(rune('a' + i%26))
+	}
+	return m
 }

@@ -265,7 +265,9 @@ func (w Workspace) List(ctx context.Context, p string) ([]FileInfo, error) {
 		return nil, err
 	}
 	defer root.Close()
-	d, err := root.Open(clean)
+	// A directory or a symlink to one inside the workspace; anything else
+	// (a FIFO, say) fails at once instead of blocking the open.
+	d, err := root.OpenFile(clean, os.O_RDONLY|dirOnly|nonBlock, 0)
 	if err != nil {
 		return nil, rootError("list", p, err)
 	}

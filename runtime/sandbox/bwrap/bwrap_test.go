@@ -247,8 +247,8 @@ func TestHostEnvironmentInvisible(t *testing.T) {
 
 func TestForkBombBounded(t *testing.T) {
 	c := newClient(t, bwrap.Config{})
-	if os.Geteuid() == 0 && !strings.HasPrefix(c.LimitsMechanism(), "cgroup") {
-		t.Skip("root worker without a pids cgroup: RLIMIT_NPROC is not enforced, so a fork bomb would not be bounded")
+	if os.Geteuid() == 0 {
+		requireInForce(t, c, sandbox.LimitPIDs) // RLIMIT_NPROC does not bind root.
 	}
 	const pids = 32
 	s := session(t, c, sandbox.Options{Limits: sandbox.Limits{PIDs: pids}}, sandbox.Manifest{})
@@ -304,8 +304,8 @@ func TestMemoryLimit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(t, tc.cfg)
-			if tc.want == "killed" && !inForce(c, sandbox.LimitMemory) {
-				t.Skipf("no memory cgroup on this host: %v", c.Enforced())
+			if tc.want == "killed" {
+				requireInForce(t, c, sandbox.LimitMemory)
 			}
 			s := session(t, c, sandbox.Options{Limits: sandbox.Limits{MemoryBytes: 256 << 20}}, sandbox.Manifest{})
 			if res := exec1(t, s, `python3 -c 'b = bytearray(64 << 20); print("ok")'`, 20*time.Second); res.ExitCode != 0 {
@@ -331,6 +331,18 @@ func inForce(c *bwrap.Client, limit string) bool {
 		}
 	}
 	return false
+}
+
+// requireInForce stops a test of a limit that is not in force on this
+// host (sandboxtest.NotInForce: a failure unless the host is declared to
+// lack the means).
+func requireInForce(t *testing.T, c *bwrap.Client, limit string) {
+	t.Helper()
+	for _, r := range c.Enforced() {
+		if r.Limit == limit && !r.InForce() {
+			sandboxtest.NotInForce(t, r)
+		}
+	}
 }
 
 func TestTimeoutKillsEverything(t *testing.T) {
@@ -405,9 +417,7 @@ func TestDegraded(t *testing.T) {
 func TestWorkspacePersists(t *testing.T) {
 	root := t.TempDir()
 	c := newClient(t, bwrap.Config{Root: root})
-	if !inForce(c, sandbox.LimitDisk) {
-		t.Skipf("no bounded workspaces on this host: %v", c.Enforced())
-	}
+	requireInForce(t, c, sandbox.LimitDisk)
 	s := session(t, c, sandbox.Options{Limits: sandbox.Limits{DiskBytes: 32 << 20}}, sandbox.Manifest{})
 	exec1(t, s, "echo kept > note", 10*time.Second)
 	dir := s.State().Workspace

@@ -62,6 +62,16 @@ mkfifo fifo && mkfifo fed && ln -s loop1 loop2 && ln -s loop2 loop1`)
 			t.Errorf("ReadFile(%q) = %v, want %v", r.path, err, r.want)
 		}
 	}
+	// A FIFO where a directory is expected (view_image and apply_patch
+	// list a file's directory) fails at once too.
+	for _, p := range []string{"fifo", "fed", "fifo/x.png"} {
+		if _, err := within2(t, "List("+p+")", func() ([]sandbox.FileInfo, error) { return sess.List(ctx, p) }); err == nil {
+			t.Errorf("List(%q) succeeded on a FIFO", p)
+		}
+	}
+	if _, err := within2(t, "ReadFile(fifo/x)", func() ([]byte, error) { return sess.ReadFile(ctx, "fifo/x") }); err == nil {
+		t.Errorf("ReadFile(fifo/x) succeeded")
+	}
 	for _, p := range []string{"fifo", "fed"} {
 		if err := within(t, "WriteFile("+p+")", func() error { return sess.WriteFile(ctx, p, []byte("x"), 0) }); !errors.Is(err, sandbox.ErrNotRegular) {
 			t.Errorf("WriteFile(%q) = %v, want ErrNotRegular", p, err)
@@ -133,6 +143,18 @@ func within(t *testing.T, what string, fn func() error) error {
 		t.Fatalf("%s is still blocked after a minute", what)
 		return nil
 	}
+}
+
+// within2 is within for a function with a result.
+func within2[T any](t *testing.T, what string, fn func() (T, error)) (T, error) {
+	t.Helper()
+	var v T
+	err := within(t, what, func() error {
+		var err error
+		v, err = fn()
+		return err
+	})
+	return v, err
 }
 
 // resetPeakRSS resets the process's peak RSS (VmHWM) to its current RSS
