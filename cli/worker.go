@@ -51,22 +51,18 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		return nil, err
 	}
 	sandboxes, backend, err := sandboxClients(graphs, o.sandbox, o.roots, stderr)
-	// The store is $TROUPE_HOME/sandboxes, whichever backends answer now.
-	queue := o.sandboxQueue
-	if queue == "" && err == nil {
-		var dir, host string
-		if dir, err = home(); err == nil {
-			if host, err = os.Hostname(); err == nil {
-				queue = workflows.SandboxStoreQueue(host, filepath.Join(dir, "sandboxes"))
-			}
-		}
+	// The store is $TROUPE_HOME/sandboxes, whichever backends answer now;
+	// snapshots spool beside it, on disk.
+	queue, spool := o.sandboxQueue, ""
+	if err == nil {
+		queue, spool, err = sandboxStore(queue)
 	}
 	if err != nil {
 		release()
 		store.Close()
 		return nil, err
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: queue})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: queue, SpoolDir: spool})
 	if err != nil {
 		release()
 		store.Close()
@@ -174,4 +170,27 @@ func names(graphs []Graph) []string {
 		out[i] = g.Graph.Name()
 	}
 	return out
+}
+
+// sandboxStore returns the task queue of this worker's sandbox store
+// (queue when set, else one named after the host and
+// $TROUPE_HOME/sandboxes) and the directory, made if missing, where its
+// snapshots spool.
+func sandboxStore(queue string) (string, string, error) {
+	dir, err := home()
+	if err != nil {
+		return "", "", err
+	}
+	spool := filepath.Join(dir, "spool")
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		return "", "", err
+	}
+	if queue == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return "", "", err
+		}
+		queue = workflows.SandboxStoreQueue(host, filepath.Join(dir, "sandboxes"))
+	}
+	return queue, spool, nil
 }

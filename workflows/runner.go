@@ -88,6 +88,11 @@ type Config struct {
 	// SandboxIdleTimeout is how long an unused sandbox stays up before it
 	// is suspended (snapshot, then stop); the default is 5 minutes.
 	SandboxIdleTimeout time.Duration
+	// SpoolDir is where snapshots and restores are spooled on their way
+	// to and from the blob store (unlinked files, as large as a snapshot);
+	// the default is os.TempDir(). Put it on a disk: a /tmp in memory
+	// would hold each snapshot in RAM.
+	SpoolDir string
 
 	// MCP holds this worker's MCP sessions. The default is a pool of the
 	// Runner's own, which the stop func of StartWorkers closes (ending

@@ -276,7 +276,7 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	}
 	// The archive is spooled to a file, hashed on the way, then streamed
 	// to the store: the worker holds none of it in memory.
-	spool, err := os.CreateTemp("", "troupe-snapshot-*")
+	spool, err := os.CreateTemp(a.r.cfg.SpoolDir, "troupe-snapshot-*")
 	if err != nil {
 		return "", err
 	}
@@ -310,7 +310,7 @@ func (a *Activities) restore(ctx context.Context, s sandbox.Session, key string)
 		return err
 	}
 	defer r.Close()
-	spool, err := os.CreateTemp("", "troupe-restore-*")
+	spool, err := os.CreateTemp(a.r.cfg.SpoolDir, "troupe-restore-*")
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 
 // storeRunner is a runner of host "host" whose local sandboxes live in
 // root, with the blob store store.
-func storeRunner(t *testing.T, root string, store *blob.Store, queue string) *workflows.Runner {
+func storeRunner(t *testing.T, root string, store *blob.Store, queue string, tweak ...func(*workflows.Config)) *workflows.Runner {
 	t.Helper()
 	lc, err := local.New(local.Config{Root: root})
 	if err != nil {
@@ -25,8 +26,12 @@ func storeRunner(t *testing.T, root string, store *blob.Store, queue string) *wo
 	}
 	g := agents.MustGraph("sb", "worker", &agents.Agent{Name: "worker", Instructions: "w",
 		Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "f.txt", Content: "mine"}}}}})
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: func(model.Request) []agents.Item { return nil }, calls: map[string]int{}},
-		Store: store, Host: "host", SandboxQueue: queue, Sandboxes: map[string]sandbox.Client{"local": degraded{lc}}})
+	cfg := workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: func(model.Request) []agents.Item { return nil }, calls: map[string]int{}},
+		Store: store, Host: "host", SandboxQueue: queue, Sandboxes: map[string]sandbox.Client{"local": degraded{lc}}}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	r, err := workflows.NewRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +82,13 @@ func TestSandboxStore(t *testing.T) {
 		if _, err := r.Activities().SandboxSnapshot(ctx, info.State); workflows.ErrorType(err) != workflows.ErrSandboxMisrouted {
 			t.Errorf("%s: snapshot of another store's sandbox = %v, want %s", name, err, workflows.ErrSandboxMisrouted)
 		}
+	}
+	// Snapshots spool in Config.SpoolDir: one that cannot be written
+	// fails the snapshot (and the worker's memory holds none of it).
+	missing := filepath.Join(t.TempDir(), "missing")
+	noSpool := storeRunner(t, rootA, store, "", func(c *workflows.Config) { c.SpoolDir = missing })
+	if _, err := noSpool.Activities().SandboxSnapshot(ctx, info.State); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("snapshot with an unwritable spool dir = %v, want its error", err)
 	}
 	// A (restarted: a new process, same store) snapshots it, and the
 	// snapshot restores into a new sandbox, through the store's streams.
