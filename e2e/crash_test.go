@@ -365,6 +365,24 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 
 // cgroupsNamed lists the cgroups named name in every hierarchy mounted
 // under /sys/fs/cgroup.
+// cgroupsPrefixed returns the cgroup directories whose name begins with
+// prefix, in every hierarchy (not below them).
+func cgroupsPrefixed(t *testing.T, prefix string) []string {
+	t.Helper()
+	var found []string
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), prefix) {
+			found = append(found, p)
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return found
+}
+
 func cgroupsNamed(t *testing.T, name string) []string {
 	t.Helper()
 	var found []string

@@ -295,7 +295,7 @@ func killInPhase(t *testing.T, backend, phase string) {
 	// cgroups where it uses them).
 	before := strings.Join(phaseLeftovers(t, root, ids), "; ")
 	wants := map[string][]string{"bwrap": {"workspace"}, "docker": {"workspace", "container"}}[backend]
-	if backend == "bwrap" && len(cgroupsNamed(t, "troupe-bwrap")) > 0 {
+	if backend == "bwrap" && len(cgroupsPrefixed(t, "troupe-bwrap-")) > 0 {
 		wants = append(wants, "cgroup")
 	}
 	for _, want := range wants {

@@ -57,7 +57,7 @@
 //     directory), so a write past it fails with ENOSPC, whether the
 //     sandbox or the host writes.
 //
-// The cgroups are made under one named troupe-bwrap under the worker's own
+// The cgroups are made under one named troupe-bwrap-<hash of Root> under the worker's own
 // cgroup, in each controller's v1 hierarchy when mounted and else in v2,
 // or under Config.CgroupParent. Where the host lacks the means the client
 // degrades rather than fails, and Client.Enforced says which limit is not
@@ -143,7 +143,7 @@ type Config struct {
 	// Options.Limits; their own zero fields mean DefaultLimits'.
 	Limits sandbox.Limits
 	// CgroupParent is the cgroup directory under which each session gets
-	// its cgroup (pids and memory). Empty means one named troupe-bwrap
+	// its cgroup (pids and memory). Empty means one named troupe-bwrap-<hash of Root>
 	// under the worker's own cgroup in each hierarchy of the two
 	// controllers (v1 when mounted, otherwise v2), when the worker may
 	// create it.
@@ -221,7 +221,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	cgWhy := "turned off (Config.NoCgroup)"
 	if !cfg.NoCgroup {
-		if cg, err := detectCgroup(cfg.CgroupParent); err == nil {
+		if cg, err := detectCgroup(cfg.CgroupParent, parentFor(root)); err == nil {
 			c.cgroup = cg
 		} else {
 			cgWhy = err.Error()

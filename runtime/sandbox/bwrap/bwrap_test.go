@@ -547,3 +547,30 @@ func TestLowWorkerRlimits(t *testing.T) {
 		t.Errorf("under a worker's RLIMIT_AS of 3 GiB: exit %d, %q; want %q", res.ExitCode, res.Output, want)
 	}
 }
+
+// TestCgroupParentPerRoot: workers with different sandbox roots (two
+// TROUPE_HOMEs in one cgroup) put their sessions' cgroups under parents
+// of their own, so one never kills or removes the other's, even for a
+// session of the same id.
+func TestCgroupParentPerRoot(t *testing.T) {
+	mech := func(c *bwrap.Client) string {
+		requireInForce(t, c, sandbox.LimitPIDs)
+		for _, r := range c.Enforced() {
+			if r.Limit == sandbox.LimitPIDs {
+				return r.Mechanism
+			}
+		}
+		return ""
+	}
+	root := t.TempDir()
+	a, again, b := mech(newClient(t, bwrap.Config{Root: root})), mech(newClient(t, bwrap.Config{Root: root})), mech(newClient(t, bwrap.Config{}))
+	if !strings.Contains(a, "/troupe-bwrap-") {
+		t.Errorf("pids mechanism %q names no troupe-bwrap-<root> parent", a)
+	}
+	if a != again {
+		t.Errorf("one root, two parents: %q and %q", a, again)
+	}
+	if a == b {
+		t.Errorf("two roots share the parent: %q", a)
+	}
+}

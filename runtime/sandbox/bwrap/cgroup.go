@@ -10,6 +10,7 @@ package bwrap
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,6 +28,9 @@ import (
 // cgroupParent is where sessions get their cgroups: a parent cgroup in
 // each hierarchy that has one of the controllers.
 type cgroupParent struct {
+	// name is the parent cgroup's name under the worker's own cgroup
+	// (parentFor).
+	name string
 	// dir is the parent in the hierarchy of the pids controller (of the
 	// memory controller when pids is missing): hier[0]'s.
 	dir  string
@@ -45,8 +49,19 @@ type cgroupHier struct {
 	swap bool
 }
 
-// parentName is the cgroup, under the worker's own, that holds sessions'.
+// parentName begins the name of the cgroup, under the worker's own, that
+// holds sessions'.
 const parentName = "troupe-bwrap"
+
+// parentFor names the parent cgroup of the sessions whose workspaces are
+// under root: troupe-bwrap-<8 hex digits of root>. Workers of one cgroup
+// with different roots (two TROUPE_HOMEs in one container or systemd
+// unit) then have parents of their own, and one never kills or removes
+// the other's session cgroups, even for sessions of the same id.
+func parentFor(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return fmt.Sprintf("%s-%x", parentName, sum[:4])
+}
 
 // Controllers a session cgroup uses.
 const (
@@ -89,8 +104,8 @@ func (p *cgroupParent) has(ctl string) bool {
 // each. override, when set, names the one parent directly. It fails when
 // neither controller can be used; a controller that cannot be used is
 // left out, and pidsWhy or memWhy says why.
-func detectCgroup(override string) (*cgroupParent, error) {
-	p := &cgroupParent{}
+func detectCgroup(override, name string) (*cgroupParent, error) {
+	p := &cgroupParent{name: name}
 	var cands []cgroupHier
 	if override != "" {
 		_, err := os.Stat(filepath.Join(filepath.Dir(override), "cgroup.controllers"))
@@ -295,9 +310,9 @@ func findHierarchies(p *cgroupParent) ([]cgroupHier, error) {
 	for _, ctl := range []string{ctlPids, ctlMemory} {
 		switch {
 		case v1[ctl] != "" && ownV1[ctl] != "":
-			add(cgroupHier{dir: filepath.Join(v1[ctl], ownV1[ctl], parentName)}, ctl)
+			add(cgroupHier{dir: filepath.Join(v1[ctl], ownV1[ctl], p.name)}, ctl)
 		case slices.Contains(v2ctl, ctl):
-			add(cgroupHier{dir: filepath.Join(v2, ownV2, parentName), v2: true}, ctl)
+			add(cgroupHier{dir: filepath.Join(v2, ownV2, p.name), v2: true}, ctl)
 		default:
 			why := "no " + ctl + " cgroup hierarchy is mounted"
 			if v2 != "" && hasV2 {
