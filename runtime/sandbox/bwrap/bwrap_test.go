@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -572,5 +573,37 @@ func TestCgroupParentPerRoot(t *testing.T) {
 	}
 	if a == b {
 		t.Errorf("two roots share the parent: %q", a)
+	}
+}
+
+// TestCloseRemovesCgroupParent: a client that closes removes its parent
+// cgroup when no session is left in it, so clients of short-lived roots
+// leave no cgroup behind; a client of the same root that goes on makes
+// it again on its next command.
+func TestCloseRemovesCgroupParent(t *testing.T) {
+	root := t.TempDir()
+	closing, staying := newClient(t, bwrap.Config{Root: root}), newClient(t, bwrap.Config{Root: root})
+	requireInForce(t, closing, sandbox.LimitPIDs)
+	parent := ""
+	for _, r := range closing.Enforced() {
+		if r.Limit == sandbox.LimitPIDs {
+			parent = r.Mechanism[strings.LastIndex(r.Mechanism, " ")+1:]
+		}
+	}
+	if _, err := os.Stat(parent); err != nil {
+		t.Fatalf("parent cgroup %q: %v", parent, err)
+	}
+	if err := closing.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(parent); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("parent cgroup %s after Close: %v, want it gone", parent, err)
+	}
+	s := session(t, staying, sandbox.Options{}, sandbox.Manifest{})
+	if res := exec1(t, s, "echo ok", 10*time.Second); res.ExitCode != 0 || res.Output != "ok\n" {
+		t.Errorf("a command after the parent was removed: %+v", res)
+	}
+	if _, err := os.Stat(parent); err != nil {
+		t.Errorf("parent cgroup not made again: %v", err)
 	}
 }

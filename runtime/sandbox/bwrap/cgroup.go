@@ -31,6 +31,9 @@ type cgroupParent struct {
 	// name is the parent cgroup's name under the worker's own cgroup
 	// (parentFor).
 	name string
+	// ours: the parents were found, not given (Config.CgroupParent), so
+	// the client may remove them when it closes.
+	ours bool
 	// dir is the parent in the hierarchy of the pids controller (of the
 	// memory controller when pids is missing): hier[0]'s.
 	dir  string
@@ -105,7 +108,7 @@ func (p *cgroupParent) has(ctl string) bool {
 // neither controller can be used; a controller that cannot be used is
 // left out, and pidsWhy or memWhy says why.
 func detectCgroup(override, name string) (*cgroupParent, error) {
-	p := &cgroupParent{name: name}
+	p := &cgroupParent{name: name, ours: override == ""}
 	var cands []cgroupHier
 	if override != "" {
 		_, err := os.Stat(filepath.Join(filepath.Dir(override), "cgroup.controllers"))
@@ -142,6 +145,38 @@ func detectCgroup(override, name string) (*cgroupParent, error) {
 		p.memWhy = "no memory controller in " + p.dir
 	}
 	return p, nil
+}
+
+// remake makes the parent cgroup h again, with its controllers enabled
+// for the sessions' (v2), as setUp found them.
+func (h cgroupHier) remake() error {
+	if err := os.Mkdir(h.dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if !h.v2 {
+		return nil
+	}
+	for _, ctl := range []string{ctlPids, ctlMemory} {
+		if ctl == ctlPids && h.pids || ctl == ctlMemory && h.memory {
+			if err := enableController(h.dir, ctl); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// close removes the parent cgroups the client made when no session
+// cgroup is left in them (a directory that is not empty stays: rmdir
+// refuses it), so that clients of short-lived roots leave no cgroup
+// behind. A parent given by Config.CgroupParent is the caller's.
+func (p *cgroupParent) close() {
+	if p == nil || !p.ours {
+		return
+	}
+	for _, h := range p.hier {
+		os.Remove(h.dir)
+	}
 }
 
 // setUp makes the parent cgroup of h, enables h's controllers in it (v2)
@@ -333,7 +368,15 @@ func findHierarchies(p *cgroupParent) ([]cgroupHier, error) {
 func (p *cgroupParent) enter(name string, l sandbox.Limits, pid int) error {
 	for _, h := range p.hier {
 		d := filepath.Join(h.dir, name)
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		err := os.Mkdir(d, 0o755)
+		if errors.Is(err, fs.ErrNotExist) {
+			// The parent was removed when a client of this root closed.
+			err = h.remake()
+			if err == nil {
+				err = os.Mkdir(d, 0o755)
+			}
+		}
+		if err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 		var set [][2]string

@@ -119,6 +119,7 @@ func (c *Client) LimitsMechanism() string { return c.mech }
 func (c *Client) Close() error {
 	err := c.disks.Close()
 	sandbox.WaitDetached()
+	c.cgroup.close()
 	return err
 }
 
