@@ -15,7 +15,11 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
+	"github.com/troupe-dev/troupe/workflows"
 )
+
+// backends are the sandbox backends the CLI knows.
+var backends = []string{bwrap.Backend, docker.Backend, local.Backend}
 
 // sandboxClients returns the sandbox backends a worker offers and the
 // default one, want (--sandbox, TROUPE_SANDBOX) or else bwrap. It offers
@@ -31,7 +35,7 @@ func sandboxClients(graphs []Graph, want string, roots []string, stderr io.Write
 	if want == "" {
 		want = bwrap.Backend
 	}
-	if !slices.Contains([]string{bwrap.Backend, docker.Backend, local.Backend}, want) {
+	if !slices.Contains(backends, want) {
 		return nil, "", fmt.Errorf("--sandbox %q: choose bwrap, docker or local", want)
 	}
 	needed := neededBackends(graphs, want)
@@ -72,7 +76,7 @@ func sandboxClients(graphs []Graph, want string, roots []string, stderr io.Write
 		unusable[docker.Backend] = err
 	}
 	for _, b := range slices.Sorted(maps.Keys(needed)) {
-		if !slices.Contains([]string{bwrap.Backend, docker.Backend, local.Backend}, b) {
+		if !slices.Contains(backends, b) {
 			return nil, "", fmt.Errorf("%s name the sandbox backend %q, which Troupe does not have: use bwrap, docker or local", strings.Join(needed[b], ", "), b)
 		}
 		if _, ok := clients[b]; !ok {
@@ -123,10 +127,7 @@ func backendFix(backend string, usable map[string]sandbox.Client) string {
 func describeSandboxes(clients map[string]sandbox.Client, def string) string {
 	var parts []string
 	for _, b := range slices.Sorted(maps.Keys(clients)) {
-		p := b
-		if b == local.Backend {
-			p += " (UNCONFINED: no isolation)"
-		}
+		p := workflows.BackendLabel(b)
 		if b == def {
 			p += " [default]"
 		}

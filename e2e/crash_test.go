@@ -41,22 +41,33 @@ const (
 	envHold = "TROUPE_E2E_HOLD"
 )
 
+// workerDeps are what a worker process of these tests connects to, from
+// its environment: the Temporal server (envAddr), the scripted model
+// (envModel) and the blob store (envBlob). The caller closes the client.
+func workerDeps() (client.Client, model.Model, *blob.Store, error) {
+	c, err := client.Dial(client.Options{HostPort: os.Getenv(envAddr), Logger: quiet()})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := model.New(model.Config{APIKey: "test", BaseURL: os.Getenv(envModel)})
+	if err == nil {
+		var store *blob.Store
+		if store, err = blob.Open(context.Background(), os.Getenv(envBlob)); err == nil {
+			return c, m, store, nil
+		}
+	}
+	c.Close()
+	return nil, nil, nil, err
+}
+
 // workerProcess runs a worker until SIGTERM (or SIGKILL, which is the point).
 func workerProcess() int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "worker:", err); return 1 }
-	c, err := client.Dial(client.Options{HostPort: os.Getenv(envAddr), Logger: quiet()})
+	c, m, store, err := workerDeps()
 	if err != nil {
 		return fail(err)
 	}
 	defer c.Close()
-	m, err := model.New(model.Config{APIKey: "test", BaseURL: os.Getenv(envModel)})
-	if err != nil {
-		return fail(err)
-	}
-	store, err := blob.Open(context.Background(), os.Getenv(envBlob))
-	if err != nil {
-		return fail(err)
-	}
 	backend := cmp.Or(os.Getenv(envBackend), "local")
 	var sc sandbox.Client
 	switch backend {

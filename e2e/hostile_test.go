@@ -34,8 +34,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/runtime/blob"
-	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
@@ -70,19 +68,11 @@ func hostileGraph(backend string) *agents.Graph {
 func hostileWorkerProcess() int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "hostile worker:", err); return 1 }
 	backend := os.Getenv(envHostile)
-	c, err := client.Dial(client.Options{HostPort: os.Getenv(envAddr), Logger: quiet()})
+	c, m, store, err := workerDeps()
 	if err != nil {
 		return fail(err)
 	}
 	defer c.Close()
-	m, err := model.New(model.Config{APIKey: "test", BaseURL: os.Getenv(envModel)})
-	if err != nil {
-		return fail(err)
-	}
-	store, err := blob.Open(context.Background(), os.Getenv(envBlob))
-	if err != nil {
-		return fail(err)
-	}
 	defer store.Close()
 	root := os.Getenv(envBlob) + "-" + backend
 	var sc sandbox.Client

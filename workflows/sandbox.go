@@ -276,13 +276,10 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	}
 	// The archive is spooled to a file, hashed on the way, then streamed
 	// to the store: the worker holds none of it in memory.
-	spool, err := os.CreateTemp(a.r.cfg.SpoolDir, "troupe-snapshot-*")
+	spool, err := a.spool("snapshot")
 	if err != nil {
 		return "", err
 	}
-	// Unlinked at once: the open file is all there is of it, so a worker
-	// killed mid-snapshot leaves nothing behind.
-	os.Remove(spool.Name())
 	defer spool.Close()
 	h := sha256.New()
 	if _, err := heartbeating(ctx, func() (struct{}, error) {
@@ -302,6 +299,18 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	return key, nil
 }
 
+// spool returns a new file in Config.SpoolDir for an archive on its way
+// to or from the store. It is unlinked at once: the open file is all there
+// is of it, so a worker killed mid-transfer leaves nothing behind.
+func (a *Activities) spool(what string) (*os.File, error) {
+	f, err := os.CreateTemp(a.r.cfg.SpoolDir, "troupe-"+what+"-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	return f, nil
+}
+
 // restore restores the snapshot under key into s, streaming it from the
 // store through a spool file (Restore reads an archive twice).
 func (a *Activities) restore(ctx context.Context, s sandbox.Session, key string) error {
@@ -310,13 +319,10 @@ func (a *Activities) restore(ctx context.Context, s sandbox.Session, key string)
 		return err
 	}
 	defer r.Close()
-	spool, err := os.CreateTemp(a.r.cfg.SpoolDir, "troupe-restore-*")
+	spool, err := a.spool("restore")
 	if err != nil {
 		return err
 	}
-	// Unlinked at once: the open file is all there is of it, so a worker
-	// killed mid-snapshot leaves nothing behind.
-	os.Remove(spool.Name())
 	defer spool.Close()
 	_, err = heartbeating(ctx, func() (struct{}, error) {
 		if _, err := io.Copy(spool, r); err != nil {
@@ -387,7 +393,7 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 		return err
 	}
 	s.info = &info
-	kind, detail := EventSandboxProvisioned, backendLabel(info.State.Backend)+" sandbox on "+info.State.Host
+	kind, detail := EventSandboxProvisioned, BackendLabel(info.State.Backend)+" sandbox on "+info.State.Host
 	if len(info.NotInForce) > 0 {
 		detail += " (limits not in force: " + strings.Join(info.NotInForce, "; ") + ")"
 	}
@@ -558,9 +564,9 @@ func (a *Activities) sandboxLabels(ctx context.Context, workflowID, agent string
 	return labels
 }
 
-// backendLabel names a backend where a sandbox is shown: the unconfined
-// local backend says so.
-func backendLabel(backend string) string {
+// BackendLabel names a sandbox backend wherever a sandbox is shown (events,
+// a worker's start-up lines): the unconfined local backend says so.
+func BackendLabel(backend string) string {
 	if backend == "local" {
 		return "local (UNCONFINED: no isolation)"
 	}
