@@ -13,9 +13,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
-	"slices"
-	"strings"
 )
 
 // MaxReadBytes bounds what ReadFile reads from a workspace: a larger file
@@ -53,50 +50,6 @@ func openRegular(root *os.Root, name string, flag int, perm fs.FileMode) (*os.Fi
 		return nil, nil, fmt.Errorf("%w: %q is a %s", ErrNotRegular, name, kind(fi.Mode()))
 	}
 	return f, fi, nil
-}
-
-// readDir returns the entries of the clean workspace directory name in
-// root, sorted by name. It opens the directory itself without following
-// a symlink and refuses anything else at once, so a FIFO that a command
-// swapped in for a directory never blocks the host.
-func readDir(root *os.Root, name string) ([]fs.DirEntry, error) {
-	d, err := root.OpenFile(name, os.O_RDONLY|dirOnly|nonBlock|noFollow, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	entries, err := d.ReadDir(-1)
-	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return entries, err
-}
-
-// walk calls fn for each entry under the clean workspace directory dir,
-// depth first, in lexical order within each directory (as fs.WalkDir),
-// but through readDir, so that no directory open can block; fn may
-// return fs.SkipDir to leave a directory out. It stops when ctx is done.
-func walk(ctx context.Context, root *os.Root, dir string, fn func(p string, d fs.DirEntry) error) error {
-	entries, err := readDir(root, dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p := path.Join(dir, e.Name())
-		switch err := fn(p, e); {
-		case errors.Is(err, fs.SkipDir):
-			continue
-		case err != nil:
-			return err
-		}
-		if e.IsDir() {
-			if err := walk(ctx, root, p, fn); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // kind names a file mode's type for an error message.

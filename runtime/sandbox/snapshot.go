@@ -43,25 +43,36 @@ func (w Workspace) Snapshot(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer root.Close()
-	zw, err := zstd.NewWriter(out)
+	// The fastest level, on a goroutine of its own fed through a few
+	// buffers: the walk and the compression then overlap, and a snapshot
+	// takes about what `tar | zstd` does, for an archive about 5 % larger
+	// than zstd's default level makes.
+	zw, err := zstd.NewWriter(out, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		return err
 	}
-	tw := tar.NewWriter(zw)
-	err = walk(ctx, root, ".", func(p string, d fs.DirEntry) error {
-		if w.ephemeral(p) {
-			if d.IsDir() {
-				return fs.SkipDir
+	aw := newAsyncWriter(zw, 4, 1<<20)
+	tw := tar.NewWriter(aw)
+	top, err := openDir(root, ".")
+	if err == nil {
+		err = top.walk(ctx, func(p string, dir *wsDir, d fs.DirEntry) error {
+			if w.ephemeral(p) {
+				if d.IsDir() {
+					return fs.SkipDir
+				}
+				return nil
 			}
-			return nil
-		}
-		return snapshotEntry(ctx, root, tw, p, d)
-	})
-	if err != nil {
-		zw.Close()
-		return fmt.Errorf("sandbox: snapshot: %w", err)
+			return snapshotEntry(ctx, dir, tw, p, d)
+		})
+		top.close()
 	}
-	if err := tw.Close(); err != nil {
+	if err == nil {
+		err = tw.Close()
+	}
+	if err2 := aw.Close(); err == nil {
+		err = err2
+	}
+	if err != nil {
 		zw.Close()
 		return fmt.Errorf("sandbox: snapshot: %w", err)
 	}
@@ -71,7 +82,8 @@ func (w Workspace) Snapshot(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-func snapshotEntry(ctx context.Context, root *os.Root, tw *tar.Writer, p string, d fs.DirEntry) error {
+// snapshotEntry writes the entry d of dir, at the workspace path p, to tw.
+func snapshotEntry(ctx context.Context, dir *wsDir, tw *tar.Writer, p string, d fs.DirEntry) error {
 	fi, err := d.Info()
 	if err != nil {
 		return err
@@ -88,7 +100,7 @@ func snapshotEntry(ctx context.Context, root *os.Root, tw *tar.Writer, p string,
 		hdr.Name += "/"
 		return tw.WriteHeader(hdr)
 	case d.Type()&fs.ModeSymlink != 0:
-		target, err := root.Readlink(p)
+		target, err := dir.readlink(d.Name())
 		if err != nil {
 			return err
 		}
@@ -96,7 +108,7 @@ func snapshotEntry(ctx context.Context, root *os.Root, tw *tar.Writer, p string,
 		hdr.Linkname = target
 		return tw.WriteHeader(hdr)
 	case d.Type().IsRegular():
-		f, fi, err := openRegular(root, p, os.O_RDONLY|noFollow, 0)
+		f, fi, err := dir.openRegular(d.Name(), os.O_RDONLY, 0)
 		if errors.Is(err, ErrNotRegular) {
 			return fmt.Errorf("%q changed while it was archived: %w", p, err)
 		}
@@ -218,27 +230,32 @@ func (w Workspace) Restore(ctx context.Context, in io.Reader) error {
 		mtime time.Time
 	}
 	var dirs []dirMeta
+	open := dirStack{root: root}
+	defer open.close()
 	err = readArchive(ctx, r, func(hdr *tar.Header, name string, data io.Reader) error {
 		if w.ephemeral(name) {
 			return nil
 		}
 		perm := fs.FileMode(hdr.Mode) & fs.ModePerm
-		if dir := path.Dir(name); dir != "." {
-			if err := root.MkdirAll(dir, 0o755); err != nil {
+		if hdr.Typeflag == tar.TypeDir {
+			d, err := open.enter(name)
+			if err != nil {
 				return rootError("restore", name, err)
 			}
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o755); err != nil {
-				return rootError("restore", name, err)
-			}
-			if err := root.Chmod(name, 0o700|perm); err != nil { // Writable until the end.
+			if err := d.f.Chmod(0o700 | perm); err != nil { // Writable until the end.
 				return rootError("restore", name, err)
 			}
 			dirs = append(dirs, dirMeta{name, perm, hdr.ModTime})
+			return nil
+		}
+		parent, err := open.enter(path.Dir(name))
+		if err != nil {
+			return rootError("restore", name, err)
+		}
+		base := path.Base(name)
+		switch hdr.Typeflag {
 		case tar.TypeReg:
-			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			f, err := parent.openFile(base, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 			if err != nil {
 				return rootError("restore", name, err)
 			}
@@ -253,16 +270,17 @@ func (w Workspace) Restore(ctx context.Context, in io.Reader) error {
 			if err := f.Close(); err != nil {
 				return err
 			}
-			if err := root.Chtimes(name, hdr.ModTime, hdr.ModTime); err != nil {
+			if err := parent.chtimes(base, hdr.ModTime); err != nil {
 				return rootError("restore", name, err)
 			}
 		case tar.TypeSymlink:
-			if err := root.Symlink(hdr.Linkname, name); err != nil {
+			if err := parent.symlink(hdr.Linkname, base); err != nil {
 				return rootError("restore", name, err)
 			}
 		}
 		return nil
 	})
+	open.close()
 	if err != nil {
 		return fmt.Errorf("sandbox: restore: %w", err)
 	}
@@ -276,6 +294,57 @@ func (w Workspace) Restore(ctx context.Context, in io.Reader) error {
 		}
 	}
 	return nil
+}
+
+// dirStack holds the open directories of one path of the workspace, from
+// its root down, for an extraction in archive order: entries of one
+// directory follow each other, so each directory is made and opened once.
+type dirStack struct {
+	root *os.Root
+	dirs []*wsDir // dirs[0] is the root; dirs[i+1] is a subdirectory of dirs[i].
+}
+
+// enter returns the open directory at the clean workspace path dir,
+// making those of its directories that do not exist.
+func (s *dirStack) enter(dir string) (*wsDir, error) {
+	if len(s.dirs) == 0 {
+		top, err := openDir(s.root, ".")
+		if err != nil {
+			return nil, err
+		}
+		s.dirs = append(s.dirs, top)
+	}
+	var parts []string
+	if dir != "." {
+		parts = strings.Split(dir, "/")
+	}
+	keep := 1
+	for keep < len(s.dirs) && keep <= len(parts) && s.dirs[keep].name == path.Join(parts[:keep]...) {
+		keep++
+	}
+	for len(s.dirs) > keep {
+		s.dirs[len(s.dirs)-1].close()
+		s.dirs = s.dirs[:len(s.dirs)-1]
+	}
+	for _, name := range parts[keep-1:] {
+		parent := s.dirs[len(s.dirs)-1]
+		if err := parent.mkdir(name, 0o755); err != nil {
+			return nil, err
+		}
+		sub, err := parent.sub(name)
+		if err != nil {
+			return nil, err
+		}
+		s.dirs = append(s.dirs, sub)
+	}
+	return s.dirs[len(s.dirs)-1], nil
+}
+
+func (s *dirStack) close() {
+	for _, d := range s.dirs {
+		d.close()
+	}
+	s.dirs = nil
 }
 
 // readArchive decompresses and reads the tar stream r, calling fn for each
@@ -352,7 +421,12 @@ func rereadable(in io.Reader) (rewind func() (io.Reader, error), done func(), er
 // clear removes everything in the workspace directory dir except the
 // ephemeral paths.
 func (w Workspace) clear(ctx context.Context, root *os.Root, dir string) error {
-	entries, err := readDir(root, dir)
+	d, err := openDir(root, dir)
+	if err != nil {
+		return err
+	}
+	entries, err := d.entries()
+	d.close()
 	if err != nil {
 		return err
 	}
@@ -368,12 +442,15 @@ func (w Workspace) clear(ctx context.Context, root *os.Root, dir string) error {
 			if err := root.RemoveAll(p); err != nil {
 				// A command may have left read-only directories.
 				root.Chmod(p, 0o700)
-				walk(ctx, root, p, func(q string, d fs.DirEntry) error {
-					if d.IsDir() {
-						root.Chmod(q, 0o700)
-					}
-					return nil
-				})
+				if d, err := openDir(root, p); err == nil {
+					d.walk(ctx, func(q string, _ *wsDir, e fs.DirEntry) error {
+						if e.IsDir() {
+							root.Chmod(q, 0o700)
+						}
+						return nil
+					})
+					d.close()
+				}
 				if err := root.RemoveAll(p); err != nil {
 					return err
 				}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -250,4 +251,71 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			t.Errorf("%s: mode %v, mtime %v; want %v, %v", p, fi.Mode(), fi.ModTime(), want, mtime)
 		}
 	}
+}
+
+// Restore takes an archive's entries in any order, not only Snapshot's:
+// a directory may come after what it holds, and entries of one directory
+// may be apart.
+func TestRestoreInAnyOrder(t *testing.T) {
+	ctx := context.Background()
+	mtime := time.Unix(1_600_000_000, 0)
+	reg := func(name string) *tar.Header {
+		return &tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o600, ModTime: mtime}
+	}
+	dir := func(name string, mode int64) *tar.Header {
+		return &tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: mode, ModTime: mtime}
+	}
+	files := []string{"a/b/1", "c/2", "a/b/3", "a/4", "a/b/c/d/5", "6", "a/b/c/7"}
+	var entries []any
+	for _, f := range files {
+		entries = append(entries, reg(f), []byte("content of "+f))
+	}
+	entries = append(entries, dir("a/b/", 0o750), &tar.Header{Name: "c/l", Typeflag: tar.TypeSymlink, Linkname: "../a/4", ModTime: mtime})
+	w := sandbox.Workspace{Dir: t.TempDir()}
+	must(t, w.Restore(ctx, bytes.NewReader(archive(t, entries...))))
+	for _, f := range append(files, "c/l") {
+		want := "content of " + f
+		if f == "c/l" {
+			want = "content of a/4"
+		}
+		if got, err := w.ReadFile(ctx, f); err != nil || string(got) != want {
+			t.Errorf("%s = %q, %v; want %q", f, got, err, want)
+		}
+	}
+	for p, want := range map[string]fs.FileMode{"a/b": 0o750 | fs.ModeDir, "a/b/3": 0o600, "a/b/c/d/5": 0o600} {
+		fi, err := os.Lstat(filepath.Join(w.Dir, p))
+		must(t, err)
+		if fi.Mode() != want || !fi.ModTime().Equal(mtime) {
+			t.Errorf("%s: mode %v, mtime %v; want %v, %v", p, fi.Mode(), fi.ModTime(), want, mtime)
+		}
+	}
+}
+
+// A snapshot written to a writer that fails ends with the writer's error.
+func TestSnapshotWriterFails(t *testing.T) {
+	ctx := context.Background()
+	w := sandbox.Workspace{Dir: t.TempDir()}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // Past the buffers between walk and compressor.
+	rand.NewChaCha8([32]byte{}).Read(big[:8<<20])          // Incompressible, so the archive is large.
+	must(t, w.WriteFile(ctx, "big", big, 0o644))
+	for _, after := range []int64{0, 1 << 10, 4 << 20} {
+		fw := &failWriter{after: after}
+		err := w.Snapshot(ctx, fw)
+		if !errors.Is(err, errDiskFull) {
+			t.Errorf("failing after %d bytes: Snapshot = %v, want %v", after, err, errDiskFull)
+		}
+	}
+}
+
+var errDiskFull = errors.New("disk full")
+
+// failWriter takes after bytes, then fails.
+type failWriter struct{ after, n int64 }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.n+int64(len(p)) > f.after {
+		return 0, errDiskFull
+	}
+	f.n += int64(len(p))
+	return len(p), nil
 }

@@ -102,6 +102,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -328,6 +329,9 @@ type Session struct {
 	next    uint64
 	stopped bool
 	wg      sync.WaitGroup
+
+	// cgroupReady: this process has made the session's cgroups.
+	cgroupReady atomic.Bool
 }
 
 var _ sandbox.Session = (*Session)(nil)
@@ -411,6 +415,9 @@ type run struct {
 	infoR   *os.File
 	pidfd   int
 	started time.Time
+	// entered receives the outcome of moving bwrap into the session's
+	// cgroups (nil without cgroups).
+	entered chan error
 }
 
 // start starts bwrap for cmd in the clean workspace directory workdir,
@@ -460,6 +467,10 @@ func (s *Session) start(workdir, command string, out *sandbox.CappedOutput) (*ru
 	for _, f := range []*os.File{outW, blockR, infoW, argsR} {
 		f.Close()
 	}
+	if s.c.cgroup != nil {
+		r.entered = make(chan error, 1)
+		go func() { r.entered <- s.enterCgroup(cmd.Process.Pid) }()
+	}
 	// The environment goes on a pipe, not on the command line.
 	var env bytes.Buffer
 	env.WriteString("--clearenv\x00")
@@ -477,6 +488,19 @@ func (s *Session) start(workdir, command string, out *sandbox.CappedOutput) (*ru
 	}()
 	go func() { r.waited <- cmd.Wait() }()
 	return r, nil
+}
+
+// enterCgroup moves pid into the session's cgroups, making them on the
+// first command of the session in this process.
+func (s *Session) enterCgroup(pid int) error {
+	cg, name := s.c.cgroup, sandbox.DirName(s.state.ID)
+	if !s.cgroupReady.Load() {
+		if err := cg.prepare(name, s.limits); err != nil {
+			return err
+		}
+		s.cgroupReady.Store(true)
+	}
+	return cg.attach(name, s.limits, pid)
 }
 
 // limit reads the sandbox's PID 1 from --info-fd, applies the limits to it
@@ -507,8 +531,15 @@ func (r *run) limit(ctx context.Context, s *Session) error {
 	if err := setRlimits(i.ChildPID, s.c.rlimits(s.limits)); err != nil {
 		return fmt.Errorf("set limits: %w", err)
 	}
-	if cg := s.c.cgroup; cg != nil {
-		if err := cg.enter(sandbox.DirName(s.state.ID), s.limits, i.ChildPID); err != nil {
+	if r.entered != nil {
+		// bwrap itself went into the session's cgroup as it started, which
+		// costs an RCU grace period (milliseconds) after a quiet spell. Its
+		// PID 1 may have been forked before, so it goes in now too, at
+		// once while the grace period is fresh.
+		if err := <-r.entered; err != nil {
+			return fmt.Errorf("session cgroup: %w", err)
+		}
+		if err := s.c.cgroup.attach(sandbox.DirName(s.state.ID), s.limits, i.ChildPID); err != nil {
 			return fmt.Errorf("session cgroup: %w", err)
 		}
 	}
@@ -693,11 +724,15 @@ func (s *Session) Stop(ctx context.Context) error {
 		cancel()
 	}
 	s.mu.Unlock()
-	var errs []error
+	// The cgroups go while the workspace does: each takes a millisecond
+	// or more.
+	removed := make(chan error, 1)
 	if cg := s.c.cgroup; cg != nil {
-		errs = append(errs, cg.remove(sandbox.DirName(s.state.ID)))
+		go func() { removed <- cg.remove(sandbox.DirName(s.state.ID)) }()
+	} else {
+		removed <- nil
 	}
 	s.wg.Wait()
-	errs = append(errs, s.Destroy())
-	return errors.Join(errs...)
+	err := s.Destroy()
+	return errors.Join(<-removed, err)
 }

@@ -4,8 +4,9 @@ package bwrap
 // in each hierarchy that has a controller we use, pids (pids.max: the
 // kernel exempts uid 0 from RLIMIT_NPROC, even in a user namespace that
 // maps to it) and memory (all of the session's memory, its /tmp's pages
-// included, with no swap on top). Every command's sandbox is moved into
-// them before it runs anything. A controller this host does not let the
+// included, with no swap on top). Every command's bwrap goes into them as
+// it starts, and the sandbox's PID 1 before it runs anything, so bwrap's
+// own small process counts towards the session's limits too. A controller this host does not let the
 // worker use is left out, and Client.Enforced says why.
 
 import (
@@ -363,9 +364,11 @@ func findHierarchies(p *cgroupParent) ([]cgroupHier, error) {
 	return out, nil
 }
 
-// enter puts pid into the session cgroup name in each hierarchy,
-// creating it with the limits l: pids.max, and the memory limits.
-func (p *cgroupParent) enter(name string, l sandbox.Limits, pid int) error {
+// prepare makes the session cgroup name, in each hierarchy, with the
+// limits l; it may exist already. It is what costs in entering a session
+// cgroup (a v1 memory cgroup takes milliseconds to make), so a command
+// prepares while bwrap starts, and attaches once bwrap has a PID 1.
+func (p *cgroupParent) prepare(name string, l sandbox.Limits) error {
 	for _, h := range p.hier {
 		d := filepath.Join(h.dir, name)
 		err := os.Mkdir(d, 0o755)
@@ -402,7 +405,22 @@ func (p *cgroupParent) enter(name string, l sandbox.Limits, pid int) error {
 				return err
 			}
 		}
-		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0); err != nil {
+	}
+	return nil
+}
+
+// attach moves pid into the session cgroup name, made by prepare, in each
+// hierarchy. A cgroup removed since is prepared again with the limits l.
+func (p *cgroupParent) attach(name string, l sandbox.Limits, pid int) error {
+	for _, h := range p.hier {
+		procs := filepath.Join(h.dir, name, "cgroup.procs")
+		err := os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err = p.prepare(name, l); err == nil {
+				err = os.WriteFile(procs, []byte(strconv.Itoa(pid)), 0)
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
