@@ -180,6 +180,36 @@ func (p *cgroupParent) close() {
 	}
 }
 
+// removeEmptySiblings removes the parent cgroups of other roots' clients
+// (troupe-bwrap-*, beside p's own) that hold no session cgroup and have
+// not changed for olderThan: those of clients that ended without Close.
+// rmdir refuses a cgroup that holds cgroups or processes, so a live
+// session's parent stays; a live client whose empty parent goes makes it
+// again before its next session (remake), and a parent made less than
+// olderThan ago, still being set up, is left alone.
+func (p *cgroupParent) removeEmptySiblings(olderThan time.Duration) {
+	if p == nil || !p.ours {
+		return
+	}
+	for _, h := range p.hier {
+		up := filepath.Dir(h.dir)
+		entries, err := os.ReadDir(up)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if !e.IsDir() || filepath.Join(up, name) == h.dir || name != parentName && !strings.HasPrefix(name, parentName+"-") {
+				continue
+			}
+			if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < olderThan {
+				continue
+			}
+			os.Remove(filepath.Join(up, name))
+		}
+	}
+}
+
 // setUp makes the parent cgroup of h, enables h's controllers in it (v2)
 // and checks, in a probe cgroup under it, which of them sessions get.
 // Each controller h loses on the way gets its reason in p.

@@ -10,3 +10,15 @@ func SessionCgroup(c *Client, name string) string {
 	}
 	return filepath.Join(c.cgroup.dir, name)
 }
+
+// ParentCgroups are the client's parent cgroups, one per hierarchy.
+func ParentCgroups(c *Client) []string {
+	if c.cgroup == nil {
+		return nil
+	}
+	var dirs []string
+	for _, h := range c.cgroup.hier {
+		dirs = append(dirs, h.dir)
+	}
+	return dirs
+}

@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"context"
+	"time"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
@@ -15,11 +16,19 @@ func (c *Client) Orphans(ctx context.Context, keep func(labels map[string]string
 	return c.reaper().Orphans(ctx, keep)
 }
 
-// Reap removes the orphans, each its pids cgroup (killing what is left in
-// it) and then its workspace, and returns their session ids.
+// Reap removes the orphans, each its cgroups (killing what is left in
+// them) and then its workspace, and returns their session ids. It also
+// removes the empty parent cgroups that clients of other roots left when
+// they ended without Close, once unchanged for a minute.
 func (c *Client) Reap(ctx context.Context, keep func(labels map[string]string) bool) ([]string, error) {
-	return c.reaper().Reap(ctx, keep)
+	ids, err := c.reaper().Reap(ctx, keep)
+	c.cgroup.removeEmptySiblings(siblingAge)
+	return ids, err
 }
+
+// siblingAge is how long another root's empty parent cgroup stays
+// unchanged before Reap removes it.
+const siblingAge = time.Minute
 
 func (c *Client) reaper() sandbox.HostReaper {
 	return sandbox.HostReaper{Root: c.root, Release: c.releaseCgroup}

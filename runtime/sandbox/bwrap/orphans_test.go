@@ -148,3 +148,62 @@ func TestCreateReplacesCgroup(t *testing.T) {
 		t.Errorf("the new session: %q", out)
 	}
 }
+
+// TestReapEmptyParents: Reap removes the empty parent cgroups that clients
+// of other roots left (they ended without Close), once unchanged for a
+// minute; a parent holding a session cgroup, one made just now, and the
+// client's own parent stay.
+func TestReapEmptyParents(t *testing.T) {
+	c := newClient(t, bwrap.Config{})
+	parents := bwrap.ParentCgroups(c)
+	if len(parents) == 0 {
+		t.Skipf("no cgroups on this host: %s", c.LimitsMechanism())
+	}
+	nonce := strconv.FormatInt(time.Now().UnixNano(), 36)
+	old := time.Now().Add(-2 * time.Minute)
+	type sibling struct {
+		dir      string
+		old      bool
+		session  bool
+		wantGone bool
+	}
+	var sibs []sibling
+	for _, p := range parents {
+		up := filepath.Dir(p)
+		sibs = append(sibs,
+			sibling{filepath.Join(up, "troupe-bwrap-empty"+nonce), true, false, true},
+			sibling{filepath.Join(up, "troupe-bwrap-busy"+nonce), true, true, false},
+			sibling{filepath.Join(up, "troupe-bwrap-new"+nonce), false, false, false},
+			sibling{filepath.Join(up, "other-empty"+nonce), true, false, false})
+	}
+	for _, s := range sibs {
+		if err := os.Mkdir(s.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(filepath.Join(s.dir, "session")); os.Remove(s.dir) })
+		if s.session {
+			if err := os.Mkdir(filepath.Join(s.dir, "session"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.old {
+			if err := os.Chtimes(s.dir, old, old); err != nil {
+				t.Skipf("cannot age a cgroup on this host: %v", err)
+			}
+		}
+	}
+	if _, err := c.Reap(context.Background(), func(map[string]string) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sibs {
+		_, err := os.Stat(s.dir)
+		if gone := errors.Is(err, fs.ErrNotExist); gone != s.wantGone {
+			t.Errorf("%s: gone %v, want %v (%v)", s.dir, gone, s.wantGone, err)
+		}
+	}
+	for _, p := range parents {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("the client's own parent %s: %v", p, err)
+		}
+	}
+}
