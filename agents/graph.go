@@ -26,6 +26,37 @@ const (
 	ToolHandoff
 )
 
+// toolKindNames are the kinds' names in JSON.
+var toolKindNames = [...]string{ToolUnknown: "unknown", ToolFunction: "function", ToolAgent: "agent", ToolHandoff: "handoff"}
+
+// String names the kind: unknown, function, agent or handoff.
+func (k ToolKind) String() string {
+	if k >= 0 && int(k) < len(toolKindNames) {
+		return toolKindNames[k]
+	}
+	return fmt.Sprintf("ToolKind(%d)", int(k))
+}
+
+// MarshalText writes the kind's name, so that recorded kinds survive a
+// reordering of the constants.
+func (k ToolKind) MarshalText() ([]byte, error) {
+	if k < 0 || int(k) >= len(toolKindNames) {
+		return nil, fmt.Errorf("agents: invalid tool kind %d", int(k))
+	}
+	return []byte(toolKindNames[k]), nil
+}
+
+// UnmarshalText reads a kind's name.
+func (k *ToolKind) UnmarshalText(b []byte) error {
+	for i, n := range toolKindNames {
+		if n == string(b) {
+			*k = ToolKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("agents: unknown tool kind %q", b)
+}
+
 // ToolRef is what a tool name of an agent resolves to.
 type ToolRef struct {
 	Kind     ToolKind

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -88,8 +89,9 @@ func workerProcess() int {
 	}
 	reaped := sc
 	sc, m = phaseHooks(sc, m) // TestWorkerKilledInEachPhase's; none unless asked.
+	m = redeployHooks(m)      // TestRedeployMidRun's; none unless asked.
 	r, err := workflows.NewRunner(workflows.Config{
-		Graphs: append(allGraphs(), sandboxGraphs(backend)...), Model: m, Store: store,
+		Graphs: workerGraphs(backend), Model: m, Store: store,
 		HeartbeatTimeout: time.Second, Host: os.Getenv(envQueue), HostTimeout: 2 * time.Second,
 		Sandboxes: map[string]sandbox.Client{backend: sc},
 	})
@@ -141,10 +143,17 @@ func (h holdingClient) Create(ctx context.Context, spec sandbox.Spec) (sandbox.S
 // (envBackend, envHold).
 func spawnWorker(t *testing.T, modelURL, blobDir, queue string, env ...string) *exec.Cmd {
 	t.Helper()
+	return spawnWorkerTo(t, os.Stderr, modelURL, blobDir, queue, env...)
+}
+
+// spawnWorkerTo starts a worker process as spawnWorker does, with its
+// standard error (its log) going to stderr.
+func spawnWorkerTo(t *testing.T, stderr io.Writer, modelURL, blobDir, queue string, env ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envWorker+"=1", envAddr+"="+temporalAddr, envModel+"="+modelURL, envBlob+"="+blobDir, envQueue+"="+queue)
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
 )
@@ -76,17 +75,19 @@ type Dispatch struct {
 	Outputs []agents.Item
 }
 
-// Sort classifies calls against the agent's tools in g and the names of
-// the MCP tools it was offered. Unknown tools are answered with an error
-// output the model can act on, not a failed run.
-func Sort(g *agents.Graph, agent string, calls []agents.Item, mcpTools []string) Dispatch {
+// Sort classifies calls against the tools of agent a (as the run's spec
+// holds them) and the names of the MCP tools it was offered. Unknown tools
+// are answered with an error output the model can act on, not a failed
+// run.
+func Sort(a *AgentSpec, calls []agents.Item, mcpTools []string) Dispatch {
 	var d Dispatch
 	for _, c := range calls {
-		if slices.Contains(mcpTools, c.Name) && g.Tool(agent, c.Name).Kind == agents.ToolUnknown {
+		kind := a.Tool(c.Name).Kind
+		if slices.Contains(mcpTools, c.Name) && kind == agents.ToolUnknown {
 			d.MCP = append(d.MCP, c)
 			continue
 		}
-		switch g.Tool(agent, c.Name).Kind {
+		switch kind {
 		case agents.ToolFunction:
 			d.Functions = append(d.Functions, c)
 		case agents.ToolAgent:
@@ -101,22 +102,10 @@ func Sort(g *agents.Graph, agent string, calls []agents.Item, mcpTools []string)
 			d.Handoff = &h
 		default:
 			d.Outputs = append(d.Outputs, agents.FunctionCallOutput(c.CallID,
-				fmt.Sprintf("Error: tool %q does not exist. Available tools: %s.", c.Name, toolList(g, agent, mcpTools))))
+				fmt.Sprintf("Error: tool %q does not exist. Available tools: %s.", c.Name, a.toolNames(mcpTools))))
 		}
 	}
 	return d
-}
-
-func toolList(g *agents.Graph, agent string, mcpTools []string) string {
-	var names []string
-	for _, spec := range g.ToolSpecs(agent) {
-		names = append(names, spec.Name)
-	}
-	names = append(names, mcpTools...)
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
 }
 
 // HandoffOutput is the tool output recorded for a handoff call.

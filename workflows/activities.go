@@ -61,7 +61,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		Model:        agent.Model,
 		Instructions: instructions,
 		Input:        input,
-		Tools:        append(slices.Clip(g.ToolSpecs(agent.Name)), mcpSpecs...),
+		Tools:        append(offered(g.ToolSpecs(agent.Name), in), mcpSpecs...),
 		Settings:     agent.Settings,
 	}
 	if req.Model == "" {
@@ -104,6 +104,22 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		return nil, err
 	}
 	return out, nil
+}
+
+// offered is what the model is offered of the agent's tools in the graph
+// served now: for a run that keeps its graph, those its spec holds (a tool
+// gained since the run started is not the run's; one lost cannot run).
+func offered(specs []agents.ToolSpec, in ModelInput) []agents.ToolSpec {
+	if !in.Pinned {
+		return slices.Clip(specs)
+	}
+	var out []agents.ToolSpec
+	for _, s := range specs {
+		if slices.Contains(in.Tools, s.Name) {
+			out = append(out, s)
+		}
+	}
+	return slices.Clip(out)
 }
 
 // conversation is the transcript followed by the pending items, with every
@@ -163,13 +179,23 @@ func (a *Activities) FunctionTool(ctx context.Context, in ToolInput) (agents.Ite
 		return agents.Item{}, err
 	}
 	ref := g.Tool(in.Agent, in.Call.Name)
-	if ref.Kind != agents.ToolFunction {
-		return agents.Item{}, nonRetryable(ErrInternal, "agent %s has no function tool %q", in.Agent, in.Call.Name)
+	if ref.Kind != agents.ToolFunction || ref.Function.NeedsSandbox() {
+		return toolGone(in), nil
 	}
 	output := callTool(agents.WithRunContext(ctx, in.Run), ref.Function, in.Call.Arguments)
 	item := agents.FunctionCallOutput(in.Call.CallID, output)
 	item.Agent = in.Agent
 	return runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
+}
+
+// toolGone is the output of a call of a function tool that the run's
+// graph had when it started and the graph served now has not (or not as
+// that kind of tool): an error the model can act on.
+func toolGone(in ToolInput) agents.Item {
+	item := agents.FunctionCallOutput(in.Call.CallID, fmt.Sprintf(
+		"Error: tool %s is no longer available: the graph this worker serves changed since the run started. Do without it.", in.Call.Name))
+	item.Agent = in.Agent
+	return item
 }
 
 func callTool(ctx context.Context, t *agents.FunctionTool, args string) (output string) {
@@ -188,13 +214,15 @@ func callTool(ctx context.Context, t *agents.FunctionTool, args string) (output 
 // Handoff runs a handoff's callback and input filter, and stores the
 // filtered conversation as a new transcript.
 func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (*HandoffOutput, error) {
-	g, _, err := a.r.agent(in.Graph, in.From)
+	g, err := a.r.servedGraph(in.Graph)
 	if err != nil {
 		return nil, err
 	}
 	ref := g.Tool(in.From, in.Tool)
 	if ref.Kind != agents.ToolHandoff {
-		return nil, nonRetryable(ErrInternal, "agent %s has no handoff %q", in.From, in.Tool)
+		// The handoff (and its filter and callback) left the graph since
+		// the run started; the target gets the conversation as it is.
+		return &HandoffOutput{Transcript: in.Transcript, Pending: in.Pending}, nil
 	}
 	h := ref.Handoff
 	if h.OnHandoff != nil {
@@ -224,13 +252,15 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (*HandoffOutp
 
 // Extract runs an agent tool's output extractor.
 func (a *Activities) Extract(ctx context.Context, in ExtractInput) (string, error) {
-	g, _, err := a.r.agent(in.Graph, in.Agent)
+	g, err := a.r.servedGraph(in.Graph)
 	if err != nil {
 		return "", err
 	}
 	ref := g.Tool(in.Agent, in.Tool)
 	if ref.Kind != agents.ToolAgent || ref.Agent.Extractor == nil {
-		return "", nonRetryable(ErrInternal, "agent %s has no agent tool %q with an extractor", in.Agent, in.Tool)
+		// The extractor left the graph since the run started: the tool's
+		// result goes back as it is.
+		return toolOutputText(in.Result.Output), nil
 	}
 	out, err := ref.Agent.Extractor(ctx, in.Result)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 // AgentWorkflow runs one agent until it gives a final output or hands off:
 // model turn, then the turn's tool calls in parallel, then the next turn.
 func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResult, error) {
-	g, agent, err := r.agent(in.Graph, in.Agent)
+	spec, agent, err := r.agentSpec(in)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	}
 	rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
 	var sb *sandboxLife
-	if agent.Sandbox != nil {
+	if agent.Sandbox {
 		sb = &sandboxLife{r: r, rec: rec, graph: in.Graph, agent: agent.Name, wfID: wfID, run: rc}
 	}
 	var mt *mcpTools
@@ -56,16 +56,16 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	}
 	corrections := 0
 	for turn := 1; ; turn++ {
-		if turn > agent.TurnLimit() {
-			return fail(nonRetryable(ErrMaxTurns, "agent %s used its %d turns without a final output", agent.Name, agent.TurnLimit()))
+		if turn > agent.MaxTurns {
+			return fail(nonRetryable(ErrMaxTurns, "agent %s used its %d turns without a final output", agent.Name, agent.MaxTurns))
 		}
 		rc.Turn = turn
 		if err := mt.refresh(ctx); err != nil {
 			return fail(err)
 		}
 		var mo ModelOutput
-		if err := r.callModel(ctx, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: transcript, Pending: pending,
-			MCPTools: mt.specs()}, &mo); err != nil {
+		if err := r.callModel(ctx, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: transcript, Pending: pending,
+			MCPTools: mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames()}, &mo); err != nil {
 			return fail(err)
 		}
 		res.Turns++
@@ -83,7 +83,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			return finish(Event{Kind: EventFinal, Turn: turn, Detail: preview(string(step.Final), 200)}, res, nil)
 		case step.OutputError != "":
 			rec.add(ctx, Event{Kind: EventOutputInvalid, Agent: agent.Name, Turn: turn, Detail: step.OutputError})
-			if corrections >= agent.OutputRetryLimit() {
+			if corrections >= agent.MaxOutputRetries {
 				return fail(nonRetryable(ErrOutputInvalid, "agent %s gave an invalid final output %d time(s); last error: %s",
 					agent.Name, corrections+1, step.OutputError))
 			}
@@ -92,7 +92,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			continue
 		}
 		res.ToolCalls += len(step.Calls)
-		outputs, handoff, usage, err := r.runTools(ctx, rec, g, in, rc, step.Calls, sb, mt)
+		outputs, handoff, usage, err := r.runTools(ctx, rec, spec, agent, in, rc, step.Calls, sb, mt)
 		if err != nil {
 			return fail(err)
 		}
@@ -101,16 +101,16 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		if handoff != nil {
 			res.Handoff, res.Transcript, res.Pending = handoff, transcript, pending
 			return finish(Event{Kind: EventHandoff, Turn: turn, Tool: handoff.Name,
-				Detail: agent.Name + " → " + g.Tool(agent.Name, handoff.Name).Handoff.Target}, res, nil)
+				Detail: agent.Name + " → " + agent.Tool(handoff.Name).Target}, res, nil)
 		}
 	}
 }
 
-func (r *Runner) callModel(ctx workflow.Context, in ModelInput, out *ModelOutput) error {
+func (r *Runner) callModel(ctx workflow.Context, spec *runtime.GraphSpec, in ModelInput, out *ModelOutput) error {
 	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}
 	// Runs recorded before model calls became local activities by default
 	// replay on the regular-activity path.
-	local := workflow.GetVersion(ctx, versionLocalModelCalls, workflow.DefaultVersion, 1) == 1 && !r.cfg.ModelActivities
+	local := workflow.GetVersion(ctx, versionLocalModelCalls, workflow.DefaultVersion, 1) == 1 && !spec.ModelActivities
 	if local {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: r.cfg.ModelTimeout, RetryPolicy: retry,
@@ -132,8 +132,8 @@ const versionLocalModelCalls = "troupe.local-model-calls"
 // runTools carries out one turn's calls concurrently and returns their
 // outputs in the model's order, the handoff taken (if any), and the model
 // usage of agents-as-tools.
-func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, in AgentInput, rc agents.RunContext, calls []agents.Item, sb *sandboxLife, mt *mcpTools) ([]agents.Item, *agents.Item, model.Usage, error) {
-	d := runtime.Sort(g, in.Agent, calls, mt.names())
+func (r *Runner) runTools(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, agent *runtime.AgentSpec, in AgentInput, rc agents.RunContext, calls []agents.Item, sb *sandboxLife, mt *mcpTools) ([]agents.Item, *agents.Item, model.Usage, error) {
+	d := runtime.Sort(agent, calls, mt.names())
 	done := map[string]agents.Item{}
 	for _, o := range d.Outputs {
 		done[o.CallID] = o
@@ -148,7 +148,7 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 	var fns []pendingCall
 	usedSandbox := false
 	for _, c := range d.Functions {
-		if g.Tool(in.Agent, c.Name).Function.NeedsSandbox() && !usedSandbox {
+		if agent.Tool(c.Name).Sandbox && !usedSandbox {
 			usedSandbox = true
 			if err := sb.ensure(ctx); err != nil {
 				return nil, nil, usage, err
@@ -157,22 +157,22 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 	}
 	for _, c := range d.Functions {
 		rec.add(ctx, Event{Kind: EventToolCalled, Agent: in.Agent, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(c.Arguments, 200)})
-		t := g.Tool(in.Agent, c.Name).Function
+		t := agent.Tool(c.Name)
 		ti := ToolInput{Graph: in.Graph, Agent: in.Agent, Run: rc, Call: c,
 			OutputKey: fmt.Sprintf("outputs/%s/%d-%s", wfID, rc.Turn, c.CallID)}
 		var f workflow.Future
 		switch {
-		case t.NeedsSandbox():
-			f = sb.call(ctx, ti, t.Timeout())
-		case t.RunsAsActivity():
+		case t.Sandbox:
+			f = sb.call(ctx, ti, t.Timeout)
+		case t.Activity:
 			actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-				StartToCloseTimeout: t.Timeout(),
+				StartToCloseTimeout: t.Timeout,
 				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 			})
 			f = workflow.ExecuteActivity(actx, ToolActivityName, ti)
 		default:
 			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-				StartToCloseTimeout: t.Timeout(),
+				StartToCloseTimeout: t.Timeout,
 				RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 			})
 			f = workflow.ExecuteLocalActivity(lctx, ToolActivityName, ti)
@@ -186,30 +186,30 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 
 	wg := workflow.NewWaitGroup(ctx)
 	for i, c := range d.AgentTools {
-		tool := g.Tool(in.Agent, c.Name).Agent
+		tool := agent.Tool(c.Name)
 		var args agents.AgentToolInput
 		if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
 			done[c.CallID] = agents.FunctionCallOutput(c.CallID, fmt.Sprintf("Error: invalid arguments for %s: %v", c.Name, err))
 			continue
 		}
-		if in.Depth+1 > r.cfg.MaxToolDepth {
-			done[c.CallID] = agents.FunctionCallOutput(c.CallID, fmt.Sprintf("Error: agents-as-tools nest deeper than %d", r.cfg.MaxToolDepth))
+		if in.Depth+1 > spec.MaxToolDepth {
+			done[c.CallID] = agents.FunctionCallOutput(c.CallID, fmt.Sprintf("Error: agents-as-tools nest deeper than %d", spec.MaxToolDepth))
 			continue
 		}
 		prefix := fmt.Sprintf("%s/t%d.%d", wfID, rc.Turn, i)
 		rec.add(ctx, Event{Kind: EventAgentToolStarted, Agent: in.Agent, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
-			Detail: preview(args.Input, 200), Child: fmt.Sprintf("%s/0-%s", prefix, tool.Agent)})
+			Detail: preview(args.Input, 200), Child: fmt.Sprintf("%s/0-%s", prefix, tool.Target)})
 		wg.Add(1)
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer wg.Done()
 			child := AgentInput{Graph: in.Graph, RunID: in.RunID, Vars: in.Vars, Depth: in.Depth + 1,
-				Pending: []agents.Item{agents.UserMessage(args.Input)}}
-			rr, err := r.route(gctx, rec, g, tool.Agent, child, prefix, r.cfg.MaxHandoffs)
+				Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: in.Spec}
+			rr, err := r.route(gctx, rec, spec, tool.Target, child, prefix)
 			var output string
 			switch {
 			case err != nil:
 				output = fmt.Sprintf("Error: agent tool %s failed: %v", c.Name, err)
-			case tool.Extractor != nil:
+			case tool.Extractor:
 				usage = usage.Add(rr.Usage)
 				lctx := workflow.WithLocalActivityOptions(gctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute})
 				ex := ExtractInput{Graph: in.Graph, Agent: in.Agent, Tool: c.Name, Result: agents.ToolRunResult{Agent: rr.Agent, Output: rr.Output}}
@@ -246,7 +246,7 @@ func (r *Runner) runTools(ctx workflow.Context, rec *recorder, g *agents.Graph, 
 	}
 
 	if d.Handoff != nil {
-		target := g.Tool(in.Agent, d.Handoff.Name).Handoff.Target
+		target := agent.Tool(d.Handoff.Name).Target
 		done[d.Handoff.CallID] = runtime.HandoffOutput(d.Handoff.CallID, target)
 	}
 	outputs := make([]agents.Item, 0, len(calls))

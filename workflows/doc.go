@@ -47,7 +47,45 @@
 // namespaces (KeepOpen). A live worker's create is bounded by a 30 min
 // start-to-close timeout, for big manifests and restores.
 //
-// Determinism: workflow code here reads only the immutable Graph, its
-// inputs and activity results. Transcripts, instructions, tool funcs and
-// model calls are touched only in activities.
+// A run keeps the graph it started with. Everything workflow code
+// branches on is in the run's runtime.GraphSpec: each agent's limits,
+// sandbox and MCP servers, its tools by kind (function, sandbox, agent,
+// handoff, with their targets, timeouts, extractors and handoff hooks),
+// and the worker settings that change control flow (MaxHandoffs,
+// MaxToolDepth, ModelActivities). The orchestrator takes it from the graph
+// once, in a side effect recorded in its history (version
+// "troupe.pinned-graph"), and every agent workflow of the run gets it in
+// its input. Workflow code reads nothing else of the graph or the worker's
+// settings, only its inputs and activity results, so a worker redeployed
+// with an edited graph replays and continues runs in flight on what they
+// started with:
+//
+//	edited since the run started   what the run does
+//	a tool gained                  the model may call it (activities read the graph
+//	                               served now); the run's spec calls it unknown, and
+//	                               the model is told so
+//	a tool lost (its func gone)    a call of it gets the tool error "tool X is no
+//	                               longer available…"; the run goes on
+//	an input filter or callback    not run: the run's handoff had none
+//	gained
+//	a filter, callback or          the handoff goes on without it; the tool's result
+//	extractor lost                 goes back as it is
+//	an agent lost                  the agent's next activity fails with
+//	                               troupe.GraphChanged naming it: a handoff chain
+//	                               fails the run; an agent tool's call is a tool error
+//	instructions, model, schemas   used from the graph served now (activities)
+//
+// Timeouts and retry policies are not part of a workflow's commands as
+// replay checks them; they are read from the worker's settings. Runs from
+// before pinning (no version marker) replay on the graph as it is served,
+// as they always did. Troupe does not use Temporal's Worker Versioning
+// (Worker Deployments): every workflow type is, in its terms,
+// auto-upgrading, because a run carries what it branches on, and each
+// change of the commands workflow code issues is versioned with
+// workflow.GetVersion and proven by replaying checked-in histories
+// (testdata/histories), including ones that must fail
+// (testdata/histories-must-fail).
+//
+// Determinism: transcripts, instructions, tool funcs and model calls are
+// touched only in activities.
 package workflows

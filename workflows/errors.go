@@ -17,10 +17,13 @@ const (
 	ErrModelRetryable  = "troupe.ModelUnavailable"
 	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
 	ErrUnknownAgent    = "troupe.UnknownAgent"
-	ErrToolDepth       = "troupe.ToolDepthExceeded"
-	ErrHandoff         = "troupe.HandoffFailed"
-	ErrInstructions    = "troupe.InstructionsFailed"
-	ErrInternal        = "troupe.Internal"
+	// ErrGraphChanged: an agent a run needs is no longer in the graph the
+	// worker serves (it was edited since the run started).
+	ErrGraphChanged = "troupe.GraphChanged"
+	ErrToolDepth    = "troupe.ToolDepthExceeded"
+	ErrHandoff      = "troupe.HandoffFailed"
+	ErrInstructions = "troupe.InstructionsFailed"
+	ErrInternal     = "troupe.Internal"
 )
 
 // ErrorType returns the Type of the first Temporal application error in

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
@@ -26,9 +27,12 @@ func TestGoldenPayloads(t *testing.T) {
 	out := agents.Item{Type: agents.ItemFunctionCallOutput, CallID: "call_1", OutputRef: "outputs/run-1/2-call_1", Agent: "triage"}
 	usage := model.Usage{Requests: 2, InputTokens: 100, OutputTokens: 20, TotalTokens: 120}
 	payloads := map[string]any{
-		"run_input":       workflows.RunInput{Graph: "dealdesk", Agent: "triage", Input: "Review the deal", Vars: rc.Vars, MaxHandoffs: 3},
-		"run_result":      workflows.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"triage", "coordinator"}, Turns: 4, ToolCalls: 3, Handoffs: 1, Usage: usage},
-		"agent_input":     workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Vars: rc.Vars, Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, Depth: 1},
+		"run_input":   workflows.RunInput{Graph: "dealdesk", Agent: "triage", Input: "Review the deal", Vars: rc.Vars, MaxHandoffs: 3},
+		"run_result":  workflows.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"triage", "coordinator"}, Turns: 4, ToolCalls: 3, Handoffs: 1, Usage: usage},
+		"agent_input": workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Vars: rc.Vars, Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, Depth: 1},
+		// The pinned spec is recorded in histories (a side effect, agent
+		// inputs): its shape must not change.
+		"graph_spec":      runtime.SpecOf(dealdesk.Graph(), 5, 3, false),
 		"agent_result":    workflows.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
 		"model_input":     workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}, MCPTools: "mcp/tools/5f0c"},
 		"model_output":    workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},

@@ -87,7 +87,7 @@ type MCPCallInput struct {
 // with no MCP servers) offers nothing.
 type mcpTools struct {
 	r     *Runner
-	agent *agents.Agent
+	agent *runtime.AgentSpec
 	in    AgentInput
 	rc    *agents.RunContext
 	cat   *MCPCatalog
@@ -186,7 +186,7 @@ func (m *mcpTools) call(ctx workflow.Context, c agents.Item, outputKey string) w
 		answer("Error: " + why)
 		return f
 	}
-	srv := m.server(ref.Server)
+	srv := m.agent.MCPServer(ref.Server)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              m.cat.Queue,
 		ScheduleToStartTimeout: m.r.cfg.HostTimeout,
@@ -194,7 +194,7 @@ func (m *mcpTools) call(ctx workflow.Context, c agents.Item, outputKey string) w
 		// pool bounds each by the larger of the call timeout and 30 s),
 		// then run for the call timeout; the pool ends it then.
 		// Heartbeats tell a lost process sooner.
-		StartToCloseTimeout: 3*max(srv.CallTimeout(), 30*time.Second) + 30*time.Second,
+		StartToCloseTimeout: 3*max(srv.CallTimeout, 30*time.Second) + 30*time.Second,
 		HeartbeatTimeout:    m.r.cfg.HeartbeatTimeout,
 		// A call is not retried: an MCP tool may not be idempotent. The
 		// model sees what happened and decides.
@@ -224,15 +224,6 @@ func (m *mcpTools) call(ctx workflow.Context, c agents.Item, outputKey string) w
 		}
 	})
 	return f
-}
-
-func (m *mcpTools) server(name string) *agents.MCPServer {
-	for _, s := range m.agent.MCPServers {
-		if s.Name == name {
-			return s
-		}
-	}
-	return &agents.MCPServer{Name: name}
 }
 
 // approve is where a tool call that needs a human's approval is decided.

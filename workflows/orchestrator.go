@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 )
 
@@ -16,16 +17,16 @@ import (
 // workflow and, on each handoff, the target's, until an agent gives the
 // final output.
 func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
-	g, err := r.graph(in.Graph)
+	spec, isPinned, err := r.pin(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	start := in.Agent
 	if start == "" {
-		start = g.Entry()
+		start = spec.Entry
 	}
-	if _, err := g.Agent(start); err != nil {
-		return nil, nonRetryable(ErrUnknownAgent, "%v", err)
+	if spec.Agent(start) == nil {
+		return nil, nonRetryable(ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, in.Graph)
 	}
 	if err := checkPayload("the run input", len(in.Input)); err != nil {
 		return nil, err
@@ -36,12 +37,11 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 	}
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	rec.add(ctx, Event{Kind: EventRunStarted, Agent: start, Detail: preview(in.Input, 200)})
-	maxHandoffs := in.MaxHandoffs
-	if maxHandoffs == 0 {
-		maxHandoffs = r.cfg.MaxHandoffs
-	}
 	first := AgentInput{Graph: in.Graph, RunID: wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}
-	rr, err := r.route(ctx, rec, g, start, first, wfID, maxHandoffs)
+	if isPinned {
+		first.Spec = spec
+	}
+	rr, err := r.route(ctx, rec, spec, start, first, wfID)
 	if err != nil {
 		rec.add(ctx, Event{Kind: EventFailed, Detail: err.Error()})
 		return nil, err
@@ -65,10 +65,11 @@ type routeResult struct {
 }
 
 // route runs agent start as a child workflow, then each handoff target in
-// turn, until one gives a final output. Child ids are prefix/<n>-<agent>.
-// The orchestrator routes a whole run with it; an agent routes each of its
-// agent-tool calls with it.
-func (r *Runner) route(ctx workflow.Context, rec *recorder, g *agents.Graph, start string, in AgentInput, prefix string, maxHandoffs int) (*routeResult, error) {
+// turn, until one gives a final output, on the run's spec. Child ids are
+// prefix/<n>-<agent>. The orchestrator routes a whole run with it; an
+// agent routes each of its agent-tool calls with it.
+func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, start string, in AgentInput, prefix string) (*routeResult, error) {
+	maxHandoffs := spec.MaxHandoffs
 	res := &routeResult{}
 	current := start
 	for n := 0; ; n++ {
@@ -94,15 +95,21 @@ func (r *Runner) route(ctx workflow.Context, rec *recorder, g *agents.Graph, sta
 		if res.Handoffs >= maxHandoffs {
 			return nil, nonRetryable(ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, current, ar.Handoff.Name)
 		}
-		h := g.Tool(current, ar.Handoff.Name).Handoff
+		var h runtime.ToolSpec
+		if a := spec.Agent(current); a != nil {
+			h = a.Tool(ar.Handoff.Name)
+		}
+		if h.Kind != agents.ToolHandoff {
+			return nil, nonRetryable(ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
+		}
 		res.Handoffs++
-		rec.add(ctx, Event{Kind: EventHandoff, Agent: current, Tool: h.Name(), Detail: current + " → " + h.Target})
+		rec.add(ctx, Event{Kind: EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})
 		in.Transcript, in.Pending = ar.Transcript, ar.Pending
-		if h.InputFilter != nil || h.OnHandoff != nil {
+		if h.Hooks {
 			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 				StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3},
 			})
-			hi := HandoffInput{Graph: g.Name(), From: current, Tool: h.Name(), Transcript: ar.Transcript, Pending: ar.Pending,
+			hi := HandoffInput{Graph: spec.Graph, From: current, Tool: h.Name, Transcript: ar.Transcript, Pending: ar.Pending,
 				Run:    agents.RunContext{WorkflowID: childID, RunID: in.RunID, Agent: current, Turn: ar.Turns, Vars: in.Vars},
 				NewKey: fmt.Sprintf("transcripts/%s/%d-%s", prefix, n+1, h.Target)}
 			var ho HandoffOutput

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/internal/testgraphs"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -36,39 +38,97 @@ func TestReplayHistories(t *testing.T) {
 	}
 }
 
-func replaySet(t *testing.T, dir string) {
-	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var index map[string]string // file → workflow id
-	if err := json.Unmarshal(data, &index); err != nil {
-		t.Fatal(err)
-	}
+func replaySet(t *testing.T, dir string, graphs ...*agents.Graph) {
+	index := readIndex(t, dir)
 	files := slices.Sorted(maps.Keys(index))
 	if len(files) < 5 {
 		t.Fatalf("%d histories, want at least the 5 workflows of a deal-desk run", len(files))
 	}
-	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{dealdesk.Graph(), mcpReplayGraph()}, Model: &funcModel{}, Store: store})
-	if err != nil {
-		t.Fatal(err)
+	if graphs == nil {
+		graphs = []*agents.Graph{dealdesk.Graph(), mcpReplayGraph()}
 	}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
-			h, err := client.HistoryFromJSON(mustOpen(t, filepath.Join(dir, f)), client.HistoryJSONOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rp := worker.NewWorkflowReplayer()
-			r.RegisterWorkflows(rp)
-			err = rp.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
-				OriginalExecution: workflow.Execution{ID: index[f], RunID: "replay"},
-			})
-			if err != nil {
+			if err := replay(t, filepath.Join(dir, f), index[f], graphs...); err != nil {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// readIndex reads a history set's index.json: file → workflow id.
+func readIndex(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index map[string]string
+	if err := json.Unmarshal(data, &index); err != nil {
+		t.Fatal(err)
+	}
+	return index
+}
+
+// replay replays the history in file, of the workflow id, on a worker
+// serving graphs.
+func replay(t *testing.T, file, id string, graphs ...*agents.Graph) error {
+	t.Helper()
+	store, _ := blob.Open(context.Background(), "mem://")
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphs, Model: &funcModel{}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := client.HistoryFromJSON(mustOpen(t, file), client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := worker.NewWorkflowReplayer()
+	r.RegisterWorkflows(rp)
+	return rp.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: id, RunID: "replay"},
+	})
+}
+
+// pinnedSet is the first set of histories whose runs keep their graph.
+const pinnedSet = "testdata/histories/v3-pinned-graph"
+
+// TestReplayEditedGraph: runs that keep their graph replay, workflow by
+// workflow, on a worker redeployed with an edited deal-desk graph (an
+// input filter gained, an agent tool lost).
+func TestReplayEditedGraph(t *testing.T) {
+	replaySet(t, pinnedSet, testgraphs.EditedDealDesk(), mcpReplayGraph())
+}
+
+// TestReplayCatchesDrift: histories that today's code must not replay
+// fail, so the replay tests would catch a change of what the workflows do.
+// Runs from before pinning depend on the graph served; the fixtures in
+// testdata/histories-must-fail are real histories with one thing changed.
+func TestReplayCatchesDrift(t *testing.T) {
+	const before, mustFail = "testdata/histories/v2-agent-task-timeout-mcp", "testdata/histories-must-fail"
+	today := []*agents.Graph{dealdesk.Graph(), mcpReplayGraph()}
+	for _, tc := range []struct {
+		set, file string
+		graphs    []*agents.Graph
+		why       string
+	}{
+		{before, "dealdesk.json", []*agents.Graph{testgraphs.EditedDealDesk()}, "a run from before pinning, on a graph that gained an input filter"},
+		{before, "dealdesk-1-coordinator.json", []*agents.Graph{testgraphs.EditedDealDesk()}, "a run from before pinning, on a graph that lost an agent tool"},
+		{mustFail, "version-renamed.json", today, "the change id of the pinning version renamed"},
+		{mustFail, "child-type-renamed.json", today, "the first agent-tool child of the coordinator started as another workflow type"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			err := replay(t, filepath.Join(tc.set, tc.file), readIndex(t, tc.set)[tc.file], tc.graphs...)
+			if err == nil || !strings.Contains(err.Error(), "nondeterministic") {
+				t.Fatalf("%s: replay = %v, want a nondeterminism error", tc.why, err)
+			}
+		})
+	}
+	// Every must-fail fixture is in the table above, with why it must fail.
+	for f := range readIndex(t, mustFail) {
+		if f != "version-renamed.json" && f != "child-type-renamed.json" {
+			t.Errorf("fixture %s/%s is not checked", mustFail, f)
+		}
 	}
 }
 

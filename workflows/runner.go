@@ -333,14 +333,28 @@ func (r *Runner) graph(name string) (*agents.Graph, error) {
 	return g, nil
 }
 
+// servedGraph resolves a run's graph as this worker serves it now, for an
+// activity: a graph that is not there was there when the run started, so
+// it fails with troupe.GraphChanged.
+func (r *Runner) servedGraph(name string) (*agents.Graph, error) {
+	g, ok := r.graphs[name]
+	if !ok {
+		return nil, nonRetryable(ErrGraphChanged, "graph %q is no longer served by this worker; the run started with it", name)
+	}
+	return g, nil
+}
+
+// agent resolves a run's agent in the graph this worker serves now, for
+// an activity: an agent (or graph) that is not there was there when the
+// run started, so it fails with troupe.GraphChanged.
 func (r *Runner) agent(graph, name string) (*agents.Graph, *agents.Agent, error) {
-	g, err := r.graph(graph)
+	g, err := r.servedGraph(graph)
 	if err != nil {
 		return nil, nil, err
 	}
 	a, err := g.Agent(name)
 	if err != nil {
-		return nil, nil, nonRetryable(ErrUnknownAgent, "%v", err)
+		return nil, nil, nonRetryable(ErrGraphChanged, "agent %q is no longer in graph %q as this worker serves it; the run started with it", name, graph)
 	}
 	return g, a, nil
 }

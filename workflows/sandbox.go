@@ -246,7 +246,7 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 	}
 	ref := g.Tool(in.Tool.Agent, in.Tool.Call.Name)
 	if ref.Kind != agents.ToolFunction || !ref.Function.NeedsSandbox() {
-		return agents.Item{}, nonRetryable(ErrInternal, "agent %s has no sandbox tool %q", in.Tool.Agent, in.Tool.Call.Name)
+		return toolGone(in.Tool), nil
 	}
 	s, err := a.session(ctx, in.Sandbox)
 	if err != nil {

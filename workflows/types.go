@@ -72,6 +72,10 @@ type AgentInput struct {
 	Pending []agents.Item `json:"pending,omitempty"`
 	// Depth counts the agent-tool calls above this agent.
 	Depth int `json:"depth,omitempty"`
+	// Spec is the run's graph as it was when the run started, which the
+	// agent's workflow code branches on; nil for runs started before runs
+	// kept their graph, which use the graph as served.
+	Spec *runtime.GraphSpec `json:"spec,omitempty"`
 }
 
 // AgentResult is how an agent's child workflow ends: with a final output,
@@ -99,6 +103,11 @@ type ModelInput struct {
 	Pending    []agents.Item         `json:"pending,omitempty"`
 	// MCPTools is the blob key of the agent's MCP tool specs, if any.
 	MCPTools string `json:"mcp_tools,omitempty"`
+	// Pinned says the run keeps its graph: the model is offered only
+	// those of the agent's tools (in the graph served now) that Tools, the
+	// run's spec of them, names. Otherwise it is offered all of them.
+	Pinned bool     `json:"pinned,omitempty"`
+	Tools  []string `json:"tools,omitempty"`
 }
 
 // ModelOutput is the model activity's result.

@@ -1,0 +1,153 @@
+package runtime
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/troupe-dev/troupe/agents"
+)
+
+// A GraphSpec is what a run's workflow code branches on, taken from the
+// run's graph when the run starts and kept for the whole run: each agent's
+// limits, whether it has a sandbox and which MCP servers, and its tools by
+// kind (which tool is a function, which runs an agent, which hands off to
+// which agent), with the run's settings that change control flow. It is
+// plain data, recorded in the run's history, so a worker redeployed with
+// an edited graph replays and continues a run on what the run started
+// with. Go funcs (tools, instructions, filters) are not in it: activities
+// still resolve them by name from the graph the worker serves now.
+type GraphSpec struct {
+	// Graph is the graph's name.
+	Graph string `json:"graph"`
+	// Entry is the graph's entry agent.
+	Entry string `json:"entry"`
+	// Agents are the graph's agents, in the graph's order.
+	Agents []AgentSpec `json:"agents"`
+	// MaxHandoffs bounds the handoffs of one chain of agents.
+	MaxHandoffs int `json:"max_handoffs"`
+	// MaxToolDepth bounds the nesting of agents-as-tools.
+	MaxToolDepth int `json:"max_tool_depth"`
+	// ModelActivities runs model calls as regular activities rather than
+	// local ones.
+	ModelActivities bool `json:"model_activities,omitempty"`
+}
+
+// AgentSpec is what workflow code reads of one agent.
+type AgentSpec struct {
+	Name string `json:"name"`
+	// MaxTurns and MaxOutputRetries are the agent's limits, defaults
+	// applied (agents.Agent.TurnLimit, OutputRetryLimit).
+	MaxTurns         int `json:"max_turns"`
+	MaxOutputRetries int `json:"max_output_retries"`
+	// Sandbox: the agent runs in a sandbox.
+	Sandbox bool `json:"sandbox,omitempty"`
+	// MCPServers are the agent's MCP servers.
+	MCPServers []MCPServerSpec `json:"mcp_servers,omitempty"`
+	// Tools are the agent's tools, in the order its model sees them.
+	Tools []ToolSpec `json:"tools,omitempty"`
+}
+
+// MCPServerSpec is what workflow code reads of an MCP server.
+type MCPServerSpec struct {
+	Name string `json:"name"`
+	// CallTimeout bounds one call of the server's tools.
+	CallTimeout time.Duration `json:"call_timeout"`
+}
+
+// ToolSpec is what workflow code reads of one tool of an agent.
+type ToolSpec struct {
+	Name string          `json:"name"`
+	Kind agents.ToolKind `json:"kind"`
+	// Sandbox: a function tool that acts on the agent's sandbox.
+	Sandbox bool `json:"sandbox,omitempty"`
+	// Activity: a function tool that runs as a regular activity, not a
+	// local one.
+	Activity bool `json:"activity,omitempty"`
+	// Timeout bounds one call of a function tool.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// Target is the agent an agent tool runs or a handoff transfers to.
+	Target string `json:"target,omitempty"`
+	// Extractor: an agent tool whose result goes through an output
+	// extractor.
+	Extractor bool `json:"extractor,omitempty"`
+	// Hooks: a handoff with an input filter or an on-handoff callback.
+	Hooks bool `json:"hooks,omitempty"`
+}
+
+// SpecOf takes the spec of g, with the run settings given.
+func SpecOf(g *agents.Graph, maxHandoffs, maxToolDepth int, modelActivities bool) *GraphSpec {
+	s := &GraphSpec{Graph: g.Name(), Entry: g.Entry(), MaxHandoffs: maxHandoffs, MaxToolDepth: maxToolDepth, ModelActivities: modelActivities}
+	for _, a := range g.Agents() {
+		as := AgentSpec{Name: a.Name, MaxTurns: a.TurnLimit(), MaxOutputRetries: a.OutputRetryLimit(), Sandbox: a.Sandbox != nil}
+		for _, srv := range a.MCPServers {
+			as.MCPServers = append(as.MCPServers, MCPServerSpec{Name: srv.Name, CallTimeout: srv.CallTimeout()})
+		}
+		for _, ts := range g.ToolSpecs(a.Name) {
+			ref := g.Tool(a.Name, ts.Name)
+			t := ToolSpec{Name: ts.Name, Kind: ref.Kind}
+			switch ref.Kind {
+			case agents.ToolFunction:
+				t.Sandbox, t.Activity, t.Timeout = ref.Function.NeedsSandbox(), ref.Function.RunsAsActivity(), ref.Function.Timeout()
+			case agents.ToolAgent:
+				t.Target, t.Extractor = ref.Agent.Agent, ref.Agent.Extractor != nil
+			case agents.ToolHandoff:
+				t.Target, t.Hooks = ref.Handoff.Target, ref.Handoff.InputFilter != nil || ref.Handoff.OnHandoff != nil
+			}
+			as.Tools = append(as.Tools, t)
+		}
+		s.Agents = append(s.Agents, as)
+	}
+	return s
+}
+
+// Agent returns the named agent's spec, or nil when the graph had none.
+func (s *GraphSpec) Agent(name string) *AgentSpec {
+	for i := range s.Agents {
+		if s.Agents[i].Name == name {
+			return &s.Agents[i]
+		}
+	}
+	return nil
+}
+
+// Tool returns the agent's tool named name; its Kind is ToolUnknown when
+// the agent had none.
+func (a *AgentSpec) Tool(name string) ToolSpec {
+	for _, t := range a.Tools {
+		if t.Name == name {
+			return t
+		}
+	}
+	return ToolSpec{Name: name}
+}
+
+// MCPServer returns the agent's MCP server named name (a zero call
+// timeout when it had none).
+func (a *AgentSpec) MCPServer(name string) MCPServerSpec {
+	for _, s := range a.MCPServers {
+		if s.Name == name {
+			return s
+		}
+	}
+	return MCPServerSpec{Name: name, CallTimeout: agents.DefaultMCPTimeout}
+}
+
+// ToolNames lists the names of the agent's tools, in order.
+func (a *AgentSpec) ToolNames() []string {
+	names := make([]string, len(a.Tools))
+	for i, t := range a.Tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// toolNames lists the agent's tools and then the MCP tools, for an
+// unknown tool's error.
+func (a *AgentSpec) toolNames(mcpTools []string) string {
+	names := append(a.ToolNames(), mcpTools...)
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Clip(names), ", ")
+}

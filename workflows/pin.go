@@ -1,0 +1,85 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/runtime"
+)
+
+// A run keeps the graph it started with: the orchestrator takes the
+// graph's spec (runtime.GraphSpec) once, in a side effect recorded in its
+// history, and hands it to every agent workflow of the run in its input.
+// Workflow code branches on that spec only, never on the graph the worker
+// serves now, so a worker redeployed with an edited graph replays and
+// continues runs in flight on what they started with. Activities still
+// resolve Go funcs (instructions, tools, filters, extractors) by name in
+// the graph served now; what they no longer find is, for a tool, an error
+// the model sees, and for an agent, troupe.GraphChanged.
+
+// versionPinnedGraph marks the change to runs that keep their graph's
+// spec. Runs started before it (no marker in their history) replay on the
+// graph as it is served, as they always did.
+const versionPinnedGraph = "troupe.pinned-graph"
+
+// pinned is the side effect that fixes a run's spec, or the reason there
+// is none.
+type pinned struct {
+	Spec *runtime.GraphSpec `json:"spec,omitempty"`
+	Err  string             `json:"error,omitempty"`
+}
+
+// pin returns the spec the run branches on, and whether it is fixed for
+// the run (in its history) or, for runs from before pinning, taken from
+// the graph served now.
+func (r *Runner) pin(ctx workflow.Context, in RunInput) (*runtime.GraphSpec, bool, error) {
+	if workflow.GetVersion(ctx, versionPinnedGraph, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		spec, err := r.liveSpec(in.Graph, in.MaxHandoffs)
+		return spec, false, err
+	}
+	var p pinned
+	err := workflow.SideEffect(ctx, func(workflow.Context) any {
+		spec, err := r.liveSpec(in.Graph, in.MaxHandoffs)
+		if err != nil {
+			return pinned{Err: err.Error()}
+		}
+		return pinned{Spec: spec}
+	}).Get(&p)
+	if err != nil {
+		return nil, false, err
+	}
+	if p.Err != "" {
+		return nil, false, nonRetryable(ErrUnknownAgent, "%s", p.Err)
+	}
+	return p.Spec, true, nil
+}
+
+// liveSpec is the spec of the graph as this worker serves it, with the
+// worker's settings; maxHandoffs, when not 0, overrides the worker's.
+func (r *Runner) liveSpec(graph string, maxHandoffs int) (*runtime.GraphSpec, error) {
+	g, err := r.graph(graph)
+	if err != nil {
+		return nil, err
+	}
+	if maxHandoffs == 0 {
+		maxHandoffs = r.cfg.MaxHandoffs
+	}
+	return runtime.SpecOf(g, maxHandoffs, r.cfg.MaxToolDepth, r.cfg.ModelActivities), nil
+}
+
+// agentSpec returns the run's spec and agent in's spec: the run's own, or
+// for an agent of a run from before pinning, the graph's as served now.
+// An agent the spec does not hold fails with troupe.GraphChanged.
+func (r *Runner) agentSpec(in AgentInput) (*runtime.GraphSpec, *runtime.AgentSpec, error) {
+	spec := in.Spec
+	if spec == nil {
+		var err error
+		if spec, err = r.liveSpec(in.Graph, 0); err != nil {
+			return nil, nil, err
+		}
+	}
+	a := spec.Agent(in.Agent)
+	if a == nil {
+		return nil, nil, nonRetryable(ErrGraphChanged, "agent %q is not in graph %q as this worker serves it", in.Agent, in.Graph)
+	}
+	return spec, a, nil
+}

@@ -1,0 +1,130 @@
+package workflows_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// redeployed is a test environment where the run's orchestrator ran on a
+// worker serving before, and everything after it (agent workflows and
+// activities) runs on a worker redeployed with after: a redeploy in the
+// middle of a run.
+func redeployed(t *testing.T, fn turnFunc, before, after *agents.Graph) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	env := quietEnv()
+	store, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &funcModel{fn: fn, calls: map[string]int{}}
+	old, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{before}, Model: m, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{after}, Model: m, Store: store, ModelActivities: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.RegisterWorkflowWithOptions(old.OrchestratorWorkflow, workflow.RegisterOptions{Name: workflows.OrchestratorWorkflowName})
+	env.RegisterWorkflowWithOptions(now.AgentWorkflow, workflow.RegisterOptions{Name: workflows.AgentWorkflowName})
+	now.RegisterActivities(env)
+	return env
+}
+
+// A run keeps the graph it started with: after a redeploy whose graph
+// lost a tool and gained an input filter, the model is told the tool is
+// gone, the handoff goes on without the filter the run never had, and the
+// run completes.
+func TestRunKeepsItsGraph(t *testing.T) {
+	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
+		Key string `json:"key"`
+	}) (string, error) {
+		return "value-of-" + a.Key, nil
+	})
+	before := agents.MustGraph("pin", "a",
+		&agents.Agent{Name: "a", Instructions: "a: first", Handoffs: []agents.Handoff{agents.HandoffTo("b")}},
+		&agents.Agent{Name: "b", Instructions: "b: second", Tools: []agents.Tool{lookup}})
+	var filtered atomic.Int32
+	filter := func(_ context.Context, in agents.HandoffInput) (agents.HandoffInput, error) {
+		filtered.Add(1)
+		return in, nil
+	}
+	extra := agents.MustFunctionTool("extra", "Gained after the run started.", func(context.Context, struct{}) (string, error) { return "", nil })
+	after := agents.MustGraph("pin", "a",
+		&agents.Agent{Name: "a", Instructions: "a: first", Handoffs: []agents.Handoff{{Target: "b", InputFilter: filter}}},
+		&agents.Agent{Name: "b", Instructions: "b: second", Tools: []agents.Tool{extra}})
+	var mu sync.Mutex
+	var offeredToB []string
+	env := redeployed(t, func(req model.Request) []agents.Item {
+		if firstWord(req.Instructions) == "b:" {
+			mu.Lock()
+			for _, tool := range req.Tools {
+				offeredToB = append(offeredToB, tool.Name)
+			}
+			mu.Unlock()
+		}
+		switch last := lastItem(req); {
+		case firstWord(req.Instructions) == "a:":
+			return []agents.Item{call("h1", "transfer_to_b", "{}")}
+		case last.Type == agents.ItemFunctionCallOutput && last.CallID == "l1":
+			return []agents.Item{agents.AssistantMessage("lookup said: " + last.Output)}
+		default:
+			return []agents.Item{call("l1", "lookup", `{"key":"k"}`)}
+		}
+	}, before, after)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "pin", Input: "go"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("the run failed after the redeploy: %v", err)
+	}
+	var res workflows.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if out := string(res.Output); !strings.Contains(out, "lookup said: Error: tool lookup is no longer available") {
+		t.Errorf("output = %s, want the model told that lookup is gone", out)
+	}
+	if n := filtered.Load(); n != 0 {
+		t.Errorf("the input filter the run never had ran %d time(s)", n)
+	}
+	// Neither the lost tool (it cannot run) nor the gained one (not the
+	// run's) is offered.
+	mu.Lock()
+	defer mu.Unlock()
+	if len(offeredToB) != 0 {
+		t.Errorf("b was offered %v, want none of its tools", offeredToB)
+	}
+	if got := strings.Join(res.Path, ","); got != "a,b" {
+		t.Errorf("path = %s", got)
+	}
+}
+
+// An agent the run needs that the redeployed graph no longer has fails
+// the run with troupe.GraphChanged naming it: no nondeterminism, no hang.
+func TestGraphChangedAgentGone(t *testing.T) {
+	before := agents.MustGraph("pin", "a",
+		&agents.Agent{Name: "a", Instructions: "a: first", Handoffs: []agents.Handoff{agents.HandoffTo("b")}},
+		&agents.Agent{Name: "b", Instructions: "b: second"})
+	after := agents.MustGraph("pin", "a", &agents.Agent{Name: "a", Instructions: "a: first"})
+	env := redeployed(t, func(req model.Request) []agents.Item {
+		if firstWord(req.Instructions) == "a:" {
+			return []agents.Item{call("h1", "transfer_to_b", "{}")}
+		}
+		return []agents.Item{agents.AssistantMessage("b answers")}
+	}, before, after)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "pin", Input: "go"})
+	err := env.GetWorkflowError()
+	if workflows.ErrorType(err) != workflows.ErrGraphChanged || !strings.Contains(err.Error(), `agent "b"`) {
+		t.Fatalf("run error = %v (type %q), want %s naming agent b", err, workflows.ErrorType(err), workflows.ErrGraphChanged)
+	}
+}
