@@ -182,7 +182,7 @@ func (m *mcpTools) call(ctx workflow.Context, c agents.Item, outputKey string) w
 		answer(fmt.Sprintf("Error: MCP tool %q is not available.", c.Name))
 		return f
 	}
-	if ok, why := m.r.approve(ctx, m.in.Agent, ref); !ok {
+	if why := m.r.gate(ctx, gateCall{Agent: m.in.Agent, Kind: callMCP, Call: c, MCP: &ref}); why != "" {
 		answer("Error: " + why)
 		return f
 	}
@@ -224,17 +224,6 @@ func (m *mcpTools) call(ctx workflow.Context, c agents.Item, outputKey string) w
 		}
 	})
 	return f
-}
-
-// approve is where a tool call that needs a human's approval is decided.
-// Human approval is not built yet, so such a call is refused with a reason
-// the model sees, and the run goes on.
-func (r *Runner) approve(_ workflow.Context, agent string, t MCPToolRef) (bool, string) {
-	if !t.Approval {
-		return true, ""
-	}
-	return false, fmt.Sprintf("calling %s (tool %s of MCP server %s) needs a human's approval, and this run cannot ask for it; "+
-		"the call was not made. Do without it or tell the user.", t.Name, t.Remote, t.Server)
 }
 
 // MCPTools lists an agent's MCP tools on this worker, which opens (or

@@ -1,0 +1,253 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
+)
+
+// This file carries out a turn's tool calls: one executor per kind of call
+// (function, sandbox, MCP, agent-as-tool, handoff), each call through the
+// gate first.
+//
+// State the coroutines share: the agent tools of a turn run each in a
+// workflow coroutine (workflow.Go), which writes its output into the
+// turn's outputs map and adds its usage to the turn's usage; sandbox and
+// MCP calls set their futures from coroutines too, and mark the sandbox or
+// the MCP process lost. This is safe because workflow coroutines never run
+// at the same time: the SDK runs one at a time, switching only where one
+// blocks (a Get, Await or Wait), in an order fixed by the history, so
+// every write happens between two such points and every replay makes the
+// same writes in the same order. The main coroutine reads the outputs only
+// after wg.Wait, once every agent tool's coroutine has written.
+
+// Kinds of calls at the gate.
+const (
+	callFunction = "function"
+	callSandbox  = "sandbox"
+	callMCP      = "mcp"
+	callAgent    = "agent"
+	callHandoff  = "handoff"
+)
+
+// gateCall is a call at the gate: whose, what, and what it would run.
+type gateCall struct {
+	Agent string
+	Kind  string
+	Call  agents.Item
+	// Tool is the agent's tool it calls (not for MCP calls).
+	Tool runtime.ToolSpec
+	// MCP is the MCP tool it calls (MCP calls).
+	MCP *MCPToolRef
+}
+
+// gate is the one place that decides whether a call runs: approvals,
+// guardrails and budgets belong here, nowhere else. It returns "" to let
+// the call run, or why it does not, which the model gets as the call's
+// output. It issues no commands today: human approval is not built yet,
+// so a call that needs it is refused with a reason the model sees, and the
+// run goes on.
+func (r *Runner) gate(_ workflow.Context, g gateCall) string {
+	if g.MCP != nil && g.MCP.Approval {
+		return fmt.Sprintf("calling %s (tool %s of MCP server %s) needs a human's approval, and this run cannot ask for it; "+
+			"the call was not made. Do without it or tell the user.", g.MCP.Name, g.MCP.Remote, g.MCP.Server)
+	}
+	return ""
+}
+
+// turnCalls carries out an agent's calls, turn after turn.
+type turnCalls struct {
+	r     *Runner
+	rec   *recorder
+	spec  *runtime.GraphSpec
+	agent *runtime.AgentSpec
+	in    AgentInput
+	sb    *sandboxLife // nil for an agent without a sandbox
+	mt    *mcpTools    // nil for an agent without MCP servers
+}
+
+// pendingCall is a call running, and the future of its output.
+type pendingCall struct {
+	call   agents.Item
+	future workflow.Future
+}
+
+// run carries out one turn's calls concurrently and returns their outputs
+// in the model's order, the handoff taken (if any), and the model usage of
+// agents-as-tools.
+func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agents.Item) ([]agents.Item, *agents.Item, model.Usage, error) {
+	d := runtime.Sort(t.agent, calls, t.mt.names())
+	done := map[string]agents.Item{}
+	for _, o := range d.Outputs {
+		done[o.CallID] = o
+	}
+	var usage model.Usage
+	usedSandbox := false
+	for _, c := range d.Functions {
+		if t.agent.Tool(c.Name).Sandbox && !usedSandbox {
+			usedSandbox = true
+			if err := t.sb.ensure(ctx); err != nil {
+				return nil, nil, usage, err
+			}
+		}
+	}
+	var fns []pendingCall
+	for _, c := range d.Functions {
+		fns = append(fns, pendingCall{c, t.function(ctx, rc, c)})
+	}
+	for _, c := range d.MCP {
+		t.called(ctx, rc, c)
+		fns = append(fns, pendingCall{c, t.mt.call(ctx, c, t.outputKey(rc, c))})
+	}
+	wg := workflow.NewWaitGroup(ctx)
+	for i, c := range d.AgentTools {
+		t.agentTool(ctx, rc, wg, i, c, done, &usage)
+	}
+	for _, p := range fns {
+		var item agents.Item
+		if err := p.future.Get(ctx, &item); err != nil {
+			item = t.output(p.call, fmt.Sprintf("Error: tool %s failed: %v", p.call.Name, err))
+		}
+		done[p.call.CallID] = item
+		detail := item.Output
+		if item.OutputRef != "" {
+			detail = "(large output stored at " + item.OutputRef + ")"
+		}
+		t.rec.add(ctx, Event{Kind: EventToolResult, Agent: t.agent.Name, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID, Detail: preview(detail, 200)})
+	}
+	wg.Wait(ctx)
+	if usedSandbox {
+		t.sb.afterTurn(ctx)
+	}
+	handoff := t.handoff(ctx, d.Handoff, done)
+	outputs := make([]agents.Item, 0, len(calls))
+	for _, c := range calls {
+		if o, ok := done[c.CallID]; ok {
+			outputs = append(outputs, o)
+		}
+	}
+	return outputs, handoff, usage, nil
+}
+
+func (t *turnCalls) called(ctx workflow.Context, rc agents.RunContext, c agents.Item) {
+	t.rec.add(ctx, Event{Kind: EventToolCalled, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(c.Arguments, 200)})
+}
+
+func (t *turnCalls) outputKey(rc agents.RunContext, c agents.Item) string {
+	return fmt.Sprintf("outputs/%s/%d-%s", rc.WorkflowID, rc.Turn, c.CallID)
+}
+
+// output is the agent's output item for call c.
+func (t *turnCalls) output(c agents.Item, text string) agents.Item {
+	item := agents.FunctionCallOutput(c.CallID, text)
+	item.Agent = t.agent.Name
+	return item
+}
+
+// answered is a future already set to the output text for call c.
+func (t *turnCalls) answered(ctx workflow.Context, c agents.Item, text string) workflow.Future {
+	f, set := workflow.NewFuture(ctx)
+	set.Set(t.output(c, text), nil)
+	return f
+}
+
+// function runs a function tool call: on the agent's sandbox, as an
+// activity, or as a local activity, as the run's spec says.
+func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, c agents.Item) workflow.Future {
+	t.called(ctx, rc, c)
+	tool := t.agent.Tool(c.Name)
+	kind := callFunction
+	if tool.Sandbox {
+		kind = callSandbox
+	}
+	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: kind, Call: c, Tool: tool}); why != "" {
+		return t.answered(ctx, c, "Error: "+why)
+	}
+	ti := ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: t.outputKey(rc, c)}
+	switch {
+	case tool.Sandbox:
+		return t.sb.call(ctx, ti, tool.Timeout)
+	case tool.Activity:
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: tool.Timeout,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		})
+		return workflow.ExecuteActivity(actx, ToolActivityName, ti)
+	default:
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: tool.Timeout,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		})
+		return workflow.ExecuteLocalActivity(lctx, ToolActivityName, ti)
+	}
+}
+
+// agentTool runs an agent-as-tool call (the i-th of the turn) in a
+// coroutine of its own, as a child workflow (and the handoffs it takes),
+// writing its output into done and its usage into usage.
+func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg workflow.WaitGroup, i int, c agents.Item, done map[string]agents.Item, usage *model.Usage) {
+	tool := t.agent.Tool(c.Name)
+	var args agents.AgentToolInput
+	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
+		done[c.CallID] = agents.FunctionCallOutput(c.CallID, fmt.Sprintf("Error: invalid arguments for %s: %v", c.Name, err))
+		return
+	}
+	if t.in.Depth+1 > t.spec.MaxToolDepth {
+		done[c.CallID] = agents.FunctionCallOutput(c.CallID, fmt.Sprintf("Error: agents-as-tools nest deeper than %d", t.spec.MaxToolDepth))
+		return
+	}
+	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: callAgent, Call: c, Tool: tool}); why != "" {
+		done[c.CallID] = t.output(c, "Error: "+why)
+		return
+	}
+	prefix := fmt.Sprintf("%s/t%d.%d", rc.WorkflowID, rc.Turn, i)
+	t.rec.add(ctx, Event{Kind: EventAgentToolStarted, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+		Detail: preview(args.Input, 200), Child: fmt.Sprintf("%s/0-%s", prefix, tool.Target)})
+	wg.Add(1)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		defer wg.Done()
+		child := AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
+			Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: t.in.Spec}
+		rr, err := t.r.route(gctx, t.rec, t.spec, tool.Target, child, prefix)
+		var output string
+		switch {
+		case err != nil:
+			output = fmt.Sprintf("Error: agent tool %s failed: %v", c.Name, err)
+		case tool.Extractor:
+			*usage = usage.Add(rr.Usage)
+			lctx := workflow.WithLocalActivityOptions(gctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute})
+			ex := ExtractInput{Graph: t.in.Graph, Agent: t.in.Agent, Tool: c.Name, Result: agents.ToolRunResult{Agent: rr.Agent, Output: rr.Output}}
+			if err := workflow.ExecuteLocalActivity(lctx, ExtractActivityName, ex).Get(gctx, &output); err != nil {
+				output = fmt.Sprintf("Error: output extractor of %s failed: %v", c.Name, err)
+			}
+		default:
+			*usage = usage.Add(rr.Usage)
+			output = toolOutputText(rr.Output)
+		}
+		done[c.CallID] = t.output(c, output)
+		t.rec.add(gctx, Event{Kind: EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(output, 200)})
+	})
+}
+
+// handoff takes the turn's handoff call, if any and the gate lets it: its
+// output names the target, and the caller routes it (the orchestrator's
+// route, or an agent tool's).
+func (t *turnCalls) handoff(ctx workflow.Context, h *agents.Item, done map[string]agents.Item) *agents.Item {
+	if h == nil {
+		return nil
+	}
+	tool := t.agent.Tool(h.Name)
+	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: callHandoff, Call: *h, Tool: tool}); why != "" {
+		done[h.CallID] = t.output(*h, "Error: "+why)
+		return nil
+	}
+	done[h.CallID] = runtime.HandoffOutput(h.CallID, tool.Target)
+	return h
+}
