@@ -35,7 +35,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
 	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in}
 	if agent.Sandbox {
-		calls.sb = &sandboxLife{r: r, rec: rec, graph: in.Graph, agent: agent.Name, wfID: wfID, run: rc}
+		calls.sb = newSandboxLife(r, rec, in.Graph, agent.Name, wfID, rc)
 	}
 	if len(agent.MCPServers) > 0 {
 		calls.mt = &mcpTools{r: r, agent: agent, in: in, rc: &rc}

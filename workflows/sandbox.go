@@ -353,6 +353,9 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 // sandboxLife is the workflow side of an agent's sandbox: provisioned when
 // first needed, snapshotted after each turn that used it, suspended when
 // idle, re-provisioned from the last snapshot when lost, stopped at the end.
+// Where the sandbox stands is its lease (runtime.SandboxLease), plain data
+// whose transitions refuse what its state does not allow; sandboxLife
+// carries out the effects that lead to them.
 type sandboxLife struct {
 	r          *Runner
 	rec        *recorder
@@ -360,22 +363,31 @@ type sandboxLife struct {
 	agent      string
 	wfID       string
 	run        agents.RunContext
-	info       *SandboxInfo
-	snapshot   string
-	generation int
-	inUse      int
-	suspending bool
+	lease      *runtime.SandboxLease
 	idleCancel workflow.CancelFunc
 }
 
+func newSandboxLife(r *Runner, rec *recorder, graph, agent, wfID string, run agents.RunContext) *sandboxLife {
+	return &sandboxLife{r: r, rec: rec, graph: graph, agent: agent, wfID: wfID, run: run, lease: runtime.NewSandboxLease()}
+}
+
+// leaseErr is a lease transition refused: a bug in this file, never the
+// model's doing.
+func leaseErr(err error) error {
+	return nonRetryable(ErrInternal, "%v", err)
+}
+
 func (s *sandboxLife) ensure(ctx workflow.Context) error {
-	if err := workflow.Await(ctx, func() bool { return !s.suspending }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return s.lease.State != runtime.LeaseSuspending }); err != nil {
 		return err
 	}
-	if s.info != nil {
+	if s.lease.Live() {
 		return nil
 	}
-	s.generation++
+	generation, snapshot, err := s.lease.Provision()
+	if err != nil {
+		return leaseErr(err)
+	}
 	// The activity heartbeats: a worker killed mid-create is noticed within
 	// HostTimeout and the create retried (a retry on the dead attempt's
 	// host replaces what it left; elsewhere, a reaper removes that once
@@ -388,31 +400,30 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var info SandboxInfo
-	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: s.generation, Run: s.run, Snapshot: s.snapshot}
+	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: generation, Run: s.run, Snapshot: snapshot}
 	if err := workflow.ExecuteActivity(actx, SandboxCreateActivityName, in).Get(ctx, &info); err != nil {
+		_ = s.lease.ProvisionFailed()
 		return err
 	}
-	s.info = &info
+	if err := s.lease.Provisioned(runtime.LeasedSandbox{State: info.State, Queue: info.Queue}); err != nil {
+		return leaseErr(err)
+	}
 	kind, detail := EventSandboxProvisioned, BackendLabel(info.State.Backend)+" sandbox on "+info.State.Host
 	if len(info.NotInForce) > 0 {
 		detail += " (limits not in force: " + strings.Join(info.NotInForce, "; ") + ")"
 	}
-	if s.snapshot != "" {
-		kind, detail = EventSandboxRestored, detail+" from "+s.snapshot
+	if snapshot != "" {
+		kind, detail = EventSandboxRestored, detail+" from "+snapshot
 	}
 	s.rec.add(ctx, Event{Kind: kind, Agent: s.agent, Detail: detail})
 	return nil
 }
 
-// hostCtx routes an activity to the host holding the sandbox; a host that
-// is gone shows as a schedule-to-start timeout.
-func (s *sandboxLife) hostCtx(ctx workflow.Context, timeout time.Duration) workflow.Context {
-	return s.hostCtxFor(ctx, s.info, timeout)
-}
-
-func (s *sandboxLife) hostCtxFor(ctx workflow.Context, info *SandboxInfo, timeout time.Duration) workflow.Context {
+// hostCtx routes an activity to the store holding the sandbox sb; a host
+// that is gone shows as a schedule-to-start timeout.
+func (s *sandboxLife) hostCtx(ctx workflow.Context, sb runtime.LeasedSandbox, timeout time.Duration) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:              info.Queue,
+		TaskQueue:              sb.Queue,
 		ScheduleToStartTimeout: s.r.cfg.HostTimeout,
 		HeartbeatTimeout:       s.r.cfg.HostTimeout,
 		StartToCloseTimeout:    timeout,
@@ -424,14 +435,14 @@ func (s *sandboxLife) hostCtxFor(ctx workflow.Context, info *SandboxInfo, timeou
 // the model sees, and the next call re-provisions from the last snapshot.
 func (s *sandboxLife) call(ctx workflow.Context, ti ToolInput, timeout time.Duration) workflow.Future {
 	f, set := workflow.NewFuture(ctx)
-	if s.info == nil {
+	if !s.lease.Live() || s.lease.CallStarted() != nil {
 		set.Set(agents.FunctionCallOutput(ti.Call.CallID, "Error: the sandbox is not available"), nil)
 		return f
 	}
-	s.inUse++
-	inner := workflow.ExecuteActivity(s.hostCtx(ctx, timeout), SandboxToolActivityName, SandboxToolInput{Tool: ti, Sandbox: s.info.State})
+	sb := *s.lease.Sandbox
+	inner := workflow.ExecuteActivity(s.hostCtx(ctx, sb, timeout), SandboxToolActivityName, SandboxToolInput{Tool: ti, Sandbox: sb.State})
 	workflow.Go(ctx, func(gctx workflow.Context) {
-		defer func() { s.inUse-- }()
+		defer func() { _ = s.lease.CallEnded() }()
 		var item agents.Item
 		err := inner.Get(gctx, &item)
 		if err != nil && s.isLost(err) {
@@ -459,24 +470,24 @@ func (s *sandboxLife) isLost(err error) bool {
 }
 
 func (s *sandboxLife) lost(ctx workflow.Context, err error) {
-	if s.info == nil {
+	if !s.lease.Live() {
 		return
 	}
-	dead := s.info
-	s.info = nil
+	dead := *s.lease.Sandbox
+	_ = s.lease.Lost()
 	s.rec.add(ctx, Event{Kind: EventSandboxLost, Agent: s.agent, Detail: err.Error()})
 	if ErrorType(err) == ErrSandboxGone {
 		// The host is there but the sandbox died: clear what is left of it
 		// (a stopped container, its workspace). Best effort; a host that
 		// is gone has its own orphan reaping.
-		_ = workflow.ExecuteActivity(s.hostCtxFor(ctx, dead, time.Minute), SandboxStopActivityName, dead.State).Get(ctx, nil)
+		_ = workflow.ExecuteActivity(s.hostCtx(ctx, dead, time.Minute), SandboxStopActivityName, dead.State).Get(ctx, nil)
 	}
 }
 
 // afterTurn snapshots the workspace after a turn that used it and restarts
 // the idle timer.
 func (s *sandboxLife) afterTurn(ctx workflow.Context) {
-	if s.info == nil {
+	if !s.lease.Live() {
 		return
 	}
 	if err := s.snapshotNow(ctx); err != nil {
@@ -491,50 +502,58 @@ func (s *sandboxLife) afterTurn(ctx workflow.Context) {
 // snapshotNow archives the live sandbox; on success the archive is the
 // one a re-provisioned sandbox starts from.
 func (s *sandboxLife) snapshotNow(ctx workflow.Context) error {
+	sb := *s.lease.Sandbox
 	var key string
-	if err := workflow.ExecuteActivity(s.hostCtx(ctx, 10*time.Minute), SandboxSnapshotActivityName, s.info.State).Get(ctx, &key); err != nil {
+	if err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 10*time.Minute), SandboxSnapshotActivityName, sb.State).Get(ctx, &key); err != nil {
 		return err
 	}
-	s.snapshot = key
+	if s.lease.Live() {
+		_ = s.lease.Snapshotted(key)
+	}
 	return nil
 }
 
-// touch restarts the idle timer: when it fires with the sandbox unused,
-// the sandbox is suspended (snapshot, then stop) until the next call.
+// touch starts the idle spell: when the idle timer fires with no call
+// running, the sandbox is suspended (snapshot, then stop) until the next
+// call.
 func (s *sandboxLife) touch(ctx workflow.Context) {
 	if s.idleCancel != nil {
 		s.idleCancel()
 	}
+	_ = s.lease.Idle()
 	tctx, cancel := workflow.WithCancel(ctx)
 	s.idleCancel = cancel
 	workflow.Go(tctx, func(gctx workflow.Context) {
 		if err := workflow.NewTimer(gctx, s.r.cfg.SandboxIdleTimeout).Get(gctx, nil); err != nil {
 			return // cancelled by a newer touch or the end of the agent
 		}
-		if s.info == nil || s.inUse > 0 {
+		if !s.lease.Suspend() {
 			return
 		}
 		// Block on this coroutine's own context, and let no newer touch
 		// cancel a suspend under way.
 		sctx, cancel := workflow.NewDisconnectedContext(gctx)
 		defer cancel()
-		s.suspending = true
-		defer func() { s.suspending = false }()
 		_ = s.snapshotNow(sctx) // on failure the last snapshot stands
 		s.stopNow(sctx, EventSandboxSuspended)
 	})
 }
 
+// stopNow stops the live sandbox, if any: the lease is then suspended (if
+// it was suspending) or stopped.
 func (s *sandboxLife) stopNow(ctx workflow.Context, kind string) {
-	if s.info == nil {
+	if !s.lease.Live() {
 		return
 	}
-	err := workflow.ExecuteActivity(s.hostCtx(ctx, 5*time.Minute), SandboxStopActivityName, s.info.State).Get(ctx, nil)
-	detail := s.info.State.Backend + " sandbox " + s.info.State.ID
+	sb := *s.lease.Sandbox
+	err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 5*time.Minute), SandboxStopActivityName, sb.State).Get(ctx, nil)
+	detail := sb.State.Backend + " sandbox " + sb.State.ID
 	if err != nil {
 		detail += " (stop failed: " + err.Error() + ")"
 	}
-	s.info = nil
+	if s.lease.Live() {
+		_ = s.lease.Stopped()
+	}
 	s.rec.add(ctx, Event{Kind: kind, Agent: s.agent, Detail: detail})
 }
 
@@ -546,8 +565,9 @@ func (s *sandboxLife) end(ctx workflow.Context) {
 	}
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	_ = workflow.Await(dctx, func() bool { return !s.suspending })
+	_ = workflow.Await(dctx, func() bool { return s.lease.State != runtime.LeaseSuspending })
 	s.stopNow(dctx, EventSandboxStopped)
+	_ = s.lease.End()
 }
 
 // sandboxLabels are the labels of a new sandbox: its workflow and agent,
