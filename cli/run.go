@@ -240,6 +240,8 @@ func printEvent(w io.Writer, e workflows.Event) {
 		}
 	case workflows.EventOutputInvalid:
 		fmt.Fprintf(w, "  %s invalid output, asking again: %s\n", tag, oneLine(e.Detail))
+	case workflows.EventModelRetry:
+		fmt.Fprintf(w, "  %s %s\n", tag, oneLine(e.Detail))
 	case workflows.EventFinal:
 		if e.Turn > 0 {
 			fmt.Fprintf(w, "  %s final output\n", tag)

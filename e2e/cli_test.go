@@ -102,3 +102,42 @@ func TestWorkerSandboxChoice(t *testing.T) {
 		t.Errorf("start-up lines lack %q:\n%s", want, started.String())
 	}
 }
+
+// TestCLIDeadModel: `troupe run` against a model nobody answers is never
+// silent: each retry of the model call shows in its progress, saying why
+// and when the next attempt comes.
+func TestCLIDeadModel(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "test")
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1") // The discard port: nothing listens.
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	t.Setenv("TROUPE_HOME", t.TempDir())
+	var stdout bytes.Buffer
+	var stderr syncBuffer
+	cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
+	cmd.SetArgs([]string{"run", "--graph", "dealdesk", "Review the Acme Corp deal"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	const want = "[triage] model unreachable: "
+	deadline := time.Now().Add(90 * time.Second)
+	for !strings.Contains(stderr.String(), "retry 2 of 10 in 1s") {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("no retry event in the progress in 90 s:\n%s", stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	var line string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, want) {
+			line = l
+			break
+		}
+	}
+	if !strings.HasSuffix(line, want+"connection refused; retry 2 of 10 in 1s") {
+		t.Errorf("retry line = %q, want it to say why (connection refused) and when", line)
+	}
+}

@@ -79,7 +79,9 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		if !model.IsRetryable(err) {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrModel, err)
 		}
-		return nil, temporal.NewApplicationErrorWithCause(err.Error(), ErrModelRetryable, err)
+		// The innermost cause ("connection refused") goes along as the
+		// error's details, for the retry events.
+		return nil, temporal.NewApplicationErrorWithCause(err.Error(), ErrModelRetryable, err, innermost(err))
 	}
 	for i := range resp.Output {
 		resp.Output[i].Agent = agent.Name
@@ -120,6 +122,27 @@ func offered(specs []agents.ToolSpec, in ModelInput) []agents.ToolSpec {
 		}
 	}
 	return slices.Clip(out)
+}
+
+// innermost is the message of the innermost error of err's chain (the
+// first branch of a joined error): what went wrong, without the layers
+// that carried it.
+func innermost(err error) string {
+	for {
+		var next error
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			next = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			if errs := u.Unwrap(); len(errs) > 0 {
+				next = errs[0]
+			}
+		}
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
 }
 
 // conversation is the transcript followed by the pending items, with every

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -65,7 +66,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 				return fail(err)
 			}
 			var mo ModelOutput
-			if err := r.callModel(ctx, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
+			if err := r.callModel(ctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
 				MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames()}, &mo); err != nil {
 				return fail(err)
 			}
@@ -105,24 +106,92 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	}
 }
 
-func (r *Runner) callModel(ctx workflow.Context, spec *runtime.GraphSpec, in ModelInput, out *ModelOutput) error {
-	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: time.Minute, MaximumAttempts: 10}
+// Model calls are retried on a schedule the workflow keeps, so that each
+// retry is an event a follower sees ("model unreachable: …; retry 3 of 10
+// in 4s"): 10 attempts, 1 s apart at first, doubling up to a minute, about
+// four minutes in all.
+const (
+	modelAttempts     = 10
+	modelFirstBackoff = time.Second
+	modelMaxBackoff   = time.Minute
+)
+
+// modelBackoff is the wait after the attempt-th failed model call.
+func modelBackoff(attempt int) time.Duration {
+	d := modelFirstBackoff << min(attempt-1, 16)
+	return min(d, modelMaxBackoff)
+}
+
+// callModel takes one model turn, retrying what can be retried.
+func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, in ModelInput, out *ModelOutput) error {
 	// Runs recorded before model calls became local activities by default
 	// replay on the regular-activity path.
 	local := workflow.GetVersion(ctx, versionLocalModelCalls, workflow.DefaultVersion, 1) == 1 && !spec.ModelActivities
-	if local {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: r.cfg.ModelTimeout, RetryPolicy: retry,
-		})
-		return workflow.ExecuteLocalActivity(lctx, ModelActivityName, in).Get(ctx, out)
+	// Runs recorded before retries were events let the SDK retry.
+	retryEvents := workflow.GetVersion(ctx, versionModelRetryEvents, workflow.DefaultVersion, 1) == 1
+	retry := &temporal.RetryPolicy{InitialInterval: modelFirstBackoff, BackoffCoefficient: 2, MaximumInterval: modelMaxBackoff, MaximumAttempts: modelAttempts}
+	if retryEvents {
+		retry = &temporal.RetryPolicy{MaximumAttempts: 1}
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: r.cfg.ModelTimeout,
-		HeartbeatTimeout:    r.cfg.HeartbeatTimeout,
-		RetryPolicy:         retry,
-	})
-	return workflow.ExecuteActivity(actx, ModelActivityName, in).Get(ctx, out)
+	call := func() error {
+		if local {
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+				StartToCloseTimeout: r.cfg.ModelTimeout, RetryPolicy: retry,
+			})
+			return workflow.ExecuteLocalActivity(lctx, ModelActivityName, in).Get(ctx, out)
+		}
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: r.cfg.ModelTimeout,
+			HeartbeatTimeout:    r.cfg.HeartbeatTimeout,
+			RetryPolicy:         retry,
+		})
+		return workflow.ExecuteActivity(actx, ModelActivityName, in).Get(ctx, out)
+	}
+	if !retryEvents {
+		return call()
+	}
+	for attempt := 1; ; attempt++ {
+		err := call()
+		if err == nil || attempt == modelAttempts || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		wait := modelBackoff(attempt)
+		rec.add(ctx, Event{Kind: EventModelRetry, Agent: in.Agent, Turn: in.Run.Turn,
+			Detail: fmt.Sprintf("model unreachable: %s; retry %d of %d in %s", preview(rootCause(err), 300), attempt+1, modelAttempts, wait)})
+		if err := workflow.Sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
 }
+
+// retryable reports whether an activity's failure may pass on a retry: a
+// retryable application error, or a timeout.
+func retryable(err error) bool {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return !ae.NonRetryable()
+	}
+	var te *temporal.TimeoutError
+	return errors.As(err, &te)
+}
+
+// rootCause is what went wrong in a failed model call, without the
+// layers that carried it: the cause the model activity sent along
+// ("connection refused"), or the innermost message of err's chain.
+func rootCause(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) && ae.HasDetails() {
+		var cause string
+		if ae.Details(&cause) == nil && cause != "" {
+			return cause
+		}
+	}
+	return innermost(err)
+}
+
+// versionModelRetryEvents marks the change of model calls to retries the
+// workflow schedules (timers between attempts), each an event.
+const versionModelRetryEvents = "troupe.model-retry-events"
 
 // versionLocalModelCalls marks the change of model calls from regular to
 // local activities by default.

@@ -188,6 +188,7 @@ const (
 	EventAgentToolFinished = "agent_tool_finished"
 	EventHandoff           = "handoff"
 	EventOutputInvalid     = "output_invalid"
+	EventModelRetry        = "model_retry"
 	EventFinal             = "final_output"
 	EventFailed            = "failed"
 )

@@ -77,7 +77,13 @@ type APIError struct {
 	Type, Code string
 	// Message is the provider's message.
 	Message string
+	// Err is what kept the request from an answer (StatusCode 0): the
+	// connection refused, the timeout.
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *APIError) Unwrap() error { return e.Err }
 
 func (e *APIError) Error() string {
 	if e.StatusCode == 0 {

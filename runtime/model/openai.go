@@ -227,7 +227,7 @@ func apiError(ctx context.Context, err error, resp *http.Response) error {
 	if resp != nil && resp.StatusCode >= 400 {
 		return &APIError{StatusCode: resp.StatusCode, Message: bodyMessage(resp, resp.StatusCode)}
 	}
-	return &APIError{Message: err.Error()}
+	return &APIError{Message: err.Error(), Err: err}
 }
 
 // maxMessageBytes bounds an error message taken from a response body.

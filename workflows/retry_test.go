@@ -1,0 +1,98 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// flakyModel fails its first fails calls as an unreachable server does,
+// then answers.
+type flakyModel struct {
+	fails int32
+	calls atomic.Int32
+}
+
+func (m *flakyModel) Respond(context.Context, model.Request) (*model.Response, error) {
+	if n := m.calls.Add(1); n <= m.fails {
+		return nil, fmt.Errorf("model: Post %q: %w", "http://127.0.0.1:9/v1/responses", errors.New("dial tcp 127.0.0.1:9: connect: connection refused"))
+	}
+	return &model.Response{Output: []agents.Item{agents.AssistantMessage("back")}}, nil
+}
+
+// A model that cannot be reached is never silent: each retry is an event
+// that says why and when the next attempt comes; a model that comes back
+// within the attempts lets the agent go on, and one that does not fails it
+// with troupe.ModelUnavailable after the last attempt.
+func TestModelRetriesAreEvents(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		fails   int32
+		retries int
+		ok      bool
+	}{
+		{"back after two failures", 2, 2, true},
+		{"dead", 1000, 9, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := quietEnv()
+			store, err := blob.Open(context.Background(), "mem://")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &flakyModel{fails: tc.fails}
+			g := agents.MustGraph("retry", "a", &agents.Agent{Name: "a", Instructions: "a"})
+			r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Register(env)
+			env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "retry", Agent: "a", RunID: "run", Pending: []agents.Item{agents.UserMessage("hi")}})
+			err = env.GetWorkflowError()
+			if tc.ok != (err == nil) {
+				t.Fatalf("agent error = %v, want ok %v", err, tc.ok)
+			}
+			if !tc.ok && workflows.ErrorType(err) != workflows.ErrModelRetryable {
+				t.Errorf("error type %q, want %s", workflows.ErrorType(err), workflows.ErrModelRetryable)
+			}
+			if got, want := int(m.calls.Load()), tc.retries+1; got != want {
+				t.Errorf("%d model calls, want %d", got, want)
+			}
+			q, err := env.QueryWorkflow(workflows.EventsQuery, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var events []workflows.Event
+			if err := q.Get(&events); err != nil {
+				t.Fatal(err)
+			}
+			var retries []string
+			for _, e := range events {
+				if e.Kind == workflows.EventModelRetry {
+					retries = append(retries, e.Detail)
+				}
+			}
+			if len(retries) != tc.retries {
+				t.Fatalf("%d retry events, want %d: %q", len(retries), tc.retries, retries)
+			}
+			want := []string{"model unreachable: dial tcp 127.0.0.1:9: connect: connection refused; retry 2 of 10 in 1s",
+				"model unreachable: dial tcp 127.0.0.1:9: connect: connection refused; retry 3 of 10 in 2s"}
+			for i, w := range want {
+				if retries[i] != w {
+					t.Errorf("retry event %d = %q, want %q", i, retries[i], w)
+				}
+			}
+			if !tc.ok && !strings.HasSuffix(retries[len(retries)-1], "retry 10 of 10 in 1m0s") {
+				t.Errorf("last retry event = %q", retries[len(retries)-1])
+			}
+		})
+	}
+}
