@@ -136,7 +136,7 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 	call := func() error {
 		if local {
 			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-				StartToCloseTimeout: r.cfg.ModelTimeout, RetryPolicy: retry,
+				StartToCloseTimeout: r.cfg.ModelTimeout, RetryPolicy: retry, Summary: modelSummary(in),
 			})
 			return workflow.ExecuteLocalActivity(lctx, ModelActivityName, in).Get(ctx, out)
 		}
@@ -144,6 +144,7 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			StartToCloseTimeout: r.cfg.ModelTimeout,
 			HeartbeatTimeout:    r.cfg.HeartbeatTimeout,
 			RetryPolicy:         retry,
+			Summary:             modelSummary(in),
 		})
 		return workflow.ExecuteActivity(actx, ModelActivityName, in).Get(ctx, out)
 	}
@@ -162,6 +163,11 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			return err
 		}
 	}
+}
+
+// modelSummary is what the Web UI shows of a model call.
+func modelSummary(in ModelInput) string {
+	return fmt.Sprintf("model turn %d of %s", in.Run.Turn, in.Agent)
 }
 
 // retryable reports whether an activity's failure may pass on a retry: a

@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -178,12 +179,14 @@ func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, c agent
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: tool.Timeout,
 			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+			Summary:             callSummary(c),
 		})
 		return workflow.ExecuteActivity(actx, ToolActivityName, ti)
 	default:
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			StartToCloseTimeout: tool.Timeout,
 			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+			Summary:             callSummary(c),
 		})
 		return workflow.ExecuteLocalActivity(lctx, ToolActivityName, ti)
 	}
@@ -222,7 +225,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 			output = fmt.Sprintf("Error: agent tool %s failed: %v", c.Name, err)
 		case tool.Extractor:
 			*usage = usage.Add(rr.Usage)
-			lctx := workflow.WithLocalActivityOptions(gctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute})
+			lctx := workflow.WithLocalActivityOptions(gctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, Summary: "extract the output of " + c.Name})
 			ex := ExtractInput{Graph: t.in.Graph, Agent: t.in.Agent, Tool: c.Name, Result: agents.ToolRunResult{Agent: rr.Agent, Output: rr.Output}}
 			if err := workflow.ExecuteLocalActivity(lctx, ExtractActivityName, ex).Get(gctx, &output); err != nil {
 				output = fmt.Sprintf("Error: output extractor of %s failed: %v", c.Name, err)
@@ -250,4 +253,16 @@ func (t *turnCalls) handoff(ctx workflow.Context, h *agents.Item, done map[strin
 	}
 	done[h.CallID] = runtime.HandoffOutput(h.CallID, tool.Target)
 	return h
+}
+
+// callSummary is what the Web UI shows of a tool call: the tool's name,
+// and for a command the command ("exec_command: go test ./...").
+func callSummary(c agents.Item) string {
+	var args struct {
+		Cmd string `json:"cmd"`
+	}
+	if json.Unmarshal([]byte(c.Arguments), &args) == nil && args.Cmd != "" {
+		return c.Name + ": " + preview(strings.Join(strings.Fields(args.Cmd), " "), 200)
+	}
+	return c.Name
 }

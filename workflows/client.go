@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,8 +26,9 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInpu
 		return nil, err
 	}
 	opts := client.StartWorkflowOptions{
-		ID:        fmt.Sprintf("troupe-%s-%s", in.Graph, uuid.NewString()[:8]),
-		TaskQueue: taskQueue,
+		ID:            fmt.Sprintf("troupe-%s-%s", in.Graph, uuid.NewString()[:8]),
+		TaskQueue:     taskQueue,
+		StaticSummary: runSummary(in),
 	}
 	run, err := c.ExecuteWorkflow(ctx, opts, OrchestratorWorkflowName, in)
 	if err != nil {
@@ -69,6 +71,7 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 		TaskQueue:                taskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		StaticSummary:            runSummary(in),
 	}
 	run, err := c.ExecuteWorkflow(ctx, opts, OrchestratorWorkflowName, in)
 	if err != nil {
@@ -265,4 +268,10 @@ func KeepOpen(ctx context.Context, c client.Client, namespace string) func(label
 		}
 		return d.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
 	}
+}
+
+// runSummary is what the Web UI shows of a run: its graph and the user's
+// message.
+func runSummary(in RunInput) string {
+	return in.Graph + ": " + preview(strings.Join(strings.Fields(in.Input), " "), 200)
 }

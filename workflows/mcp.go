@@ -144,6 +144,7 @@ func (m *mcpTools) refresh(ctx workflow.Context) error {
 
 func (m *mcpTools) list(ctx workflow.Context, queue string) error {
 	opts := workflow.ActivityOptions{
+		Summary:             "list the MCP tools",
 		StartToCloseTimeout: 2 * time.Minute,
 		HeartbeatTimeout:    m.r.cfg.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
@@ -188,6 +189,7 @@ func (m *mcpTools) call(ctx workflow.Context, c agents.Item, outputKey string) w
 	}
 	srv := m.agent.MCPServer(ref.Server)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                c.Name + " (MCP server " + ref.Server + ")",
 		TaskQueue:              m.cat.Queue,
 		ScheduleToStartTimeout: m.r.cfg.HostTimeout,
 		// A call may first restart its server and list its tools (the

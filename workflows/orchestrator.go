@@ -80,7 +80,8 @@ func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphS
 		}
 		res.Path = append(res.Path, current)
 		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: current, Child: childID})
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID, WorkflowTaskTimeout: agentTaskTimeout})
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID, WorkflowTaskTimeout: agentTaskTimeout,
+			StaticSummary: "agent " + current})
 		var ar AgentResult
 		if err := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in).Get(ctx, &ar); err != nil {
 			return nil, err
@@ -108,6 +109,7 @@ func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphS
 		if h.Hooks {
 			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 				StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3},
+				Summary: "handoff " + current + " → " + h.Target,
 			})
 			hi := HandoffInput{Graph: spec.Graph, From: current, Tool: h.Name, Transcript: ar.Transcript, Pending: ar.Pending,
 				Run:    agents.RunContext{WorkflowID: childID, RunID: in.RunID, Agent: current, Turn: ar.Turns, Vars: in.Vars},

@@ -394,7 +394,12 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 	// the workflow closes; see the package doc). StartToClose only bounds
 	// a live worker's create, so it is generous, for big manifests and
 	// restores.
+	summary := "create the sandbox"
+	if snapshot != "" {
+		summary = "restore the sandbox from its last snapshot"
+	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:             summary,
 		StartToCloseTimeout: 30 * time.Minute,
 		HeartbeatTimeout:    s.r.cfg.HostTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
@@ -421,8 +426,9 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 
 // hostCtx routes an activity to the store holding the sandbox sb; a host
 // that is gone shows as a schedule-to-start timeout.
-func (s *sandboxLife) hostCtx(ctx workflow.Context, sb runtime.LeasedSandbox, timeout time.Duration) workflow.Context {
+func (s *sandboxLife) hostCtx(ctx workflow.Context, sb runtime.LeasedSandbox, timeout time.Duration, summary string) workflow.Context {
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
 		TaskQueue:              sb.Queue,
 		ScheduleToStartTimeout: s.r.cfg.HostTimeout,
 		HeartbeatTimeout:       s.r.cfg.HostTimeout,
@@ -440,7 +446,7 @@ func (s *sandboxLife) call(ctx workflow.Context, ti ToolInput, timeout time.Dura
 		return f
 	}
 	sb := *s.lease.Sandbox
-	inner := workflow.ExecuteActivity(s.hostCtx(ctx, sb, timeout), SandboxToolActivityName, SandboxToolInput{Tool: ti, Sandbox: sb.State})
+	inner := workflow.ExecuteActivity(s.hostCtx(ctx, sb, timeout, callSummary(ti.Call)), SandboxToolActivityName, SandboxToolInput{Tool: ti, Sandbox: sb.State})
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { _ = s.lease.CallEnded() }()
 		var item agents.Item
@@ -480,7 +486,7 @@ func (s *sandboxLife) lost(ctx workflow.Context, err error) {
 		// The host is there but the sandbox died: clear what is left of it
 		// (a stopped container, its workspace). Best effort; a host that
 		// is gone has its own orphan reaping.
-		_ = workflow.ExecuteActivity(s.hostCtx(ctx, dead, time.Minute), SandboxStopActivityName, dead.State).Get(ctx, nil)
+		_ = workflow.ExecuteActivity(s.hostCtx(ctx, dead, time.Minute, "clear the lost sandbox"), SandboxStopActivityName, dead.State).Get(ctx, nil)
 	}
 }
 
@@ -504,7 +510,7 @@ func (s *sandboxLife) afterTurn(ctx workflow.Context) {
 func (s *sandboxLife) snapshotNow(ctx workflow.Context) error {
 	sb := *s.lease.Sandbox
 	var key string
-	if err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 10*time.Minute), SandboxSnapshotActivityName, sb.State).Get(ctx, &key); err != nil {
+	if err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 10*time.Minute, "snapshot the sandbox"), SandboxSnapshotActivityName, sb.State).Get(ctx, &key); err != nil {
 		return err
 	}
 	if s.lease.Live() {
@@ -546,7 +552,7 @@ func (s *sandboxLife) stopNow(ctx workflow.Context, kind string) {
 		return
 	}
 	sb := *s.lease.Sandbox
-	err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 5*time.Minute), SandboxStopActivityName, sb.State).Get(ctx, nil)
+	err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 5*time.Minute, "stop the sandbox"), SandboxStopActivityName, sb.State).Get(ctx, nil)
 	detail := sb.State.Backend + " sandbox " + sb.State.ID
 	if err != nil {
 		detail += " (stop failed: " + err.Error() + ")"
