@@ -159,11 +159,19 @@ func (g *Graph) index(a *Agent) []error {
 		refs[spec.Name] = ref
 		specs = append(specs, spec)
 	}
+	if a.Sandbox != nil {
+		if err := a.Sandbox.Manifest.Check(); err != nil {
+			errs = append(errs, fmt.Errorf("agent %q: %w", a.Name, err))
+		}
+	}
 	tools := a.Tools
 	for _, c := range a.Capabilities {
 		if c == nil {
 			errs = append(errs, fmt.Errorf("agent %q: nil capability", a.Name))
 			continue
+		}
+		if err := c.Manifest().Check(); err != nil {
+			errs = append(errs, fmt.Errorf("agent %q: capability %s: %w", a.Name, c.Name(), err))
 		}
 		if a.Sandbox == nil {
 			errs = append(errs, fmt.Errorf("agent %q: capability %s needs a sandbox agent (set Agent.Sandbox)", a.Name, c.Name()))

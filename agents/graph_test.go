@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 type echoArgs struct {
@@ -47,6 +48,14 @@ func TestNewGraphValidation(t *testing.T) {
 		{"two MCP servers of one name", "a", []*agents.Agent{{Name: "a", MCPServers: []*agents.MCPServer{{Name: "s", URL: "http://x"}, {Name: "s", URL: "http://y"}}}}, `two MCP servers named "s"`},
 		{"exposed with a bad name", "a", []*agents.Agent{{Name: "a", Expose: agents.Expose("bad name", "")}}, `tool "bad name" must match`},
 		{"exposure not built", "a", []*agents.Agent{{Name: "a", Expose: &agents.Exposure{Name: "x"}}}, "build its Exposure with agents.Expose"},
+		{"manifest path with ..", "a", []*agents.Agent{{Name: "a", Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{
+			Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "../outside", Content: "x"}}}}}}, `agent "a": manifest entry 0 (file "../outside")`},
+		{"manifest absolute path", "a", []*agents.Agent{{Name: "a", Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{
+			Entries: []sandbox.Entry{{Kind: sandbox.EntryDir, Path: "/etc/x"}}}}}}, `"/etc/x" is absolute`},
+		{"manifest unknown kind", "a", []*agents.Agent{{Name: "a", Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{
+			Entries: []sandbox.Entry{{Kind: "symlink", Path: "l"}}}}}}, `unknown kind "symlink"`},
+		{"manifest env name", "a", []*agents.Agent{{Name: "a", Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{
+			Env: map[string]string{"A=B": "x"}}}}}, `manifest env: invalid name "A=B"`},
 		{"two agents exposed as one tool", "a", []*agents.Agent{
 			{Name: "a", Expose: agents.Expose("ask", "")}, {Name: "b", Expose: agents.Expose("ask", "")},
 		}, `both exposed as "ask"`},

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os/exec"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -244,8 +246,12 @@ func (a *Activities) MCPTools(ctx context.Context, in MCPToolsInput) (*MCPCatalo
 	for _, srv := range agent.MCPServers {
 		l, err := heartbeating(ctx, func() (*mcp.Listing, error) { return a.r.mcp.Tools(ctx, srv) })
 		if err != nil {
-			return nil, temporal.NewApplicationErrorWithCause(
-				fmt.Sprintf("agent %s: listing the tools of MCP server %s: %v", agent.Name, srv.Name, err), ErrMCP, err)
+			msg := fmt.Sprintf("agent %s: listing the tools of MCP server %s: %v", agent.Name, srv.Name, err)
+			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+				// A command that cannot run will not run on a retry either.
+				return nil, temporal.NewNonRetryableApplicationError(msg, ErrMCP, err)
+			}
+			return nil, temporal.NewApplicationErrorWithCause(msg, ErrMCP, err)
 		}
 		for _, t := range l.Tools {
 			if other, dup := owner[t.Name]; dup {

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -229,5 +230,38 @@ func TestMCPHostLost(t *testing.T) {
 	// StartWorkers, on the workflow's own queue).
 	if len(lists) != 3 {
 		t.Errorf("listings ran on queues %q, want three", lists)
+	}
+}
+
+// A stdio MCP server whose command cannot run: the worker refuses to
+// start and names it (CheckHost), and listing its tools fails at once,
+// not after retries.
+func TestMCPCommandMissing(t *testing.T) {
+	store, _ := blob.Open(context.Background(), "mem://")
+	graph := func(command string) *agents.Graph {
+		return agents.MustGraph("mcp_missing", "user", &agents.Agent{Name: "user", Instructions: "user",
+			MCPServers: []*agents.MCPServer{{Name: "ghost", Command: []string{command, "stdio"}}}})
+	}
+	ok, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{graph("sh")}, Model: &funcModel{}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ok.CheckHost(); err != nil {
+		t.Errorf("CheckHost with sh as the command: %v", err)
+	}
+	for _, command := range []string{"troupe-no-such-mcp-server", "/nonexistent/troupe-mcp"} {
+		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{graph(command)}, Model: &funcModel{}, Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		if err := r.CheckHost(); err == nil || !strings.Contains(err.Error(), `agent user: MCP server ghost: command "`+command+`" cannot run on this worker`) {
+			t.Errorf("CheckHost = %v, want it to name the server and the command", err)
+		}
+		_, err = r.Activities().MCPTools(context.Background(), workflows.MCPToolsInput{Graph: "mcp_missing", Agent: "user"})
+		var ae *temporal.ApplicationError
+		if !errors.As(err, &ae) || !ae.NonRetryable() || ae.Type() != workflows.ErrMCP {
+			t.Errorf("MCPTools with the command %s = %v, want a non-retryable %s", command, err, workflows.ErrMCP)
+		}
 	}
 }

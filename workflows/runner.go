@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -205,6 +206,28 @@ func NewRunner(cfg Config) (*Runner, error) {
 	return r, nil
 }
 
+// CheckHost checks that this host can run what the graphs need of it: the
+// command of every stdio MCP server is on PATH. StartWorkers calls it, so
+// a worker that could not start an agent's MCP server refuses to start
+// and says which, rather than failing the agent's first turn.
+func (r *Runner) CheckHost() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(r.graphs)) {
+		for _, a := range r.graphs[name].Agents() {
+			for _, srv := range a.MCPServers {
+				if len(srv.Command) == 0 {
+					continue
+				}
+				if _, err := exec.LookPath(srv.Command[0]); err != nil {
+					errs = append(errs, fmt.Errorf("workflows: graph %s, agent %s: MCP server %s: command %q cannot run on this worker (%w); install it or fix the server's Command",
+						name, a.Name, srv.Name, srv.Command[0], err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Register registers the workflows and activities on a worker.
 func (r *Runner) Register(w worker.Registry) {
 	r.RegisterWorkflows(w)
@@ -389,6 +412,9 @@ func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
 func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Options) (stop func(), err error) {
 	if taskQueue == "" {
 		taskQueue = DefaultTaskQueue
+	}
+	if err := r.CheckHost(); err != nil {
+		return nil, err
 	}
 	if id, err := ClusterID(context.Background(), c); err == nil {
 		r.cluster.Store(&id)

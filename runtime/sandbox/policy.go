@@ -74,9 +74,22 @@ func (p Policy) allows(source string) (string, error) {
 // nothing. Escapes found only later, such as a symlink in a git tree, are
 // reported by Materialize, still before anything is written.
 func (m Manifest) Validate(p Policy) error {
+	return m.validate(func(e Entry) error { return e.validate(p) })
+}
+
+// Check checks what needs no host: each entry's path (workspace-relative,
+// no ".." element), kind and fields, and the environment's names and
+// values. Validate checks the same and the host sources; an agent graph
+// checks its sandbox agents' manifests with Check, so that a bad manifest
+// fails when the graph is made, not after a model turn.
+func (m Manifest) Check() error {
+	return m.validate(func(e Entry) error { _, err := e.check(); return err })
+}
+
+func (m Manifest) validate(entry func(Entry) error) error {
 	var errs []error
 	for i, e := range m.Entries {
-		if err := e.validate(p); err != nil {
+		if err := entry(e); err != nil {
 			errs = append(errs, fmt.Errorf("manifest entry %d (%s %q): %w", i, e.Kind, e.Path, err))
 		}
 	}
@@ -107,18 +120,19 @@ func (m Manifest) EphemeralPaths() []string {
 	return out
 }
 
-func (e Entry) validate(p Policy) error {
+// check checks what of e needs no host, and returns its clean path.
+func (e Entry) check() (string, error) {
 	clean, err := CleanPath(e.Path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if e.Mode&^0o777 != 0 {
-		return fmt.Errorf("mode %#o has bits beyond the permission bits 0777", e.Mode)
+		return "", fmt.Errorf("mode %#o has bits beyond the permission bits 0777", e.Mode)
 	}
 	switch e.Kind {
 	case EntryFile, EntryDir, EntryLocalFile, EntryLocalDir, EntryGitRepo:
 	default:
-		return fmt.Errorf("unknown kind %q", e.Kind)
+		return "", fmt.Errorf("unknown kind %q", e.Kind)
 	}
 	isHost := e.Kind == EntryLocalFile || e.Kind == EntryLocalDir || e.Kind == EntryGitRepo
 	isGit := e.Kind == EntryGitRepo
@@ -142,10 +156,21 @@ func (e Entry) validate(p Policy) error {
 		notFor("source")
 	}
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return "", err
 	}
 	if clean == "." && (e.Kind == EntryFile || e.Kind == EntryLocalFile) {
-		return fmt.Errorf("%w: a %s entry cannot be the workspace root", ErrPathEscape, e.Kind)
+		return "", fmt.Errorf("%w: a %s entry cannot be the workspace root", ErrPathEscape, e.Kind)
+	}
+	if e.Kind == EntryGitRepo && e.Depth < 0 {
+		return "", fmt.Errorf("depth %d is negative", e.Depth)
+	}
+	return clean, nil
+}
+
+// validate checks e, its host source against p included.
+func (e Entry) validate(p Policy) error {
+	if _, err := e.check(); err != nil {
+		return err
 	}
 	switch e.Kind {
 	case EntryLocalFile:
@@ -164,9 +189,6 @@ func (e Entry) validate(p Policy) error {
 		}
 		return checkTreeLinks(src)
 	case EntryGitRepo:
-		if e.Depth < 0 {
-			return fmt.Errorf("depth %d is negative", e.Depth)
-		}
 		local, remote, err := gitSource(e.Source)
 		if err != nil {
 			return err
