@@ -21,6 +21,9 @@ type Graph struct {
 	// Flags are the graph's own `troupe run` flags; each value set becomes
 	// the run variable of the same name.
 	Flags []Flag
+	// DefaultInput is the input of `troupe run` when none is given; a
+	// graph without one needs it.
+	DefaultInput string
 }
 
 // Flag is a `troupe run` flag of a graph.

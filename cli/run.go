@@ -34,9 +34,8 @@ func runCommand(graphs []Graph) *cobra.Command {
 	)
 	graphFlags := map[string]*string{}
 	cmd := &cobra.Command{
-		Use:   "run [flags] INPUT",
+		Use:   "run [flags] [INPUT]",
 		Short: "Run a graph to completion, showing live progress on stderr and the final output on stdout",
-		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if graphName == "" && len(graphs) == 1 {
 				graphName = graphs[0].Graph.Name()
@@ -45,7 +44,13 @@ func runCommand(graphs []Graph) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			in := workflows.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: strings.Join(args, " "), Vars: map[string]string{}}
+			input := strings.Join(args, " ")
+			if strings.TrimSpace(input) == "" {
+				if input = g.DefaultInput; input == "" {
+					return fmt.Errorf("graph %s needs an input: troupe run --graph %s \"what to do\"", g.Graph.Name(), g.Graph.Name())
+				}
+			}
+			in := workflows.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: input, Vars: map[string]string{}}
 			var roots []string
 			for _, f := range g.Flags {
 				v := graphFlags[f.Name]

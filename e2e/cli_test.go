@@ -141,3 +141,15 @@ func TestCLIDeadModel(t *testing.T) {
 		t.Errorf("retry line = %q, want it to say why (connection refused) and when", line)
 	}
 }
+
+// TestCLIRunNeedsInput: a graph without a default input says how to give
+// one, before anything starts.
+func TestCLIRunNeedsInput(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
+	cmd.SetArgs([]string{"run", "--graph", "dealdesk"})
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `graph dealdesk needs an input: troupe run --graph dealdesk "what to do"`) {
+		t.Fatalf("troupe run without an input: %v", err)
+	}
+}

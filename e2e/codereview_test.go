@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
+	"github.com/troupe-dev/troupe/examples/builtin"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -280,15 +281,11 @@ func TestCodeReviewCLI(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", temporalAddr)
 	t.Setenv("TROUPE_HOME", home)
 	out := filepath.Join(t.TempDir(), "review")
-	// The graph as cmd/troupe serves it.
-	graph := cli.Graph{Graph: codereview.Graph(), Scenario: codereview.Scenario, Flags: []cli.Flag{
-		{Name: codereview.VarRepo, Usage: "repository to review", HostPath: true},
-		{Name: codereview.VarRef, Usage: "ref or range to review", Default: "HEAD"},
-		{Name: codereview.VarOut, Usage: "report directory", Default: "."},
-	}}
+	// The graphs as cmd/troupe serves them; no input, so the graph's
+	// default request (a full review).
 	var stdout, stderr bytes.Buffer
-	cmd := cli.Command([]cli.Graph{graph}, &stdout, &stderr)
-	cmd.SetArgs([]string{"run", "--graph", "codereview", "--repo", repo, "--ref", "HEAD", "--out", out, "--json", "Review this change"})
+	cmd := cli.Command(builtin.Graphs(), &stdout, &stderr)
+	cmd.SetArgs([]string{"run", "--graph", "codereview", "--repo", repo, "--ref", "HEAD", "--out", out, "--json"})
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
 	}

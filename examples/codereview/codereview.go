@@ -226,6 +226,10 @@ func checkLocal(repo, ref string) error {
 	return nil
 }
 
+// DefaultRequest is the input of a review that asks for nothing in
+// particular: a full review.
+const DefaultRequest = "Review this change."
+
 // ReviewRequest is the input of the code-review pipeline as an MCP tool.
 type ReviewRequest struct {
 	// Repo is the repository: a path on the worker's host (under its
@@ -284,7 +288,7 @@ var exposure = func() *agents.Exposure {
 			if err := checkRequestRepo(r.Repo); err != nil {
 				return agents.ExposedRun{}, err
 			}
-			run := agents.ExposedRun{Input: "Review this change.", Vars: map[string]string{VarRepo: r.Repo, VarOut: ReportDir(r)}}
+			run := agents.ExposedRun{Input: DefaultRequest, Vars: map[string]string{VarRepo: r.Repo, VarOut: ReportDir(r)}}
 			if r.Ref != nil && *r.Ref != "" {
 				run.Vars[VarRef] = *r.Ref
 			}
