@@ -228,7 +228,11 @@ func (r *Runner) CheckHost() error {
 	return errors.Join(errs...)
 }
 
-// Register registers the workflows and activities on a worker.
+// Register registers the workflows and activities on a worker (or a
+// test environment). A real worker serves one task queue, and the
+// sandbox and MCP activities of a run go to this host's sandbox store's
+// queue and to the MCP sessions' queue too: use StartWorkers, which
+// starts them all.
 func (r *Runner) Register(w worker.Registry) {
 	r.RegisterWorkflows(w)
 	r.RegisterActivities(w)
