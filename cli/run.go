@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.temporal.io/sdk/temporal"
 	"io"
 	"log/slog"
 	"os"
@@ -30,6 +31,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 		graphName, agent string
 		wo               workerOptions
 		asJSON, quiet    bool
+		verbose          bool
 		vars             []string
 	)
 	graphFlags := map[string]*string{}
@@ -89,7 +91,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 				progress = io.Discard
 			}
 			wo.roots = roots
-			return runGraph(cmd.Context(), graphs, in, wo, asJSON, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
+			return runGraph(cmd.Context(), graphs, in, wo, runOutput{json: asJSON, verbose: verbose}, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
 		},
 	}
 	for _, g := range graphs {
@@ -104,6 +106,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().StringVar(&agent, "agent", "", "agent to start at (default: the graph's entry agent)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole run result as JSON")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "do not show progress")
+	cmd.Flags().BoolVar(&verbose, "verbose", false, "on failure, show the whole chain of errors and where the log is")
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "run variable KEY=VALUE (repeatable)")
 	cmd.Flags().StringVar(&wo.taskQueue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
 	addSandboxFlags(cmd.Flags(), &wo)
@@ -112,11 +115,25 @@ func runCommand(graphs []Graph) *cobra.Command {
 
 // runGraph runs in on the workers of wo.taskQueue or, when it is empty, on
 // a worker of this process.
-func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo workerOptions, asJSON bool, stdout, progress, stderr io.Writer) error {
+// runOutput is how `troupe run` shows its result.
+type runOutput struct {
+	// json prints the result (or the failure) as JSON on stdout.
+	json bool
+	// verbose shows a failure's whole chain of errors.
+	verbose bool
+}
+
+func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo workerOptions, out runOutput, stdout, progress, stderr io.Writer) error {
 	opts, err := clientOptionsFromEnv()
 	if err != nil {
 		return err
 	}
+	logger, logPath, closeLog, err := runLog()
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	opts.Logger = logger
 	c, namespace, closeClient, err := connect(ctx, opts, stderr)
 	if err != nil {
 		return err
@@ -148,9 +165,18 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 	cancel()
 	<-followed
 	if err != nil {
-		return fmt.Errorf("run %s failed: %w", run.GetID(), err)
+		f := describeFailure(run.GetID(), err)
+		if out.json {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			_ = enc.Encode(f)
+		}
+		if out.verbose {
+			fmt.Fprintf(stderr, "troupe: run %s failed:\n  %s\n  the SDK's log: %s\n", run.GetID(), err, logPath)
+		}
+		return f
 	}
-	if asJSON {
+	if out.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
@@ -182,7 +208,9 @@ func connect(ctx context.Context, opts client.Options, stderr io.Writer) (client
 		stopServer = func() { srv.Stop() }
 		opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS, opts.Credentials = srv.FrontendAddress(), srv.Namespace(), nil, nil
 	}
-	opts.Logger = quietLogger()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		stopServer()
@@ -271,4 +299,77 @@ func oneLine(s string) string {
 // rather than a path.
 func isURL(s string) bool {
 	return strings.Contains(s, "://") || strings.HasPrefix(s, "git@")
+}
+
+// runLog opens the log of this `troupe run`'s Temporal SDK (its client and
+// worker), $TROUPE_HOME/logs/run-PID.log, so that nothing but the run's
+// progress shows on the terminal.
+func runLog() (log.Logger, string, func(), error) {
+	dir, err := home()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	dir = filepath.Join(dir, "logs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", nil, err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("run-%d.log", os.Getpid()))
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	l := log.NewStructuredLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	return l, path, func() { f.Close() }, nil
+}
+
+// RunFailure is a failed run, as `troupe run` tells it: the agent that
+// failed, the error's type (one of the workflows.Err* types) and what went
+// wrong. Its Error is one line; with --json it is printed as
+// {"workflow_id", "error": {"type", "message"}, "agent"}.
+type RunFailure struct {
+	WorkflowID string      `json:"workflow_id"`
+	Agent      string      `json:"agent,omitempty"`
+	Err        FailureInfo `json:"error"`
+}
+
+// FailureInfo is a run failure's typed error.
+type FailureInfo struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func (f *RunFailure) Error() string {
+	who := "the run"
+	if f.Agent != "" {
+		who = "agent " + f.Agent
+	}
+	if f.Err.Type == "" {
+		return fmt.Sprintf("%s failed: %s", who, f.Err.Message)
+	}
+	return fmt.Sprintf("%s failed: %s: %s", who, f.Err.Type, f.Err.Message)
+}
+
+// describeFailure reads a run's failure: the innermost agent workflow
+// that failed, and the first typed error of the chain.
+func describeFailure(id string, err error) *RunFailure {
+	f := &RunFailure{WorkflowID: id, Err: FailureInfo{Message: err.Error()}}
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var child *temporal.ChildWorkflowExecutionError
+		if !errors.As(e, &child) {
+			break
+		}
+		id := child.WorkflowID()
+		if i := strings.LastIndexByte(id, '/'); i >= 0 {
+			id = id[i+1:]
+		}
+		if _, name, ok := strings.Cut(id, "-"); ok {
+			f.Agent = name
+		}
+		e = child
+	}
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		f.Err = FailureInfo{Type: ae.Type(), Message: ae.Message()}
+	}
+	return f
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +154,45 @@ func TestCLIRunNeedsInput(t *testing.T) {
 	err := cmd.ExecuteContext(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `graph dealdesk needs an input: troupe run --graph dealdesk "what to do"`) {
 		t.Fatalf("troupe run without an input: %v", err)
+	}
+}
+
+// TestCLIRunFailure: a failed run is one line that names the agent, the
+// error's type and what went wrong; --json prints it as JSON on stdout;
+// the SDK's log goes to a file under TROUPE_HOME, not amid the progress.
+func TestCLIRunFailure(t *testing.T) {
+	// A model server that refuses every request, as OpenAI does a bad key.
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
+	}))
+	defer refuse.Close()
+	home := t.TempDir()
+	t.Setenv("OPENAI_API_KEY", "bad")
+	t.Setenv("OPENAI_BASE_URL", refuse.URL+"/v1")
+	t.Setenv("TEMPORAL_ADDRESS", temporalAddr)
+	t.Setenv("TROUPE_HOME", home)
+	var stdout, stderr bytes.Buffer
+	cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
+	cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
+	err := cmd.ExecuteContext(context.Background())
+	const want = "agent triage failed: troupe.ModelError: model: HTTP 401 invalid_request_error: Incorrect API key provided."
+	if err == nil || err.Error() != want {
+		t.Fatalf("troupe run = %v, want %q", err, want)
+	}
+	var f cli.RunFailure
+	if err := json.Unmarshal(stdout.Bytes(), &f); err != nil {
+		t.Fatalf("stdout is not a failure: %v\n%s", err, stdout.String())
+	}
+	if f.WorkflowID == "" || f.Agent != "triage" || f.Err.Type != workflows.ErrModel || !strings.Contains(f.Err.Message, "HTTP 401") {
+		t.Errorf("--json failure = %+v", f)
+	}
+	if strings.Contains(stderr.String(), "level=") {
+		t.Errorf("SDK log lines amid the progress:\n%s", stderr.String())
+	}
+	logs, _ := filepath.Glob(filepath.Join(home, "logs", "run-*.log"))
+	if len(logs) != 1 {
+		t.Errorf("SDK logs in TROUPE_HOME/logs: %v, want one", logs)
 	}
 }

@@ -3,7 +3,9 @@ package workflows
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -81,7 +83,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		}
 		// The innermost cause ("connection refused") goes along as the
 		// error's details, for the retry events.
-		return nil, temporal.NewApplicationErrorWithCause(err.Error(), ErrModelRetryable, err, innermost(err))
+		return nil, temporal.NewApplicationErrorWithCause(modelErrorMessage(err), ErrModelRetryable, err, innermost(err))
 	}
 	for i := range resp.Output {
 		resp.Output[i].Agent = agent.Name
@@ -122,6 +124,17 @@ func offered(specs []agents.ToolSpec, in ModelInput) []agents.ToolSpec {
 		}
 	}
 	return slices.Clip(out)
+}
+
+// modelErrorMessage says what went wrong with a model call: where the
+// model could not be reached and why, or what it answered.
+func modelErrorMessage(err error) string {
+	var ue *url.Error
+	var ae *model.APIError
+	if errors.As(err, &ae) && ae.StatusCode == 0 && errors.As(err, &ue) {
+		return fmt.Sprintf("model unreachable at %s (%s)", ue.URL, innermost(err))
+	}
+	return err.Error()
 }
 
 // innermost is the message of the innermost error of err's chain (the

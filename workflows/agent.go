@@ -153,8 +153,16 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 	}
 	for attempt := 1; ; attempt++ {
 		err := call()
-		if err == nil || attempt == modelAttempts || !retryable(err) || ctx.Err() != nil {
+		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
+		}
+		if attempt == modelAttempts {
+			var ae *temporal.ApplicationError
+			msg := err.Error()
+			if errors.As(err, &ae) {
+				msg = ae.Message()
+			}
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s after %d attempts", msg, attempt), ErrModelRetryable, err)
 		}
 		wait := modelBackoff(attempt)
 		rec.add(ctx, Event{Kind: EventModelRetry, Agent: in.Agent, Turn: in.Run.Turn,

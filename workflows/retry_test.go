@@ -60,8 +60,8 @@ func TestModelRetriesAreEvents(t *testing.T) {
 			if tc.ok != (err == nil) {
 				t.Fatalf("agent error = %v, want ok %v", err, tc.ok)
 			}
-			if !tc.ok && workflows.ErrorType(err) != workflows.ErrModelRetryable {
-				t.Errorf("error type %q, want %s", workflows.ErrorType(err), workflows.ErrModelRetryable)
+			if !tc.ok && (workflows.ErrorType(err) != workflows.ErrModelRetryable || !strings.Contains(err.Error(), "connection refused after 10 attempts")) {
+				t.Errorf("error %v of type %q, want %s saying why, after 10 attempts", err, workflows.ErrorType(err), workflows.ErrModelRetryable)
 			}
 			if got, want := int(m.calls.Load()), tc.retries+1; got != want {
 				t.Errorf("%d model calls, want %d", got, want)
