@@ -2,47 +2,113 @@ package e2e
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/troupe-dev/troupe/workflows"
 )
 
-// TestHistoryStaysSmall runs 300 turns, each with a 10 KB tool output,
-// and checks the real Temporal histories of the run stay under 4 MiB:
-// transcripts and large outputs travel by reference, not in payloads.
-func TestHistoryStaysSmall(t *testing.T) {
+// historyBound is the most events one run of an agent workflow may hold:
+// the worker's ContinueAfterEvents (2,000) and one turn's events. Runs of
+// this test continue after 100 turns first, at about 1,100 events.
+const historyBound = 2_200
+
+// TestLongRunContinuesAsNew runs one agent for 301 turns, each with a 10 KB
+// tool output, on a real Temporal server. The agent workflow continues as
+// new every 100 turns: every run's history stays under historyBound events
+// and the run's histories under 4 MiB in all (transcripts and large
+// outputs travel by reference), and the events followed from the start
+// arrive in order, each once, across the runs.
+func TestLongRunContinuesAsNew(t *testing.T) {
 	c := dial(t)
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, "", nil)
-	res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "long", Input: "loop"})
+	ctx := context.Background()
+	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "long", Input: "loop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var looper []workflows.Event
+	fctx, stop := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e workflows.Event) {
+			if e.WorkflowID == run.GetID()+"/0-looper" {
+				mu.Lock()
+				looper = append(looper, e)
+				mu.Unlock()
+			}
+		})
+	}()
+	var res workflows.RunResult
+	err = run.Get(ctx, &res)
+	stop()
+	<-followed
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(res.Output) != `"done after 301 turns"` || res.Turns != 301 || res.ToolCalls != 300 {
 		t.Fatalf("output %s after %d turns and %d tool calls", res.Output, res.Turns, res.ToolCalls)
 	}
-	total := 0
-	for _, id := range []string{res.WorkflowID, res.WorkflowID + "/0-looper"} {
-		n, events := 0, 0
-		it := c.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+
+	// The looper's runs, from the first (as its parent started it) along
+	// the chain of continue-as-new.
+	history := func(id, runID string) (events []*historypb.HistoryEvent, size int) {
+		it := c.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			e, err := it.Next()
 			if err != nil {
 				t.Fatal(err)
 			}
-			n += proto.Size(e)
-			events++
+			events = append(events, e)
+			size += proto.Size(e)
 		}
-		if events == 0 {
-			t.Fatalf("no history for %s", id)
+		return events, size
+	}
+	parent, total := history(run.GetID(), "")
+	var runID string
+	for _, e := range parent {
+		if a := e.GetChildWorkflowExecutionStartedEventAttributes(); a != nil {
+			runID = a.GetWorkflowExecution().GetRunId()
 		}
-		t.Logf("%s: %d events, %d bytes", id, events, n)
-		total += n
+	}
+	runs := 0
+	for runID != "" {
+		events, size := history(run.GetID()+"/0-looper", runID)
+		runs++
+		total += size
+		t.Logf("looper run %d: %d events, %d bytes", runs, len(events), size)
+		if len(events) > historyBound {
+			t.Errorf("looper run %d holds %d events, over %d", runs, len(events), historyBound)
+		}
+		runID = events[len(events)-1].GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+	}
+	if runs < 3 {
+		t.Errorf("the looper took 301 turns in %d runs, want it to continue as new every 100 turns", runs)
 	}
 	if total >= 4<<20 {
 		t.Errorf("histories total %d bytes, want < 4 MiB", total)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	finals := 0
+	for i, e := range looper {
+		if e.Seq != i+1 {
+			t.Fatalf("the follower's event %d is numbered %d: a gap or a repeat across runs", i+1, e.Seq)
+		}
+		if e.Kind == workflows.EventFinal {
+			finals++
+		}
+	}
+	if finals != 1 || len(looper) < 600 {
+		t.Errorf("followed %d events of the looper with %d final outputs; want every turn's events and one final", len(looper), finals)
 	}
 }

@@ -52,7 +52,7 @@ func TestSort(t *testing.T) {
 		&agents.Agent{Name: "a", Tools: []agents.Tool{tool, agents.AsTool("b", "ask_b", "")},
 			Handoffs: []agents.Handoff{agents.HandoffTo("b"), agents.HandoffTo("c")}},
 		&agents.Agent{Name: "b"}, &agents.Agent{Name: "c"})
-	d := runtime.Sort(runtime.SpecOf(g, 5, 3, false).Agent("a"), []agents.Item{
+	d := runtime.Sort(runtime.SpecOf(g, runtime.RunSettings{MaxHandoffs: 5, MaxToolDepth: 3}).Agent("a"), []agents.Item{
 		agents.FunctionCall("1", "f", "{}"),
 		agents.FunctionCall("2", "ask_b", `{"input":"x"}`),
 		agents.FunctionCall("3", "transfer_to_c", "{}"),

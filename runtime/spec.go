@@ -24,6 +24,12 @@ type GraphSpec struct {
 	Entry string `json:"entry"`
 	// Agents are the graph's agents, in the graph's order.
 	Agents []AgentSpec `json:"agents"`
+	RunSettings
+}
+
+// RunSettings are the worker's settings that change a run's control flow,
+// fixed for the run when it starts.
+type RunSettings struct {
 	// MaxHandoffs bounds the handoffs of one chain of agents.
 	MaxHandoffs int `json:"max_handoffs"`
 	// MaxToolDepth bounds the nesting of agents-as-tools.
@@ -31,6 +37,11 @@ type GraphSpec struct {
 	// ModelActivities runs model calls as regular activities rather than
 	// local ones.
 	ModelActivities bool `json:"model_activities,omitempty"`
+	// ContinueAfterTurns and ContinueAfterEvents bound one run of an agent
+	// workflow: at the first turn boundary past either (turns taken in the
+	// run, events in its history), it continues as new. 0 never does.
+	ContinueAfterTurns  int `json:"continue_after_turns,omitempty"`
+	ContinueAfterEvents int `json:"continue_after_events,omitempty"`
 }
 
 // AgentSpec is what workflow code reads of one agent.
@@ -76,8 +87,8 @@ type ToolSpec struct {
 }
 
 // SpecOf takes the spec of g, with the run settings given.
-func SpecOf(g *agents.Graph, maxHandoffs, maxToolDepth int, modelActivities bool) *GraphSpec {
-	s := &GraphSpec{Graph: g.Name(), Entry: g.Entry(), MaxHandoffs: maxHandoffs, MaxToolDepth: maxToolDepth, ModelActivities: modelActivities}
+func SpecOf(g *agents.Graph, settings RunSettings) *GraphSpec {
+	s := &GraphSpec{Graph: g.Name(), Entry: g.Entry(), RunSettings: settings}
 	for _, a := range g.Agents() {
 		as := AgentSpec{Name: a.Name, MaxTurns: a.TurnLimit(), MaxOutputRetries: a.OutputRetryLimit(), Sandbox: a.Sandbox != nil}
 		for _, srv := range a.MCPServers {

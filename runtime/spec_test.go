@@ -24,8 +24,8 @@ func TestSpecOf(t *testing.T) {
 			MCPServers: []*agents.MCPServer{{Name: "m", Command: []string{"m"}, Timeout: 5 * time.Second}}},
 		&agents.Agent{Name: "b", MaxOutputRetries: -1},
 		&agents.Agent{Name: "c"})
-	spec := runtime.SpecOf(g, 4, 2, true)
-	want := &runtime.GraphSpec{Graph: "g", Entry: "a", MaxHandoffs: 4, MaxToolDepth: 2, ModelActivities: true, Agents: []runtime.AgentSpec{
+	spec := runtime.SpecOf(g, runtime.RunSettings{MaxHandoffs: 4, MaxToolDepth: 2, ModelActivities: true, ContinueAfterTurns: 7, ContinueAfterEvents: 70})
+	want := &runtime.GraphSpec{Graph: "g", Entry: "a", RunSettings: runtime.RunSettings{MaxHandoffs: 4, MaxToolDepth: 2, ModelActivities: true, ContinueAfterTurns: 7, ContinueAfterEvents: 70}, Agents: []runtime.AgentSpec{
 		{Name: "a", MaxTurns: 7, MaxOutputRetries: agents.DefaultMaxOutputRetries,
 			MCPServers: []runtime.MCPServerSpec{{Name: "m", CallTimeout: 5 * time.Second}},
 			Tools: []runtime.ToolSpec{

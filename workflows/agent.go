@@ -22,7 +22,13 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	if err != nil {
 		return nil, err
 	}
-	rec, err := newRecorder(ctx)
+	// Runs recorded before agents continued as new never do.
+	canContinue := workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) == 1
+	carry := in.Carry
+	if carry == nil {
+		carry = &AgentCarry{}
+	}
+	rec, err := newRecorder(ctx, carry.Events, carry.NextEvent)
 	if err != nil {
 		return nil, err
 	}
@@ -33,13 +39,23 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		transcript.Key = "transcripts/" + wfID
 	}
 	st := runtime.NewAgentState(agent.Name, transcript, in.Pending)
-	rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
+	if in.Carry != nil {
+		st = &carry.State
+	} else {
+		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
+	}
 	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in}
 	if agent.Sandbox {
 		calls.sb = newSandboxLife(r, rec, in.Graph, agent.Name, wfID, rc)
+		if carry.Lease != nil {
+			calls.sb.lease = carry.Lease
+			if carry.Lease.State == runtime.LeaseIdle {
+				calls.sb.touch(ctx) // The idle timer starts again.
+			}
+		}
 	}
 	if len(agent.MCPServers) > 0 {
-		calls.mt = &mcpTools{r: r, agent: agent, in: in, rc: &rc}
+		calls.mt = &mcpTools{r: r, agent: agent, in: in, rc: &rc, cat: carry.MCP, lost: carry.MCPLost}
 	}
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
@@ -58,9 +74,19 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	result := func() *AgentResult {
 		return &AgentResult{Agent: agent.Name, Transcript: st.Transcript, Turns: st.Turn, ToolCalls: st.ToolCalls, Usage: st.Usage}
 	}
-	for next := st.Begin(agent); ; {
+	// The turn the previous run was about to take, or the first.
+	next := runtime.Next{Action: runtime.CallModel, Turn: st.Turn}
+	if in.Carry == nil {
+		next = st.Begin(agent)
+	}
+	turnsInRun := 0
+	for {
 		switch next.Action {
 		case runtime.CallModel:
+			if canContinue && r.timeToContinue(ctx, spec, turnsInRun) {
+				return r.continueAsNew(ctx, in, st, calls, rec)
+			}
+			turnsInRun++
 			rc.Turn = next.Turn
 			if err := calls.mt.refresh(ctx); err != nil {
 				return fail(err)
@@ -104,6 +130,54 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			return fail(nonRetryable(ErrInternal, "agent %s: unknown next action %d", agent.Name, next.Action))
 		}
 	}
+}
+
+// versionContinueAsNew marks the change to agent workflows that continue
+// as new (a version marker first thing in each run).
+const versionContinueAsNew = "troupe.continue-as-new"
+
+// timeToContinue reports whether this run of an agent workflow should
+// continue as new before its next turn: it has taken the run's bound of
+// turns, its history has reached the run's bound of events, or the server
+// suggests it.
+func (r *Runner) timeToContinue(ctx workflow.Context, spec *runtime.GraphSpec, turnsInRun int) bool {
+	if turnsInRun == 0 {
+		return false // Every run takes a turn, so no run continues straight away.
+	}
+	info := workflow.GetInfo(ctx)
+	return spec.ContinueAfterTurns > 0 && turnsInRun >= spec.ContinueAfterTurns ||
+		spec.ContinueAfterEvents > 0 && info.GetCurrentHistoryLength() >= spec.ContinueAfterEvents ||
+		info.GetContinueAsNewSuggested()
+}
+
+// carriedEvents bounds the events a run carries into the next (each
+// under a kilobyte), to keep the carry far below the payload bound.
+const carriedEvents = 200
+
+// continueAsNew ends this run of the agent's workflow with its state
+// carried into the next: between turns, with no call running and the
+// sandbox not being suspended (it stays up, its lease carried).
+func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.AgentState, calls *turnCalls, rec *recorder) (*AgentResult, error) {
+	carry := &AgentCarry{State: *st}
+	if sb := calls.sb; sb != nil {
+		if sb.idleCancel != nil {
+			sb.idleCancel()
+		}
+		if err := workflow.Await(ctx, func() bool { return sb.lease.State != runtime.LeaseSuspending }); err != nil {
+			return nil, err
+		}
+		carry.Lease = sb.lease
+	}
+	if mt := calls.mt; mt != nil {
+		carry.MCP, carry.MCPLost = mt.cat, mt.lost
+	}
+	rec.add(ctx, Event{Kind: EventContinued, Agent: st.Agent, Turn: st.Turn,
+		Detail: fmt.Sprintf("history of %d events: continuing as new before turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), st.Turn)})
+	carry.Events = rec.events[max(0, len(rec.events)-carriedEvents):]
+	carry.NextEvent = rec.next
+	next := in
+	next.Transcript, next.Pending, next.Carry = st.Transcript, nil, carry
+	return nil, workflow.NewContinueAsNewError(ctx, AgentWorkflowName, next)
 }
 
 // Model calls are retried on a schedule the workflow keeps, so that each

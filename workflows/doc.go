@@ -15,8 +15,22 @@
 //     handoff's callback and input filter (activities) and starts the
 //     target's child. Max turns and max handoffs fail the run with typed
 //     errors.
-//  4. Every workflow keeps its events; the "troupe.events" query returns
-//     them, and Follow walks a run's tree of workflows to stream them.
+//  4. Every workflow keeps its recent events (the last 1,000), numbered
+//     from 1 across its runs; the "troupe.events" query returns those
+//     after a number, and Follow walks a run's tree of workflows to stream
+//     them. A model call that fails is retried by the workflow, each retry
+//     an event ("model unreachable: connection refused; retry 3 of 10 in
+//     2s").
+//
+// Long agents: an agent workflow continues as new at the first turn
+// boundary once its run has taken Config.ContinueAfterTurns turns (100)
+// or its history holds Config.ContinueAfterEvents events (2,000), or the
+// server suggests it, carrying its AgentState, its sandbox lease (the
+// sandbox stays up), its MCP catalog and its last 200 events with their
+// numbering (AgentCarry), so its parent, its result and a follower see one
+// run. A run's history then stays under about ContinueAfterEvents plus
+// one turn's events. The orchestrator does not continue as new: its
+// history grows only with handoffs, which MaxHandoffs bounds.
 //
 // Crashes: a worker killed at any point of a sandbox's life stalls the
 // run for a bounded time and leaves nothing for good. Every sandbox

@@ -32,7 +32,7 @@ func TestGoldenPayloads(t *testing.T) {
 		"agent_input": workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Vars: rc.Vars, Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, Depth: 1},
 		// The pinned spec is recorded in histories (a side effect, agent
 		// inputs): its shape must not change.
-		"graph_spec":      runtime.SpecOf(dealdesk.Graph(), 5, 3, false),
+		"graph_spec":      runtime.SpecOf(dealdesk.Graph(), runtime.RunSettings{MaxHandoffs: 5, MaxToolDepth: 3, ContinueAfterTurns: 100, ContinueAfterEvents: 2000}),
 		"agent_result":    workflows.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
 		"model_input":     workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}, MCPTools: "mcp/tools/5f0c"},
 		"model_output":    workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},

@@ -63,7 +63,8 @@ func (r *Runner) liveSpec(graph string, maxHandoffs int) (*runtime.GraphSpec, er
 	if maxHandoffs == 0 {
 		maxHandoffs = r.cfg.MaxHandoffs
 	}
-	return runtime.SpecOf(g, maxHandoffs, r.cfg.MaxToolDepth, r.cfg.ModelActivities), nil
+	return runtime.SpecOf(g, runtime.RunSettings{MaxHandoffs: maxHandoffs, MaxToolDepth: r.cfg.MaxToolDepth, ModelActivities: r.cfg.ModelActivities,
+		ContinueAfterTurns: r.cfg.ContinueAfterTurns, ContinueAfterEvents: r.cfg.ContinueAfterEvents}), nil
 }
 
 // agentSpec returns the run's spec and agent in's spec: the run's own, or

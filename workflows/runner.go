@@ -62,6 +62,15 @@ type Config struct {
 	MaxHandoffs int
 	// MaxToolDepth bounds the nesting of agents-as-tools; the default is 5.
 	MaxToolDepth int
+	// ContinueAfterTurns and ContinueAfterEvents bound one run of an agent
+	// workflow: at the first turn boundary once the run has taken
+	// ContinueAfterTurns turns (default 100) or its history holds
+	// ContinueAfterEvents events (default 2,000), it continues as new,
+	// carrying its state, so an agent can take any number of turns and
+	// each run's history stays near that bound (plus one turn's events,
+	// far below Temporal's 50,000-event limit). Negative disables either.
+	ContinueAfterTurns  int
+	ContinueAfterEvents int
 
 	// Sandboxes are the sandbox clients this worker can provision with,
 	// by backend name. Sandbox agents need at least one.
@@ -151,6 +160,12 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	if cfg.MaxHandoffs == 0 {
 		cfg.MaxHandoffs = 10
+	}
+	if cfg.ContinueAfterTurns == 0 {
+		cfg.ContinueAfterTurns = 100
+	}
+	if cfg.ContinueAfterEvents == 0 {
+		cfg.ContinueAfterEvents = 2000
 	}
 	if cfg.MaxToolDepth == 0 {
 		cfg.MaxToolDepth = 5

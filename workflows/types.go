@@ -76,6 +76,22 @@ type AgentInput struct {
 	// agent's workflow code branches on; nil for runs started before runs
 	// kept their graph, which use the graph as served.
 	Spec *runtime.GraphSpec `json:"spec,omitempty"`
+	// Carry is what the previous run of this agent's workflow carried over
+	// when it continued as new; nil for the first run.
+	Carry *AgentCarry `json:"carry,omitempty"`
+}
+
+// AgentCarry is what an agent workflow carries into its next run when it
+// continues as new: its loop state, its sandbox lease (the sandbox stays
+// up), its MCP catalog, and its recent events with their numbering, so a
+// follower's cursor stays good.
+type AgentCarry struct {
+	State     runtime.AgentState    `json:"state"`
+	Lease     *runtime.SandboxLease `json:"lease,omitempty"`
+	MCP       *MCPCatalog           `json:"mcp,omitempty"`
+	MCPLost   bool                  `json:"mcp_lost,omitempty"`
+	Events    []Event               `json:"events,omitempty"`
+	NextEvent int                   `json:"next_event"`
 }
 
 // AgentResult is how an agent's child workflow ends: with a final output,
@@ -189,6 +205,7 @@ const (
 	EventHandoff           = "handoff"
 	EventOutputInvalid     = "output_invalid"
 	EventModelRetry        = "model_retry"
+	EventContinued         = "continued_as_new"
 	EventFinal             = "final_output"
 	EventFailed            = "failed"
 )

@@ -1,0 +1,127 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// An agent workflow continues as new every few turns, carrying its state:
+// the run goes on as one (turns, tool calls and usage add up), its sandbox
+// stays up across runs with its workspace, and a follower's cursor gets
+// every event once, in order, across the runs.
+func TestContinueAsNew(t *testing.T) {
+	root := t.TempDir()
+	lc, err := local.New(local.Config{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _ := blob.Open(context.Background(), "mem://")
+	g := agents.MustGraph("can", "worker", &agents.Agent{Name: "worker", Instructions: "worker: counts", MaxTurns: 50,
+		Sandbox: &agents.Sandbox{}})
+	const echoes = 10
+	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+		n := 0
+		for _, it := range req.Input {
+			if it.Type == agents.ItemFunctionCallOutput {
+				n++
+			}
+		}
+		switch {
+		case n < echoes:
+			return []agents.Item{call(fmt.Sprintf("c%d", n), "exec_command", fmt.Sprintf(`{"cmd":"echo %d >> count.txt"}`, n))}
+		case n == echoes:
+			return []agents.Item{call("cat", "exec_command", `{"cmd":"cat count.txt"}`)}
+		}
+		return []agents.Item{agents.AssistantMessage("counted: " + lastItem(req).Output)}
+	}}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store,
+		Sandboxes: map[string]sandbox.Client{"local": lc}, ContinueAfterTurns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := workflows.AgentInput{Graph: "can", Agent: "worker", RunID: "run", Pending: []agents.Item{agents.UserMessage("count")}}
+	var events []workflows.Event
+	runs := 1
+	var res workflows.AgentResult
+	for ; ; runs++ {
+		if runs > 10 {
+			t.Fatal("more than 10 runs")
+		}
+		env := quietEnv()
+		r.Register(env)
+		env.ExecuteWorkflow(workflows.AgentWorkflowName, in)
+		err := env.GetWorkflowError()
+		// A follower's cursor: the events after the last one seen.
+		after := 0
+		if len(events) > 0 {
+			after = events[len(events)-1].Seq
+		}
+		q, qerr := env.QueryWorkflow(workflows.EventsQuery, after)
+		if qerr != nil {
+			t.Fatal(qerr)
+		}
+		var evs []workflows.Event
+		if err := q.Get(&evs); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, evs...)
+		var can *workflow.ContinueAsNewError
+		if errors.As(err, &can) {
+			if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
+				t.Fatal(err)
+			}
+			if in.Carry == nil || in.Carry.Lease == nil || !in.Carry.Lease.Live() {
+				t.Fatalf("run %d carried %+v, want the state and the live sandbox's lease", runs, in.Carry)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if runs < 3 {
+		t.Errorf("%d runs, want the agent to continue as new every 4 turns", runs)
+	}
+	if res.Turns != echoes+2 || res.ToolCalls != echoes+1 || res.Usage.Requests != echoes+2 {
+		t.Errorf("result %+v, want %d turns, %d tool calls, %d requests over all runs", res, echoes+2, echoes+1, echoes+2)
+	}
+	var want strings.Builder
+	for i := range echoes {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	var out string
+	if err := json.Unmarshal(res.Output, &out); err != nil || !strings.HasSuffix(out, "Output:\n"+want.String()) {
+		t.Errorf("output %s, want the count written across all runs", res.Output)
+	}
+	kinds := map[string]int{}
+	for i, e := range events {
+		if e.Seq != i+1 {
+			t.Fatalf("event %d has number %d: a gap or a repeat across runs", i+1, e.Seq)
+		}
+		kinds[e.Kind]++
+	}
+	if kinds[workflows.EventContinued] != runs-1 || kinds[workflows.EventSandboxProvisioned] != 1 || kinds[workflows.EventSandboxStopped] != 1 || kinds[workflows.EventAgentStarted] != 1 {
+		t.Errorf("event kinds %v: want %d continued_as_new, one sandbox provisioned and stopped, one agent_started", kinds, runs-1)
+	}
+	if left := leftovers(t, root); len(left) != 0 {
+		t.Errorf("workspaces left: %v", left)
+	}
+}
