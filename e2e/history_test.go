@@ -13,10 +13,10 @@ import (
 	"github.com/troupe-dev/troupe/workflows"
 )
 
-// historyBound is the most events one run of an agent workflow may hold:
-// the worker's ContinueAfterEvents (2,000) and one turn's events. Runs of
-// this test continue after 100 turns first, at about 1,100 events.
-const historyBound = 2_200
+// historyBound is the most events one run of the looper may hold: this
+// test's worker continues after 100 turns (about 215 events with a tool
+// call a turn) or 1,000 events, and one turn adds a few.
+const historyBound = 1_100
 
 // TestLongRunContinuesAsNew runs one agent for 301 turns, each with a 10 KB
 // tool output, on a real Temporal server. The agent workflow continues as
@@ -27,7 +27,7 @@ const historyBound = 2_200
 func TestLongRunContinuesAsNew(t *testing.T) {
 	c := dial(t)
 	_, url := modelServer(t)
-	queue := startWorker(t, c, url, "", nil)
+	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) { cfg.ContinueAfterTurns, cfg.ContinueAfterEvents = 100, 1000 })
 	ctx := context.Background()
 	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "long", Input: "loop"})
 	if err != nil {

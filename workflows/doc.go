@@ -23,8 +23,8 @@
 //     2s").
 //
 // Long agents: an agent workflow continues as new at the first turn
-// boundary once its run has taken Config.ContinueAfterTurns turns (100)
-// or its history holds Config.ContinueAfterEvents events (2,000), or the
+// boundary once its run has taken Config.ContinueAfterTurns turns (500)
+// or its history holds Config.ContinueAfterEvents events (5,000), or the
 // server suggests it, carrying its AgentState, its sandbox lease (the
 // sandbox stays up), its MCP catalog and its last 200 events with their
 // numbering (AgentCarry), so its parent, its result and a follower see one

@@ -64,11 +64,14 @@ type Config struct {
 	MaxToolDepth int
 	// ContinueAfterTurns and ContinueAfterEvents bound one run of an agent
 	// workflow: at the first turn boundary once the run has taken
-	// ContinueAfterTurns turns (default 100) or its history holds
-	// ContinueAfterEvents events (default 2,000), it continues as new,
+	// ContinueAfterTurns turns (default 500) or its history holds
+	// ContinueAfterEvents events (default 5,000), it continues as new,
 	// carrying its state, so an agent can take any number of turns and
 	// each run's history stays near that bound (plus one turn's events,
-	// far below Temporal's 50,000-event limit). Negative disables either.
+	// far below Temporal's 50,000-event limit). A turn with one tool call
+	// adds about two events, so 500 turns is about 1,100. The server holds
+	// back a run that continues less than a second after it started, so
+	// small bounds slow fast agents down. Negative disables either.
 	ContinueAfterTurns  int
 	ContinueAfterEvents int
 
@@ -162,10 +165,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.MaxHandoffs = 10
 	}
 	if cfg.ContinueAfterTurns == 0 {
-		cfg.ContinueAfterTurns = 100
+		cfg.ContinueAfterTurns = 500
 	}
 	if cfg.ContinueAfterEvents == 0 {
-		cfg.ContinueAfterEvents = 2000
+		cfg.ContinueAfterEvents = 5000
 	}
 	if cfg.MaxToolDepth == 0 {
 		cfg.MaxToolDepth = 5
