@@ -191,8 +191,8 @@ func (h HostReaper) Orphans(ctx context.Context, keep func(labels map[string]str
 			o.ID, o.Labels, o.Created = sc.ID, sc.Labels, sc.Created
 		} else {
 			o.Created = lastModified(o.Dir, sidecarPath(o.Dir))
-			if time.Since(o.Created) < UnlabelledAge {
-				continue
+			if o.Created.IsZero() || time.Since(o.Created) < UnlabelledAge {
+				continue // Gone since the listing (a Stop's Destroy), or young.
 			}
 		}
 		out = append(out, o)
@@ -211,9 +211,14 @@ func lastModified(paths ...string) time.Time {
 	return t
 }
 
+// ErrOrphanGone is Remove's answer for an orphan that went, or became a
+// new session's, since Orphans listed it: nothing was removed.
+var ErrOrphanGone = errors.New("sandbox: the orphan is gone")
+
 // Remove removes an orphan: what Release frees, its workspace directory,
 // then its sidecar. An orphan whose sidecar changed since Orphans read it
-// (a new session of the same id) is left alone.
+// (a new session of the same id), or that is gone, is left alone, with
+// ErrOrphanGone.
 func (h HostReaper) Remove(o HostOrphan) error {
 	root := filepath.Dir(o.Dir)
 	if o.Name == "" || strings.HasPrefix(o.Name, ".") || o.Dir != filepath.Join(root, o.Name) {
@@ -222,9 +227,11 @@ func (h HostReaper) Remove(o HostOrphan) error {
 	sc, err := readSidecar(root, o.Name)
 	switch {
 	case o.ID != "" && (err != nil || !sc.Created.Equal(o.Created)):
-		return nil // Gone already, or a new session's.
+		return ErrOrphanGone // Gone already, or a new session's.
 	case o.ID == "" && err == nil:
-		return nil // A new session's, labelled.
+		return ErrOrphanGone // A new session's, labelled.
+	case o.ID == "" && lastModified(o.Dir).IsZero():
+		return ErrOrphanGone
 	}
 	if h.Release != nil {
 		if err := h.Release(o.Name); err != nil {
@@ -241,11 +248,13 @@ func (h HostReaper) Reap(ctx context.Context, keep func(labels map[string]string
 	var removed []string
 	errs := []error{err}
 	for _, o := range orphans {
-		if err := h.Remove(o); err != nil {
+		switch err := h.Remove(o); {
+		case errors.Is(err, ErrOrphanGone):
+		case err != nil:
 			errs = append(errs, err)
-			continue
+		default:
+			removed = append(removed, cmp.Or(o.ID, o.Name))
 		}
-		removed = append(removed, cmp.Or(o.ID, o.Name))
 	}
 	return removed, errors.Join(errs...)
 }

@@ -106,9 +106,27 @@ func TestHostReaperLeavesWhatChanged(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	w, err := sandbox.Provision(ctx, root, spec, sandbox.Policy{})
 	must(t, err)
-	must(t, h.Remove(orphans[0]))
+	if err := h.Remove(orphans[0]); !errors.Is(err, sandbox.ErrOrphanGone) {
+		t.Errorf("Remove of an orphan that became a new session's = %v, want ErrOrphanGone", err)
+	}
 	if err := w.Alive(); err != nil {
 		t.Errorf("the new session was reaped: %v", err)
+	}
+
+	// An unlabelled orphan that goes (its Stop's Destroy finishing) between
+	// the listing and the removal: nothing to remove, and nothing reported.
+	old := filepath.Join(root, "old")
+	must(t, os.Mkdir(old, 0o755))
+	long := time.Now().Add(-sandbox.UnlabelledAge - time.Hour)
+	must(t, os.Chtimes(old, long, long))
+	unlabelled, err := h.Orphans(ctx, func(map[string]string) bool { return true })
+	must(t, err)
+	if len(unlabelled) != 1 || unlabelled[0].Name != "old" {
+		t.Fatalf("Orphans = %+v, want the old unlabelled workspace", unlabelled)
+	}
+	must(t, os.Remove(old))
+	if err := h.Remove(unlabelled[0]); !errors.Is(err, sandbox.ErrOrphanGone) {
+		t.Errorf("Remove of an orphan gone since the listing = %v, want ErrOrphanGone", err)
 	}
 
 	// A failing Release leaves the workspace for the next round.

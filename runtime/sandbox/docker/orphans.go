@@ -112,11 +112,13 @@ func (c *Client) reapWorkspaces(ctx context.Context, keep func(labels map[string
 		if mounted[o.Dir] {
 			continue
 		}
-		if err := h.Remove(o); err != nil {
+		switch err := h.Remove(o); {
+		case errors.Is(err, sandbox.ErrOrphanGone):
+		case err != nil:
 			errs = append(errs, err)
-			continue
+		default:
+			removed = append(removed, cmp.Or(o.ID, o.Name))
 		}
-		removed = append(removed, cmp.Or(o.ID, o.Name))
 	}
 	return removed, errors.Join(errs...)
 }
