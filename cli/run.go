@@ -128,10 +128,7 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 	if err != nil {
 		return err
 	}
-	logger, logPath, closeLog, err := runLog()
-	if err != nil {
-		return err
-	}
+	logger, logPath, closeLog := runLog(stderr)
 	defer closeLog()
 	opts.Logger = logger
 	c, namespace, closeClient, err := connect(ctx, opts, stderr)
@@ -303,23 +300,37 @@ func isURL(s string) bool {
 
 // runLog opens the log of this `troupe run`'s Temporal SDK (its client and
 // worker), $TROUPE_HOME/logs/run-PID.log, so that nothing but the run's
-// progress shows on the terminal.
-func runLog() (log.Logger, string, func(), error) {
+// progress shows on the terminal; logs older than a week go. When it cannot
+// (a read-only home, say), it says so and logs errors to stderr.
+func runLog(stderr io.Writer) (log.Logger, string, func()) {
+	f, path, err := openRunLog()
+	if err != nil {
+		fmt.Fprintf(stderr, "troupe: no log file (%v): SDK errors go to stderr\n", err)
+		return quietLogger(), "stderr", func() {}
+	}
+	l := log.NewStructuredLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	return l, path, func() { f.Close() }
+}
+
+func openRunLog() (*os.File, string, error) {
 	dir, err := home()
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
 	dir = filepath.Join(dir, "logs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", nil, err
+		return nil, "", err
+	}
+	if old, err := filepath.Glob(filepath.Join(dir, "run-*.log")); err == nil {
+		for _, p := range old {
+			if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > 7*24*time.Hour {
+				os.Remove(p)
+			}
+		}
 	}
 	path := filepath.Join(dir, fmt.Sprintf("run-%d.log", os.Getpid()))
 	f, err := os.Create(path)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	l := log.NewStructuredLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo})))
-	return l, path, func() { f.Close() }, nil
+	return f, path, err
 }
 
 // RunFailure is a failed run, as `troupe run` tells it: the agent that
@@ -343,10 +354,11 @@ func (f *RunFailure) Error() string {
 	if f.Agent != "" {
 		who = "agent " + f.Agent
 	}
+	msg := strings.Join(strings.Fields(f.Err.Message), " ") // One line.
 	if f.Err.Type == "" {
-		return fmt.Sprintf("%s failed: %s", who, f.Err.Message)
+		return fmt.Sprintf("%s failed: %s", who, msg)
 	}
-	return fmt.Sprintf("%s failed: %s: %s", who, f.Err.Type, f.Err.Message)
+	return fmt.Sprintf("%s failed: %s: %s", who, f.Err.Type, msg)
 }
 
 // describeFailure reads a run's failure: the innermost agent workflow
@@ -370,6 +382,9 @@ func describeFailure(id string, err error) *RunFailure {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		f.Err = FailureInfo{Type: ae.Type(), Message: ae.Message()}
+		if !strings.HasPrefix(ae.Type(), "troupe.") {
+			f.Err.Type = "" // A Go type's name (an untyped error), not one of ours.
+		}
 	}
 	return f
 }

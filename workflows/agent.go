@@ -84,7 +84,11 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		switch next.Action {
 		case runtime.CallModel:
 			if canContinue && r.timeToContinue(ctx, spec, turnsInRun) {
-				return r.continueAsNew(ctx, in, st, calls, rec)
+				err := r.continueAsNew(ctx, in, st, calls, rec)
+				if _, ok := err.(*workflow.ContinueAsNewError); ok {
+					return nil, err
+				}
+				return fail(err) // Cancelled while a suspend finished: the sandbox is stopped.
 			}
 			turnsInRun++
 			rc.Turn = next.Turn
@@ -157,14 +161,14 @@ const carriedEvents = 200
 // continueAsNew ends this run of the agent's workflow with its state
 // carried into the next: between turns, with no call running and the
 // sandbox not being suspended (it stays up, its lease carried).
-func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.AgentState, calls *turnCalls, rec *recorder) (*AgentResult, error) {
+func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.AgentState, calls *turnCalls, rec *recorder) error {
 	carry := &AgentCarry{State: *st}
 	if sb := calls.sb; sb != nil {
 		if sb.idleCancel != nil {
 			sb.idleCancel()
 		}
 		if err := workflow.Await(ctx, func() bool { return sb.lease.State != runtime.LeaseSuspending }); err != nil {
-			return nil, err
+			return err
 		}
 		carry.Lease = sb.lease
 	}
@@ -177,7 +181,7 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.
 	carry.NextEvent = rec.next
 	next := in
 	next.Transcript, next.Pending, next.Carry = st.Transcript, nil, carry
-	return nil, workflow.NewContinueAsNewError(ctx, AgentWorkflowName, next)
+	return workflow.NewContinueAsNewError(ctx, AgentWorkflowName, next)
 }
 
 // Model calls are retried on a schedule the workflow keeps, so that each
@@ -230,7 +234,11 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
+		unreachable := ErrorType(err) == ErrModelRetryable
 		if attempt == modelAttempts {
+			if !unreachable {
+				return err
+			}
 			var ae *temporal.ApplicationError
 			msg := err.Error()
 			if errors.As(err, &ae) {
@@ -238,9 +246,13 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			}
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s after %d attempts", msg, attempt), ErrModelRetryable, err)
 		}
+		what := "model call failed" // The blob store, say.
+		if unreachable {
+			what = "model unreachable"
+		}
 		wait := modelBackoff(attempt)
 		rec.add(ctx, Event{Kind: EventModelRetry, Agent: in.Agent, Turn: in.Run.Turn,
-			Detail: fmt.Sprintf("model unreachable: %s; retry %d of %d in %s", preview(rootCause(err), 300), attempt+1, modelAttempts, wait)})
+			Detail: fmt.Sprintf("%s: %s; retry %d of %d in %s", what, preview(rootCause(err), 300), attempt+1, modelAttempts, wait)})
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return err
 		}
@@ -253,14 +265,16 @@ func modelSummary(in ModelInput) string {
 }
 
 // retryable reports whether an activity's failure may pass on a retry: a
-// retryable application error, or a timeout.
+// retryable application error, a timeout, or a panic (as the SDK's own
+// retries take it).
 func retryable(err error) bool {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		return !ae.NonRetryable()
 	}
 	var te *temporal.TimeoutError
-	return errors.As(err, &te)
+	var pe *temporal.PanicError
+	return errors.As(err, &te) || errors.As(err, &pe)
 }
 
 // rootCause is what went wrong in a failed model call, without the

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -263,5 +265,23 @@ func TestMCPCommandMissing(t *testing.T) {
 		if !errors.As(err, &ae) || !ae.NonRetryable() || ae.Type() != workflows.ErrMCP {
 			t.Errorf("MCPTools with the command %s = %v, want a non-retryable %s", command, err, workflows.ErrMCP)
 		}
+	}
+}
+
+// CheckHost takes a relative command in the server's Dir, as exec.Cmd does.
+func TestCheckHostCommandInDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "server"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g := agents.MustGraph("rel", "a", &agents.Agent{Name: "a", Instructions: "a",
+		MCPServers: []*agents.MCPServer{{Name: "local", Command: []string{"./server"}, Dir: dir}}})
+	store, _ := blob.Open(context.Background(), "mem://")
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CheckHost(); err != nil {
+		t.Errorf("CheckHost refuses a server that starts: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -236,7 +237,7 @@ func (r *Runner) CheckHost() error {
 				if len(srv.Command) == 0 {
 					continue
 				}
-				if _, err := exec.LookPath(srv.Command[0]); err != nil {
+				if err := canRun(srv.Command[0], srv.Dir); err != nil {
 					errs = append(errs, fmt.Errorf("workflows: graph %s, agent %s: MCP server %s: command %q cannot run on this worker (%w); install it or fix the server's Command",
 						name, a.Name, srv.Name, srv.Command[0], err))
 				}
@@ -244,6 +245,16 @@ func (r *Runner) CheckHost() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// canRun checks that command can run as an MCP server's: a bare name on
+// PATH, or a path, which exec.Cmd takes relative to dir when it is set.
+func canRun(command, dir string) error {
+	if dir != "" && strings.ContainsRune(command, filepath.Separator) && !filepath.IsAbs(command) {
+		command = filepath.Join(dir, command)
+	}
+	_, err := exec.LookPath(command)
+	return err
 }
 
 // Register registers the workflows and activities on a worker (or a

@@ -27,11 +27,30 @@ type wsDir struct {
 }
 
 // openDir opens the clean workspace directory name in root, refusing at
-// once anything that is not a directory (a symlink, a FIFO).
+// once anything that is not a directory (a symlink, a FIFO). os.Root
+// follows a symlink in the last component too (inside the root), so what
+// was opened is checked against what the path names now: a symlink there,
+// or a directory swapped in or out meanwhile, is refused.
 func openDir(root *os.Root, name string) (*wsDir, error) {
 	f, err := root.OpenFile(name, os.O_RDONLY|dirOnly|nonBlock|noFollow, 0)
 	if err != nil {
 		return nil, err
+	}
+	if name != "." {
+		opened, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		now, err := root.Lstat(name)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		if !now.IsDir() || !os.SameFile(opened, now) {
+			f.Close()
+			return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("not a directory (a symlink, or it changed while it was opened)")}
+		}
 	}
 	return &wsDir{root: root, f: f, name: name}, nil
 }
@@ -45,25 +64,6 @@ func (d *wsDir) path(name string) string { return path.Join(d.name, name) }
 func checkName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
 		return fmt.Errorf("sandbox: %q is not a name in a directory", name)
-	}
-	return nil
-}
-
-// sub opens d's subdirectory name.
-func (d *wsDir) sub(name string) (*wsDir, error) {
-	if err := checkName(name); err != nil {
-		return nil, err
-	}
-	return openDir(d.root, d.path(name))
-}
-
-// mkdir makes d's subdirectory name, which may exist already.
-func (d *wsDir) mkdir(name string, perm fs.FileMode) error {
-	if err := checkName(name); err != nil {
-		return err
-	}
-	if err := d.root.Mkdir(d.path(name), perm); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
 	}
 	return nil
 }
@@ -122,7 +122,10 @@ func (d *wsDir) openRegular(name string, flag int, perm fs.FileMode) (*os.File, 
 // within each directory (as fs.WalkDir), with the workspace path of the
 // entry and the open directory that holds it; fn may return fs.SkipDir to
 // leave a directory out. Directories are opened as walk reaches them, so
-// that no open can block or follow a symlink. It stops when ctx is done.
+// that no open can block or follow a symlink. While walk is below a
+// directory it holds no descriptor of it (it opens it again after), so no
+// depth of tree can exhaust the worker's descriptors: a walk holds two at
+// most, and whatever fn opens. It stops when ctx is done.
 func (d *wsDir) walk(ctx context.Context, fn func(p string, dir *wsDir, e fs.DirEntry) error) error {
 	entries, err := d.entries()
 	if err != nil {
@@ -142,12 +145,20 @@ func (d *wsDir) walk(ctx context.Context, fn func(p string, dir *wsDir, e fs.Dir
 		if !e.IsDir() {
 			continue
 		}
-		sub, err := d.sub(e.Name())
-		if err != nil {
+		if err := checkName(e.Name()); err != nil {
 			return err
 		}
-		err = sub.walk(ctx, fn)
-		sub.close()
+		d.close()
+		sub, err := openDir(d.root, p)
+		if err == nil {
+			err = sub.walk(ctx, fn)
+			sub.close()
+		}
+		again, rerr := openDir(d.root, d.name)
+		if rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		d.f = again.f
 		if err != nil {
 			return err
 		}

@@ -296,55 +296,40 @@ func (w Workspace) Restore(ctx context.Context, in io.Reader) error {
 	return nil
 }
 
-// dirStack holds the open directories of one path of the workspace, from
-// its root down, for an extraction in archive order: entries of one
-// directory follow each other, so each directory is made and opened once.
+// dirStack keeps open the directory an extraction in archive order is
+// writing into: entries of one directory follow each other, so each
+// directory is made and opened about once. It holds one descriptor, so no
+// depth of tree can exhaust the worker's descriptors.
 type dirStack struct {
 	root *os.Root
-	dirs []*wsDir // dirs[0] is the root; dirs[i+1] is a subdirectory of dirs[i].
+	cur  *wsDir
 }
 
 // enter returns the open directory at the clean workspace path dir,
 // making those of its directories that do not exist.
 func (s *dirStack) enter(dir string) (*wsDir, error) {
-	if len(s.dirs) == 0 {
-		top, err := openDir(s.root, ".")
-		if err != nil {
-			return nil, err
-		}
-		s.dirs = append(s.dirs, top)
+	if s.cur != nil && s.cur.name == dir {
+		return s.cur, nil
 	}
-	var parts []string
+	s.close()
 	if dir != "." {
-		parts = strings.Split(dir, "/")
-	}
-	keep := 1
-	for keep < len(s.dirs) && keep <= len(parts) && s.dirs[keep].name == path.Join(parts[:keep]...) {
-		keep++
-	}
-	for len(s.dirs) > keep {
-		s.dirs[len(s.dirs)-1].close()
-		s.dirs = s.dirs[:len(s.dirs)-1]
-	}
-	for _, name := range parts[keep-1:] {
-		parent := s.dirs[len(s.dirs)-1]
-		if err := parent.mkdir(name, 0o755); err != nil {
+		if err := s.root.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		sub, err := parent.sub(name)
-		if err != nil {
-			return nil, err
-		}
-		s.dirs = append(s.dirs, sub)
 	}
-	return s.dirs[len(s.dirs)-1], nil
+	d, err := openDir(s.root, dir)
+	if err != nil {
+		return nil, err
+	}
+	s.cur = d
+	return d, nil
 }
 
 func (s *dirStack) close() {
-	for _, d := range s.dirs {
-		d.close()
+	if s.cur != nil {
+		s.cur.close()
+		s.cur = nil
 	}
-	s.dirs = nil
 }
 
 // readArchive decompresses and reads the tar stream r, calling fn for each

@@ -416,8 +416,9 @@ type run struct {
 	pidfd   int
 	started time.Time
 	// entered receives the outcome of moving bwrap into the session's
-	// cgroups (nil without cgroups).
-	entered chan error
+	// cgroups (nil without cgroups); enteredDone says it was received.
+	entered     chan error
+	enteredDone bool
 }
 
 // start starts bwrap for cmd in the clean workspace directory workdir,
@@ -536,7 +537,9 @@ func (r *run) limit(ctx context.Context, s *Session) error {
 		// costs an RCU grace period (milliseconds) after a quiet spell. Its
 		// PID 1 may have been forked before, so it goes in now too, at
 		// once while the grace period is fresh.
-		if err := <-r.entered; err != nil {
+		err := <-r.entered
+		r.enteredDone = true
+		if err != nil {
 			return fmt.Errorf("session cgroup: %w", err)
 		}
 		if err := s.c.cgroup.attach(sandbox.DirName(s.state.ID), s.limits, i.ChildPID); err != nil {
@@ -571,6 +574,9 @@ func (r *run) drain() {
 }
 
 func (r *run) release() {
+	if r.entered != nil && !r.enteredDone {
+		<-r.entered // The move into the cgroups ends before the command does.
+	}
 	r.blockW.Close()
 	r.infoR.Close()
 	r.outR.Close()
@@ -724,15 +730,16 @@ func (s *Session) Stop(ctx context.Context) error {
 		cancel()
 	}
 	s.mu.Unlock()
-	// The cgroups go while the workspace does: each takes a millisecond
-	// or more.
+	// Every command has returned, its move into the cgroups done, before
+	// the cgroups go (a late move would make them again); they go while
+	// the workspace does, each taking a millisecond or more.
+	s.wg.Wait()
 	removed := make(chan error, 1)
 	if cg := s.c.cgroup; cg != nil {
 		go func() { removed <- cg.remove(sandbox.DirName(s.state.ID)) }()
 	} else {
 		removed <- nil
 	}
-	s.wg.Wait()
 	err := s.Destroy()
 	return errors.Join(<-removed, err)
 }

@@ -181,12 +181,13 @@ func (p *cgroupParent) close() {
 }
 
 // removeEmptySiblings removes the parent cgroups of other roots' clients
-// (troupe-bwrap-*, beside p's own) that hold no session cgroup and have
-// not changed for olderThan: those of clients that ended without Close.
-// rmdir refuses a cgroup that holds cgroups or processes, so a live
-// session's parent stays; a live client whose empty parent goes makes it
-// again before its next session (remake), and a parent made less than
-// olderThan ago, still being set up, is left alone.
+// (troupe-bwrap-*, beside p's own) that hold no session cgroup and were
+// made more than olderThan ago (cgroupfs keeps a directory's mtime at its
+// making): those of clients that ended without Close. rmdir refuses a
+// cgroup that holds cgroups or processes, so a live session's parent
+// stays; a live client whose empty parent goes makes it again before its
+// next session (prepare's remake), and a parent made less than olderThan
+// ago, still being set up, is left alone.
 func (p *cgroupParent) removeEmptySiblings(olderThan time.Duration) {
 	if p == nil || !p.ours {
 		return

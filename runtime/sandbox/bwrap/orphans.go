@@ -19,15 +19,15 @@ func (c *Client) Orphans(ctx context.Context, keep func(labels map[string]string
 // Reap removes the orphans, each its cgroups (killing what is left in
 // them) and then its workspace, and returns their session ids. It also
 // removes the empty parent cgroups that clients of other roots left when
-// they ended without Close, once unchanged for a minute.
+// they ended without Close, once a minute old.
 func (c *Client) Reap(ctx context.Context, keep func(labels map[string]string) bool) ([]string, error) {
 	ids, err := c.reaper().Reap(ctx, keep)
 	c.cgroup.removeEmptySiblings(siblingAge)
 	return ids, err
 }
 
-// siblingAge is how long another root's empty parent cgroup stays
-// unchanged before Reap removes it.
+// siblingAge is how old another root's empty parent cgroup must be before
+// Reap removes it.
 const siblingAge = time.Minute
 
 func (c *Client) reaper() sandbox.HostReaper {
