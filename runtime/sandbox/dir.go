@@ -100,22 +100,7 @@ func (d *wsDir) entries() ([]fs.DirEntry, error) {
 // included.
 func (d *wsDir) openRegular(name string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
 	f, err := d.openFile(name, flag|nonBlock|noFollow, perm)
-	if err != nil {
-		if isNoReader(err) {
-			return nil, nil, fmt.Errorf("%w: %q is a FIFO", ErrNotRegular, d.path(name))
-		}
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%w: %q is a %s", ErrNotRegular, d.path(name), kind(fi.Mode()))
-	}
-	return f, fi, nil
+	return regular(f, err, d.path(name))
 }
 
 // walk calls fn for each entry under d, depth first, in lexical order

@@ -34,6 +34,13 @@ var (
 // ErrNotRegular, a FIFO without a writer included.
 func openRegular(root *os.Root, name string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
 	f, err := root.OpenFile(name, flag|nonBlock, perm)
+	return regular(f, err, name)
+}
+
+// regular takes the outcome of a non-blocking open of the workspace path
+// name: the file and its FileInfo when it is a regular file, or
+// ErrNotRegular (the file closed) when it is not.
+func regular(f *os.File, err error, name string) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		if isNoReader(err) {
 			return nil, nil, fmt.Errorf("%w: %q is a FIFO", ErrNotRegular, name)
