@@ -97,18 +97,33 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 		t.Errorf("histories total %d bytes, want < 4 MiB", total)
 	}
 
-	mu.Lock()
-	defer mu.Unlock()
-	finals := 0
-	for i, e := range looper {
-		if e.Seq != i+1 {
-			t.Fatalf("the follower's event %d is numbered %d: a gap or a repeat across runs", i+1, e.Seq)
-		}
-		if e.Kind == workflows.EventFinal {
-			finals++
+	// Followed live, and read at once after the run (the latest run
+	// carries only its predecessor's last events: the earlier ones come
+	// from the earlier runs).
+	all, err := workflows.Events(ctx, c, run.GetID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after []workflows.Event
+	for _, e := range all {
+		if e.WorkflowID == run.GetID()+"/0-looper" {
+			after = append(after, e)
 		}
 	}
-	if finals != 1 || len(looper) < 600 {
-		t.Errorf("followed %d events of the looper with %d final outputs; want every turn's events and one final", len(looper), finals)
+	mu.Lock()
+	defer mu.Unlock()
+	for name, events := range map[string][]workflows.Event{"followed live": looper, "read after the run": after} {
+		finals := 0
+		for i, e := range events {
+			if e.Seq != i+1 {
+				t.Fatalf("%s: event %d is numbered %d: a gap or a repeat across runs", name, i+1, e.Seq)
+			}
+			if e.Kind == workflows.EventFinal {
+				finals++
+			}
+		}
+		if finals != 1 || len(events) < 600 {
+			t.Errorf("%s: %d events of the looper with %d final outputs; want every turn's events and one final", name, len(events), finals)
+		}
 	}
 }

@@ -204,19 +204,85 @@ func (t *tree) poll(ctx context.Context, wait time.Duration) ([]Event, error) {
 }
 
 // query returns the events of f after the ones seen.
-func (t *tree) query(ctx context.Context, f *followed, wait time.Duration) ([]Event, error) {
+func (t *tree) query(parent context.Context, f *followed, wait time.Duration) ([]Event, error) {
+	ctx := parent
 	if wait > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait)
+		ctx, cancel = context.WithTimeout(parent, wait)
 		defer cancel()
 	}
-	resp, err := t.c.QueryWorkflow(ctx, f.id, "", EventsQuery, f.seen)
+	evs, err := t.queryRun(ctx, f.id, "", f.seen)
+	if err != nil || len(evs) == 0 || evs[0].Seq == f.seen+1 {
+		return evs, err
+	}
+	// A gap: the workflow continued as new more than its carried events
+	// ago. Its earlier runs still answer (a worker replays them), in a
+	// budget of their own.
+	bctx, cancel := context.WithTimeout(parent, backfillTimeout)
+	defer cancel()
+	return append(t.backfill(bctx, f.id, f.seen, evs[0].Seq), evs...), nil
+}
+
+// backfillTimeout bounds the reading of a followed workflow's earlier runs.
+const backfillTimeout = 30 * time.Second
+
+// queryRun returns the events after seen of a workflow's run ("" for the
+// latest).
+func (t *tree) queryRun(ctx context.Context, id, runID string, seen int) ([]Event, error) {
+	resp, err := t.c.QueryWorkflow(ctx, id, runID, EventsQuery, seen)
 	if err != nil {
 		return nil, err
 	}
 	var evs []Event
 	err = resp.Get(&evs)
 	return evs, err
+}
+
+// backfill returns the events numbered after seen and before next from
+// the runs before the workflow's latest, walking back the chain of
+// continue-as-new; what it cannot reach is left out.
+func (t *tree) backfill(ctx context.Context, id string, seen, next int) []Event {
+	d, err := t.c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return nil
+	}
+	run := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	found := map[int]Event{}
+	for hops := 0; hops < 100 && run != ""; hops++ {
+		it := t.c.GetWorkflowHistory(ctx, id, run, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		if !it.HasNext() {
+			break
+		}
+		first, err := it.Next()
+		if err != nil {
+			break
+		}
+		run = first.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if run == "" {
+			break
+		}
+		evs, err := t.queryRun(ctx, id, run, seen)
+		if err != nil {
+			break
+		}
+		lowest := next
+		for _, e := range evs {
+			if e.Seq < next {
+				found[e.Seq] = e
+			}
+			lowest = min(lowest, e.Seq)
+		}
+		if lowest <= seen+1 {
+			break
+		}
+	}
+	var out []Event
+	for n := seen + 1; n < next; n++ {
+		if e, ok := found[n]; ok {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Labels a sandbox carries besides troupe.workflow and troupe.agent: the
