@@ -84,7 +84,13 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 // (agents, handoff targets, agents-as-tools), calling fn once per event, in
 // the order each workflow recorded them and, across workflows, by time. It polls the events query until
 // ctx is done; cancel ctx once the run's result is in, and Follow returns
-// after a last poll.
+// after last polls (within 30 s) that bring nothing new.
+//
+// Events are numbered per workflow across its runs, and Follow never skips
+// one: those a workflow no longer carries after a continue-as-new are read
+// from its earlier runs, and until those answer Follow waits on them. Only
+// events whose runs are gone for good (deleted by retention) are skipped,
+// after two minutes of trying.
 //
 // A workflow busy in a long workflow task (an agent waiting on a model
 // call, a local activity) answers queries only when the task ends; it
@@ -104,10 +110,17 @@ func Follow(ctx context.Context, c client.Client, workflowID string, every time.
 	for {
 		select {
 		case <-ctx.Done():
-			qctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			round, _ := t.poll(qctx, 0)
-			cancel()
-			emit(round)
+			// Last readings, until one brings nothing new and no
+			// workflow's events wait on its earlier runs.
+			qctx, cancel := context.WithTimeout(context.Background(), backfillTimeout)
+			defer cancel()
+			for qctx.Err() == nil {
+				round, _ := t.poll(qctx, 0)
+				emit(round)
+				if len(round) == 0 && !t.gapped() {
+					break
+				}
+			}
 			return nil
 		case <-tick.C:
 			round, _ := t.poll(ctx, max(time.Second, 4*every))
@@ -122,7 +135,15 @@ func Follow(ctx context.Context, c client.Client, workflowID string, every time.
 // that do not answer within two seconds (busy in a long workflow task) or
 // ctx are left out.
 func Events(ctx context.Context, c client.Client, workflowID string) ([]Event, error) {
-	return newTree(c, workflowID).poll(ctx, 2*time.Second)
+	t := newTree(c, workflowID)
+	var all []Event
+	for {
+		round, err := t.poll(ctx, 2*time.Second)
+		all = append(all, round...)
+		if err != nil || ctx.Err() != nil || len(round) == 0 && !t.gapped() {
+			return all, err
+		}
+	}
 }
 
 // tree is a run's tree of workflows, as far as its events have revealed
@@ -135,13 +156,25 @@ type tree struct {
 }
 
 type followed struct {
-	id   string
-	seen int
-	done bool
+	id       string
+	seen     int
+	done     bool
+	gapSince time.Time // when the events after seen were first found missing
 }
 
 func newTree(c client.Client, root string) *tree {
 	return &tree{c: c, root: root, all: []*followed{{id: root}}, known: map[string]bool{root: true}}
+}
+
+// gapped reports whether a workflow's next events wait on its earlier
+// runs.
+func (t *tree) gapped() bool {
+	for _, f := range t.all {
+		if !f.gapSince.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // poll queries every workflow of the tree not known to be done, at once,
@@ -203,7 +236,13 @@ func (t *tree) poll(ctx context.Context, wait time.Duration) ([]Event, error) {
 	return round, rootErr
 }
 
-// query returns the events of f after the ones seen.
+// query returns the events of f after the ones seen, with no gap: when
+// the latest run no longer carries the next events (the workflow continued
+// as new more than its carried events ago), they are read from its earlier
+// runs, and while those do not answer, only the events up to the first
+// missing one are returned, so the next poll asks again. A gap is given up
+// on only after gapPatience without progress (the earlier runs are gone
+// for good: deleted by retention); the events after it are then returned.
 func (t *tree) query(parent context.Context, f *followed, wait time.Duration) ([]Event, error) {
 	ctx := parent
 	if wait > 0 {
@@ -213,18 +252,38 @@ func (t *tree) query(parent context.Context, f *followed, wait time.Duration) ([
 	}
 	evs, err := t.queryRun(ctx, f.id, "", f.seen)
 	if err != nil || len(evs) == 0 || evs[0].Seq == f.seen+1 {
+		f.gapSince = time.Time{}
 		return evs, err
 	}
-	// A gap: the workflow continued as new more than its carried events
-	// ago. Its earlier runs still answer (a worker replays them), in a
-	// budget of their own.
 	bctx, cancel := context.WithTimeout(parent, backfillTimeout)
 	defer cancel()
-	return append(t.backfill(bctx, f.id, f.seen, evs[0].Seq), evs...), nil
+	back, err := t.backfill(bctx, f.id, f.seen, evs[0].Seq)
+	if err == nil {
+		f.gapSince = time.Time{}
+		return append(back, evs...), nil
+	}
+	if len(back) > 0 {
+		f.gapSince = time.Time{}
+		return back, nil
+	}
+	if f.gapSince.IsZero() {
+		f.gapSince = time.Now()
+	}
+	if time.Since(f.gapSince) < gapPatience {
+		return nil, err
+	}
+	f.gapSince = time.Time{}
+	return evs, nil
 }
 
-// backfillTimeout bounds the reading of a followed workflow's earlier runs.
-const backfillTimeout = 30 * time.Second
+const (
+	// backfillTimeout bounds one reading of a followed workflow's earlier
+	// runs.
+	backfillTimeout = 30 * time.Second
+	// gapPatience is how long a follower keeps asking for events that
+	// only a workflow's earlier runs hold before it skips them.
+	gapPatience = 2 * time.Minute
+)
 
 // queryRun returns the events after seen of a workflow's run ("" for the
 // latest).
@@ -240,30 +299,14 @@ func (t *tree) queryRun(ctx context.Context, id, runID string, seen int) ([]Even
 
 // backfill returns the events numbered after seen and before next from
 // the runs before the workflow's latest, walking back the chain of
-// continue-as-new; what it cannot reach is left out.
-func (t *tree) backfill(ctx context.Context, id string, seen, next int) []Event {
-	d, err := t.c.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		return nil
-	}
-	run := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+// continue-as-new. When it cannot read them all, it returns those up to
+// the first missing one, and why the rest are missing.
+func (t *tree) backfill(ctx context.Context, id string, seen, next int) ([]Event, error) {
 	found := map[int]Event{}
-	for hops := 0; hops < 100 && run != ""; hops++ {
-		it := t.c.GetWorkflowHistory(ctx, id, run, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		if !it.HasNext() {
-			break
-		}
-		first, err := it.Next()
-		if err != nil {
-			break
-		}
-		run = first.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
-		if run == "" {
-			break
-		}
+	err := t.walkBack(ctx, id, func(run string) (bool, error) {
 		evs, err := t.queryRun(ctx, id, run, seen)
 		if err != nil {
-			break
+			return false, fmt.Errorf("events of run %s: %w", run, err)
 		}
 		lowest := next
 		for _, e := range evs {
@@ -272,18 +315,52 @@ func (t *tree) backfill(ctx context.Context, id string, seen, next int) []Event 
 			}
 			lowest = min(lowest, e.Seq)
 		}
-		if lowest <= seen+1 {
-			break
-		}
-	}
+		return lowest <= seen+1, nil
+	})
 	var out []Event
 	for n := seen + 1; n < next; n++ {
-		if e, ok := found[n]; ok {
-			out = append(out, e)
+		e, ok := found[n]
+		if !ok {
+			if err == nil {
+				err = fmt.Errorf("events %d to %d of %s: not in its earlier runs", n, next-1, id)
+			}
+			return out, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// walkBack calls fn with each run before the workflow's latest, newest
+// first, until fn says it is done or the chain of continue-as-new ends.
+func (t *tree) walkBack(ctx context.Context, id string, fn func(run string) (done bool, err error)) error {
+	d, err := t.c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", id, err)
+	}
+	run := d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	for hops := 0; hops < maxRuns; hops++ {
+		it := t.c.GetWorkflowHistory(ctx, id, run, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		if !it.HasNext() {
+			return fmt.Errorf("history of %s run %s: empty", id, run)
+		}
+		first, err := it.Next()
+		if err != nil {
+			return fmt.Errorf("history of %s run %s: %w", id, run, err)
+		}
+		run = first.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if run == "" {
+			return nil
+		}
+		if done, err := fn(run); done || err != nil {
+			return err
 		}
 	}
-	return out
+	return nil
 }
+
+// maxRuns bounds how far back a follower walks a workflow's runs.
+const maxRuns = 1000
 
 // Labels a sandbox carries besides troupe.workflow and troupe.agent: the
 // Temporal cluster and namespace of the workflow that made it, so a
