@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,8 +48,22 @@ func Main(graphs ...Graph) {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "troupe:", err)
-		os.Exit(1)
+		os.Exit(ExitCode(err))
 	}
+}
+
+// ExitCode is the troupe command's exit status for the error a command
+// returned: 130 for an *Interrupted (the run goes on), 1 otherwise, 0 for
+// nil.
+func ExitCode(err error) int {
+	var in *Interrupted
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &in):
+		return 130
+	}
+	return 1
 }
 
 // Command returns the root command over graphs, writing output to stdout
@@ -62,7 +77,7 @@ func Command(graphs []Graph, stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(devCommand(graphs), workerCommand(graphs), runCommand(graphs), mcpCommand(graphs), modelCommand(), sandboxCommand())
+	root.AddCommand(devCommand(graphs), workerCommand(graphs), runCommand(graphs), runsCommand(graphs), mcpCommand(graphs), modelCommand(), sandboxCommand())
 	return root
 }
 

@@ -4,7 +4,8 @@
 //
 // gives your binary the same commands as troupe: dev (embedded Temporal
 // server, Web UI and a worker), worker (against TEMPORAL_ADDRESS), run
-// (one run with live progress), mcp serve (the exposed agents as MCP
+// (one run with live progress), runs ls|show|follow|cancel|terminate|resume
+// (the runs of the server, --json for scripts), mcp serve (the exposed agents as MCP
 // tools, over stdio or streamable HTTP; see package mcp/server), and model
 // serve (the scripted model server).
 //
@@ -13,7 +14,12 @@
 // offline scenarios answer through the scripted model server. TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
 // TEMPORAL_TLS_CLIENT_KEY_PATH and TEMPORAL_TLS_SERVER_CA_CERT_PATH choose the
-// Temporal cluster; with no TEMPORAL_ADDRESS, dev and run embed a server
-// whose state lives in TROUPE_HOME (default ~/.troupe). TROUPE_BLOB_URL
+// Temporal cluster; with no TEMPORAL_ADDRESS, the commands use the one
+// embedded server of TROUPE_HOME (default ~/.troupe), whose state lives
+// there: the first command that needs it starts it, the others find it
+// through $TROUPE_HOME/server.json, and one that started it keeps it up
+// until the others using it are done. Ctrl-C stops a command, never its
+// run: the run goes on on any worker of its graph, and `runs resume`
+// picks it up. A command interrupted so exits with status 130. TROUPE_BLOB_URL
 // overrides the blob store (default file://$TROUPE_HOME/blobs).
 package cli

@@ -132,11 +132,12 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 	if opts.HostPort == "" && o.queue != "" {
 		return errors.New("--task-queue needs TEMPORAL_ADDRESS: the embedded server has no other workers")
 	}
-	c, namespace, closeClient, err := connect(ctx, opts, stderr)
+	cn, err := dialTemporal(ctx, nil, stderr)
 	if err != nil {
 		return err
 	}
-	defer closeClient()
+	defer cn.close(stderr)
+	c, namespace := cn.c, cn.namespace
 	if o.queue == "" {
 		// One queue per set of graphs, the same after a restart: the
 		// worker of the next server picks up the runs of this one.

@@ -11,14 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
-	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -124,63 +122,116 @@ type runOutput struct {
 }
 
 func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo workerOptions, out runOutput, stdout, progress, stderr io.Writer) error {
-	opts, err := clientOptionsFromEnv()
-	if err != nil {
-		return err
-	}
 	logger, logPath, closeLog := runLog(stderr)
 	defer closeLog()
-	opts.Logger = logger
-	c, namespace, closeClient, err := connect(ctx, opts, stderr)
+	conn, err := dialTemporal(ctx, logger, stderr)
 	if err != nil {
 		return err
 	}
-	defer closeClient()
+	defer conn.close(stderr)
 	taskQueue := wo.taskQueue
 	if taskQueue == "" {
-		taskQueue = fmt.Sprintf("troupe-run-%d", os.Getpid())
+		// The queue `troupe dev` serves, so that a run this process
+		// cannot finish goes on on any worker of the same graphs.
+		taskQueue = workflows.DefaultTaskQueue
 		wo.taskQueue = taskQueue
-		stop, err := startWorker(ctx, c, namespace, wo, graphs, stderr)
+		stop, err := startWorker(ctx, conn.c, conn.namespace, wo, graphs, stderr)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer stopWithin(stop, workerStopWait)
 	}
-	run, err := workflows.StartRun(ctx, c, taskQueue, in)
+	run, err := workflows.StartRun(ctx, conn.c, taskQueue, in)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(progress, "▶ run %s (graph %s)\n", run.GetID(), in.Graph)
+	return awaitRun(ctx, conn.c, run.GetID(), out, logPath, stdout, progress, stderr)
+}
+
+// awaitRun follows the run id from its start, waits for its result and
+// prints it. When ctx ends first (Ctrl-C)
+// or the server goes away, it says that the run goes on and how to pick it
+// up, and returns an *Interrupted.
+func awaitRun(ctx context.Context, c client.Client, id string, out runOutput, logPath string, stdout, progress, stderr io.Writer) error {
 	fctx, cancel := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e workflows.Event) { printEvent(progress, e) })
+		_ = workflows.Follow(fctx, c, id, 100*time.Millisecond, func(e workflows.Event) { printEvent(progress, e) })
 	}()
 	var res workflows.RunResult
-	err = run.Get(ctx, &res)
+	err := c.GetWorkflow(ctx, id, "").Get(ctx, &res)
 	cancel()
-	<-followed
 	if err != nil {
-		f := describeFailure(run.GetID(), err)
+		var wee *temporal.WorkflowExecutionError
+		if !errors.As(err, &wee) && !isClosedStatus(err) {
+			// Not the run's failure: this command stopped waiting, and
+			// does not wait for the follower's last readings either (an
+			// agent busy in a long workflow task answers only when the
+			// task ends).
+			why := "interrupted"
+			if ctx.Err() == nil {
+				why = "lost the Temporal server (" + oneLine(err.Error()) + ")"
+			}
+			return interrupted(id, why, out, stdout, stderr)
+		}
+		<-followed
+		f := describeFailure(id, err)
 		if out.json {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			_ = enc.Encode(f)
 		}
 		if out.verbose {
-			fmt.Fprintf(stderr, "troupe: run %s failed:\n  %s\n  the SDK's log: %s\n", run.GetID(), err, logPath)
+			fmt.Fprintf(stderr, "troupe: run %s failed:\n  %s\n  the SDK's log: %s\n", id, err, logPath)
 		}
 		return f
 	}
-	if out.json {
+	<-followed
+	return printResult(stdout, res, out.json)
+}
+
+// workerStopWait bounds how long a troupe command waits for its worker to
+// stop. A workflow task that runs local activities back to back (an
+// agent's model and function calls) goes on until the agent blocks; on
+// Ctrl-C the command does not wait for that: the task is abandoned, and
+// the server hands the workflow to a worker again once it times out.
+const workerStopWait = 2 * time.Second
+
+// stopWithin calls stop and returns when it has, or after d.
+func stopWithin(stop func(), d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		stop()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+	}
+}
+
+// isClosedStatus reports whether err says the run closed other than by
+// completing or failing: cancelled, terminated, timed out.
+func isClosedStatus(err error) bool {
+	var ce *temporal.CanceledError
+	var te *temporal.TerminatedError
+	var to *temporal.TimeoutError
+	return errors.As(err, &ce) || errors.As(err, &te) || errors.As(err, &to)
+}
+
+// printResult prints a run's result: the output (a string as text, a
+// document indented) or, as JSON, the whole result.
+func printResult(stdout io.Writer, res workflows.RunResult, asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
 	var text string
 	if json.Unmarshal(res.Output, &text) == nil {
-		_, err = fmt.Fprintln(stdout, text)
+		_, err := fmt.Fprintln(stdout, text)
 		return err
 	}
 	var doc any
@@ -188,59 +239,80 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 		return err
 	}
 	pretty, _ := json.MarshalIndent(doc, "", "  ")
-	_, err = fmt.Fprintln(stdout, string(pretty))
+	_, err := fmt.Fprintln(stdout, string(pretty))
 	return err
 }
 
-// connect dials the Temporal of opts (from clientOptionsFromEnv) or, when
-// opts names none, an embedded server it starts. It returns the client,
-// its namespace, and a func that closes the client and stops the server.
-func connect(ctx context.Context, opts client.Options, stderr io.Writer) (client.Client, string, func(), error) {
-	stopServer := func() {}
-	if opts.HostPort == "" {
-		srv, err := startEmbedded(ctx, stderr)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		stopServer = func() { srv.Stop() }
-		opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS, opts.Credentials = srv.FrontendAddress(), srv.Namespace(), nil, nil
+// Interrupted is a troupe command that stopped waiting for a run that goes
+// on (Ctrl-C, or the Temporal server went away). Its Error says how to
+// pick the run up; the troupe command exits with status 130 for it.
+type Interrupted struct {
+	WorkflowID string
+	// Why is what stopped the command: "interrupted", or the lost server.
+	Why string
+}
+
+func (e *Interrupted) Error() string {
+	return fmt.Sprintf("%s: run %s goes on. A worker of its graph picks it up (`troupe dev`, `troupe worker`); "+
+		"otherwise `troupe runs resume %s` runs it here, `troupe runs follow %s` watches it, `troupe runs cancel %s` stops it",
+		e.Why, e.WorkflowID, e.WorkflowID, e.WorkflowID, e.WorkflowID)
+}
+
+func interrupted(id, why string, out runOutput, stdout, stderr io.Writer) error {
+	e := &Interrupted{WorkflowID: id, Why: why}
+	if out.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(RunFailure{WorkflowID: id, Err: FailureInfo{Type: "troupe.Interrupted", Message: e.Error()}})
 	}
+	return e
+}
+
+// conn is a client of the Temporal server a troupe command uses: the one
+// TEMPORAL_ADDRESS names, or the server of TROUPE_HOME.
+type conn struct {
+	c         client.Client
+	namespace string
+	home      *homeServer // nil with TEMPORAL_ADDRESS
+}
+
+// dialTemporal connects to the Temporal of TEMPORAL_ADDRESS (and the
+// other TEMPORAL_* variables) or, when that is unset, to the server of
+// TROUPE_HOME, which it starts when none runs. logger takes the SDK's log
+// (nil: errors only, on stderr).
+func dialTemporal(ctx context.Context, logger log.Logger, stderr io.Writer) (*conn, error) {
+	opts, err := clientOptionsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	cn := &conn{}
+	if opts.HostPort == "" {
+		if cn.home, err = openHomeServer(ctx, stderr); err != nil {
+			return nil, err
+		}
+		opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS, opts.Credentials = cn.home.info.Address, cn.home.info.Namespace, nil, nil
+	}
+	opts.Logger = logger
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
 	}
-	c, err := client.DialContext(ctx, opts)
+	cn.c, err = client.DialContext(ctx, opts)
 	if err != nil {
-		stopServer()
-		return nil, "", nil, fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+		if cn.home != nil {
+			cn.home.close(stderr)
+		}
+		return nil, fmt.Errorf("connect to %s: %w", opts.HostPort, err)
 	}
-	return c, opts.Namespace, func() { c.Close(); stopServer() }, nil
+	cn.namespace = opts.Namespace
+	return cn, nil
 }
 
-// startEmbedded starts the embedded server for one run: on the file in
-// TROUPE_HOME, or in memory when another troupe run holds that file.
-func startEmbedded(ctx context.Context, stderr io.Writer) (*devserver.Server, error) {
-	dir, err := home()
-	if err != nil {
-		return nil, err
+// close closes the client and releases the home's server.
+func (cn *conn) close(stderr io.Writer) {
+	cn.c.Close()
+	if cn.home != nil {
+		cn.home.close(stderr)
 	}
-	dir = filepath.Join(dir, "run")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	cfg := devserver.Config{Dir: dir, UIPort: -1}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, err
-		}
-		fmt.Fprintln(stderr, "troupe: another run holds", dir, "- using an in-memory server")
-		cfg = devserver.Config{InMemory: true, UIPort: -1}
-	}
-	// The lock lives as long as the process: the file descriptor stays open.
-	return devserver.Start(ctx, cfg)
 }
 
 func printEvent(w io.Writer, e workflows.Event) {

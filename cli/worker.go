@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -132,6 +133,14 @@ func devCommand(graphs []Graph) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
 			srv, err := devserver.Start(cmd.Context(), devserver.Config{Port: port, UIPort: uiPort})
+			if errors.Is(err, devserver.ErrDatabaseInUse) {
+				if dir, derr := home(); derr == nil {
+					if info, rerr := devserver.Running(dir); rerr == nil {
+						return fmt.Errorf("another troupe command (pid %d) runs the Temporal server of %s at %s: "+
+							"start troupe dev once it ends, or serve that server with TEMPORAL_ADDRESS=%s troupe worker: %w", info.PID, dir, info.Address, info.Address, err)
+					}
+				}
+			}
 			if err != nil {
 				return err
 			}

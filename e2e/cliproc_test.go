@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
 	"github.com/troupe-dev/troupe/examples/builtin"
 )
@@ -20,6 +21,34 @@ import (
 // server, say) without building a binary.
 const envCLI = "TROUPE_E2E_CLI_ARGS"
 
+// envCLIPlod adds plodGraph to the graphs the test binary serves as the
+// troupe command.
+const envCLIPlod = "TROUPE_E2E_CLI_PLOD"
+
+// plodGraph is a run long enough to interrupt: one agent that calls a
+// no-op tool for 40 turns (20 when the input starts with "medium"), each
+// model answer taking 150 ms.
+func plodGraph() cli.Graph {
+	tick := agents.MustFunctionTool("tick", "Does nothing.", func(_ context.Context, a bigArgs) (string, error) {
+		return "tock " + a.N, nil
+	})
+	scenario := `rules:
+  - name: plod-medium-done
+    match: {instructions: "plod", input: "^medium", last_input: "^tock 20$"}
+    respond: {text: "done after {{.Turn}} turns", delay_ms: 150}
+  - name: plod-done
+    match: {instructions: "plod", last_input: "^tock 40$"}
+    respond: {text: "done after {{.Turn}} turns", delay_ms: 150}
+  - name: plod-tick
+    match: {instructions: "plod"}
+    respond: {calls: [{name: tick, arguments: {n: "{{.Turn}}"}}], delay_ms: 150}
+`
+	return cli.Graph{
+		Graph:    agents.MustGraph("plod", "plodder", &agents.Agent{Name: "plodder", Instructions: "plod", Tools: []agents.Tool{tick}, MaxTurns: 50}),
+		Scenario: []byte(scenario),
+	}
+}
+
 func cliProcess() int {
 	var args []string
 	if err := json.Unmarshal([]byte(os.Getenv(envCLI)), &args); err != nil {
@@ -28,13 +57,17 @@ func cliProcess() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cmd := cli.Command(builtin.Graphs(), os.Stdout, os.Stderr)
-	cmd.SetArgs(args)
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "troupe:", err)
-		return 1
+	graphs := builtin.Graphs()
+	if os.Getenv(envCLIPlod) != "" {
+		graphs = append(graphs, plodGraph())
 	}
-	return 0
+	cmd := cli.Command(graphs, os.Stdout, os.Stderr)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "troupe:", err)
+	}
+	return cli.ExitCode(err)
 }
 
 // troupeCommand returns the troupe command line with args as a process,

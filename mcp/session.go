@@ -54,6 +54,15 @@ type session struct {
 	closeOnce sync.Once
 }
 
+// refusedGrace is how long connecting to an HTTP server that refuses
+// connections is tried again: long enough for a server to restart.
+const refusedGrace = 15 * time.Second
+
+// refused reports whether err is a refused TCP connection.
+func refused(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ECONNREFUSED) || strings.Contains(err.Error(), "connection refused"))
+}
+
 // connect starts a session with srv.
 func (p *Pool) connect(ctx context.Context, e *server, srv *agents.MCPServer) (*session, error) {
 	s := &session{
@@ -104,6 +113,17 @@ func (p *Pool) connect(ctx context.Context, e *server, srv *agents.MCPServer) (*
 	cctx, cancel := context.WithTimeout(ctx, setupTimeout(srv))
 	defer cancel()
 	cs, err := e.client.Connect(cctx, transport, nil)
+	// An HTTP server that refuses connections may be restarting: it gets
+	// refusedGrace to come back before the call fails.
+	for wait, until := 100*time.Millisecond, time.Now().Add(refusedGrace); s.proc == nil && refused(err) && time.Now().Before(until); wait = min(2*wait, time.Second) {
+		select {
+		case <-cctx.Done():
+		case <-time.After(wait):
+			cs, err = e.client.Connect(cctx, transport, nil)
+			continue
+		}
+		break
+	}
 	if err != nil {
 		if s.proc != nil {
 			if s.proc.waitExit(200 * time.Millisecond) {

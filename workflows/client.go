@@ -12,8 +12,10 @@ import (
 	"github.com/google/uuid"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 )
 
 // StartRun starts a run's OrchestratorWorkflow on taskQueue (the default
@@ -29,6 +31,7 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInpu
 		ID:            fmt.Sprintf("troupe-%s-%s", in.Graph, uuid.NewString()[:8]),
 		TaskQueue:     taskQueue,
 		StaticSummary: runSummary(in),
+		Memo:          runMemo(in),
 	}
 	run, err := c.ExecuteWorkflow(ctx, opts, OrchestratorWorkflowName, in)
 	if err != nil {
@@ -72,6 +75,7 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		StaticSummary:            runSummary(in),
+		Memo:                     runMemo(in),
 	}
 	run, err := c.ExecuteWorkflow(ctx, opts, OrchestratorWorkflowName, in)
 	if err != nil {
@@ -417,4 +421,124 @@ func KeepOpen(ctx context.Context, c client.Client, namespace string) func(label
 // message.
 func runSummary(in RunInput) string {
 	return in.Graph + ": " + preview(strings.Join(strings.Fields(in.Input), " "), 200)
+}
+
+// Memo keys of a run's orchestrator workflow, which lists of runs show.
+const (
+	MemoGraph   = "troupe.graph"
+	MemoSummary = "troupe.summary"
+)
+
+func runMemo(in RunInput) map[string]any {
+	return map[string]any{MemoGraph: in.Graph, MemoSummary: runSummary(in)}
+}
+
+// RunInfo is a run as ListRuns and DescribeRun see it.
+type RunInfo struct {
+	// WorkflowID is the run's id (its orchestrator's workflow id).
+	WorkflowID string `json:"workflow_id"`
+	// Graph is the graph the run runs ("" for runs started before runs
+	// recorded it).
+	Graph string `json:"graph,omitempty"`
+	// Summary is the graph and the start of the user's message.
+	Summary string `json:"summary,omitempty"`
+	// Status is RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED or
+	// TIMED_OUT.
+	Status string `json:"status"`
+	// Start is when the run started; Close, when it closed (nil while it
+	// runs).
+	Start time.Time  `json:"start"`
+	Close *time.Time `json:"close,omitempty"`
+	// TaskQueue is the queue its workflows run on: the workers that serve
+	// it are the ones that can move it on.
+	TaskQueue string `json:"task_queue"`
+}
+
+// ListOptions says which runs ListRuns returns.
+type ListOptions struct {
+	// Running keeps only the runs still running.
+	Running bool
+	// Limit bounds how many runs are returned, newest first (0: 50).
+	Limit int
+}
+
+// ListRuns returns the runs that c's namespace holds (as long as its
+// retention keeps closed ones), newest first.
+func ListRuns(ctx context.Context, c client.Client, o ListOptions) ([]RunInfo, error) {
+	if o.Limit <= 0 {
+		o.Limit = 50
+	}
+	query := fmt.Sprintf("WorkflowType = '%s'", OrchestratorWorkflowName)
+	if o.Running {
+		query += " AND ExecutionStatus = 'Running'"
+	}
+	var out []RunInfo
+	var token []byte
+	for len(out) < o.Limit {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: int32(o.Limit - len(out)), NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("workflows: list runs: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			out = append(out, runInfo(e))
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+// DescribeRun returns the run id.
+func DescribeRun(ctx context.Context, c client.Client, id string) (RunInfo, error) {
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return RunInfo{}, fmt.Errorf("workflows: describe run %s: %w", id, err)
+	}
+	return runInfo(d.GetWorkflowExecutionInfo()), nil
+}
+
+func runInfo(e *workflowpb.WorkflowExecutionInfo) RunInfo {
+	info := RunInfo{
+		WorkflowID: e.GetExecution().GetWorkflowId(),
+		Start:      e.GetStartTime().AsTime(),
+		TaskQueue:  e.GetTaskQueue(),
+	}
+	info.Status = statusName(e.GetStatus())
+	if e.GetCloseTime() != nil {
+		t := e.GetCloseTime().AsTime()
+		info.Close = &t
+	}
+	fields := e.GetMemo().GetFields()
+	dc := converter.GetDefaultDataConverter()
+	if p := fields[MemoGraph]; p != nil {
+		_ = dc.FromPayload(p, &info.Graph)
+	}
+	if p := fields[MemoSummary]; p != nil {
+		_ = dc.FromPayload(p, &info.Summary)
+	}
+	return info
+}
+
+// statusName is a workflow status as RunInfo names it: RUNNING, FAILED...
+func statusName(s enums.WorkflowExecutionStatus) string {
+	return strings.TrimPrefix(enums.WorkflowExecutionStatus_name[int32(s)], "WORKFLOW_EXECUTION_STATUS_")
+}
+
+// RunInputOf returns the input the run id started with.
+func RunInputOf(ctx context.Context, c client.Client, id string) (RunInput, error) {
+	var in RunInput
+	it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return in, fmt.Errorf("workflows: run %s has no history", id)
+	}
+	first, err := it.Next()
+	if err != nil {
+		return in, fmt.Errorf("workflows: history of run %s: %w", id, err)
+	}
+	payloads := first.GetWorkflowExecutionStartedEventAttributes().GetInput()
+	if err := converter.GetDefaultDataConverter().FromPayloads(payloads, &in); err != nil {
+		return in, fmt.Errorf("workflows: input of run %s: %w", id, err)
+	}
+	return in, nil
 }

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/handoff"
@@ -79,10 +81,17 @@ func testGraph(t *testing.T) *agents.Graph {
 }
 
 // quietEnv is a test workflow environment that logs errors only.
+//
+// The test environment runs activities in the workflow's goroutine, so
+// its deadlock detector (a second by default) would time real activities
+// (a sandbox command, say) on a loaded machine; here it is a minute.
+// Workflow code that blocks is caught by workflowcheck (make lint).
 func quietEnv() *testsuite.TestWorkflowEnvironment {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
-	return s.NewTestWorkflowEnvironment()
+	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	return env
 }
 
 func newEnv(t *testing.T, fn turnFunc) (*testsuite.TestWorkflowEnvironment, *funcModel) {

@@ -96,6 +96,7 @@ type Server struct {
 	temporal temporal.Server
 	logger   *serverLogger
 	unlock   func() // releases the database lock
+	infoPath string // the address file, "" for none
 	ui       *uiserver.Server
 	uiDone   chan struct{}
 
@@ -159,6 +160,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if r.dbPath != "" {
+		s.infoPath = filepath.Join(filepath.Dir(r.dbPath), InfoFile)
+		if err := writeInfo(filepath.Dir(r.dbPath), Info{Address: s.frontend, Namespace: s.namespace, UI: s.uiURL, PID: os.Getpid()}); err != nil {
+			_ = s.Stop()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -180,6 +188,9 @@ func (s *Server) Namespace() string { return s.namespace }
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		defer s.unlock()
+		if s.infoPath != "" {
+			_ = os.Remove(s.infoPath)
+		}
 		s.logger.stopping.Store(true)
 		var errs []error
 		if s.ui != nil {

@@ -280,6 +280,41 @@ func TestDatabaseInUse(t *testing.T) {
 	}
 }
 
+// TestRunning: a file-backed server records where it listens for other
+// processes on its Dir, and the record goes with the server: a file left
+// by a server that died does not count.
+func TestRunning(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := devserver.Running(dir); !errors.Is(err, devserver.ErrNotRunning) {
+		t.Fatalf("Running on an empty Dir: %v, want ErrNotRunning", err)
+	}
+	s, err := devserver.Start(context.Background(), devserver.Config{Dir: dir, UIPort: -1, Namespace: "ns1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := devserver.Running(dir)
+	if err != nil || info.Address != s.FrontendAddress() || info.Namespace != "ns1" || info.PID != os.Getpid() {
+		t.Errorf("Running = %+v, %v; want %s in namespace ns1, pid %d", info, err, s.FrontendAddress(), os.Getpid())
+	}
+	stale, err := os.ReadFile(filepath.Join(dir, devserver.InfoFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := devserver.Running(dir); !errors.Is(err, devserver.ErrNotRunning) {
+		t.Errorf("Running after Stop: %v, want ErrNotRunning", err)
+	}
+	// A dead server's record, with no server holding the database.
+	if err := os.WriteFile(filepath.Join(dir, devserver.InfoFile), stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := devserver.Running(dir); !errors.Is(err, devserver.ErrNotRunning) {
+		t.Errorf("Running with a dead server's record: %v, want ErrNotRunning", err)
+	}
+}
+
 func TestDynamicConfigOverride(t *testing.T) {
 	s := start(t, devserver.Config{
 		InMemory:      true,

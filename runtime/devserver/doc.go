@@ -19,8 +19,11 @@
 //     the namespace, so a client dialled after Start returns can be used at once.
 //  5. Starts the Web UI, unless [Config.UIPort] is negative, and waits until it accepts
 //     connections.
+//  6. For a file-backed server, records its addresses in [InfoFile] in the Dir, so other
+//     processes on the same Dir find it with [Running] instead of failing on the lock.
 //
-// [Server.Stop] stops the UI and the services; it is safe to call more than once.
+// [Server.Stop] removes the address file and stops the UI and the services; it is safe to
+// call more than once.
 //
 // # Process-wide state
 //

@@ -29,3 +29,22 @@ func lockDatabase(dbPath string) (unlock func(), err error) {
 	}
 	return func() { _ = f.Close() }, nil
 }
+
+// lockHeld reports whether a server holds dbPath's lock.
+func lockHeld(dbPath string) (bool, error) {
+	f, err := os.OpenFile(dbPath+".lock", os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("devserver: open lock file: %w", err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return true, nil
+		}
+		return false, fmt.Errorf("devserver: lock %s.lock: %w", dbPath, err)
+	}
+	return false, nil // Closing f releases the lock just taken.
+}

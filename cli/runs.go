@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// runsCommand is `troupe runs`: the runs of the Temporal server the other
+// commands use (TEMPORAL_ADDRESS, else the server of TROUPE_HOME).
+func runsCommand(graphs []Graph) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List, show, follow, cancel, terminate and resume runs",
+	}
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+
+	var running bool
+	var limit int
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List runs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				list, err := workflows.ListRuns(cmd.Context(), cn.c, workflows.ListOptions{Running: running, Limit: limit})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					if list == nil {
+						list = []workflows.RunInfo{}
+					}
+					return printJSON(cmd.OutOrStdout(), list)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "RUN\tSTATUS\tSTARTED\tSUMMARY")
+				for _, r := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.WorkflowID, r.Status, r.Start.Local().Format(time.DateTime), oneLine(r.Summary))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	ls.Flags().BoolVar(&running, "running", false, "only runs still running")
+	ls.Flags().IntVar(&limit, "limit", 50, "at most this many runs")
+
+	show := &cobra.Command{
+		Use:   "show RUN",
+		Short: "Show a run: its status and, once closed, its result or error",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				return showRun(cmd.Context(), cn, args[0], asJSON, cmd.OutOrStdout())
+			})
+		},
+	}
+
+	follow := &cobra.Command{
+		Use:   "follow RUN",
+		Short: "Show a run's progress from its start, then its result, as `troupe run` does",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				if _, err := workflows.DescribeRun(cmd.Context(), cn.c, args[0]); err != nil {
+					return err
+				}
+				return awaitRun(cmd.Context(), cn.c, args[0], runOutput{json: asJSON}, "", cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.ErrOrStderr())
+			})
+		},
+	}
+
+	var reason string
+	cancel := &cobra.Command{
+		Use:   "cancel RUN",
+		Short: "Ask a run to stop: its agents are cancelled and its sandboxes stopped",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				if err := cn.c.CancelWorkflow(cmd.Context(), args[0], ""); err != nil {
+					return fmt.Errorf("cancel run %s: %w", args[0], err)
+				}
+				return printAction(cmd.OutOrStdout(), asJSON, args[0], "cancel requested")
+			})
+		},
+	}
+	terminate := &cobra.Command{
+		Use:   "terminate RUN",
+		Short: "End a run at once, without cleaning up (its sandboxes are reaped later)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				if err := cn.c.TerminateWorkflow(cmd.Context(), args[0], "", reason); err != nil {
+					return fmt.Errorf("terminate run %s: %w", args[0], err)
+				}
+				return printAction(cmd.OutOrStdout(), asJSON, args[0], "terminated")
+			})
+		},
+	}
+	terminate.Flags().StringVar(&reason, "reason", "terminated with troupe runs terminate", "why, recorded in the run's history")
+
+	var wo workerOptions
+	resume := &cobra.Command{
+		Use:   "resume RUN",
+		Short: "Run a worker for a run here until it ends, showing its progress and result as `troupe run` does",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				return resumeRun(cmd.Context(), cn, graphs, args[0], wo, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			})
+		},
+	}
+	addSandboxFlags(resume.Flags(), &wo)
+
+	cmd.AddCommand(ls, show, follow, cancel, terminate, resume)
+	return cmd
+}
+
+// withTemporal runs fn with a client of the server the troupe commands
+// use, and releases it.
+func withTemporal(cmd *cobra.Command, fn func(*conn) error) error {
+	cn, err := dialTemporal(cmd.Context(), nil, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer cn.close(cmd.ErrOrStderr())
+	return fn(cn)
+}
+
+// shown is `troupe runs show --json`: the run and, once it has closed,
+// its result or its error.
+type shown struct {
+	workflows.RunInfo
+	Result *workflows.RunResult `json:"result,omitempty"`
+	Error  *FailureInfo         `json:"error,omitempty"`
+	Agent  string               `json:"agent,omitempty"`
+}
+
+func showRun(ctx context.Context, cn *conn, id string, asJSON bool, stdout io.Writer) error {
+	info, err := workflows.DescribeRun(ctx, cn.c, id)
+	if err != nil {
+		return err
+	}
+	s := shown{RunInfo: info}
+	if info.Close != nil {
+		var res workflows.RunResult
+		if err := cn.c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+			f := describeFailure(id, err)
+			s.Error, s.Agent = &f.Err, f.Agent
+		} else {
+			s.Result = &res
+		}
+	}
+	if asJSON {
+		return printJSON(stdout, s)
+	}
+	fmt.Fprintf(stdout, "run:        %s\nstatus:     %s\ngraph:      %s\nsummary:    %s\nstarted:    %s\ntask queue: %s\n",
+		s.WorkflowID, s.Status, s.Graph, oneLine(s.Summary), s.Start.Local().Format(time.DateTime), s.TaskQueue)
+	if s.Close != nil {
+		fmt.Fprintf(stdout, "closed:     %s (after %s)\n", s.Close.Local().Format(time.DateTime), s.Close.Sub(s.Start).Round(time.Millisecond))
+	}
+	switch {
+	case s.Result != nil:
+		fmt.Fprintf(stdout, "agent:      %s\noutput:\n", s.Result.Agent)
+		return printResult(stdout, *s.Result, false)
+	case s.Error != nil:
+		f := RunFailure{WorkflowID: id, Agent: s.Agent, Err: *s.Error}
+		fmt.Fprintf(stdout, "error:      %s\n", f.Error())
+	}
+	return nil
+}
+
+// resumeRun serves the run id's task queue with a worker of graphs until
+// the run ends, and shows it as `troupe run` does. The host paths the run
+// was started with (its graph's host-path flags) are the worker's allowed
+// roots again.
+func resumeRun(ctx context.Context, cn *conn, graphs []Graph, id string, wo workerOptions, asJSON bool, stdout, stderr io.Writer) error {
+	info, err := workflows.DescribeRun(ctx, cn.c, id)
+	if err != nil {
+		return err
+	}
+	out := runOutput{json: asJSON}
+	if info.Close != nil {
+		fmt.Fprintf(stderr, "troupe: run %s is %s already\n", id, info.Status)
+		return awaitRun(ctx, cn.c, id, out, "", stdout, io.Discard, stderr)
+	}
+	in, err := workflows.RunInputOf(ctx, cn.c, id)
+	if err != nil {
+		return err
+	}
+	g, err := findGraph(graphs, in.Graph)
+	if err != nil {
+		return fmt.Errorf("resume run %s: this troupe command does not serve its graph: %w", id, err)
+	}
+	for _, f := range g.Flags {
+		if v := in.Vars[f.Name]; f.HostPath && v != "" && filepath.IsAbs(v) {
+			wo.roots = append(wo.roots, v)
+		}
+	}
+	wo.taskQueue = info.TaskQueue
+	stop, err := startWorker(ctx, cn.c, cn.namespace, wo, graphs, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopWithin(stop, workerStopWait)
+	fmt.Fprintf(stderr, "▶ resuming run %s (graph %s) on task queue %s\n", id, in.Graph, info.TaskQueue)
+	return awaitRun(ctx, cn.c, id, out, "", stdout, stderr, stderr)
+}
+
+func printAction(stdout io.Writer, asJSON bool, id, what string) error {
+	if asJSON {
+		return printJSON(stdout, map[string]string{"workflow_id": id, "result": what})
+	}
+	_, err := fmt.Fprintf(stdout, "run %s: %s\n", id, what)
+	return err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

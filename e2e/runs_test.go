@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// cliRun is a troupe command run by the test binary on one TROUPE_HOME,
+// with no TEMPORAL_ADDRESS (so on the home's own server), no
+// OPENAI_API_KEY (so on the offline scenarios) and the plod graph.
+type cliRun struct {
+	cmd    *exec.Cmd
+	stdout strings.Builder
+	mu     sync.Mutex
+	stderr strings.Builder
+	lines  chan string // stderr, line by line
+	done   chan struct{}
+}
+
+func startCLI(t *testing.T, home string, args ...string) *cliRun {
+	t.Helper()
+	cmd, _ := troupeCommand(t, args...)
+	cmd.Env = append(cmd.Env, "TROUPE_HOME="+home, "OPENAI_API_KEY=", "TEMPORAL_ADDRESS=", envCLIPlod+"=1")
+	r := &cliRun{cmd: cmd, lines: make(chan string, 10000), done: make(chan struct{})}
+	cmd.Stdout = &r.stdout
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(r.done)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			r.mu.Lock()
+			r.stderr.WriteString(sc.Text() + "\n")
+			r.mu.Unlock()
+			r.lines <- sc.Text()
+		}
+		close(r.lines)
+		_, _ = io.Copy(io.Discard, pipe)
+	}()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return r
+}
+
+// waitLine returns the first submatch of the first stderr line that re
+// matches, failing if the command ends first.
+func (r *cliRun) waitLine(t *testing.T, re *regexp.Regexp) string {
+	t.Helper()
+	for line := range r.lines {
+		if m := re.FindStringSubmatch(line); m != nil {
+			return m[len(m)-1]
+		}
+	}
+	t.Fatalf("the command ended without a line matching %s; stderr:\n%s", re, r.errText())
+	return ""
+}
+
+// wait waits for the command and returns its exit status.
+func (r *cliRun) wait(t *testing.T) int {
+	t.Helper()
+	go func() {
+		for range r.lines {
+		}
+	}()
+	<-r.done
+	err := r.cmd.Wait()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	}
+	t.Fatal(err)
+	return -1
+}
+
+func (r *cliRun) errText() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stderr.String()
+}
+
+// runCLI runs a troupe command to its end and returns its stdout.
+func runCLI(t *testing.T, home string, args ...string) string {
+	t.Helper()
+	r := startCLI(t, home, args...)
+	if code := r.wait(t); code != 0 {
+		t.Fatalf("troupe %s: exit %d; stderr:\n%s", strings.Join(args, " "), code, r.errText())
+	}
+	return r.stdout.String()
+}
+
+var (
+	runStarted = regexp.MustCompile(`^▶ run (\S+) `)
+	// The plodder's turns run in one workflow task (its model calls and
+	// tool calls are local activities), so its own events reach a
+	// follower only when that task ends; its start, the parent's event,
+	// comes at once, about six seconds before the run can end.
+	plodding = regexp.MustCompile(`^(●) plodder started`)
+)
+
+// TestRunInterruptedAndResumed: a `troupe run` stopped by Ctrl-C (which
+// says what happened and how to go on, exit 130) or killed outright
+// leaves its run RUNNING on the home's server, and `troupe runs resume`
+// finishes it with the result `troupe run` would have printed.
+func TestRunInterruptedAndResumed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sig  os.Signal
+		code int
+	}{
+		{"SIGINT", os.Interrupt, 130},
+		{"SIGKILL", os.Kill, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			r := startCLI(t, home, "run", "--graph", "plod", "go")
+			id := r.waitLine(t, runStarted)
+			r.waitLine(t, plodding)
+			if err := r.cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := r.wait(t); code != tc.code {
+				t.Fatalf("exit status %d after %s, want %d; stderr:\n%s", code, tc.name, tc.code, r.errText())
+			}
+			if tc.sig == os.Interrupt {
+				if msg := r.errText(); !strings.Contains(msg, "interrupted: run "+id+" goes on") || !strings.Contains(msg, "troupe runs resume "+id) {
+					t.Errorf("Ctrl-C does not say the run goes on and how to resume it:\n%s", msg)
+				}
+			}
+			var before workflows.RunInfo
+			if err := json.Unmarshal([]byte(runCLI(t, home, "runs", "show", "--json", id)), &before); err != nil || before.Status != "RUNNING" || before.Graph != "plod" {
+				t.Fatalf("after %s the run is %+v (%v), want RUNNING", tc.name, before, err)
+			}
+			resumed := startCLI(t, home, "runs", "resume", id)
+			if code := resumed.wait(t); code != 0 {
+				t.Fatalf("troupe runs resume: exit %d; stderr:\n%s", code, resumed.errText())
+			}
+			if out := strings.TrimSpace(resumed.stdout.String()); out != "done after 41 turns" {
+				t.Errorf("resumed run printed %q, want its result", out)
+			}
+			var after struct {
+				workflows.RunInfo
+				Result workflows.RunResult `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(runCLI(t, home, "runs", "show", "--json", id)), &after); err != nil || after.Status != "COMPLETED" || after.Result.Turns != 41 || after.Result.ToolCalls != 40 {
+				t.Errorf("after resume the run is %+v (%v), want COMPLETED after 41 turns and 40 tool calls", after, err)
+			}
+		})
+	}
+}
+
+// TestTwoRunsOneHome: two `troupe run`s on one TROUPE_HOME share its one
+// server. The first, which started the server, finishes first and keeps
+// the server up until the second is done; both print their results.
+func TestTwoRunsOneHome(t *testing.T) {
+	home := t.TempDir()
+	first := startCLI(t, home, "run", "--graph", "plod", "medium")
+	firstID := first.waitLine(t, runStarted)
+	second := startCLI(t, home, "run", "--graph", "plod", "long")
+	secondID := second.waitLine(t, runStarted)
+	for _, r := range []*cliRun{first, second} {
+		if code := r.wait(t); code != 0 {
+			t.Fatalf("troupe run: exit %d; stderr:\n%s", code, r.errText())
+		}
+	}
+	if out := strings.TrimSpace(first.stdout.String()); out != "done after 21 turns" {
+		t.Errorf("first run printed %q", out)
+	}
+	if out := strings.TrimSpace(second.stdout.String()); out != "done after 41 turns" {
+		t.Errorf("second run printed %q", out)
+	}
+	if !strings.Contains(first.errText(), "keeping the Temporal server of "+home+" up for the other troupe commands") {
+		t.Errorf("the first run, done first, does not say it keeps the server up for the second:\n%s", first.errText())
+	}
+	var list []workflows.RunInfo
+	if err := json.Unmarshal([]byte(runCLI(t, home, "runs", "ls", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range list {
+		got[r.WorkflowID] = r.Status
+	}
+	if len(list) != 2 || got[firstID] != "COMPLETED" || got[secondID] != "COMPLETED" {
+		t.Errorf("troupe runs ls: %+v, want the two runs COMPLETED", list)
+	}
+}
