@@ -42,6 +42,10 @@ func addSandboxFlags(f *pflag.FlagSet, o *workerOptions) {
 // stops it and releases its model and store.
 func startWorker(ctx context.Context, c client.Client, namespace string, o workerOptions, graphs []Graph, stderr io.Writer) (func(), error) {
 	taskQueue := o.taskQueue
+	retention, on, err := blobRetention()
+	if err != nil {
+		return nil, err
+	}
 	store, err := openStore(ctx)
 	if err != nil {
 		return nil, err
@@ -87,7 +91,38 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 			fmt.Fprintf(stderr, "troupe: removed %d orphan %s sandbox(es)\n", len(ids), backend)
 		}
 	})
-	return func() { stopReaping(); stop(); release(); store.Close() }, nil
+	// The blob data of runs closed for TROUPE_BLOB_RETENTION goes, now
+	// and every workflows.SweepInterval.
+	stopSweeping := func() {}
+	if on {
+		stopSweeping = workflows.StartSweeping(ctx, c, store, retention, 0, func(swept []string, err error) {
+			if err != nil {
+				fmt.Fprintln(stderr, "troupe: sweeping the blob store:", err)
+			}
+			if len(swept) > 0 {
+				fmt.Fprintf(stderr, "troupe: deleted the blob data of %d run(s) past retention\n", len(swept))
+			}
+		})
+	}
+	return func() { stopSweeping(); stopReaping(); stop(); release(); store.Close() }, nil
+}
+
+// blobRetention reads TROUPE_BLOB_RETENTION: how long the blob data of a
+// closed run is kept (a Go duration such as 168h; default
+// workflows.DefaultBlobRetention), or "off" to keep it forever.
+func blobRetention() (time.Duration, bool, error) {
+	v := os.Getenv("TROUPE_BLOB_RETENTION")
+	switch v {
+	case "":
+		return workflows.DefaultBlobRetention, true, nil
+	case "off":
+		return 0, false, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, false, fmt.Errorf("TROUPE_BLOB_RETENTION=%q: want a duration such as 168h, or off (the blob store is not swept)", v)
+	}
+	return d, true, nil
 }
 
 func workerCommand(graphs []Graph) *cobra.Command {

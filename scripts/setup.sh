@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Troupe's builds and tests need, idempotently: the Go
-# modules, bubblewrap (the bwrap sandbox backend), and the Docker Engine.
+# modules, bubblewrap (the bwrap sandbox backend), the Docker Engine, the MCP
+# peers from npm and versitygw (an S3-compatible server, for the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -104,4 +105,15 @@ mcp_want=$(sha256sum tools/mcp/package-lock.json | cut -d' ' -f1)
 if [ "$(cat "$mcp_stamp" 2>/dev/null)" != "$mcp_want" ]; then
 	(cd tools/mcp && npm ci --no-audit --no-fund --loglevel=error)
 	echo "$mcp_want" >"$mcp_stamp"
+fi
+
+# ---- S3-compatible server (runtime/blob and e2e tests) -----------------------
+# versitygw, built from its Go module into tools/bin (internal/s3test starts
+# it), once per version.
+versitygw_version=v1.8.0
+versitygw_stamp=tools/bin/.versitygw-version
+if [ ! -x tools/bin/versitygw ] || [ "$(cat "$versitygw_stamp" 2>/dev/null)" != "$versitygw_version" ]; then
+	mkdir -p tools/bin
+	GOBIN="$PWD/tools/bin" go install "github.com/versity/versitygw/cmd/versitygw@$versitygw_version"
+	echo "$versitygw_version" >"$versitygw_stamp"
 fi

@@ -66,6 +66,11 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 	if id == "" {
 		return nil, errors.New("workflows: start run: empty workflow id")
 	}
+	if strings.Contains(id, "/") {
+		// The ids of a run's agents are its id and a path: the run is
+		// what comes before the first "/" (RunOf).
+		return nil, fmt.Errorf("workflows: start run: workflow id %q holds a \"/\"", id)
+	}
 	if err := checkPayload("the run input", len(in.Input)); err != nil {
 		return nil, err
 	}

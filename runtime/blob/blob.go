@@ -2,9 +2,18 @@
 // and (later) snapshots live here and travel through Temporal only by key,
 // so no workflow payload grows with them.
 //
-// The store is a gocloud.dev/blob bucket chosen by URL. file:// and mem://
-// are built in; other providers (s3://, gs://, azblob://) work once their
-// gocloud driver is linked in with a blank import.
+// The store is a gocloud.dev/blob bucket chosen by URL: file:// (the
+// default, one host), mem:// (tests), and, for workers on several hosts,
+// s3:// (AWS S3 or any S3-compatible server: add endpoint=, region= and
+// use_path_style=true for one that is not AWS; credentials come from the
+// usual AWS_* variables), gs:// (Google Cloud Storage, with Application
+// Default Credentials) and azblob:// (Azure Blob Storage, with the
+// AZURE_STORAGE_* variables).
+//
+// Keys are grouped by run: everything a run writes lives under
+// transcripts/RUN/, outputs/RUN/ and snapshots/RUN/, where RUN is the
+// run's workflow id, so a run's data can be found and deleted (see
+// [Store.DeletePrefix] and the sweeper in package workflows).
 package blob
 
 import (
@@ -16,10 +25,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/fileblob" // file:// URLs
-	_ "gocloud.dev/blob/memblob"  // mem:// URLs
+	_ "gocloud.dev/blob/azureblob" // azblob:// URLs
+	_ "gocloud.dev/blob/fileblob"  // file:// URLs
+	_ "gocloud.dev/blob/gcsblob"   // gs:// URLs
+	_ "gocloud.dev/blob/memblob"   // mem:// URLs
+	_ "gocloud.dev/blob/s3blob"    // s3:// URLs
 	"gocloud.dev/gcerrors"
 )
 
@@ -172,6 +185,75 @@ func (s *Store) remember(key string, data []byte) {
 			s.size -= len(d)
 			delete(s.cache, k)
 		}
+	}
+}
+
+// Dirs returns the names one level below prefix (which ends in "/"): for
+// "transcripts/", the runs that have transcripts.
+func (s *Store) Dirs(ctx context.Context, prefix string) ([]string, error) {
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix, Delimiter: "/"})
+	var out []string
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("blob: list %s: %w", prefix, err)
+		}
+		if obj.IsDir {
+			out = append(out, strings.TrimSuffix(strings.TrimPrefix(obj.Key, prefix), "/"))
+		}
+	}
+}
+
+// Newest returns when the newest blob under prefix was written, and
+// whether there is any.
+func (s *Store) Newest(ctx context.Context, prefix string) (time.Time, bool, error) {
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	var newest time.Time
+	found := false
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return newest, found, nil
+		}
+		if err != nil {
+			return time.Time{}, false, fmt.Errorf("blob: list %s: %w", prefix, err)
+		}
+		if !obj.IsDir {
+			found = true
+			if obj.ModTime.After(newest) {
+				newest = obj.ModTime
+			}
+		}
+	}
+}
+
+// DeletePrefix deletes every blob under prefix and returns how many. A
+// blob that another deleter took first is not an error.
+func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
+	if prefix == "" {
+		return 0, errors.New("blob: delete with an empty prefix")
+	}
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	n := 0
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("blob: list %s: %w", prefix, err)
+		}
+		if obj.IsDir {
+			continue
+		}
+		if err := s.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return n, fmt.Errorf("blob: delete %s: %w", obj.Key, err)
+		}
+		s.forget(obj.Key)
+		n++
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
+	"github.com/troupe-dev/troupe/internal/s3test"
 	"github.com/troupe-dev/troupe/runtime/blob"
 )
 
@@ -99,6 +101,74 @@ func TestStreams(t *testing.T) {
 			}
 			if got, err := s.Get(ctx, "k"); err != nil || string(got) != "new" {
 				t.Errorf("Get after a rewrite = %q, %v; want the new content, not the cached one", got, err)
+			}
+		})
+	}
+}
+
+// TestRunsData: a run's data is listed by prefix, dated, and deleted as
+// one, on every store kind, a real S3-compatible server (versitygw) among
+// them, where a second client (another host) sees what the first wrote.
+func TestRunsData(t *testing.T) {
+	ctx := context.Background()
+	s3 := s3test.Start(t, "troupe")
+	s3.SetEnv(t)
+	for _, tc := range []struct{ name, url string }{{"file", t.TempDir()}, {"mem", "mem://"}, {"s3", s3.URL("troupe")}} {
+		url := tc.url
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := blob.Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			before := time.Now().Add(-time.Minute)
+			for _, k := range []string{"transcripts/run-a/0-x/000001.json", "transcripts/run-a/0-x/000002.json", "transcripts/run-b/0-y/000001.json", "outputs/run-a/0-x/1-c"} {
+				if err := s.Put(ctx, k, []byte(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.PutFrom(ctx, "snapshots/run-a/abc.tar.zst", strings.NewReader("snapshot")); err != nil {
+				t.Fatal(err)
+			}
+			dirs, err := s.Dirs(ctx, "transcripts/")
+			if err != nil || strings.Join(dirs, ",") != "run-a,run-b" {
+				t.Errorf("Dirs = %v, %v; want run-a, run-b", dirs, err)
+			}
+			newest, ok, err := s.Newest(ctx, "transcripts/run-a/")
+			if err != nil || !ok || newest.Before(before) {
+				t.Errorf("Newest = %v, %v, %v", newest, ok, err)
+			}
+			if _, ok, _ := s.Newest(ctx, "transcripts/run-c/"); ok {
+				t.Error("Newest found blobs under an empty prefix")
+			}
+			if strings.HasPrefix(url, "s3:") {
+				other, err := blob.Open(ctx, url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := other.Get(ctx, "outputs/run-a/0-x/1-c")
+				other.Close()
+				if err != nil || string(got) != "outputs/run-a/0-x/1-c" {
+					t.Errorf("another client reads %q, %v", got, err)
+				}
+			}
+			// Read (cached), then deleted: the cache forgets it too.
+			if _, err := s.Get(ctx, "transcripts/run-a/0-x/000001.json"); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{"transcripts/run-a/", "outputs/run-a/", "snapshots/run-a/"} {
+				if _, err := s.DeletePrefix(ctx, p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := s.Get(ctx, "transcripts/run-a/0-x/000001.json"); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("a deleted blob reads back: %v", err)
+			}
+			if got, err := s.Get(ctx, "transcripts/run-b/0-y/000001.json"); err != nil || len(got) == 0 {
+				t.Errorf("another run's blob went too: %v", err)
+			}
+			if _, err := s.DeletePrefix(ctx, ""); err == nil {
+				t.Error("DeletePrefix with an empty prefix deleted the store")
 			}
 		})
 	}

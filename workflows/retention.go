@@ -1,0 +1,149 @@
+package workflows
+
+// Retention of the blob data of runs. Everything a run writes to the blob
+// store lives under transcripts/RUN/, outputs/RUN/ and snapshots/RUN/
+// (RUN: the run's workflow id, the orchestrator's), so a run's data can be
+// found and deleted as one. Workers sweep the store on a schedule.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/troupe-dev/troupe/runtime/blob"
+)
+
+// DefaultBlobRetention is how long the blob data of a closed run is kept
+// when no retention is set: a week after the run closed.
+const DefaultBlobRetention = 7 * 24 * time.Hour
+
+// SweepInterval is how often a worker sweeps the blob store.
+const SweepInterval = time.Hour
+
+// blobAreas are the key prefixes under which each run keeps its data.
+var blobAreas = []string{"transcripts/", "outputs/", "snapshots/"}
+
+// RunOf returns the run a workflow id belongs to: the id of the run's
+// orchestrator, which every agent workflow's id starts with.
+func RunOf(workflowID string) string {
+	run, _, _ := strings.Cut(workflowID, "/")
+	return run
+}
+
+// SweepBlobs deletes the blob data of the runs that are done with it and
+// returns those runs. A run's data goes once the run has been closed for
+// retention (DefaultBlobRetention when zero), or, for a run that c's
+// namespace no longer holds (Temporal's own retention removed it), once
+// none of its data has changed for retention. The data of a run still
+// running, or whose state c cannot read, is never touched.
+//
+// A store shared by several namespaces or clusters would see the others'
+// runs as unknown ones: give each namespace its own bucket or prefix.
+func SweepBlobs(ctx context.Context, c client.Client, store *blob.Store, retention time.Duration) ([]string, error) {
+	if retention <= 0 {
+		retention = DefaultBlobRetention
+	}
+	var runs []string
+	for _, area := range blobAreas {
+		dirs, err := store.Dirs(ctx, area)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range dirs {
+			if !slices.Contains(runs, d) {
+				runs = append(runs, d)
+			}
+		}
+	}
+	slices.Sort(runs)
+	var swept []string
+	var errs []error
+	for _, run := range runs {
+		done, err := runDone(ctx, c, store, run, retention)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !done {
+			continue
+		}
+		for _, area := range blobAreas {
+			if _, err := store.DeletePrefix(ctx, area+run+"/"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		swept = append(swept, run)
+	}
+	return swept, errors.Join(errs...)
+}
+
+// runDone reports whether run's blob data may go.
+func runDone(ctx context.Context, c client.Client, store *blob.Store, run string, retention time.Duration) (bool, error) {
+	d, err := c.DescribeWorkflowExecution(ctx, run, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		var newest time.Time
+		for _, area := range blobAreas {
+			t, ok, err := store.Newest(ctx, area+run+"/")
+			if err != nil {
+				return false, err
+			}
+			if ok && t.After(newest) {
+				newest = t
+			}
+		}
+		return time.Since(newest) >= retention, nil
+	case err != nil:
+		return false, fmt.Errorf("workflows: sweep the data of run %s: %w", run, err)
+	}
+	info := d.GetWorkflowExecutionInfo()
+	if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetCloseTime() == nil {
+		return false, nil
+	}
+	return time.Since(info.GetCloseTime().AsTime()) >= retention, nil
+}
+
+// StartSweeping sweeps store (SweepBlobs) once now and then every interval
+// (SweepInterval when zero), in the background, until the returned stop
+// func is called; stop waits for a sweep under way. report, when set, gets
+// each sweep's outcome.
+func StartSweeping(ctx context.Context, c client.Client, store *blob.Store, retention, interval time.Duration, report func(swept []string, err error)) (stop func()) {
+	if interval <= 0 {
+		interval = SweepInterval
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			swept, err := SweepBlobs(ctx, c, store, retention)
+			if ctx.Err() != nil {
+				return
+			}
+			if report != nil {
+				report(swept, err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
