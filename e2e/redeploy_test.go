@@ -12,10 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/worker"
+
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/testgraphs"
+	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -141,5 +146,41 @@ func TestRedeployMidRun(t *testing.T) {
 		if strings.Contains(log.String(), bad) {
 			t.Errorf("the redeployed worker logged %q:\n%s", bad, log.String())
 		}
+	}
+}
+
+// TestRegisterAloneFailsLoudly: a worker wired with Runner.Register alone
+// (no worker on its sandbox store's queue) fails a sandbox agent's run at
+// its first sandbox, with ErrStoreNotServed naming the fix, instead of
+// running on with "sandbox lost" answers to a degraded result.
+func TestRegisterAloneFailsLoudly(t *testing.T) {
+	c := dial(t)
+	_, url := modelServer(t)
+	m, err := model.New(model.Config{APIKey: "test", BaseURL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := blob.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := local.New(local.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: allGraphs(), Model: m, Store: store, Sandboxes: map[string]sandbox.Client{"local": lc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queues.Add(1))
+	w := worker.New(c, queue, worker.Options{})
+	r.Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	_, err = runGraph(t, c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	if workflows.ErrorType(err) != workflows.ErrStoreNotServed || !strings.Contains(err.Error(), "StartWorkers") {
+		t.Fatalf("run on a worker wired with Register alone: %v, want %s naming StartWorkers", err, workflows.ErrStoreNotServed)
 	}
 }

@@ -108,8 +108,9 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		fns = append(fns, pendingCall{c, t.mt.call(ctx, c, t.outputKey(rc, c))})
 	}
 	wg := workflow.NewWaitGroup(ctx)
+	var fatal error // an agent tool's failure that ends this agent too
 	for i, c := range d.AgentTools {
-		t.agentTool(ctx, rc, wg, i, c, done, &usage)
+		t.agentTool(ctx, rc, wg, i, c, done, &usage, &fatal)
 	}
 	for _, p := range fns {
 		var item agents.Item
@@ -124,6 +125,9 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		t.rec.add(ctx, Event{Kind: EventToolResult, Agent: t.agent.Name, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID, Detail: preview(detail, 200)})
 	}
 	wg.Wait(ctx)
+	if fatal != nil {
+		return nil, nil, usage, fatal
+	}
 	if usedSandbox {
 		t.sb.afterTurn(ctx)
 	}
@@ -195,7 +199,7 @@ func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, c agent
 // agentTool runs an agent-as-tool call (the i-th of the turn) in a
 // coroutine of its own, as a child workflow (and the handoffs it takes),
 // writing its output into done and its usage into usage.
-func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg workflow.WaitGroup, i int, c agents.Item, done map[string]agents.Item, usage *model.Usage) {
+func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg workflow.WaitGroup, i int, c agents.Item, done map[string]agents.Item, usage *model.Usage, fatal *error) {
 	tool := t.agent.Tool(c.Name)
 	var args agents.AgentToolInput
 	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
@@ -221,6 +225,10 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		rr, err := t.r.route(gctx, t.rec, t.spec, tool.Target, child, prefix)
 		var output string
 		switch {
+		case err != nil && workerFault(err) && workflow.GetVersion(gctx, versionWorkerFaults, workflow.DefaultVersion, 1) == 1:
+			// Not the model's to work around: the worker is wired wrong.
+			*fatal = err
+			output = fmt.Sprintf("Error: agent tool %s failed: %v", c.Name, err)
 		case err != nil:
 			output = fmt.Sprintf("Error: agent tool %s failed: %v", c.Name, err)
 		case tool.Extractor:
@@ -237,6 +245,17 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		done[c.CallID] = t.output(c, output)
 		t.rec.add(gctx, Event{Kind: EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(output, 200)})
 	})
+}
+
+// versionWorkerFaults marks runs in which an agent tool's worker fault
+// (workerFault) fails its caller rather than becoming the tool's output.
+// The marker is written only when such a fault happens.
+const versionWorkerFaults = "troupe.worker-faults-fail-callers"
+
+// workerFault reports whether err is a fault of the worker's wiring, which
+// a model cannot work around: it fails every agent up the chain.
+func workerFault(err error) bool {
+	return ErrorType(err) == ErrStoreNotServed
 }
 
 // handoff takes the turn's handoff call, if any and the gate lets it: its

@@ -24,6 +24,10 @@ const (
 	ErrHandoff      = "troupe.HandoffFailed"
 	ErrInstructions = "troupe.InstructionsFailed"
 	ErrInternal     = "troupe.Internal"
+	// ErrStoreNotServed: a sandbox was asked of a worker whose sandbox
+	// store's queue nothing serves (wired with Runner.Register alone):
+	// its commands could reach no worker.
+	ErrStoreNotServed = "troupe.SandboxStoreNotServed"
 )
 
 // ErrorType returns the Type of the first Temporal application error in

@@ -129,6 +129,12 @@ type Runner struct {
 	// mcpQ is the queue of this process's MCP sessions, which
 	// StartWorkers serves; "" without StartWorkers.
 	mcpQ atomic.Pointer[string]
+	// storeServed is set once something serves the sandbox store's queue
+	// (StartWorkers), or may (a second RegisterActivities, or a registry
+	// that is not a worker, such as a test environment).
+	storeServed atomic.Bool
+	// activityWorkers counts the workers RegisterActivities registered on.
+	activityWorkers atomic.Int32
 }
 
 func (r *Runner) mcpQueue() string {
@@ -347,7 +353,17 @@ func (r *Runner) checkStore(st sandbox.State) error {
 
 // RegisterActivities registers the activities only, for the host-queue
 // worker.
+//
+// A worker that creates a sandbox must have its sandbox store's queue
+// (SandboxQueue) served too, or the sandbox's commands reach no worker:
+// StartWorkers does that; so does a second worker of yours on that queue
+// with RegisterActivities. Without either, a sandbox create fails the run
+// at once with ErrStoreNotServed, saying so, rather than letting the run
+// go on with "sandbox lost" answers.
 func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
+	if _, real := w.(worker.Worker); !real || r.activityWorkers.Add(1) > 1 {
+		r.storeServed.Store(true)
+	}
 	w.RegisterActivityWithOptions(r.acts.Model, activity.RegisterOptions{Name: ModelActivityName})
 	w.RegisterActivityWithOptions(r.acts.SandboxCreate, activity.RegisterOptions{Name: SandboxCreateActivityName})
 	w.RegisterActivityWithOptions(r.acts.SandboxTool, activity.RegisterOptions{Name: SandboxToolActivityName})

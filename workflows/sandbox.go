@@ -197,6 +197,10 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	if agent.Sandbox == nil {
 		return nil, nonRetryable(ErrSandbox, "agent %s has no sandbox", agent.Name)
 	}
+	if activity.IsActivity(ctx) && !a.r.storeServed.Load() {
+		return nil, nonRetryable(ErrStoreNotServed, "agent %s: this worker's sandbox store queue %s has no worker, so the sandbox's commands could reach none: "+
+			"start the worker with Runner.StartWorkers (Runner.Register alone serves one queue), or serve %s with RegisterActivities", agent.Name, a.r.hostQueue, a.r.hostQueue)
+	}
 	c, err := a.client(agent.Sandbox.Backend)
 	if err != nil {
 		return nil, err
