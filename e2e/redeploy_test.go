@@ -179,8 +179,26 @@ func TestRegisterAloneFailsLoudly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	_, err = runGraph(t, c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run.Get(context.Background(), nil)
 	if workflows.ErrorType(err) != workflows.ErrStoreNotServed || !strings.Contains(err.Error(), "StartWorkers") {
 		t.Fatalf("run on a worker wired with Register alone: %v, want %s naming StartWorkers", err, workflows.ErrStoreNotServed)
+	}
+	// With -histories, its workflows' histories are a replay fixture: the
+	// agents that fail on a worker fault (go test ./e2e -run
+	// TestRegisterAloneFailsLoudly -histories ../workflows/testdata/histories/v4-worker-faults).
+	if *historiesDir != "" {
+		events, err := workflows.Events(context.Background(), c, run.GetID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]bool{}
+		for _, e := range events {
+			ids[e.WorkflowID] = true
+		}
+		saveHistories(t, c, ids, *historiesDir, "dealdesk")
 	}
 }
