@@ -12,6 +12,11 @@
 //     it) and the process's memory after the run.
 //   - BenchmarkFanOut: one turn calling 50 agents-as-tools against a
 //     workflow starting 50 no-op child workflows in parallel.
+//   - BenchmarkEventLatency: from the model's answer for a turn to the
+//     arrival of the turn's event at a follower, p50 and p95, polled
+//     (model calls local or as activities) and in the worker's own process
+//     (FollowLive with the worker's EventBus), against a bare Temporal
+//     update round trip on the same server.
 //
 // The model is the scripted OpenAI-wire server (runtime/model/scripted),
 // reached over real HTTP through openai-go's Responses API.

@@ -135,6 +135,7 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 		// cannot finish goes on on any worker of the same graphs.
 		taskQueue = workflows.DefaultTaskQueue
 		wo.taskQueue = taskQueue
+		wo.events = workflows.NewEventBus()
 		stop, err := startWorker(ctx, conn.c, conn.namespace, wo, graphs, stderr)
 		if err != nil {
 			return err
@@ -146,19 +147,20 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 		return err
 	}
 	fmt.Fprintf(progress, "▶ run %s (graph %s)\n", run.GetID(), in.Graph)
-	return awaitRun(ctx, conn.c, run.GetID(), out, logPath, stdout, progress, stderr)
+	return awaitRun(ctx, conn.c, run.GetID(), wo.events, out, logPath, stdout, progress, stderr)
 }
 
-// awaitRun follows the run id from its start, waits for its result and
-// prints it. When ctx ends first (Ctrl-C)
+// awaitRun follows the run id from its start (taking the events of this
+// process's worker from bus, when set, as they happen), waits for its
+// result and prints it. When ctx ends first (Ctrl-C)
 // or the server goes away, it says that the run goes on and how to pick it
 // up, and returns an *Interrupted.
-func awaitRun(ctx context.Context, c client.Client, id string, out runOutput, logPath string, stdout, progress, stderr io.Writer) error {
+func awaitRun(ctx context.Context, c client.Client, id string, bus *workflows.EventBus, out runOutput, logPath string, stdout, progress, stderr io.Writer) error {
 	fctx, cancel := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		_ = workflows.Follow(fctx, c, id, 100*time.Millisecond, func(e workflows.Event) { printEvent(progress, e) })
+		_ = workflows.FollowLive(fctx, c, id, 100*time.Millisecond, bus, func(e workflows.Event) { printEvent(progress, e) })
 	}()
 	var res workflows.RunResult
 	err := c.GetWorkflow(ctx, id, "").Get(ctx, &res)

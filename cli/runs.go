@@ -74,7 +74,7 @@ func runsCommand(graphs []Graph) *cobra.Command {
 				if _, err := workflows.DescribeRun(cmd.Context(), cn.c, args[0]); err != nil {
 					return err
 				}
-				return awaitRun(cmd.Context(), cn.c, args[0], runOutput{json: asJSON}, "", cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.ErrOrStderr())
+				return awaitRun(cmd.Context(), cn.c, args[0], nil, runOutput{json: asJSON}, "", cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.ErrOrStderr())
 			})
 		},
 	}
@@ -191,7 +191,7 @@ func resumeRun(ctx context.Context, cn *conn, graphs []Graph, id string, wo work
 	out := runOutput{json: asJSON}
 	if info.Close != nil {
 		fmt.Fprintf(stderr, "troupe: run %s is %s already\n", id, info.Status)
-		return awaitRun(ctx, cn.c, id, out, "", stdout, io.Discard, stderr)
+		return awaitRun(ctx, cn.c, id, nil, out, "", stdout, io.Discard, stderr)
 	}
 	in, err := workflows.RunInputOf(ctx, cn.c, id)
 	if err != nil {
@@ -207,13 +207,14 @@ func resumeRun(ctx context.Context, cn *conn, graphs []Graph, id string, wo work
 		}
 	}
 	wo.taskQueue = info.TaskQueue
+	wo.events = workflows.NewEventBus()
 	stop, err := startWorker(ctx, cn.c, cn.namespace, wo, graphs, stderr)
 	if err != nil {
 		return err
 	}
 	defer stopWithin(stop, workerStopWait)
 	fmt.Fprintf(stderr, "▶ resuming run %s (graph %s) on task queue %s\n", id, in.Graph, info.TaskQueue)
-	return awaitRun(ctx, cn.c, id, out, "", stdout, stderr, stderr)
+	return awaitRun(ctx, cn.c, id, wo.events, out, "", stdout, stderr, stderr)
 }
 
 func printAction(stdout io.Writer, asJSON bool, id, what string) error {

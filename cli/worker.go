@@ -29,6 +29,9 @@ type workerOptions struct {
 	// sandboxQueue is the task queue of the worker's sandbox store
 	// (--sandbox-queue, TROUPE_SANDBOX_QUEUE); empty for the default.
 	sandboxQueue string
+	// events, when set, gets the events of the worker's workflows as
+	// they record them, for followers in this process.
+	events *workflows.EventBus
 }
 
 // addSandboxFlags adds --sandbox and --sandbox-queue to a command that
@@ -67,7 +70,7 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		store.Close()
 		return nil, err
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: queue, SpoolDir: spool})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: o.events, Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: queue, SpoolDir: spool})
 	if err != nil {
 		release()
 		store.Close()

@@ -23,34 +23,46 @@ const historyBound = 1_100
 // new every 100 turns: every run's history stays under historyBound events
 // and the run's histories under 4 MiB in all (transcripts and large
 // outputs travel by reference), and the events followed from the start
-// arrive in order, each once, across the runs.
+// arrive in order, each once, across the runs, whether polled or also
+// taken from the worker's event bus, and as the workflow recorded them.
 func TestLongRunContinuesAsNew(t *testing.T) {
 	c := dial(t)
 	_, url := modelServer(t)
-	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) { cfg.ContinueAfterTurns, cfg.ContinueAfterEvents = 100, 1000 })
+	bus := workflows.NewEventBus()
+	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) {
+		cfg.ContinueAfterTurns, cfg.ContinueAfterEvents, cfg.Events = 100, 1000, bus
+	})
 	ctx := context.Background()
 	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "long", Input: "loop"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Two followers: one polling, one also taking the worker's events
+	// from its bus as they are recorded.
 	var mu sync.Mutex
-	var looper []workflows.Event
+	var looper, live []workflows.Event
 	fctx, stop := context.WithCancel(ctx)
-	followed := make(chan struct{})
-	go func() {
-		defer close(followed)
-		_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e workflows.Event) {
-			if e.WorkflowID == run.GetID()+"/0-looper" {
-				mu.Lock()
-				looper = append(looper, e)
-				mu.Unlock()
-			}
-		})
-	}()
+	var followed sync.WaitGroup
+	for _, f := range []struct {
+		bus *workflows.EventBus
+		got *[]workflows.Event
+	}{{nil, &looper}, {bus, &live}} {
+		followed.Add(1)
+		go func() {
+			defer followed.Done()
+			_ = workflows.FollowLive(fctx, c, run.GetID(), 50*time.Millisecond, f.bus, func(e workflows.Event) {
+				if e.WorkflowID == run.GetID()+"/0-looper" {
+					mu.Lock()
+					*f.got = append(*f.got, e)
+					mu.Unlock()
+				}
+			})
+		}()
+	}
 	var res workflows.RunResult
 	err = run.Get(ctx, &res)
 	stop()
-	<-followed
+	followed.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +124,14 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for name, events := range map[string][]workflows.Event{"read after the run": after, "followed live": looper} {
+	for name, events := range map[string][]workflows.Event{"read after the run": after, "followed live": looper, "followed live with the bus": live} {
 		finals := 0
 		for i, e := range events {
 			if e.Seq != i+1 {
 				t.Fatalf("%s: event %d is numbered %d: a gap or a repeat across runs", name, i+1, e.Seq)
+			}
+			if a := after[min(i, len(after)-1)]; e.Seq == a.Seq && (e.Kind != a.Kind || e.Detail != a.Detail || e.Turn != a.Turn) {
+				t.Fatalf("%s: event %d is %+v, but the workflow recorded %+v", name, e.Seq, e, a)
 			}
 			if e.Kind == workflows.EventFinal {
 				finals++

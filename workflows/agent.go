@@ -28,7 +28,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	if carry == nil {
 		carry = &AgentCarry{}
 	}
-	rec, err := newRecorder(ctx, carry.Events, carry.NextEvent)
+	rec, err := newRecorder(ctx, carry.Events, carry.NextEvent, r.cfg.Events)
 	if err != nil {
 		return nil, err
 	}

@@ -105,6 +105,66 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 // call, a local activity) answers queries only when the task ends; it
 // does not hold up the events of the others.
 func Follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event)) error {
+	return FollowLive(ctx, c, workflowID, every, nil, fn)
+}
+
+// FollowLive is Follow that also takes the events that this process's
+// workers record (their Config.Events is bus) as they record them, so a
+// follower in the process that runs the workflows shows each event at
+// once, even one from a workflow busy in a long workflow task. The polls go
+// on, for the events of other processes' workers and any the bus dropped;
+// each event is still passed to fn once, in its workflow's order. A nil
+// bus is Follow.
+func FollowLive(ctx context.Context, c client.Client, workflowID string, every time.Duration, bus *EventBus, fn func(Event)) error {
+	if bus == nil {
+		return follow(ctx, c, workflowID, every, fn)
+	}
+	live, unsubscribe := bus.subscribe(workflowID)
+	defer unsubscribe()
+	polled := make(chan Event, busBuffer)
+	go func() {
+		defer close(polled)
+		_ = follow(ctx, c, workflowID, every, func(e Event) { polled <- e })
+	}()
+	// Both streams keep each workflow's order; the polled one has no gap.
+	// An event is passed on when it is the next of its workflow.
+	last := map[string]int{}
+	held := map[string]map[int]Event{}
+	take := func(e Event) {
+		if e.Seq <= last[e.WorkflowID] {
+			return
+		}
+		h := held[e.WorkflowID]
+		if h == nil {
+			h = map[int]Event{}
+			held[e.WorkflowID] = h
+		}
+		h[e.Seq] = e
+		for {
+			next, ok := h[last[e.WorkflowID]+1]
+			if !ok {
+				break
+			}
+			delete(h, next.Seq)
+			last[e.WorkflowID] = next.Seq
+			fn(next)
+		}
+	}
+	for {
+		select {
+		case e := <-live:
+			take(e)
+		case e, ok := <-polled:
+			if !ok {
+				return nil
+			}
+			take(e)
+		}
+	}
+}
+
+// follow is Follow without a bus.
+func follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event)) error {
 	if every <= 0 {
 		every = 250 * time.Millisecond
 	}

@@ -16,13 +16,14 @@ const recentEvents = 1000
 type recorder struct {
 	id     string
 	events []Event
-	next   int // the number of the next event
+	next   int       // the number of the next event
+	bus    *EventBus // nil for none
 }
 
 // newRecorder starts the recorder of a workflow run, with the events a
 // previous run of the workflow carried over (none for a first run).
-func newRecorder(ctx workflow.Context, carried []Event, next int) (*recorder, error) {
-	rec := &recorder{id: workflow.GetInfo(ctx).WorkflowExecution.ID, events: carried, next: max(next, 1)}
+func newRecorder(ctx workflow.Context, carried []Event, next int, bus *EventBus) (*recorder, error) {
+	rec := &recorder{id: workflow.GetInfo(ctx).WorkflowExecution.ID, events: carried, next: max(next, 1), bus: bus}
 	err := workflow.SetQueryHandler(ctx, EventsQuery, func(after int) ([]Event, error) {
 		return rec.after(after), nil
 	})
@@ -45,6 +46,9 @@ func (rec *recorder) add(ctx workflow.Context, e Event) {
 	e.Time = workflow.Now(ctx)
 	e.WorkflowID = rec.id
 	rec.events = append(rec.events, e)
+	if !workflow.IsReplaying(ctx) {
+		rec.bus.publish(e) //workflowcheck:ignore a side channel, like a log: it changes no workflow state
+	}
 	if len(rec.events) > recentEvents {
 		rec.events = append([]Event(nil), rec.events[len(rec.events)-recentEvents:]...)
 	}

@@ -31,7 +31,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 	if err := checkPayload("the run input", len(in.Input)); err != nil {
 		return nil, err
 	}
-	rec, err := newRecorder(ctx, nil, 1)
+	rec, err := newRecorder(ctx, nil, 1, r.cfg.Events)
 	if err != nil {
 		return nil, err
 	}

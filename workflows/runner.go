@@ -37,6 +37,9 @@ const DefaultTaskQueue = "troupe"
 type Config struct {
 	// Graphs are the graphs the worker serves, by name.
 	Graphs []*agents.Graph
+	// Events, when set, gets every event this worker's workflows record,
+	// as they record them, for followers in this process (FollowLive).
+	Events *EventBus
 	// Model answers every agent's turns.
 	Model model.Model
 	// DefaultModel is the model name for agents that name none; the
