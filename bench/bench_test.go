@@ -246,9 +246,11 @@ func runTroupe(b *testing.B, c client.Client, queue, agent string) (*workflows.R
 // that calls many agents-as-tools at once, the worker agent behind them,
 // and a one-turn agent for warm-ups.
 const (
-	graphName   = "bench"
-	loopTurns   = 200 // turns that call the tool; one more answers
-	fanOutCalls = 50
+	graphName = "bench"
+	loopTurns = 200 // turns that call the tool; one more answers
+	// marathonTurns are the marathoner's turns that call the tool.
+	marathonTurns = 5000
+	fanOutCalls   = 50
 )
 
 type noopArgs struct {
@@ -266,6 +268,7 @@ func benchGraph() *agents.Graph {
 	return agents.MustGraph(graphName, "warm",
 		&agents.Agent{Name: "warm", Instructions: "bench warm"},
 		&agents.Agent{Name: "looper", Instructions: "bench looper", Tools: []agents.Tool{noop}, MaxTurns: loopTurns + 1},
+		&agents.Agent{Name: "marathoner", Instructions: "bench marathoner", Tools: []agents.Tool{noop}, MaxTurns: marathonTurns + 1},
 		&agents.Agent{Name: "boss", Instructions: "bench fan boss", Tools: tools},
 		&agents.Agent{Name: "fan_worker", Instructions: "bench fan worker"},
 	)
@@ -287,6 +290,10 @@ func benchScenario(b *testing.B) *scripted.Scenario {
 		{Name: "loop-done", Match: scripted.Match{Instructions: "bench looper", Turn: loopTurns + 1},
 			Respond: scripted.Respond{Text: "done after {{.Turn}} turns"}},
 		{Name: "loop-call", Match: scripted.Match{Instructions: "bench looper", MaxTurn: loopTurns},
+			Respond: scripted.Respond{Calls: []scripted.ToolCall{{Name: "noop", Arguments: map[string]any{"turn": "{{.Turn}}"}}}}},
+		{Name: "marathon-done", Match: scripted.Match{Instructions: "bench marathoner", Turn: marathonTurns + 1},
+			Respond: scripted.Respond{Text: "done after {{.Turn}} turns"}},
+		{Name: "marathon-call", Match: scripted.Match{Instructions: "bench marathoner", MaxTurn: marathonTurns},
 			Respond: scripted.Respond{Calls: []scripted.ToolCall{{Name: "noop", Arguments: map[string]any{"turn": "{{.Turn}}"}}}}},
 		{Name: "fan-calls", Match: scripted.Match{Instructions: "bench fan boss", Turn: 1}, Respond: scripted.Respond{Calls: calls}},
 		{Name: "fan-joins", Match: scripted.Match{Instructions: "bench fan boss", Turn: 2},

@@ -12,6 +12,9 @@
 //     it) and the process's memory after the run.
 //   - BenchmarkFanOut: one turn calling 50 agents-as-tools against a
 //     workflow starting 50 no-op child workflows in parallel.
+//   - BenchmarkLongAgent: one agent's 5,001 turns (continuing as new every
+//     500), the cost of turns 4,990 to 4,999 against turns 10 to 19, with
+//     and without the scripted model server's own time.
 //   - BenchmarkEventLatency: from the model's answer for a turn to the
 //     arrival of the turn's event at a follower, p50 and p95, polled
 //     (model calls local or as activities) and in the worker's own process

@@ -168,3 +168,48 @@ func directLoop(b *testing.B, baseURL string) (time.Duration, int) {
 		}
 	}
 }
+
+// BenchmarkLongAgent runs one agent for 5,001 turns (5,000 calling a
+// no-op tool, continuing as new every 500) and compares the cost of a
+// turn late in the run with one early: the time from one model request to
+// the next, over turns 10 to 19 against turns 4,990 to 4,999. The model
+// is sent the whole transcript each turn, so part of the growth is the
+// request's size.
+func BenchmarkLongAgent(b *testing.B) {
+	c := temporalClient(b)
+	srv, url := modelServer(b)
+	queue := startWorker(b, c, troupe(b, url, nil))
+	warmUp(b, c, queue, false)
+	var early, late time.Duration
+	var earlyModel, lateModel time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		skip := len(srv.Calls())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		res, err := workflows.Run(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: "marathoner", Input: "go"})
+		cancel()
+		if err != nil || res.Turns != marathonTurns+1 {
+			b.Fatalf("marathoner: %v, %+v", err, res)
+		}
+		calls := srv.Calls()[skip:]
+		span := func(from, to int) (wall, model time.Duration) {
+			for k := from; k < to; k++ {
+				wall += calls[k].Start.Sub(calls[k-1].Start)
+				model += calls[k-1].End.Sub(calls[k-1].Start)
+			}
+			return wall, model
+		}
+		w, m := span(10, 20)
+		early, earlyModel = early+w, earlyModel+m
+		w, m = span(marathonTurns-10, marathonTurns)
+		late, lateModel = late+w, lateModel+m
+	}
+	b.StopTimer()
+	per := func(d time.Duration) float64 { return ms(d) / float64(10*b.N) }
+	b.ReportMetric(per(early), "early-ms/turn")
+	b.ReportMetric(per(late), "late-ms/turn")
+	b.ReportMetric(per(late)/per(early), "ratio")
+	b.ReportMetric((per(late)-per(lateModel))/(per(early)-per(earlyModel)), "overhead-ratio")
+	b.Logf("turns 10-19: %.2f ms/turn (model server %.2f); turns %d-%d: %.2f ms/turn (model server %.2f); ratio %.2f, without the model server's time %.2f",
+		per(early), per(earlyModel), marathonTurns-10, marathonTurns-1, per(late), per(lateModel), per(late)/per(early), (per(late)-per(lateModel))/(per(early)-per(earlyModel)))
+}

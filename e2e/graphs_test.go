@@ -44,6 +44,9 @@ func testGraphs() []*agents.Graph {
 		all := append([]*agents.Agent{{Name: "boss", Instructions: "fan boss", Tools: tools}}, workers...)
 		return agents.MustGraph(name, "boss", all...)
 	}
+	tick := agents.MustFunctionTool("tick", "Does nothing.", func(_ context.Context, a bigArgs) (string, error) {
+		return "tock " + a.N, nil
+	})
 	big := agents.MustFunctionTool("big", "Returns 10 KB.", func(_ context.Context, a bigArgs) (string, error) {
 		return "turn " + a.N + " " + strings.Repeat("x", 10*1024), nil
 	})
@@ -53,6 +56,7 @@ func testGraphs() []*agents.Graph {
 		fanOut("crash", "crash"),
 		agents.MustGraph("fix", "fixer", &agents.Agent{Name: "fixer", Instructions: "fix agent", Output: agents.MustOutput[verdict]()}),
 		agents.MustGraph("long", "looper", &agents.Agent{Name: "looper", Instructions: "long agent", Tools: []agents.Tool{big}, MaxTurns: 301}),
+		agents.MustGraph("marathon", "runner", &agents.Agent{Name: "runner", Instructions: "marathon agent", Tools: []agents.Tool{tick}, MaxTurns: marathonTurns + 1}),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/troupe-dev/troupe/workflows"
@@ -141,4 +142,97 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 			t.Errorf("%s: %d events of the looper with %d final outputs; want every turn's events and one final", name, len(events), finals)
 		}
 	}
+}
+
+// marathonTurns is how many turns the marathon agent calls its tool.
+const marathonTurns = 5000
+
+// marathonBound is the most events one run of the marathon agent may
+// hold: it continues as new after 500 turns or 5,000 events (the
+// defaults), about 2,500 events with a tool call a turn.
+const marathonBound = 5_200
+
+// TestMarathon runs one agent for 5,001 turns (5,000 calling a no-op
+// tool) with the worker's default continue-as-new bounds: it completes,
+// no run's history holds more than marathonBound events, and the events
+// followed from the start arrive in order, each once.
+func TestMarathon(t *testing.T) {
+	c := dial(t)
+	_, url := modelServer(t)
+	queue := startWorker(t, c, url, "", nil)
+	ctx := context.Background()
+	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "marathon", Input: "run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runner []workflows.Event
+	fctx, stop := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e workflows.Event) {
+			if e.WorkflowID == run.GetID()+"/0-runner" {
+				runner = append(runner, e)
+			}
+		})
+	}()
+	var res workflows.RunResult
+	err = run.Get(ctx, &res)
+	stop()
+	<-followed
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Output) != `"done after 5001 turns"` || res.Turns != marathonTurns+1 || res.ToolCalls != marathonTurns {
+		t.Fatalf("output %s after %d turns and %d tool calls", res.Output, res.Turns, res.ToolCalls)
+	}
+	for i, e := range runner {
+		if e.Seq != i+1 {
+			t.Fatalf("followed: event %d is numbered %d: a gap or a repeat", i+1, e.Seq)
+		}
+	}
+	if n := len(runner); n < 3*marathonTurns || runner[n-1].Kind != workflows.EventFinal {
+		t.Errorf("followed %d events of the runner; want every turn's and the final output last", n)
+	}
+	// Every run of the runner, along the chain of continue-as-new.
+	runs, largest := 0, 0
+	id := run.GetID() + "/0-runner"
+	for runID := firstRunOf(t, c, run.GetID()); runID != ""; runs++ {
+		n, next := 0, ""
+		it := c.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			if a := e.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+				next = a.GetNewExecutionRunId()
+			}
+		}
+		largest = max(largest, n)
+		runID = next
+	}
+	t.Logf("the runner took %d runs; the largest history holds %d events", runs, largest)
+	if largest > marathonBound || runs < marathonTurns/500 {
+		t.Errorf("%d runs, the largest of %d events; want at least %d runs of at most %d events", runs, largest, marathonTurns/500, marathonBound)
+	}
+}
+
+// firstRunOf returns the run id of the first agent workflow the run's
+// orchestrator started.
+func firstRunOf(t *testing.T, c client.Client, id string) string {
+	t.Helper()
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := e.GetChildWorkflowExecutionStartedEventAttributes(); a != nil {
+			return a.GetWorkflowExecution().GetRunId()
+		}
+	}
+	t.Fatal("the orchestrator started no agent")
+	return ""
 }

@@ -373,16 +373,23 @@ func (t *tree) queryRun(ctx context.Context, id, runID string, seen int) ([]Even
 func (t *tree) backfill(ctx context.Context, id string, seen, next int) ([]Event, error) {
 	found := map[int]Event{}
 	err := t.walkBack(ctx, id, func(run string) (bool, error) {
-		evs, err := t.queryRun(ctx, id, run, seen)
-		if err != nil {
-			return false, fmt.Errorf("events of run %s: %w", run, err)
-		}
 		lowest := next
-		for _, e := range evs {
-			if e.Seq < next {
-				found[e.Seq] = e
+		// A page at a time, up to the events the later runs hold.
+		for after := seen; ; {
+			evs, err := t.queryRun(ctx, id, run, after)
+			if err != nil {
+				return false, fmt.Errorf("events of run %s: %w", run, err)
 			}
-			lowest = min(lowest, e.Seq)
+			for _, e := range evs {
+				if e.Seq < next {
+					found[e.Seq] = e
+				}
+				lowest = min(lowest, e.Seq)
+			}
+			if len(evs) < queryPage || evs[len(evs)-1].Seq >= next-1 {
+				break
+			}
+			after = evs[len(evs)-1].Seq
 		}
 		return lowest <= seen+1, nil
 	})

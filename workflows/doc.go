@@ -15,10 +15,13 @@
 //     handoff's callback and input filter (activities) and starts the
 //     target's child. Max turns and max handoffs fail the run with typed
 //     errors.
-//  4. Every workflow keeps its recent events (the last 1,000), numbered
-//     from 1 across its runs; the "troupe.events" query returns those
-//     after a number, and Follow walks a run's tree of workflows to stream
-//     them. A model call that fails is retried by the workflow, each retry
+//  4. Every workflow run keeps its events (bounded by its continue-as-new
+//     bounds), numbered from 1 across its runs; the "troupe.events" query
+//     returns those after a number (2,500 at most an answer), and Follow
+//     walks a run's tree of workflows to stream them, reading what a later
+//     run no longer carries from the earlier runs. A worker given an
+//     EventBus also hands each event, as it is recorded, to followers in
+//     its process (FollowLive). A model call that fails is retried by the workflow, each retry
 //     an event ("model unreachable: connection refused; retry 3 of 10 in
 //     2s").
 //

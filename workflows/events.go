@@ -4,12 +4,16 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// recentEvents bounds the events a workflow keeps, and carries through
-// continue-as-new: a follower more than that many events behind misses
-// the oldest.
-const recentEvents = 1000
+// queryPage bounds the events one answer of the events query holds; a
+// follower further behind asks again from the last it got.
+const queryPage = 2500
 
-// recorder keeps a workflow's recent events and answers the events query.
+// recorder keeps the events of a workflow's run, with those the run before
+// it carried (its last carriedEvents), and answers the events query. A
+// run's events are bounded by its continue-as-new bounds (turns and
+// history events), so the run keeps them all: an earlier run's events
+// stay readable from that run (a worker replays it to answer), which is
+// how a follower that fell behind across a continue-as-new catches up.
 // Events are numbered from 1 across the workflow's runs (continue-as-new
 // carries the numbering), and the query answers those after a number, so
 // a follower's cursor stays good across runs.
@@ -30,11 +34,11 @@ func newRecorder(ctx workflow.Context, carried []Event, next int, bus *EventBus)
 	return rec, err
 }
 
-// after returns the events numbered after n.
+// after returns the events numbered after n, at most queryPage of them.
 func (rec *recorder) after(n int) []Event {
 	for i, e := range rec.events {
 		if e.Seq > n {
-			return rec.events[i:]
+			return rec.events[i:min(len(rec.events), i+queryPage)]
 		}
 	}
 	return []Event{}
@@ -48,8 +52,5 @@ func (rec *recorder) add(ctx workflow.Context, e Event) {
 	rec.events = append(rec.events, e)
 	if !workflow.IsReplaying(ctx) {
 		rec.bus.publish(e) //workflowcheck:ignore a side channel, like a log: it changes no workflow state
-	}
-	if len(rec.events) > recentEvents {
-		rec.events = append([]Event(nil), rec.events[len(rec.events)-recentEvents:]...)
 	}
 }
