@@ -118,6 +118,19 @@ func startWorker(t testing.TB, c client.Client, baseURL string, api model.API, t
 // process of the same host.
 func startWorkerOn(t testing.TB, c client.Client, baseURL string, api model.API, queue string, tweak func(*workflows.Config)) {
 	t.Helper()
+	r := newRunner(t, baseURL, api, queue, tweak)
+	stop, err := r.StartWorkers(c, queue, worker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+}
+
+// newRunner returns a Runner of all test graphs, with its model at baseURL
+// over api, a store and a local sandbox backend of the test's own, and
+// host as its host.
+func newRunner(t testing.TB, baseURL string, api model.API, host string, tweak func(*workflows.Config)) *workflows.Runner {
+	t.Helper()
 	m, err := model.New(model.Config{APIKey: "test", BaseURL: baseURL, API: api})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +145,7 @@ func startWorkerOn(t testing.TB, c client.Client, baseURL string, api model.API,
 	}
 	// Each test worker is its own "host", so sandbox activities come back
 	// to the worker that holds the sandbox.
-	cfg := workflows.Config{Graphs: allGraphs(), Model: m, Store: store, Host: queue,
+	cfg := workflows.Config{Graphs: allGraphs(), Model: m, Store: store, Host: host,
 		Sandboxes: map[string]sandbox.Client{"local": lc}}
 	if tweak != nil {
 		tweak(&cfg)
@@ -141,11 +154,8 @@ func startWorkerOn(t testing.TB, c client.Client, baseURL string, api model.API,
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := r.StartWorkers(c, queue, worker.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stop(); store.Close() })
+	t.Cleanup(func() { store.Close() })
+	return r
 }
 
 func runGraph(t testing.TB, c client.Client, queue string, in workflows.RunInput) (*workflows.RunResult, error) {

@@ -17,10 +17,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/testgraphs"
-	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/runtime/sandbox"
-	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -156,23 +153,8 @@ func TestRedeployMidRun(t *testing.T) {
 func TestRegisterAloneFailsLoudly(t *testing.T) {
 	c := dial(t)
 	_, url := modelServer(t)
-	m, err := model.New(model.Config{APIKey: "test", BaseURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := blob.Open(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := local.New(local.Config{Root: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: allGraphs(), Model: m, Store: store, Sandboxes: map[string]sandbox.Client{"local": lc}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queues.Add(1))
+	r := newRunner(t, url, "", queue, nil)
 	w := worker.New(c, queue, worker.Options{})
 	r.Register(w)
 	if err := w.Start(); err != nil {

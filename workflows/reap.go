@@ -59,6 +59,20 @@ func StartReaping(ctx context.Context, c client.Client, namespace string, client
 	if interval <= 0 {
 		interval = ReapInterval
 	}
+	return every(ctx, interval, func(ctx context.Context) {
+		// The policy is made afresh each round, so a cluster id the
+		// server did not give at first is asked for again.
+		removed, err := ReapOrphans(ctx, clients, KeepOpen(ctx, c, namespace))
+		if ctx.Err() == nil && report != nil {
+			report(removed, err)
+		}
+	})
+}
+
+// every calls round once now and then every interval, in the background,
+// until the returned stop func is called; stop waits for a round under
+// way, whose ctx it cancels.
+func every(ctx context.Context, interval time.Duration, round func(context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -67,15 +81,7 @@ func StartReaping(ctx context.Context, c client.Client, namespace string, client
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
-			// The policy is made afresh each round, so a cluster id the
-			// server did not give at first is asked for again.
-			removed, err := ReapOrphans(ctx, clients, KeepOpen(ctx, c, namespace))
-			if ctx.Err() != nil {
-				return
-			}
-			if report != nil {
-				report(removed, err)
-			}
+			round(ctx)
 			select {
 			case <-ctx.Done():
 				return

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -120,30 +119,10 @@ func StartSweeping(ctx context.Context, c client.Client, store *blob.Store, rete
 	if interval <= 0 {
 		interval = SweepInterval
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			swept, err := SweepBlobs(ctx, c, store, retention)
-			if ctx.Err() != nil {
-				return
-			}
-			if report != nil {
-				report(swept, err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
+	return every(ctx, interval, func(ctx context.Context) {
+		swept, err := SweepBlobs(ctx, c, store, retention)
+		if ctx.Err() == nil && report != nil {
+			report(swept, err)
 		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
+	})
 }
