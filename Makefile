@@ -3,7 +3,8 @@
 #              scripted model unless OPENAI_API_KEY is set)
 #   make test  the whole test suite: the packages that need no Temporal
 #              server twice with -race (so races and state shared between
-#              tests show), the others once (see scripts/packages.sh)
+#              tests show), the others once, both halves at once (see
+#              scripts/packages.sh)
 #   make stress N=5  the suite N times; prints each test that failed with
 #              its failure rate (scripts/stress.sh)
 export GOTOOLCHAIN := local
@@ -22,13 +23,16 @@ build:
 run: setup build
 	$(BIN) run --graph dealdesk "Review the Acme Corp deal: a 3-year, 5000-seat renewal at 35% off list, net-90, go-live in 3 weeks."
 
-# Both halves run even when the first fails; the timeout is per package.
+# The two halves run at once (the server half is mostly end-to-end tests
+# that wait, the other mostly CPU), and both to the end even when one
+# fails; the timeout is per package.
 test: setup
 	$(GO) vet ./...
 	@noserver=$$(scripts/packages.sh noserver) && server=$$(scripts/packages.sh server) || exit 1; \
 	status=0; set -x; \
-	[ -z "$$noserver" ] || $(GO) test -count=2 -race -timeout 20m $$noserver || status=1; \
-	[ -z "$$server" ] || $(GO) test -count=1 -timeout 20m $$server || status=1; \
+	{ [ -z "$$noserver" ] || $(GO) test -count=2 -race -timeout 20m $$noserver; } & first=$$!; \
+	{ [ -z "$$server" ] || $(GO) test -count=1 -timeout 20m $$server; } & second=$$!; \
+	wait $$first || status=1; wait $$second || status=1; \
 	exit $$status
 
 stress: setup
