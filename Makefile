@@ -39,7 +39,7 @@ stress: setup
 	@scripts/stress.sh $(N)
 
 bench: setup
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./bench/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 45m ./bench/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to rewrite:"; echo "$$out"; exit 1; fi

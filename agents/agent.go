@@ -41,9 +41,10 @@ type Agent struct {
 	Output *OutputType
 	// Sandbox, when set, gives the agent its own workspace.
 	Sandbox *Sandbox
-	// Capabilities add sandbox tools, instructions and manifest entries.
-	// A sandbox agent with none gets the worker's defaults (shell,
-	// filesystem, compaction).
+	// Capabilities add sandbox tools, instructions, manifest entries and
+	// compaction. A sandbox agent with none gets the worker's defaults
+	// (shell, filesystem, compaction); a plain agent may have those that
+	// need no workspace (compaction, say).
 	Capabilities []Capability
 	// MCPServers are MCP servers whose tools the model may call, next to
 	// Tools.

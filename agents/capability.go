@@ -46,6 +46,24 @@ type Compactor interface {
 	Trim(items []Item) []Item
 }
 
+// A WindowCompactor is a Compactor whose trim keeps some items of the
+// head of the conversation (the task), a note, and every item from one on
+// (the tail). Window trims as Trim does and also says what it kept: out is
+// the head items (items[i] for each i of head, in order), then the note (a
+// user message), then items[from:] with PairCalls applied; or trimmed is
+// false and out is items as they were.
+//
+// The runtime remembers the window in the run's state and, on later
+// turns, loads only the head, the note and the items from the tail on
+// (PairCalls applied), then trims that again. A turn's cost then stays
+// the same however long the conversation has grown, and the model sees a
+// context that grows from the trimmed one until the next trim, which also
+// keeps the prefix that providers cache.
+type WindowCompactor interface {
+	Compactor
+	Window(items []Item) (out []Item, head []int, from int, trimmed bool)
+}
+
 // InSandbox marks a function tool as acting on the agent's sandbox: it
 // runs as an activity on the host that holds the sandbox, with the session
 // in its context.

@@ -173,7 +173,7 @@ func (g *Graph) index(a *Agent) []error {
 		if err := c.Manifest().Check(); err != nil {
 			errs = append(errs, fmt.Errorf("agent %q: capability %s: %w", a.Name, c.Name(), err))
 		}
-		if a.Sandbox == nil {
+		if a.Sandbox == nil && needsSandbox(c) {
 			errs = append(errs, fmt.Errorf("agent %q: capability %s needs a sandbox agent (set Agent.Sandbox)", a.Name, c.Name()))
 		}
 		tools = append(tools, c.Tools()...)
@@ -264,4 +264,21 @@ func (g *Graph) Tool(agent, tool string) ToolRef {
 // then its handoffs.
 func (g *Graph) ToolSpecs(agent string) []ToolSpec {
 	return g.specs[agent]
+}
+
+// needsSandbox reports whether a capability acts on a workspace: it adds
+// manifest entries or environment, or a tool that runs in the sandbox. One
+// that only adds instructions, plain tools or compaction serves plain
+// agents too.
+func needsSandbox(c Capability) bool {
+	m := c.Manifest()
+	if len(m.Entries) > 0 || len(m.Env) > 0 {
+		return true
+	}
+	for _, t := range c.Tools() {
+		if ft, ok := t.(*FunctionTool); ok && ft != nil && ft.NeedsSandbox() {
+			return true
+		}
+	}
+	return false
 }

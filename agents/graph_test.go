@@ -56,6 +56,15 @@ func TestNewGraphValidation(t *testing.T) {
 			Entries: []sandbox.Entry{{Kind: "symlink", Path: "l"}}}}}}, `unknown kind "symlink"`},
 		{"manifest env name", "a", []*agents.Agent{{Name: "a", Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{
 			Env: map[string]string{"A=B": "x"}}}}}, `manifest env: invalid name "A=B"`},
+		{"workspace tool capability on a plain agent", "a", []*agents.Agent{{Name: "a", Capabilities: []agents.Capability{
+			testCapability{name: "shellish", tools: []agents.Tool{agents.MustFunctionTool("run", "Runs.", echo, agents.InSandbox())}}}}}, "capability shellish needs a sandbox agent"},
+		{"manifest capability on a plain agent", "a", []*agents.Agent{{Name: "a", Capabilities: []agents.Capability{
+			testCapability{name: "files", manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryDir, Path: "x"}}}}}}}, "capability files needs a sandbox agent"},
+		{"plain capability on a plain agent", "a", []*agents.Agent{
+			{Name: "a", Tools: []agents.Tool{tool, agents.AsTool("b", "ask_b", "")}, Handoffs: []agents.Handoff{agents.HandoffTo("b")},
+				Capabilities: []agents.Capability{testCapability{name: "trim"}}},
+			{Name: "b"},
+		}, ""},
 		{"two agents exposed as one tool", "a", []*agents.Agent{
 			{Name: "a", Expose: agents.Expose("ask", "")}, {Name: "b", Expose: agents.Expose("ask", "")},
 		}, `both exposed as "ask"`},
@@ -233,3 +242,15 @@ func TestExposure(t *testing.T) {
 		t.Errorf("exposed = %v", names)
 	}
 }
+
+// testCapability is a capability with the given tools and manifest.
+type testCapability struct {
+	name     string
+	tools    []agents.Tool
+	manifest sandbox.Manifest
+}
+
+func (c testCapability) Name() string               { return c.name }
+func (c testCapability) Instructions() string       { return "" }
+func (c testCapability) Tools() []agents.Tool       { return c.tools }
+func (c testCapability) Manifest() sandbox.Manifest { return c.manifest }

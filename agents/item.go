@@ -84,3 +84,29 @@ func FunctionCall(callID, name, arguments string) Item {
 func FunctionCallOutput(callID, output string) Item {
 	return Item{Type: ItemFunctionCallOutput, CallID: callID, Output: output}
 }
+
+// PairCalls drops the function calls whose output is not among items and
+// the outputs whose call is not, so that no item is an orphan (which the
+// model API would reject). Items are not modified; the result is a new
+// slice.
+func PairCalls(items []Item) []Item {
+	calls, outputs := map[string]bool{}, map[string]bool{}
+	for _, it := range items {
+		switch it.Type {
+		case ItemFunctionCall:
+			calls[it.CallID] = true
+		case ItemFunctionCallOutput:
+			outputs[it.CallID] = true
+		}
+	}
+	out := make([]Item, 0, len(items))
+	for _, it := range items {
+		switch {
+		case it.Type == ItemFunctionCall && !outputs[it.CallID]:
+		case it.Type == ItemFunctionCallOutput && !calls[it.CallID]:
+		default:
+			out = append(out, it)
+		}
+	}
+	return out
+}

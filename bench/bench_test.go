@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -250,7 +251,11 @@ const (
 	loopTurns = 200 // turns that call the tool; one more answers
 	// marathonTurns are the marathoner's turns that call the tool.
 	marathonTurns = 5000
-	fanOutCalls   = 50
+	// marathonWindow is the most items the compacted marathoner's model
+	// is shown: its context grows from half of it to all of it, then is
+	// trimmed again; at turn 10 it holds 30 items.
+	marathonWindow = 60
+	fanOutCalls    = 50
 )
 
 type noopArgs struct {
@@ -269,6 +274,8 @@ func benchGraph() *agents.Graph {
 		&agents.Agent{Name: "warm", Instructions: "bench warm"},
 		&agents.Agent{Name: "looper", Instructions: "bench looper", Tools: []agents.Tool{noop}, MaxTurns: loopTurns + 1},
 		&agents.Agent{Name: "marathoner", Instructions: "bench marathoner", Tools: []agents.Tool{noop}, MaxTurns: marathonTurns + 1},
+		&agents.Agent{Name: "compacted_marathoner", Instructions: "bench compacted marathoner", Tools: []agents.Tool{noop}, MaxTurns: marathonTurns + 1,
+			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{MaxItems: marathonWindow, KeepLast: marathonWindow / 2})}},
 		&agents.Agent{Name: "boss", Instructions: "bench fan boss", Tools: tools},
 		&agents.Agent{Name: "fan_worker", Instructions: "bench fan worker"},
 	)
@@ -295,6 +302,12 @@ func benchScenario(b *testing.B) *scripted.Scenario {
 			Respond: scripted.Respond{Text: "done after {{.Turn}} turns"}},
 		{Name: "marathon-call", Match: scripted.Match{Instructions: "bench marathoner", MaxTurn: marathonTurns},
 			Respond: scripted.Respond{Calls: []scripted.ToolCall{{Name: "noop", Arguments: map[string]any{"turn": "{{.Turn}}"}}}}},
+		// The compacted marathoner counts its turns from the tool's output,
+		// as its trimmed context does not show them all.
+		{Name: "marathon-compacted-done", Match: scripted.Match{Instructions: "bench compacted marathoner", LastInput: "^ok " + strconv.Itoa(marathonTurns) + "$"},
+			Respond: scripted.Respond{Text: "done after {{add (match .LastInput `^ok (\\d+)$`) 1}} turns"}},
+		{Name: "marathon-compacted-call", Match: scripted.Match{Instructions: "bench compacted marathoner"},
+			Respond: scripted.Respond{Calls: []scripted.ToolCall{{Name: "noop", Arguments: map[string]any{"turn": "{{add (match .LastInput `^ok (\\d+)$`) 1}}"}}}}},
 		{Name: "fan-calls", Match: scripted.Match{Instructions: "bench fan boss", Turn: 1}, Respond: scripted.Respond{Calls: calls}},
 		{Name: "fan-joins", Match: scripted.Match{Instructions: "bench fan boss", Turn: 2},
 			Respond: scripted.Respond{Text: "{{len .Outputs}} parts done"}},

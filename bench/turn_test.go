@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -172,24 +173,35 @@ func directLoop(b *testing.B, baseURL string) (time.Duration, int) {
 // BenchmarkLongAgent runs one agent for 5,001 turns (5,000 calling a
 // no-op tool, continuing as new every 500) and compares the cost of a
 // turn late in the run with one early: the time from one model request to
-// the next, over turns 10 to 19 against turns 4,990 to 4,999. The model
-// is sent the whole transcript each turn, so part of the growth is the
-// request's size.
+// the next, over turns 10 to 19 against turns 4,990 to 4,999.
+//
+// "compacted" is the agent a long run needs: a Compaction capability
+// bounds what the model is shown (marathonWindow items at most), and the
+// runtime loads only that window, so a turn's cost should not grow with
+// the run. "whole" sends the model the whole transcript every turn, so
+// its requests grow to 15,000 items: a model's context would not hold it,
+// and the growth is the request's size.
 func BenchmarkLongAgent(b *testing.B) {
 	c := temporalClient(b)
 	srv, url := modelServer(b)
 	queue := startWorker(b, c, troupe(b, url, nil))
 	warmUp(b, c, queue, false)
+	for _, agent := range []struct{ name, agent string }{{"compacted", "compacted_marathoner"}, {"whole", "marathoner"}} {
+		b.Run(agent.name, func(b *testing.B) { longAgent(b, c, srv, queue, agent.agent) })
+	}
+}
+
+func longAgent(b *testing.B, c client.Client, srv *scripted.Server, queue, agent string) {
 	var early, late time.Duration
 	var earlyModel, lateModel time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		skip := len(srv.Calls())
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		res, err := workflows.Run(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: "marathoner", Input: "go"})
+		res, err := workflows.Run(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: agent, Input: "go"})
 		cancel()
-		if err != nil || res.Turns != marathonTurns+1 {
-			b.Fatalf("marathoner: %v, %+v", err, res)
+		if err != nil || res.Turns != marathonTurns+1 || string(res.Output) != fmt.Sprintf("%q", fmt.Sprintf("done after %d turns", marathonTurns+1)) {
+			b.Fatalf("%s: %v, %+v", agent, err, res)
 		}
 		calls := srv.Calls()[skip:]
 		span := func(from, to int) (wall, model time.Duration) {

@@ -92,12 +92,20 @@ var notePattern = regexp.MustCompile(`^\[Context trimmed: (\d+) earlier items`)
 
 // Trim implements agents.Compactor.
 func (c *compaction) Trim(items []agents.Item) []agents.Item {
+	out, _, _, _ := c.Window(items)
+	return out
+}
+
+// Window implements agents.WindowCompactor: it trims as Trim does and
+// says which items the trim kept, so that the runtime can load only those
+// (and what follows them) on later turns.
+func (c *compaction) Window(items []agents.Item) (out []agents.Item, head []int, from int, trimmed bool) {
 	total := 0
 	for _, it := range items {
 		total += itemSize(it)
 	}
 	if !over(c.cfg.MaxItems, len(items)) && !over(c.cfg.MaxBytes, total) {
-		return items
+		return items, nil, 0, false
 	}
 
 	// The head: the first user message (a note of an earlier trim aside)
@@ -109,11 +117,10 @@ func (c *compaction) Trim(items []agents.Item) []agents.Item {
 			break
 		}
 	}
-	var head []agents.Item
-	for _, it := range items[:first+1] {
+	for i, it := range items[:first+1] {
 		if it.Type == agents.ItemMessage && it.Role != agents.RoleAssistant {
 			if _, isNote := noteCount(it); !isNote {
-				head = append(head, it)
+				head = append(head, i)
 			}
 		}
 	}
@@ -127,7 +134,7 @@ func (c *compaction) Trim(items []agents.Item) []agents.Item {
 		}
 	}
 	if len(cuts) == 0 {
-		return items
+		return items, nil, 0, false
 	}
 	// Start at the first cut that keeps at most KeepLast items, then move
 	// later while the result is still too big; the last cut keeps the
@@ -140,8 +147,8 @@ func (c *compaction) Trim(items []agents.Item) []agents.Item {
 		}
 	}
 	headSize := itemSize(agents.UserMessage(noteText))
-	for _, it := range head {
-		headSize += itemSize(it)
+	for _, i := range head {
+		headSize += itemSize(items[i])
 	}
 	for ; k < len(cuts)-1; k++ {
 		size := headSize
@@ -155,17 +162,19 @@ func (c *compaction) Trim(items []agents.Item) []agents.Item {
 	cut := cuts[k]
 
 	// Count what is dropped, including what earlier trims dropped.
-	trimmed := cut - len(head)
+	dropped := cut - len(head)
 	for _, it := range items[:cut] {
 		if n, ok := noteCount(it); ok {
-			trimmed += n - 1 // the note itself is not a trimmed item
+			dropped += n - 1 // the note itself is not a trimmed item
 		}
 	}
-	out := make([]agents.Item, 0, len(head)+1+len(items)-cut)
-	out = append(out, head...)
-	out = append(out, agents.UserMessage(fmt.Sprintf(noteText, trimmed)))
-	out = append(out, pairedTail(items[cut:])...)
-	return out
+	out = make([]agents.Item, 0, len(head)+1+len(items)-cut)
+	for _, i := range head {
+		out = append(out, items[i])
+	}
+	out = append(out, agents.UserMessage(fmt.Sprintf(noteText, dropped)))
+	out = append(out, agents.PairCalls(items[cut:])...)
+	return out, head, cut, true
 }
 
 // over reports whether n exceeds limit; a negative limit is no limit.
@@ -198,30 +207,6 @@ func validCut(items []agents.Item, i int) bool {
 		return false
 	}
 	return !(fromModel(items[i]) && fromModel(items[i-1]))
-}
-
-// pairedTail drops function calls whose output is not in the tail, and
-// outputs whose call is not, so that no kept item is an orphan.
-func pairedTail(tail []agents.Item) []agents.Item {
-	calls, outputs := map[string]bool{}, map[string]bool{}
-	for _, it := range tail {
-		switch it.Type {
-		case agents.ItemFunctionCall:
-			calls[it.CallID] = true
-		case agents.ItemFunctionCallOutput:
-			outputs[it.CallID] = true
-		}
-	}
-	out := make([]agents.Item, 0, len(tail))
-	for _, it := range tail {
-		switch {
-		case it.Type == agents.ItemFunctionCall && !outputs[it.CallID]:
-		case it.Type == agents.ItemFunctionCallOutput && !calls[it.CallID]:
-		default:
-			out = append(out, it)
-		}
-	}
-	return out
 }
 
 // itemSize estimates what an item costs in the model's context.

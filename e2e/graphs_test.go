@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
@@ -56,7 +57,8 @@ func testGraphs() []*agents.Graph {
 		fanOut("crash", "crash"),
 		agents.MustGraph("fix", "fixer", &agents.Agent{Name: "fixer", Instructions: "fix agent", Output: agents.MustOutput[verdict]()}),
 		agents.MustGraph("long", "looper", &agents.Agent{Name: "looper", Instructions: "long agent", Tools: []agents.Tool{big}, MaxTurns: 301}),
-		agents.MustGraph("marathon", "runner", &agents.Agent{Name: "runner", Instructions: "marathon agent", Tools: []agents.Tool{tick}, MaxTurns: marathonTurns + 1}),
+		agents.MustGraph("marathon", "runner", &agents.Agent{Name: "runner", Instructions: "marathon agent", Tools: []agents.Tool{tick}, MaxTurns: marathonTurns + 1,
+			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{MaxItems: marathonWindow, KeepLast: marathonWindow / 2})}}),
 	}
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,6 +148,10 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 // marathonTurns is how many turns the marathon agent calls its tool.
 const marathonTurns = 5000
 
+// marathonWindow is the most items the marathon agent's model is shown:
+// its Compaction trims the context to half of it once it holds more.
+const marathonWindow = 60
+
 // marathonBound is the most events one run of the marathon agent may
 // hold: it continues as new after 500 turns or 5,000 events (the
 // defaults), about 2,500 events with a tool call a turn.
@@ -154,11 +159,13 @@ const marathonBound = 5_200
 
 // TestMarathon runs one agent for 5,001 turns (5,000 calling a no-op
 // tool) with the worker's default continue-as-new bounds: it completes,
-// no run's history holds more than marathonBound events, and the events
-// followed from the start arrive in order, each once.
+// no run's history holds more than marathonBound events, the events
+// followed from the start arrive in order, each once, and the model is
+// never shown more than the agent's compaction window, through every
+// continue-as-new (the window travels in the agent's state).
 func TestMarathon(t *testing.T) {
 	c := dial(t)
-	_, url := modelServer(t)
+	srv, url := modelServer(t)
 	queue := startWorker(t, c, url, "", nil)
 	ctx := context.Background()
 	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "marathon", Input: "run"})
@@ -185,6 +192,20 @@ func TestMarathon(t *testing.T) {
 	}
 	if string(res.Output) != `"done after 5001 turns"` || res.Turns != marathonTurns+1 || res.ToolCalls != marathonTurns {
 		t.Fatalf("output %s after %d turns and %d tool calls", res.Output, res.Turns, res.ToolCalls)
+	}
+	// A model turn is a call and its output, so the window shows at most
+	// half as many turns as items (and the first message).
+	calls, widest := 0, 0
+	for _, call := range srv.Calls() {
+		if strings.HasPrefix(call.Rule, "marathon-") {
+			calls++
+			widest = max(widest, call.Turn)
+		}
+	}
+	t.Logf("%d model calls, the widest context held %d turns", calls, widest)
+	if calls != marathonTurns+1 || widest > marathonWindow/2+1 || widest < marathonWindow/4 {
+		t.Errorf("%d model calls; the widest showed %d turns; want %d calls of at most %d turns each, and trims that keep about %d",
+			calls, widest, marathonTurns+1, marathonWindow/2+1, marathonWindow/4)
 	}
 	for i, e := range runner {
 		if e.Seq != i+1 {

@@ -9,5 +9,8 @@
 // Transcripts live in the blob store as numbered segments under one key
 // prefix. Workflows carry only a TranscriptRef (the prefix and the segment
 // count), so Temporal history grows with the number of turns, not with
-// their square.
+// their square. An agent whose compactor keeps a window
+// (agents.WindowCompactor) also carries a TranscriptView, what the model
+// still sees after the last trim, so each turn loads that window and not
+// the whole transcript: a turn's cost stays flat over thousands of turns.
 package runtime

@@ -17,6 +17,30 @@ type TranscriptRef struct {
 	Key string `json:"key"`
 	// Segments is how many segments the transcript has.
 	Segments int `json:"segments"`
+	// View, when set, is the model's window on the transcript since its
+	// agent's compactor last trimmed it (see agents.WindowCompactor):
+	// later turns load only the items it names.
+	View *TranscriptView `json:"view,omitempty"`
+}
+
+// ItemPos is where an item sits in a transcript: its segment and its index
+// in that segment.
+type ItemPos struct {
+	Segment int `json:"segment"`
+	Item    int `json:"item"`
+}
+
+// TranscriptView is what the model still sees of a trimmed transcript:
+// the head items, the note the trim put after them, and every item from
+// From on. Its size does not grow with the transcript.
+type TranscriptView struct {
+	// Head are the kept items of the conversation's start, in order.
+	Head []ItemPos `json:"head,omitempty"`
+	// Note is the text of the user message the trim put between the head
+	// and the tail.
+	Note string `json:"note"`
+	// From is the first item of the kept tail.
+	From ItemPos `json:"from"`
 }
 
 func segmentKey(key string, i int) string { return fmt.Sprintf("%s/%06d.json", key, i) }
@@ -73,6 +97,105 @@ func (t *Transcripts) Load(ctx context.Context, ref TranscriptRef) ([]agents.Ite
 		items = append(items, seg...)
 	}
 	return items, nil
+}
+
+// LoadView reads what the model sees of ref followed by pending: the
+// whole transcript when ref has no view, else the view's head, its note
+// and the items from its tail on, with calls and outputs paired. Output
+// references are resolved. Each item's position comes along in at (the
+// note's is {-1, -1}; pending items are at segment ref.Segments, the one
+// the turn will write), so a new window can be named in the transcript.
+// The returned slices are the caller's to change.
+func (t *Transcripts) LoadView(ctx context.Context, ref TranscriptRef, pending []agents.Item) (items []agents.Item, at []ItemPos, err error) {
+	pending, err = ResolveOutputs(ctx, t.store, append([]agents.Item(nil), pending...))
+	if err != nil {
+		return nil, nil, err
+	}
+	add := func(seg int, first int, list []agents.Item) {
+		for i := first; i < len(list); i++ {
+			items = append(items, list[i])
+			at = append(at, ItemPos{Segment: seg, Item: i})
+		}
+	}
+	v := ref.View
+	if v == nil {
+		for s := 0; s < ref.Segments; s++ {
+			seg, err := t.segment(ctx, segmentKey(ref.Key, s))
+			if err != nil {
+				return nil, nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
+			}
+			add(s, 0, seg)
+		}
+		add(ref.Segments, 0, pending)
+		return items, at, nil
+	}
+	for _, p := range v.Head {
+		seg, err := t.segment(ctx, segmentKey(ref.Key, p.Segment))
+		if err != nil {
+			return nil, nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
+		}
+		if p.Item < 0 || p.Item >= len(seg) {
+			return nil, nil, fmt.Errorf("runtime: transcript %s: view names item %d of segment %d, which has %d", ref.Key, p.Item, p.Segment, len(seg))
+		}
+		items = append(items, seg[p.Item])
+		at = append(at, p)
+	}
+	items = append(items, agents.UserMessage(v.Note))
+	at = append(at, ItemPos{Segment: -1, Item: -1})
+	tailFrom := len(items)
+	for s := v.From.Segment; s < ref.Segments; s++ {
+		seg, err := t.segment(ctx, segmentKey(ref.Key, s))
+		if err != nil {
+			return nil, nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
+		}
+		first := 0
+		if s == v.From.Segment {
+			first = v.From.Item
+		}
+		add(s, first, seg)
+	}
+	add(ref.Segments, 0, pending)
+	// The trim paired its tail; a call cut off from its output at the
+	// tail's start must stay out on later turns too.
+	calls, outputs := map[string]bool{}, map[string]bool{}
+	for _, it := range items[tailFrom:] {
+		switch it.Type {
+		case agents.ItemFunctionCall:
+			calls[it.CallID] = true
+		case agents.ItemFunctionCallOutput:
+			outputs[it.CallID] = true
+		}
+	}
+	n := tailFrom
+	for i := tailFrom; i < len(items); i++ {
+		it := items[i]
+		if (it.Type == agents.ItemFunctionCall && !outputs[it.CallID]) || (it.Type == agents.ItemFunctionCallOutput && !calls[it.CallID]) {
+			continue
+		}
+		items[n], at[n] = it, at[i]
+		n++
+	}
+	items, at = items[:n], at[:n]
+	return items, at, nil
+}
+
+// Window is the view of a transcript after a trim of the items that
+// LoadView returned with their positions at: head are the indices of the
+// kept head items, from that of the tail's first item, and note the text
+// of the trim's note.
+func Window(at []ItemPos, head []int, from int, note string) (*TranscriptView, error) {
+	v := &TranscriptView{Note: note}
+	for _, i := range head {
+		if i < 0 || i >= len(at) || at[i].Segment < 0 {
+			return nil, fmt.Errorf("runtime: a trim kept item %d as its head, which is not in the transcript", i)
+		}
+		v.Head = append(v.Head, at[i])
+	}
+	if from < 0 || from >= len(at) || at[from].Segment < 0 {
+		return nil, fmt.Errorf("runtime: a trim kept its tail from item %d, which is not in the transcript", from)
+	}
+	v.From = at[from]
+	return v, nil
 }
 
 func (t *Transcripts) segment(ctx context.Context, key string) ([]agents.Item, error) {

@@ -45,14 +45,9 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 			instructions += "\n\n" + extra
 		}
 	}
-	input, err := a.conversation(ctx, in.Transcript, in.Pending)
+	input, view, err := a.context(ctx, agent, in.Transcript, in.Pending)
 	if err != nil {
 		return nil, err
-	}
-	for _, c := range agent.Capabilities {
-		if cp, ok := c.(agents.Compactor); ok {
-			input = cp.Trim(input)
-		}
 	}
 	input = capabilities.ExpandImages(input)
 	mcpSpecs, err := a.mcpToolSpecs(ctx, in.MCPTools)
@@ -93,6 +88,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	if err != nil {
 		return nil, err
 	}
+	ref.View = view
 	out := &ModelOutput{Transcript: ref, Step: runtime.Decide(agent, resp.Output), Usage: resp.Usage}
 	out.Usage.Requests = max(out.Usage.Requests, 1)
 	for _, it := range resp.Output {
@@ -156,6 +152,56 @@ func innermost(err error) string {
 		}
 		err = next
 	}
+}
+
+// context is what the model sees this turn of the transcript and the
+// pending items, and the window on the transcript that the next turn
+// starts from. An agent with a single compactor that keeps a window
+// (agents.WindowCompactor) is given the window the last trim left, so a
+// turn's cost does not grow with the conversation; other compactors trim
+// the whole conversation every turn.
+func (a *Activities) context(ctx context.Context, agent *agents.Agent, ref runtime.TranscriptRef, pending []agents.Item) ([]agents.Item, *runtime.TranscriptView, error) {
+	var compactors []agents.Compactor
+	for _, c := range agent.Capabilities {
+		if cp, ok := c.(agents.Compactor); ok {
+			compactors = append(compactors, cp)
+		}
+	}
+	if wc, ok := onlyWindow(compactors); ok {
+		items, at, err := a.r.transcripts.LoadView(ctx, ref, pending)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, head, from, trimmed := wc.Window(items)
+		if !trimmed {
+			return out, ref.View, nil
+		}
+		if len(head) >= len(out) {
+			return nil, nil, fmt.Errorf("workflows: compactor of %s kept no note after its head", agent.Name)
+		}
+		view, err := runtime.Window(at, head, from, out[len(head)].Content)
+		if err != nil {
+			return nil, nil, err
+		}
+		return out, view, nil
+	}
+	ref.View = nil // a window of a compactor the agent no longer has
+	items, err := a.conversation(ctx, ref, pending)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, cp := range compactors {
+		items = cp.Trim(items)
+	}
+	return items, nil, nil
+}
+
+func onlyWindow(compactors []agents.Compactor) (agents.WindowCompactor, bool) {
+	if len(compactors) != 1 {
+		return nil, false
+	}
+	wc, ok := compactors[0].(agents.WindowCompactor)
+	return wc, ok
 }
 
 // conversation is the transcript followed by the pending items, with every

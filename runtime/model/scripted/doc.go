@@ -67,8 +67,10 @@
 // messages, function calls, reasoning). Templates see TemplateData (.User,
 // .LastInput, .LastOutput, .Outputs, .Turn, .CallIndex) and the functions
 // field (a gjson path into a JSON string), json, join, after (the text
-// after a marker, e.g. the output part of an exec_command result) and
-// match (the first submatch of a regexp).
+// after a marker, e.g. the output part of an exec_command result), match
+// (the first submatch of a regexp) and add (a sum of integers, e.g. to
+// count turns from a tool's output once a trimmed context no longer shows
+// them all, since .Turn counts the model turns in the input).
 //
 // # Streaming
 //

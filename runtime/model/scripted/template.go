@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"text/template"
@@ -51,7 +52,11 @@ type TemplateData struct {
 //	       it has no group), or "" when nothing matches, e.g. a file name or
 //	       a line number in a command's output. Raw `...` strings spare the
 //	       backslashes.
+//	add:   {{add (match .LastInput `^ok (\d+)$`) 1}} is the sum of integers
+//	       given as numbers or as decimal text ("" counts as 0), e.g. to
+//	       count turns that a trimmed context no longer shows.
 var templateFuncs = template.FuncMap{
+	"add": add,
 	"after": func(s, marker string) string {
 		if _, rest, ok := strings.Cut(s, marker); ok {
 			return rest
@@ -217,4 +222,27 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func add(terms ...any) (int, error) {
+	sum := 0
+	for _, t := range terms {
+		switch v := t.(type) {
+		case int:
+			sum += v
+		case string:
+			v = strings.TrimSpace(v)
+			if v == "" {
+				continue
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return 0, fmt.Errorf("add: %q is not an integer", v)
+			}
+			sum += n
+		default:
+			return 0, fmt.Errorf("add: %v (%T) is not an integer", t, t)
+		}
+	}
+	return sum, nil
 }

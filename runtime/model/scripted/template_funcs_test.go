@@ -21,6 +21,9 @@ func TestTemplateFuncs(t *testing.T) {
 		{"match without group is the whole match", `{{match .LastOutput "code [0-9]+"}}`, "code 2",
 			TemplateData{LastOutput: "Process exited with code 2\nOutput:\n"}},
 		{"match nothing is empty", `{{or (match .LastOutput "nope (x)") "none"}}`, "none", TemplateData{LastOutput: "text"}},
+		{"add a count to a match", "{{add (match .LastInput `^ok (\\d+)$`) 1}}", "42", TemplateData{LastInput: "ok 41"}},
+		{"add counts no match as 0", "{{add (match .LastInput `^ok (\\d+)$`) 1}}", "1", TemplateData{LastInput: "go"}},
+		{"add numbers", `{{add 2 " 3 " -1}}`, "4", TemplateData{}},
 		{"match then json", "{{json (match .LastOutput `:(\\d+):`)}}", `"12"`, TemplateData{LastOutput: "repo/a.go:12:x"}},
 	}
 	for _, tc := range tests {
@@ -41,5 +44,13 @@ func TestTemplateMatchInvalidPattern(t *testing.T) {
 	err := tmpl.Execute(&strings.Builder{}, TemplateData{LastOutput: "x"})
 	if err == nil || !strings.Contains(err.Error(), "match: error parsing regexp") {
 		t.Errorf("err = %v, want a match error naming the bad pattern", err)
+	}
+}
+
+func TestTemplateAddNotANumber(t *testing.T) {
+	tmpl := template.Must(template.New("t").Funcs(templateFuncs).Parse(`{{add .LastInput 1}}`))
+	err := tmpl.Execute(&strings.Builder{}, TemplateData{LastInput: "seven"})
+	if err == nil || !strings.Contains(err.Error(), `add: "seven" is not an integer`) {
+		t.Errorf("err = %v, want an add error naming the text", err)
 	}
 }
