@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -142,28 +143,28 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 		}
 		defer stopWithin(stop, workerStopWait)
 	}
-	run, err := workflows.StartRun(ctx, conn.c, taskQueue, in)
+	run, err := conn.runs(taskQueue, wo.events).Start(ctx, in)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(progress, "▶ run %s (graph %s)\n", run.GetID(), in.Graph)
-	return awaitRun(ctx, conn.c, run.GetID(), wo.events, out, logPath, stdout, progress, stderr)
+	fmt.Fprintf(progress, "▶ run %s (graph %s)\n", run.ID(), in.Graph)
+	return awaitRun(ctx, run, out, logPath, stdout, progress, stderr)
 }
 
-// awaitRun follows the run id from its start (taking the events of this
-// process's worker from bus, when set, as they happen), waits for its
-// result and prints it. When ctx ends first (Ctrl-C)
-// or the server goes away, it says that the run goes on and how to pick it
-// up, and returns an *Interrupted.
-func awaitRun(ctx context.Context, c client.Client, id string, bus *workflows.EventBus, out runOutput, logPath string, stdout, progress, stderr io.Writer) error {
+// awaitRun follows run from its start (taking the events of this
+// process's worker, when its client has the worker's bus, as they
+// happen), waits for its result and prints it. When ctx ends first
+// (Ctrl-C) or the server goes away, it says that the run goes on and how
+// to pick it up, and returns an *Interrupted.
+func awaitRun(ctx context.Context, run *troupeclient.Run, out runOutput, logPath string, stdout, progress, stderr io.Writer) error {
+	id := run.ID()
 	fctx, cancel := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		_ = workflows.FollowLive(fctx, c, id, 100*time.Millisecond, bus, func(e workflows.Event) { printEvent(progress, e) })
+		_ = run.Follow(fctx, func(e workflows.Event) { printEvent(progress, e) })
 	}()
-	var res workflows.RunResult
-	err := c.GetWorkflow(ctx, id, "").Get(ctx, &res)
+	res, err := run.Result(ctx)
 	cancel()
 	if err != nil {
 		var wee *temporal.WorkflowExecutionError
@@ -191,7 +192,7 @@ func awaitRun(ctx context.Context, c client.Client, id string, bus *workflows.Ev
 		return f
 	}
 	<-followed
-	return printResult(stdout, res, out.json)
+	return printResult(stdout, *res, out.json)
 }
 
 // workerStopWait bounds how long a troupe command waits for its worker to
@@ -276,6 +277,17 @@ type conn struct {
 	c         client.Client
 	namespace string
 	home      *homeServer // nil with TEMPORAL_ADDRESS
+}
+
+// runs is the run client of the connection, starting runs on queue (the
+// default one when empty) and following them with the events of bus (a
+// worker of this process) when set.
+func (cn *conn) runs(queue string, bus *workflows.EventBus) *troupeclient.Client {
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: cn.c, TaskQueue: queue, Events: bus})
+	if err != nil {
+		panic(err) // unreachable: cn.c is set
+	}
+	return cl
 }
 
 // dialTemporal connects to the Temporal of TEMPORAL_ADDRESS (and the

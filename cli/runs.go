@@ -32,7 +32,7 @@ func runsCommand(graphs []Graph) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withTemporal(cmd, func(cn *conn) error {
-				list, err := workflows.ListRuns(cmd.Context(), cn.c, workflows.ListOptions{Running: running, Limit: limit})
+				list, err := cn.runs("", nil).List(cmd.Context(), workflows.ListOptions{Running: running, Limit: limit})
 				if err != nil {
 					return err
 				}
@@ -71,10 +71,11 @@ func runsCommand(graphs []Graph) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withTemporal(cmd, func(cn *conn) error {
-				if _, err := workflows.DescribeRun(cmd.Context(), cn.c, args[0]); err != nil {
+				run := cn.runs("", nil).Run(args[0])
+				if _, err := run.Describe(cmd.Context()); err != nil {
 					return err
 				}
-				return awaitRun(cmd.Context(), cn.c, args[0], nil, runOutput{json: asJSON}, "", cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.ErrOrStderr())
+				return awaitRun(cmd.Context(), run, runOutput{json: asJSON}, "", cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.ErrOrStderr())
 			})
 		},
 	}
@@ -86,8 +87,8 @@ func runsCommand(graphs []Graph) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withTemporal(cmd, func(cn *conn) error {
-				if err := cn.c.CancelWorkflow(cmd.Context(), args[0], ""); err != nil {
-					return fmt.Errorf("cancel run %s: %w", args[0], err)
+				if err := cn.runs("", nil).Run(args[0]).Cancel(cmd.Context()); err != nil {
+					return err
 				}
 				return printAction(cmd.OutOrStdout(), asJSON, args[0], "cancel requested")
 			})
@@ -99,8 +100,8 @@ func runsCommand(graphs []Graph) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withTemporal(cmd, func(cn *conn) error {
-				if err := cn.c.TerminateWorkflow(cmd.Context(), args[0], "", reason); err != nil {
-					return fmt.Errorf("terminate run %s: %w", args[0], err)
+				if err := cn.runs("", nil).Run(args[0]).Terminate(cmd.Context(), reason); err != nil {
+					return err
 				}
 				return printAction(cmd.OutOrStdout(), asJSON, args[0], "terminated")
 			})
@@ -146,18 +147,18 @@ type shown struct {
 }
 
 func showRun(ctx context.Context, cn *conn, id string, asJSON bool, stdout io.Writer) error {
-	info, err := workflows.DescribeRun(ctx, cn.c, id)
+	run := cn.runs("", nil).Run(id)
+	info, err := run.Describe(ctx)
 	if err != nil {
 		return err
 	}
 	s := shown{RunInfo: info}
 	if info.Close != nil {
-		var res workflows.RunResult
-		if err := cn.c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+		if res, err := run.Result(ctx); err != nil {
 			f := describeFailure(id, err)
 			s.Error, s.Agent = &f.Err, f.Agent
 		} else {
-			s.Result = &res
+			s.Result = res
 		}
 	}
 	if asJSON {
@@ -184,16 +185,17 @@ func showRun(ctx context.Context, cn *conn, id string, asJSON bool, stdout io.Wr
 // was started with (its graph's host-path flags) are the worker's allowed
 // roots again.
 func resumeRun(ctx context.Context, cn *conn, graphs []Graph, id string, wo workerOptions, asJSON bool, stdout, stderr io.Writer) error {
-	info, err := workflows.DescribeRun(ctx, cn.c, id)
+	run := cn.runs("", nil).Run(id)
+	info, err := run.Describe(ctx)
 	if err != nil {
 		return err
 	}
 	out := runOutput{json: asJSON}
 	if info.Close != nil {
 		fmt.Fprintf(stderr, "troupe: run %s is %s already\n", id, info.Status)
-		return awaitRun(ctx, cn.c, id, nil, out, "", stdout, io.Discard, stderr)
+		return awaitRun(ctx, run, out, "", stdout, io.Discard, stderr)
 	}
-	in, err := workflows.RunInputOf(ctx, cn.c, id)
+	in, err := run.Input(ctx)
 	if err != nil {
 		return err
 	}
@@ -214,7 +216,7 @@ func resumeRun(ctx context.Context, cn *conn, graphs []Graph, id string, wo work
 	}
 	defer stopWithin(stop, workerStopWait)
 	fmt.Fprintf(stderr, "▶ resuming run %s (graph %s) on task queue %s\n", id, in.Graph, info.TaskQueue)
-	return awaitRun(ctx, cn.c, id, wo.events, out, "", stdout, stderr, stderr)
+	return awaitRun(ctx, cn.runs(info.TaskQueue, wo.events).Run(id), out, "", stdout, stderr, stderr)
 }
 
 func printAction(stdout io.Writer, asJSON bool, id, what string) error {

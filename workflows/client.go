@@ -561,13 +561,26 @@ func ListRuns(ctx context.Context, c client.Client, o ListOptions) ([]RunInfo, e
 	return out, nil
 }
 
-// DescribeRun returns the run id.
+// ErrNotRun is the error of DescribeRun for the id of a workflow that is
+// not a run: one of a run's agents, say, or another application's.
+var ErrNotRun = errors.New("not a run")
+
+// DescribeRun returns the run id. The id of a workflow that is not a
+// run's orchestrator is an error wrapping ErrNotRun; that of no workflow
+// one wrapping Temporal's *serviceerror.NotFound.
 func DescribeRun(ctx context.Context, c client.Client, id string) (RunInfo, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		return RunInfo{}, fmt.Errorf("workflows: describe run %s: %w", id, err)
 	}
-	return runInfo(d.GetWorkflowExecutionInfo()), nil
+	e := d.GetWorkflowExecutionInfo()
+	if typ := e.GetType().GetName(); typ != OrchestratorWorkflowName {
+		if run := RunOf(id); run != id {
+			return RunInfo{}, fmt.Errorf("workflows: %s is %w but a workflow of run %s (%s)", id, ErrNotRun, run, typ)
+		}
+		return RunInfo{}, fmt.Errorf("workflows: %s is %w but a %s workflow", id, ErrNotRun, typ)
+	}
+	return runInfo(e), nil
 }
 
 func runInfo(e *workflowpb.WorkflowExecutionInfo) RunInfo {

@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/workflows"
@@ -97,13 +95,13 @@ type statusEvent struct {
 // runInfo is what Temporal says of a run.
 type runInfo struct {
 	id     string
-	status enums.WorkflowExecutionStatus
+	status string // as workflows.RunInfo has it: RUNNING, COMPLETED...
 	in     workflows.RunInput
 	start  time.Time
 	close  time.Time
 }
 
-func (r *runInfo) closed() bool { return r.status != enums.WORKFLOW_EXECUTION_STATUS_RUNNING }
+func (r *runInfo) closed() bool { return r.status != "RUNNING" }
 
 func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var args struct {
@@ -169,8 +167,8 @@ func (s *Server) runResult(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	out := s.outcome(info.id, res, runErr)
 	status := info.status
 	if !info.closed() {
-		if d, err := s.cfg.Client.DescribeWorkflowExecution(ctx, info.id, ""); err == nil {
-			status = d.GetWorkflowExecutionInfo().GetStatus()
+		if d, err := s.runs.Run(info.id).Describe(ctx); err == nil {
+			status = d.Status
 		}
 	}
 	out.Meta[MetaStatus] = statusName(status)
@@ -179,11 +177,7 @@ func (s *Server) runResult(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 
 // closedOutcome reads the outcome of a closed run.
 func (s *Server) closedOutcome(ctx context.Context, id string) (*workflows.RunResult, error) {
-	var res workflows.RunResult
-	if err := s.cfg.Client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return s.runs.Run(id).Result(ctx)
 }
 
 // lookup finds run id, which must be a run this server's agent tools
@@ -202,23 +196,20 @@ func (s *Server) lookup(ctx context.Context, id string) (*runInfo, error) {
 	if g == nil {
 		return nil, noRun
 	}
-	d, err := s.cfg.Client.DescribeWorkflowExecution(ctx, id, "")
+	run := s.runs.Run(id)
+	d, err := run.Describe(ctx)
 	if err != nil {
 		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
+		if errors.As(err, &nf) || errors.Is(err, workflows.ErrNotRun) {
 			return nil, noRun
 		}
 		return nil, fmt.Errorf("could not look run %q up: %w", id, err)
 	}
-	wi := d.GetWorkflowExecutionInfo()
-	if wi.GetType().GetName() != workflows.OrchestratorWorkflowName {
-		return nil, noRun
+	info := &runInfo{id: id, status: d.Status, start: d.Start}
+	if d.Close != nil {
+		info.close = *d.Close
 	}
-	info := &runInfo{id: id, status: wi.GetStatus(), start: wi.GetStartTime().AsTime()}
-	if wi.GetCloseTime() != nil {
-		info.close = wi.GetCloseTime().AsTime()
-	}
-	if info.in, err = s.runInput(ctx, id, wi.GetExecution().GetRunId()); err != nil {
+	if info.in, err = run.Input(ctx); err != nil {
 		return nil, fmt.Errorf("could not read the input of run %q: %w", id, err)
 	}
 	if info.in.Graph != g.Name() {
@@ -253,25 +244,6 @@ func isLowerHex(s string) bool {
 	return true
 }
 
-// runInput reads a run's RunInput from its first history event.
-func (s *Server) runInput(ctx context.Context, id, runID string) (workflows.RunInput, error) {
-	var in workflows.RunInput
-	it := s.cfg.Client.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !it.HasNext() {
-		return in, errors.New("empty history")
-	}
-	ev, err := it.Next()
-	if err != nil {
-		return in, err
-	}
-	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
-	if attrs == nil {
-		return in, errors.New("history does not start with the workflow's start")
-	}
-	err = converter.GetDefaultDataConverter().FromPayloads(attrs.GetInput(), &in)
-	return in, err
-}
-
 // status builds troupe_run_status's answer; res and runErr are the
 // outcome of a closed run.
 func (s *Server) status(ctx context.Context, info *runInfo, res *workflows.RunResult, runErr error) *runStatus {
@@ -288,7 +260,7 @@ func (s *Server) status(ctx context.Context, info *runInfo, res *workflows.RunRe
 		st.Tool = g.ExposedName(a)
 	}
 	qctx, cancel := context.WithTimeout(ctx, eventsTimeout)
-	evs, err := workflows.Events(qctx, s.cfg.Client, info.id)
+	evs, err := s.runs.Run(info.id).Events(qctx)
 	cancel()
 	if err != nil {
 		st.EventsUnavailable = err.Error()
@@ -323,22 +295,13 @@ func statusResult(st *runStatus) *mcp.CallToolResult {
 	}
 }
 
-func statusName(s enums.WorkflowExecutionStatus) string {
+// statusName is a run's status as the run tools name it.
+func statusName(s string) string {
 	switch s {
-	case enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return "running"
-	case enums.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-		return "completed"
-	case enums.WORKFLOW_EXECUTION_STATUS_FAILED:
-		return "failed"
-	case enums.WORKFLOW_EXECUTION_STATUS_CANCELED:
+	case "RUNNING", "COMPLETED", "FAILED", "TERMINATED", "TIMED_OUT", "CONTINUED_AS_NEW":
+		return strings.ToLower(s)
+	case "CANCELED":
 		return "cancelled"
-	case enums.WORKFLOW_EXECUTION_STATUS_TERMINATED:
-		return "terminated"
-	case enums.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		return "timed_out"
-	case enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		return "continued_as_new"
 	}
 	return "unknown"
 }

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -79,6 +80,7 @@ type Server struct {
 	graphs map[string]*agents.Graph
 	tools  []*agentTool
 	calls  *calls
+	runs   *troupeclient.Client // starts, follows, reads and cancels runs
 }
 
 // New returns a Server for cfg. It fails when cfg has no Client, or when
@@ -102,8 +104,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, graphs: map[string]*agents.Graph{}}
-	s.calls = newCalls(func(ctx context.Context, id string) error { return cfg.Client.CancelWorkflow(ctx, id, "") }, cfg.Logger)
+	runs, err := troupeclient.New(troupeclient.Config{Temporal: cfg.Client, TaskQueue: cfg.TaskQueue, PollInterval: cfg.PollInterval})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, graphs: map[string]*agents.Graph{}, runs: runs}
+	s.calls = newCalls(func(ctx context.Context, id string) error { return runs.Run(id).Cancel(ctx) }, cfg.Logger)
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Title: "Troupe", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "Each agent tool starts a durable Troupe run. Its id is in the result's _meta[\"" + MetaRunID +
 			"\"] and in the first progress notification; if a call is interrupted, the run goes on: read it with " +

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -202,7 +203,7 @@ func (s *Server) callAgent(t *agentTool) mcp.ToolHandler {
 
 		in := workflows.RunInput{Graph: t.graph.Name(), Agent: t.agent.Name, Input: run.Input, Vars: run.Vars}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
-		_, err = workflows.StartRunWithID(sctx, s.cfg.Client, s.cfg.TaskQueue, id, in)
+		_, err = s.runs.Start(sctx, in, troupeclient.WithID(id))
 		cancel()
 		if err != nil {
 			s.log.Warn("mcp: start run", "tool", t.name, "run", id, "error", err)
@@ -256,11 +257,10 @@ func (s *Server) wait(ctx context.Context, p *progress, id string, limit time.Du
 		followed = make(chan struct{})
 		go func() {
 			defer close(followed)
-			_ = workflows.Follow(fctx, s.cfg.Client, id, s.cfg.PollInterval, p.event)
+			_ = s.runs.Run(id).Follow(fctx, p.event)
 		}()
 	}
-	var out workflows.RunResult
-	err := s.cfg.Client.GetWorkflow(gctx, id, "").Get(gctx, &out)
+	out, err := s.runs.Run(id).Result(gctx)
 	if err != nil && gctx.Err() != nil {
 		// Nobody waits for the rest of the events: stop sending them
 		// and leave Follow's last poll behind.
@@ -278,7 +278,7 @@ func (s *Server) wait(ctx context.Context, p *progress, id string, limit time.Du
 	if err != nil {
 		return nil, err, true
 	}
-	return &out, nil, true
+	return out, nil, true
 }
 
 // outcome is a call's answer for a closed run: its output, or why there

@@ -1,0 +1,202 @@
+// Package client starts, follows, waits on and stops Troupe runs on a
+// Temporal server. It is the one door to runs: the troupe CLI, its MCP
+// server and users' own Go code all go through it.
+//
+// A Client wraps a Temporal client and the task queue that workers serve;
+// Start gives a Run, and Client.Run the handle of one started elsewhere
+// (by id). A Run's Follow shows its events (and those of every agent it
+// starts) in order, each once, across continue-as-new; Result waits for
+// its outcome; Cancel and Terminate stop it.
+//
+// The types of runs (RunInput, RunResult, Event, RunInfo) are those of the
+// workflows package, aliased here so that a caller needs this package only.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// The types a caller of this package sees, from the workflows package.
+type (
+	// RunInput is what a run starts with: graph, agent, message, vars.
+	RunInput = workflows.RunInput
+	// RunResult is what a run ends with: the agent that answered, its
+	// output, usage.
+	RunResult = workflows.RunResult
+	// Event is one thing that happened in a run: a turn, a tool call, a
+	// handoff, a retry, the final output.
+	Event = workflows.Event
+	// RunInfo is a run as List and Describe see it.
+	RunInfo = workflows.RunInfo
+	// ListOptions says which runs List returns.
+	ListOptions = workflows.ListOptions
+)
+
+// DefaultPollInterval is how often Follow asks a run for new events when
+// no EventBus brings them.
+const DefaultPollInterval = 100 * time.Millisecond
+
+// Config configures a Client. Its zero value works but for Temporal.
+type Config struct {
+	// Temporal is the client of the Temporal server the runs live on.
+	// Required; the Client does not close it.
+	Temporal client.Client
+	// TaskQueue is where Start starts runs: the queue the workers of
+	// their graphs serve. Default workflows.DefaultTaskQueue, the queue
+	// of `troupe dev` and `troupe run`.
+	TaskQueue string
+	// Events, when set, is the EventBus of a worker in this process
+	// (workflows.Config.Events): Follow takes the events it records as
+	// they happen and polls only for those of other workers.
+	Events *workflows.EventBus
+	// PollInterval is how often Follow polls for events; default
+	// DefaultPollInterval.
+	PollInterval time.Duration
+}
+
+// Client starts and reads runs. It is safe for concurrent use.
+type Client struct {
+	cfg Config
+}
+
+// New returns a Client for cfg.
+func New(cfg Config) (*Client, error) {
+	if cfg.Temporal == nil {
+		return nil, errors.New("client: Config.Temporal is required")
+	}
+	if cfg.TaskQueue == "" {
+		cfg.TaskQueue = workflows.DefaultTaskQueue
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	return &Client{cfg: cfg}, nil
+}
+
+// Temporal returns the Temporal client c goes through.
+func (c *Client) Temporal() client.Client { return c.cfg.Temporal }
+
+// TaskQueue returns the queue Start starts runs on.
+func (c *Client) TaskQueue() string { return c.cfg.TaskQueue }
+
+// StartOption changes how Start starts a run.
+type StartOption func(*startOptions)
+
+type startOptions struct {
+	id string
+}
+
+// WithID starts the run under id instead of a fresh one, or returns the
+// run that already holds id (running or closed; a closed run is never
+// replaced), so that a derived id makes Start idempotent. An id must not
+// hold "/", which separates a run from its agents.
+func WithID(id string) StartOption {
+	return func(o *startOptions) { o.id = id }
+}
+
+// Start starts a run of in on the client's task queue and returns its
+// handle. Without WithID the run gets a fresh id, "troupe-<graph>-<8 hex>".
+func (c *Client) Start(ctx context.Context, in RunInput, opts ...StartOption) (*Run, error) {
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var (
+		wr  client.WorkflowRun
+		err error
+	)
+	if o.id != "" {
+		wr, err = workflows.StartRunWithID(ctx, c.cfg.Temporal, c.cfg.TaskQueue, o.id, in)
+	} else {
+		wr, err = workflows.StartRun(ctx, c.cfg.Temporal, c.cfg.TaskQueue, in)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.Run(wr.GetID()), nil
+}
+
+// Run returns the handle of the run id, started by this client or any
+// other. It does not check that the run exists; Describe does.
+func (c *Client) Run(id string) *Run { return &Run{c: c, id: id} }
+
+// List returns the runs the server holds (as long as its retention keeps
+// closed ones), newest first.
+func (c *Client) List(ctx context.Context, o ListOptions) ([]RunInfo, error) {
+	return workflows.ListRuns(ctx, c.cfg.Temporal, o)
+}
+
+// Run is the handle of one run.
+type Run struct {
+	c  *Client
+	id string
+}
+
+// ID returns the run's id (its orchestrator's workflow id).
+func (r *Run) ID() string { return r.id }
+
+// Follow calls fn with each event of the run and of every agent it
+// starts, in the order each recorded them, each once, across
+// continue-as-new, until ctx is done: cancel ctx once Result has
+// returned, and Follow returns after a last reading that brings nothing
+// new (within 30 s). With Config.Events set, the events of this process's
+// worker arrive as they are recorded.
+func (r *Run) Follow(ctx context.Context, fn func(Event)) error {
+	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn)
+}
+
+// Events returns the run's events so far, and those of every agent it
+// started.
+func (r *Run) Events(ctx context.Context) ([]Event, error) {
+	return workflows.Events(ctx, r.c.cfg.Temporal, r.id)
+}
+
+// Result waits for the run to close and returns its result, or its
+// error: a *temporal.WorkflowExecutionError whose cause names the failure
+// (workflows.ErrorType gives its type, such as "troupe.GraphChanged"), or
+// the error that stopped the wait (ctx's, the server's).
+func (r *Run) Result(ctx context.Context) (*RunResult, error) {
+	var res RunResult
+	if err := r.c.cfg.Temporal.GetWorkflow(ctx, r.id, "").Get(ctx, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Describe returns the run as the server sees it now: status, graph,
+// summary, times, task queue.
+func (r *Run) Describe(ctx context.Context) (RunInfo, error) {
+	return workflows.DescribeRun(ctx, r.c.cfg.Temporal, r.id)
+}
+
+// Input returns the input the run started with.
+func (r *Run) Input(ctx context.Context) (RunInput, error) {
+	return workflows.RunInputOf(ctx, r.c.cfg.Temporal, r.id)
+}
+
+// Cancel asks the run to stop: its agents are cancelled at their next
+// step and their sandboxes stopped; Result then returns a cancelled
+// error.
+func (r *Run) Cancel(ctx context.Context) error {
+	if err := r.c.cfg.Temporal.CancelWorkflow(ctx, r.id, ""); err != nil {
+		return fmt.Errorf("client: cancel run %s: %w", r.id, err)
+	}
+	return nil
+}
+
+// Terminate ends the run at once, recording reason in its history. Its
+// agents get no chance to clean up: their sandboxes are left to the
+// workers' reaping.
+func (r *Run) Terminate(ctx context.Context, reason string) error {
+	if err := r.c.cfg.Temporal.TerminateWorkflow(ctx, r.id, "", reason); err != nil {
+		return fmt.Errorf("client: terminate run %s: %w", r.id, err)
+	}
+	return nil
+}
