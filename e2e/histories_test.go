@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,11 +16,11 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// historiesDir, when set, makes TestDealDesk and TestMCPToolsEndToEnd/stdio
-// save the histories of their runs' workflows there, for the replay tests
-// of package workflows:
+// historiesDir, when set, makes TestDealDesk, TestMCPToolsEndToEnd/stdio
+// and TestRunContinuesAsNew save the histories of their runs' workflows
+// there, for the replay tests of package workflows:
 //
-//	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
+//	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio|TestRunContinuesAsNew' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
 var historiesDir = flag.String("histories", "", "save the deal-desk and MCP runs' workflow histories to this directory")
 
 // saveHistories writes the histories of the workflows ids to dir, named
@@ -43,27 +44,59 @@ func saveHistories(t *testing.T, c client.Client, ids map[string]bool, dir, pref
 		}
 	}()
 	for id := range ids {
-		h := &historypb.History{}
-		it := c.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			e, err := it.Next()
-			if err != nil {
-				t.Fatal(err)
-			}
-			h.Events = append(h.Events, e)
-		}
-		data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Name by the workflow's place in the run, not its random id.
 		name := prefix
 		if _, rest, ok := strings.Cut(id, "/"); ok {
 			name += "-" + strings.NewReplacer("/", "_", ".", "_").Replace(rest)
 		}
 		index[name+".json"] = id
-		if err := os.WriteFile(filepath.Join(dir, name+".json"), data, 0o644); err != nil {
+		writeHistory(t, c, id, "", filepath.Join(dir, name+".json"))
+	}
+}
+
+// writeHistory writes the history of run runID of workflow id (the latest
+// when "") to path.
+func writeHistory(t *testing.T, c client.Client, id, runID, path string) {
+	t.Helper()
+	h := &historypb.History{}
+	it := c.GetWorkflowHistory(context.Background(), id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
 			t.Fatal(err)
 		}
+		h.Events = append(h.Events, e)
+	}
+	data, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// saveRuns writes the histories of the runs of workflow id (each
+// run's own, along its chain of continue-as-new, first run first) to
+// dir as prefix-run<N>.json, and adds them to dir's index.json.
+func saveRuns(t *testing.T, c client.Client, id string, runIDs []string, dir, prefix string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	index := map[string]string{}
+	if data, err := os.ReadFile(filepath.Join(dir, "index.json")); err == nil {
+		if err := json.Unmarshal(data, &index); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, runID := range runIDs {
+		name := fmt.Sprintf("%s-run%d.json", prefix, i+1)
+		writeHistory(t, c, id, runID, filepath.Join(dir, name))
+		index[name] = id
+	}
+	data, _ := json.MarshalIndent(index, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, "index.json"), data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -237,6 +238,79 @@ func TestMarathon(t *testing.T) {
 	t.Logf("the runner took %d runs; the largest history holds %d events", runs, largest)
 	if largest > marathonBound || runs < marathonTurns/500 {
 		t.Errorf("%d runs, the largest of %d events; want at least %d runs of at most %d events", runs, largest, marathonTurns/500, marathonBound)
+	}
+}
+
+// TestRunContinuesAsNew runs an agent that hands off to itself 40 times
+// with an orchestrator bound of 40 history events: the orchestrator
+// continues as new several times, the result is the whole chain's, and
+// the run's events followed from the start arrive in order, each once.
+func TestRunContinuesAsNew(t *testing.T) {
+	const handoffs = 40
+	c := dial(t)
+	_, url := modelServer(t)
+	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) {
+		cfg.ContinueAfterEvents = 40
+		cfg.MaxHandoffs = handoffs
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "bounce", Input: "bounce"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root []workflows.Event
+	fctx, stop := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e workflows.Event) {
+			if e.WorkflowID == run.GetID() {
+				root = append(root, e)
+			}
+		})
+	}()
+	var res workflows.RunResult
+	err = c.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &res)
+	stop()
+	<-followed
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Output) != fmt.Sprintf("%q", fmt.Sprintf("bounced %d times", handoffs+1)) || res.Handoffs != handoffs || len(res.Path) != handoffs+1 {
+		t.Fatalf("output %s after %d handoffs through %d agents", res.Output, res.Handoffs, len(res.Path))
+	}
+	kinds := map[string]int{}
+	for i, e := range root {
+		if e.Seq != i+1 {
+			t.Fatalf("followed: event %d of the run is numbered %d: a gap or a repeat", i+1, e.Seq)
+		}
+		kinds[e.Kind]++
+	}
+	// Each run of the orchestrator's chain names the one before it.
+	d, err := c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chain []string
+	for runID := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(); runID != ""; {
+		chain = append([]string{runID}, chain...)
+		it := c.GetWorkflowHistory(ctx, run.GetID(), runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		first, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		runID = first.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+	}
+	runs := len(chain)
+	if *historiesDir != "" && runs >= 3 {
+		// The first run, one in the middle and the last, for the replay
+		// tests.
+		saveRuns(t, c, run.GetID(), []string{chain[0], chain[runs/2], chain[runs-1]}, *historiesDir, "bounce")
+	}
+	t.Logf("%d runs of the orchestrator; %d events followed: %v", runs, len(root), kinds)
+	if runs < 3 || kinds[workflows.EventContinued] != runs-1 || kinds[workflows.EventHandoff] != handoffs || kinds[workflows.EventFinal] != 1 {
+		t.Errorf("%d runs of the orchestrator; events followed: %v; want at least 3 runs, one continue event between two, %d handoffs and one final", runs, kinds, handoffs)
 	}
 }
 

@@ -32,8 +32,12 @@
 // sandbox stays up), its MCP catalog and its last 200 events with their
 // numbering (AgentCarry), so its parent, its result and a follower see one
 // run. A run's history then stays under about ContinueAfterEvents plus
-// one turn's events. The orchestrator does not continue as new: its
-// history grows only with handoffs, which MaxHandoffs bounds.
+// one turn's events. A run's orchestrator continues as new the same way,
+// before starting the next agent of a chain of handoffs once its history
+// holds ContinueAfterEvents events (or the server suggests it), carrying
+// the run's spec, where the chain stands and its recent events
+// (RunCarry), so a run's history stays bounded however many handoffs
+// MaxHandoffs allows.
 //
 // Crashes: a worker killed at any point of a sandbox's life stalls the
 // run for a bounded time and leaves nothing for good. Every sandbox

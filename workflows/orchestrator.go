@@ -15,34 +15,74 @@ import (
 
 // OrchestratorWorkflow routes a run: it starts the active agent's child
 // workflow and, on each handoff, the target's, until an agent gives the
-// final output.
+// final output. Before a child, when its history has reached the run's
+// bound (GraphSpec.ContinueAfterEvents) or the server suggests it, it
+// continues as new with its routing state and recent events (RunCarry),
+// so a run of any number of handoffs keeps a bounded history.
 func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
-	spec, isPinned, err := r.pin(ctx, in)
-	if err != nil {
+	carry := in.Carry
+	var (
+		spec     *runtime.GraphSpec
+		isPinned bool
+		err      error
+	)
+	if carry != nil {
+		spec, isPinned = carry.Spec, carry.Spec != nil
+		if spec == nil {
+			return nil, nonRetryable(ErrInternal, "run %s continued without its graph's spec", workflow.GetInfo(ctx).WorkflowExecution.ID)
+		}
+	} else if spec, isPinned, err = r.pin(ctx, in); err != nil {
 		return nil, err
 	}
-	start := in.Agent
-	if start == "" {
-		start = spec.Entry
-	}
-	if spec.Agent(start) == nil {
-		return nil, nonRetryable(ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, in.Graph)
-	}
-	if err := checkPayload("the run input", len(in.Input)); err != nil {
-		return nil, err
-	}
-	rec, err := newRecorder(ctx, nil, 1, r.cfg.Events)
-	if err != nil {
-		return nil, err
-	}
+	// Runs recorded before orchestrators continued as new never do.
+	canContinue := isPinned && workflow.GetVersion(ctx, versionRunContinueAsNew, workflow.DefaultVersion, 1) == 1
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
-	rec.add(ctx, Event{Kind: EventRunStarted, Agent: start, Detail: preview(in.Input, 200)})
-	first := AgentInput{Graph: in.Graph, RunID: wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}
-	if isPinned {
-		first.Spec = spec
+	var rec *recorder
+	var rs routeState
+	if carry != nil {
+		if rec, err = newRecorder(ctx, carry.Events, carry.NextEvent, r.cfg.Events); err != nil {
+			return nil, err
+		}
+		rs = carry.Route
+	} else {
+		start := in.Agent
+		if start == "" {
+			start = spec.Entry
+		}
+		if spec.Agent(start) == nil {
+			return nil, nonRetryable(ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, in.Graph)
+		}
+		if err := checkPayload("the run input", len(in.Input)); err != nil {
+			return nil, err
+		}
+		if rec, err = newRecorder(ctx, nil, 1, r.cfg.Events); err != nil {
+			return nil, err
+		}
+		rec.add(ctx, Event{Kind: EventRunStarted, Agent: start, Detail: preview(in.Input, 200)})
+		rs = routeState{Current: start, Input: AgentInput{Graph: in.Graph, RunID: wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}}
+		if isPinned {
+			rs.Input.Spec = spec
+		}
 	}
-	rr, err := r.route(ctx, rec, spec, start, first, wfID)
+	var cont func(routeState) error
+	if canContinue {
+		cont = func(rs routeState) error {
+			info := workflow.GetInfo(ctx)
+			if !(spec.ContinueAfterEvents > 0 && info.GetCurrentHistoryLength() >= spec.ContinueAfterEvents || info.GetContinueAsNewSuggested()) {
+				return nil
+			}
+			rec.add(ctx, Event{Kind: EventContinued, Agent: rs.Current,
+				Detail: fmt.Sprintf("history of %d events: continuing as new before agent %d", info.GetCurrentHistoryLength(), rs.Next)})
+			next := in
+			next.Carry = &RunCarry{Spec: spec, Route: rs, Events: rec.events[max(0, len(rec.events)-carriedEvents):], NextEvent: rec.next}
+			return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)
+		}
+	}
+	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont)
 	if err != nil {
+		if _, ok := err.(*workflow.ContinueAsNewError); ok {
+			return nil, err
+		}
 		rec.add(ctx, Event{Kind: EventFailed, Detail: err.Error()})
 		return nil, err
 	}
@@ -53,26 +93,54 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 	}, nil
 }
 
-// routeResult is the end of a chain of agents joined by handoffs.
+// versionRunContinueAsNew marks the change to orchestrators that continue
+// as new (a version marker in each run that pins its graph).
+const versionRunContinueAsNew = "troupe.run-continue-as-new"
+
+// routeResult is the end of a chain of agents joined by handoffs, or the
+// chain so far.
 type routeResult struct {
-	Agent     string
-	Output    json.RawMessage
-	Path      []string
-	Turns     int
-	ToolCalls int
-	Handoffs  int
-	Usage     model.Usage
+	Agent     string          `json:"agent,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Path      []string        `json:"path,omitempty"`
+	Turns     int             `json:"turns,omitempty"`
+	ToolCalls int             `json:"tool_calls,omitempty"`
+	Handoffs  int             `json:"handoffs,omitempty"`
+	Usage     model.Usage     `json:"usage"`
+}
+
+// routeState is where a chain of agents stands between two of them: the
+// agent to start next (its child is the Next-th of the chain) with its
+// input, and what the chain did so far. It is all an orchestrator carries
+// through continue-as-new.
+type routeState struct {
+	Current string      `json:"current"`
+	Next    int         `json:"next"`
+	Input   AgentInput  `json:"input"`
+	Done    routeResult `json:"done"`
 }
 
 // route runs agent start as a child workflow, then each handoff target in
 // turn, until one gives a final output, on the run's spec. Child ids are
-// prefix/<n>-<agent>. The orchestrator routes a whole run with it; an
-// agent routes each of its agent-tool calls with it.
+// prefix/<n>-<agent>. An agent routes each of its agent-tool calls with
+// it.
 func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, start string, in AgentInput, prefix string) (*routeResult, error) {
+	return r.routeFrom(ctx, rec, spec, routeState{Current: start, Input: in}, prefix, nil)
+}
+
+// routeFrom goes on with a chain of agents from rs. Before each child but
+// the first of this call, cont (when not nil) may end the workflow by
+// returning a *workflow.ContinueAsNewError carrying the state.
+func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error) (*routeResult, error) {
 	maxHandoffs := spec.MaxHandoffs
-	res := &routeResult{}
-	current := start
-	for n := 0; ; n++ {
+	res := &rs.Done
+	current, in := rs.Current, rs.Input
+	for n := rs.Next; ; n++ {
+		if cont != nil && n > rs.Next {
+			if err := cont(routeState{Current: current, Next: n, Input: in, Done: *res}); err != nil {
+				return nil, err
+			}
+		}
 		childID := fmt.Sprintf("%s/%d-%s", prefix, n, current)
 		in.Agent = current
 		if in.Transcript.Key == "" {

@@ -116,6 +116,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 		{before, "dealdesk-1-coordinator.json", []*agents.Graph{testgraphs.EditedDealDesk()}, "a run from before pinning, on a graph that lost an agent tool"},
 		{mustFail, "version-renamed.json", today, "the change id of the pinning version renamed"},
 		{mustFail, "child-type-renamed.json", today, "the first agent-tool child of the coordinator started as another workflow type"},
+		{mustFail, "carry-next-shifted.json", today, "a continued orchestrator whose carried chain is one agent further on than its history"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := replay(t, filepath.Join(tc.set, tc.file), readIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -126,7 +127,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 	}
 	// Every must-fail fixture is in the table above, with why it must fail.
 	for f := range readIndex(t, mustFail) {
-		if f != "version-renamed.json" && f != "child-type-renamed.json" {
+		if f != "version-renamed.json" && f != "child-type-renamed.json" && f != "carry-next-shifted.json" {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

@@ -75,7 +75,9 @@ type Config struct {
 	// far below Temporal's 50,000-event limit). A turn with one tool call
 	// adds about two events, so 500 turns is about 1,100. The server holds
 	// back a run that continues less than a second after it started, so
-	// small bounds slow fast agents down. Negative disables either.
+	// small bounds slow fast agents down. Negative disables either. A
+	// run's orchestrator continues as new on ContinueAfterEvents too,
+	// between two agents of a chain of handoffs.
 	ContinueAfterTurns  int
 	ContinueAfterEvents int
 

@@ -34,6 +34,21 @@ type RunInput struct {
 	// MaxHandoffs bounds the handoffs of the run; 0 means the worker's
 	// default.
 	MaxHandoffs int `json:"max_handoffs,omitempty"`
+	// Carry is what the previous run of the orchestrator carried over
+	// when it continued as new; nil when the run starts. Callers leave it
+	// nil.
+	Carry *RunCarry `json:"carry,omitempty"`
+}
+
+// RunCarry is what a run's orchestrator carries into its next run when it
+// continues as new: the run's spec (so the graph stays pinned), where the
+// chain of agents stands, and the recent events with their numbering, so
+// a follower's cursor stays good.
+type RunCarry struct {
+	Spec      *runtime.GraphSpec `json:"spec"`
+	Route     routeState         `json:"route"`
+	Events    []Event            `json:"events,omitempty"`
+	NextEvent int                `json:"next_event"`
 }
 
 // RunResult is a finished run.

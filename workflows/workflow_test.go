@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/handoff"
@@ -399,5 +402,76 @@ func TestOversizedToolArguments(t *testing.T) {
 	_, err := run(t, env, "loop", "go")
 	if workflows.ErrorType(err) != workflows.ErrPayloadTooLarge {
 		t.Fatalf("err = %v, want %s", err, workflows.ErrPayloadTooLarge)
+	}
+}
+
+// TestRunContinuesAsNew bounces a run between agents past the
+// orchestrator's history bound: each run of the orchestrator ends in a
+// continue-as-new that carries the chain so far, the next run (on a fresh
+// environment, as on another worker) goes on from it, and the last gives
+// the result of the whole chain, with events numbered on across runs.
+func TestRunContinuesAsNew(t *testing.T) {
+	const handoffs = 12
+	bounce := func(req model.Request) []agents.Item {
+		n := 0
+		for _, it := range req.Input {
+			if it.Type == agents.ItemFunctionCall {
+				n++
+			}
+		}
+		if n == handoffs {
+			return []agents.Item{agents.AssistantMessage(fmt.Sprintf("done after %d handoffs", n))}
+		}
+		return []agents.Item{call(fmt.Sprintf("h%d", n), "transfer_to_pingpong", "{}")}
+	}
+	store, _ := blob.Open(context.Background(), "mem://")
+	in := workflows.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"}
+	var runs []workflows.RunInput
+	var res workflows.RunResult
+	for len(runs) < 2*handoffs {
+		env := quietEnv()
+		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{extrasGraph(new([]string))}, Model: &funcModel{fn: bounce, calls: map[string]int{}},
+			Store: store, MaxHandoffs: 2 * handoffs, ContinueAfterEvents: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Register(env)
+		// Past the bound from the start: each run starts one agent, then
+		// continues as new before the next.
+		env.SetCurrentHistoryLength(25)
+		env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, in)
+		runs = append(runs, in)
+		err = env.GetWorkflowError()
+		var cae *workflow.ContinueAsNewError
+		if errors.As(err, &cae) {
+			if cae.WorkflowType.Name != workflows.OrchestratorWorkflowName {
+				t.Fatalf("continued as %s", cae.WorkflowType.Name)
+			}
+			var next workflows.RunInput
+			if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
+				t.Fatal(err)
+			}
+			if next.Carry == nil || next.Carry.Spec == nil || next.Input != in.Input || next.Graph != in.Graph {
+				t.Fatalf("run %d continued with %+v", len(runs), next)
+			}
+			if prev := in.Carry; prev != nil && next.Carry.NextEvent <= prev.NextEvent {
+				t.Fatalf("run %d numbers its events from %d, not past the previous run's %d", len(runs), next.Carry.NextEvent, prev.NextEvent)
+			}
+			in = next
+			continue
+		}
+		if err != nil {
+			t.Fatalf("run %d: %v", len(runs), err)
+		}
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if len(runs) != handoffs+1 {
+		t.Errorf("the run took %d runs of its orchestrator; want one per agent, %d", len(runs), handoffs+1)
+	}
+	if string(res.Output) != fmt.Sprintf("%q", fmt.Sprintf("done after %d handoffs", handoffs)) || res.Handoffs != handoffs || len(res.Path) != handoffs+1 || res.Turns != handoffs+1 {
+		t.Errorf("result after %d runs: %s, %d handoffs, path %v, %d turns", len(runs), res.Output, res.Handoffs, res.Path, res.Turns)
 	}
 }
