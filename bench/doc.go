@@ -13,8 +13,10 @@
 //   - BenchmarkFanOut: one turn calling 50 agents-as-tools against a
 //     workflow starting 50 no-op child workflows in parallel.
 //   - BenchmarkLongAgent: one agent's 5,001 turns (continuing as new every
-//     500), the cost of turns 4,990 to 4,999 against turns 10 to 19, with
-//     and without the scripted model server's own time.
+//     500), the cost of turns 4,950 to 4,999 against turns 10 to 59, with
+//     and without the scripted model server's own time: "compacted" with a
+//     Compaction window (the model is shown 15 to 30 items), "whole" with
+//     the whole transcript sent every turn.
 //   - BenchmarkEventLatency: from the model's answer for a turn to the
 //     arrival of the turn's event at a follower, p50 and p95, polled
 //     (model calls local or as activities) and in the worker's own process

@@ -173,7 +173,7 @@ func directLoop(b *testing.B, baseURL string) (time.Duration, int) {
 // BenchmarkLongAgent runs one agent for 5,001 turns (5,000 calling a
 // no-op tool, continuing as new every 500) and compares the cost of a
 // turn late in the run with one early: the time from one model request to
-// the next, over turns 10 to 19 against turns 4,990 to 4,999.
+// the next, over turns 10 to 59 against turns 4,950 to 4,999.
 //
 // "compacted" is the agent a long run needs: a Compaction capability
 // bounds what the model is shown (marathonWindow items at most), and the
@@ -190,6 +190,9 @@ func BenchmarkLongAgent(b *testing.B) {
 		b.Run(agent.name, func(b *testing.B) { longAgent(b, c, srv, queue, agent.agent) })
 	}
 }
+
+// longSpan is how many turns BenchmarkLongAgent times early and late.
+const longSpan = 50
 
 func longAgent(b *testing.B, c client.Client, srv *scripted.Server, queue, agent string) {
 	var early, late time.Duration
@@ -211,17 +214,17 @@ func longAgent(b *testing.B, c client.Client, srv *scripted.Server, queue, agent
 			}
 			return wall, model
 		}
-		w, m := span(10, 20)
+		w, m := span(10, 10+longSpan)
 		early, earlyModel = early+w, earlyModel+m
-		w, m = span(marathonTurns-10, marathonTurns)
+		w, m = span(marathonTurns-longSpan, marathonTurns)
 		late, lateModel = late+w, lateModel+m
 	}
 	b.StopTimer()
-	per := func(d time.Duration) float64 { return ms(d) / float64(10*b.N) }
+	per := func(d time.Duration) float64 { return ms(d) / float64(longSpan*b.N) }
 	b.ReportMetric(per(early), "early-ms/turn")
 	b.ReportMetric(per(late), "late-ms/turn")
 	b.ReportMetric(per(late)/per(early), "ratio")
 	b.ReportMetric((per(late)-per(lateModel))/(per(early)-per(earlyModel)), "overhead-ratio")
-	b.Logf("turns 10-19: %.2f ms/turn (model server %.2f); turns %d-%d: %.2f ms/turn (model server %.2f); ratio %.2f, without the model server's time %.2f",
-		per(early), per(earlyModel), marathonTurns-10, marathonTurns-1, per(late), per(lateModel), per(late)/per(early), (per(late)-per(lateModel))/(per(early)-per(earlyModel)))
+	b.Logf("turns 10-%d: %.2f ms/turn (model server %.2f); turns %d-%d: %.2f ms/turn (model server %.2f); ratio %.2f, without the model server's time %.2f",
+		9+longSpan, per(early), per(earlyModel), marathonTurns-longSpan, marathonTurns-1, per(late), per(lateModel), per(late)/per(early), (per(late)-per(lateModel))/(per(early)-per(earlyModel)))
 }

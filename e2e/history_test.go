@@ -308,6 +308,40 @@ func TestRunContinuesAsNew(t *testing.T) {
 		// tests.
 		saveRuns(t, c, run.GetID(), []string{chain[0], chain[runs/2], chain[runs-1]}, *historiesDir, "bounce")
 	}
+	// Listed, described and read as one run: started when its first run
+	// started, with the input it was given.
+	info, err := workflows.DescribeRun(ctx, c, run.GetID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d0, err := c.DescribeWorkflowExecution(ctx, run.GetID(), chain[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := d0.GetWorkflowExecutionInfo().GetStartTime().AsTime(); !info.Start.Equal(want) {
+		t.Errorf("described as started at %s; its first run started at %s", info.Start, want)
+	}
+	list, err := workflows.ListRuns(ctx, c, workflows.ListOptions{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := 0
+	for _, r := range list {
+		if r.WorkflowID == run.GetID() {
+			listed++
+			if !r.Start.Equal(info.Start) || r.Status != "COMPLETED" {
+				t.Errorf("listed as %+v", r)
+			}
+		}
+	}
+	in, err := workflows.RunInputOf(ctx, c, run.GetID())
+	if listed != 1 || err != nil || in.Carry != nil || in.Input != "bounce" {
+		t.Errorf("listed %d times; its input read back %+v (%v), want the run's own", listed, in, err)
+	}
+	in.Carry = &workflows.RunCarry{}
+	if _, err := workflows.StartRun(ctx, c, queue, in); err == nil || !strings.Contains(err.Error(), "RunInput.Carry") {
+		t.Errorf("a start with a carry: %v", err)
+	}
 	t.Logf("%d runs of the orchestrator; %d events followed: %v", runs, len(root), kinds)
 	if runs < 3 || kinds[workflows.EventContinued] != runs-1 || kinds[workflows.EventHandoff] != handoffs || kinds[workflows.EventFinal] != 1 {
 		t.Errorf("%d runs of the orchestrator; events followed: %v; want at least 3 runs, one continue event between two, %d handoffs and one final", runs, kinds, handoffs)

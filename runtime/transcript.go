@@ -34,6 +34,10 @@ type ItemPos struct {
 // the head items, the note the trim put after them, and every item from
 // From on. Its size does not grow with the transcript.
 type TranscriptView struct {
+	// Agent is the agent whose compactor made the window: another agent
+	// the transcript is handed to sees the whole conversation through
+	// its own compactor, not this window.
+	Agent string `json:"agent,omitempty"`
 	// Head are the kept items of the conversation's start, in order.
 	Head []ItemPos `json:"head,omitempty"`
 	// Note is the text of the user message the trim put between the head

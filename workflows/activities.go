@@ -45,7 +45,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 			instructions += "\n\n" + extra
 		}
 	}
-	input, view, err := a.context(ctx, agent, in.Transcript, in.Pending)
+	input, view, err := a.modelView(ctx, agent, in.Transcript, in.Pending)
 	if err != nil {
 		return nil, err
 	}
@@ -154,18 +154,22 @@ func innermost(err error) string {
 	}
 }
 
-// context is what the model sees this turn of the transcript and the
+// modelView is what the model sees this turn of the transcript and the
 // pending items, and the window on the transcript that the next turn
 // starts from. An agent with a single compactor that keeps a window
-// (agents.WindowCompactor) is given the window the last trim left, so a
+// (agents.WindowCompactor) is given the window its last trim left, so a
 // turn's cost does not grow with the conversation; other compactors trim
-// the whole conversation every turn.
-func (a *Activities) context(ctx context.Context, agent *agents.Agent, ref runtime.TranscriptRef, pending []agents.Item) ([]agents.Item, *runtime.TranscriptView, error) {
+// the whole conversation every turn, and an agent handed a transcript
+// trimmed by another starts from the whole of it.
+func (a *Activities) modelView(ctx context.Context, agent *agents.Agent, ref runtime.TranscriptRef, pending []agents.Item) ([]agents.Item, *runtime.TranscriptView, error) {
 	var compactors []agents.Compactor
 	for _, c := range agent.Capabilities {
 		if cp, ok := c.(agents.Compactor); ok {
 			compactors = append(compactors, cp)
 		}
+	}
+	if ref.View != nil && ref.View.Agent != agent.Name {
+		ref.View = nil // the window of the agent that handed off
 	}
 	if wc, ok := onlyWindow(compactors); ok {
 		items, at, err := a.r.transcripts.LoadView(ctx, ref, pending)
@@ -183,6 +187,7 @@ func (a *Activities) context(ctx context.Context, agent *agents.Agent, ref runti
 		if err != nil {
 			return nil, nil, err
 		}
+		view.Agent = agent.Name
 		return out, view, nil
 	}
 	ref.View = nil // a window of a compactor the agent no longer has

@@ -140,6 +140,11 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 // as new (a version marker first thing in each run).
 const versionContinueAsNew = "troupe.continue-as-new"
 
+// versionCancelNotContinued marks the change to agent workflows that end
+// cancelled, rather than continue as new, when cancelled at a turn
+// boundary.
+const versionCancelNotContinued = "troupe.cancel-not-continued"
+
 // timeToContinue reports whether this run of an agent workflow should
 // continue as new before its next turn: it has taken the run's bound of
 // turns, its history has reached the run's bound of events, or the server
@@ -162,6 +167,11 @@ const carriedEvents = 200
 // carried into the next: between turns, with no call running and the
 // sandbox not being suspended (it stays up, its lease carried).
 func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.AgentState, calls *turnCalls, rec *recorder) error {
+	// A cancellation does not pass to the next run: end here (runs from
+	// before this check continued, and replay so).
+	if ctx.Err() != nil && workflow.GetVersion(ctx, versionCancelNotContinued, workflow.DefaultVersion, 1) == 1 {
+		return temporal.NewCanceledError()
+	}
 	carry := &AgentCarry{State: *st}
 	if sb := calls.sb; sb != nil {
 		if sb.idleCancel != nil {

@@ -24,6 +24,9 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInpu
 	if taskQueue == "" {
 		taskQueue = DefaultTaskQueue
 	}
+	if in.Carry != nil {
+		return nil, errCarry
+	}
 	if err := checkPayload("the run input", len(in.Input)); err != nil {
 		return nil, err
 	}
@@ -39,6 +42,10 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInpu
 	}
 	return run, nil
 }
+
+// errCarry refuses a run input that carries an orchestrator's state: only
+// a continue-as-new sets it.
+var errCarry = errors.New("workflows: start run: the input carries the state of a run that continued as new (RunInput.Carry); leave it nil")
 
 // Run starts a run and waits for its result.
 func Run(ctx context.Context, c client.Client, taskQueue string, in RunInput) (*RunResult, error) {
@@ -65,6 +72,9 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 	}
 	if id == "" {
 		return nil, errors.New("workflows: start run: empty workflow id")
+	}
+	if in.Carry != nil {
+		return nil, errCarry
 	}
 	if strings.Contains(id, "/") {
 		// The ids of a run's agents are its id and a path: the run is
@@ -540,7 +550,9 @@ func ListRuns(ctx context.Context, c client.Client, o ListOptions) ([]RunInfo, e
 	if o.Limit <= 0 {
 		o.Limit = 50
 	}
-	query := fmt.Sprintf("WorkflowType = '%s'", OrchestratorWorkflowName)
+	// A run that continued as new is one run: its earlier runs are not
+	// listed.
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'ContinuedAsNew'", OrchestratorWorkflowName)
 	if o.Running {
 		query += " AND ExecutionStatus = 'Running'"
 	}
@@ -552,7 +564,11 @@ func ListRuns(ctx context.Context, c client.Client, o ListOptions) ([]RunInfo, e
 			return nil, fmt.Errorf("workflows: list runs: %w", err)
 		}
 		for _, e := range resp.GetExecutions() {
-			out = append(out, runInfo(e))
+			info := runInfo(e)
+			if err := firstStart(ctx, c, e, &info); err != nil {
+				return nil, fmt.Errorf("workflows: list runs: %w", err)
+			}
+			out = append(out, info)
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			break
@@ -580,7 +596,39 @@ func DescribeRun(ctx context.Context, c client.Client, id string) (RunInfo, erro
 		}
 		return RunInfo{}, fmt.Errorf("workflows: %s is %w but a %s workflow", id, ErrNotRun, typ)
 	}
-	return runInfo(e), nil
+	info := runInfo(e)
+	if err := firstStart(ctx, c, e, &info); err != nil {
+		return RunInfo{}, fmt.Errorf("workflows: describe run %s: %w", id, err)
+	}
+	return info, nil
+}
+
+// firstStart sets info.Start to when the run began: the start of the
+// first run of its chain when it continued as new (e is the latest run).
+// A listing does not say which run was first, so e without it is
+// described again.
+func firstStart(ctx context.Context, c client.Client, e *workflowpb.WorkflowExecutionInfo, info *RunInfo) error {
+	id, first := e.GetExecution().GetWorkflowId(), e.GetFirstRunId()
+	if first == "" {
+		d, err := c.DescribeWorkflowExecution(ctx, id, e.GetExecution().GetRunId())
+		if err != nil {
+			return err
+		}
+		first = d.GetWorkflowExecutionInfo().GetFirstRunId()
+	}
+	if first == "" || first == e.GetExecution().GetRunId() {
+		return nil
+	}
+	d, err := c.DescribeWorkflowExecution(ctx, id, first)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil // The first run is past retention: its start is gone.
+		}
+		return err
+	}
+	info.Start = d.GetWorkflowExecutionInfo().GetStartTime().AsTime()
+	return nil
 }
 
 func runInfo(e *workflowpb.WorkflowExecutionInfo) RunInfo {
@@ -625,5 +673,6 @@ func RunInputOf(ctx context.Context, c client.Client, id string) (RunInput, erro
 	if err := converter.GetDefaultDataConverter().FromPayloads(payloads, &in); err != nil {
 		return in, fmt.Errorf("workflows: input of run %s: %w", id, err)
 	}
+	in.Carry = nil // where a run that continued as new stood: not its input
 	return in, nil
 }

@@ -71,6 +71,10 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 			if !(spec.ContinueAfterEvents > 0 && info.GetCurrentHistoryLength() >= spec.ContinueAfterEvents || info.GetContinueAsNewSuggested()) {
 				return nil
 			}
+			if ctx.Err() != nil {
+				// A cancellation does not pass to the next run: end here.
+				return temporal.NewCanceledError()
+			}
 			rec.add(ctx, Event{Kind: EventContinued, Agent: rs.Current,
 				Detail: fmt.Sprintf("history of %d events: continuing as new before agent %d", info.GetCurrentHistoryLength(), rs.Next)})
 			next := in

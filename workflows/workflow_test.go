@@ -12,13 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/handoff"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -473,5 +476,93 @@ func TestRunContinuesAsNew(t *testing.T) {
 	}
 	if string(res.Output) != fmt.Sprintf("%q", fmt.Sprintf("done after %d handoffs", handoffs)) || res.Handoffs != handoffs || len(res.Path) != handoffs+1 || res.Turns != handoffs+1 {
 		t.Errorf("result after %d runs: %s, %d handoffs, path %v, %d turns", len(runs), res.Output, res.Handoffs, res.Path, res.Turns)
+	}
+}
+
+// TestHandoffDropsTheWindow: an agent whose compaction trimmed its
+// context hands off, and the target, with a compaction of its own, is
+// shown the whole conversation, not the window the first agent's trim
+// left; the first agent itself was shown its window.
+func TestHandoffDropsTheWindow(t *testing.T) {
+	noop := agents.MustFunctionTool("noop", "Does nothing.", func(context.Context, struct{}) (string, error) { return "ok", nil })
+	g := agents.MustGraph("windows", "small",
+		&agents.Agent{Name: "small", Instructions: "small: trims hard", Tools: []agents.Tool{noop}, Handoffs: []agents.Handoff{agents.HandoffTo("big")},
+			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{MaxItems: 6, KeepLast: 2})}},
+		&agents.Agent{Name: "big", Instructions: "big: keeps much",
+			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{})}},
+	)
+	var smallWidest int
+	var bigSaw []agents.Item
+	fn := func(req model.Request) []agents.Item {
+		if firstWord(req.Instructions) == "big:" {
+			bigSaw = req.Input
+			return []agents.Item{agents.AssistantMessage("done")}
+		}
+		smallWidest = max(smallWidest, len(req.Input))
+		// The trimmed context does not show every call: count them by
+		// the ids, which carry the turn.
+		last := lastItem(req)
+		if last.Type == agents.ItemFunctionCallOutput && last.CallID == "p5" {
+			return []agents.Item{call("h", "transfer_to_big", "{}")}
+		}
+		n := 1
+		if last.Type == agents.ItemFunctionCallOutput {
+			fmt.Sscanf(last.CallID, "p%d", &n)
+			n++
+		}
+		return []agents.Item{call(fmt.Sprintf("p%d", n), "noop", "{}")}
+	}
+	env := quietEnv()
+	store, _ := blob.Open(context.Background(), "mem://")
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "windows", Input: "the task"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if smallWidest > 6+2 {
+		t.Errorf("small was shown up to %d items; its compaction keeps at most 6 (and the turn's outputs)", smallWidest)
+	}
+	calls := 0
+	for _, it := range bigSaw {
+		if it.Type == agents.ItemFunctionCall && it.Name == "noop" {
+			calls++
+		}
+		if it.Type == agents.ItemMessage && strings.HasPrefix(it.Content, "[Context trimmed") {
+			t.Errorf("big was shown small's trim note: %q", it.Content)
+		}
+	}
+	if calls != 5 || len(bigSaw) == 0 || bigSaw[0].Content != "the task" {
+		t.Errorf("big was shown %d items with %d of small's 5 calls; want the whole conversation", len(bigSaw), calls)
+	}
+}
+
+// TestCancelAtContinueAsNew: a run cancelled while its orchestrator is
+// about to continue as new ends cancelled; it does not start a next run
+// that would go on as if nothing was asked. The agent stands in with a
+// mock that hands off after the cancellation has arrived.
+func TestCancelAtContinueAsNew(t *testing.T) {
+	env := quietEnv()
+	store, _ := blob.Open(context.Background(), "mem://")
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{extrasGraph(new([]string))}, Model: &funcModel{fn: nil, calls: map[string]int{}},
+		Store: store, MaxHandoffs: 10, ContinueAfterEvents: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	handoff := agents.FunctionCall("h", "transfer_to_pingpong", "{}")
+	env.OnWorkflow(workflows.AgentWorkflowName, mock.Anything, mock.Anything).
+		Return(&workflows.AgentResult{Agent: "pingpong", Handoff: &handoff}, nil).After(2 * time.Second)
+	env.SetCurrentHistoryLength(25)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"})
+	err = env.GetWorkflowError()
+	var cae *workflow.ContinueAsNewError
+	var ce *temporal.CanceledError
+	if errors.As(err, &cae) || !errors.As(err, &ce) {
+		t.Fatalf("cancelled before continuing as new: %v; want a cancelled run", err)
 	}
 }
