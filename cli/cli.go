@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -89,5 +90,8 @@ func findGraph(graphs []Graph, name string) (Graph, error) {
 		}
 		names = append(names, g.Graph.Name())
 	}
-	return Graph{}, fmt.Errorf("no graph %q; graphs: %v", name, names)
+	if name == "" {
+		return Graph{}, fmt.Errorf("name a graph with --graph: this troupe serves %s", strings.Join(names, ", "))
+	}
+	return Graph{}, fmt.Errorf("no graph %q; this troupe serves %s", name, strings.Join(names, ", "))
 }

@@ -25,7 +25,9 @@ import (
 // home is TROUPE_HOME, or ~/.troupe.
 func home() (string, error) { return devserver.DefaultDir() }
 
-// openStore opens TROUPE_BLOB_URL or the default file store.
+// openStore opens TROUPE_BLOB_URL or the default file store, and checks
+// that it can be written and read, so that a wrong URL or missing
+// credentials stop the command at once.
 func openStore(ctx context.Context) (*blob.Store, error) {
 	url := os.Getenv("TROUPE_BLOB_URL")
 	if url == "" {
@@ -35,7 +37,15 @@ func openStore(ctx context.Context) (*blob.Store, error) {
 		}
 		url = filepath.Join(dir, "blobs")
 	}
-	return blob.Open(ctx, url)
+	store, err := blob.Open(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("TROUPE_BLOB_URL: %w", err)
+	}
+	if err := store.Check(ctx); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("TROUPE_BLOB_URL: %w", err)
+	}
+	return store, nil
 }
 
 // clientOptionsFromEnv reads Temporal's usual environment variables.

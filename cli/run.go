@@ -120,6 +120,9 @@ type runOutput struct {
 	json bool
 	// verbose shows a failure's whole chain of errors.
 	verbose bool
+	// noEvents shows no progress: nothing could read it (the events are
+	// read through a worker, and none serves the run).
+	noEvents bool
 }
 
 func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo workerOptions, out runOutput, stdout, progress, stderr io.Writer) error {
@@ -162,7 +165,9 @@ func awaitRun(ctx context.Context, run *troupeclient.Run, out runOutput, logPath
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		_ = run.Follow(fctx, func(e workflows.Event) { printEvent(progress, e) })
+		if !out.noEvents {
+			_ = run.Follow(fctx, func(e workflows.Event) { printEvent(progress, e) })
+		}
 	}()
 	res, err := run.Result(ctx)
 	cancel()
@@ -331,6 +336,9 @@ func (cn *conn) close(stderr io.Writer) {
 
 func printEvent(w io.Writer, e workflows.Event) {
 	tag := "[" + e.Agent + "]"
+	if e.Agent == "" {
+		tag = "[run]" // the orchestrator's own
+	}
 	switch e.Kind {
 	case workflows.EventAgentStarted:
 		if e.Child != "" {
@@ -441,11 +449,25 @@ func (f *RunFailure) Error() string {
 		who = "agent " + f.Agent
 	}
 	msg := strings.Join(strings.Fields(f.Err.Message), " ") // One line.
-	if f.Err.Type == "" {
+	switch f.Err.Type {
+	case "":
 		return fmt.Sprintf("%s failed: %s", who, msg)
+	case TypeCanceled, TypeTerminated, TypeTimedOut:
+		return fmt.Sprintf("the run %s", msg)
 	}
 	return fmt.Sprintf("%s failed: %s: %s", who, f.Err.Type, msg)
 }
+
+// The types of FailureInfo for runs that closed without failing.
+const (
+	// TypeCanceled is a run cancelled (troupe runs cancel, Ctrl-C of an
+	// MCP call).
+	TypeCanceled = "troupe.Canceled"
+	// TypeTerminated is a run terminated (troupe runs terminate).
+	TypeTerminated = "troupe.Terminated"
+	// TypeTimedOut is a run past its workflow timeout.
+	TypeTimedOut = "troupe.TimedOut"
+)
 
 // describeFailure reads a run's failure: the innermost agent workflow
 // that failed, and the first typed error of the chain.
@@ -466,11 +488,21 @@ func describeFailure(id string, err error) *RunFailure {
 		e = child
 	}
 	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) {
+	var ce *temporal.CanceledError
+	var te *temporal.TerminatedError
+	var to *temporal.TimeoutError
+	switch {
+	case errors.As(err, &ae):
 		f.Err = FailureInfo{Type: ae.Type(), Message: ae.Message()}
 		if !strings.HasPrefix(ae.Type(), "troupe.") {
 			f.Err.Type = "" // A Go type's name (an untyped error), not one of ours.
 		}
+	case errors.As(err, &ce):
+		f.Agent, f.Err = "", FailureInfo{Type: TypeCanceled, Message: "was cancelled"}
+	case errors.As(err, &te):
+		f.Agent, f.Err = "", FailureInfo{Type: TypeTerminated, Message: "was terminated (its history says why)"}
+	case errors.As(err, &to):
+		f.Agent, f.Err = "", FailureInfo{Type: TypeTimedOut, Message: "timed out"}
 	}
 	return f
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/enums/v1"
 
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -72,10 +73,21 @@ func runsCommand(graphs []Graph) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withTemporal(cmd, func(cn *conn) error {
 				run := cn.runs("", nil).Run(args[0])
-				if _, err := run.Describe(cmd.Context()); err != nil {
+				info, err := run.Describe(cmd.Context())
+				if err != nil {
 					return err
 				}
-				return awaitRun(cmd.Context(), run, runOutput{json: asJSON}, "", cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.ErrOrStderr())
+				out := runOutput{json: asJSON}
+				if !served(cmd.Context(), cn, info.TaskQueue) {
+					// A run's events are read through its workers.
+					out.noEvents = true
+					if info.Close == nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "troupe: no worker serves task queue %s, so run %s neither moves on nor shows its progress; start one: troupe dev, or troupe runs resume %s. Waiting for its result.\n", info.TaskQueue, info.WorkflowID, info.WorkflowID)
+					} else {
+						fmt.Fprintf(cmd.ErrOrStderr(), "troupe: run %s is %s; no worker serves task queue %s to show its progress (troupe dev does).\n", info.WorkflowID, info.Status, info.TaskQueue)
+					}
+				}
+				return awaitRun(cmd.Context(), run, out, "", cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.ErrOrStderr())
 			})
 		},
 	}
@@ -193,6 +205,7 @@ func resumeRun(ctx context.Context, cn *conn, graphs []Graph, id string, wo work
 	out := runOutput{json: asJSON}
 	if info.Close != nil {
 		fmt.Fprintf(stderr, "troupe: run %s is %s already\n", id, info.Status)
+		out.noEvents = true // nothing to show but the result
 		return awaitRun(ctx, run, out, "", stdout, io.Discard, stderr)
 	}
 	in, err := run.Input(ctx)
@@ -232,3 +245,24 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// served reports whether a worker polls the workflow task queue: one
+// whose last poll began within pollerFresh (a worker keeps a poll open
+// for up to a minute, then polls again; the server lists the pollers of
+// the last minutes). When the server cannot say, it answers true, to
+// follow as before.
+func served(ctx context.Context, cn *conn, queue string) bool {
+	d, err := cn.c.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return true
+	}
+	for _, p := range d.GetPollers() {
+		if time.Since(p.GetLastAccessTime().AsTime()) < pollerFresh {
+			return true
+		}
+	}
+	return false
+}
+
+// pollerFresh is how recent a worker's last poll must be for served.
+const pollerFresh = 75 * time.Second

@@ -181,22 +181,46 @@ func (r *Run) Input(ctx context.Context) (RunInput, error) {
 	return workflows.RunInputOf(ctx, r.c.cfg.Temporal, r.id)
 }
 
+// ErrClosed is the error of Cancel and Terminate for a run that has
+// closed already.
+var ErrClosed = errors.New("the run has closed")
+
 // Cancel asks the run to stop: its agents are cancelled at their next
 // step and their sandboxes stopped; Result then returns a cancelled
-// error.
+// error. The id of a workflow that is not a run (one of a run's agents)
+// is refused with workflows.ErrNotRun, and a run that has closed with
+// ErrClosed.
 func (r *Run) Cancel(ctx context.Context) error {
+	if err := r.running(ctx, "cancel"); err != nil {
+		return err
+	}
 	if err := r.c.cfg.Temporal.CancelWorkflow(ctx, r.id, ""); err != nil {
-		return fmt.Errorf("client: cancel run %s: %w", r.id, err)
+		return fmt.Errorf("cancel run %s: %w", r.id, err)
 	}
 	return nil
 }
 
 // Terminate ends the run at once, recording reason in its history. Its
 // agents get no chance to clean up: their sandboxes are left to the
-// workers' reaping.
+// workers' reaping. It refuses what Cancel refuses.
 func (r *Run) Terminate(ctx context.Context, reason string) error {
+	if err := r.running(ctx, "terminate"); err != nil {
+		return err
+	}
 	if err := r.c.cfg.Temporal.TerminateWorkflow(ctx, r.id, "", reason); err != nil {
-		return fmt.Errorf("client: terminate run %s: %w", r.id, err)
+		return fmt.Errorf("terminate run %s: %w", r.id, err)
+	}
+	return nil
+}
+
+// running checks that the run exists, is a run, and runs.
+func (r *Run) running(ctx context.Context, what string) error {
+	info, err := r.Describe(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if info.Close != nil {
+		return fmt.Errorf("%s run %s: %w (%s)", what, r.id, ErrClosed, info.Status)
 	}
 	return nil
 }

@@ -200,3 +200,68 @@ func TestTwoRunsOneHome(t *testing.T) {
 		t.Errorf("troupe runs ls: %+v, want the two runs COMPLETED", list)
 	}
 }
+
+// TestRunsCancelAndTerminate: `troupe runs cancel` and `terminate` stop
+// runs left going by a Ctrl-C, refuse the id of one of a run's agents and
+// a run that has closed, and `runs show` says how each ended, typed.
+func TestRunsCancelAndTerminate(t *testing.T) {
+	home := t.TempDir()
+	interrupted := func() string {
+		r := startCLI(t, home, "run", "--graph", "plod", "go")
+		id := r.waitLine(t, runStarted)
+		r.waitLine(t, plodding)
+		if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		if code := r.wait(t); code != 130 {
+			t.Fatalf("exit status %d after Ctrl-C; stderr:\n%s", code, r.errText())
+		}
+		return id
+	}
+	fails := func(want string, args ...string) {
+		t.Helper()
+		r := startCLI(t, home, args...)
+		if code := r.wait(t); code == 0 || !strings.Contains(r.errText(), want) {
+			t.Errorf("troupe %s: exit %d, stderr %q; want a failure saying %q", strings.Join(args, " "), code, r.errText(), want)
+		}
+	}
+	type shown struct {
+		workflows.RunInfo
+		Error struct{ Type, Message string } `json:"error"`
+	}
+	show := func(id string) shown {
+		t.Helper()
+		var s shown
+		if err := json.Unmarshal([]byte(runCLI(t, home, "runs", "show", "--json", id)), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	cancelled, terminated := interrupted(), interrupted()
+	fails("is not a run but a workflow of run "+cancelled, "runs", "cancel", cancelled+"/0-plodder")
+	fails("not found", "runs", "terminate", "no-such-run")
+
+	runCLI(t, home, "runs", "terminate", "--reason", "test", terminated)
+	if s := show(terminated); s.Status != "TERMINATED" || s.Error.Type != "troupe.Terminated" {
+		t.Errorf("after terminate: %+v", s)
+	}
+	// No worker serves the run (the server restarted with the command):
+	// follow says so and shows how the run ended.
+	followed := startCLI(t, home, "runs", "follow", terminated)
+	if code := followed.wait(t); code == 0 || !strings.Contains(followed.errText(), "no worker serves task queue") || !strings.Contains(followed.errText(), "the run was terminated") {
+		t.Errorf("troupe runs follow of a terminated run with no worker: exit %d, stderr:\n%s", code, followed.errText())
+	}
+	runCLI(t, home, "runs", "cancel", cancelled)
+	// Nothing serves the run's queue since the Ctrl-C: a worker takes the
+	// cancellation in.
+	resumed := startCLI(t, home, "runs", "resume", cancelled)
+	if code := resumed.wait(t); code == 0 || !strings.Contains(resumed.errText(), "the run was cancelled") {
+		t.Errorf("resuming a cancelled run: exit %d, stderr:\n%s", code, resumed.errText())
+	}
+	if s := show(cancelled); s.Status != "CANCELED" || s.Error.Type != "troupe.Canceled" {
+		t.Errorf("after cancel: %+v", s)
+	}
+	fails("has closed", "runs", "cancel", cancelled)
+	fails("has closed", "runs", "terminate", terminated)
+}

@@ -28,7 +28,19 @@ func TestDealDeskOnS3(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", temporalAddr)
 	t.Setenv("TROUPE_HOME", t.TempDir())
 	var stdout, stderr bytes.Buffer
+
+	// A bucket that does not exist stops the command before any run.
+	t.Setenv("TROUPE_BLOB_URL", s3.URL("nobucket"))
 	cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
+	cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "TROUPE_BLOB_URL: blob: store") || !strings.Contains(err.Error(), "cannot be used") || strings.Contains(stderr.String(), "▶ run") {
+		t.Fatalf("troupe run on a bucket that does not exist: %v\nstderr:\n%s", err, stderr.String())
+	}
+	t.Setenv("TROUPE_BLOB_URL", s3.URL("troupe"))
+	stdout.Reset()
+	stderr.Reset()
+	cmd = cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
 	cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())

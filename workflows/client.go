@@ -581,20 +581,28 @@ func ListRuns(ctx context.Context, c client.Client, o ListOptions) ([]RunInfo, e
 // not a run: one of a run's agents, say, or another application's.
 var ErrNotRun = errors.New("not a run")
 
+// ErrNoRun is the error of DescribeRun for an id that no workflow has
+// (or none that the server still keeps).
+var ErrNoRun = errors.New("not found")
+
 // DescribeRun returns the run id. The id of a workflow that is not a
 // run's orchestrator is an error wrapping ErrNotRun; that of no workflow
-// one wrapping Temporal's *serviceerror.NotFound.
+// one wrapping ErrNoRun.
 func DescribeRun(ctx context.Context, c client.Client, id string) (RunInfo, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		return RunInfo{}, fmt.Errorf("workflows: describe run %s: %w", id, err)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return RunInfo{}, fmt.Errorf("run %s: %w", id, ErrNoRun)
+		}
+		return RunInfo{}, fmt.Errorf("describe run %s: %w", id, err)
 	}
 	e := d.GetWorkflowExecutionInfo()
 	if typ := e.GetType().GetName(); typ != OrchestratorWorkflowName {
 		if run := RunOf(id); run != id {
-			return RunInfo{}, fmt.Errorf("workflows: %s is %w but a workflow of run %s (%s)", id, ErrNotRun, run, typ)
+			return RunInfo{}, fmt.Errorf("%s is %w but a workflow of run %s (%s)", id, ErrNotRun, run, typ)
 		}
-		return RunInfo{}, fmt.Errorf("workflows: %s is %w but a %s workflow", id, ErrNotRun, typ)
+		return RunInfo{}, fmt.Errorf("%s is %w but a %s workflow", id, ErrNotRun, typ)
 	}
 	info := runInfo(e)
 	if err := firstStart(ctx, c, e, &info); err != nil {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"go.temporal.io/api/serviceerror"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/workflows"
@@ -199,8 +198,7 @@ func (s *Server) lookup(ctx context.Context, id string) (*runInfo, error) {
 	run := s.runs.Run(id)
 	d, err := run.Describe(ctx)
 	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) || errors.Is(err, workflows.ErrNotRun) {
+		if errors.Is(err, workflows.ErrNoRun) || errors.Is(err, workflows.ErrNotRun) {
 			return nil, noRun
 		}
 		return nil, fmt.Errorf("could not look run %q up: %w", id, err)

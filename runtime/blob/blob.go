@@ -257,5 +257,36 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 	}
 }
 
+// CheckTimeout bounds Check.
+const CheckTimeout = 15 * time.Second
+
+// Check writes, reads back and deletes a small blob, so that a store that
+// cannot be used (a wrong URL, no credentials, a bucket that does not
+// exist) is found when a worker starts rather than at a run's first turn.
+// It gives up after CheckTimeout.
+func (s *Store) Check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	defer cancel()
+	key := fmt.Sprintf("troupe-check/%d-%d", os.Getpid(), time.Now().UnixNano())
+	want := []byte("troupe")
+	err := s.bucket.WriteAll(ctx, key, want, nil)
+	if err == nil {
+		var got []byte
+		if got, err = s.bucket.ReadAll(ctx, key); err == nil && string(got) != string(want) {
+			err = fmt.Errorf("read back %q, wrote %q", got, want)
+		}
+		if derr := s.bucket.Delete(ctx, key); err == nil {
+			err = derr
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("blob: store %s did not answer within %s: %w", s.url, CheckTimeout, err)
+		}
+		return fmt.Errorf("blob: store %s cannot be used: %w", s.url, err)
+	}
+	return nil
+}
+
 // Close releases the bucket.
 func (s *Store) Close() error { return s.bucket.Close() }

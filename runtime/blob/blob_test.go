@@ -173,3 +173,37 @@ func TestRunsData(t *testing.T) {
 		})
 	}
 }
+
+// TestCheck: a usable store passes and keeps nothing of the check; one
+// whose directory became a file fails, naming the store.
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	for _, url := range []string{"mem://", t.TempDir()} {
+		s, err := blob.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Check(ctx); err != nil {
+			t.Errorf("%s: %v", url, err)
+		}
+		if dirs, err := s.Dirs(ctx, ""); err != nil || len(dirs) != 0 {
+			t.Errorf("%s: after a check the store holds %v (%v)", url, dirs, err)
+		}
+		s.Close()
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	s, err := blob.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), "cannot be used") || !strings.Contains(err.Error(), "store") {
+		t.Errorf("a store whose directory is a file: %v", err)
+	}
+}
