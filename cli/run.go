@@ -140,6 +140,7 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 		taskQueue = workflows.DefaultTaskQueue
 		wo.taskQueue = taskQueue
 		wo.events = workflows.NewEventBus()
+		wo.brief = !out.verbose
 		stop, err := startWorker(ctx, conn.c, conn.namespace, wo, graphs, stderr)
 		if err != nil {
 			return err
@@ -148,6 +149,9 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 	}
 	run, err := conn.runs(taskQueue, wo.events).Start(ctx, in)
 	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted("", "interrupted while the run was starting", out, stdout, stderr)
+		}
 		return err
 	}
 	fmt.Fprintf(progress, "▶ run %s (graph %s)\n", run.ID(), in.Graph)
@@ -261,6 +265,9 @@ type Interrupted struct {
 }
 
 func (e *Interrupted) Error() string {
+	if e.WorkflowID == "" {
+		return e.Why + ": the run may not have started; `troupe runs ls` lists it if it did"
+	}
 	return fmt.Sprintf("%s: run %s goes on. A worker of its graph picks it up (`troupe dev`, `troupe worker`); "+
 		"otherwise `troupe runs resume %s` runs it here, `troupe runs follow %s` watches it, `troupe runs cancel %s` stops it",
 		e.Why, e.WorkflowID, e.WorkflowID, e.WorkflowID, e.WorkflowID)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/enums/v1"
 
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -134,8 +136,37 @@ func runsCommand(graphs []Graph) *cobra.Command {
 	}
 	addSandboxFlags(resume.Flags(), &wo)
 
+	// Under --json, every failure is a document on stdout: those of a
+	// run's own (its RunFailure, an interruption) are printed where they
+	// happen, the others here.
+	for _, sub := range []*cobra.Command{show, follow, cancel, terminate, resume} {
+		runE := sub.RunE
+		sub.RunE = func(cmd *cobra.Command, args []string) error {
+			err := runE(cmd, args)
+			var rf *RunFailure
+			var in *Interrupted
+			if err != nil && asJSON && !errors.As(err, &rf) && !errors.As(err, &in) {
+				_ = printJSON(cmd.OutOrStdout(), RunFailure{WorkflowID: args[0], Err: FailureInfo{Type: lookupErrorType(err), Message: err.Error()}})
+			}
+			return err
+		}
+	}
 	cmd.AddCommand(ls, show, follow, cancel, terminate, resume)
 	return cmd
+}
+
+// lookupErrorType is the type a --json failure gives an error of finding
+// or stopping a run.
+func lookupErrorType(err error) string {
+	switch {
+	case errors.Is(err, workflows.ErrNoRun):
+		return "troupe.NoRun"
+	case errors.Is(err, workflows.ErrNotRun):
+		return "troupe.NotRun"
+	case errors.Is(err, troupeclient.ErrClosed):
+		return "troupe.RunClosed"
+	}
+	return ""
 }
 
 // withTemporal runs fn with a client of the server the troupe commands

@@ -32,6 +32,9 @@ type workerOptions struct {
 	// events, when set, gets the events of the worker's workflows as
 	// they record them, for followers in this process.
 	events *workflows.EventBus
+	// brief leaves out the sandboxes' limits from the start-up lines
+	// (`troupe run` without --verbose: its progress is what matters).
+	brief bool
 }
 
 // addSandboxFlags adds --sandbox and --sandbox-queue to a command that
@@ -77,7 +80,9 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		return nil, err
 	}
 	fmt.Fprintf(stderr, "troupe: sandboxes: %s; sandbox queue %s\n", describeSandboxes(sandboxes, backend), r.SandboxQueue())
-	printLimits(stderr, sandboxes)
+	if !o.brief {
+		printLimits(stderr, sandboxes)
+	}
 	stop, err := r.StartWorkers(c, taskQueue, worker.Options{})
 	if err != nil {
 		release()

@@ -216,6 +216,9 @@ func TestRunsCancelAndTerminate(t *testing.T) {
 		if code := r.wait(t); code != 130 {
 			t.Fatalf("exit status %d after Ctrl-C; stderr:\n%s", code, r.errText())
 		}
+		if strings.Contains(r.errText(), "limits per session") {
+			t.Errorf("troupe run without --verbose lists the sandboxes' limits:\n%s", r.errText())
+		}
 		return id
 	}
 	fails := func(want string, args ...string) {
@@ -264,4 +267,17 @@ func TestRunsCancelAndTerminate(t *testing.T) {
 	}
 	fails("has closed", "runs", "cancel", cancelled)
 	fails("has closed", "runs", "terminate", terminated)
+
+	// Under --json, a failure to find or stop a run is a document too.
+	for _, tc := range []struct{ id, typ string }{{cancelled, "troupe.RunClosed"}, {"no-such-run", "troupe.NoRun"}, {cancelled + "/0-plodder", "troupe.NotRun"}} {
+		r := startCLI(t, home, "runs", "cancel", "--json", tc.id)
+		var f struct {
+			WorkflowID string                         `json:"workflow_id"`
+			Error      struct{ Type, Message string } `json:"error"`
+		}
+		code := r.wait(t)
+		if err := json.Unmarshal([]byte(r.stdout.String()), &f); code == 0 || err != nil || f.WorkflowID != tc.id || f.Error.Type != tc.typ || f.Error.Message == "" {
+			t.Errorf("troupe runs cancel --json %s: exit %d, stdout %q (%v); want a failure of type %s", tc.id, code, r.stdout.String(), err, tc.typ)
+		}
+	}
 }
