@@ -90,6 +90,20 @@ func FunctionCallOutput(callID, output string) Item {
 // model API would reject). Items are not modified; the result is a new
 // slice.
 func PairCalls(items []Item) []Item {
+	paired := Paired(items)
+	out := make([]Item, 0, len(items))
+	for _, it := range items {
+		if paired(it) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// Paired returns the test PairCalls keeps items by: false for a function
+// call whose output is not among items and for an output whose call is
+// not, true for every other item.
+func Paired(items []Item) func(Item) bool {
 	calls, outputs := map[string]bool{}, map[string]bool{}
 	for _, it := range items {
 		switch it.Type {
@@ -99,14 +113,13 @@ func PairCalls(items []Item) []Item {
 			outputs[it.CallID] = true
 		}
 	}
-	out := make([]Item, 0, len(items))
-	for _, it := range items {
-		switch {
-		case it.Type == ItemFunctionCall && !outputs[it.CallID]:
-		case it.Type == ItemFunctionCallOutput && !calls[it.CallID]:
-		default:
-			out = append(out, it)
+	return func(it Item) bool {
+		switch it.Type {
+		case ItemFunctionCall:
+			return outputs[it.CallID]
+		case ItemFunctionCallOutput:
+			return calls[it.CallID]
 		}
+		return true
 	}
-	return out
 }

@@ -28,29 +28,47 @@ var historiesDir = flag.String("histories", "", "save the deal-desk and MCP runs
 // index.json.
 func saveHistories(t *testing.T, c client.Client, ids map[string]bool, dir, prefix string) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	index := map[string]string{}
-	if data, err := os.ReadFile(filepath.Join(dir, "index.json")); err == nil {
-		if err := json.Unmarshal(data, &index); err != nil {
-			t.Fatal(err)
-		}
-	}
-	defer func() {
-		data, _ := json.MarshalIndent(index, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, "index.json"), data, 0o644); err != nil {
-			t.Error(err)
-		}
-	}()
+	index := openIndex(t, dir)
+	defer index.save(t)
 	for id := range ids {
 		// Name by the workflow's place in the run, not its random id.
 		name := prefix
 		if _, rest, ok := strings.Cut(id, "/"); ok {
 			name += "-" + strings.NewReplacer("/", "_", ".", "_").Replace(rest)
 		}
-		index[name+".json"] = id
+		index.files[name+".json"] = id
 		writeHistory(t, c, id, "", filepath.Join(dir, name+".json"))
+	}
+}
+
+// historyIndex is a history set's index.json (file → workflow id), read
+// to be added to.
+type historyIndex struct {
+	dir   string
+	files map[string]string
+}
+
+// openIndex reads dir's index.json, creating dir when needed.
+func openIndex(t *testing.T, dir string) *historyIndex {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	index := &historyIndex{dir: dir, files: map[string]string{}}
+	if data, err := os.ReadFile(filepath.Join(dir, "index.json")); err == nil {
+		if err := json.Unmarshal(data, &index.files); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return index
+}
+
+// save writes the index back.
+func (x *historyIndex) save(t *testing.T) {
+	t.Helper()
+	data, _ := json.MarshalIndent(x.files, "", "  ")
+	if err := os.WriteFile(filepath.Join(x.dir, "index.json"), data, 0o644); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -81,22 +99,11 @@ func writeHistory(t *testing.T, c client.Client, id, runID, path string) {
 // dir as prefix-run<N>.json, and adds them to dir's index.json.
 func saveRuns(t *testing.T, c client.Client, id string, runIDs []string, dir, prefix string) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	index := map[string]string{}
-	if data, err := os.ReadFile(filepath.Join(dir, "index.json")); err == nil {
-		if err := json.Unmarshal(data, &index); err != nil {
-			t.Fatal(err)
-		}
-	}
+	index := openIndex(t, dir)
+	defer index.save(t)
 	for i, runID := range runIDs {
 		name := fmt.Sprintf("%s-run%d.json", prefix, i+1)
 		writeHistory(t, c, id, runID, filepath.Join(dir, name))
-		index[name] = id
-	}
-	data, _ := json.MarshalIndent(index, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "index.json"), data, 0o644); err != nil {
-		t.Fatal(err)
+		index.files[name] = id
 	}
 }

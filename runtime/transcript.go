@@ -90,17 +90,12 @@ func (t *Transcripts) Append(ctx context.Context, ref TranscriptRef, items []age
 }
 
 // Load reads every segment of ref, in order, with output references
-// resolved. The returned slice is the caller's to change.
+// resolved, whatever view ref has. The returned slice is the caller's to
+// change.
 func (t *Transcripts) Load(ctx context.Context, ref TranscriptRef) ([]agents.Item, error) {
-	var items []agents.Item
-	for i := 0; i < ref.Segments; i++ {
-		seg, err := t.segment(ctx, segmentKey(ref.Key, i))
-		if err != nil {
-			return nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
-		}
-		items = append(items, seg...)
-	}
-	return items, nil
+	ref.View = nil
+	items, _, err := t.LoadView(ctx, ref, nil)
+	return items, err
 }
 
 // LoadView reads what the model sees of ref followed by pending: the
@@ -161,23 +156,13 @@ func (t *Transcripts) LoadView(ctx context.Context, ref TranscriptRef, pending [
 	add(ref.Segments, 0, pending)
 	// The trim paired its tail; a call cut off from its output at the
 	// tail's start must stay out on later turns too.
-	calls, outputs := map[string]bool{}, map[string]bool{}
-	for _, it := range items[tailFrom:] {
-		switch it.Type {
-		case agents.ItemFunctionCall:
-			calls[it.CallID] = true
-		case agents.ItemFunctionCallOutput:
-			outputs[it.CallID] = true
-		}
-	}
+	paired := agents.Paired(items[tailFrom:])
 	n := tailFrom
 	for i := tailFrom; i < len(items); i++ {
-		it := items[i]
-		if (it.Type == agents.ItemFunctionCall && !outputs[it.CallID]) || (it.Type == agents.ItemFunctionCallOutput && !calls[it.CallID]) {
-			continue
+		if paired(items[i]) {
+			items[n], at[n] = items[i], at[i]
+			n++
 		}
-		items[n], at[n] = it, at[i]
-		n++
 	}
 	items, at = items[:n], at[:n]
 	return items, at, nil

@@ -190,7 +190,8 @@ func (a *Activities) modelView(ctx context.Context, agent *agents.Agent, ref run
 		view.Agent = agent.Name
 		return out, view, nil
 	}
-	ref.View = nil // a window of a compactor the agent no longer has
+	// Without a windowing compactor, the whole conversation, whatever
+	// window an earlier deploy left.
 	items, err := a.conversation(ctx, ref, pending)
 	if err != nil {
 		return nil, nil, err
@@ -209,18 +210,12 @@ func onlyWindow(compactors []agents.Compactor) (agents.WindowCompactor, bool) {
 	return wc, ok
 }
 
-// conversation is the transcript followed by the pending items, with every
-// output reference resolved.
+// conversation is the whole transcript (whatever its view) followed by
+// the pending items, with every output reference resolved.
 func (a *Activities) conversation(ctx context.Context, ref runtime.TranscriptRef, pending []agents.Item) ([]agents.Item, error) {
-	history, err := a.r.transcripts.Load(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	resolved, err := runtime.ResolveOutputs(ctx, a.r.cfg.Store, append([]agents.Item(nil), pending...))
-	if err != nil {
-		return nil, err
-	}
-	return append(history, resolved...), nil
+	ref.View = nil
+	items, _, err := a.r.transcripts.LoadView(ctx, ref, pending)
+	return items, err
 }
 
 // respond calls the model, heartbeating meanwhile so that a call on a dead
