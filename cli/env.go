@@ -29,13 +29,9 @@ func home() (string, error) { return devserver.DefaultDir() }
 // that it can be written and read, so that a wrong URL or missing
 // credentials stop the command at once.
 func openStore(ctx context.Context) (*blob.Store, error) {
-	url := os.Getenv("TROUPE_BLOB_URL")
-	if url == "" {
-		dir, err := home()
-		if err != nil {
-			return nil, err
-		}
-		url = filepath.Join(dir, "blobs")
+	url, err := blobURL()
+	if err != nil {
+		return nil, err
 	}
 	store, err := blob.Open(ctx, url)
 	if err != nil {
@@ -46,6 +42,18 @@ func openStore(ctx context.Context) (*blob.Store, error) {
 		return nil, fmt.Errorf("TROUPE_BLOB_URL: %w", err)
 	}
 	return store, nil
+}
+
+// blobURL is TROUPE_BLOB_URL, or the default file store in TROUPE_HOME.
+func blobURL() (string, error) {
+	if url := os.Getenv("TROUPE_BLOB_URL"); url != "" {
+		return url, nil
+	}
+	dir, err := home()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "blobs"), nil
 }
 
 // clientOptionsFromEnv reads Temporal's usual environment variables.

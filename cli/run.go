@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go.temporal.io/sdk/temporal"
 	"io"
 	"log/slog"
 	"os"
@@ -16,8 +15,10 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -289,13 +290,15 @@ type conn struct {
 	c         client.Client
 	namespace string
 	home      *homeServer // nil with TEMPORAL_ADDRESS
+	store     *blob.Store // opened by runs; nil until then, or when it cannot be
+	opened    bool
 }
 
 // runs is the run client of the connection, starting runs on queue (the
 // default one when empty) and following them with the events of bus (a
 // worker of this process) when set.
 func (cn *conn) runs(queue string, bus *workflows.EventBus) *troupeclient.Client {
-	cl, err := troupeclient.New(troupeclient.Config{Temporal: cn.c, TaskQueue: queue, Events: bus})
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: cn.c, TaskQueue: queue, Events: bus, Store: cn.eventStore()})
 	if err != nil {
 		panic(err) // unreachable: cn.c is set
 	}
@@ -334,7 +337,23 @@ func dialTemporal(ctx context.Context, logger log.Logger, stderr io.Writer) (*co
 }
 
 // close closes the client and releases the home's server.
+// eventStore is the blob store the runs' workers save event pages to
+// (TROUPE_BLOB_URL, else the home's), opened once and not checked: a
+// follower reads pages from it when it can and the earlier runs when not.
+func (cn *conn) eventStore() *blob.Store {
+	if !cn.opened {
+		cn.opened = true
+		if url, err := blobURL(); err == nil {
+			cn.store, _ = blob.Open(context.Background(), url)
+		}
+	}
+	return cn.store
+}
+
 func (cn *conn) close(stderr io.Writer) {
+	if cn.store != nil {
+		cn.store.Close()
+	}
 	cn.c.Close()
 	if cn.home != nil {
 		cn.home.close(stderr)

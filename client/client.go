@@ -20,6 +20,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -59,6 +60,13 @@ type Config struct {
 	// PollInterval is how often Follow polls for events; default
 	// DefaultPollInterval.
 	PollInterval time.Duration
+	// Store, when set, is the blob store of the runs' workers: Follow
+	// and Events read from it the events that a workflow saved as it
+	// continued as new (workflows.WithEventStore), which stay readable
+	// after Temporal's retention removed its earlier runs. Without it,
+	// those events are read from the earlier runs. The Client does not
+	// close it.
+	Store *blob.Store
 }
 
 // Client starts and reads runs. It is safe for concurrent use.
@@ -149,13 +157,21 @@ func (r *Run) ID() string { return r.id }
 // new (within 30 s). With Config.Events set, the events of this process's
 // worker arrive as they are recorded.
 func (r *Run) Follow(ctx context.Context, fn func(Event)) error {
-	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn)
+	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, r.c.follow()...)
 }
 
 // Events returns the run's events so far, and those of every agent it
 // started.
 func (r *Run) Events(ctx context.Context) ([]Event, error) {
-	return workflows.Events(ctx, r.c.cfg.Temporal, r.id)
+	return workflows.Events(ctx, r.c.cfg.Temporal, r.id, r.c.follow()...)
+}
+
+// follow is how the client's followers read events.
+func (c *Client) follow() []workflows.FollowOption {
+	if c.cfg.Store == nil {
+		return nil
+	}
+	return []workflows.FollowOption{workflows.WithEventStore(c.cfg.Store)}
 }
 
 // Result waits for the run to close and returns its result, or its

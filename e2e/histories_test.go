@@ -16,11 +16,12 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// historiesDir, when set, makes TestDealDesk, TestMCPToolsEndToEnd/stdio
-// and TestRunContinuesAsNew save the histories of their runs' workflows
-// there, for the replay tests of package workflows:
+// historiesDir, when set, makes TestDealDesk, TestMCPToolsEndToEnd/stdio,
+// TestRunContinuesAsNew and TestLongRunContinuesAsNew save the histories
+// of their runs' workflows there, for the replay tests of package
+// workflows:
 //
-//	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio|TestRunContinuesAsNew' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
+//	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio|TestRunContinuesAsNew|TestLongRunContinuesAsNew' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
 var historiesDir = flag.String("histories", "", "save the deal-desk and MCP runs' workflow histories to this directory")
 
 // saveHistories writes the histories of the workflows ids to dir, named

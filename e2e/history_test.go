@@ -2,17 +2,22 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -95,7 +100,9 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 		}
 	}
 	runs := 0
+	var chain []string
 	for runID != "" {
+		chain = append(chain, runID)
 		events, size := history(run.GetID()+"/0-looper", runID)
 		runs++
 		total += size
@@ -107,6 +114,11 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	}
 	if runs < 3 {
 		t.Errorf("the looper took 301 turns in %d runs, want it to continue as new every 100 turns", runs)
+	}
+	if *historiesDir != "" && runs >= 2 {
+		// An agent's first run and its second, which starts from the
+		// first's carry, for the replay tests.
+		saveRuns(t, c, run.GetID()+"/0-looper", chain[:2], *historiesDir, "looper")
 	}
 	if total >= 4<<20 {
 		t.Errorf("histories total %d bytes, want < 4 MiB", total)
@@ -167,7 +179,8 @@ const marathonBound = 5_200
 func TestMarathon(t *testing.T) {
 	c := dial(t)
 	srv, url := modelServer(t)
-	queue := startWorker(t, c, url, "", nil)
+	var store *blob.Store
+	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) { store = cfg.Store })
 	ctx := context.Background()
 	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "marathon", Input: "run"})
 	if err != nil {
@@ -219,7 +232,9 @@ func TestMarathon(t *testing.T) {
 	// Every run of the runner, along the chain of continue-as-new.
 	runs, largest := 0, 0
 	id := run.GetID() + "/0-runner"
+	var chain []string
 	for runID := firstRunOf(t, c, run.GetID()); runID != ""; runs++ {
+		chain = append(chain, runID)
 		n, next := 0, ""
 		it := c.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
@@ -239,6 +254,54 @@ func TestMarathon(t *testing.T) {
 	if largest > marathonBound || runs < marathonTurns/500 {
 		t.Errorf("%d runs, the largest of %d events; want at least %d runs of at most %d events", runs, largest, marathonTurns/500, marathonBound)
 	}
+	// Once Temporal no longer holds the runner's earlier runs, its events
+	// are still read whole, from the pages it saved to the blob store.
+	forgetRuns(t, c, id, chain[:len(chain)-1])
+	all, err := workflows.Events(ctx, c, run.GetID(), workflows.WithEventStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again []workflows.Event
+	for _, e := range all {
+		if e.WorkflowID == id {
+			again = append(again, e)
+		}
+	}
+	if len(again) != len(runner) {
+		t.Fatalf("read %d events of the runner after its earlier runs were deleted; followed %d", len(again), len(runner))
+	}
+	for i, e := range again {
+		if e.Seq != i+1 || e.Kind != runner[i].Kind || e.Detail != runner[i].Detail {
+			t.Fatalf("read event %d as %+v after its run was deleted; followed %+v", i+1, e, runner[i])
+		}
+	}
+}
+
+// forgetRuns deletes the runs of workflow id, as Temporal's retention
+// does, and waits until they are gone.
+func forgetRuns(t *testing.T, c client.Client, id string, runs []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, r := range runs {
+		if _, err := c.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+			Namespace: "default", WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: r}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range runs {
+		for {
+			_, err := c.DescribeWorkflowExecution(ctx, id, r)
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("run %s of %s not deleted: %v", r, id, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }
 
 // TestRunContinuesAsNew runs an agent that hands off to itself 40 times
@@ -249,9 +312,11 @@ func TestRunContinuesAsNew(t *testing.T) {
 	const handoffs = 40
 	c := dial(t)
 	_, url := modelServer(t)
+	var store *blob.Store
 	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) {
 		cfg.ContinueAfterEvents = 40
 		cfg.MaxHandoffs = handoffs
+		store = cfg.Store
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -345,6 +410,26 @@ func TestRunContinuesAsNew(t *testing.T) {
 	t.Logf("%d runs of the orchestrator; %d events followed: %v", runs, len(root), kinds)
 	if runs < 3 || kinds[workflows.EventContinued] != runs-1 || kinds[workflows.EventHandoff] != handoffs || kinds[workflows.EventFinal] != 1 {
 		t.Errorf("%d runs of the orchestrator; events followed: %v; want at least 3 runs, one continue event between two, %d handoffs and one final", runs, kinds, handoffs)
+	}
+	// Once Temporal no longer holds the earlier runs, the run's events
+	// are still read whole, from the pages in the blob store.
+	forgetRuns(t, c, run.GetID(), chain[:runs-1])
+	all, err := workflows.Events(ctx, c, run.GetID(), workflows.WithEventStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range all {
+		if e.WorkflowID != run.GetID() {
+			continue
+		}
+		if n >= len(root) || e.Seq != n+1 || e.Kind != root[n].Kind || e.Detail != root[n].Detail {
+			t.Fatalf("read event %d of the run as %+v after its earlier runs were deleted; want what was followed", n+1, e)
+		}
+		n++
+	}
+	if n != len(root) {
+		t.Errorf("read %d events of the run after its earlier runs were deleted; followed %d", n, len(root))
 	}
 }
 

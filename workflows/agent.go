@@ -28,7 +28,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	if carry == nil {
 		carry = &AgentCarry{}
 	}
-	rec, err := newRecorder(ctx, carry.Events, carry.NextEvent, r.cfg.Events)
+	rec, err := newRecorder(ctx, carry.Events, carry.NextEvent, carry.Pages, r.cfg.Events)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +92,8 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			}
 			turnsInRun++
 			rc.Turn = next.Turn
+			// The Web UI's current details: continue-as-new keeps no static summary.
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("agent %s, turn %d", agent.Name, next.Turn))
 			if err := calls.mt.refresh(ctx); err != nil {
 				return fail(err)
 			}
@@ -187,8 +189,11 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.
 	}
 	rec.add(ctx, Event{Kind: EventContinued, Agent: st.Agent, Turn: st.Turn,
 		Detail: fmt.Sprintf("history of %d events: continuing as new before turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), st.Turn)})
+	if err := rec.savePage(ctx); err != nil {
+		return err
+	}
 	carry.Events = rec.events[max(0, len(rec.events)-carriedEvents):]
-	carry.NextEvent = rec.next
+	carry.NextEvent, carry.Pages = rec.next, rec.pages
 	next := in
 	next.Transcript, next.Pending, next.Carry = st.Transcript, nil, carry
 	return workflow.NewContinueAsNewError(ctx, AgentWorkflowName, next)

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -16,6 +17,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/troupe-dev/troupe/runtime/blob"
 )
 
 // StartRun starts a run's OrchestratorWorkflow on taskQueue (the default
@@ -107,15 +110,33 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 //
 // Events are numbered per workflow across its runs, and Follow never skips
 // one: those a workflow no longer carries after a continue-as-new are read
-// from its earlier runs, and until those answer Follow waits on them. Only
+// from the pages it saved to the blob store (WithEventStore) or from its
+// earlier runs, and until those answer Follow waits on them. Only
 // events whose runs are gone for good (deleted by retention) are skipped,
 // after two minutes of trying.
 //
 // A workflow busy in a long workflow task (an agent waiting on a model
 // call, a local activity) answers queries only when the task ends; it
 // does not hold up the events of the others.
-func Follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event)) error {
-	return FollowLive(ctx, c, workflowID, every, nil, fn)
+func Follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event), opts ...FollowOption) error {
+	return FollowLive(ctx, c, workflowID, every, nil, fn, opts...)
+}
+
+// FollowOption configures Follow, FollowLive and Events.
+type FollowOption func(*followConfig)
+
+type followConfig struct {
+	store *blob.Store
+}
+
+// WithEventStore has a follower read the events that a workflow saved to
+// store as it continued as new (its pages, see EventPagesQuery) instead
+// of asking its earlier runs, which a worker must replay to answer. The
+// pages stay readable after Temporal's retention removed those runs, for
+// as long as the blob retention keeps the run's data. Events the pages do
+// not hold are still read from the earlier runs.
+func WithEventStore(store *blob.Store) FollowOption {
+	return func(c *followConfig) { c.store = store }
 }
 
 // FollowLive is Follow that also takes the events that this process's
@@ -125,16 +146,16 @@ func Follow(ctx context.Context, c client.Client, workflowID string, every time.
 // on, for the events of other processes' workers and any the bus dropped;
 // each event is still passed to fn once, in its workflow's order. A nil
 // bus is Follow.
-func FollowLive(ctx context.Context, c client.Client, workflowID string, every time.Duration, bus *EventBus, fn func(Event)) error {
+func FollowLive(ctx context.Context, c client.Client, workflowID string, every time.Duration, bus *EventBus, fn func(Event), opts ...FollowOption) error {
 	if bus == nil {
-		return follow(ctx, c, workflowID, every, fn)
+		return follow(ctx, c, workflowID, every, fn, opts)
 	}
 	live, unsubscribe := bus.subscribe(workflowID)
 	defer unsubscribe()
 	polled := make(chan Event, busBuffer)
 	go func() {
 		defer close(polled)
-		_ = follow(ctx, c, workflowID, every, func(e Event) { polled <- e })
+		_ = follow(ctx, c, workflowID, every, func(e Event) { polled <- e }, opts)
 	}()
 	// Both streams keep each workflow's order; the polled one has no gap.
 	// An event is passed on when it is the next of its workflow.
@@ -174,11 +195,11 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 }
 
 // follow is Follow without a bus.
-func follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event)) error {
+func follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event), opts []FollowOption) error {
 	if every <= 0 {
 		every = 250 * time.Millisecond
 	}
-	t := newTree(c, workflowID)
+	t := newTree(c, workflowID, opts)
 	emit := func(round []Event) {
 		for _, e := range round {
 			fn(e)
@@ -210,28 +231,38 @@ func follow(ctx context.Context, c client.Client, workflowID string, every time.
 
 // Events returns the events so far of a run and of every workflow it
 // started, ordered as Follow streams them. A closed run answers too (a
-// worker replays it). The error is the run's own query error; workflows
-// that do not answer within two seconds (busy in a long workflow task) or
-// ctx are left out.
-func Events(ctx context.Context, c client.Client, workflowID string) ([]Event, error) {
-	t := newTree(c, workflowID)
+// worker replays it). Workflows that do not answer (busy in a long
+// workflow task, or their worker busy replaying another) are asked again
+// for up to 30 s (eventsPatience), then left out; so is whatever ctx cuts
+// short. The error is the run's own query error, if it never answered.
+func Events(ctx context.Context, c client.Client, workflowID string, opts ...FollowOption) ([]Event, error) {
+	t := newTree(c, workflowID, opts)
 	var all []Event
+	deadline := time.Now().Add(eventsPatience)
 	for {
 		round, err := t.poll(ctx, 2*time.Second)
 		all = append(all, round...)
-		if err != nil || ctx.Err() != nil || len(round) == 0 && !t.gapped() {
+		retry := t.unanswered > 0 && time.Now().Before(deadline)
+		if ctx.Err() != nil || !retry && (err != nil || len(round) == 0 && !t.gapped()) {
 			return all, err
 		}
 	}
 }
 
+// eventsPatience is how long Events asks again a workflow that does not
+// answer.
+const eventsPatience = 30 * time.Second
+
 // tree is a run's tree of workflows, as far as its events have revealed
 // it, with how many events of each have been seen.
 type tree struct {
 	c     client.Client
+	store *blob.Store // nil: earlier runs only
 	root  string
 	all   []*followed
 	known map[string]bool
+	// unanswered is how many workflows did not answer the last poll.
+	unanswered int
 }
 
 type followed struct {
@@ -241,8 +272,12 @@ type followed struct {
 	gapSince time.Time // when the events after seen were first found missing
 }
 
-func newTree(c client.Client, root string) *tree {
-	return &tree{c: c, root: root, all: []*followed{{id: root}}, known: map[string]bool{root: true}}
+func newTree(c client.Client, root string, opts []FollowOption) *tree {
+	var cfg followConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return &tree{c: c, store: cfg.store, root: root, all: []*followed{{id: root}}, known: map[string]bool{root: true}}
 }
 
 // gapped reports whether a workflow's next events wait on its earlier
@@ -265,6 +300,7 @@ func (t *tree) poll(ctx context.Context, wait time.Duration) ([]Event, error) {
 	var round []Event
 	var rootErr error
 	var wave []*followed
+	t.unanswered = 0
 	for _, f := range t.all {
 		if !f.done {
 			wave = append(wave, f)
@@ -285,6 +321,7 @@ func (t *tree) poll(ctx context.Context, wait time.Duration) ([]Event, error) {
 		var next []*followed
 		for i, f := range wave {
 			if errs[i] != nil {
+				t.unanswered++
 				// Not started yet, gone, or busy: try again next poll.
 				if f.id == t.root {
 					rootErr = errs[i]
@@ -377,32 +414,39 @@ func (t *tree) queryRun(ctx context.Context, id, runID string, seen int) ([]Even
 }
 
 // backfill returns the events numbered after seen and before next from
-// the runs before the workflow's latest, walking back the chain of
+// the workflow's pages in the blob store (with WithEventStore) and the
+// runs before the workflow's latest, walking back the chain of
 // continue-as-new. When it cannot read them all, it returns those up to
 // the first missing one, and why the rest are missing.
 func (t *tree) backfill(ctx context.Context, id string, seen, next int) ([]Event, error) {
 	found := map[int]Event{}
-	err := t.walkBack(ctx, id, func(run string) (bool, error) {
-		lowest := next
-		// A page at a time, up to the events the later runs hold.
-		for after := seen; ; {
-			evs, err := t.queryRun(ctx, id, run, after)
-			if err != nil {
-				return false, fmt.Errorf("events of run %s: %w", run, err)
-			}
-			for _, e := range evs {
-				if e.Seq < next {
-					found[e.Seq] = e
+	if t.store != nil {
+		t.fromPages(ctx, id, seen, next, found)
+	}
+	var err error
+	if !holds(found, seen, next) {
+		err = t.walkBack(ctx, id, func(run string) (bool, error) {
+			lowest := next
+			// A page at a time, up to the events the later runs hold.
+			for after := seen; ; {
+				evs, err := t.queryRun(ctx, id, run, after)
+				if err != nil {
+					return false, fmt.Errorf("events of run %s: %w", run, err)
 				}
-				lowest = min(lowest, e.Seq)
+				for _, e := range evs {
+					if e.Seq < next {
+						found[e.Seq] = e
+					}
+					lowest = min(lowest, e.Seq)
+				}
+				if len(evs) < queryPage || evs[len(evs)-1].Seq >= next-1 {
+					break
+				}
+				after = evs[len(evs)-1].Seq
 			}
-			if len(evs) < queryPage || evs[len(evs)-1].Seq >= next-1 {
-				break
-			}
-			after = evs[len(evs)-1].Seq
-		}
-		return lowest <= seen+1, nil
-	})
+			return lowest <= seen+1, nil
+		})
+	}
 	var out []Event
 	for n := seen + 1; n < next; n++ {
 		e, ok := found[n]
@@ -443,6 +487,49 @@ func (t *tree) walkBack(ctx context.Context, id string, fn func(run string) (don
 		}
 	}
 	return nil
+}
+
+// fromPages adds to found the events numbered after seen and before next
+// that the workflow's pages in the blob store hold. It does its best: a
+// page that cannot be read is left to the earlier runs.
+func (t *tree) fromPages(ctx context.Context, id string, seen, next int, found map[int]Event) {
+	resp, err := t.c.QueryWorkflow(ctx, id, "", EventPagesQuery)
+	if err != nil {
+		return // A worker from before pages, or busy: the earlier runs answer.
+	}
+	var pages []EventPage
+	if resp.Get(&pages) != nil {
+		return
+	}
+	for _, p := range pages {
+		if p.To <= seen || p.From >= next {
+			continue
+		}
+		data, err := t.store.Get(ctx, p.Key)
+		if err != nil {
+			continue
+		}
+		var evs []Event
+		if json.Unmarshal(data, &evs) != nil {
+			continue
+		}
+		for _, e := range evs {
+			if e.Seq > seen && e.Seq < next {
+				found[e.Seq] = e
+			}
+		}
+	}
+}
+
+// holds reports whether found has every event numbered after seen and
+// before next.
+func holds(found map[int]Event, seen, next int) bool {
+	for n := seen + 1; n < next; n++ {
+		if _, ok := found[n]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // maxRuns bounds how far back a follower walks a workflow's runs.
@@ -503,6 +590,12 @@ func KeepOpen(ctx context.Context, c client.Client, namespace string) func(label
 // message.
 func runSummary(in RunInput) string {
 	return in.Graph + ": " + preview(strings.Join(strings.Fields(in.Input), " "), 200)
+}
+
+// runDetails is a run's current details in the Web UI: its summary and
+// the agent at work.
+func runDetails(in RunInput, agent string) string {
+	return runSummary(in) + "\n\nagent at work: " + agent
 }
 
 // Memo keys of a run's orchestrator workflow, which lists of runs show.

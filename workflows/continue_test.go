@@ -124,4 +124,37 @@ func TestContinueAsNew(t *testing.T) {
 	if left := leftovers(t, root); len(left) != 0 {
 		t.Errorf("workspaces left: %v", left)
 	}
+	if in.Carry == nil || len(in.Carry.Pages) != runs-1 {
+		t.Fatalf("the last run carried %+v; want a page of events per earlier run", in.Carry)
+	}
+	checkPages(t, store, in.Carry.Pages, events)
+}
+
+// checkPages checks that pages, read from the store, hold the events a
+// follower saw before the last run, each once, in order, from the first.
+func checkPages(t *testing.T, store *blob.Store, pages []workflows.EventPage, followed []workflows.Event) {
+	t.Helper()
+	next := 1
+	for _, p := range pages {
+		data, err := store.Get(context.Background(), p.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []workflows.Event
+		if err := json.Unmarshal(data, &evs); err != nil {
+			t.Fatal(err)
+		}
+		if p.From != next || len(evs) != p.To-p.From+1 || !strings.HasPrefix(p.Key, "events/") {
+			t.Fatalf("page %+v holds %d events; want events %d on, one per number, under events/", p, len(evs), next)
+		}
+		for _, e := range evs {
+			if e.Seq != next || e.Seq > len(followed) || followed[e.Seq-1].Kind != e.Kind || followed[e.Seq-1].Detail != e.Detail {
+				t.Fatalf("page %+v: event %d is %+v; the follower saw %+v", p, next, e, followed[min(e.Seq, len(followed))-1])
+			}
+			next++
+		}
+	}
+	if last := followed[next-2]; last.Kind != workflows.EventContinued {
+		t.Errorf("the pages end at event %d, %s; want them to end at the last continue-as-new", next-1, last.Kind)
+	}
 }

@@ -17,21 +17,31 @@
 //     errors.
 //  4. Every workflow run keeps its events (bounded by its continue-as-new
 //     bounds), numbered from 1 across its runs; the "troupe.events" query
-//     returns those after a number (2,500 at most an answer), and Follow
-//     walks a run's tree of workflows to stream them, reading what a later
-//     run no longer carries from the earlier runs. A worker given an
-//     EventBus also hands each event, as it is recorded, to followers in
-//     its process (FollowLive). A model call that fails is retried by the workflow, each retry
-//     an event ("model unreachable: connection refused; retry 3 of 10 in
-//     2s").
+//     returns those after a number (2,500 at most an answer). As a
+//     workflow continues as new, it saves its run's events to the blob
+//     store as one page (events/WORKFLOW/FIRST.json, under the run's keys,
+//     so blob retention deletes them with the rest of the run) and carries
+//     the list of pages, which the "troupe.event-pages" query returns.
+//     Follow walks a run's tree of workflows to stream the events, reading
+//     what a later run no longer carries from the pages
+//     (WithEventStore), else from the earlier runs while Temporal keeps
+//     them. A worker given an EventBus also hands each event, as it is
+//     recorded, to followers in its process (FollowLive). A model call
+//     that fails is retried by the workflow, each retry an event ("model
+//     unreachable: connection refused; retry 3 of 10 in 2s").
+//
+// The Web UI: each child workflow's static summary names its agent, each
+// activity's summary its step, and each run's "current details" its
+// message and the agent at work (an agent's: its turn), set again by every
+// run, as continue-as-new keeps no static summary.
 //
 // Long agents: an agent workflow continues as new at the first turn
 // boundary once its run has taken Config.ContinueAfterTurns turns (500)
 // or its history holds Config.ContinueAfterEvents events (5,000), or the
 // server suggests it, carrying its AgentState, its sandbox lease (the
-// sandbox stays up), its MCP catalog and its last 200 events with their
-// numbering (AgentCarry), so its parent, its result and a follower see one
-// run. A run's history then stays under about ContinueAfterEvents plus
+// sandbox stays up), its MCP catalog, its last 200 events with their
+// numbering and its event pages (AgentCarry), so its parent, its result
+// and a follower see one run. A run's history then stays under about ContinueAfterEvents plus
 // one turn's events. A run's orchestrator continues as new the same way,
 // before starting the next agent of a chain of handoffs once its history
 // holds ContinueAfterEvents events (or the server suggests it), carrying

@@ -1,6 +1,11 @@
 package workflows
 
 import (
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
 
@@ -11,27 +16,99 @@ const queryPage = 2500
 // recorder keeps the events of a workflow's run, with those the run before
 // it carried (its last carriedEvents), and answers the events query. A
 // run's events are bounded by its continue-as-new bounds (turns and
-// history events), so the run keeps them all: an earlier run's events
-// stay readable from that run (a worker replays it to answer), which is
-// how a follower that fell behind across a continue-as-new catches up.
+// history events), so the run keeps them all. When the workflow continues
+// as new, the run saves its events to the blob store as one page
+// (events/WORKFLOW/FIRST.json, under the run's key prefix, so retention
+// deletes them with the run's other data) and the next run carries the
+// list of pages (a few dozen bytes each) and answers the event-pages
+// query with it: a follower that fell behind across a continue-as-new
+// reads the pages, or, without the blob store, the earlier runs (a worker
+// replays one to answer, while Temporal keeps it).
+//
 // Events are numbered from 1 across the workflow's runs (continue-as-new
 // carries the numbering), and the query answers those after a number, so
 // a follower's cursor stays good across runs.
 type recorder struct {
 	id     string
 	events []Event
-	next   int       // the number of the next event
-	bus    *EventBus // nil for none
+	next   int         // the number of the next event
+	pages  []EventPage // the events of earlier runs, in the blob store
+	bus    *EventBus   // nil for none
 }
 
-// newRecorder starts the recorder of a workflow run, with the events a
-// previous run of the workflow carried over (none for a first run).
-func newRecorder(ctx workflow.Context, carried []Event, next int, bus *EventBus) (*recorder, error) {
-	rec := &recorder{id: workflow.GetInfo(ctx).WorkflowExecution.ID, events: carried, next: max(next, 1), bus: bus}
+// EventPage is a page of a workflow's events saved in the blob store when
+// one of its runs continued as new: the events numbered From to To, as a
+// JSON array under Key.
+type EventPage struct {
+	From int    `json:"from"`
+	To   int    `json:"to"`
+	Key  string `json:"key"`
+}
+
+// SaveEventsInput is a page of events to save.
+type SaveEventsInput struct {
+	Key    string  `json:"key"`
+	Events []Event `json:"events"`
+}
+
+// newRecorder starts the recorder of a workflow run, with the events and
+// pages a previous run of the workflow carried over (none for a first
+// run).
+func newRecorder(ctx workflow.Context, carried []Event, next int, pages []EventPage, bus *EventBus) (*recorder, error) {
+	rec := &recorder{id: workflow.GetInfo(ctx).WorkflowExecution.ID, events: carried, next: max(next, 1), pages: pages, bus: bus}
 	err := workflow.SetQueryHandler(ctx, EventsQuery, func(after int) ([]Event, error) {
 		return rec.after(after), nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	err = workflow.SetQueryHandler(ctx, EventPagesQuery, func() ([]EventPage, error) {
+		return append([]EventPage{}, rec.pages...), nil
+	})
 	return rec, err
+}
+
+// versionEventPages marks the change to workflows that save their events
+// to the blob store as they continue as new.
+const versionEventPages = "troupe.event-pages"
+
+// savePage saves the events that no page holds yet as a page, before the
+// workflow continues as new, for runs that do. A page that cannot be saved
+// (the blob store failed five times) is left out: its events stay
+// readable from this run while Temporal keeps it. The error is a
+// cancellation that came while the page was saved: the workflow then ends
+// cancelled rather than continue.
+func (rec *recorder) savePage(ctx workflow.Context) error {
+	if workflow.GetVersion(ctx, versionEventPages, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return nil
+	}
+	from := 1
+	if n := len(rec.pages); n > 0 {
+		from = rec.pages[n-1].To + 1
+	}
+	i := slices.IndexFunc(rec.events, func(e Event) bool { return e.Seq >= from })
+	if i < 0 {
+		return nil
+	}
+	evs := rec.events[i:]
+	page := EventPage{From: evs[0].Seq, To: evs[len(evs)-1].Seq, Key: fmt.Sprintf("events/%s/%09d.json", rec.id, evs[0].Seq)}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+		Summary:             fmt.Sprintf("save events %d to %d", page.From, page.To),
+	})
+	if err := workflow.ExecuteLocalActivity(lctx, SaveEventsActivityName, SaveEventsInput{Key: page.Key, Events: evs}).Get(ctx, nil); err != nil {
+		if ctx.Err() != nil {
+			return temporal.NewCanceledError()
+		}
+		workflow.GetLogger(ctx).Warn("events not saved to the blob store; they stay readable from this run", "from", page.From, "to", page.To, "error", err)
+		return nil
+	}
+	rec.pages = append(rec.pages, page)
+	if ctx.Err() != nil {
+		return temporal.NewCanceledError()
+	}
+	return nil
 }
 
 // after returns the events numbered after n, at most queryPage of them.

@@ -40,7 +40,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 	var rec *recorder
 	var rs routeState
 	if carry != nil {
-		if rec, err = newRecorder(ctx, carry.Events, carry.NextEvent, r.cfg.Events); err != nil {
+		if rec, err = newRecorder(ctx, carry.Events, carry.NextEvent, carry.Pages, r.cfg.Events); err != nil {
 			return nil, err
 		}
 		rs = carry.Route
@@ -55,7 +55,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 		if err := checkPayload("the run input", len(in.Input)); err != nil {
 			return nil, err
 		}
-		if rec, err = newRecorder(ctx, nil, 1, r.cfg.Events); err != nil {
+		if rec, err = newRecorder(ctx, nil, 1, nil, r.cfg.Events); err != nil {
 			return nil, err
 		}
 		rec.add(ctx, Event{Kind: EventRunStarted, Agent: start, Detail: preview(in.Input, 200)})
@@ -64,23 +64,30 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 			rs.Input.Spec = spec
 		}
 	}
-	var cont func(routeState) error
-	if canContinue {
-		cont = func(rs routeState) error {
-			info := workflow.GetInfo(ctx)
-			if !(spec.ContinueAfterEvents > 0 && info.GetCurrentHistoryLength() >= spec.ContinueAfterEvents || info.GetContinueAsNewSuggested()) {
-				return nil
-			}
-			if ctx.Err() != nil {
-				// A cancellation does not pass to the next run: end here.
-				return temporal.NewCanceledError()
-			}
-			rec.add(ctx, Event{Kind: EventContinued, Agent: rs.Current,
-				Detail: fmt.Sprintf("history of %d events: continuing as new before agent %d", info.GetCurrentHistoryLength(), rs.Next)})
-			next := in
-			next.Carry = &RunCarry{Spec: spec, Route: rs, Events: rec.events[max(0, len(rec.events)-carriedEvents):], NextEvent: rec.next}
-			return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)
+	// The Web UI's current details show the run's message and the agent at
+	// work; each run sets them, as continue-as-new keeps no static summary.
+	workflow.SetCurrentDetails(ctx, runDetails(in, rs.Current))
+	cont := func(rs routeState) error {
+		workflow.SetCurrentDetails(ctx, runDetails(in, rs.Current))
+		if !canContinue {
+			return nil
 		}
+		info := workflow.GetInfo(ctx)
+		if !(spec.ContinueAfterEvents > 0 && info.GetCurrentHistoryLength() >= spec.ContinueAfterEvents || info.GetContinueAsNewSuggested()) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			// A cancellation does not pass to the next run: end here.
+			return temporal.NewCanceledError()
+		}
+		rec.add(ctx, Event{Kind: EventContinued, Agent: rs.Current,
+			Detail: fmt.Sprintf("history of %d events: continuing as new before agent %d", info.GetCurrentHistoryLength(), rs.Next)})
+		if err := rec.savePage(ctx); err != nil {
+			return err
+		}
+		next := in
+		next.Carry = &RunCarry{Spec: spec, Route: rs, Events: rec.events[max(0, len(rec.events)-carriedEvents):], NextEvent: rec.next, Pages: rec.pages}
+		return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)
 	}
 	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont)
 	if err != nil {

@@ -1,9 +1,10 @@
 package workflows
 
 // Retention of the blob data of runs. Everything a run writes to the blob
-// store lives under transcripts/RUN/, outputs/RUN/ and snapshots/RUN/
-// (RUN: the run's workflow id, the orchestrator's), so a run's data can be
-// found and deleted as one. Workers sweep the store on a schedule.
+// store lives under transcripts/RUN/, outputs/RUN/, snapshots/RUN/ and
+// events/RUN/ (RUN: the run's workflow id, the orchestrator's), so a run's
+// data can be found and deleted as one. Workers sweep the store on a
+// schedule.
 
 import (
 	"context"
@@ -28,7 +29,7 @@ const DefaultBlobRetention = 7 * 24 * time.Hour
 const SweepInterval = time.Hour
 
 // blobAreas are the key prefixes under which each run keeps its data.
-var blobAreas = []string{"transcripts/", "outputs/", "snapshots/"}
+var blobAreas = []string{"transcripts/", "outputs/", "snapshots/", "events/"}
 
 // RunOf returns the run a workflow id belongs to: the id of the run's
 // orchestrator, which every agent workflow's id starts with.

@@ -379,6 +379,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.Extract, activity.RegisterOptions{Name: ExtractActivityName})
 	w.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
 	w.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
+	w.RegisterActivityWithOptions(r.acts.SaveEvents, activity.RegisterOptions{Name: SaveEventsActivityName})
 }
 
 // RegisterWorkflows registers the workflows only, for example on a

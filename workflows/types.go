@@ -19,6 +19,8 @@ const (
 	HandoffActivityName      = "troupe.Handoff"
 	ExtractActivityName      = "troupe.ExtractOutput"
 	EventsQuery              = "troupe.events"
+	EventPagesQuery          = "troupe.event-pages"
+	SaveEventsActivityName   = "troupe.SaveEvents"
 )
 
 // RunInput starts a run.
@@ -42,13 +44,15 @@ type RunInput struct {
 
 // RunCarry is what a run's orchestrator carries into its next run when it
 // continues as new: the run's spec (so the graph stays pinned), where the
-// chain of agents stands, and the recent events with their numbering, so
-// a follower's cursor stays good.
+// chain of agents stands, and the recent events with their numbering and
+// the pages of the older ones in the blob store, so a follower's cursor
+// stays good.
 type RunCarry struct {
 	Spec      *runtime.GraphSpec `json:"spec"`
 	Route     routeState         `json:"route"`
 	Events    []Event            `json:"events,omitempty"`
 	NextEvent int                `json:"next_event"`
+	Pages     []EventPage        `json:"pages,omitempty"`
 }
 
 // RunResult is a finished run.
@@ -98,8 +102,9 @@ type AgentInput struct {
 
 // AgentCarry is what an agent workflow carries into its next run when it
 // continues as new: its loop state, its sandbox lease (the sandbox stays
-// up), its MCP catalog, and its recent events with their numbering, so a
-// follower's cursor stays good.
+// up), its MCP catalog, and its recent events with their numbering and
+// the pages of the older ones in the blob store, so a follower's cursor
+// stays good.
 type AgentCarry struct {
 	State     runtime.AgentState    `json:"state"`
 	Lease     *runtime.SandboxLease `json:"lease,omitempty"`
@@ -107,6 +112,7 @@ type AgentCarry struct {
 	MCPLost   bool                  `json:"mcp_lost,omitempty"`
 	Events    []Event               `json:"events,omitempty"`
 	NextEvent int                   `json:"next_event"`
+	Pages     []EventPage           `json:"pages,omitempty"`
 }
 
 // AgentResult is how an agent's child workflow ends: with a final output,

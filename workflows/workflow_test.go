@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -460,6 +461,19 @@ func TestRunContinuesAsNew(t *testing.T) {
 			if prev := in.Carry; prev != nil && next.Carry.NextEvent <= prev.NextEvent {
 				t.Fatalf("run %d numbers its events from %d, not past the previous run's %d", len(runs), next.Carry.NextEvent, prev.NextEvent)
 			}
+			// The Web UI shows each run's message and agent at work
+			// (continue-as-new keeps no static summary).
+			q, err := env.QueryWorkflow("__temporal_workflow_metadata")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var md sdkpb.WorkflowMetadata
+			if err := q.Get(&md); err != nil {
+				t.Fatal(err)
+			}
+			if d := md.GetCurrentDetails(); d != "extras: go\n\nagent at work: pingpong" {
+				t.Fatalf("run %d shows current details %q; want the run's message and agent", len(runs), d)
+			}
 			in = next
 			continue
 		}
@@ -473,6 +487,24 @@ func TestRunContinuesAsNew(t *testing.T) {
 	}
 	if len(runs) != handoffs+1 {
 		t.Errorf("the run took %d runs of its orchestrator; want one per agent, %d", len(runs), handoffs+1)
+	}
+	// Each earlier run saved its events as a page, the last of them its
+	// continue-as-new.
+	pages := in.Carry.Pages
+	if len(pages) != handoffs {
+		t.Fatalf("%d pages of events; want one per earlier run", len(pages))
+	}
+	next := 1
+	for _, p := range pages {
+		data, err := store.Get(context.Background(), p.Key)
+		var evs []workflows.Event
+		if err == nil {
+			err = json.Unmarshal(data, &evs)
+		}
+		if err != nil || p.From != next || len(evs) != p.To-p.From+1 || evs[0].Seq != next || evs[len(evs)-1].Kind != workflows.EventContinued {
+			t.Fatalf("page %+v (%v): want the events from %d to a continue-as-new", p, err, next)
+		}
+		next = p.To + 1
 	}
 	if string(res.Output) != fmt.Sprintf("%q", fmt.Sprintf("done after %d handoffs", handoffs)) || res.Handoffs != handoffs || len(res.Path) != handoffs+1 || res.Turns != handoffs+1 {
 		t.Errorf("result after %d runs: %s, %d handoffs, path %v, %d turns", len(runs), res.Output, res.Handoffs, res.Path, res.Turns)
@@ -564,5 +596,43 @@ func TestCancelAtContinueAsNew(t *testing.T) {
 	var ce *temporal.CanceledError
 	if errors.As(err, &cae) || !errors.As(err, &ce) {
 		t.Fatalf("cancelled before continuing as new: %v; want a cancelled run", err)
+	}
+}
+
+// An agent workflow cancelled during a turn, at a point where its next
+// step is to continue as new, ends cancelled: the cancellation does not
+// pass silently into a new run that would take more turns.
+func TestAgentCancelAtContinueAsNew(t *testing.T) {
+	env := quietEnv()
+	store, _ := blob.Open(context.Background(), "mem://")
+	// The tool asks the environment to cancel the workflow while it runs,
+	// so the turn ends with the cancellation pending and the loop's next
+	// step is the bound's continue-as-new.
+	slow := agents.MustFunctionTool("slow", "Works a while.", func(context.Context, struct{}) (string, error) {
+		env.CancelWorkflow()
+		return "done", nil
+	})
+	g := agents.MustGraph("cancel", "worker", &agents.Agent{Name: "worker", Instructions: "worker: works", Tools: []agents.Tool{slow}})
+	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+		if lastItem(req).Type == agents.ItemFunctionCallOutput {
+			return []agents.Item{agents.AssistantMessage("finished")}
+		}
+		return []agents.Item{call("s", "slow", "{}")}
+	}}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store, ContinueAfterTurns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "cancel", Agent: "worker", RunID: "run",
+		Pending: []agents.Item{agents.UserMessage("go")}})
+	err = env.GetWorkflowError()
+	var cae *workflow.ContinueAsNewError
+	var ce *temporal.CanceledError
+	if errors.As(err, &cae) || !errors.As(err, &ce) {
+		t.Fatalf("agent cancelled at its continue-as-new bound ended with %v; want it cancelled", err)
+	}
+	if n := m.count("worker:"); n != 1 {
+		t.Errorf("%d model calls, want 1: no turn after the cancellation", n)
 	}
 }

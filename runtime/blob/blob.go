@@ -11,9 +11,9 @@
 // AZURE_STORAGE_* variables).
 //
 // Keys are grouped by run: everything a run writes lives under
-// transcripts/RUN/, outputs/RUN/ and snapshots/RUN/, where RUN is the
-// run's workflow id, so a run's data can be found and deleted (see
-// [Store.DeletePrefix] and the sweeper in package workflows).
+// transcripts/RUN/, outputs/RUN/, snapshots/RUN/ and events/RUN/, where
+// RUN is the run's workflow id, so a run's data can be found and deleted
+// (see [Store.DeletePrefix] and the sweeper in package workflows).
 package blob
 
 import (
