@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/mcp/server"
+	"github.com/troupe-dev/troupe/workflows"
 )
 
 // envMCPToken is the bearer token of `troupe mcp serve --http` when
@@ -140,9 +141,11 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 	c, namespace := cn.c, cn.namespace
 	if o.queue == "" {
 		// One queue per set of graphs, the same after a restart: the
-		// worker of the next server picks up the runs of this one.
+		// worker of the next server picks up the runs of this one. Its
+		// events reach the calls' progress as they are recorded.
 		o.queue = "troupe-mcp-" + strings.Join(names(o.graphs), "-")
 		o.worker.taskQueue, o.worker.roots = o.queue, o.roots
+		o.worker.events = workflows.NewEventBus()
 		stop, err := startWorker(ctx, c, namespace, o.worker, o.graphs, stderr)
 		if err != nil {
 			return err
@@ -150,7 +153,7 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 		defer stop()
 	}
 	s, err := server.New(server.Config{
-		Client: c, TaskQueue: o.queue, Graphs: graphList(o.served),
+		Client: c, TaskQueue: o.queue, Graphs: graphList(o.served), Events: o.worker.events,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

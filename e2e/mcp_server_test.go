@@ -81,6 +81,14 @@ type mcpServeFixture struct {
 
 func newMCPServeFixture(t *testing.T, opts server.HTTPOptions) *mcpServeFixture {
 	t.Helper()
+	return newMCPServeFixtureWith(t, opts, nil, 50*time.Millisecond)
+}
+
+// newMCPServeFixtureWith is newMCPServeFixture whose worker records its
+// events to bus (when not nil), which the server follows, and whose
+// server polls every poll.
+func newMCPServeFixtureWith(t *testing.T, opts server.HTTPOptions, bus *workflows.EventBus, poll time.Duration) *mcpServeFixture {
+	t.Helper()
 	c := dial(t)
 	sc := scenario(t)
 	extra, err := scripted.ParseScenario([]byte(mcpWaitRules))
@@ -96,9 +104,10 @@ func newMCPServeFixture(t *testing.T, opts server.HTTPOptions) *mcpServeFixture 
 	t.Cleanup(func() { ms.Close() })
 	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
 		cfg.Graphs = append(cfg.Graphs, mcpWaitGraph())
+		cfg.Events = bus
 	})
 	s, err := server.New(server.Config{
-		Client: c, TaskQueue: queue, PollInterval: 50 * time.Millisecond,
+		Client: c, TaskQueue: queue, PollInterval: poll, Events: bus,
 		Graphs: []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpWaitGraph()},
 	})
 	if err != nil {
@@ -434,6 +443,49 @@ func testMCPReconnect(t *testing.T, f *mcpServeFixture) {
 	}
 	if s := waitForStatus(t, f.c, out.RunID, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED); s != enums.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		t.Errorf("run %s is %v, want COMPLETED: a dropped connection must not cancel it", out.RunID, s)
+	}
+}
+
+// TestMCPServeLiveProgress: a server that follows its own worker's events
+// (Config.Events) sends a call's progress as the run records it: with
+// polls an hour apart, the agent's start comes while the run still runs
+// (its agent waits two minutes on the model), not with the run's end.
+func TestMCPServeLiveProgress(t *testing.T) {
+	f := newMCPServeFixtureWith(t, server.HTTPOptions{}, workflows.NewEventBus(), time.Hour)
+	s := newRawMCP(t, f.url, "")
+	s.initialize()
+	msgs := s.stream(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mcpwait_waiter","arguments":{"input":"hang on"},"_meta":{"progressToken":"p7"}}}`)
+	var runID string
+	var seen []string
+	for {
+		m, ok := <-msgs
+		if !ok {
+			t.Fatalf("the call's stream ended after progress %q", seen)
+		}
+		var n struct {
+			Params struct {
+				Message string            `json:"message"`
+				Meta    map[string]string `json:"_meta"`
+			} `json:"params"`
+		}
+		if string(m["method"]) != `"notifications/progress"` || json.Unmarshal(mustJSON(t, m), &n) != nil {
+			continue
+		}
+		seen = append(seen, n.Params.Message)
+		if runID == "" {
+			runID = n.Params.Meta[server.MetaRunID]
+			t.Cleanup(func() { _ = f.c.CancelWorkflow(context.Background(), runID, "") })
+		}
+		if n.Params.Message == "waiter started" {
+			break
+		}
+	}
+	d, err := f.c.DescribeWorkflowExecution(context.Background(), runID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Errorf("the agent's progress %q came when the run was %v; want it while the run runs", seen, st)
 	}
 }
 

@@ -68,6 +68,11 @@ type Config struct {
 	// PollInterval is how often a call polls its run's events for
 	// progress notifications; 0 means 250ms.
 	PollInterval time.Duration
+	// Events, when set, is the EventBus of a worker in this process
+	// (workflows.Config.Events) that runs Graphs: a call's progress
+	// notifications then carry its run's events as they are recorded,
+	// and polls bring only those of other workers.
+	Events *workflows.EventBus
 }
 
 // Server is an MCP server whose tools are the exposed agents of its graphs.
@@ -104,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
-	runs, err := troupeclient.New(troupeclient.Config{Temporal: cfg.Client, TaskQueue: cfg.TaskQueue, PollInterval: cfg.PollInterval})
+	runs, err := troupeclient.New(troupeclient.Config{Temporal: cfg.Client, TaskQueue: cfg.TaskQueue, PollInterval: cfg.PollInterval, Events: cfg.Events})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
