@@ -290,8 +290,10 @@ type conn struct {
 	c         client.Client
 	namespace string
 	home      *homeServer // nil with TEMPORAL_ADDRESS
-	store     *blob.Store // opened by runs; nil until then, or when it cannot be
-	opened    bool
+	// store is the event store (eventStore), once opened is set: nil
+	// when there is none to use or it cannot be opened.
+	store  *blob.Store
+	opened bool
 }
 
 // runs is the run client of the connection, starting runs on queue (the
@@ -336,20 +338,28 @@ func dialTemporal(ctx context.Context, logger log.Logger, stderr io.Writer) (*co
 	return cn, nil
 }
 
-// close closes the client and releases the home's server.
-// eventStore is the blob store the runs' workers save event pages to
-// (TROUPE_BLOB_URL, else the home's), opened once and not checked: a
-// follower reads pages from it when it can and the earlier runs when not.
+// eventStore is the blob store the runs' workers save event pages to:
+// TROUPE_BLOB_URL, else the home's file store when the home's server is
+// the one in use (a remote cluster's workers use a store of their own).
+// It is opened once and not checked: a follower reads pages from it when
+// it can, and the earlier runs when not.
 func (cn *conn) eventStore() *blob.Store {
-	if !cn.opened {
-		cn.opened = true
-		if url, err := blobURL(); err == nil {
-			cn.store, _ = blob.Open(context.Background(), url)
-		}
+	if cn.opened {
+		return cn.store
+	}
+	cn.opened = true
+	url := os.Getenv("TROUPE_BLOB_URL")
+	if url == "" && cn.home != nil {
+		url, _ = blobURL()
+	}
+	if url != "" {
+		cn.store, _ = blob.Open(context.Background(), url)
 	}
 	return cn.store
 }
 
+// close closes the client and the event store, and releases the home's
+// server.
 func (cn *conn) close(stderr io.Writer) {
 	if cn.store != nil {
 		cn.store.Close()

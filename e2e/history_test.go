@@ -127,7 +127,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	// Followed live, and read at once after the run (the latest run
 	// carries only its predecessor's last events: the earlier ones come
 	// from the earlier runs).
-	all, err := workflows.Events(ctx, c, run.GetID())
+	all, err := workflows.Events(ctx, c, run.GetID(), workflows.WithPatience(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestMarathon(t *testing.T) {
 	// Once Temporal no longer holds the runner's earlier runs, its events
 	// are still read whole, from the pages it saved to the blob store.
 	forgetRuns(t, c, id, chain[:len(chain)-1])
-	all, err := workflows.Events(ctx, c, run.GetID(), workflows.WithEventStore(store))
+	all, err := workflows.Events(ctx, c, run.GetID(), workflows.WithEventStore(store), workflows.WithPatience(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,25 +411,54 @@ func TestRunContinuesAsNew(t *testing.T) {
 	if runs < 3 || kinds[workflows.EventContinued] != runs-1 || kinds[workflows.EventHandoff] != handoffs || kinds[workflows.EventFinal] != 1 {
 		t.Errorf("%d runs of the orchestrator; events followed: %v; want at least 3 runs, one continue event between two, %d handoffs and one final", runs, kinds, handoffs)
 	}
-	// Once Temporal no longer holds the earlier runs, the run's events
-	// are still read whole, from the pages in the blob store.
-	forgetRuns(t, c, run.GetID(), chain[:runs-1])
-	all, err := workflows.Events(ctx, c, run.GetID(), workflows.WithEventStore(store))
+	// The run's events read again from the start, through the pages its
+	// earlier runs saved to the blob store: with a page missing (a save
+	// that failed), the run that holds its events fills the gap; once
+	// Temporal no longer holds the earlier runs, the pages alone.
+	q, err := c.QueryWorkflow(ctx, run.GetID(), "", workflows.EventPagesQuery)
+	var pages []workflows.EventPage
+	if err == nil {
+		err = q.Get(&pages)
+	}
+	if err != nil || len(pages) != runs-1 {
+		t.Fatalf("pages %+v (%v); want one per earlier run", pages, err)
+	}
+	middle := pages[len(pages)/2]
+	saved, err := store.Get(ctx, middle.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := store.DeletePrefix(ctx, middle.Key); err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, c, run.GetID(), store, root, "with page "+middle.Key+" missing")
+	if err := store.Put(ctx, middle.Key, saved); err != nil {
+		t.Fatal(err)
+	}
+	forgetRuns(t, c, run.GetID(), chain[:runs-1])
+	sameEvents(t, c, run.GetID(), store, root, "with the earlier runs deleted")
+}
+
+// sameEvents checks that the events of workflow id read from the start
+// with store are followed, the events a follower got while it ran.
+func sameEvents(t *testing.T, c client.Client, id string, store *blob.Store, followed []workflows.Event, how string) {
+	t.Helper()
+	all, err := workflows.Events(context.Background(), c, id, workflows.WithEventStore(store), workflows.WithPatience(time.Minute))
+	if err != nil {
+		t.Fatalf("%s: %v", how, err)
+	}
 	n := 0
 	for _, e := range all {
-		if e.WorkflowID != run.GetID() {
+		if e.WorkflowID != id {
 			continue
 		}
-		if n >= len(root) || e.Seq != n+1 || e.Kind != root[n].Kind || e.Detail != root[n].Detail {
-			t.Fatalf("read event %d of the run as %+v after its earlier runs were deleted; want what was followed", n+1, e)
+		if n >= len(followed) || e.Seq != n+1 || e.Kind != followed[n].Kind || e.Detail != followed[n].Detail {
+			t.Fatalf("%s: read event %d of %s as %+v; want what was followed", how, n+1, id, e)
 		}
 		n++
 	}
-	if n != len(root) {
-		t.Errorf("read %d events of the run after its earlier runs were deleted; followed %d", n, len(root))
+	if n != len(followed) {
+		t.Errorf("%s: read %d events of %s; followed %d", how, n, id, len(followed))
 	}
 }
 

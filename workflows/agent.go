@@ -187,11 +187,13 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.
 	if mt := calls.mt; mt != nil {
 		carry.MCP, carry.MCPLost = mt.cat, mt.lost
 	}
-	rec.add(ctx, Event{Kind: EventContinued, Agent: st.Agent, Turn: st.Turn,
-		Detail: fmt.Sprintf("history of %d events: continuing as new before turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), st.Turn)})
+	// The page first: a cancellation while it is saved ends the run
+	// before any event says it continues.
 	if err := rec.savePage(ctx); err != nil {
 		return err
 	}
+	rec.add(ctx, Event{Kind: EventContinued, Agent: st.Agent, Turn: st.Turn,
+		Detail: fmt.Sprintf("history of %d events: continuing as new before turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), st.Turn)})
 	carry.Events = rec.events[max(0, len(rec.events)-carriedEvents):]
 	carry.NextEvent, carry.Pages = rec.next, rec.pages
 	next := in

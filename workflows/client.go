@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,7 +127,18 @@ func Follow(ctx context.Context, c client.Client, workflowID string, every time.
 type FollowOption func(*followConfig)
 
 type followConfig struct {
-	store *blob.Store
+	store    *blob.Store
+	patience time.Duration
+}
+
+// WithPatience has Events ask again, every 250 ms for up to d, the
+// workflows that did not answer for a reason that passes: busy in a long
+// workflow task, their worker busy replaying another, no worker polling
+// for a while. A workflow that does not exist is not asked again. Use it
+// to read a closed run whole; Follow and FollowLive ask again at every
+// poll anyway.
+func WithPatience(d time.Duration) FollowOption {
+	return func(c *followConfig) { c.patience = d }
 }
 
 // WithEventStore has a follower read the events that a workflow saved to
@@ -231,37 +243,41 @@ func follow(ctx context.Context, c client.Client, workflowID string, every time.
 
 // Events returns the events so far of a run and of every workflow it
 // started, ordered as Follow streams them. A closed run answers too (a
-// worker replays it). Workflows that do not answer (busy in a long
-// workflow task, or their worker busy replaying another) are asked again
-// for up to 30 s (eventsPatience), then left out; so is whatever ctx cuts
-// short. The error is the run's own query error, if it never answered.
+// worker replays it). Workflows that do not answer within two seconds
+// (busy in a long workflow task, or their worker busy replaying another)
+// are left out, unless WithPatience gives them longer; so is whatever ctx
+// cuts short. The error is the run's own query error in the last reading.
 func Events(ctx context.Context, c client.Client, workflowID string, opts ...FollowOption) ([]Event, error) {
 	t := newTree(c, workflowID, opts)
 	var all []Event
-	deadline := time.Now().Add(eventsPatience)
+	deadline := time.Now().Add(t.patience)
 	for {
 		round, err := t.poll(ctx, 2*time.Second)
 		all = append(all, round...)
-		retry := t.unanswered > 0 && time.Now().Before(deadline)
-		if ctx.Err() != nil || !retry && (err != nil || len(round) == 0 && !t.gapped()) {
+		if t.unanswered > 0 && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+				continue
+			}
+		}
+		if ctx.Err() != nil || err != nil || len(round) == 0 && !t.gapped() {
 			return all, err
 		}
 	}
 }
 
-// eventsPatience is how long Events asks again a workflow that does not
-// answer.
-const eventsPatience = 30 * time.Second
-
 // tree is a run's tree of workflows, as far as its events have revealed
 // it, with how many events of each have been seen.
 type tree struct {
-	c     client.Client
-	store *blob.Store // nil: earlier runs only
-	root  string
-	all   []*followed
-	known map[string]bool
-	// unanswered is how many workflows did not answer the last poll.
+	c        client.Client
+	store    *blob.Store // nil: earlier runs only
+	patience time.Duration
+	root     string
+	all      []*followed
+	known    map[string]bool
+	// unanswered is how many workflows did not answer the last poll for
+	// a reason that passes (see passing).
 	unanswered int
 }
 
@@ -277,7 +293,7 @@ func newTree(c client.Client, root string, opts []FollowOption) *tree {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &tree{c: c, store: cfg.store, root: root, all: []*followed{{id: root}}, known: map[string]bool{root: true}}
+	return &tree{c: c, store: cfg.store, patience: cfg.patience, root: root, all: []*followed{{id: root}}, known: map[string]bool{root: true}}
 }
 
 // gapped reports whether a workflow's next events wait on its earlier
@@ -321,7 +337,9 @@ func (t *tree) poll(ctx context.Context, wait time.Duration) ([]Event, error) {
 		var next []*followed
 		for i, f := range wave {
 			if errs[i] != nil {
-				t.unanswered++
+				if passing(errs[i]) {
+					t.unanswered++
+				}
 				// Not started yet, gone, or busy: try again next poll.
 				if f.id == t.root {
 					rootErr = errs[i]
@@ -373,14 +391,19 @@ func (t *tree) query(parent context.Context, f *followed, wait time.Duration) ([
 	}
 	bctx, cancel := context.WithTimeout(parent, backfillTimeout)
 	defer cancel()
-	back, err := t.backfill(bctx, f.id, f.seen, evs[0].Seq)
+	found, err := t.backfill(bctx, f.id, f.seen, evs[0].Seq)
 	if err == nil {
 		f.gapSince = time.Time{}
-		return append(back, evs...), nil
+		return append(found, evs...), nil
 	}
-	if len(back) > 0 {
+	// The events up to the first missing one, if any, are progress.
+	n := 0
+	for n < len(found) && found[n].Seq == f.seen+1+n {
+		n++
+	}
+	if n > 0 {
 		f.gapSince = time.Time{}
-		return back, nil
+		return found[:n], nil
 	}
 	if f.gapSince.IsZero() {
 		f.gapSince = time.Now()
@@ -388,8 +411,9 @@ func (t *tree) query(parent context.Context, f *followed, wait time.Duration) ([
 	if time.Since(f.gapSince) < gapPatience {
 		return nil, err
 	}
+	// Given up: skip what is missing, keep all that was found.
 	f.gapSince = time.Time{}
-	return evs, nil
+	return append(found, evs...), nil
 }
 
 const (
@@ -400,6 +424,16 @@ const (
 	// only a workflow's earlier runs hold before it skips them.
 	gapPatience = 2 * time.Minute
 )
+
+// passing reports whether a query error may pass if asked again: not a
+// workflow or namespace that does not exist, nor a query it cannot answer.
+func passing(err error) bool {
+	var nf *serviceerror.NotFound
+	var nnf *serviceerror.NamespaceNotFound
+	var ia *serviceerror.InvalidArgument
+	var qf *serviceerror.QueryFailed
+	return !errors.As(err, &nf) && !errors.As(err, &nnf) && !errors.As(err, &ia) && !errors.As(err, &qf)
+}
 
 // queryRun returns the events after seen of a workflow's run ("" for the
 // latest).
@@ -416,8 +450,8 @@ func (t *tree) queryRun(ctx context.Context, id, runID string, seen int) ([]Even
 // backfill returns the events numbered after seen and before next from
 // the workflow's pages in the blob store (with WithEventStore) and the
 // runs before the workflow's latest, walking back the chain of
-// continue-as-new. When it cannot read them all, it returns those up to
-// the first missing one, and why the rest are missing.
+// continue-as-new until it has them all. When it cannot read them all, it
+// returns those it found, in order, and why the rest are missing.
 func (t *tree) backfill(ctx context.Context, id string, seen, next int) ([]Event, error) {
 	found := map[int]Event{}
 	if t.store != nil {
@@ -434,7 +468,7 @@ func (t *tree) backfill(ctx context.Context, id string, seen, next int) ([]Event
 					return false, fmt.Errorf("events of run %s: %w", run, err)
 				}
 				for _, e := range evs {
-					if e.Seq < next {
+					if e.Seq > seen && e.Seq < next {
 						found[e.Seq] = e
 					}
 					lowest = min(lowest, e.Seq)
@@ -444,21 +478,26 @@ func (t *tree) backfill(ctx context.Context, id string, seen, next int) ([]Event
 				}
 				after = evs[len(evs)-1].Seq
 			}
-			return lowest <= seen+1, nil
+			return lowest <= seen+1 || holds(found, seen, next), nil
 		})
 	}
-	var out []Event
+	out := make([]Event, 0, len(found))
+	first := 0 // the first missing number
 	for n := seen + 1; n < next; n++ {
 		e, ok := found[n]
 		if !ok {
-			if err == nil {
-				err = fmt.Errorf("events %d to %d of %s: not in its earlier runs", n, next-1, id)
-			}
-			return out, err
+			first = cmp.Or(first, n)
+			continue
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	if first == 0 {
+		return out, nil
+	}
+	if err == nil {
+		err = fmt.Errorf("events %d to %d of %s: not in its pages or earlier runs", first, next-1, id)
+	}
+	return out, err
 }
 
 // walkBack calls fn with each run before the workflow's latest, newest

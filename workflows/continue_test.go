@@ -154,7 +154,7 @@ func checkPages(t *testing.T, store *blob.Store, pages []workflows.EventPage, fo
 			next++
 		}
 	}
-	if last := followed[next-2]; last.Kind != workflows.EventContinued {
-		t.Errorf("the pages end at event %d, %s; want them to end at the last continue-as-new", next-1, last.Kind)
+	if after := followed[next-1]; after.Kind != workflows.EventContinued {
+		t.Errorf("the pages end at event %d, followed by %s; want them to end where the last run continued as new", next-1, after.Kind)
 	}
 }

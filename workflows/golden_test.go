@@ -43,8 +43,12 @@ func TestGoldenPayloads(t *testing.T) {
 		"mcp_tools_input": workflows.MCPToolsInput{Graph: "dealdesk", Agent: "triage", Run: rc},
 		"mcp_catalog": workflows.MCPCatalog{Queue: "troupe-mcp-host-1a2b3c4d", Specs: "mcp/tools/5f0c", Tools: []workflows.MCPToolRef{
 			{Name: "gh_create_issue", Server: "github", Remote: "create_issue", Approval: true}, {Name: "gh_search", Server: "github", Remote: "search"}}},
-		"mcp_call_input": workflows.MCPCallInput{Graph: "dealdesk", Agent: "triage", Run: rc, Server: "github", Call: call, OutputKey: "outputs/run-1/2-call_1"},
-		"event":          workflows.Event{Seq: 4, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: workflows.EventAgentToolStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator", Turn: 1, Tool: "review_pricing", CallID: "call_1", Detail: "Review pricing", Child: "run-1/1-coordinator/t1.0/0-pricing_reviewer"},
+		"mcp_call_input":    workflows.MCPCallInput{Graph: "dealdesk", Agent: "triage", Run: rc, Server: "github", Call: call, OutputKey: "outputs/run-1/2-call_1"},
+		"save_events_input": workflows.SaveEventsInput{Key: "events/run-1/1-coordinator/000000001.json", Events: []workflows.Event{{Seq: 1, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: workflows.EventAgentStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator"}}},
+		"event_pages":       []workflows.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}},
+		"agent_carry": workflows.AgentCarry{State: runtime.AgentState{Agent: "coordinator", Transcript: ref, Turn: 101, ToolCalls: 100, Usage: usage}, NextEvent: 611,
+			Pages: []workflows.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}}},
+		"event": workflows.Event{Seq: 4, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: workflows.EventAgentToolStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator", Turn: 1, Tool: "review_pricing", CallID: "call_1", Detail: "Review pricing", Child: "run-1/1-coordinator/t1.0/0-pricing_reviewer"},
 	}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {

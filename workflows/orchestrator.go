@@ -80,11 +80,11 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 			// A cancellation does not pass to the next run: end here.
 			return temporal.NewCanceledError()
 		}
+		if err := rec.savePage(ctx); err != nil {
+			return err // Cancelled while the page was saved.
+		}
 		rec.add(ctx, Event{Kind: EventContinued, Agent: rs.Current,
 			Detail: fmt.Sprintf("history of %d events: continuing as new before agent %d", info.GetCurrentHistoryLength(), rs.Next)})
-		if err := rec.savePage(ctx); err != nil {
-			return err
-		}
 		next := in
 		next.Carry = &RunCarry{Spec: spec, Route: rs, Events: rec.events[max(0, len(rec.events)-carriedEvents):], NextEvent: rec.next, Pages: rec.pages}
 		return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)

@@ -488,8 +488,8 @@ func TestRunContinuesAsNew(t *testing.T) {
 	if len(runs) != handoffs+1 {
 		t.Errorf("the run took %d runs of its orchestrator; want one per agent, %d", len(runs), handoffs+1)
 	}
-	// Each earlier run saved its events as a page, the last of them its
-	// continue-as-new.
+	// Each earlier run saved its events as a page; each run after the
+	// first starts with its continue-as-new.
 	pages := in.Carry.Pages
 	if len(pages) != handoffs {
 		t.Fatalf("%d pages of events; want one per earlier run", len(pages))
@@ -501,8 +501,12 @@ func TestRunContinuesAsNew(t *testing.T) {
 		if err == nil {
 			err = json.Unmarshal(data, &evs)
 		}
-		if err != nil || p.From != next || len(evs) != p.To-p.From+1 || evs[0].Seq != next || evs[len(evs)-1].Kind != workflows.EventContinued {
-			t.Fatalf("page %+v (%v): want the events from %d to a continue-as-new", p, err, next)
+		first := workflows.EventRunStarted
+		if next > 1 {
+			first = workflows.EventContinued
+		}
+		if err != nil || p.From != next || len(evs) != p.To-p.From+1 || evs[0].Seq != next || evs[0].Kind != first {
+			t.Fatalf("page %+v (%v): want the events from %d on, starting with %s", p, err, next, first)
 		}
 		next = p.To + 1
 	}
@@ -634,5 +638,50 @@ func TestAgentCancelAtContinueAsNew(t *testing.T) {
 	}
 	if n := m.count("worker:"); n != 1 {
 		t.Errorf("%d model calls, want 1: no turn after the cancellation", n)
+	}
+}
+
+// An agent cancelled while it saves its page of events, on its way to
+// continue as new, ends cancelled, and no event says it continued.
+func TestAgentCancelWhileSavingEvents(t *testing.T) {
+	env := quietEnv()
+	store, _ := blob.Open(context.Background(), "mem://")
+	noop := agents.MustFunctionTool("noop", "Does nothing.", func(context.Context, struct{}) (string, error) { return "ok", nil })
+	g := agents.MustGraph("cancel", "worker", &agents.Agent{Name: "worker", Instructions: "worker: works", Tools: []agents.Tool{noop}})
+	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+		return []agents.Item{call(fmt.Sprintf("n%d", len(req.Input)), "noop", "{}")}
+	}}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store, ContinueAfterTurns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	saved := 0
+	env.OnActivity(workflows.SaveEventsActivityName, mock.Anything, mock.Anything).Return(func(context.Context, workflows.SaveEventsInput) error {
+		saved++
+		env.CancelWorkflow()
+		return nil
+	})
+	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "cancel", Agent: "worker", RunID: "run",
+		Pending: []agents.Item{agents.UserMessage("go")}})
+	var ce *temporal.CanceledError
+	if err := env.GetWorkflowError(); !errors.As(err, &ce) || saved != 1 {
+		t.Fatalf("ended with %v after %d page saves; want it cancelled after one", err, saved)
+	}
+	q, err := env.QueryWorkflow(workflows.EventsQuery, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []workflows.Event
+	if err := q.Get(&evs); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Kind == workflows.EventContinued {
+			t.Errorf("event %d says the agent continued as new: %+v", e.Seq, e)
+		}
+	}
+	if last := evs[len(evs)-1]; last.Kind != workflows.EventFailed {
+		t.Errorf("last event %+v, want the agent's failure (cancelled)", last)
 	}
 }
