@@ -18,7 +18,7 @@
 //     Compaction window (the model is shown 15 to 30 items), "whole" with
 //     the whole transcript sent every turn.
 //   - BenchmarkEventLatency: from the model's answer for a turn to the
-//     arrival of the turn's event at a follower, p50 and p95, polled
+//     arrival of the turn's event at a follower, p50 and p95, watched
 //     (model calls local or as activities) and in the worker's own process
 //     (FollowLive with the worker's EventBus), against a bare Temporal
 //     update round trip on the same server.

@@ -31,8 +31,9 @@ func registerEcho(w worker.Registry) {
 }
 
 // BenchmarkEventLatency measures how long an event takes from the workflow
-// that records it to a follower (workflows.Follow, polling every 100 ms as
-// `troupe run` does): the looper's 201 turns, with its model calls as
+// that records it to a follower (workflows.Follow, which watches each
+// workflow's history and reads its events as the history grows, with
+// polls every 100 ms besides): the looper's 201 turns, with its model calls as
 // local activities (the default) and as activities, and followed in the
 // worker's own process (FollowLive with the worker's EventBus, as `troupe
 // run` does), against a bare Temporal update round trip on the same

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
+
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -158,5 +160,48 @@ func TestStructuredOutputCorrected(t *testing.T) {
 				t.Errorf("invalid %d, corrected %d, turns %d; want 1, 1, 2", ms.Count("fix-invalid"), ms.Count("fix-corrected"), res.Turns)
 			}
 		})
+	}
+}
+
+// TestFollowIsPushed: a follower whose polls are an hour apart still gets
+// a run's events as the run records them, because it watches the
+// workflows' histories (a long poll the server answers as each grows):
+// the agent's tool result comes while the run still runs (its next model
+// call hangs for two minutes), not with the run's end.
+func TestFollowIsPushed(t *testing.T) {
+	c := dial(t)
+	_, url := modelServer(t)
+	queue := startWorker(t, c, url, "", nil)
+	ctx := context.Background()
+	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "watch", Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.CancelWorkflow(context.Background(), run.GetID(), "") })
+	got := make(chan workflows.Event, 100)
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = workflows.Follow(fctx, c, run.GetID(), time.Hour, func(e workflows.Event) { got <- e })
+	}()
+	// The guard only ends a broken follower's wait: the run hangs longer.
+	guard := time.After(100 * time.Second)
+	for {
+		select {
+		case e := <-got:
+			if e.Kind != workflows.EventToolResult {
+				continue
+			}
+		case <-guard:
+			t.Fatal("no tool result followed while the run ran")
+		}
+		break
+	}
+	d, err := c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		t.Errorf("the tool result was followed when the run was %v; want it while the run runs", st)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -105,9 +106,16 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 
 // Follow streams the events of a run and of every workflow it starts
 // (agents, handoff targets, agents-as-tools), calling fn once per event, in
-// the order each workflow recorded them and, across workflows, by time. It polls the events query until
-// ctx is done; cancel ctx once the run's result is in, and Follow returns
-// after last polls (within 30 s) that bring nothing new.
+// the order each workflow recorded them and, across workflows, by time,
+// until ctx is done; cancel ctx once the run's result is in, and Follow
+// returns after last readings (within 30 s) that bring nothing new.
+//
+// Follow watches each workflow's history with a long poll that the
+// server answers as the history grows, and reads the events query of a
+// workflow as soon as its history grows: an event reaches fn when the
+// workflow task that recorded it ends, with no polling delay. It also
+// polls every workflow every `every` (250 ms when zero or less), for
+// what a watch missed.
 //
 // Events are numbered per workflow across its runs, and Follow never skips
 // one: those a workflow no longer carries after a continue-as-new are read
@@ -217,10 +225,39 @@ func follow(ctx context.Context, c client.Client, workflowID string, every time.
 			fn(e)
 		}
 	}
+	// Each workflow's history is watched (a long poll the server answers
+	// when the history grows): a workflow task that records events ends
+	// in history, so its events are read as soon as it ends. The ticks
+	// are the fallback.
+	kicks := make(chan string, 64)
+	wctx, unwatch := context.WithCancel(ctx)
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
+	defer unwatch()
+	watched := map[string]bool{}
+	watch := func() {
+		for _, f := range t.all {
+			if !f.done && !watched[f.id] {
+				watched[f.id] = true
+				watchers.Go(func() { watchHistory(wctx, c, f.id, kicks) })
+			}
+		}
+	}
+	watch()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
+		case id := <-kicks:
+			// The kicked workflows only: each has just ended a workflow
+			// task, so it answers at once.
+			only := map[string]bool{id: true}
+			for len(kicks) > 0 {
+				only[<-kicks] = true
+			}
+			round, _ := t.pollOnly(ctx, max(time.Second, 4*every), only)
+			emit(round)
+			watch()
 		case <-ctx.Done():
 			// Last readings, until one brings nothing new and no
 			// workflow's events wait on its earlier runs.
@@ -237,8 +274,56 @@ func follow(ctx context.Context, c client.Client, workflowID string, every time.
 		case <-tick.C:
 			round, _ := t.poll(ctx, max(time.Second, 4*every))
 			emit(round)
+			watch()
 		}
 	}
+}
+
+// watchHistory sends id to kicks each time the history of workflow id
+// grows, across its runs, until the workflow closes for good or ctx is
+// done. It reads each run's history once, then waits on the server for
+// what is added; a workflow not started yet is asked again.
+func watchHistory(ctx context.Context, c client.Client, id string, kicks chan<- string) {
+	kick := func() {
+		select {
+		case kicks <- id:
+		default: // Full: a poll is due anyway.
+		}
+	}
+	for ctx.Err() == nil {
+		it := c.GetWorkflowHistory(ctx, id, "", true, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var last *historypb.HistoryEvent
+		var err error
+		for it.HasNext() {
+			if last, err = it.Next(); err != nil {
+				break
+			}
+			kick()
+		}
+		switch {
+		case err == nil && last.GetWorkflowExecutionContinuedAsNewEventAttributes() != nil:
+			// Continued as new: the latest run is the next one.
+		case err == nil && isClose(last.GetEventType()):
+			return // Closed for good.
+		default:
+			// Not started yet, or the server is busy: ask again soon.
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// isClose reports whether a history event closes a workflow run.
+func isClose(t enums.EventType) bool {
+	switch t {
+	case enums.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enums.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+		enums.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enums.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+		enums.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+		return true
+	}
+	return false
 }
 
 // Events returns the events so far of a run and of every workflow it
@@ -313,12 +398,18 @@ func (t *tree) gapped() bool {
 // a workflow that does not answer in time is asked again next poll. The
 // error is the root's query error, if any.
 func (t *tree) poll(ctx context.Context, wait time.Duration) ([]Event, error) {
+	return t.pollOnly(ctx, wait, nil)
+}
+
+// pollOnly is poll of the workflows in only (all when nil) and the
+// children found on the way.
+func (t *tree) pollOnly(ctx context.Context, wait time.Duration, only map[string]bool) ([]Event, error) {
 	var round []Event
 	var rootErr error
 	var wave []*followed
 	t.unanswered = 0
 	for _, f := range t.all {
-		if !f.done {
+		if !f.done && (only == nil || only[f.id]) {
 			wave = append(wave, f)
 		}
 	}
