@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,7 +27,7 @@ const envMCPToken = "TROUPE_MCP_TOKEN"
 func mcpCommand(graphs []Graph) *cobra.Command {
 	cmd := &cobra.Command{Use: "mcp", Short: "Model Context Protocol: serve the graphs' exposed agents as tools"}
 	var (
-		graphNames, allowRoots          []string
+		graphNames                      []string
 		httpAddr, token, queue          string
 		useStdio, stateless, insecureNA bool
 		wo                              workerOptions
@@ -86,16 +85,8 @@ paths that sandboxes may copy from (e.g. repositories to review).`,
 					served = append(served, g)
 				}
 			}
-			var roots []string
-			for _, r := range allowRoots {
-				abs, err := filepath.Abs(r)
-				if err != nil {
-					return fmt.Errorf("--allow-root %s: %w", r, err)
-				}
-				roots = append(roots, abs)
-			}
 			return serveMCP(cmd.Context(), mcpServeOptions{
-				graphs: graphs, served: served, roots: roots, queue: queue,
+				graphs: graphs, served: served, queue: queue,
 				httpAddr: httpAddr, stateless: stateless, token: token, worker: wo,
 			}, cmd.ErrOrStderr())
 		},
@@ -108,7 +99,6 @@ paths that sandboxes may copy from (e.g. repositories to review).`,
 	f.StringVar(&token, "token", "", "with --http: bearer token clients must send (default $"+envMCPToken+")")
 	f.BoolVar(&insecureNA, "insecure-no-auth", false, "with --http on an address that is not loopback: serve without a token")
 	f.StringVar(&queue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
-	f.StringArrayVar(&allowRoots, "allow-root", nil, "host directory sandboxes may copy from, e.g. repositories to review (repeatable)")
 	addSandboxFlags(f, &wo)
 	cmd.AddCommand(serve)
 	return cmd
@@ -116,7 +106,6 @@ paths that sandboxes may copy from (e.g. repositories to review).`,
 
 type mcpServeOptions struct {
 	graphs, served []Graph
-	roots          []string
 	queue          string
 	httpAddr       string
 	stateless      bool
@@ -144,7 +133,7 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 		// worker of the next server picks up the runs of this one. Its
 		// events reach the calls' progress as they are recorded.
 		o.queue = "troupe-mcp-" + strings.Join(names(o.graphs), "-")
-		o.worker.taskQueue, o.worker.roots = o.queue, o.roots
+		o.worker.taskQueue = o.queue
 		o.worker.events = workflows.NewEventBus()
 		stop, err := startWorker(ctx, c, namespace, o.worker, o.graphs, stderr)
 		if err != nil {

@@ -90,7 +90,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 			if quiet {
 				progress = io.Discard
 			}
-			wo.roots = roots
+			wo.roots = append(wo.roots, roots...)
 			return runGraph(cmd.Context(), graphs, in, wo, runOutput{json: asJSON, verbose: verbose}, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
 		},
 	}
@@ -113,8 +113,6 @@ func runCommand(graphs []Graph) *cobra.Command {
 	return cmd
 }
 
-// runGraph runs in on the workers of wo.taskQueue or, when it is empty, on
-// a worker of this process.
 // runOutput is how `troupe run` shows its result.
 type runOutput struct {
 	// json prints the result (or the failure) as JSON on stdout.
@@ -126,6 +124,8 @@ type runOutput struct {
 	noEvents bool
 }
 
+// runGraph runs in on the workers of wo.taskQueue or, when it is empty, on
+// a worker of this process.
 func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo workerOptions, out runOutput, stdout, progress, stderr io.Writer) error {
 	logger, logPath, closeLog := runLog(stderr)
 	defer closeLog()

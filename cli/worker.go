@@ -22,7 +22,8 @@ import (
 type workerOptions struct {
 	// taskQueue is the shared task queue.
 	taskQueue string
-	// roots are host directories sandboxes may copy from.
+	// roots are host directories sandboxes may copy from (--allow-root,
+	// and a run's host-path flags).
 	roots []string
 	// sandbox is the default sandbox backend (--sandbox, TROUPE_SANDBOX).
 	sandbox string
@@ -37,9 +38,10 @@ type workerOptions struct {
 	brief bool
 }
 
-// addSandboxFlags adds --sandbox and --sandbox-queue to a command that
-// runs a worker.
+// addSandboxFlags adds --sandbox, --sandbox-queue and --allow-root to a
+// command that runs a worker.
 func addSandboxFlags(f *pflag.FlagSet, o *workerOptions) {
+	f.StringArrayVar(&o.roots, "allow-root", nil, "host directory sandboxes may copy from, e.g. repositories to review (repeatable; also $TROUPE_SANDBOX_ALLOWED_ROOTS)")
 	f.StringVar(&o.sandbox, "sandbox", os.Getenv("TROUPE_SANDBOX"), "default sandbox backend: bwrap, docker, or local (unconfined: no isolation) (default $TROUPE_SANDBOX, else bwrap)")
 	f.StringVar(&o.sandboxQueue, "sandbox-queue", os.Getenv("TROUPE_SANDBOX_QUEUE"), "task queue of this worker's sandbox store (default $TROUPE_SANDBOX_QUEUE, else one derived from the host and TROUPE_HOME)")
 }
@@ -48,6 +50,14 @@ func addSandboxFlags(f *pflag.FlagSet, o *workerOptions) {
 // stops it and releases its model and store.
 func startWorker(ctx context.Context, c client.Client, namespace string, o workerOptions, graphs []Graph, stderr io.Writer) (func(), error) {
 	taskQueue := o.taskQueue
+	roots := make([]string, 0, len(o.roots))
+	for _, r := range o.roots {
+		abs, err := filepath.Abs(r)
+		if err != nil {
+			return nil, fmt.Errorf("--allow-root %s: %w", r, err)
+		}
+		roots = append(roots, abs)
+	}
 	retention, on, err := blobRetention()
 	if err != nil {
 		return nil, err
@@ -61,7 +71,7 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		store.Close()
 		return nil, err
 	}
-	sandboxes, backend, err := sandboxClients(graphs, o.sandbox, o.roots, stderr)
+	sandboxes, backend, err := sandboxClients(graphs, o.sandbox, roots, stderr)
 	// The store is $TROUPE_HOME/sandboxes, whichever backends answer now;
 	// snapshots spool beside it, on disk.
 	queue, spool := o.sandboxQueue, ""

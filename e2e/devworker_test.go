@@ -36,12 +36,14 @@ func TestDevBesideWorker(t *testing.T) {
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	env := func(home string) []string {
-		return []string{"TROUPE_HOME=" + home, "TEMPORAL_ADDRESS=" + addr, "TROUPE_SANDBOX_ALLOWED_ROOTS=" + repo}
+		return []string{"TROUPE_HOME=" + home, "TEMPORAL_ADDRESS=" + addr}
 	}
 	devHome, workerHome := t.TempDir(), t.TempDir()
+	// The repository is an allowed root of each: by flag for one, by the
+	// environment for the other.
 	dev := startTroupe(t, "dev", env(devHome), "troupe: dev server up",
-		"dev", "--port", strconv.Itoa(port), "--ui-port", "-1", "--sandbox", "bwrap")
-	worker := startTroupe(t, "worker", env(workerHome), "troupe: worker on", "worker", "--sandbox", "bwrap")
+		"dev", "--port", strconv.Itoa(port), "--ui-port", "-1", "--sandbox", "bwrap", "--allow-root", repo)
+	worker := startTroupe(t, "worker", append(env(workerHome), "TROUPE_SANDBOX_ALLOWED_ROOTS="+repo), "troupe: worker on", "worker", "--sandbox", "bwrap")
 	if dev.queue == "" || dev.queue == worker.queue {
 		t.Errorf("sandbox queues: dev %q, worker %q; want two", dev.queue, worker.queue)
 	}
