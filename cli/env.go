@@ -101,10 +101,11 @@ func clientOptionsFromEnv() (client.Options, error) {
 // modelFor returns the model a worker uses: OpenAI (or a compatible server)
 // when OPENAI_API_KEY is set, else a scripted server on loopback playing
 // the graphs' offline scenarios. The returned func releases it.
-func modelFor(graphs []Graph, stderr io.Writer) (model.Model, func(), error) {
+func modelFor(graphs []Graph, stderr io.Writer) (model.Model, string, func(), error) {
 	if os.Getenv("OPENAI_API_KEY") != "" {
-		m, err := model.New(model.ConfigFromEnv())
-		return m, func() {}, err
+		cfg := model.ConfigFromEnv()
+		m, err := model.New(cfg)
+		return m, modelName(cfg), func() {}, err
 	}
 	sc := &scripted.Scenario{}
 	var names []string
@@ -114,7 +115,7 @@ func modelFor(graphs []Graph, stderr io.Writer) (model.Model, func(), error) {
 		}
 		s, err := scripted.ParseScenario(g.Scenario)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cli: offline scenario of graph %s: %w", g.Graph.Name(), err)
+			return nil, "", nil, fmt.Errorf("cli: offline scenario of graph %s: %w", g.Graph.Name(), err)
 		}
 		for _, r := range s.Rules {
 			r.Name = g.Graph.Name() + "/" + r.Name
@@ -123,12 +124,12 @@ func modelFor(graphs []Graph, stderr io.Writer) (model.Model, func(), error) {
 		names = append(names, g.Graph.Name())
 	}
 	if len(sc.Rules) == 0 {
-		return nil, nil, errors.New("cli: OPENAI_API_KEY is not set and no graph has an offline scenario")
+		return nil, "", nil, errors.New("cli: OPENAI_API_KEY is not set and no graph has an offline scenario")
 	}
 	srv := scripted.New(sc)
 	base, err := srv.Start("127.0.0.1:0")
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	fmt.Fprintf(stderr, "troupe: OPENAI_API_KEY is not set: using the offline scenario of %s (scripted model at %s)\n", strings.Join(names, ", "), base)
 	cfg := model.ConfigFromEnv()
@@ -136,9 +137,26 @@ func modelFor(graphs []Graph, stderr io.Writer) (model.Model, func(), error) {
 	m, err := model.New(cfg)
 	if err != nil {
 		srv.Close()
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return m, func() { srv.Close() }, nil
+	return m, offlineModel, func() { srv.Close() }, nil
+}
+
+// offlineModel names the model of a worker without OPENAI_API_KEY: the
+// graphs' offline scenarios.
+const offlineModel = "the offline scenarios"
+
+// modelName names the model a worker with cfg calls, for its identity
+// (never its key): its API and base URL.
+func modelName(cfg model.Config) string {
+	api, base := cfg.API, cfg.BaseURL
+	if api == "" {
+		api = model.APIResponses
+	}
+	if base == "" {
+		base = model.DefaultBaseURL
+	}
+	return fmt.Sprintf("the %s API at %s", api, base)
 }
 
 func graphList(graphs []Graph) []*agents.Graph {

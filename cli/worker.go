@@ -7,10 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -66,7 +70,13 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	if err != nil {
 		return nil, err
 	}
-	m, release, err := modelFor(graphs, stderr)
+	m, modelID, release, err := modelFor(graphs, stderr)
+	if err == nil {
+		err = sameModel(ctx, c, taskQueue, modelID)
+		if err != nil {
+			release()
+		}
+	}
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -93,7 +103,7 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	if !o.brief {
 		printLimits(stderr, sandboxes)
 	}
-	stop, err := r.StartWorkers(c, taskQueue, worker.Options{})
+	stop, err := r.StartWorkers(c, taskQueue, worker.Options{Identity: workerIdentity(modelID)})
 	if err != nil {
 		release()
 		store.Close()
@@ -123,6 +133,43 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		})
 	}
 	return func() { stopSweeping(); stopReaping(); stop(); release(); store.Close() }, nil
+}
+
+// workerIdentity is a worker's identity on the Temporal server: its
+// process and host, as the SDK's default says them, and the model it
+// calls, which sameModel reads back.
+func workerIdentity(model string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%d@%s troupe model=%s", os.Getpid(), host, model)
+}
+
+// sameModel refuses to serve taskQueue when a troupe worker that is up
+// serves it with another model: the runs on the queue would be answered
+// by either, turn by turn (a `troupe run` with OPENAI_API_KEY beside an
+// offline `troupe dev`, say). A worker of this host whose process is gone
+// does not count, though the server lists it for a while.
+func sameModel(ctx context.Context, c client.Client, taskQueue, model string) error {
+	d, err := c.DescribeTaskQueue(ctx, taskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return nil // Nothing to compare with: the server will say what is wrong.
+	}
+	host, _ := os.Hostname()
+	for _, p := range d.GetPollers() {
+		id := p.GetIdentity()
+		who, theirs, ok := strings.Cut(id, " troupe model=")
+		if !ok || theirs == model || time.Since(p.GetLastAccessTime().AsTime()) > pollerFresh {
+			continue
+		}
+		if pid, h, _ := strings.Cut(who, "@"); h == host {
+			if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) == syscall.ESRCH {
+				continue // Gone: its polls are still listed.
+			}
+		}
+		return fmt.Errorf("task queue %s is served by another troupe worker (%s) that calls %s; this one would call %s, "+
+			"and each run's turns would go to either: give both the same model settings (OPENAI_API_KEY, OPENAI_BASE_URL, TROUPE_MODEL_API), "+
+			"or stop the other first", taskQueue, who, theirs, model)
+	}
+	return nil
 }
 
 // blobRetention reads TROUPE_BLOB_RETENTION: how long the blob data of a

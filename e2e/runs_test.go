@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,8 +30,15 @@ type cliRun struct {
 
 func startCLI(t *testing.T, home string, args ...string) *cliRun {
 	t.Helper()
+	return startCLIEnv(t, home, nil, args...)
+}
+
+// startCLIEnv is startCLI with env added to the command's environment.
+func startCLIEnv(t *testing.T, home string, env []string, args ...string) *cliRun {
+	t.Helper()
 	cmd, _ := troupeCommand(t, args...)
 	cmd.Env = append(cmd.Env, "TROUPE_HOME="+home, "OPENAI_API_KEY=", "TEMPORAL_ADDRESS=", envCLIPlod+"=1")
+	cmd.Env = append(cmd.Env, env...)
 	r := &cliRun{cmd: cmd, lines: make(chan string, 10000), done: make(chan struct{})}
 	cmd.Stdout = &r.stdout
 	pipe, err := cmd.StderrPipe()
@@ -279,5 +287,29 @@ func TestRunsCancelAndTerminate(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout.String()), &f); code == 0 || err != nil || f.WorkflowID != tc.id || f.Error.Type != tc.typ || f.Error.Message == "" {
 			t.Errorf("troupe runs cancel --json %s: exit %d, stdout %q (%v); want a failure of type %s", tc.id, code, r.stdout.String(), err, tc.typ)
 		}
+	}
+}
+
+// TestWorkersAgreeOnTheModel: a `troupe run` with a model of its own
+// (OPENAI_API_KEY) beside an offline `troupe dev` on the same home would
+// serve the same task queue, and each run's turns would go to either
+// model. It refuses to start, naming the other worker and both models,
+// and starts no run.
+func TestWorkersAgreeOnTheModel(t *testing.T) {
+	home := t.TempDir()
+	dev := startCLI(t, home, "dev", "--port", strconv.Itoa(freePort(t)), "--ui-port", "-1")
+	dev.waitLine(t, regexp.MustCompile(`^troupe: dev server up`))
+	run := startCLIEnv(t, home, []string{"OPENAI_API_KEY=test", "OPENAI_BASE_URL=http://127.0.0.1:9/v1"}, "run", "--graph", "plod", "go")
+	if code := run.wait(t); code == 0 {
+		t.Fatalf("troupe run beside an offline troupe dev, with a model of its own, succeeded; stderr:\n%s", run.errText())
+	}
+	msg := run.errText()
+	for _, want := range []string{"served by another troupe worker", "calls the offline scenarios", "would call the responses API at http://127.0.0.1:9/v1"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("troupe run's refusal lacks %q:\n%s", want, msg)
+		}
+	}
+	if runStarted.MatchString(msg) || strings.Contains(msg, "▶ run") {
+		t.Errorf("a run started:\n%s", msg)
 	}
 }
