@@ -371,8 +371,13 @@ func TestReapOrphans(t *testing.T) {
 			defer s.Stop(ctx)
 		}
 	}
+	// The docker reaper judges only the containers of this test's root:
+	// the engine is shared with the other packages' tests, whose
+	// containers (of no cluster, of workflows this server does not know)
+	// it would take for orphans.
+	reapers := map[string]sandbox.Client{"docker": rootedReaper{Client: dc, root: dc.Root()}, "local": lc, "bwrap": bc}
 	rounds := make(chan map[string][]string, 1)
-	stop := workflows.StartReaping(ctx, c, "default", clients, time.Hour, func(removed map[string][]string, err error) {
+	stop := workflows.StartReaping(ctx, c, "default", reapers, time.Hour, func(removed map[string][]string, err error) {
 		if err != nil {
 			t.Errorf("reaping: %v", err)
 		}

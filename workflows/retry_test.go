@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -94,5 +96,54 @@ func TestModelRetriesAreEvents(t *testing.T) {
 				t.Errorf("last retry event = %q", retries[len(retries)-1])
 			}
 		})
+	}
+}
+
+// The real model client against a port where nothing listens: the agent
+// fails after the last attempt with troupe.ModelUnavailable and the one
+// line `troupe run` prints, naming the URL and the root cause; each retry
+// event says the model is unreachable and why.
+func TestDeadModelIsNamed(t *testing.T) {
+	env := quietEnv()
+	store, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(model.Config{APIKey: "test", BaseURL: "http://127.0.0.1:9/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := agents.MustGraph("dead", "a", &agents.Agent{Name: "a", Instructions: "a"})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "dead", Agent: "a", RunID: "run", Pending: []agents.Item{agents.UserMessage("hi")}})
+	err = env.GetWorkflowError()
+	const unreachable = "model unreachable at http://127.0.0.1:9/v1/responses (connection refused)"
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != workflows.ErrModelRetryable || ae.Message() != unreachable+" after 10 attempts" {
+		t.Fatalf("agent error %v; want %s saying %q", err, workflows.ErrModelRetryable, unreachable+" after 10 attempts")
+	}
+	q, err := env.QueryWorkflow(workflows.EventsQuery, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []workflows.Event
+	if err := q.Get(&events); err != nil {
+		t.Fatal(err)
+	}
+	retries := 0
+	for _, e := range events {
+		if e.Kind == workflows.EventModelRetry {
+			retries++
+			if !strings.HasPrefix(e.Detail, "model unreachable: connection refused; retry ") {
+				t.Errorf("retry event %q; want it to say the model is unreachable and why", e.Detail)
+			}
+		}
+	}
+	if retries != 9 {
+		t.Errorf("%d retry events, want 9", retries)
 	}
 }
