@@ -45,6 +45,10 @@ func runsCommand(graphs []Graph) *cobra.Command {
 					}
 					return printJSON(cmd.OutOrStdout(), list)
 				}
+				if len(list) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "no runs")
+					return nil
+				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "RUN\tSTATUS\tSTARTED\tSUMMARY")
 				for _, r := range list {
@@ -101,8 +105,15 @@ func runsCommand(graphs []Graph) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withTemporal(cmd, func(cn *conn) error {
-				if err := cn.runs("", nil).Run(args[0]).Cancel(cmd.Context()); err != nil {
+				run := cn.runs("", nil).Run(args[0])
+				if err := run.Cancel(cmd.Context()); err != nil {
 					return err
+				}
+				// A cancel is carried out by the run's workers: say so
+				// when none serves it.
+				if info, err := run.Describe(cmd.Context()); err == nil && !served(cmd.Context(), cn, info.TaskQueue) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "troupe: no worker serves task queue %s, so run %s stays RUNNING until one takes the cancel in "+
+						"(troupe dev, or troupe runs resume %s); troupe runs terminate %s ends it now\n", info.TaskQueue, args[0], args[0], args[0])
 				}
 				return printAction(cmd.OutOrStdout(), asJSON, args[0], "cancel requested")
 			})

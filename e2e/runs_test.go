@@ -249,6 +249,9 @@ func TestRunsCancelAndTerminate(t *testing.T) {
 		return s
 	}
 
+	if out := runCLI(t, home, "runs", "ls"); strings.TrimSpace(out) != "no runs" {
+		t.Errorf("troupe runs ls on a new home printed %q, want \"no runs\"", out)
+	}
 	cancelled, terminated := interrupted(), interrupted()
 	fails("is not a run but a workflow of run "+cancelled, "runs", "cancel", cancelled+"/0-plodder")
 	fails("not found", "runs", "terminate", "no-such-run")
@@ -263,9 +266,13 @@ func TestRunsCancelAndTerminate(t *testing.T) {
 	if code := followed.wait(t); code == 0 || !strings.Contains(followed.errText(), "no worker serves task queue") || !strings.Contains(followed.errText(), "the run was terminated") {
 		t.Errorf("troupe runs follow of a terminated run with no worker: exit %d, stderr:\n%s", code, followed.errText())
 	}
-	runCLI(t, home, "runs", "cancel", cancelled)
-	// Nothing serves the run's queue since the Ctrl-C: a worker takes the
-	// cancellation in.
+	// Nothing serves the run's queue since the Ctrl-C: cancel says so, and
+	// a worker takes the cancellation in.
+	asked := startCLI(t, home, "runs", "cancel", cancelled)
+	if code := asked.wait(t); code != 0 || strings.TrimSpace(asked.stdout.String()) != "run "+cancelled+": cancel requested" ||
+		!strings.Contains(asked.errText(), "no worker serves task queue") {
+		t.Errorf("troupe runs cancel with no worker: exit %d, stdout %q, stderr:\n%s", code, asked.stdout.String(), asked.errText())
+	}
 	resumed := startCLI(t, home, "runs", "resume", cancelled)
 	if code := resumed.wait(t); code == 0 || !strings.Contains(resumed.errText(), "the run was cancelled") {
 		t.Errorf("resuming a cancelled run: exit %d, stderr:\n%s", code, resumed.errText())

@@ -92,9 +92,9 @@
 // started with:
 //
 //	edited since the run started   what the run does
-//	a tool gained                  the model may call it (activities read the graph
-//	                               served now); the run's spec calls it unknown, and
-//	                               the model is told so
+//	a tool gained                  not offered to the model: the run's spec lacks
+//	                               it (a call of it anyway is an unknown tool, and
+//	                               the model is told so)
 //	a tool lost (its func gone)    a call of it gets the tool error "tool X is no
 //	                               longer available…"; the run goes on
 //	an input filter or callback    not run: the run's handoff had none
