@@ -38,6 +38,8 @@ type (
 	RunInfo = workflows.RunInfo
 	// ListOptions says which runs List returns.
 	ListOptions = workflows.ListOptions
+	// Cursor is where a follower stands in a run (FollowFrom).
+	Cursor = workflows.Cursor
 )
 
 // DefaultPollInterval is how often Follow asks a run for new events when
@@ -158,6 +160,14 @@ func (r *Run) ID() string { return r.id }
 // worker arrive as they are recorded.
 func (r *Run) Follow(ctx context.Context, fn func(Event)) error {
 	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, r.c.follow()...)
+}
+
+// FollowFrom is Follow from cursor on: fn gets the events after those the
+// cursor has seen (keep it with Cursor.Add in fn), so a follower that
+// stopped, or another process given the cursor, goes on where it was,
+// with no event repeated or skipped.
+func (r *Run) FollowFrom(ctx context.Context, cursor Cursor, fn func(Event)) error {
+	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, append(r.c.follow(), workflows.From(cursor))...)
 }
 
 // Events returns the run's events so far, and those of every agent it

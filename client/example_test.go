@@ -60,3 +60,33 @@ func ExampleClient_Start() {
 	}
 	fmt.Printf("%s answered: %s\n", res.Agent, res.Output)
 }
+
+// Follow a run from a cursor kept with Cursor.Add: given the same cursor
+// later, or in another process (it encodes as JSON), FollowFrom goes on
+// where this one stopped, with no event repeated or skipped. It needs a
+// Temporal server and a worker.
+func ExampleRun_FollowFrom() {
+	tc, err := temporalclient.Dial(temporalclient.Options{HostPort: "127.0.0.1:7233"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tc.Close()
+	c, err := client.New(client.Config{Temporal: tc})
+	if err != nil {
+		log.Fatal(err)
+	}
+	run := c.Run("troupe-dealdesk-1a2b3c4d")
+	cursor := client.Cursor{}
+	show := func(e client.Event) {
+		cursor.Add(e)
+		fmt.Println(e.Kind, e.Agent)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	go func() {
+		_, _ = run.Result(context.Background())
+		stop()
+	}()
+	if err := run.FollowFrom(ctx, cursor, show); err != nil {
+		log.Fatal(err)
+	}
+}

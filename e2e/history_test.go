@@ -67,12 +67,50 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 			})
 		}()
 	}
+	// A third stops at the looper's first continue-as-new (what it reads
+	// after that is dropped, as if its process had died) and goes on from
+	// its cursor as a new follower would.
+	var resumed []workflows.Event
+	secondHalf := 0
+	followed.Add(1)
+	go func() {
+		defer followed.Done()
+		cursor := workflows.Cursor{}
+		take := func(e workflows.Event) {
+			cursor.Add(e)
+			if e.WorkflowID == run.GetID()+"/0-looper" {
+				mu.Lock()
+				resumed = append(resumed, e)
+				mu.Unlock()
+			}
+		}
+		first, stopFirst := context.WithCancel(fctx)
+		dead := false
+		_ = workflows.Follow(first, c, run.GetID(), 50*time.Millisecond, func(e workflows.Event) {
+			if dead {
+				return
+			}
+			take(e)
+			if e.Kind == workflows.EventContinued {
+				dead = true
+				stopFirst()
+			}
+		})
+		stopFirst()
+		_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e workflows.Event) {
+			secondHalf++
+			take(e)
+		}, workflows.From(cursor))
+	}()
 	var res workflows.RunResult
 	err = run.Get(ctx, &res)
 	stop()
 	followed.Wait()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if secondHalf == 0 {
+		t.Error("the follower resumed from its cursor got nothing")
 	}
 	if string(res.Output) != `"done after 301 turns"` || res.Turns != 301 || res.ToolCalls != 300 {
 		t.Fatalf("output %s after %d turns and %d tool calls", res.Output, res.Turns, res.ToolCalls)
@@ -139,7 +177,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for name, events := range map[string][]workflows.Event{"read after the run": after, "followed live": looper, "followed live with the bus": live} {
+	for name, events := range map[string][]workflows.Event{"read after the run": after, "followed live": looper, "followed live with the bus": live, "resumed from a cursor": resumed} {
 		finals := 0
 		for i, e := range events {
 			if e.Seq != i+1 {

@@ -69,7 +69,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		return res, err
 	}
 	fail := func(err error) (*AgentResult, error) {
-		return finish(Event{Kind: EventFailed, Detail: err.Error()}, nil, err)
+		return finish(Event{Kind: EventFailed, Detail: failureText(err)}, nil, err)
 	}
 	result := func() *AgentResult {
 		return &AgentResult{Agent: agent.Name, Transcript: st.Transcript, Turns: st.Turn, ToolCalls: st.ToolCalls, Usage: st.Usage}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -137,6 +139,33 @@ type FollowOption func(*followConfig)
 type followConfig struct {
 	store    *blob.Store
 	patience time.Duration
+	from     Cursor
+}
+
+// Cursor is where a follower stands in a run: for each workflow of the
+// run it knows of, the number of the last event of it that the follower
+// got (0: none yet). Keep one with Add as events arrive; From(cursor)
+// then has a follower go on from there, also after a continue-as-new or
+// from another process, with no event repeated or skipped. It encodes as
+// JSON.
+type Cursor map[string]int
+
+// Add moves c past e, and makes a workflow that e starts known to c.
+func (c Cursor) Add(e Event) {
+	if e.Seq > c[e.WorkflowID] {
+		c[e.WorkflowID] = e.Seq
+	}
+	if e.Child != "" {
+		if _, ok := c[e.Child]; !ok {
+			c[e.Child] = 0
+		}
+	}
+}
+
+// From has Follow, FollowLive and Events start after the events c has
+// seen, and follow the workflows c knows besides the run's own.
+func From(c Cursor) FollowOption {
+	return func(cfg *followConfig) { cfg.from = maps.Clone(c) }
 }
 
 // WithPatience has Events ask again, every 250 ms for up to d, the
@@ -172,6 +201,10 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	}
 	live, unsubscribe := bus.subscribe(workflowID)
 	defer unsubscribe()
+	var cfg followConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	polled := make(chan Event, busBuffer)
 	go func() {
 		defer close(polled)
@@ -179,7 +212,10 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	}()
 	// Both streams keep each workflow's order; the polled one has no gap.
 	// An event is passed on when it is the next of its workflow.
-	last := map[string]int{}
+	last := maps.Clone(cfg.from)
+	if last == nil {
+		last = map[string]int{}
+	}
 	held := map[string]map[int]Event{}
 	take := func(e Event) {
 		if e.Seq <= last[e.WorkflowID] {
@@ -378,7 +414,14 @@ func newTree(c client.Client, root string, opts []FollowOption) *tree {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return &tree{c: c, store: cfg.store, patience: cfg.patience, root: root, all: []*followed{{id: root}}, known: map[string]bool{root: true}}
+	t := &tree{c: c, store: cfg.store, patience: cfg.patience, root: root, all: []*followed{{id: root, seen: cfg.from[root]}}, known: map[string]bool{root: true}}
+	for _, id := range slices.Sorted(maps.Keys(cfg.from)) {
+		if !t.known[id] {
+			t.known[id] = true
+			t.all = append(t.all, &followed{id: id, seen: cfg.from[id]})
+		}
+	}
+	return t
 }
 
 // gapped reports whether a workflow's next events wait on its earlier

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -130,4 +131,20 @@ func (rec *recorder) add(ctx workflow.Context, e Event) {
 	if !workflow.IsReplaying(ctx) {
 		rec.bus.publish(e) //workflowcheck:ignore a side channel, like a log: it changes no workflow state
 	}
+}
+
+// failureText is a failure as a failed event tells it: the type and
+// message of the error that caused it (under the layers of child workflow
+// and activity errors that carried it), e.g. "troupe.ModelUnavailable:
+// model unreachable at URL (connection refused) after 10 attempts".
+func failureText(err error) string {
+	var ae *temporal.ApplicationError
+	var ce *temporal.CanceledError
+	switch {
+	case errors.As(err, &ae):
+		return ae.Type() + ": " + ae.Message()
+	case errors.As(err, &ce):
+		return "cancelled"
+	}
+	return err.Error()
 }

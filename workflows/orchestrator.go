@@ -94,7 +94,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 		if _, ok := err.(*workflow.ContinueAsNewError); ok {
 			return nil, err
 		}
-		rec.add(ctx, Event{Kind: EventFailed, Detail: err.Error()})
+		rec.add(ctx, Event{Kind: EventFailed, Detail: failureText(err)})
 		return nil, err
 	}
 	rec.add(ctx, Event{Kind: EventFinal, Agent: rr.Agent, Detail: preview(string(rr.Output), 200)})

@@ -146,4 +146,9 @@ func TestDeadModelIsNamed(t *testing.T) {
 	if retries != 9 {
 		t.Errorf("%d retry events, want 9", retries)
 	}
+	// The failed event tells the cause, not the chain of errors that
+	// carried it.
+	if last := events[len(events)-1]; last.Kind != workflows.EventFailed || last.Detail != workflows.ErrModelRetryable+": "+unreachable+" after 10 attempts" {
+		t.Errorf("last event %+v; want the failure, typed, with its cause", last)
+	}
 }
