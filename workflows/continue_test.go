@@ -70,15 +70,7 @@ func TestContinueAsNew(t *testing.T) {
 		if len(events) > 0 {
 			after = events[len(events)-1].Seq
 		}
-		q, qerr := env.QueryWorkflow(workflows.EventsQuery, after)
-		if qerr != nil {
-			t.Fatal(qerr)
-		}
-		var evs []workflows.Event
-		if err := q.Get(&evs); err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, evs...)
+		events = append(events, recorded(t, env, after)...)
 		var can *workflow.ContinueAsNewError
 		if errors.As(err, &can) {
 			if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {

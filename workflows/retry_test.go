@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -46,19 +47,8 @@ func TestModelRetriesAreEvents(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := quietEnv()
-			store, err := blob.Open(context.Background(), "mem://")
-			if err != nil {
-				t.Fatal(err)
-			}
 			m := &flakyModel{fails: tc.fails}
-			g := agents.MustGraph("retry", "a", &agents.Agent{Name: "a", Instructions: "a"})
-			r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Register(env)
-			env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "retry", Agent: "a", RunID: "run", Pending: []agents.Item{agents.UserMessage("hi")}})
-			err = env.GetWorkflowError()
+			err := runOneAgent(t, env, m)
 			if tc.ok != (err == nil) {
 				t.Fatalf("agent error = %v, want ok %v", err, tc.ok)
 			}
@@ -68,16 +58,8 @@ func TestModelRetriesAreEvents(t *testing.T) {
 			if got, want := int(m.calls.Load()), tc.retries+1; got != want {
 				t.Errorf("%d model calls, want %d", got, want)
 			}
-			q, err := env.QueryWorkflow(workflows.EventsQuery, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var events []workflows.Event
-			if err := q.Get(&events); err != nil {
-				t.Fatal(err)
-			}
 			var retries []string
-			for _, e := range events {
+			for _, e := range recorded(t, env, 0) {
 				if e.Kind == workflows.EventModelRetry {
 					retries = append(retries, e.Detail)
 				}
@@ -105,35 +87,17 @@ func TestModelRetriesAreEvents(t *testing.T) {
 // event says the model is unreachable and why.
 func TestDeadModelIsNamed(t *testing.T) {
 	env := quietEnv()
-	store, err := blob.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
 	m, err := model.New(model.Config{APIKey: "test", BaseURL: "http://127.0.0.1:9/v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := agents.MustGraph("dead", "a", &agents.Agent{Name: "a", Instructions: "a"})
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
-	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "dead", Agent: "a", RunID: "run", Pending: []agents.Item{agents.UserMessage("hi")}})
-	err = env.GetWorkflowError()
+	err = runOneAgent(t, env, m)
 	const unreachable = "model unreachable at http://127.0.0.1:9/v1/responses (connection refused)"
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != workflows.ErrModelRetryable || ae.Message() != unreachable+" after 10 attempts" {
 		t.Fatalf("agent error %v; want %s saying %q", err, workflows.ErrModelRetryable, unreachable+" after 10 attempts")
 	}
-	q, err := env.QueryWorkflow(workflows.EventsQuery, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []workflows.Event
-	if err := q.Get(&events); err != nil {
-		t.Fatal(err)
-	}
+	events := recorded(t, env, 0)
 	retries := 0
 	for _, e := range events {
 		if e.Kind == workflows.EventModelRetry {
@@ -151,4 +115,22 @@ func TestDeadModelIsNamed(t *testing.T) {
 	if last := events[len(events)-1]; last.Kind != workflows.EventFailed || last.Detail != workflows.ErrModelRetryable+": "+unreachable+" after 10 attempts" {
 		t.Errorf("last event %+v; want the failure, typed, with its cause", last)
 	}
+}
+
+// runOneAgent runs the one agent of a one-agent graph on env with model m,
+// and returns how it ended.
+func runOneAgent(t *testing.T, env *testsuite.TestWorkflowEnvironment, m model.Model) error {
+	t.Helper()
+	store, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := agents.MustGraph("one", "a", &agents.Agent{Name: "a", Instructions: "a"})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "one", Agent: "a", RunID: "run", Pending: []agents.Item{agents.UserMessage("hi")}})
+	return env.GetWorkflowError()
 }

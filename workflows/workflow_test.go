@@ -87,6 +87,21 @@ func testGraph(t *testing.T) *agents.Graph {
 	)
 }
 
+// recorded returns the events that env's workflow recorded after the
+// one numbered after, as the events query answers.
+func recorded(t *testing.T, env *testsuite.TestWorkflowEnvironment, after int) []workflows.Event {
+	t.Helper()
+	q, err := env.QueryWorkflow(workflows.EventsQuery, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []workflows.Event
+	if err := q.Get(&evs); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
 // quietEnv is a test workflow environment that logs errors only.
 //
 // The test environment runs activities in the workflow's goroutine, so
@@ -668,14 +683,7 @@ func TestAgentCancelWhileSavingEvents(t *testing.T) {
 	if err := env.GetWorkflowError(); !errors.As(err, &ce) || saved != 1 {
 		t.Fatalf("ended with %v after %d page saves; want it cancelled after one", err, saved)
 	}
-	q, err := env.QueryWorkflow(workflows.EventsQuery, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []workflows.Event
-	if err := q.Get(&evs); err != nil {
-		t.Fatal(err)
-	}
+	evs := recorded(t, env, 0)
 	for _, e := range evs {
 		if e.Kind == workflows.EventContinued {
 			t.Errorf("event %d says the agent continued as new: %+v", e.Seq, e)
