@@ -156,7 +156,7 @@ func modelName(cfg model.Config) string {
 	if base == "" {
 		base = model.DefaultBaseURL
 	}
-	return fmt.Sprintf("the %s API at %s", api, base)
+	return fmt.Sprintf("the %s API at %s", api, strings.TrimRight(base, "/"))
 }
 
 func graphList(graphs []Graph) []*agents.Graph {

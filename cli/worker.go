@@ -146,8 +146,9 @@ func workerIdentity(model string) string {
 // sameModel refuses to serve taskQueue when a troupe worker that is up
 // serves it with another model: the runs on the queue would be answered
 // by either, turn by turn (a `troupe run` with OPENAI_API_KEY beside an
-// offline `troupe dev`, say). A worker of this host whose process is gone
-// does not count, though the server lists it for a while.
+// offline `troupe dev`, say). A worker of this process (one that ran
+// before: none runs on the queue yet) does not count, nor one of this host
+// whose process is gone, though the server lists them for a while.
 func sameModel(ctx context.Context, c client.Client, taskQueue, model string) error {
 	d, err := c.DescribeTaskQueue(ctx, taskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
 	if err != nil {
@@ -161,13 +162,13 @@ func sameModel(ctx context.Context, c client.Client, taskQueue, model string) er
 			continue
 		}
 		if pid, h, _ := strings.Cut(who, "@"); h == host {
-			if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) == syscall.ESRCH {
-				continue // Gone: its polls are still listed.
+			if n, err := strconv.Atoi(pid); err == nil && (n == os.Getpid() || syscall.Kill(n, 0) == syscall.ESRCH) {
+				continue // Stopped: its polls are still listed.
 			}
 		}
 		return fmt.Errorf("task queue %s is served by another troupe worker (%s) that calls %s; this one would call %s, "+
 			"and each run's turns would go to either: give both the same model settings (OPENAI_API_KEY, OPENAI_BASE_URL, TROUPE_MODEL_API), "+
-			"or stop the other first", taskQueue, who, theirs, model)
+			"or stop the other first (a worker that has just stopped is listed for about a minute)", taskQueue, who, theirs, model)
 	}
 	return nil
 }

@@ -115,9 +115,10 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 // Follow watches each workflow's history with a long poll that the
 // server answers as the history grows, and reads the events query of a
 // workflow as soon as its history grows: an event reaches fn when the
-// workflow task that recorded it ends, with no polling delay. It also
-// polls every workflow every `every` (250 ms when zero or less), for
-// what a watch missed.
+// workflow task that recorded it ends, as a rule with no polling delay. It
+// also polls every workflow every `every` (250 ms when zero or less), for
+// what a watch missed. Each workflow still running holds one long poll
+// of the follower's.
 //
 // Events are numbered per workflow across its runs, and Follow never skips
 // one: those a workflow no longer carries after a continue-as-new are read
@@ -217,9 +218,20 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		last = map[string]int{}
 	}
 	held := map[string]map[int]Event{}
-	take := func(e Event) {
+	take := func(e Event, polled bool) {
 		if e.Seq <= last[e.WorkflowID] {
 			return
+		}
+		if h := held[e.WorkflowID]; polled && e.Seq > last[e.WorkflowID]+1 {
+			// The polled stream skips only what it gave up on: what the
+			// bus brought before that point goes out, the rest is gone.
+			for _, n := range slices.Sorted(maps.Keys(h)) {
+				if n < e.Seq {
+					fn(h[n])
+					delete(h, n)
+				}
+			}
+			last[e.WorkflowID] = e.Seq - 1
 		}
 		h := held[e.WorkflowID]
 		if h == nil {
@@ -240,12 +252,12 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	for {
 		select {
 		case e := <-live:
-			take(e)
+			take(e, false)
 		case e, ok := <-polled:
 			if !ok {
 				return nil
 			}
-			take(e)
+			take(e, true)
 		}
 	}
 }
@@ -265,7 +277,7 @@ func follow(ctx context.Context, c client.Client, workflowID string, every time.
 	// when the history grows): a workflow task that records events ends
 	// in history, so its events are read as soon as it ends. The ticks
 	// are the fallback.
-	kicks := make(chan string, 64)
+	kicks, closed := make(chan string, 64), make(chan string)
 	wctx, unwatch := context.WithCancel(ctx)
 	var watchers sync.WaitGroup
 	defer watchers.Wait()
@@ -275,7 +287,7 @@ func follow(ctx context.Context, c client.Client, workflowID string, every time.
 		for _, f := range t.all {
 			if !f.done && !watched[f.id] {
 				watched[f.id] = true
-				watchers.Go(func() { watchHistory(wctx, c, f.id, kicks) })
+				watchers.Go(func() { watchHistory(wctx, c, f.id, kicks, closed) })
 			}
 		}
 	}
@@ -285,14 +297,23 @@ func follow(ctx context.Context, c client.Client, workflowID string, every time.
 	for {
 		select {
 		case id := <-kicks:
-			// The kicked workflows only: each has just ended a workflow
-			// task, so it answers at once.
+			// The kicked workflows only: their histories grew, most often
+			// as a workflow task ended, so they answer at once.
 			only := map[string]bool{id: true}
 			for len(kicks) > 0 {
 				only[<-kicks] = true
 			}
 			round, _ := t.pollOnly(ctx, max(time.Second, 4*every), only)
 			emit(round)
+			watch()
+		case id := <-closed:
+			// A last reading of a closed workflow, which then is done
+			// (a follower from a cursor may have seen its end already).
+			round, err := t.pollOnly(ctx, max(time.Second, 4*every), map[string]bool{id: true})
+			emit(round)
+			if err == nil && !t.gapped() {
+				t.finished(id)
+			}
 			watch()
 		case <-ctx.Done():
 			// Last readings, until one brings nothing new and no
@@ -316,16 +337,18 @@ func follow(ctx context.Context, c client.Client, workflowID string, every time.
 }
 
 // watchHistory sends id to kicks each time the history of workflow id
-// grows, across its runs, until the workflow closes for good or ctx is
-// done. It reads each run's history once, then waits on the server for
-// what is added; a workflow not started yet is asked again.
-func watchHistory(ctx context.Context, c client.Client, id string, kicks chan<- string) {
+// grows, across its runs, and to closed when the workflow has closed for
+// good; it ends then or when ctx is done. It reads each run's history,
+// then waits on the server for what is added; a workflow not started yet
+// (or gone, or a server error) is asked again, at most every 5 s.
+func watchHistory(ctx context.Context, c client.Client, id string, kicks, closed chan<- string) {
 	kick := func() {
 		select {
 		case kicks <- id:
 		default: // Full: a poll is due anyway.
 		}
 	}
+	wait := 200 * time.Millisecond
 	for ctx.Err() == nil {
 		it := c.GetWorkflowHistory(ctx, id, "", true, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		var last *historypb.HistoryEvent
@@ -340,13 +363,19 @@ func watchHistory(ctx context.Context, c client.Client, id string, kicks chan<- 
 		case err == nil && last.GetWorkflowExecutionContinuedAsNewEventAttributes() != nil:
 			// Continued as new: the latest run is the next one.
 		case err == nil && isClose(last.GetEventType()):
-			return // Closed for good.
+			select { // Closed for good: the follower reads it a last time.
+			case closed <- id:
+			case <-ctx.Done():
+			}
+			return
 		default:
-			// Not started yet, or the server is busy: ask again soon.
+			// Not started yet, gone, or the server is busy: ask again,
+			// less and less often.
 			select {
 			case <-ctx.Done():
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(wait):
 			}
+			wait = min(2*wait, 5*time.Second)
 		}
 	}
 }
@@ -416,7 +445,8 @@ func newTree(c client.Client, root string, opts []FollowOption) *tree {
 	}
 	t := &tree{c: c, store: cfg.store, patience: cfg.patience, root: root, all: []*followed{{id: root, seen: cfg.from[root]}}, known: map[string]bool{root: true}}
 	for _, id := range slices.Sorted(maps.Keys(cfg.from)) {
-		if !t.known[id] {
+		// A cursor's workflows of another run are not this run's.
+		if !t.known[id] && strings.HasPrefix(id, root+"/") {
 			t.known[id] = true
 			t.all = append(t.all, &followed{id: id, seen: cfg.from[id]})
 		}
@@ -442,6 +472,19 @@ func (t *tree) gapped() bool {
 // error is the root's query error, if any.
 func (t *tree) poll(ctx context.Context, wait time.Duration) ([]Event, error) {
 	return t.pollOnly(ctx, wait, nil)
+}
+
+// finished marks workflow id done, unless it is the run's own, which
+// the follower reads until it stops.
+func (t *tree) finished(id string) {
+	if id == t.root {
+		return
+	}
+	for _, f := range t.all {
+		if f.id == id && t.unanswered == 0 {
+			f.done = true
+		}
+	}
 }
 
 // pollOnly is poll of the workflows in only (all when nil) and the

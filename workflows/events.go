@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -133,18 +134,43 @@ func (rec *recorder) add(ctx workflow.Context, e Event) {
 	}
 }
 
-// failureText is a failure as a failed event tells it: the type and
-// message of the error that caused it (under the layers of child workflow
-// and activity errors that carried it), e.g. "troupe.ModelUnavailable:
-// model unreachable at URL (connection refused) after 10 attempts".
+// failureText is a failure as a failed event tells it: what caused it,
+// under the child workflow and activity errors that carried it, e.g.
+// "troupe.ModelUnavailable: model unreachable at URL (connection refused)
+// after 10 attempts" or "timed out (START_TO_CLOSE): …".
 func failureText(err error) string {
-	var ae *temporal.ApplicationError
-	var ce *temporal.CanceledError
-	switch {
-	case errors.As(err, &ae):
-		return ae.Type() + ": " + ae.Message()
-	case errors.As(err, &ce):
-		return "cancelled"
+	e := err
+	for {
+		switch e.(type) {
+		case *temporal.ActivityError, *temporal.ChildWorkflowExecutionError:
+			if inner := errors.Unwrap(e); inner != nil {
+				e = inner
+				continue
+			}
+		}
+		break
 	}
-	return err.Error()
+	var ae *temporal.ApplicationError
+	switch v := e.(type) {
+	case *temporal.TimeoutError:
+		text := "timed out (" + v.TimeoutType().String() + ")"
+		if cause := errors.Unwrap(v); cause != nil {
+			text += ": " + failureText(cause)
+		}
+		return text
+	case *temporal.CanceledError:
+		return "cancelled"
+	case *temporal.TerminatedError:
+		return "terminated"
+	case *temporal.ApplicationError:
+		ae = v
+	default:
+		if !errors.As(e, &ae) {
+			return e.Error()
+		}
+	}
+	if strings.HasPrefix(ae.Type(), "troupe.") {
+		return ae.Type() + ": " + ae.Message()
+	}
+	return ae.Message()
 }
