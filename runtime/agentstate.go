@@ -13,7 +13,8 @@ import (
 // methods; each takes what an effect (a model turn, a turn's tool calls)
 // gave and returns the next thing to do, so the loop is testable without a
 // server and its state can be carried whole (through continue-as-new, or
-// by a session).
+// by a session). The agent's limits (turns, output retries, tools) are in
+// the spec the run pinned (AgentSpec), which every transition takes.
 type AgentState struct {
 	// Agent is the agent's name.
 	Agent string `json:"agent"`
@@ -31,6 +32,13 @@ type AgentState struct {
 	// Usage sums the model usage of the agent's turns and of the agents it
 	// ran as tools.
 	Usage model.Usage `json:"usage"`
+	// Lease is the agent's sandbox lease, nil for an agent without a
+	// sandbox or before its first sandbox call.
+	Lease *SandboxLease `json:"lease,omitempty"`
+	// MCP is the agent's catalog of MCP tools, nil before they were
+	// listed; MCPLost says they could not be (the agent goes on without).
+	MCP     *MCPCatalog `json:"mcp,omitempty"`
+	MCPLost bool        `json:"mcp_lost,omitempty"`
 }
 
 // NewAgentState is the state of an agent about to take its first turn on

@@ -41,21 +41,29 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	st := runtime.NewAgentState(agent.Name, transcript, in.Pending)
 	if in.Carry != nil {
 		st = &carry.State
+		// Carries from before the lease and the catalog were part of the
+		// state held them beside it.
+		if st.Lease == nil {
+			st.Lease = carry.Lease
+		}
+		if st.MCP == nil && !st.MCPLost {
+			st.MCP, st.MCPLost = carry.MCP, carry.MCPLost
+		}
 	} else {
 		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
 	}
 	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in}
 	if agent.Sandbox {
 		calls.sb = newSandboxLife(r, rec, in.Graph, agent.Name, wfID, rc)
-		if carry.Lease != nil {
-			calls.sb.lease = carry.Lease
-			if carry.Lease.State == runtime.LeaseIdle {
+		if st.Lease != nil {
+			calls.sb.lease = st.Lease
+			if st.Lease.State == runtime.LeaseIdle {
 				calls.sb.touch(ctx) // The idle timer starts again.
 			}
 		}
 	}
 	if len(agent.MCPServers) > 0 {
-		calls.mt = &mcpTools{r: r, agent: agent, in: in, rc: &rc, cat: carry.MCP, lost: carry.MCPLost}
+		calls.mt = &mcpTools{r: r, agent: agent, in: in, rc: &rc, cat: st.MCP, lost: st.MCPLost}
 	}
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
@@ -174,7 +182,6 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.
 	if ctx.Err() != nil && workflow.GetVersion(ctx, versionCancelNotContinued, workflow.DefaultVersion, 1) == 1 {
 		return temporal.NewCanceledError()
 	}
-	carry := &AgentCarry{State: *st}
 	if sb := calls.sb; sb != nil {
 		if sb.idleCancel != nil {
 			sb.idleCancel()
@@ -182,11 +189,12 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.
 		if err := workflow.Await(ctx, func() bool { return sb.lease.State != runtime.LeaseSuspending }); err != nil {
 			return err
 		}
-		carry.Lease = sb.lease
+		st.Lease = sb.lease
 	}
 	if mt := calls.mt; mt != nil {
-		carry.MCP, carry.MCPLost = mt.cat, mt.lost
+		st.MCP, st.MCPLost = mt.cat, mt.lost
 	}
+	carry := &AgentCarry{State: *st}
 	// The page first: a cancellation while it is saved ends the run
 	// before any event says it continues.
 	if err := rec.savePage(ctx); err != nil {

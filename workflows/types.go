@@ -101,18 +101,20 @@ type AgentInput struct {
 }
 
 // AgentCarry is what an agent workflow carries into its next run when it
-// continues as new: its loop state, its sandbox lease (the sandbox stays
-// up), its MCP catalog, and its recent events with their numbering and
-// the pages of the older ones in the blob store, so a follower's cursor
-// stays good.
+// continues as new: its state (the loop's, its sandbox lease, so the
+// sandbox stays up, and its MCP catalog), and its recent events with their
+// numbering and the pages of the older ones in the blob store, so a
+// follower's cursor stays good.
 type AgentCarry struct {
-	State     runtime.AgentState    `json:"state"`
-	Lease     *runtime.SandboxLease `json:"lease,omitempty"`
-	MCP       *MCPCatalog           `json:"mcp,omitempty"`
-	MCPLost   bool                  `json:"mcp_lost,omitempty"`
-	Events    []Event               `json:"events,omitempty"`
-	NextEvent int                   `json:"next_event"`
-	Pages     []EventPage           `json:"pages,omitempty"`
+	State     runtime.AgentState `json:"state"`
+	Events    []Event            `json:"events,omitempty"`
+	NextEvent int                `json:"next_event"`
+	Pages     []EventPage        `json:"pages,omitempty"`
+	// Lease, MCP and MCPLost are where carries written before they were
+	// part of State held them: read, never written.
+	Lease   *runtime.SandboxLease `json:"lease,omitempty"`
+	MCP     *MCPCatalog           `json:"mcp,omitempty"`
+	MCPLost bool                  `json:"mcp_lost,omitempty"`
 }
 
 // AgentResult is how an agent's child workflow ends: with a final output,
