@@ -8,8 +8,11 @@ package devserver
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -25,8 +28,12 @@ func checkFree(ip string, port int, what string) error {
 	return ln.Close()
 }
 
-// freePorts returns n distinct ports that are free on ip. All n listeners are held until
-// the last is open, so the kernel cannot hand out the same port twice.
+// freePorts returns n distinct ports that are free on ip, picked at random below the
+// kernel's ephemeral range. Between the pick and the services' own binds, a port of that
+// range may go to any socket of the host (a connection's local end, a listener on port 0),
+// and a Temporal service whose port is taken does not fail its start: it serves nothing,
+// then panics. Below the range, only a process that binds a fixed port can take it. All n
+// listeners are held until the last is open, so no port is picked twice.
 func freePorts(ip string, n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	listeners := make([]net.Listener, 0, n)
@@ -35,13 +42,35 @@ func freePorts(ip string, n int) ([]int, error) {
 			_ = ln.Close()
 		}
 	}()
-	for range n {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	lo, hi := pickRange()
+	for len(ports) < n {
+		var ln net.Listener
+		var err error
+		for range 1000 {
+			port := lo + rand.IntN(hi-lo)
+			if ln, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port))); err == nil {
+				break
+			}
+		}
 		if err != nil {
-			return nil, fmt.Errorf("devserver: pick a free port on %s: %w", ip, err)
+			return nil, fmt.Errorf("devserver: pick a free port on %s between %d and %d: %w", ip, lo, hi, err)
 		}
 		listeners = append(listeners, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// pickRange is the ports freePorts picks from: [lo, hi), the 16,384 ports below the
+// ephemeral range (Linux's ip_local_port_range; 32768 on other systems), and above 1024.
+func pickRange() (lo, hi int) {
+	hi = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				hi = v
+			}
+		}
+	}
+	return max(1025, hi-16384), hi
 }
