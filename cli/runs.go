@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/sdk/client"
 
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
@@ -294,17 +296,25 @@ func printJSON(w io.Writer, v any) error {
 // the last minutes). When the server cannot say, it answers true, to
 // follow as before.
 func served(ctx context.Context, cn *conn, queue string) bool {
-	d, err := cn.c.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
-	if err != nil {
-		return true
-	}
-	for _, p := range d.GetPollers() {
-		if time.Since(p.GetLastAccessTime().AsTime()) < pollerFresh {
-			return true
-		}
-	}
-	return false
+	pollers, err := freshPollers(ctx, cn.c, queue)
+	return err != nil || len(pollers) > 0
 }
 
-// pollerFresh is how recent a worker's last poll must be for served.
+// freshPollers returns the workers polling queue's workflow tasks whose
+// last poll began within pollerFresh: those that may be up.
+func freshPollers(ctx context.Context, c client.Client, queue string) ([]*taskqueuepb.PollerInfo, error) {
+	d, err := c.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return nil, err
+	}
+	var fresh []*taskqueuepb.PollerInfo
+	for _, p := range d.GetPollers() {
+		if time.Since(p.GetLastAccessTime().AsTime()) < pollerFresh {
+			fresh = append(fresh, p)
+		}
+	}
+	return fresh, nil
+}
+
+// pollerFresh is how recent a worker's last poll must be for freshPollers.
 const pollerFresh = 75 * time.Second

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -150,15 +149,14 @@ func workerIdentity(model string) string {
 // before: none runs on the queue yet) does not count, nor one of this host
 // whose process is gone, though the server lists them for a while.
 func sameModel(ctx context.Context, c client.Client, taskQueue, model string) error {
-	d, err := c.DescribeTaskQueue(ctx, taskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+	pollers, err := freshPollers(ctx, c, taskQueue)
 	if err != nil {
 		return nil // Nothing to compare with: the server will say what is wrong.
 	}
 	host, _ := os.Hostname()
-	for _, p := range d.GetPollers() {
-		id := p.GetIdentity()
-		who, theirs, ok := strings.Cut(id, " troupe model=")
-		if !ok || theirs == model || time.Since(p.GetLastAccessTime().AsTime()) > pollerFresh {
+	for _, p := range pollers {
+		who, theirs, ok := strings.Cut(p.GetIdentity(), " troupe model=")
+		if !ok || theirs == model {
 			continue
 		}
 		if pid, h, _ := strings.Cut(who, "@"); h == host {
