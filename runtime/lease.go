@@ -210,3 +210,15 @@ func (l *SandboxLease) End() error {
 	l.State = LeaseStopped
 	return nil
 }
+
+// Forfeit records that the lease's holder let go of it with no word of
+// its sandbox: a session lent the lease to a turn that failed or was
+// cancelled, whose agent stopped the sandbox it held. The lease keeps
+// the last snapshot it knew of, which the next provisioning restores.
+func (l *SandboxLease) Forfeit() {
+	switch l.State {
+	case LeaseNew, LeaseStopped:
+		return
+	}
+	l.State, l.Sandbox, l.Calls, l.Before = LeaseLost, nil, 0, ""
+}

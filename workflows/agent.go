@@ -53,8 +53,17 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
 	}
 	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in}
+	// A session's agent takes the sandbox its session keeps for it.
+	kept := in.Session != nil
+	if kept && in.Carry == nil && in.Session.Lease != nil {
+		l := *in.Session.Lease
+		st.Lease = &l
+	}
 	if agent.Sandbox {
 		calls.sb = newSandboxLife(r, rec, in.Graph, agent.Name, wfID, rc)
+		if kept {
+			calls.sb.owner = in.Session.ID
+		}
 		if st.Lease != nil {
 			calls.sb.lease = st.Lease
 			if st.Lease.State == runtime.LeaseIdle {
@@ -69,7 +78,10 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	// cancellation): its sandbox is stopped first, so the last event is
 	// the agent's own and a follower that stops there misses nothing.
 	finish := func(e Event, res *AgentResult, err error) (*AgentResult, error) {
-		if calls.sb != nil {
+		switch {
+		case calls.sb != nil && kept && err == nil:
+			res.Lease = calls.sb.release(ctx) // The session keeps the sandbox.
+		case calls.sb != nil:
 			calls.sb.end(ctx)
 		}
 		e.Agent = agent.Name

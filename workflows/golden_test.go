@@ -50,6 +50,23 @@ func TestGoldenPayloads(t *testing.T) {
 			Pages: []workflows.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}}},
 		"event": workflows.Event{Seq: 4, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: workflows.EventAgentToolStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator", Turn: 1, Tool: "review_pricing", CallID: "call_1", Detail: "Review pricing", Child: "run-1/1-coordinator/t1.0/0-pricing_reviewer"},
 	}
+	at := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	lease := runtime.SandboxLease{State: runtime.LeaseSuspended, Snapshot: "snapshots/session-1/9f86d0.tar.zst", Generation: 2}
+	rec := runtime.TurnRecord{Turn: "t3", Message: "what if the discount were 25%?", Outcome: runtime.TurnAnswered, Agent: "coordinator",
+		Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"coordinator"}, Workflow: "session-1/t3", ModelTurns: 2, Usage: usage, Started: at, Ended: at.Add(time.Minute)}
+	state := runtime.SessionState{Name: "acme renewal", Agent: "coordinator", Transcript: ref, Policy: runtime.PolicyEnqueue,
+		Queue: []runtime.SessionMessage{{Turn: "t4", Text: "and at 30%?", At: at}}, Turns: 3, NextTurn: 4, Recent: []runtime.TurnRecord{rec}, Usage: usage,
+		Leases: []runtime.AgentLease{{Agent: "coordinator", Lease: lease}}, LastActivity: at}
+	payloads["session_input"] = workflows.SessionInput{Graph: "dealdesk", Agent: "triage", Name: "acme renewal", Policy: runtime.PolicyRollback, Vars: rc.Vars}
+	payloads["session_carry"] = workflows.SessionCarry{State: state, NextEvent: 40, Pages: []workflows.EventPage{{From: 1, To: 39, Key: "events/session-1/session-1/000000001.json"}}}
+	payloads["send_input"] = workflows.SendInput{Message: "what if the discount were 25%?", Wait: true}
+	payloads["send_result"] = workflows.SendResult{Turn: "t3", Ahead: 1, Cursor: workflows.Cursor{"session-1": 31}, Record: &rec}
+	payloads["session_command"] = workflows.SessionCommand{Op: workflows.CommandRename, Arg: "acme renewal"}
+	payloads["session_info"] = workflows.SessionInfo{ID: "session-1", Graph: "dealdesk", Name: "acme renewal", Status: runtime.SessionIdle, Agent: "coordinator",
+		Policy: runtime.PolicyEnqueue, Turns: 3, Usage: usage, LastActivity: at, Recent: []runtime.TurnRecord{rec},
+		Sandboxes: []workflows.SessionSandbox{{Agent: "coordinator", State: runtime.LeaseSuspended, Snapshot: lease.Snapshot}}, NextEvent: 40}
+	payloads["agent_input_session"] = workflows.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "session-1", Transcript: ref,
+		Pending: []agents.Item{agents.UserMessage("and at 30%?")}, Session: &workflows.SessionLink{ID: "session-1", Lease: &lease}}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.MarshalIndent(v, "", "  ")

@@ -89,7 +89,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 		next.Carry = &RunCarry{Spec: spec, Route: rs, Events: rec.events[max(0, len(rec.events)-carriedEvents):], NextEvent: rec.next, Pages: rec.pages}
 		return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)
 	}
-	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont)
+	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil)
 	if err != nil {
 		if _, ok := err.(*workflow.ContinueAsNewError); ok {
 			return nil, err
@@ -118,6 +118,8 @@ type routeResult struct {
 	ToolCalls int             `json:"tool_calls,omitempty"`
 	Handoffs  int             `json:"handoffs,omitempty"`
 	Usage     model.Usage     `json:"usage"`
+	// Transcript is the conversation at the chain's end.
+	Transcript *runtime.TranscriptRef `json:"transcript,omitempty"`
 }
 
 // routeState is where a chain of agents stands between two of them: the
@@ -136,13 +138,16 @@ type routeState struct {
 // prefix/<n>-<agent>. An agent routes each of its agent-tool calls with
 // it.
 func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, start string, in AgentInput, prefix string) (*routeResult, error) {
-	return r.routeFrom(ctx, rec, spec, routeState{Current: start, Input: in}, prefix, nil)
+	return r.routeFrom(ctx, rec, spec, routeState{Current: start, Input: in}, prefix, nil, nil)
 }
 
 // routeFrom goes on with a chain of agents from rs. Before each child but
 // the first of this call, cont (when not nil) may end the workflow by
-// returning a *workflow.ContinueAsNewError carrying the state.
-func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error) (*routeResult, error) {
+// returning a *workflow.ContinueAsNewError carrying the state. A session's
+// turn gives its sandboxes (boxes): each sandbox agent of the chain is
+// lent its lease and gives it back, and a cancelled turn waits for its
+// agents to have ended.
+func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes) (*routeResult, error) {
 	maxHandoffs := spec.MaxHandoffs
 	res := &rs.Done
 	current, in := rs.Current, rs.Input
@@ -159,17 +164,29 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		}
 		res.Path = append(res.Path, current)
 		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: current, Child: childID})
+		in.Session = nil
+		if a := spec.Agent(current); boxes != nil && a != nil && a.Sandbox {
+			link, err := boxes.lend(ctx, current)
+			if err != nil {
+				return res, err
+			}
+			in.Session = link
+		}
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID, WorkflowTaskTimeout: agentTaskTimeout,
-			StaticSummary: "agent " + current})
+			StaticSummary: "agent " + current, WaitForCancellation: boxes != nil})
 		var ar AgentResult
-		if err := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in).Get(ctx, &ar); err != nil {
-			return nil, err
+		err := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in).Get(ctx, &ar)
+		if in.Session != nil {
+			boxes.back(current, ar.Lease)
+		}
+		if err != nil {
+			return res, err
 		}
 		res.Turns += ar.Turns
 		res.ToolCalls += ar.ToolCalls
 		res.Usage = res.Usage.Add(ar.Usage)
 		if ar.Handoff == nil {
-			res.Agent, res.Output = current, ar.Output
+			res.Agent, res.Output, res.Transcript = current, ar.Output, &ar.Transcript
 			return res, nil
 		}
 		if res.Handoffs >= maxHandoffs {

@@ -387,6 +387,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(r.OrchestratorWorkflow, workflow.RegisterOptions{Name: OrchestratorWorkflowName})
 	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
+	w.RegisterWorkflowWithOptions(r.SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowName})
 }
 
 // Close releases what the Runner holds: the MCP sessions of its own pool

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -35,6 +36,10 @@ type SandboxCreateInput struct {
 	Run agents.RunContext `json:"run"`
 	// Snapshot, when set, is restored into the new workspace.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Owner, when set, is the workflow that owns the sandbox beyond
+	// WorkflowID's life (a session): its labels name it, so the reaper
+	// keeps the sandbox while the owner is open.
+	Owner string `json:"owner,omitempty"`
 }
 
 // SandboxInfo is a live sandbox: its state, and the task queue of the host
@@ -214,7 +219,7 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	}
 	spec := sandbox.Spec{
 		ID: sandboxID(in.WorkflowID, in.Generation), Manifest: m, Options: agent.Sandbox.Options,
-		Labels: a.sandboxLabels(ctx, in.WorkflowID, agent.Name),
+		Labels: a.sandboxLabels(ctx, cmp.Or(in.Owner, in.WorkflowID), agent.Name),
 	}
 	// A retry after a worker died mid-create replaces what it left (the
 	// sandbox.Client contract).
@@ -373,6 +378,8 @@ type sandboxLife struct {
 	run        agents.RunContext
 	lease      *runtime.SandboxLease
 	idleCancel workflow.CancelFunc
+	// owner is the session that owns the sandbox across turns, if any.
+	owner string
 }
 
 func newSandboxLife(r *Runner, rec *recorder, graph, agent, wfID string, run agents.RunContext) *sandboxLife {
@@ -413,7 +420,7 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var info SandboxInfo
-	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: generation, Run: s.run, Snapshot: snapshot}
+	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: generation, Run: s.run, Snapshot: snapshot, Owner: s.owner}
 	if err := workflow.ExecuteActivity(actx, SandboxCreateActivityName, in).Get(ctx, &info); err != nil {
 		_ = s.lease.ProvisionFailed()
 		return err
@@ -582,6 +589,20 @@ func (s *sandboxLife) end(ctx workflow.Context) {
 	_ = workflow.Await(dctx, func() bool { return s.lease.State != runtime.LeaseSuspending })
 	s.stopNow(dctx, EventSandboxStopped)
 	_ = s.lease.End()
+}
+
+// release lets go of the sandbox when the agent ends and a session keeps
+// it: the idle timer stops and a suspension under way finishes; the lease
+// goes back to the session as it stands, the sandbox live or suspended.
+func (s *sandboxLife) release(ctx workflow.Context) *runtime.SandboxLease {
+	if s.idleCancel != nil {
+		s.idleCancel()
+	}
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	_ = workflow.Await(dctx, func() bool { return s.lease.State != runtime.LeaseSuspending })
+	l := *s.lease
+	return &l
 }
 
 // sandboxLabels are the labels of a new sandbox: its workflow and agent,

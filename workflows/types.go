@@ -98,6 +98,20 @@ type AgentInput struct {
 	// Carry is what the previous run of this agent's workflow carried over
 	// when it continued as new; nil for the first run.
 	Carry *AgentCarry `json:"carry,omitempty"`
+	// Session is set for an agent that answers a session's turn: the
+	// session owns the agent's sandbox across turns.
+	Session *SessionLink `json:"session,omitempty"`
+}
+
+// SessionLink is what an agent of a session's turn gets from its session:
+// the session's workflow id, which owns the agent's sandbox (its label,
+// so no reaper takes it between turns), and the sandbox's lease. The
+// agent gives the lease back in its result rather than stop the sandbox;
+// an agent that fails or is cancelled stops it, and the session restores
+// the workspace from the last snapshot it knows.
+type SessionLink struct {
+	ID    string                `json:"id"`
+	Lease *runtime.SandboxLease `json:"lease,omitempty"`
 }
 
 // AgentCarry is what an agent workflow carries into its next run when it
@@ -131,6 +145,9 @@ type AgentResult struct {
 	Turns      int                   `json:"turns"`
 	ToolCalls  int                   `json:"tool_calls"`
 	Usage      model.Usage           `json:"usage"`
+	// Lease is the sandbox's lease given back to the session that lent it
+	// (AgentInput.Session): the sandbox is not stopped.
+	Lease *runtime.SandboxLease `json:"lease,omitempty"`
 }
 
 // ModelInput is the model activity's input.

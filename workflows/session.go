@@ -1,0 +1,533 @@
+package workflows
+
+// A session is a conversation that lives as long as its user keeps it.
+// Its workflow, SessionWorkflow, tells this story:
+//
+//  1. It takes the graph's spec once, as a run does, and keeps it.
+//  2. It waits, with no timer and no live sandbox once their idle timeout
+//     has passed, for a message: an update (troupe.send), whose caller gets
+//     the turn's id and, if it asks to wait, the turn's outcome; or a
+//     signal (troupe.message).
+//  3. It runs the turn as a run routes its agents (route): the agent that
+//     ended the last turn answers, with the conversation so far; handoffs,
+//     agents-as-tools and sandboxes work as in a run. Each agent of the
+//     chain is lent the sandbox lease the session keeps for it, and gives
+//     it back at its end: one workspace per agent for the whole session,
+//     suspended after its idle timeout and restored on the next command.
+//  4. A message that arrives during a turn meets the session's input
+//     policy (runtime.InputPolicy): queued, refused, or it rolls the
+//     running turn back.
+//  5. It continues as new when its history reaches the spec's bound, while
+//     idle, carrying its state (runtime.SessionState, by reference) and its
+//     recent events.
+//  6. Stop ends it: a running turn is cancelled, every sandbox stopped.
+//
+// Commands (troupe.command) pause and resume it, rename it, change its
+// policy and stop it; the troupe.session query says where it stands.
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
+)
+
+// Names of the session workflow and the messages it takes.
+const (
+	SessionWorkflowName = "troupe.Session"
+	// SendUpdate sends the session a message (SendInput → SendResult).
+	SendUpdate = "troupe.send"
+	// MessageSignal sends the session a message (SendInput) with no
+	// answer; a refused one is an event (message_refused).
+	MessageSignal = "troupe.message"
+	// CommandUpdate runs a SessionCommand and answers with SessionInfo.
+	CommandUpdate = "troupe.command"
+	// SessionQuery answers with SessionInfo.
+	SessionQuery = "troupe.session"
+)
+
+// Session error types, on the errors updates and results carry.
+const (
+	// ErrSessionBusy: a message refused by the reject policy.
+	ErrSessionBusy = "troupe.SessionBusy"
+	// ErrSessionStopped: a message or command for a stopped session.
+	ErrSessionStopped = "troupe.SessionStopped"
+	// ErrBadCommand: a command or message the session cannot take (an
+	// empty message, an unknown policy or command).
+	ErrBadCommand = "troupe.BadCommand"
+)
+
+// Event kinds of a session's own life (its turns record the kinds a run
+// does, their Turn the session's turn number).
+const (
+	EventSessionStarted = "session_started"
+	EventMessage        = "message"
+	EventMessageRefused = "message_refused"
+	EventTurnRolledBack = "turn_rolled_back"
+	EventSessionCommand = "session_command"
+	EventSessionStopped = "session_stopped"
+)
+
+// SessionInput starts a session.
+type SessionInput struct {
+	// Graph names the graph, as the worker knows it.
+	Graph string `json:"graph"`
+	// Agent answers the first message; empty means the graph's entry.
+	Agent string `json:"agent,omitempty"`
+	// Name is the session's name for people; it can be changed.
+	Name string `json:"name,omitempty"`
+	// Policy is the input policy; empty means enqueue.
+	Policy runtime.InputPolicy `json:"policy,omitempty"`
+	// Vars are run variables, visible to agents' Go funcs in RunContext.
+	Vars map[string]string `json:"vars,omitempty"`
+	// MaxHandoffs bounds the handoffs of a turn; 0 means the worker's
+	// default.
+	MaxHandoffs int `json:"max_handoffs,omitempty"`
+	// Carry is what the session's previous run carried over when it
+	// continued as new; callers leave it nil.
+	Carry *SessionCarry `json:"carry,omitempty"`
+}
+
+// SessionCarry is what a session carries into its next run: its spec, its
+// state, and its recent events with their numbering and pages.
+type SessionCarry struct {
+	Spec      *runtime.GraphSpec   `json:"spec"`
+	State     runtime.SessionState `json:"state"`
+	Events    []Event              `json:"events,omitempty"`
+	NextEvent int                  `json:"next_event"`
+	Pages     []EventPage          `json:"pages,omitempty"`
+}
+
+// SendInput is a message for a session.
+type SendInput struct {
+	Message string `json:"message"`
+	// Wait has the update answer when the message's turn has ended, with
+	// its record; otherwise it answers when the message is queued.
+	Wait bool `json:"wait,omitempty"`
+}
+
+// SendResult is a session's answer to a message.
+type SendResult struct {
+	// Turn is the id of the turn that answers the message.
+	Turn string `json:"turn"`
+	// Ahead counts the turns before it, the running one included, when
+	// it was queued.
+	Ahead int `json:"ahead"`
+	// Cursor is where a follower of the session stands just before the
+	// message's events: follow from it (From) to watch the turn.
+	Cursor Cursor `json:"cursor"`
+	// Record is the turn's outcome, when the caller waited for it.
+	Record *runtime.TurnRecord `json:"record,omitempty"`
+}
+
+// Session commands (SessionCommand.Op).
+const (
+	CommandPause  = "pause"
+	CommandResume = "resume"
+	CommandStop   = "stop"
+	CommandRename = "rename"
+	CommandPolicy = "policy"
+)
+
+// SessionCommand is a command for a session: pause, resume, stop, rename
+// (Arg: the new name) or policy (Arg: the policy).
+type SessionCommand struct {
+	Op  string `json:"op"`
+	Arg string `json:"arg,omitempty"`
+}
+
+// SessionInfo is where a session stands.
+type SessionInfo struct {
+	ID     string                `json:"id"`
+	Graph  string                `json:"graph"`
+	Name   string                `json:"name,omitempty"`
+	Status runtime.SessionStatus `json:"status"`
+	// Agent answers the next message.
+	Agent  string              `json:"agent"`
+	Policy runtime.InputPolicy `json:"policy"`
+	// Turns counts the turns that ended; Queued the messages waiting;
+	// Running is the id of the turn running, if any.
+	Turns   int    `json:"turns"`
+	Queued  int    `json:"queued,omitempty"`
+	Running string `json:"running,omitempty"`
+	// Usage sums the model usage of every turn.
+	Usage        model.Usage `json:"usage"`
+	LastActivity time.Time   `json:"last_activity"`
+	// Recent are the last turns that ended, oldest first (their events
+	// hold the rest, by reference).
+	Recent []runtime.TurnRecord `json:"recent,omitempty"`
+	// Sandboxes are the workspaces the session keeps, by agent.
+	Sandboxes []SessionSandbox `json:"sandboxes,omitempty"`
+	// NextEvent numbers the session's next event: Cursor{ID: NextEvent-1}
+	// follows what happens from now on.
+	NextEvent int `json:"next_event"`
+}
+
+// SessionSandbox is the workspace a session keeps for one of its agents.
+type SessionSandbox struct {
+	Agent string             `json:"agent"`
+	State runtime.LeaseState `json:"state"`
+	// Backend and ID name the live sandbox, if any.
+	Backend string `json:"backend,omitempty"`
+	ID      string `json:"id,omitempty"`
+	// Snapshot is the last snapshot, which a restore starts from.
+	Snapshot string `json:"snapshot,omitempty"`
+	// Lent says the running turn's agent holds the sandbox now.
+	Lent bool `json:"lent,omitempty"`
+}
+
+// session is a running SessionWorkflow: its state and what carries out
+// its effects.
+type session struct {
+	r     *Runner
+	id    string
+	in    SessionInput
+	spec  *runtime.GraphSpec
+	st    *runtime.SessionState
+	rec   *recorder
+	boxes *sessionSandboxes
+	// cancelTurn cancels the running turn (stop, rollback); rollback says
+	// the cancellation is a rollback.
+	cancelTurn workflow.CancelFunc
+	rollback   bool
+}
+
+// SessionWorkflow runs a session: see the top of this file.
+func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*SessionInfo, error) {
+	s := &session{r: r, id: workflow.GetInfo(ctx).WorkflowExecution.ID, in: in}
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.handle(ctx); err != nil {
+		return nil, err
+	}
+	for {
+		err := workflow.Await(ctx, func() bool {
+			return s.st.Ready() || s.st.Stopped || s.timeToContinue(ctx) && workflow.AllHandlersFinished(ctx)
+		})
+		switch {
+		case err != nil || ctx.Err() != nil:
+			// The workflow was cancelled: it stops as on a stop command,
+			// its sandboxes stopped, and ends cancelled.
+			s.st.Stop()
+			dctx, cancel := workflow.NewDisconnectedContext(ctx)
+			defer cancel()
+			_, _ = s.end(dctx)
+			return nil, temporal.NewCanceledError()
+		case s.st.Stopped:
+			return s.end(ctx)
+		case s.st.Ready():
+			if err := s.turn(ctx); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, s.continueAsNew(ctx)
+		}
+	}
+}
+
+// begin sets the session up: from its carry, or from its input.
+func (s *session) begin(ctx workflow.Context) error {
+	var err error
+	if c := s.in.Carry; c != nil {
+		if c.Spec == nil {
+			return nonRetryable(ErrInternal, "session %s continued without its graph's spec", s.id)
+		}
+		s.spec, s.st = c.Spec, &c.State
+		if s.rec, err = newRecorder(ctx, c.Events, c.NextEvent, c.Pages, s.r.cfg.Events); err != nil {
+			return err
+		}
+	} else {
+		if s.spec, _, err = s.r.pin(ctx, RunInput{Graph: s.in.Graph, MaxHandoffs: s.in.MaxHandoffs}); err != nil {
+			return err
+		}
+		start := s.in.Agent
+		if start == "" {
+			start = s.spec.Entry
+		}
+		if s.spec.Agent(start) == nil {
+			return nonRetryable(ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, s.in.Graph)
+		}
+		policy, err := runtime.ParsePolicy(string(s.in.Policy))
+		if err != nil {
+			return nonRetryable(ErrBadCommand, "%v", err)
+		}
+		s.st = runtime.NewSessionState(s.in.Name, start, policy)
+		s.st.LastActivity = workflow.Now(ctx)
+		if s.rec, err = newRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
+			return err
+		}
+		s.rec.add(ctx, Event{Kind: EventSessionStarted, Agent: start, Detail: sessionDetails(s.in.Graph, s.st)})
+	}
+	s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
+	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	return nil
+}
+
+// sessionDetails is what the Web UI shows of a session.
+func sessionDetails(graph string, st *runtime.SessionState) string {
+	name := st.Name
+	if name == "" {
+		name = "(unnamed)"
+	}
+	return fmt.Sprintf("session %s of %s: %s, %d turns, next answered by %s", name, graph, st.Status(), st.Turns, st.Agent)
+}
+
+// handle sets the handlers of the session's updates, signal and query.
+func (s *session) handle(ctx workflow.Context) error {
+	err := workflow.SetUpdateHandlerWithOptions(ctx, SendUpdate, s.send, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, in SendInput) error { return sessionErr(s.st.CheckMessage(in.Message)) },
+	})
+	if err != nil {
+		return err
+	}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, CommandUpdate, s.command, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, c SessionCommand) error { return s.checkCommand(c) },
+	})
+	if err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, SessionQuery, func() (SessionInfo, error) { return s.info(), nil }); err != nil {
+		return err
+	}
+	// Signalled messages have no caller to refuse: a refused one is an
+	// event.
+	ch := workflow.GetSignalChannel(ctx, MessageSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var in SendInput
+			if !ch.Receive(gctx, &in) {
+				return
+			}
+			if _, err := s.submit(gctx, in.Message); err != nil {
+				s.rec.add(gctx, Event{Kind: EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, preview(in.Message, 200))})
+			}
+		}
+	})
+	return nil
+}
+
+// sessionErr is a transition's refusal as the update's caller gets it.
+func sessionErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, runtime.ErrSessionBusy):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSessionBusy, nil)
+	case errors.Is(err, runtime.ErrSessionStopped):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSessionStopped, nil)
+	}
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, nil)
+}
+
+// submit queues a message and preempts the running turn as the policy
+// says.
+func (s *session) submit(ctx workflow.Context, text string) (SendResult, error) {
+	if err := checkPayload("the message", len(text)); err != nil {
+		return SendResult{}, err
+	}
+	ahead := len(s.st.Queue)
+	if s.st.Running != nil {
+		ahead++
+	}
+	cursor := Cursor{s.id: s.rec.next - 1}
+	m, p, err := s.st.Submit(text, workflow.Now(ctx))
+	if err != nil {
+		return SendResult{}, sessionErr(err)
+	}
+	s.rec.add(ctx, Event{Kind: EventMessage, Turn: turnNumber(m.Turn), Detail: preview(text, 200)})
+	if p == runtime.PreemptRollback && s.cancelTurn != nil {
+		s.rollback = true
+		s.cancelTurn()
+	}
+	return SendResult{Turn: m.Turn, Ahead: ahead, Cursor: cursor}, nil
+}
+
+// send is the troupe.send update.
+func (s *session) send(ctx workflow.Context, in SendInput) (SendResult, error) {
+	res, err := s.submit(ctx, in.Message)
+	if err != nil || !in.Wait {
+		return res, err
+	}
+	var rec runtime.TurnRecord
+	ok := false
+	if err := workflow.Await(ctx, func() bool {
+		rec, ok = s.st.Record(res.Turn)
+		return ok || s.st.Stopped && !s.queuedOrRunning(res.Turn)
+	}); err != nil {
+		return res, err
+	}
+	if !ok {
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session stopped before turn %s was answered", res.Turn), ErrSessionStopped, nil)
+	}
+	res.Record = &rec
+	return res, nil
+}
+
+func (s *session) queuedOrRunning(turn string) bool {
+	if s.st.Running != nil && s.st.Running.Turn == turn {
+		return true
+	}
+	return slices.ContainsFunc(s.st.Queue, func(m runtime.SessionMessage) bool { return m.Turn == turn })
+}
+
+func turnNumber(id string) int {
+	var n int
+	_, _ = fmt.Sscanf(id, "t%d", &n)
+	return n
+}
+
+// checkCommand is the troupe.command update's validator.
+func (s *session) checkCommand(c SessionCommand) error {
+	switch c.Op {
+	case CommandPause, CommandResume, CommandStop, CommandRename:
+	case CommandPolicy:
+		if _, err := runtime.ParsePolicy(c.Arg); err != nil || c.Arg == "" {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("policy %q: want one of enqueue, reject, interrupt, rollback", c.Arg), ErrBadCommand, nil)
+		}
+	default:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("unknown session command %q", c.Op), ErrBadCommand, nil)
+	}
+	if s.st.Stopped {
+		return sessionErr(runtime.ErrSessionStopped)
+	}
+	return nil
+}
+
+// command is the troupe.command update.
+func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, error) {
+	var err error
+	switch c.Op {
+	case CommandPause:
+		err = s.st.Pause()
+	case CommandResume:
+		err = s.st.Resume()
+	case CommandRename:
+		s.st.Name = c.Arg
+	case CommandPolicy:
+		err = s.st.SetPolicy(runtime.InputPolicy(c.Arg))
+	case CommandStop:
+		for _, m := range s.st.Stop() {
+			s.rec.add(ctx, Event{Kind: EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
+		}
+		if s.cancelTurn != nil {
+			s.cancelTurn()
+		}
+	}
+	if err != nil {
+		return SessionInfo{}, sessionErr(err)
+	}
+	detail := c.Op
+	if c.Arg != "" {
+		detail += " " + c.Arg
+	}
+	s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: detail})
+	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	return s.info(), nil
+}
+
+// info is the session as its query answers.
+func (s *session) info() SessionInfo {
+	st := s.st
+	in := SessionInfo{ID: s.id, Graph: s.in.Graph, Name: st.Name, Status: st.Status(), Agent: st.Agent, Policy: st.Policy,
+		Turns: st.Turns, Queued: len(st.Queue), Usage: st.Usage, LastActivity: st.LastActivity,
+		Recent: append([]runtime.TurnRecord(nil), st.Recent...), NextEvent: s.rec.next}
+	if st.Running != nil {
+		in.Running = st.Running.Turn
+	}
+	in.Sandboxes = s.boxes.describe()
+	return in
+}
+
+// turn runs the next message's turn.
+func (s *session) turn(ctx workflow.Context) error {
+	m, err := s.st.StartTurn()
+	if err != nil {
+		return nonRetryable(ErrInternal, "%v", err)
+	}
+	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	n := turnNumber(m.Turn)
+	prefix := s.id + "/" + m.Turn
+	tctx, cancel := workflow.WithCancel(ctx)
+	s.cancelTurn, s.rollback = cancel, false
+	defer func() { s.cancelTurn = nil }()
+	startLeases := s.boxes.leases()
+	in := AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript,
+		Pending: []agents.Item{agents.UserMessage(m.Text)}, Spec: s.spec}
+	rr, err := s.r.routeFrom(tctx, s.rec, s.spec, routeState{Current: s.st.Agent, Input: in}, prefix, nil, s.boxes)
+	rec := runtime.TurnRecord{Turn: m.Turn, Message: preview(m.Text, 200), Workflow: prefix, Started: m.At, Ended: workflow.Now(ctx)}
+	agent, transcript := s.st.Agent, s.st.Transcript
+	if rr != nil {
+		rec.Path, rec.ModelTurns, rec.Usage = rr.Path, rr.Turns, rr.Usage
+	}
+	switch {
+	case err == nil:
+		rec.Outcome, rec.Agent, rec.Output = runtime.TurnAnswered, rr.Agent, rr.Output
+		agent, transcript = rr.Agent, *rr.Transcript
+		s.rec.add(ctx, Event{Kind: EventFinal, Agent: rr.Agent, Turn: n, Detail: preview(string(rr.Output), 200)})
+	case s.rollback:
+		// The turn's agents stopped the sandboxes they held; those given
+		// back during the turn are stopped here; each workspace restarts
+		// from its snapshot at the turn's start.
+		s.boxes.restore(ctx, startLeases)
+		rec.Outcome, rec.Agent = runtime.TurnRolledBack, s.st.Agent
+		s.rec.add(ctx, Event{Kind: EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
+	default:
+		// A failed turn leaves the conversation as it was before it; the
+		// workspaces keep what the turn's agents saved.
+		rec.Outcome, rec.Agent, rec.Error, rec.ErrorType = runtime.TurnFailed, s.st.Agent, failureText(err), ErrorType(err)
+		if s.st.Stopped {
+			rec.Error = "the session stopped during the turn"
+		}
+		s.rec.add(ctx, Event{Kind: EventFailed, Agent: s.st.Agent, Turn: n, Detail: rec.Error})
+	}
+	rec.Ended = workflow.Now(ctx)
+	if err := s.st.TurnEnded(rec, agent, transcript); err != nil {
+		return nonRetryable(ErrInternal, "%v", err)
+	}
+	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	return nil
+}
+
+// timeToContinue reports whether the session's history has reached its
+// bound (or the server suggests continuing as new).
+func (s *session) timeToContinue(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return s.spec.ContinueAfterEvents > 0 && info.GetCurrentHistoryLength() >= s.spec.ContinueAfterEvents || info.GetContinueAsNewSuggested()
+}
+
+// continueAsNew carries the session, idle, into its next run.
+func (s *session) continueAsNew(ctx workflow.Context) error {
+	if err := s.boxes.settle(ctx); err != nil {
+		return err
+	}
+	if err := s.rec.savePage(ctx); err != nil {
+		return err
+	}
+	s.rec.add(ctx, Event{Kind: EventContinued, Agent: s.st.Agent,
+		Detail: fmt.Sprintf("history of %d events: continuing as new after turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), s.st.Turns)})
+	next := s.in
+	next.Carry = &SessionCarry{Spec: s.spec, State: *s.st, Events: s.rec.events[max(0, len(s.rec.events)-carriedEvents):],
+		NextEvent: s.rec.next, Pages: s.rec.pages}
+	return workflow.NewContinueAsNewError(ctx, SessionWorkflowName, next)
+}
+
+// end stops the session's sandboxes and ends it.
+func (s *session) end(ctx workflow.Context) (*SessionInfo, error) {
+	s.boxes.stopAll(ctx)
+	s.rec.add(ctx, Event{Kind: EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
+	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	// The callers waiting on turns are told before the workflow ends.
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return nil, err
+	}
+	info := s.info()
+	return &info, nil
+}

@@ -1,0 +1,603 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// update is an update's outcome, as a test's callbacks saw it.
+type updateCall struct {
+	mu       sync.Mutex
+	accepted bool
+	done     bool
+	err      error
+	value    any
+}
+
+// decode decodes the update's result into v.
+func (u *updateCall) decode(t *testing.T, v any) {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if ev, ok := u.value.(converter.EncodedValue); ok {
+		if err := ev.Get(v); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	data, err := json.Marshal(u.value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sendUpdate sends env's session an update and returns what will hold its
+// outcome.
+func sendUpdate(env *testsuite.TestWorkflowEnvironment, name string, arg any) *updateCall {
+	u := &updateCall{}
+	env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
+		OnAccept: func() { u.mu.Lock(); u.accepted = true; u.mu.Unlock() },
+		OnReject: func(err error) { u.mu.Lock(); u.err, u.done = err, true; u.mu.Unlock() },
+		OnComplete: func(v any, err error) {
+			u.mu.Lock()
+			u.value, u.err, u.done = v, err, true
+			u.mu.Unlock()
+		},
+	}, arg)
+	return u
+}
+
+// sessionInfo reads env's session query.
+func sessionInfo(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.SessionInfo {
+	t.Helper()
+	q, err := env.QueryWorkflow(workflows.SessionQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info workflows.SessionInfo
+	if err := q.Get(&info); err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// slowAgents stands in for the agents of a session's turns: each answers
+// "re: MESSAGE" after two seconds of workflow time, and inputs records the
+// messages in the order the agents got them.
+func slowAgents(env *testsuite.TestWorkflowEnvironment, inputs *[]string) {
+	env.OnWorkflow(workflows.AgentWorkflowName, mock.Anything, mock.Anything).Return(
+		func(ctx workflow.Context, in workflows.AgentInput) (*workflows.AgentResult, error) {
+			msg := in.Pending[len(in.Pending)-1].Content
+			*inputs = append(*inputs, msg)
+			if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
+				return nil, err
+			}
+			out, _ := json.Marshal("re: " + msg)
+			return &workflows.AgentResult{Agent: in.Agent, Output: out, Transcript: in.Transcript, Turns: 1}, nil
+		})
+}
+
+// Messages sent while a turn runs wait in order, none lost, whether sent
+// by update or by signal; a caller that waits gets its turn's outcome.
+func TestSessionQueuesMessagesInOrder(t *testing.T) {
+	env, _ := newEnv(t, nil)
+	var inputs []string
+	slowAgents(env, &inputs)
+	var first, second, third *updateCall
+	env.RegisterDelayedCallback(func() {
+		first = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "one", Wait: true})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		// Turn t1 is running.
+		second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "two"})
+		env.SignalWorkflow(workflows.MessageSignal, workflows.SendInput{Message: "three"})
+		third = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "four", Wait: true})
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		if info := sessionInfo(t, env); info.Status != runtime.SessionThinking || info.Running != "t1" || info.Queued != 3 {
+			t.Errorf("during turn t1: %+v; want thinking on t1 with 3 queued", info)
+		}
+	}, 2500*time.Millisecond)
+	env.RegisterDelayedCallback(func() {
+		info := sessionInfo(t, env)
+		if info.Status != runtime.SessionIdle || info.Turns != 4 {
+			t.Errorf("after the turns: %+v; want idle after 4 turns", info)
+		}
+		var order []string
+		for _, r := range info.Recent {
+			order = append(order, r.Turn+"="+string(r.Output))
+		}
+		if got, want := strings.Join(order, " "), `t1="re: one" t2="re: two" t3="re: three" t4="re: four"`; got != want {
+			t.Errorf("turns %s, want %s", got, want)
+		}
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+	}, time.Minute)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(inputs, ","); got != "one,two,three,four" {
+		t.Errorf("the agents got %s, want one,two,three,four", got)
+	}
+	var r1, r2, r4 workflows.SendResult
+	first.decode(t, &r1)
+	second.decode(t, &r2)
+	third.decode(t, &r4)
+	if r1.Turn != "t1" || r1.Record == nil || string(r1.Record.Output) != `"re: one"` || r1.Record.Outcome != runtime.TurnAnswered {
+		t.Errorf("the first caller got %+v, want turn t1's answer", r1)
+	}
+	if r2.Turn != "t2" || r2.Ahead != 1 || r2.Record != nil {
+		t.Errorf("the second caller got %+v, want turn t2 queued behind one, not waited for", r2)
+	}
+	if r4.Turn != "t4" || r4.Ahead != 3 || r4.Record == nil || string(r4.Record.Output) != `"re: four"` {
+		t.Errorf("the fourth caller got %+v, want turn t4's answer, queued behind three", r4)
+	}
+	var info workflows.SessionInfo
+	if err := env.GetWorkflowResult(&info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Status != runtime.SessionStopped || info.Turns != 4 {
+		t.Errorf("ended as %+v, want stopped after 4 turns", info)
+	}
+}
+
+// Under the reject policy a message sent during a turn is refused with
+// troupe.SessionBusy, and taken once the turn has ended; a signalled one
+// is refused with an event.
+func TestSessionRejectPolicy(t *testing.T) {
+	env, _ := newEnv(t, nil)
+	var inputs []string
+	slowAgents(env, &inputs)
+	var busy, later *updateCall
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "one"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		busy = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "two"})
+		env.SignalWorkflow(workflows.MessageSignal, workflows.SendInput{Message: "signalled"})
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		later = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "three", Wait: true})
+	}, 10*time.Second)
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+	}, time.Minute)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c", Policy: runtime.PolicyReject})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if busy.accepted || workflows.ErrorType(busy.err) != workflows.ErrSessionBusy {
+		t.Errorf("a message during a turn: accepted %v, error %v; want it refused as %s", busy.accepted, busy.err, workflows.ErrSessionBusy)
+	}
+	var r workflows.SendResult
+	later.decode(t, &r)
+	if r.Turn != "t2" || r.Record == nil || string(r.Record.Output) != `"re: three"` {
+		t.Errorf("a message after the turn got %+v, want it answered as t2", r)
+	}
+	if got := strings.Join(inputs, ","); got != "one,three" {
+		t.Errorf("the agents got %s, want one,three", got)
+	}
+	refused := 0
+	for _, e := range recorded(t, env, 0) {
+		if e.Kind == workflows.EventMessageRefused && strings.Contains(e.Detail, "signalled") {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d refusal events for the signalled message, want 1", refused)
+	}
+}
+
+// sessionSandboxEnv is a test environment whose graph has a plain agent
+// "plain" and a sandbox agent "coder" (local backend under root), and whose
+// model runs fn.
+func sessionSandboxEnv(t *testing.T, fn turnFunc, tweak func(*workflows.Config)) (*testsuite.TestWorkflowEnvironment, string) {
+	t.Helper()
+	env := quietEnv()
+	root := t.TempDir()
+	lc, err := local.New(local.Config{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _ := blob.Open(context.Background(), "mem://")
+	g := agents.MustGraph("code", "coder",
+		&agents.Agent{Name: "coder", Instructions: "coder: edits files", Sandbox: &agents.Sandbox{},
+			Handoffs: []agents.Handoff{agents.HandoffTo("plain")}},
+		&agents.Agent{Name: "plain", Instructions: "plain: talks", Handoffs: []agents.Handoff{agents.HandoffTo("coder")}},
+	)
+	cfg := workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store,
+		Sandboxes: map[string]sandbox.Client{"local": lc}, SandboxIdleTimeout: 5 * time.Minute}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	r, err := workflows.NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	return env, root
+}
+
+func shell(id, cmd string) agents.Item {
+	args, _ := json.Marshal(map[string]any{"cmd": cmd, "workdir": nil, "yield_time_ms": nil, "max_output_tokens": nil})
+	return call(id, "exec_command", string(args))
+}
+
+// scriptedCoder answers each user message "run: CMD" by running CMD in
+// its sandbox, then with the command's output; any other message is
+// answered "ok".
+func scriptedCoder(req model.Request) []agents.Item {
+	last := lastItem(req)
+	if last.Type == agents.ItemFunctionCallOutput {
+		_, out, _ := strings.Cut(last.Output, "Output:\n")
+		return []agents.Item{agents.AssistantMessage("out: " + strings.TrimSpace(out))}
+	}
+	if cmd, ok := strings.CutPrefix(last.Content, "run: "); ok {
+		return []agents.Item{shell(fmt.Sprintf("c%d", len(req.Input)), cmd)}
+	}
+	return []agents.Item{agents.AssistantMessage("ok")}
+}
+
+// dirs are the workspaces among a local root's entries (each sandbox has a
+// directory and a dot-file of its state).
+func dirs(entries []string) []string {
+	var out []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e, ".") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// kinds counts the events of each kind.
+func kinds(evs []workflows.Event) map[string]int {
+	n := map[string]int{}
+	for _, e := range evs {
+		n[e.Kind]++
+	}
+	return n
+}
+
+// A sandbox agent keeps one workspace for the whole session: the next turn
+// finds the files of the last, on the same live sandbox while it is
+// within its idle timeout; after that the sandbox is suspended (no live
+// sandbox while the session idles), and the next command restores it from
+// its snapshot with the files intact; stopping the session stops it.
+func TestSessionKeepsTheWorkspace(t *testing.T) {
+	env, root := sessionSandboxEnv(t, scriptedCoder, nil)
+	var r1, r2, r3 *updateCall
+	var liveBetween, liveIdle []string
+	var idleInfo workflows.SessionInfo
+	env.RegisterDelayedCallback(func() {
+		r1 = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo first > notes.txt && echo written", Wait: true})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		liveBetween = leftovers(t, root)
+		r2 = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: cat notes.txt && echo second >> notes.txt", Wait: true})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		liveIdle = leftovers(t, root)
+		idleInfo = sessionInfo(t, env)
+		r3 = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: cat notes.txt", Wait: true})
+	}, time.Hour)
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+	}, time.Hour+time.Minute)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	outputs := []string{}
+	for _, u := range []*updateCall{r1, r2, r3} {
+		var r workflows.SendResult
+		u.decode(t, &r)
+		if r.Record == nil {
+			t.Fatalf("no record: %+v (err %v)", r, u.err)
+		}
+		outputs = append(outputs, string(r.Record.Output))
+	}
+	want := []string{`"out: written"`, `"out: first"`, `"out: first\nsecond"`}
+	for i := range want {
+		if outputs[i] != want[i] {
+			t.Errorf("turn %d answered %s, want %s", i+1, outputs[i], want[i])
+		}
+	}
+	if len(dirs(liveBetween)) != 1 {
+		t.Errorf("between turns within the idle timeout: workspaces %v, want the one live sandbox", liveBetween)
+	}
+	if len(liveIdle) != 0 {
+		t.Errorf("after the idle timeout: workspaces %v, want none", liveIdle)
+	}
+	if len(idleInfo.Sandboxes) != 1 || idleInfo.Sandboxes[0].State != runtime.LeaseSuspended || idleInfo.Sandboxes[0].Snapshot == "" {
+		t.Errorf("idle session's sandboxes: %+v, want coder's suspended with a snapshot", idleInfo.Sandboxes)
+	}
+	// The session suspends and stops (its agents provision and restore,
+	// in their own events).
+	n := kinds(recorded(t, env, 0))
+	if n[workflows.EventSandboxSuspended] != 1 || n[workflows.EventSandboxStopped] != 1 {
+		t.Errorf("session's sandbox events %v: want 1 suspended, 1 stopped", n)
+	}
+	if left := leftovers(t, root); len(left) != 0 {
+		t.Errorf("workspaces left after the session stopped: %v", left)
+	}
+}
+
+// The agent that ended a turn answers the next, with the conversation so
+// far: a handoff in one turn moves the session to its target.
+func TestSessionNextTurnGoesToTheLastAgent(t *testing.T) {
+	var plainSaw []string
+	env, _ := sessionSandboxEnv(t, func(req model.Request) []agents.Item {
+		last := lastItem(req)
+		switch firstWord(req.Instructions) {
+		case "coder:":
+			if last.Content == "talk to plain" {
+				return []agents.Item{call("h", "transfer_to_plain", "{}")}
+			}
+			return []agents.Item{agents.AssistantMessage("coder here")}
+		default:
+			plainSaw = nil
+			for _, it := range req.Input {
+				if it.Type == agents.ItemMessage && it.Role == "user" {
+					plainSaw = append(plainSaw, it.Content)
+				}
+			}
+			return []agents.Item{agents.AssistantMessage("plain here")}
+		}
+	}, nil)
+	var second *updateCall
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "talk to plain"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "and again", Wait: true})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		if info := sessionInfo(t, env); info.Agent != "plain" || info.Turns != 2 {
+			t.Errorf("after two turns: %+v; want plain to answer next", info)
+		}
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var r workflows.SendResult
+	second.decode(t, &r)
+	if r.Record == nil || r.Record.Agent != "plain" || string(r.Record.Output) != `"plain here"` {
+		t.Errorf("second turn %+v, want plain's answer", r.Record)
+	}
+	if got := strings.Join(plainSaw, "|"); got != "talk to plain|and again" {
+		t.Errorf("plain saw the user say %q, want both messages", got)
+	}
+}
+
+// rollbackModel runs each "run: CMD" message's command. A message that
+// says "stuck" fails every call, as an unreachable server does. One that
+// says "slow@AGENT" fails AGENT's call after a tool output once, so that
+// the turn waits a second (workflow time) before the retry: the window in
+// which a test sends the message that rolls it back. One that says
+// "handoff" has coder hand off to plain once its command ran.
+type rollbackModel struct {
+	mu     sync.Mutex
+	failed map[string]bool
+}
+
+func (m *rollbackModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
+	refused := errors.New("model: Post: dial tcp 127.0.0.1:9: connect: connection refused")
+	user, last := lastUser(req), lastItem(req)
+	if strings.Contains(user, "stuck") {
+		return nil, refused
+	}
+	agent := strings.TrimSuffix(firstWord(req.Instructions), ":")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if strings.Contains(user, "slow@"+agent) && last.Type == agents.ItemFunctionCallOutput && !m.failed[user] {
+		m.failed[user] = true
+		return nil, refused
+	}
+	if agent == "coder" && strings.Contains(user, "handoff") && last.Type == agents.ItemFunctionCallOutput {
+		return &model.Response{Output: []agents.Item{call("h", "transfer_to_plain", "{}")}}, nil
+	}
+	return &model.Response{Output: scriptedCoder(req)}, nil
+}
+
+// lastUser is the last thing the user said in req.
+func lastUser(req model.Request) string {
+	var user string
+	for _, it := range req.Input {
+		if it.Type == agents.ItemMessage && it.Role == "user" {
+			user = it.Content
+		}
+	}
+	return user
+}
+
+// Under the rollback policy a message sent during a turn cancels that
+// turn and undoes it: the conversation is back at the turn's start (the
+// next model call does not see it), and each workspace is restored from
+// the turn's starting snapshot (the files the turn changed are as
+// before): the one of the agent at work, and the one of an agent that
+// changed it and handed off during the turn.
+func TestSessionRollback(t *testing.T) {
+	for _, tc := range []struct{ name, slow string }{
+		{"in the agent at work", "run: echo slow > a.txt && echo new > b.txt slow@coder"},
+		{"after a handoff", "run: echo slow > a.txt && echo new > b.txt handoff slow@plain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &rollbackModel{failed: map[string]bool{}}
+			env, root := sessionSandboxEnv(t, nil, func(c *workflows.Config) { c.Model = m })
+			var slow, after *updateCall
+			env.RegisterDelayedCallback(func() {
+				sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo kept > a.txt"})
+			}, time.Second)
+			env.RegisterDelayedCallback(func() {
+				slow = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: tc.slow, Wait: true})
+			}, time.Minute)
+			env.RegisterDelayedCallback(func() {
+				// The slow turn ran its command and waits on a model's retry.
+				if info := sessionInfo(t, env); info.Running != "t2" {
+					t.Errorf("session %+v, want turn t2 running", info)
+				}
+				after = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: cat a.txt; ls", Wait: true})
+			}, time.Minute+500*time.Millisecond)
+			env.RegisterDelayedCallback(func() {
+				sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+			}, time.Hour)
+			env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code", Policy: runtime.PolicyRollback})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var rs, ra workflows.SendResult
+			slow.decode(t, &rs)
+			after.decode(t, &ra)
+			if rs.Record == nil || rs.Record.Outcome != runtime.TurnRolledBack {
+				t.Fatalf("the slow turn ended %+v (err %v), want rolled back", rs.Record, slow.err)
+			}
+			if ra.Record == nil || ra.Record.Agent != "coder" || string(ra.Record.Output) != `"out: kept\na.txt"` {
+				t.Errorf("after the rollback: %+v; want coder to answer, a.txt as the first turn left it, and no b.txt", ra.Record)
+			}
+			if left := leftovers(t, root); len(left) != 0 {
+				t.Errorf("workspaces left after the session stopped: %v", left)
+			}
+		})
+	}
+}
+
+// A session continues as new carrying its state exactly: the next run
+// answers as the last would have, with the conversation and the
+// workspace, and its events go on from the same number.
+func TestSessionContinueAsNew(t *testing.T) {
+	var seen []string
+	fn := func(req model.Request) []agents.Item {
+		seen = seen[:0]
+		for _, it := range req.Input {
+			if it.Type == agents.ItemMessage && it.Role == "user" {
+				seen = append(seen, it.Content)
+			}
+		}
+		return scriptedCoder(req)
+	}
+	store, _ := blob.Open(context.Background(), "mem://")
+	tweak := func(c *workflows.Config) { c.ContinueAfterEvents, c.Store = 1000, store }
+	env, _ := sessionSandboxEnv(t, fn, tweak)
+	var before workflows.SessionInfo
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo carried > c.txt"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "hello"})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		// The history reaches its bound; the rename wakes the session,
+		// which continues as new once the update is done.
+		before = sessionInfo(t, env)
+		env.SetCurrentHistoryLength(1000)
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandRename, Arg: "carried"})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code", Name: "carry me"})
+	var cae *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &cae) {
+		t.Fatalf("session ended with %v, want it to continue as new", err)
+	}
+	var next workflows.SessionInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	c := next.Carry
+	if c == nil || c.Spec == nil || c.State.Turns != 2 || c.State.Name != "carried" || c.State.Transcript.Segments == 0 || c.State.Agent != "coder" ||
+		len(c.State.Leases) != 1 || c.State.Leases[0].Lease.State != runtime.LeaseSuspended || c.State.Leases[0].Lease.Snapshot == "" {
+		t.Fatalf("carry %+v, want the state after two turns: renamed, its transcript, coder's suspended sandbox", c)
+	}
+
+	env2, root2 := sessionSandboxEnv(t, fn, tweak)
+	var third *updateCall
+	env2.RegisterDelayedCallback(func() {
+		if info := sessionInfo(t, env2); info.Turns != 2 || info.Name != "carried" || info.NextEvent != before.NextEvent+2 {
+			t.Errorf("continued session %+v, want 2 turns, its new name, and events numbered on after %d", info, before.NextEvent+1)
+		}
+		third = sendUpdate(env2, workflows.SendUpdate, workflows.SendInput{Message: "run: cat c.txt", Wait: true})
+	}, time.Second)
+	env2.RegisterDelayedCallback(func() {
+		sendUpdate(env2, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+	}, time.Hour)
+	env2.ExecuteWorkflow(workflows.SessionWorkflowName, next)
+	if err := env2.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var r workflows.SendResult
+	third.decode(t, &r)
+	if r.Record == nil || string(r.Record.Output) != `"out: carried"` {
+		t.Errorf("third turn %+v, want the carried workspace's file", r.Record)
+	}
+	if got := strings.Join(seen, "|"); !strings.HasPrefix(got, "run: echo carried > c.txt|hello|run: cat c.txt") {
+		t.Errorf("the model saw %q, want the whole conversation", got)
+	}
+	if left := leftovers(t, root2); len(left) != 0 {
+		t.Errorf("workspaces left: %v", left)
+	}
+}
+
+// Stop ends the session, cancelling a running turn and stopping its
+// sandboxes; a stopped session refuses messages and commands.
+func TestSessionStop(t *testing.T) {
+	m := &rollbackModel{failed: map[string]bool{}}
+	env, root := sessionSandboxEnv(t, nil, func(c *workflows.Config) { c.Model = m })
+	var running, queued, afterStop, pause *updateCall
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo hi > x"})
+		running = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "stuck", Wait: true})
+		queued = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "two", Wait: true})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		if info := sessionInfo(t, env); info.Running != "t2" {
+			t.Errorf("before stop: %+v, want turn t2 running", info)
+		}
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		// The session takes these after the stop.
+		afterStop = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "three"})
+		pause = sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandPause})
+	}, 5*time.Second)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var r workflows.SendResult
+	running.decode(t, &r)
+	if r.Record == nil || r.Record.Outcome != runtime.TurnFailed || !strings.Contains(r.Record.Error, "stopped") {
+		t.Errorf("the running turn ended %+v, want failed: the session stopped", r.Record)
+	}
+	if workflows.ErrorType(queued.err) != workflows.ErrSessionStopped {
+		t.Errorf("the queued message's caller got %v, want %s", queued.err, workflows.ErrSessionStopped)
+	}
+	for what, u := range map[string]*updateCall{"message": afterStop, "pause": pause} {
+		if u == nil || u.accepted || workflows.ErrorType(u.err) != workflows.ErrSessionStopped {
+			t.Errorf("a %s after stop: %+v; want refused as stopped", what, u)
+		}
+	}
+	if left := leftovers(t, root); len(left) != 0 {
+		t.Errorf("workspaces left after the session stopped: %v", left)
+	}
+}

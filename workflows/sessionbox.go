@@ -1,0 +1,195 @@
+package workflows
+
+import (
+	"slices"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+)
+
+// sessionSandboxes keeps a session's sandboxes between its turns, one per
+// agent that has one: it lends an agent's lease to the agent workflow that
+// answers (routeFrom), takes it back at the agent's end, and runs the
+// sandbox's idle timer in the session, so a sandbox left idle is suspended
+// (snapshot, then stop) and the next command restores it.
+//
+// While the session runs, each agent's sandboxLife holds the lease; the
+// session's state (runtime.SessionState.Leases) gets a copy when it
+// continues as new.
+type sessionSandboxes struct {
+	r     *Runner
+	rec   *recorder
+	id    string
+	graph string
+	st    *runtime.SessionState
+	// ctx is the session's own context, on which idle timers run: a
+	// cancelled turn leaves them be.
+	ctx   workflow.Context
+	lives map[string]*sandboxLife
+	// names are the agents of lives, in order (workflow code does not
+	// range over maps).
+	names []string
+	// lent are the leases out on loan to the running turn's agents, as
+	// they were lent.
+	lent map[string]runtime.SandboxLease
+}
+
+func newSessionSandboxes(ctx workflow.Context, r *Runner, rec *recorder, id, graph string, st *runtime.SessionState) *sessionSandboxes {
+	b := &sessionSandboxes{r: r, rec: rec, id: id, graph: graph, st: st, ctx: ctx, lives: map[string]*sandboxLife{}, lent: map[string]runtime.SandboxLease{}}
+	for _, al := range st.Leases {
+		l := b.life(al.Agent)
+		*l.lease = al.Lease
+		if l.lease.Live() {
+			l.touch(ctx) // The idle timer starts again after continue-as-new.
+		}
+	}
+	return b
+}
+
+// life is agent's sandboxLife, made with a new lease if it has none.
+func (b *sessionSandboxes) life(agent string) *sandboxLife {
+	l, ok := b.lives[agent]
+	if !ok {
+		l = newSandboxLife(b.r, b.rec, b.graph, agent, b.id, agents.RunContext{WorkflowID: b.id, RunID: b.id, Agent: agent})
+		l.owner = b.id
+		b.lives[agent] = l
+		i, _ := slices.BinarySearch(b.names, agent)
+		b.names = slices.Insert(b.names, i, agent)
+	}
+	return l
+}
+
+// agents are the agents with a lease, in order.
+func (b *sessionSandboxes) agents() []string { return slices.Clone(b.names) }
+
+// lend takes agent's lease from the session for the agent workflow that
+// answers: its idle timer stops, and a suspension under way finishes
+// first.
+func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*SessionLink, error) {
+	l := b.life(agent)
+	if l.idleCancel != nil {
+		l.idleCancel()
+		l.idleCancel = nil
+	}
+	if err := workflow.Await(ctx, func() bool { return l.lease.State != runtime.LeaseSuspending }); err != nil {
+		return nil, err
+	}
+	lease := *l.lease
+	b.lent[agent] = lease
+	return &SessionLink{ID: b.id, Lease: &lease}, nil
+}
+
+// back takes agent's lease back: as the agent gave it (a live sandbox's
+// idle timer starts in the session), or, when the agent ended without
+// giving it (it failed or was cancelled, and stopped its sandbox), as it
+// was lent, forfeited: the next command restores the last snapshot the
+// session knows.
+func (b *sessionSandboxes) back(agent string, given *runtime.SandboxLease) {
+	lent, ok := b.lent[agent]
+	if !ok {
+		return
+	}
+	delete(b.lent, agent)
+	l := b.life(agent)
+	if given == nil {
+		lent.Forfeit()
+		*l.lease = lent
+		return
+	}
+	*l.lease = *given
+	if l.lease.Live() {
+		l.touch(b.ctx)
+	}
+}
+
+// leases are the leases the session holds now, by agent.
+func (b *sessionSandboxes) leases() map[string]runtime.SandboxLease {
+	out := map[string]runtime.SandboxLease{}
+	for _, a := range b.names {
+		out[a] = *b.lives[a].lease
+	}
+	return out
+}
+
+// restore undoes a rolled-back turn's effect on the workspaces: each
+// sandbox given back live during the turn is stopped, and each lease goes
+// back to where it stood at the turn's start, forfeited, so the next
+// command restores the turn's starting snapshot.
+func (b *sessionSandboxes) restore(ctx workflow.Context, start map[string]runtime.SandboxLease) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	for _, a := range b.agents() {
+		l := b.lives[a]
+		was, had := start[a]
+		if had && sameLease(*l.lease, was) {
+			continue // Untouched by the turn.
+		}
+		if l.idleCancel != nil {
+			l.idleCancel()
+			l.idleCancel = nil
+		}
+		_ = workflow.Await(dctx, func() bool { return l.lease.State != runtime.LeaseSuspending })
+		l.stopNow(dctx, EventSandboxStopped)
+		if !had {
+			was = *runtime.NewSandboxLease()
+		}
+		gen := l.lease.Generation
+		was.Forfeit()
+		was.Generation = max(was.Generation, gen)
+		*l.lease = was
+	}
+}
+
+// settle readies the leases to be carried through continue-as-new: idle
+// timers stop, suspensions under way finish, and the state holds a copy.
+func (b *sessionSandboxes) settle(ctx workflow.Context) error {
+	for _, a := range b.agents() {
+		l := b.lives[a]
+		if l.idleCancel != nil {
+			l.idleCancel()
+			l.idleCancel = nil
+		}
+		if err := workflow.Await(ctx, func() bool { return l.lease.State != runtime.LeaseSuspending }); err != nil {
+			return err
+		}
+		b.st.SetLease(a, *l.lease)
+	}
+	return nil
+}
+
+// stopAll stops every sandbox the session keeps, when it ends.
+func (b *sessionSandboxes) stopAll(ctx workflow.Context) {
+	for _, a := range b.agents() {
+		l := b.lives[a]
+		l.end(ctx)
+		b.st.SetLease(a, *l.lease)
+	}
+}
+
+// describe is the sandboxes as the session's query shows them.
+func (b *sessionSandboxes) describe() []SessionSandbox {
+	var out []SessionSandbox
+	for _, a := range b.agents() {
+		l := b.lives[a].lease
+		sb := SessionSandbox{Agent: a, State: l.State, Snapshot: l.Snapshot}
+		_, sb.Lent = b.lent[a]
+		if l.Sandbox != nil {
+			sb.Backend, sb.ID = l.Sandbox.State.Backend, l.Sandbox.State.ID
+		}
+		out = append(out, sb)
+	}
+	return out
+}
+
+// sameLease reports whether two leases hold the same sandbox and snapshot.
+func sameLease(a, b runtime.SandboxLease) bool {
+	id := func(l runtime.SandboxLease) string {
+		if l.Sandbox == nil {
+			return ""
+		}
+		return l.Sandbox.State.ID
+	}
+	return a.State == b.State && a.Snapshot == b.Snapshot && a.Generation == b.Generation && id(a) == id(b)
+}
