@@ -72,6 +72,10 @@ func sandboxGraphs(backend string) []*agents.Graph {
 			&agents.Agent{Name: "keeper", Instructions: "idle keeper", Sandbox: &agents.Sandbox{},
 				Tools: []agents.Tool{agents.AsTool("sleeper", "sleeper", "Waits.")}},
 			&agents.Agent{Name: "sleeper", Instructions: "idle sleeper"}),
+		// notes: a session's sandbox agent that keeps notes in its
+		// workspace across turns (session_test.go).
+		agents.MustGraph("notes", "notekeeper",
+			&agents.Agent{Name: "notekeeper", Instructions: "session notekeeper", Sandbox: &agents.Sandbox{Backend: backend}}),
 		agents.MustGraph("fault", "survivor",
 			&agents.Agent{Name: "survivor", Instructions: "fault survivor", Sandbox: &agents.Sandbox{Backend: backend}}),
 		agents.MustGraph("recreate", "phoenix",

@@ -388,6 +388,7 @@ func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(r.OrchestratorWorkflow, workflow.RegisterOptions{Name: OrchestratorWorkflowName})
 	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
 	w.RegisterWorkflowWithOptions(r.SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowName})
+	w.RegisterWorkflowWithOptions(r.SessionManagerWorkflow, workflow.RegisterOptions{Name: SessionManagerWorkflowName})
 }
 
 // Close releases what the Runner holds: the MCP sessions of its own pool

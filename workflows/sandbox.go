@@ -497,13 +497,23 @@ func (s *sandboxLife) lost(ctx workflow.Context, err error) {
 	dead := *s.lease.Sandbox
 	_ = s.lease.Lost()
 	s.rec.add(ctx, Event{Kind: EventSandboxLost, Agent: s.agent, Detail: err.Error()})
-	if ErrorType(err) == ErrSandboxGone {
-		// The host is there but the sandbox died: clear what is left of it
-		// (a stopped container, its workspace). Best effort; a host that
-		// is gone has its own orphan reaping.
+	// The host is there but the sandbox died, or the worker that ran the
+	// call died (its heartbeats stopped) and the host may have another:
+	// clear what is left of the sandbox (a container, its workspace) on
+	// its host. Best effort: a host that is gone does not take the stop
+	// (schedule-to-start), and its orphans are reaped once the owner
+	// closes, which for a session's sandbox may be weeks away.
+	var te *temporal.TimeoutError
+	heartbeatLost := errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_HEARTBEAT
+	if ErrorType(err) == ErrSandboxGone || heartbeatLost && workflow.GetVersion(ctx, versionClearLostSandbox, workflow.DefaultVersion, 1) == 1 {
 		_ = workflow.ExecuteActivity(s.hostCtx(ctx, dead, time.Minute, "clear the lost sandbox"), SandboxStopActivityName, dead.State).Get(ctx, nil)
 	}
 }
+
+// versionClearLostSandbox marks the change to agents that clear a sandbox
+// lost with its worker (a heartbeat timeout) from its host, as they
+// always cleared one that died. The marker is written only then.
+const versionClearLostSandbox = "troupe.clear-lost-sandbox"
 
 // afterTurn snapshots the workspace after a turn that used it and restarts
 // the idle timer.

@@ -90,6 +90,9 @@ type SessionInput struct {
 	// MaxHandoffs bounds the handoffs of a turn; 0 means the worker's
 	// default.
 	MaxHandoffs int `json:"max_handoffs,omitempty"`
+	// Manager is the workflow id of the session manager that created the
+	// session, which it tells what changed; set by the manager.
+	Manager string `json:"manager,omitempty"`
 	// Carry is what the session's previous run carried over when it
 	// continued as new; callers leave it nil.
 	Carry *SessionCarry `json:"carry,omitempty"`
@@ -297,6 +300,21 @@ func (s *session) handle(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, SessionQuery, func() (SessionInfo, error) { return s.info(), nil }); err != nil {
 		return err
 	}
+	// Commands from the manager come by signal.
+	commands := workflow.GetSignalChannel(ctx, CommandSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var c SessionCommand
+			if !commands.Receive(gctx, &c) {
+				return
+			}
+			if err := s.checkCommand(c); err != nil {
+				s.rec.add(gctx, Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", c.Op, err)})
+				continue
+			}
+			_, _ = s.command(gctx, c)
+		}
+	})
 	// Signalled messages have no caller to refuse: a refused one is an
 	// event.
 	ch := workflow.GetSignalChannel(ctx, MessageSignal)
@@ -429,8 +447,31 @@ func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, 
 		detail += " " + c.Arg
 	}
 	s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: detail})
-	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	s.changed(ctx)
 	return s.info(), nil
+}
+
+// changed shows what changed: in the Web UI's current details, and to
+// the session's manager, if any (a signal it need not wait for).
+func (s *session) changed(ctx workflow.Context) {
+	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	if s.in.Manager == "" {
+		return
+	}
+	_ = workflow.SignalExternalWorkflow(ctx, s.in.Manager, "", SessionChangedSignal, s.entry())
+}
+
+// entry is the session as its manager lists it.
+func (s *session) entry() SessionEntry {
+	st := s.st
+	e := SessionEntry{ID: s.id, Name: st.Name, Graph: s.in.Graph, Agent: st.Agent, Status: st.Status(), Policy: st.Policy,
+		Turns: st.Turns, Usage: st.Usage, LastActivity: st.LastActivity}
+	for _, sb := range s.boxes.describe() {
+		if sb.Backend != "" && !slices.Contains(e.Backends, sb.Backend) {
+			e.Backends = append(e.Backends, sb.Backend)
+		}
+	}
+	return e
 }
 
 // info is the session as its query answers.
@@ -452,7 +493,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	if err != nil {
 		return nonRetryable(ErrInternal, "%v", err)
 	}
-	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	s.changed(ctx)
 	n := turnNumber(m.Turn)
 	prefix := s.id + "/" + m.Turn
 	tctx, cancel := workflow.WithCancel(ctx)
@@ -492,7 +533,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	if err := s.st.TurnEnded(rec, agent, transcript); err != nil {
 		return nonRetryable(ErrInternal, "%v", err)
 	}
-	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	s.changed(ctx)
 	return nil
 }
 
@@ -523,7 +564,7 @@ func (s *session) continueAsNew(ctx workflow.Context) error {
 func (s *session) end(ctx workflow.Context) (*SessionInfo, error) {
 	s.boxes.stopAll(ctx)
 	s.rec.add(ctx, Event{Kind: EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
-	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
+	s.changed(ctx)
 	// The callers waiting on turns are told before the workflow ends.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return nil, err

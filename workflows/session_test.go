@@ -601,3 +601,90 @@ func TestSessionStop(t *testing.T) {
 		t.Errorf("workspaces left after the session stopped: %v", left)
 	}
 }
+
+// The session manager creates sessions as its children, lists them with
+// what their sessions tell it (status, agent, turns), and passes them
+// rename, pause, resume and stop; a session it does not hold, or that is
+// stopped, is refused, and a session that cannot start is not listed.
+func TestSessionManager(t *testing.T) {
+	env, _ := newEnv(t, nil)
+	var inputs []string
+	slowAgents(env, &inputs)
+	var created, dup, renamed, unknown, paused, afterStop *updateCall
+	var listed [][]workflows.SessionEntry
+	list := func() {
+		q, err := env.QueryWorkflow(workflows.SessionsQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var es []workflows.SessionEntry
+		if err := q.Get(&es); err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, es)
+	}
+	env.RegisterDelayedCallback(func() {
+		created = sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "s1",
+			Session: workflows.SessionInput{Graph: "test", Agent: "c", Name: "first"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		dup = sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "s1", Session: workflows.SessionInput{Graph: "test"}})
+		renamed = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s1", Command: workflows.SessionCommand{Op: workflows.CommandRename, Arg: "renamed"}})
+		unknown = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "nope", Command: workflows.SessionCommand{Op: workflows.CommandPause}})
+		if err := env.UpdateWorkflowByID("s1", workflows.SendUpdate, "", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("message refused: %v", err) }, OnComplete: func(any, error) {},
+		}, workflows.SendInput{Message: "hello"}); err != nil {
+			t.Error(err)
+		}
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(list, 3*time.Second) // The turn runs.
+	env.RegisterDelayedCallback(list, time.Minute)   // It has ended.
+	env.RegisterDelayedCallback(func() {
+		paused = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s1", Command: workflows.SessionCommand{Op: workflows.CommandPause}})
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(list, 3*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s1", Command: workflows.SessionCommand{Op: workflows.CommandStop}})
+	}, 4*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		afterStop = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s1", Command: workflows.SessionCommand{Op: workflows.CommandResume}})
+	}, 5*time.Minute)
+	env.RegisterDelayedCallback(list, 6*time.Minute)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 7*time.Minute)
+	env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+
+	var e workflows.SessionEntry
+	created.decode(t, &e)
+	if created.err != nil || e.ID != "s1" || e.Name != "first" || e.Status != runtime.SessionIdle {
+		t.Fatalf("create: %+v, %v", e, created.err)
+	}
+	if dup.accepted || workflows.ErrorType(dup.err) != workflows.ErrBadCommand {
+		t.Errorf("a second session s1: accepted %v, err %v; want refused", dup.accepted, dup.err)
+	}
+	renamed.decode(t, &e)
+	if e.Name != "renamed" {
+		t.Errorf("rename: %+v", e)
+	}
+	if unknown.accepted || workflows.ErrorType(unknown.err) != workflows.ErrUnknownSession {
+		t.Errorf("a command for no session: accepted %v, err %v", unknown.accepted, unknown.err)
+	}
+	paused.decode(t, &e)
+	if e.Status != runtime.SessionPaused {
+		t.Errorf("pause: %+v", e)
+	}
+	if afterStop.accepted || workflows.ErrorType(afterStop.err) != workflows.ErrSessionStopped {
+		t.Errorf("resume after stop: accepted %v, err %v", afterStop.accepted, afterStop.err)
+	}
+	want := []struct {
+		status runtime.SessionStatus
+		turns  int
+	}{{runtime.SessionThinking, 0}, {runtime.SessionIdle, 1}, {runtime.SessionPaused, 1}, {runtime.SessionStopped, 1}}
+	if len(listed) != len(want) {
+		t.Fatalf("%d lists, want %d", len(listed), len(want))
+	}
+	for i, w := range want {
+		if len(listed[i]) != 1 || listed[i][0].Status != w.status || listed[i][0].Turns != w.turns || listed[i][0].Name != "renamed" {
+			t.Errorf("list %d: %+v, want s1 (renamed) %s after %d turns", i, listed[i], w.status, w.turns)
+		}
+	}
+}

@@ -65,7 +65,7 @@
 // The turn of a request is 1 plus the number of model turns in its input,
 // a model turn being a maximal run of assistant-side items (assistant
 // messages, function calls, reasoning). Templates see TemplateData (.User,
-// .LastInput, .LastOutput, .Outputs, .Turn, .CallIndex) and the functions
+// .LastUser, .LastInput, .LastOutput, .Outputs, .Turn, .CallIndex) and the functions
 // field (a gjson path into a JSON string), json, join, after (the text
 // after a marker, e.g. the output part of an exec_command result), match
 // (the first submatch of a regexp) and add (a sum of integers, e.g. to

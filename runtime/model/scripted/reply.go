@@ -66,6 +66,7 @@ func answer(rules []*rule, c *conversation) (*reply, *apiError) {
 	rep := &reply{rule: r, turn: c.turn(), digest: c.digest()}
 	data := TemplateData{
 		User:       c.firstUser(),
+		LastUser:   c.lastUser(),
 		LastInput:  c.lastInput(),
 		LastOutput: c.lastOutput(),
 		Outputs:    c.outputsSinceLastTurn(),

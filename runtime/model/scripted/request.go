@@ -142,6 +142,17 @@ func (c *conversation) firstUser() string {
 	return ""
 }
 
+// lastUser is the text of the last user message: in a conversation of
+// several turns (a session), what the user said last.
+func (c *conversation) lastUser() string {
+	for i := len(c.items) - 1; i >= 0; i-- {
+		if c.items[i].kind == kindMessage && c.items[i].role == "user" {
+			return c.items[i].text
+		}
+	}
+	return ""
+}
+
 func (c *conversation) lastOutput() string {
 	for i := len(c.items) - 1; i >= 0; i-- {
 		if c.items[i].kind == kindOutput {

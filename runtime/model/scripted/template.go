@@ -21,6 +21,9 @@ import (
 type TemplateData struct {
 	// User is the text of the first user message.
 	User string
+	// LastUser is the text of the last user message: what the user said
+	// last, in a conversation of several turns (a session).
+	LastUser string
 	// LastInput is the text of the last input item: a message's text or a
 	// function call output's output.
 	LastInput string

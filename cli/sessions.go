@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// sessionsCommand is `troupe sessions`: conversations that live on the
+// Temporal server the other commands use (TEMPORAL_ADDRESS, else the
+// server of TROUPE_HOME), served by the workers of `troupe dev` or
+// `troupe worker`.
+func sessionsCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "sessions",
+		Short: "Create, list, show, message, pause, resume, rename and stop sessions",
+		Long: "A session is a conversation with a graph that lives as long as you keep it: each message is a turn, answered by\n" +
+			"the agent that ended the last one, with the conversation and the workspaces so far. A worker (`troupe dev` or\n" +
+			"`troupe worker`) serves them; they idle at no cost between messages.",
+	}
+	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+
+	var agent, name, policy, id string
+	create := &cobra.Command{
+		Use:   "new GRAPH",
+		Short: "Create a session of a graph and print its id",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := runtime.ParsePolicy(policy)
+			if err != nil {
+				return err
+			}
+			return withTemporal(cmd, func(cn *conn) error {
+				var opts []troupeclient.StartOption
+				if id != "" {
+					opts = append(opts, troupeclient.WithID(id))
+				}
+				_, e, err := cn.runs("", nil).CreateSession(cmd.Context(), troupeclient.SessionInput{Graph: args[0], Agent: agent, Name: name, Policy: p}, opts...)
+				if err != nil {
+					return err
+				}
+				warnUnserved(cmd, cn, "session "+e.ID)
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), e)
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), e.ID)
+				return err
+			})
+		},
+	}
+	create.Flags().StringVar(&agent, "agent", "", "the agent that answers first (default: the graph's entry)")
+	create.Flags().StringVar(&name, "name", "", "the session's name")
+	create.Flags().StringVar(&policy, "policy", "enqueue", "what a message sent during a turn does: enqueue, reject, interrupt or rollback")
+	create.Flags().StringVar(&id, "id", "", "the session's id (default: a fresh one)")
+
+	ls := &cobra.Command{
+		Use:   "ls",
+		Short: "List sessions, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				list, err := cn.runs("", nil).Sessions(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					if list == nil {
+						list = []troupeclient.SessionEntry{}
+					}
+					return printJSON(cmd.OutOrStdout(), list)
+				}
+				if len(list) == 0 {
+					fmt.Fprintln(cmd.OutOrStdout(), "no sessions")
+					return nil
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "SESSION\tNAME\tGRAPH\tAGENT\tBACKENDS\tSTATUS\tTURNS\tTOKENS\tLAST ACTIVITY")
+				for _, e := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.ID, e.Name, e.Graph, e.Agent, strings.Join(e.Backends, ","), e.Status, e.Turns,
+						e.Usage.TotalTokens, e.LastActivity.Local().Format(time.DateTime))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+
+	show := &cobra.Command{
+		Use:   "show SESSION",
+		Short: "Show a session: status, agent, policy, usage, sandboxes and its last turns",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				info, err := cn.runs("", nil).Session(args[0]).Info(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), info)
+				}
+				printSession(cmd.OutOrStdout(), info)
+				return nil
+			})
+		},
+	}
+
+	var noWait bool
+	send := &cobra.Command{
+		Use:   "send SESSION MESSAGE",
+		Short: "Send a session a message; show the turn's progress on stderr and its answer on stdout",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				s := cn.runs("", nil).Session(args[0])
+				warnUnserved(cmd, cn, "session "+args[0])
+				if noWait {
+					res, err := s.Send(cmd.Context(), args[1], false)
+					if err != nil {
+						return err
+					}
+					if asJSON {
+						return printJSON(cmd.OutOrStdout(), res)
+					}
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "queued as turn %s (%d ahead)\n", res.Turn, res.Ahead)
+					return err
+				}
+				var progress func(troupeclient.Event)
+				if !asJSON {
+					progress = func(e troupeclient.Event) { printEvent(cmd.ErrOrStderr(), e) }
+				}
+				rec, err := s.Ask(cmd.Context(), args[1], progress)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), rec)
+				}
+				return printTurn(cmd.OutOrStdout(), rec)
+			})
+		},
+	}
+	send.Flags().BoolVar(&noWait, "no-wait", false, "return once the message is queued, with its turn's id")
+
+	command := func(use, short, op string, nargs int) *cobra.Command {
+		return &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.ExactArgs(nargs),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c := troupeclient.SessionCommand{Op: op}
+				if nargs == 2 {
+					c.Arg = args[1]
+				}
+				return withTemporal(cmd, func(cn *conn) error {
+					e, err := cn.runs("", nil).Session(args[0]).Command(cmd.Context(), c)
+					if err != nil {
+						return err
+					}
+					if asJSON {
+						return printJSON(cmd.OutOrStdout(), e)
+					}
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "session %s: %s (%s)\n", e.ID, op, e.Status)
+					return err
+				})
+			},
+		}
+	}
+	cmd.AddCommand(create, ls, show, send,
+		command("pause SESSION", "Pause a session: no turn starts, and a running turn's agents start no model call or tool", workflows.CommandPause, 1),
+		command("resume SESSION", "Resume a paused session where it stopped", workflows.CommandResume, 1),
+		command("stop SESSION", "Stop a session for good: a running turn is cancelled, its sandboxes stopped", workflows.CommandStop, 1),
+		command("rename SESSION NAME", "Rename a session", workflows.CommandRename, 2),
+		command("policy SESSION enqueue|reject|interrupt|rollback", "Set what a message sent during a turn does", workflows.CommandPolicy, 2),
+	)
+	return cmd
+}
+
+// warnUnserved says so on stderr when no worker serves the sessions: the
+// session waits for one.
+func warnUnserved(cmd *cobra.Command, cn *conn, what string) {
+	if !served(cmd.Context(), cn, workflows.DefaultTaskQueue) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "troupe: no worker serves task queue %s: %s waits until `troupe dev` or `troupe worker` runs\n", workflows.DefaultTaskQueue, what)
+	}
+}
+
+// printTurn prints a turn's answer, or why it has none.
+func printTurn(w io.Writer, rec troupeclient.TurnRecord) error {
+	switch rec.Outcome {
+	case runtime.TurnAnswered:
+		return printResult(w, workflows.RunResult{Output: rec.Output}, false)
+	case runtime.TurnFailed:
+		return fmt.Errorf("turn %s failed: %s", rec.Turn, rec.Error)
+	}
+	_, err := fmt.Fprintf(w, "turn %s: %s\n", rec.Turn, strings.ReplaceAll(rec.Outcome, "_", " "))
+	return err
+}
+
+// printSession prints a session for people.
+func printSession(w io.Writer, info troupeclient.SessionInfo) {
+	fmt.Fprintf(w, "session %s", info.ID)
+	if info.Name != "" {
+		fmt.Fprintf(w, " (%s)", info.Name)
+	}
+	fmt.Fprintf(w, "\n  graph %s, %s, next answered by %s, policy %s\n", info.Graph, info.Status, info.Agent, info.Policy)
+	fmt.Fprintf(w, "  %d turns, %d queued, %d tokens; last activity %s\n", info.Turns, info.Queued, info.Usage.TotalTokens, info.LastActivity.Local().Format(time.DateTime))
+	for _, sb := range info.Sandboxes {
+		fmt.Fprintf(w, "  sandbox of %s: %s", sb.Agent, sb.State)
+		if sb.ID != "" {
+			fmt.Fprintf(w, " (%s %s)", sb.Backend, sb.ID)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, r := range info.Recent {
+		fmt.Fprintf(w, "  %s %s: %s → %s\n", r.Turn, r.Outcome, oneLine(r.Message), oneLine(string(r.Output)+r.Error))
+	}
+}

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// A three-turn session on the embedded server, its worker a separate
+// process and its model the scripted one over HTTP. The worker is
+// SIGKILLed while the second turn waits on the model, and a new worker
+// process takes over: the turn completes once, and the third turn finds
+// the workspace intact, with the notes of both turns before it. Stopping
+// the session through its manager leaves no workspace behind.
+func TestSessionSurvivesWorkerKill(t *testing.T) {
+	c := dial(t)
+	ms, url := modelServer(t)
+	blobDir, queue := t.TempDir(), fmt.Sprintf("session-%d", os.Getpid())
+	first := spawnWorker(t, url, blobDir, queue)
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, entry, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes", Name: "notebook"}, troupeclient.WithID(fmt.Sprintf("notes-%d", os.Getpid())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entry.Name != "notebook" || entry.Status != runtime.SessionIdle {
+		t.Errorf("created %+v", entry)
+	}
+	var seen []string
+	rec, err := s.Ask(ctx, "note alpha", func(e troupeclient.Event) { seen = append(seen, e.Kind) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Outcome != runtime.TurnAnswered || string(rec.Output) != `"saved"` {
+		t.Fatalf("first turn %+v", rec)
+	}
+	if got := strings.Join(seen, ","); !strings.Contains(got, workflows.EventSandboxProvisioned) || !strings.HasSuffix(got, workflows.EventFinal) {
+		t.Errorf("the first turn's follower saw %s, want the sandbox provisioned and the answer last", got)
+	}
+
+	sent, err := s.Send(ctx, "slow note beta", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for ms.Count("notes-slow") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow turn's model call never came")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	spawnWorker(t, url, blobDir, queue)
+
+	rec, err = s.Ask(ctx, "show", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Turn != "t3" || rec.Outcome != runtime.TurnAnswered || string(rec.Output) != `"alpha\nbeta\n"` {
+		t.Errorf("third turn %+v, want the notes of both turns before it", rec)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	answered := 0
+	for _, r := range info.Recent {
+		if r.Turn == sent.Turn && r.Outcome == runtime.TurnAnswered {
+			answered++
+		}
+	}
+	if info.Turns != 3 || answered != 1 {
+		t.Errorf("session %+v; want 3 turns, %s answered once", info, sent.Turn)
+	}
+	list, err := cl.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range list {
+		if e.ID == s.ID() {
+			found = e.Turns == 3 && e.Name == "notebook" && e.Agent == "notekeeper"
+		}
+	}
+	if !found {
+		t.Errorf("the manager lists %+v, want the session after 3 turns", list)
+	}
+
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		t.Fatal(err)
+	}
+	end, err := s.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end.Status != runtime.SessionStopped {
+		t.Errorf("ended %+v", end)
+	}
+	if left := dirEntries(t, blobDir+"-sandboxes"); len(left) != 0 {
+		t.Errorf("workspaces left after the session stopped: %v", left)
+	}
+}

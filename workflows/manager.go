@@ -1,0 +1,244 @@
+package workflows
+
+// The session manager is the registry of a namespace's sessions and the
+// one door for their lifecycle: a session is created through it (it starts
+// the SessionWorkflow as its child, abandoned so that the session outlives
+// any one run of the manager), and renamed, paused, resumed and stopped
+// through it. Each step is a durable command of the manager's history, so
+// a call that a crash interrupts is carried on where it stopped when the
+// worker replays it, and calls are applied one after the other, in the
+// order the server took them: the registry and the sessions never
+// disagree for longer than a signal takes. Sessions tell the manager what
+// changed (troupe.session-changed) after each turn and command, so a
+// list needs no call to each session.
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
+)
+
+// Names of the session manager and its messages.
+const (
+	SessionManagerWorkflowName = "troupe.SessionManager"
+	// SessionManagerID is the manager's workflow id: one per namespace.
+	SessionManagerID = "troupe-sessions"
+	// CreateSessionUpdate creates a session (CreateSessionInput →
+	// SessionEntry).
+	CreateSessionUpdate = "troupe.create-session"
+	// LifecycleUpdate runs a command on a session (LifecycleInput →
+	// SessionEntry).
+	LifecycleUpdate = "troupe.lifecycle"
+	// SessionsQuery lists the sessions ([]SessionEntry).
+	SessionsQuery = "troupe.sessions"
+	// SessionChangedSignal is a session's news for its manager
+	// (SessionEntry).
+	SessionChangedSignal = "troupe.session-changed"
+	// CommandSignal is a command for a session from its manager
+	// (SessionCommand).
+	CommandSignal = "troupe.command-signal"
+)
+
+// ErrUnknownSession is a call for a session the manager does not hold.
+const ErrUnknownSession = "troupe.UnknownSession"
+
+// CreateSessionInput creates a session.
+type CreateSessionInput struct {
+	// ID is the session's workflow id; empty for a fresh one,
+	// "session-<graph>-<8 hex>". It must not hold "/".
+	ID      string       `json:"id,omitempty"`
+	Session SessionInput `json:"session"`
+}
+
+// LifecycleInput is a command for the session ID.
+type LifecycleInput struct {
+	ID      string         `json:"id"`
+	Command SessionCommand `json:"command"`
+}
+
+// SessionEntry is a session as the manager lists it.
+type SessionEntry struct {
+	ID     string                `json:"id"`
+	Name   string                `json:"name,omitempty"`
+	Graph  string                `json:"graph"`
+	Agent  string                `json:"agent"`
+	Status runtime.SessionStatus `json:"status"`
+	Policy runtime.InputPolicy   `json:"policy"`
+	Turns  int                   `json:"turns"`
+	Usage  model.Usage           `json:"usage"`
+	// Backends are the sandbox backends of the session's workspaces.
+	Backends     []string  `json:"backends,omitempty"`
+	Created      time.Time `json:"created"`
+	LastActivity time.Time `json:"last_activity"`
+}
+
+// ManagerInput starts (or continues) the session manager.
+type ManagerInput struct {
+	// Sessions is the registry its previous run carried over.
+	Sessions []SessionEntry `json:"sessions,omitempty"`
+}
+
+// manager is a running SessionManagerWorkflow.
+type manager struct {
+	r        *Runner
+	sessions []SessionEntry
+}
+
+// SessionManagerWorkflow runs the session manager: see the top of this
+// file. It continues as new, carrying its registry, when its history
+// reaches the worker's bound.
+func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) error {
+	m := &manager{r: r, sessions: in.Sessions}
+	if err := workflow.SetQueryHandler(ctx, SessionsQuery, func() ([]SessionEntry, error) {
+		return slices.Clone(m.sessions), nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, CreateSessionUpdate, m.create, workflow.UpdateHandlerOptions{Validator: m.checkCreate}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, LifecycleUpdate, m.lifecycle, workflow.UpdateHandlerOptions{Validator: m.checkLifecycle}); err != nil {
+		return err
+	}
+	changed := workflow.GetSignalChannel(ctx, SessionChangedSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var e SessionEntry
+			if !changed.Receive(gctx, &e) {
+				return
+			}
+			m.changed(e)
+		}
+	})
+	// The bound is the worker's own: the manager's commands do not depend
+	// on it, only when it continues as new.
+	bound := r.cfg.ContinueAfterEvents
+	if err := workflow.Await(ctx, func() bool {
+		info := workflow.GetInfo(ctx)
+		return (info.GetCurrentHistoryLength() >= bound || info.GetContinueAsNewSuggested()) && workflow.AllHandlersFinished(ctx)
+	}); err != nil {
+		return err
+	}
+	for {
+		var e SessionEntry
+		if !changed.ReceiveAsync(&e) {
+			break
+		}
+		m.changed(e)
+	}
+	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Sessions: m.sessions})
+}
+
+func (m *manager) find(id string) int {
+	return slices.IndexFunc(m.sessions, func(e SessionEntry) bool { return e.ID == id })
+}
+
+func (m *manager) checkCreate(ctx workflow.Context, in CreateSessionInput) error {
+	switch {
+	case in.Session.Graph == "":
+		return temporal.NewNonRetryableApplicationError("a session needs a graph", ErrBadCommand, nil)
+	case in.ID != "" && m.find(in.ID) >= 0:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s exists", in.ID), ErrBadCommand, nil)
+	case strings.Contains(in.ID, "/"):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("session id %q holds a /", in.ID), ErrBadCommand, nil)
+	case in.Session.Carry != nil:
+		return temporal.NewNonRetryableApplicationError("a new session carries nothing", ErrBadCommand, nil)
+	}
+	if _, err := runtime.ParsePolicy(string(in.Session.Policy)); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, nil)
+	}
+	return nil
+}
+
+// create starts the session as an abandoned child and registers it once
+// it has started; a session that could not start is not registered.
+func (m *manager) create(ctx workflow.Context, in CreateSessionInput) (SessionEntry, error) {
+	id := in.ID
+	if id == "" {
+		var suffix string
+		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString()[:8] }).Get(&suffix); err != nil {
+			return SessionEntry{}, err
+		}
+		id = "session-" + in.Session.Graph + "-" + suffix
+	}
+	now := workflow.Now(ctx)
+	in.Session.Manager = workflow.GetInfo(ctx).WorkflowExecution.ID
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: id, ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		StaticSummary:         "session of " + in.Session.Graph, WorkflowTaskTimeout: agentTaskTimeout,
+	})
+	if err := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in.Session).GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		return SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("start session %s: %v", id, err), ErrBadCommand, err)
+	}
+	policy, _ := runtime.ParsePolicy(string(in.Session.Policy))
+	e := SessionEntry{ID: id, Name: in.Session.Name, Graph: in.Session.Graph, Agent: in.Session.Agent, Status: runtime.SessionIdle,
+		Policy: policy, Created: now, LastActivity: now}
+	if i := m.find(id); i >= 0 { // The session's news came first.
+		e = m.sessions[i]
+		e.Created = now
+		m.sessions[i] = e
+		return e, nil
+	}
+	m.sessions = append(m.sessions, e)
+	return e, nil
+}
+
+func (m *manager) checkLifecycle(ctx workflow.Context, in LifecycleInput) error {
+	i := m.find(in.ID)
+	if i < 0 {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no session %s", in.ID), ErrUnknownSession, nil)
+	}
+	if m.sessions[i].Status == runtime.SessionStopped {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s is stopped", in.ID), ErrSessionStopped, nil)
+	}
+	s := session{st: &runtime.SessionState{}}
+	return s.checkCommand(in.Command)
+}
+
+// lifecycle sends the session its command and records the outcome in
+// the registry at once (the session's news confirms it).
+func (m *manager) lifecycle(ctx workflow.Context, in LifecycleInput) (SessionEntry, error) {
+	if err := workflow.SignalExternalWorkflow(ctx, in.ID, "", CommandSignal, in.Command).Get(ctx, nil); err != nil {
+		return SessionEntry{}, err
+	}
+	i := m.find(in.ID)
+	e := &m.sessions[i]
+	switch in.Command.Op {
+	case CommandPause:
+		e.Status = runtime.SessionPaused
+	case CommandResume:
+		e.Status = runtime.SessionIdle
+	case CommandStop:
+		e.Status = runtime.SessionStopped
+	case CommandRename:
+		e.Name = in.Command.Arg
+	case CommandPolicy:
+		e.Policy = runtime.InputPolicy(in.Command.Arg)
+	}
+	e.LastActivity = workflow.Now(ctx)
+	return *e, nil
+}
+
+// changed takes a session's news.
+func (m *manager) changed(e SessionEntry) {
+	i := m.find(e.ID)
+	if i < 0 {
+		m.sessions = append(m.sessions, e)
+		return
+	}
+	e.Created = m.sessions[i].Created
+	if m.sessions[i].Status == runtime.SessionStopped {
+		e.Status = runtime.SessionStopped // Late news of a stopped session.
+	}
+	m.sessions[i] = e
+}
