@@ -195,10 +195,7 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.
 		return temporal.NewCanceledError()
 	}
 	if sb := calls.sb; sb != nil {
-		if sb.idleCancel != nil {
-			sb.idleCancel()
-		}
-		if err := workflow.Await(ctx, func() bool { return sb.lease.State != runtime.LeaseSuspending }); err != nil {
+		if err := sb.hold(ctx); err != nil {
 			return err
 		}
 		st.Lease = sb.lease

@@ -153,10 +153,8 @@ func (m *manager) checkCreate(ctx workflow.Context, in CreateSessionInput) error
 	case in.Session.Carry != nil:
 		return temporal.NewNonRetryableApplicationError("a new session carries nothing", ErrBadCommand, nil)
 	}
-	if _, err := runtime.ParsePolicy(string(in.Session.Policy)); err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, nil)
-	}
-	return nil
+	_, err := supportedPolicy(string(in.Session.Policy))
+	return err
 }
 
 // create starts the session as an abandoned child and registers it once

@@ -591,12 +591,9 @@ func (s *sandboxLife) stopNow(ctx workflow.Context, kind string) {
 // end stops the sandbox when the agent ends, however it ends: it runs on
 // a disconnected context so a cancelled workflow still cleans up.
 func (s *sandboxLife) end(ctx workflow.Context) {
-	if s.idleCancel != nil {
-		s.idleCancel()
-	}
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	_ = workflow.Await(dctx, func() bool { return s.lease.State != runtime.LeaseSuspending })
+	_ = s.hold(dctx)
 	s.stopNow(dctx, EventSandboxStopped)
 	_ = s.lease.End()
 }
@@ -605,14 +602,21 @@ func (s *sandboxLife) end(ctx workflow.Context) {
 // it: the idle timer stops and a suspension under way finishes; the lease
 // goes back to the session as it stands, the sandbox live or suspended.
 func (s *sandboxLife) release(ctx workflow.Context) *runtime.SandboxLease {
-	if s.idleCancel != nil {
-		s.idleCancel()
-	}
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
-	_ = workflow.Await(dctx, func() bool { return s.lease.State != runtime.LeaseSuspending })
+	_ = s.hold(dctx)
 	l := *s.lease
 	return &l
+}
+
+// hold stops the idle timer and waits for a suspension under way to
+// finish, so that the lease stands still.
+func (s *sandboxLife) hold(ctx workflow.Context) error {
+	if s.idleCancel != nil {
+		s.idleCancel()
+		s.idleCancel = nil
+	}
+	return workflow.Await(ctx, func() bool { return s.lease.State != runtime.LeaseSuspending })
 }
 
 // sandboxLabels are the labels of a new sandbox: its workflow and agent,

@@ -688,3 +688,25 @@ func TestSessionManager(t *testing.T) {
 		}
 	}
 }
+
+// The interrupt policy is refused, at creation and as a command, with a
+// reason, until the agents of a turn can stop at a step boundary.
+func TestSessionRefusesInterrupt(t *testing.T) {
+	env, _ := newEnv(t, nil)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c", Policy: runtime.PolicyInterrupt})
+	if err := env.GetWorkflowError(); workflows.ErrorType(err) != workflows.ErrBadCommand || !strings.Contains(err.Error(), "not built yet") {
+		t.Errorf("a session with the interrupt policy: %v; want it refused", err)
+	}
+	env, _ = newEnv(t, nil)
+	var set *updateCall
+	env.RegisterDelayedCallback(func() {
+		set = sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandPolicy, Arg: "interrupt"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+	}, time.Minute)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c"})
+	if set.accepted || workflows.ErrorType(set.err) != workflows.ErrBadCommand {
+		t.Errorf("/policy interrupt: accepted %v, err %v; want refused", set.accepted, set.err)
+	}
+}

@@ -69,11 +69,7 @@ func (b *sessionSandboxes) agents() []string { return slices.Clone(b.names) }
 // first.
 func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*SessionLink, error) {
 	l := b.life(agent)
-	if l.idleCancel != nil {
-		l.idleCancel()
-		l.idleCancel = nil
-	}
-	if err := workflow.Await(ctx, func() bool { return l.lease.State != runtime.LeaseSuspending }); err != nil {
+	if err := l.hold(ctx); err != nil {
 		return nil, err
 	}
 	lease := *l.lease
@@ -126,11 +122,7 @@ func (b *sessionSandboxes) restore(ctx workflow.Context, start map[string]runtim
 		if had && sameLease(*l.lease, was) {
 			continue // Untouched by the turn.
 		}
-		if l.idleCancel != nil {
-			l.idleCancel()
-			l.idleCancel = nil
-		}
-		_ = workflow.Await(dctx, func() bool { return l.lease.State != runtime.LeaseSuspending })
+		_ = l.hold(dctx)
 		l.stopNow(dctx, EventSandboxStopped)
 		if !had {
 			was = *runtime.NewSandboxLease()
@@ -147,11 +139,7 @@ func (b *sessionSandboxes) restore(ctx workflow.Context, start map[string]runtim
 func (b *sessionSandboxes) settle(ctx workflow.Context) error {
 	for _, a := range b.agents() {
 		l := b.lives[a]
-		if l.idleCancel != nil {
-			l.idleCancel()
-			l.idleCancel = nil
-		}
-		if err := workflow.Await(ctx, func() bool { return l.lease.State != runtime.LeaseSuspending }); err != nil {
+		if err := l.hold(ctx); err != nil {
 			return err
 		}
 		b.st.SetLease(a, *l.lease)
