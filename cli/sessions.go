@@ -59,7 +59,7 @@ func sessionsCommand() *cobra.Command {
 	}
 	create.Flags().StringVar(&agent, "agent", "", "the agent that answers first (default: the graph's entry)")
 	create.Flags().StringVar(&name, "name", "", "the session's name")
-	create.Flags().StringVar(&policy, "policy", "enqueue", "what a message sent during a turn does: enqueue, reject or rollback")
+	create.Flags().StringVar(&policy, "policy", "enqueue", "what a message sent during a turn does: enqueue, reject, interrupt or rollback")
 	create.Flags().StringVar(&id, "id", "", "the session's id (default: a fresh one)")
 
 	ls := &cobra.Command{
@@ -178,7 +178,7 @@ func sessionsCommand() *cobra.Command {
 		command("resume SESSION", "Resume a paused session where it stopped", workflows.CommandResume, 1),
 		command("stop SESSION", "Stop a session for good: a running turn is cancelled, its sandboxes stopped", workflows.CommandStop, 1),
 		command("rename SESSION NAME", "Rename a session", workflows.CommandRename, 2),
-		command("policy SESSION enqueue|reject|rollback", "Set what a message sent during a turn does", workflows.CommandPolicy, 2),
+		command("policy SESSION enqueue|reject|interrupt|rollback", "Set what a message sent during a turn does", workflows.CommandPolicy, 2),
 	)
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/model"
 )
 
@@ -153,6 +154,9 @@ type SessionState struct {
 	Agent string `json:"agent"`
 	// Transcript is the conversation so far, in the blob store.
 	Transcript TranscriptRef `json:"transcript"`
+	// Pending are items an interrupted turn left to append before the
+	// next message (the outputs of its last calls).
+	Pending []agents.Item `json:"pending,omitempty"`
 	// Policy is what a message that arrives during a turn does.
 	Policy InputPolicy `json:"policy"`
 	// Queue are the messages waiting for their turn, in order.

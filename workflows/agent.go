@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
 )
 
 // AgentWorkflow runs one agent until it gives a final output or hands off:
@@ -52,7 +53,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	} else {
 		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
 	}
-	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in}
+	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in, ctl: newControl(ctx, true)}
 	// A session's agent takes the sandbox its session keeps for it.
 	kept := in.Session != nil
 	if kept && in.Carry == nil && in.Session.Lease != nil {
@@ -103,6 +104,14 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	for {
 		switch next.Action {
 		case runtime.CallModel:
+			if err := calls.ctl.hold(ctx, calls.sb); err != nil {
+				return fail(err)
+			}
+			if calls.ctl.stopping() {
+				res := result()
+				res.Interrupted, res.Pending = true, st.Pending
+				return finish(Event{Kind: EventInterrupted, Turn: next.Turn, Detail: "interrupted by the user before turn " + fmt.Sprint(next.Turn)}, res, nil)
+			}
 			if canContinue && r.timeToContinue(ctx, spec, turnsInRun) {
 				err := r.continueAsNew(ctx, in, st, calls, rec)
 				if _, ok := err.(*workflow.ContinueAsNewError); ok {
@@ -132,6 +141,19 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 				rec.add(ctx, Event{Kind: EventOutputInvalid, Agent: agent.Name, Turn: rc.Turn, Detail: next.Correction})
 			}
 		case runtime.RunCalls:
+			if err := calls.ctl.hold(ctx, calls.sb); err != nil {
+				return fail(err)
+			}
+			if calls.ctl.stopping() {
+				// The calls are answered, not run, so the conversation
+				// the next turn takes up stays whole.
+				var outputs []agents.Item
+				for _, c := range next.Calls {
+					outputs = append(outputs, calls.output(c, "Error: not run: the user interrupted the turn"))
+				}
+				next = st.CallsDone(agent, outputs, nil, model.Usage{})
+				continue
+			}
 			outputs, handoff, usage, err := calls.run(ctx, rc, next.Calls)
 			if err != nil {
 				return fail(err)

@@ -72,6 +72,7 @@ type turnCalls struct {
 	in    AgentInput
 	sb    *sandboxLife // nil for an agent without a sandbox
 	mt    *mcpTools    // nil for an agent without MCP servers
+	ctl   *control     // the session's controls, passed to agent tools
 }
 
 // pendingCall is a call running, and the future of its output.
@@ -222,9 +223,12 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		defer wg.Done()
 		child := AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
 			Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: t.in.Spec}
-		rr, err := t.r.route(gctx, t.rec, t.spec, tool.Target, child, prefix)
+		rr, err := t.r.route(gctx, t.rec, t.spec, tool.Target, child, prefix, t.ctl)
 		var output string
 		switch {
+		case err == nil && rr.Interrupted:
+			*usage = usage.Add(rr.Usage)
+			output = fmt.Sprintf("Error: agent tool %s was interrupted by the user before it finished", c.Name)
 		case err != nil && workerFault(err) && workflow.GetVersion(gctx, versionWorkerFaults, workflow.DefaultVersion, 1) == 1:
 			// Not the model's to work around: the worker is wired wrong.
 			*fatal = err

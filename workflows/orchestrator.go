@@ -89,7 +89,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 		next.Carry = &RunCarry{Spec: spec, Route: rs, Events: rec.events[max(0, len(rec.events)-carriedEvents):], NextEvent: rec.next, Pages: rec.pages}
 		return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)
 	}
-	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil)
+	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil, nil)
 	if err != nil {
 		if _, ok := err.(*workflow.ContinueAsNewError); ok {
 			return nil, err
@@ -120,6 +120,11 @@ type routeResult struct {
 	Usage     model.Usage     `json:"usage"`
 	// Transcript is the conversation at the chain's end.
 	Transcript *runtime.TranscriptRef `json:"transcript,omitempty"`
+	// Interrupted says the chain stopped on an interrupt (a session's):
+	// Agent is the agent at work then, and Transcript and Pending the
+	// conversation so far.
+	Interrupted bool          `json:"interrupted,omitempty"`
+	Pending     []agents.Item `json:"pending,omitempty"`
 }
 
 // routeState is where a chain of agents stands between two of them: the
@@ -137,8 +142,8 @@ type routeState struct {
 // turn, until one gives a final output, on the run's spec. Child ids are
 // prefix/<n>-<agent>. An agent routes each of its agent-tool calls with
 // it.
-func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, start string, in AgentInput, prefix string) (*routeResult, error) {
-	return r.routeFrom(ctx, rec, spec, routeState{Current: start, Input: in}, prefix, nil, nil)
+func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, start string, in AgentInput, prefix string, ctl *control) (*routeResult, error) {
+	return r.routeFrom(ctx, rec, spec, routeState{Current: start, Input: in}, prefix, nil, nil, ctl)
 }
 
 // routeFrom goes on with a chain of agents from rs. Before each child but
@@ -146,8 +151,10 @@ func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphS
 // returning a *workflow.ContinueAsNewError carrying the state. A session's
 // turn gives its sandboxes (boxes): each sandbox agent of the chain is
 // lent its lease and gives it back, and a cancelled turn waits for its
-// agents to have ended.
-func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes) (*routeResult, error) {
+// agents to have ended. A session's controls (ctl, nil outside sessions)
+// hold the chain while paused, stop it before its next agent when
+// interrupted, and reach each agent workflow it starts.
+func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes, ctl *control) (*routeResult, error) {
 	maxHandoffs := spec.MaxHandoffs
 	res := &rs.Done
 	current, in := rs.Current, rs.Input
@@ -156,6 +163,13 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			if err := cont(routeState{Current: current, Next: n, Input: in, Done: *res}); err != nil {
 				return nil, err
 			}
+		}
+		if err := ctl.hold(ctx, nil); err != nil {
+			return res, err
+		}
+		if ctl.stopping() {
+			res.Agent, res.Transcript, res.Pending, res.Interrupted = current, &in.Transcript, in.Pending, true
+			return res, nil
 		}
 		childID := fmt.Sprintf("%s/%d-%s", prefix, n, current)
 		in.Agent = current
@@ -175,7 +189,9 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID, WorkflowTaskTimeout: agentTaskTimeout,
 			StaticSummary: "agent " + current, WaitForCancellation: boxes != nil})
 		var ar AgentResult
-		err := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in).Get(ctx, &ar)
+		child := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in)
+		ctl.track(ctx, childID, child)
+		err := child.Get(ctx, &ar)
 		if in.Session != nil {
 			boxes.back(current, ar.Lease)
 		}
@@ -185,6 +201,10 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		res.Turns += ar.Turns
 		res.ToolCalls += ar.ToolCalls
 		res.Usage = res.Usage.Add(ar.Usage)
+		if ar.Interrupted {
+			res.Agent, res.Transcript, res.Pending, res.Interrupted = current, &ar.Transcript, ar.Pending, true
+			return res, nil
+		}
 		if ar.Handoff == nil {
 			res.Agent, res.Output, res.Transcript = current, ar.Output, &ar.Transcript
 			return res, nil

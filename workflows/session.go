@@ -196,6 +196,9 @@ type session struct {
 	st    *runtime.SessionState
 	rec   *recorder
 	boxes *sessionSandboxes
+	// ctl passes pause, resume and interrupt to the running turn's
+	// agents.
+	ctl *control
 	// cancelTurn cancels the running turn (stop, rollback); rollback says
 	// the cancellation is a rollback.
 	cancelTurn workflow.CancelFunc
@@ -270,6 +273,8 @@ func (s *session) begin(ctx workflow.Context) error {
 		s.rec.add(ctx, Event{Kind: EventSessionStarted, Agent: start, Detail: sessionDetails(s.in.Graph, s.st)})
 	}
 	s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
+	s.ctl = newControl(ctx, false)
+	s.ctl.paused = s.st.Paused
 	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
 	return nil
 }
@@ -361,9 +366,12 @@ func (s *session) submit(ctx workflow.Context, text string) (SendResult, error) 
 		return SendResult{}, sessionErr(err)
 	}
 	s.rec.add(ctx, Event{Kind: EventMessage, Turn: turnNumber(m.Turn), Detail: preview(text, 200)})
-	if p == runtime.PreemptRollback && s.cancelTurn != nil {
+	switch {
+	case p == runtime.PreemptRollback && s.cancelTurn != nil:
 		s.rollback = true
 		s.cancelTurn()
+	case p == runtime.PreemptInterrupt:
+		s.ctl.apply(ctx, Control{Op: ControlInterrupt})
 	}
 	return SendResult{Turn: m.Turn, Ahead: ahead, Cursor: cursor}, nil
 }
@@ -403,16 +411,11 @@ func turnNumber(id string) int {
 }
 
 // supportedPolicy returns the input policy named p ("" for the default),
-// or why a session cannot take it. The interrupt policy needs the agents
-// of a turn to stop at their next step boundary on a signal, which they do
-// not do yet: a session refuses it rather than enqueue under its name.
+// or why a session cannot take it, as an update's error.
 func supportedPolicy(p string) (runtime.InputPolicy, error) {
 	policy, err := runtime.ParsePolicy(p)
 	if err != nil {
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, nil)
-	}
-	if policy == runtime.PolicyInterrupt {
-		return "", temporal.NewNonRetryableApplicationError("the interrupt policy is not built yet: use enqueue, reject or rollback", ErrBadCommand, nil)
 	}
 	return policy, nil
 }
@@ -423,7 +426,7 @@ func (s *session) checkCommand(c SessionCommand) error {
 	case CommandPause, CommandResume, CommandStop, CommandRename:
 	case CommandPolicy:
 		if c.Arg == "" {
-			return temporal.NewNonRetryableApplicationError("policy: name one of enqueue, reject, rollback", ErrBadCommand, nil)
+			return temporal.NewNonRetryableApplicationError("policy: name one of enqueue, reject, interrupt, rollback", ErrBadCommand, nil)
 		}
 		if _, err := supportedPolicy(c.Arg); err != nil {
 			return err
@@ -442,9 +445,16 @@ func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, 
 	var err error
 	switch c.Op {
 	case CommandPause:
-		err = s.st.Pause()
+		if err = s.st.Pause(); err == nil {
+			// No model call, tool or agent starts anywhere in the turn's
+			// tree; the workspaces the session holds are suspended.
+			s.ctl.apply(ctx, Control{Op: ControlPause})
+			s.boxes.suspendAll()
+		}
 	case CommandResume:
-		err = s.st.Resume()
+		if err = s.st.Resume(); err == nil {
+			s.ctl.apply(ctx, Control{Op: ControlResume})
+		}
 	case CommandRename:
 		s.st.Name = c.Arg
 	case CommandPolicy:
@@ -518,16 +528,24 @@ func (s *session) turn(ctx workflow.Context) error {
 	s.cancelTurn, s.rollback = cancel, false
 	defer func() { s.cancelTurn = nil }()
 	startLeases := s.boxes.leases()
-	in := AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript,
-		Pending: []agents.Item{agents.UserMessage(m.Text)}, Spec: s.spec}
-	rr, err := s.r.routeFrom(tctx, s.rec, s.spec, routeState{Current: s.st.Agent, Input: in}, prefix, nil, s.boxes)
+	s.ctl.interrupted = false
+	// What an interrupted turn left to say goes first.
+	pending := append(append([]agents.Item(nil), s.st.Pending...), agents.UserMessage(m.Text))
+	in := AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec}
+	rr, err := s.r.routeFrom(tctx, s.rec, s.spec, routeState{Current: s.st.Agent, Input: in}, prefix, nil, s.boxes, s.ctl)
 	rec := runtime.TurnRecord{Turn: m.Turn, Message: preview(m.Text, 200), Workflow: prefix, Started: m.At, Ended: workflow.Now(ctx)}
-	agent, transcript := s.st.Agent, s.st.Transcript
+	agent, transcript, left := s.st.Agent, s.st.Transcript, s.st.Pending
 	if rr != nil {
 		rec.Path, rec.ModelTurns, rec.Usage = rr.Path, rr.Turns, rr.Usage
 	}
 	switch {
+	case err == nil && rr.Interrupted:
+		// What the turn did is kept: the next message is answered with it.
+		rec.Outcome, rec.Agent = runtime.TurnInterrupted, rr.Agent
+		agent, transcript, left = rr.Agent, *rr.Transcript, rr.Pending
+		s.rec.add(ctx, Event{Kind: EventInterrupted, Agent: rr.Agent, Turn: n, Detail: "a new message interrupted the turn: what it did is kept"})
 	case err == nil:
+		left = nil
 		rec.Outcome, rec.Agent, rec.Output = runtime.TurnAnswered, rr.Agent, rr.Output
 		agent, transcript = rr.Agent, *rr.Transcript
 		s.rec.add(ctx, Event{Kind: EventFinal, Agent: rr.Agent, Turn: n, Detail: preview(string(rr.Output), 200)})
@@ -551,6 +569,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	if err := s.st.TurnEnded(rec, agent, transcript); err != nil {
 		return nonRetryable(ErrInternal, "%v", err)
 	}
+	s.st.Pending = left
 	s.changed(ctx)
 	return nil
 }

@@ -689,24 +689,190 @@ func TestSessionManager(t *testing.T) {
 	}
 }
 
-// The interrupt policy is refused, at creation and as a command, with a
-// reason, until the agents of a turn can stop at a step boundary.
-func TestSessionRefusesInterrupt(t *testing.T) {
-	env, _ := newEnv(t, nil)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c", Policy: runtime.PolicyInterrupt})
-	if err := env.GetWorkflowError(); workflows.ErrorType(err) != workflows.ErrBadCommand || !strings.Contains(err.Error(), "not built yet") {
-		t.Errorf("a session with the interrupt policy: %v; want it refused", err)
+// treeModel answers the "tree" graph: lead fans out to its agent tools
+// for a message that says "fan", else answers with what it saw; a
+// helper calls its note tool, then answers "helped", its first call
+// failing once (a second of workflow time before its retry) for a
+// message that says "slow";
+// solo runs "echo A > a.txt", then (slowly, for "slow") "echo B > b.txt",
+// then answers.
+type treeModel struct {
+	mu     sync.Mutex
+	failed map[string]bool
+	calls  int
+}
+
+func (m *treeModel) count() int { m.mu.Lock(); defer m.mu.Unlock(); return m.calls }
+
+func (m *treeModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	agent, user, last := strings.TrimSuffix(firstWord(req.Instructions), ":"), lastUser(req), lastItem(req)
+	slowOnce := func(key string) bool {
+		if strings.Contains(user, "slow") && !m.failed[key] {
+			m.failed[key] = true
+			return true
+		}
+		return false
 	}
-	env, _ = newEnv(t, nil)
-	var set *updateCall
+	refused := errors.New("model: Post: dial tcp 127.0.0.1:9: connect: connection refused")
+	answer := func(items ...agents.Item) (*model.Response, error) { return &model.Response{Output: items}, nil }
+	var outputs []string
+	for _, it := range req.Input {
+		if it.Type == agents.ItemFunctionCallOutput {
+			outputs = append(outputs, it.Output)
+		}
+	}
+	saw := "saw: " + strings.Join(outputs, " | ")
+	switch agent {
+	case "helper":
+		if last.Type == agents.ItemFunctionCallOutput {
+			return answer(agents.AssistantMessage("helped"))
+		}
+		if slowOnce(user) {
+			return nil, refused
+		}
+		return answer(call("n", "note", "{}"))
+	case "lead":
+		if strings.Contains(user, "fan") && last.Type == agents.ItemMessage {
+			return answer(call("h1", "help_one", `{"input":"slow one"}`), call("h2", "help_two", `{"input":"slow two"}`))
+		}
+		return answer(agents.AssistantMessage(saw))
+	default: // solo
+		switch {
+		case !strings.Contains(user, "two steps"):
+			return answer(agents.AssistantMessage(saw))
+		case last.Type == agents.ItemMessage:
+			return answer(shell("a", "echo A > a.txt && echo ranA"))
+		case strings.Contains(last.Output, "ranA"):
+			if slowOnce("solo") {
+				return nil, refused
+			}
+			return answer(shell("b", "echo B > b.txt && echo ranB"))
+		}
+		return answer(agents.AssistantMessage("both ran"))
+	}
+}
+
+func treeEnv(t *testing.T, m *treeModel) (*testsuite.TestWorkflowEnvironment, string) {
+	t.Helper()
+	env := quietEnv()
+	root := t.TempDir()
+	lc, err := local.New(local.Config{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, _ := blob.Open(context.Background(), "mem://")
+	g := agents.MustGraph("tree", "lead",
+		&agents.Agent{Name: "lead", Instructions: "lead: fans out", Tools: []agents.Tool{
+			agents.AsTool("helper", "help_one", "Helps."), agents.AsTool("helper", "help_two", "Helps too.")}},
+		&agents.Agent{Name: "helper", Instructions: "helper: helps", Tools: []agents.Tool{
+			agents.MustFunctionTool("note", "Takes a note.", func(context.Context, struct{}) (string, error) { return "noted", nil })}},
+		&agents.Agent{Name: "solo", Instructions: "solo: works", Sandbox: &agents.Sandbox{}},
+	)
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store,
+		Sandboxes: map[string]sandbox.Client{"local": lc}, SandboxIdleTimeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	return env, root
+}
+
+// Under the interrupt policy a message sent during a turn stops the turn
+// at its next step boundary, keeping what it did, and is answered with
+// that context: the agent's command that ran is kept (its file, its
+// output in the conversation), the one the model asked for next is not
+// run; agents-as-tools of the turn stop too, and their caller with them.
+func TestSessionInterrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name, agent, first string
+		want               string
+	}{
+		{"an agent between steps", "solo", "two steps slow", "saw: Chunk"},
+		{"agents-as-tools", "lead", "fan slow", "saw: Error: agent tool help_one was interrupted by the user before it finished | Error: agent tool help_two was interrupted by the user before it finished"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &treeModel{failed: map[string]bool{}}
+			env, root := treeEnv(t, m)
+			var first, second *updateCall
+			env.RegisterDelayedCallback(func() {
+				first = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: tc.first, Wait: true})
+			}, time.Second)
+			env.RegisterDelayedCallback(func() {
+				second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "what happened?", Wait: true})
+			}, time.Second+500*time.Millisecond)
+			env.RegisterDelayedCallback(func() {
+				sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+			}, time.Hour)
+			env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "tree", Agent: tc.agent, Policy: runtime.PolicyInterrupt})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var r1, r2 workflows.SendResult
+			first.decode(t, &r1)
+			second.decode(t, &r2)
+			if r1.Record == nil || r1.Record.Outcome != runtime.TurnInterrupted {
+				t.Fatalf("the first turn ended %+v (err %v), want interrupted", r1.Record, first.err)
+			}
+			if r2.Record == nil || r2.Record.Agent != tc.agent || !strings.HasPrefix(string(r2.Record.Output), `"`+tc.want) {
+				t.Fatalf("the second turn: %+v; want %s to answer, having seen %q", r2.Record, tc.agent, tc.want)
+			}
+			if tc.agent == "solo" {
+				out := string(r2.Record.Output)
+				if !strings.Contains(out, "ranA") || !strings.Contains(out, "Error: not run: the user interrupted the turn") || strings.Contains(out, "ranB") {
+					t.Errorf("solo saw %s; want A's output, B not run", out)
+				}
+			}
+			if left := leftovers(t, root); len(left) != 0 {
+				t.Errorf("workspaces left after the session stopped: %v", left)
+			}
+		})
+	}
+}
+
+// Pause holds the whole agent tree of a running turn: with two
+// agents-as-tools mid-turn, no model call starts anywhere until resume,
+// and the turn then ends as it would have.
+func TestSessionPauseTree(t *testing.T) {
+	m := &treeModel{failed: map[string]bool{}}
+	env, _ := treeEnv(t, m)
+	var turn *updateCall
+	var atPause, later int
+	var pausedInfo workflows.SessionInfo
 	env.RegisterDelayedCallback(func() {
-		set = sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandPolicy, Arg: "interrupt"})
+		turn = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "fan slow", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
+		// Both helpers wait on their model's retry.
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandPause})
+	}, time.Second+500*time.Millisecond)
+	env.RegisterDelayedCallback(func() { atPause = m.count() }, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		later = m.count()
+		pausedInfo = sessionInfo(t, env)
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandResume})
+	}, time.Hour)
+	env.RegisterDelayedCallback(func() {
 		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
-	}, time.Minute)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c"})
-	if set.accepted || workflows.ErrorType(set.err) != workflows.ErrBadCommand {
-		t.Errorf("/policy interrupt: accepted %v, err %v; want refused", set.accepted, set.err)
+	}, 2*time.Hour)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "tree"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if atPause != later {
+		t.Errorf("%d model calls a minute into the pause, %d an hour in: want none while paused", atPause, later)
+	}
+	if pausedInfo.Status != runtime.SessionPaused || pausedInfo.Running != "t1" {
+		t.Errorf("during the pause: %+v, want paused with t1 running", pausedInfo)
+	}
+	var r workflows.SendResult
+	turn.decode(t, &r)
+	if r.Record == nil || r.Record.Outcome != runtime.TurnAnswered || string(r.Record.Output) != `"saw: helped | helped"` {
+		t.Fatalf("the turn ended %+v (err %v), want answered with both helpers' help", r.Record, turn.err)
+	}
+	if r.Record.Ended.Sub(r.Record.Started) < time.Hour-2*time.Second {
+		t.Errorf("the turn ended %s after it started, before the resume an hour in", r.Record.Ended.Sub(r.Record.Started))
 	}
 }

@@ -134,6 +134,25 @@ func (b *sessionSandboxes) restore(ctx workflow.Context, start map[string]runtim
 	}
 }
 
+// suspendAll suspends, in the background, each live sandbox the session
+// holds (a paused session's): snapshot, then stop; the next command
+// restores it.
+func (b *sessionSandboxes) suspendAll() {
+	for _, a := range b.agents() {
+		l := b.lives[a]
+		if _, out := b.lent[a]; out || !l.lease.Live() {
+			continue
+		}
+		workflow.Go(b.ctx, func(gctx workflow.Context) {
+			if l.hold(gctx) != nil || !l.lease.Suspend() {
+				return
+			}
+			_ = l.snapshotNow(gctx) // On failure the last snapshot stands.
+			l.stopNow(gctx, EventSandboxSuspended)
+		})
+	}
+}
+
 // settle readies the leases to be carried through continue-as-new: idle
 // timers stop, suspensions under way finish, and the state holds a copy.
 func (b *sessionSandboxes) settle(ctx workflow.Context) error {

@@ -148,6 +148,9 @@ type AgentResult struct {
 	// Lease is the sandbox's lease given back to the session that lent it
 	// (AgentInput.Session): the sandbox is not stopped.
 	Lease *runtime.SandboxLease `json:"lease,omitempty"`
+	// Interrupted says the agent stopped at a step boundary on its
+	// session's interrupt: Transcript and Pending are what it did.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // ModelInput is the model activity's input.
@@ -247,5 +250,6 @@ const (
 	EventModelRetry        = "model_retry"
 	EventContinued         = "continued_as_new"
 	EventFinal             = "final_output"
+	EventInterrupted       = "interrupted"
 	EventFailed            = "failed"
 )

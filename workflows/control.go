@@ -1,0 +1,125 @@
+package workflows
+
+import (
+	"slices"
+
+	"go.temporal.io/sdk/workflow"
+)
+
+// ControlSignal carries a Control to an agent workflow: a session passes
+// its pause, resume and interrupt down the agent tree of its running turn,
+// each agent workflow to the agent workflows it runs.
+const ControlSignal = "troupe.control"
+
+// Controls (Control.Op).
+const (
+	ControlPause     = "pause"
+	ControlResume    = "resume"
+	ControlInterrupt = "interrupt"
+)
+
+// Control is a command for the agent tree of a session's turn.
+type Control struct {
+	Op string `json:"op"`
+}
+
+// control is where a workflow of a session's turn stands on its
+// session's commands, and the agent workflows it passes them to:
+//
+//   - paused: it starts no model call, tool call or agent workflow until
+//     resumed; the calls running finish, and the agent's sandbox is
+//     suspended while it waits;
+//   - interrupted: it stops at its next step boundary (before its next
+//     model call, or instead of the tool calls a model turn asked for),
+//     keeping what it did, and starts no more agent workflows.
+//
+// The state changes in the workflow's own coroutines only (a signal's,
+// an update's), so workflow code reads it between blocking points.
+type control struct {
+	paused, interrupted bool
+	// children are the agent workflows this one runs that have started,
+	// in the order they started.
+	children []string
+}
+
+// newControl is a workflow's control; listen has it take Controls by
+// signal (agent workflows; a session takes its commands by update).
+func newControl(ctx workflow.Context, listen bool) *control {
+	c := &control{}
+	if !listen {
+		return c
+	}
+	ch := workflow.GetSignalChannel(ctx, ControlSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var cmd Control
+			if !ch.Receive(gctx, &cmd) {
+				return
+			}
+			c.apply(gctx, cmd)
+		}
+	})
+	return c
+}
+
+// apply takes a control and passes it on to the running children (a
+// child that has just ended does not get it, which is as well).
+func (c *control) apply(ctx workflow.Context, cmd Control) {
+	switch cmd.Op {
+	case ControlPause:
+		c.paused = true
+	case ControlResume:
+		c.paused = false
+	case ControlInterrupt:
+		c.interrupted = true
+	default:
+		return
+	}
+	for _, id := range c.children {
+		_ = workflow.SignalExternalWorkflow(ctx, id, "", ControlSignal, cmd)
+	}
+}
+
+// track makes the child agent workflow id, started as f, one that gets
+// the controls once it has started, and gives it the state it missed in
+// between; it forgets the child when it ends.
+func (c *control) track(ctx workflow.Context, id string, f workflow.ChildWorkflowFuture) {
+	if c == nil {
+		return
+	}
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		if f.GetChildWorkflowExecution().Get(gctx, nil) != nil {
+			return
+		}
+		c.children = append(c.children, id)
+		if c.paused {
+			_ = workflow.SignalExternalWorkflow(gctx, id, "", ControlSignal, Control{Op: ControlPause})
+		}
+		if c.interrupted {
+			_ = workflow.SignalExternalWorkflow(gctx, id, "", ControlSignal, Control{Op: ControlInterrupt})
+		}
+		_ = f.Get(gctx, nil)
+		c.children = slices.DeleteFunc(c.children, func(s string) bool { return s == id })
+	})
+}
+
+// hold waits while paused; sb, when set, is the agent's sandbox, which is
+// suspended (snapshot, then stop) for the length of the pause.
+func (c *control) hold(ctx workflow.Context, sb *sandboxLife) error {
+	if c == nil || !c.paused {
+		return nil
+	}
+	if sb != nil && sb.lease.Live() {
+		if err := sb.hold(ctx); err != nil {
+			return err
+		}
+		if sb.lease.Suspend() {
+			_ = sb.snapshotNow(ctx) // On failure the last snapshot stands.
+			sb.stopNow(ctx, EventSandboxSuspended)
+		}
+	}
+	return workflow.Await(ctx, func() bool { return !c.paused })
+}
+
+// stopping reports whether the workflow is to stop at this boundary.
+func (c *control) stopping() bool { return c != nil && c.interrupted }
