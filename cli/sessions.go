@@ -173,7 +173,28 @@ func sessionsCommand() *cobra.Command {
 			},
 		}
 	}
-	cmd.AddCommand(create, ls, show, send,
+	var forkName string
+	fork := &cobra.Command{
+		Use:   "fork SESSION",
+		Short: "Fork a session: a new session with its conversation and workspaces as they stand, independent from then on",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				_, e, err := cn.runs("", nil).Session(args[0]).Fork(cmd.Context(), forkName)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), e)
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), e.ID)
+				return err
+			})
+		},
+	}
+	fork.Flags().StringVar(&forkName, "name", "", "the fork's name (default: the session's, \"(fork)\")")
+	cmd.AddCommand(create, ls, show, send, fork,
+		command("switch SESSION BACKEND", "Move every workspace of a session to another sandbox backend (local, bwrap, docker), files intact", workflows.CommandSwitch, 2),
 		command("pause SESSION", "Pause a session: no turn starts, and a running turn's agents start no model call or tool", workflows.CommandPause, 1),
 		command("resume SESSION", "Resume a paused session where it stopped", workflows.CommandResume, 1),
 		command("stop SESSION", "Stop a session for good: a running turn is cancelled, its sandboxes stopped", workflows.CommandStop, 1),

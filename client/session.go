@@ -160,6 +160,34 @@ func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry
 	return e, nil
 }
 
+// Fork forks the session, through the session manager, into a new
+// session named name (empty: the source's name, "(fork)"): the
+// conversation (copy-on-write) and every workspace (from a fresh
+// snapshot) as they stand after the running turn, and the session's
+// settings; independent from then on. It returns the fork's handle and
+// entry once the fork has started.
+func (s *Session) Fork(ctx context.Context, name string) (*Session, SessionEntry, error) {
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.SessionManagerID, UpdateName: workflows.ForkUpdate,
+		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{workflows.ForkInput{ID: s.id, Name: name}}})
+	if err != nil {
+		return nil, SessionEntry{}, fmt.Errorf("fork session %s: %w", s.id, err)
+	}
+	var e SessionEntry
+	if err := h.Get(ctx, &e); err != nil {
+		return nil, SessionEntry{}, fmt.Errorf("fork session %s: %w", s.id, err)
+	}
+	return s.c.Session(e.ID), e, nil
+}
+
+// SwitchBackend moves every workspace of the session to backend (local,
+// bwrap, docker, ...), between turns: each is snapshotted and stopped,
+// and restored on backend by its next command. The conversation is
+// unchanged. A backend the workers do not serve fails the next command
+// that needs a sandbox, with a clear error; switch again to go on.
+func (s *Session) SwitchBackend(ctx context.Context, backend string) (SessionEntry, error) {
+	return s.Command(ctx, SessionCommand{Op: workflows.CommandSwitch, Arg: backend})
+}
+
 // FollowFrom calls fn with each event of the session and of the agents of
 // its turns after cursor, until ctx is done (see Run.Follow).
 func (s *Session) FollowFrom(ctx context.Context, cursor Cursor, fn func(Event)) error {

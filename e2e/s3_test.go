@@ -99,8 +99,14 @@ func TestBlobRetention(t *testing.T) {
 	}
 	defer func() { _ = c.TerminateWorkflow(ctx, running.GetID(), "", "test over") }()
 	// A run the namespace no longer holds (as after Temporal's retention).
-	if err := store.Put(ctx, "outputs/troupe-gone-00000000/0-agent/1-call", []byte("old")); err != nil {
-		t.Fatal(err)
+	// Two more: one whose data a running run shares (a fork of it), which
+	// stays; one whose data only a closed run shares, which goes.
+	for _, k := range []string{"outputs/troupe-gone-00000000/0-agent/1-call", "outputs/troupe-shared-0000000/0-agent/1-call",
+		"outputs/troupe-gone2-0000000/0-agent/1-call", "keep/troupe-shared-0000000/" + running.GetID() + "/mark",
+		"keep/troupe-gone2-0000000/" + closed.WorkflowID + "/mark"} {
+		if err := store.Put(ctx, k, []byte("old")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	has := func(run string) bool {
 		for _, area := range []string{"transcripts/", "outputs/", "snapshots/"} {
@@ -132,14 +138,20 @@ func TestBlobRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{closed.WorkflowID, "troupe-gone-00000000"}
+	want := []string{closed.WorkflowID, "troupe-gone-00000000", "troupe-gone2-0000000"}
 	if strings.Join(swept, ",") != strings.Join(want, ",") {
 		t.Errorf("swept %v, want %v", swept, want)
 	}
-	if has(closed.WorkflowID) || has("troupe-gone-00000000") {
+	if has(closed.WorkflowID) || has("troupe-gone-00000000") || has("troupe-gone2-0000000") {
 		t.Error("a swept run's data is still in the store")
 	}
 	if !has(running.GetID()) {
 		t.Error("the running run's data was deleted")
+	}
+	if !has("troupe-shared-0000000") {
+		t.Error("the data a running fork shares was deleted")
+	}
+	if marks, err := store.Dirs(ctx, "keep/"); err != nil || strings.Join(marks, ",") != "troupe-shared-0000000" {
+		t.Errorf("keep marks left: %v, %v; want the running fork's only", marks, err)
 	}
 }

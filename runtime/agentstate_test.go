@@ -34,7 +34,7 @@ func TestAgentStateTransitions(t *testing.T) {
 	}{
 		{"final at once", []step{
 			{model: &runtime.Step{Final: final}, want: runtime.Finish, check: func(t *testing.T, s *runtime.AgentState, n runtime.Next) {
-				if string(n.Output) != `"done"` || s.Turn != 1 || s.Transcript != ref(1) || s.Pending != nil || s.Usage != usage {
+				if string(n.Output) != `"done"` || s.Turn != 1 || !reflect.DeepEqual(s.Transcript, ref(1)) || s.Pending != nil || s.Usage != usage {
 					t.Errorf("state %+v, next %+v", s, n)
 				}
 			}},
@@ -51,7 +51,7 @@ func TestAgentStateTransitions(t *testing.T) {
 				}
 			}},
 			{model: &runtime.Step{Final: final}, want: runtime.Finish, check: func(t *testing.T, s *runtime.AgentState, n runtime.Next) {
-				if s.Turn != 2 || s.Usage.Requests != 2 || s.Transcript != ref(2) {
+				if s.Turn != 2 || s.Usage.Requests != 2 || !reflect.DeepEqual(s.Transcript, ref(2)) {
 					t.Errorf("state %+v", s)
 				}
 			}},

@@ -174,6 +174,9 @@ type SessionState struct {
 	// name: each agent the user talks to keeps one workspace for the
 	// whole session.
 	Leases []AgentLease `json:"leases,omitempty"`
+	// Backend, when set, is the sandbox backend the session's workspaces
+	// are provisioned on (switch backend), over each agent's own.
+	Backend string `json:"backend,omitempty"`
 	// Paused and Stopped are the user's commands in force.
 	Paused  bool `json:"paused,omitempty"`
 	Stopped bool `json:"stopped,omitempty"`

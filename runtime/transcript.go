@@ -21,6 +21,42 @@ type TranscriptRef struct {
 	// agent's compactor last trimmed it (see agents.WindowCompactor):
 	// later turns load only the items it names.
 	View *TranscriptView `json:"view,omitempty"`
+	// Bases, when set, hold the transcript's first segments elsewhere: a
+	// fork (Fork) reads the segments it shares with its source where the
+	// source wrote them, and writes its own under Key. In order; each
+	// holds the segments from the one before's end up to its Segments.
+	Bases []TranscriptBase `json:"bases,omitempty"`
+}
+
+// TranscriptBase is where a forked transcript's first segments are: the
+// segments below Segments not held by an earlier base are under Key.
+type TranscriptBase struct {
+	Key      string `json:"key"`
+	Segments int    `json:"segments"`
+}
+
+// Fork returns a transcript that starts as ref does, sharing its segments
+// (copy-on-write: nothing is copied), and goes on under key: what either
+// appends later, the other does not see.
+func (ref TranscriptRef) Fork(key string) TranscriptRef {
+	f := ref
+	f.Key = key
+	f.Bases = append(append([]TranscriptBase(nil), ref.Bases...), TranscriptBase{Key: ref.Key, Segments: ref.Segments})
+	if ref.View != nil {
+		v := *ref.View
+		f.View = &v
+	}
+	return f
+}
+
+// segmentKey is the blob key of segment i of ref.
+func (ref TranscriptRef) segmentKey(i int) string {
+	for _, b := range ref.Bases {
+		if i < b.Segments {
+			return segmentKey(b.Key, i)
+		}
+	}
+	return segmentKey(ref.Key, i)
 }
 
 // ItemPos is where an item sits in a transcript: its segment and its index
@@ -119,7 +155,7 @@ func (t *Transcripts) LoadView(ctx context.Context, ref TranscriptRef, pending [
 	v := ref.View
 	if v == nil {
 		for s := 0; s < ref.Segments; s++ {
-			seg, err := t.segment(ctx, segmentKey(ref.Key, s))
+			seg, err := t.segment(ctx, ref.segmentKey(s))
 			if err != nil {
 				return nil, nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
 			}
@@ -129,7 +165,7 @@ func (t *Transcripts) LoadView(ctx context.Context, ref TranscriptRef, pending [
 		return items, at, nil
 	}
 	for _, p := range v.Head {
-		seg, err := t.segment(ctx, segmentKey(ref.Key, p.Segment))
+		seg, err := t.segment(ctx, ref.segmentKey(p.Segment))
 		if err != nil {
 			return nil, nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
 		}
@@ -143,7 +179,7 @@ func (t *Transcripts) LoadView(ctx context.Context, ref TranscriptRef, pending [
 	at = append(at, ItemPos{Segment: -1, Item: -1})
 	tailFrom := len(items)
 	for s := v.From.Segment; s < ref.Segments; s++ {
-		seg, err := t.segment(ctx, segmentKey(ref.Key, s))
+		seg, err := t.segment(ctx, ref.segmentKey(s))
 		if err != nil {
 			return nil, nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
 		}

@@ -63,7 +63,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	if agent.Sandbox {
 		calls.sb = newSandboxLife(r, rec, in.Graph, agent.Name, wfID, rc)
 		if kept {
-			calls.sb.owner = in.Session.ID
+			calls.sb.owner, calls.sb.backend = in.Session.ID, in.Session.Backend
 		}
 		if st.Lease != nil {
 			calls.sb.lease = st.Lease

@@ -110,12 +110,8 @@ func (c *control) hold(ctx workflow.Context, sb *sandboxLife) error {
 		return nil
 	}
 	if sb != nil && sb.lease.Live() {
-		if err := sb.hold(ctx); err != nil {
+		if err := sb.suspendNow(ctx); err != nil {
 			return err
-		}
-		if sb.lease.Suspend() {
-			_ = sb.snapshotNow(ctx) // On failure the last snapshot stands.
-			sb.stopNow(ctx, EventSandboxSuspended)
 		}
 	}
 	return workflow.Await(ctx, func() bool { return !c.paused })

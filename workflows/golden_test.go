@@ -67,6 +67,17 @@ func TestGoldenPayloads(t *testing.T) {
 		Sandboxes: []workflows.SessionSandbox{{Agent: "coordinator", State: runtime.LeaseSuspended, Snapshot: lease.Snapshot}}, NextEvent: 40}
 	payloads["agent_input_session"] = workflows.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "session-1", Transcript: ref,
 		Pending: []agents.Item{agents.UserMessage("and at 30%?")}, Session: &workflows.SessionLink{ID: "session-1", Lease: &lease}}
+	payloads["fork_input"] = workflows.ForkInput{ID: "session-1", NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%"}
+	payloads["fork_request"] = workflows.ForkRequest{NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%", Manager: workflows.SessionManagerID}
+	payloads["fork_failure"] = workflows.ForkFailure{NewID: "session-1-fork-1a2b3c4d", Error: "the session stopped"}
+	forked := state
+	forked.Queue, forked.Transcript = nil, ref.Fork("transcripts/session-1-fork-1a2b3c4d/forked")
+	payloads["session_image"] = workflows.SessionImage{From: "session-1", State: forked}
+	payloads["keep_input"] = workflows.KeepInput{For: "session-1-fork-1a2b3c4d", Runs: []string{"session-1"}}
+	payloads["control"] = workflows.Control{Op: workflows.ControlInterrupt}
+	payloads["lifecycle_input"] = workflows.LifecycleInput{ID: "session-1", Command: workflows.SessionCommand{Op: workflows.CommandSwitch, Arg: "bwrap"}}
+	payloads["session_entry"] = workflows.SessionEntry{ID: "session-1", Name: "acme renewal", Graph: "dealdesk", Agent: "coordinator", Status: runtime.SessionIdle,
+		Policy: runtime.PolicyEnqueue, Turns: 3, Usage: usage, Backends: []string{"bwrap"}, Created: at, LastActivity: at}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.MarshalIndent(v, "", "  ")

@@ -46,7 +46,30 @@ const (
 	// CommandSignal is a command for a session from its manager
 	// (SessionCommand).
 	CommandSignal = "troupe.command-signal"
+	// ForkUpdate forks a session (ForkInput → SessionEntry).
+	ForkUpdate = "troupe.fork"
+	// ForkFailedSignal is a session's word that a fork of it could not
+	// be made (ForkFailure).
+	ForkFailedSignal = "troupe.fork-failed"
 )
+
+// ForkInput forks the session ID as NewID (empty for a fresh id), named
+// Name (empty: the source's name, "(fork)").
+type ForkInput struct {
+	ID    string `json:"id"`
+	NewID string `json:"new_id,omitempty"`
+	Name  string `json:"name,omitempty"`
+}
+
+// ForkFailure says why the fork NewID could not be made.
+type ForkFailure struct {
+	NewID string `json:"new_id"`
+	Error string `json:"error"`
+}
+
+// forkTimeout bounds how long a fork waits for its source to fork: the
+// source forks between turns, so a long turn holds it.
+const forkTimeout = time.Hour
 
 // ErrUnknownSession is a call for a session the manager does not hold.
 const ErrUnknownSession = "troupe.UnknownSession"
@@ -91,13 +114,15 @@ type ManagerInput struct {
 type manager struct {
 	r        *Runner
 	sessions []SessionEntry
+	// failed are the forks their source could not make, by new id.
+	failed map[string]string
 }
 
 // SessionManagerWorkflow runs the session manager: see the top of this
 // file. It continues as new, carrying its registry, when its history
 // reaches the worker's bound.
 func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) error {
-	m := &manager{r: r, sessions: in.Sessions}
+	m := &manager{r: r, sessions: in.Sessions, failed: map[string]string{}}
 	if err := workflow.SetQueryHandler(ctx, SessionsQuery, func() ([]SessionEntry, error) {
 		return slices.Clone(m.sessions), nil
 	}); err != nil {
@@ -109,6 +134,19 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) e
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, LifecycleUpdate, m.lifecycle, workflow.UpdateHandlerOptions{Validator: m.checkLifecycle}); err != nil {
 		return err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, ForkUpdate, m.fork, workflow.UpdateHandlerOptions{Validator: m.checkFork}); err != nil {
+		return err
+	}
+	failures := workflow.GetSignalChannel(ctx, ForkFailedSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var f ForkFailure
+			if !failures.Receive(gctx, &f) {
+				return
+			}
+			m.failed[f.NewID] = f.Error
+		}
+	})
 	changed := workflow.GetSignalChannel(ctx, SessionChangedSignal)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
@@ -222,9 +260,54 @@ func (m *manager) lifecycle(ctx workflow.Context, in LifecycleInput) (SessionEnt
 		e.Name = in.Command.Arg
 	case CommandPolicy:
 		e.Policy = runtime.InputPolicy(in.Command.Arg)
+	case CommandSwitch:
+		e.Backends = []string{in.Command.Arg}
 	}
 	e.LastActivity = workflow.Now(ctx)
 	return *e, nil
+}
+
+func (m *manager) checkFork(ctx workflow.Context, in ForkInput) error {
+	if err := m.checkLifecycle(ctx, LifecycleInput{ID: in.ID, Command: SessionCommand{Op: CommandRename}}); err != nil {
+		return err
+	}
+	switch {
+	case in.NewID != "" && m.find(in.NewID) >= 0:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s exists", in.NewID), ErrBadCommand, nil)
+	case strings.Contains(in.NewID, "/"):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("session id %q holds a /", in.NewID), ErrBadCommand, nil)
+	}
+	return nil
+}
+
+// fork asks the session to fork itself (it does so between turns) and
+// answers once the fork has started and told the manager so, or the
+// session said why it could not.
+func (m *manager) fork(ctx workflow.Context, in ForkInput) (SessionEntry, error) {
+	id := in.NewID
+	if id == "" {
+		var suffix string
+		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString()[:8] }).Get(&suffix); err != nil {
+			return SessionEntry{}, err
+		}
+		id = in.ID + "-fork-" + suffix
+	}
+	req := ForkRequest{NewID: id, Name: in.Name, Manager: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	if err := workflow.SignalExternalWorkflow(ctx, in.ID, "", ForkSignal, req).Get(ctx, nil); err != nil {
+		return SessionEntry{}, err
+	}
+	ok, err := workflow.AwaitWithTimeout(ctx, forkTimeout, func() bool { return m.find(id) >= 0 || m.failed[id] != "" })
+	switch {
+	case err != nil:
+		return SessionEntry{}, err
+	case !ok:
+		return SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s did not fork within %s (a turn still running?)", in.ID, forkTimeout), ErrBadCommand, nil)
+	case m.failed[id] != "":
+		why := m.failed[id]
+		delete(m.failed, id)
+		return SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("fork of session %s failed: %s", in.ID, why), ErrBadCommand, nil)
+	}
+	return m.sessions[m.find(id)], nil
 }
 
 // changed takes a session's news.

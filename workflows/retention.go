@@ -31,6 +31,34 @@ const SweepInterval = time.Hour
 // blobAreas are the key prefixes under which each run keeps its data.
 var blobAreas = []string{"transcripts/", "outputs/", "snapshots/", "events/"}
 
+// A fork of a session shares its source's blob data (transcript segments,
+// snapshots) rather than copy it. Before it starts, keep/RUN/FORK/ marks
+// each run whose data it shares: a run's data stays while a run that
+// marked it is not done with its own, and a run's marks go with its data.
+
+// KeepActivityName is the activity that marks the runs whose data a fork
+// shares.
+const KeepActivityName = "troupe.KeepBlobs"
+
+// KeepInput asks to keep the data of Runs for as long as the run For
+// needs it.
+type KeepInput struct {
+	For  string   `json:"for"`
+	Runs []string `json:"runs"`
+}
+
+func keepKey(run, forRun string) string { return "keep/" + run + "/" + forRun + "/mark" }
+
+// Keep marks the runs whose data in.For shares.
+func (a *Activities) Keep(ctx context.Context, in KeepInput) error {
+	for _, run := range in.Runs {
+		if err := a.r.cfg.Store.Put(ctx, keepKey(run, in.For), []byte(in.For)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // RunOf returns the run a workflow id belongs to: the id of the run's
 // orchestrator, which every agent workflow's id starts with.
 func RunOf(workflowID string) string {
@@ -64,7 +92,7 @@ func SweepBlobs(ctx context.Context, c client.Client, store *blob.Store, retenti
 		}
 	}
 	slices.Sort(runs)
-	var swept []string
+	var swept, marked []string
 	var errs []error
 	for _, run := range runs {
 		done, err := runDone(ctx, c, store, run, retention)
@@ -75,14 +103,51 @@ func SweepBlobs(ctx context.Context, c client.Client, store *blob.Store, retenti
 		if !done {
 			continue
 		}
+		if kept, err := keptFor(ctx, c, store, run, retention); err != nil || kept {
+			if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		for _, area := range blobAreas {
 			if _, err := store.DeletePrefix(ctx, area+run+"/"); err != nil {
 				errs = append(errs, err)
 			}
 		}
+		// Its own marks on the runs whose data it shared go too, and the
+		// marks of the runs that shared its data (they are done).
+		if len(swept) == 0 {
+			if marked, err = store.Dirs(ctx, "keep/"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, m := range marked {
+			if _, err := store.DeletePrefix(ctx, "keep/"+m+"/"+run+"/"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if _, err := store.DeletePrefix(ctx, "keep/"+run+"/"); err != nil {
+			errs = append(errs, err)
+		}
 		swept = append(swept, run)
 	}
 	return swept, errors.Join(errs...)
+}
+
+// keptFor reports whether a run that shares run's data (a fork of it) is
+// not done with its own.
+func keptFor(ctx context.Context, c client.Client, store *blob.Store, run string, retention time.Duration) (bool, error) {
+	forks, err := store.Dirs(ctx, "keep/"+run+"/")
+	if err != nil {
+		return false, err
+	}
+	for _, f := range forks {
+		done, err := runDone(ctx, c, store, f, retention)
+		if err != nil || !done {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // runDone reports whether run's blob data may go.

@@ -40,6 +40,9 @@ type SandboxCreateInput struct {
 	// WorkflowID's life (a session): its labels name it, so the reaper
 	// keeps the sandbox while the owner is open.
 	Owner string `json:"owner,omitempty"`
+	// Backend, when set, is the backend to provision on, over the
+	// agent's own (a session that switched backend).
+	Backend string `json:"backend,omitempty"`
 }
 
 // SandboxInfo is a live sandbox: its state, and the task queue of the host
@@ -206,7 +209,7 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 		return nil, nonRetryable(ErrStoreNotServed, "agent %s: this worker's sandbox store queue %s has no worker, so the sandbox's commands could reach none: "+
 			"start the worker with Runner.StartWorkers (Runner.Register alone serves one queue), or serve %s with RegisterActivities", agent.Name, a.r.hostQueue, a.r.hostQueue)
 	}
-	c, err := a.client(agent.Sandbox.Backend)
+	c, err := a.client(cmp.Or(in.Backend, agent.Sandbox.Backend))
 	if err != nil {
 		return nil, err
 	}
@@ -378,8 +381,9 @@ type sandboxLife struct {
 	run        agents.RunContext
 	lease      *runtime.SandboxLease
 	idleCancel workflow.CancelFunc
-	// owner is the session that owns the sandbox across turns, if any.
-	owner string
+	// owner is the session that owns the sandbox across turns, if any;
+	// backend the backend it chose, if any.
+	owner, backend string
 }
 
 func newSandboxLife(r *Runner, rec *recorder, graph, agent, wfID string, run agents.RunContext) *sandboxLife {
@@ -420,7 +424,7 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
 	var info SandboxInfo
-	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: generation, Run: s.run, Snapshot: snapshot, Owner: s.owner}
+	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: generation, Run: s.run, Snapshot: snapshot, Owner: s.owner, Backend: s.backend}
 	if err := workflow.ExecuteActivity(actx, SandboxCreateActivityName, in).Get(ctx, &info); err != nil {
 		_ = s.lease.ProvisionFailed()
 		return err
@@ -607,6 +611,20 @@ func (s *sandboxLife) release(ctx workflow.Context) *runtime.SandboxLease {
 	_ = s.hold(dctx)
 	l := *s.lease
 	return &l
+}
+
+// suspendNow suspends the live sandbox at once (snapshot, then stop),
+// unless a call runs on it; the next command restores it.
+func (s *sandboxLife) suspendNow(ctx workflow.Context) error {
+	if err := s.hold(ctx); err != nil {
+		return err
+	}
+	if !s.lease.Suspend() {
+		return nil
+	}
+	_ = s.snapshotNow(ctx) // On failure the last snapshot stands.
+	s.stopNow(ctx, EventSandboxSuspended)
+	return nil
 }
 
 // hold stops the idle timer and waits for a suspension under way to

@@ -26,11 +26,15 @@ package workflows
 // policy and stop it; the troupe.session query says where it stands.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -47,6 +51,9 @@ const (
 	// MessageSignal sends the session a message (SendInput) with no
 	// answer; a refused one is an event (message_refused).
 	MessageSignal = "troupe.message"
+	// ForkSignal asks a session to fork itself (ForkRequest); the session
+	// manager sends it.
+	ForkSignal = "troupe.fork-request"
 	// CommandUpdate runs a SessionCommand and answers with SessionInfo.
 	CommandUpdate = "troupe.command"
 	// SessionQuery answers with SessionInfo.
@@ -73,6 +80,7 @@ const (
 	EventTurnRolledBack = "turn_rolled_back"
 	EventSessionCommand = "session_command"
 	EventSessionStopped = "session_stopped"
+	EventSessionForked  = "session_forked"
 )
 
 // SessionInput starts a session.
@@ -93,6 +101,9 @@ type SessionInput struct {
 	// Manager is the workflow id of the session manager that created the
 	// session, which it tells what changed; set by the manager.
 	Manager string `json:"manager,omitempty"`
+	// Fork, when set, is the session this one is forked from, as it
+	// stood then; set by that session.
+	Fork *SessionImage `json:"fork,omitempty"`
 	// Carry is what the session's previous run carried over when it
 	// continued as new; callers leave it nil.
 	Carry *SessionCarry `json:"carry,omitempty"`
@@ -106,6 +117,23 @@ type SessionCarry struct {
 	Events    []Event              `json:"events,omitempty"`
 	NextEvent int                  `json:"next_event"`
 	Pages     []EventPage          `json:"pages,omitempty"`
+}
+
+// SessionImage is a session as a fork of it starts: its spec and its
+// state, with its conversation forked (copy-on-write) and each workspace
+// in its latest snapshot.
+type SessionImage struct {
+	From  string               `json:"from"`
+	Spec  *runtime.GraphSpec   `json:"spec"`
+	State runtime.SessionState `json:"state"`
+}
+
+// ForkRequest asks a session to fork itself as the session NewID, named
+// Name, registered with Manager.
+type ForkRequest struct {
+	NewID   string `json:"new_id"`
+	Name    string `json:"name,omitempty"`
+	Manager string `json:"manager,omitempty"`
 }
 
 // SendInput is a message for a session.
@@ -137,10 +165,12 @@ const (
 	CommandStop   = "stop"
 	CommandRename = "rename"
 	CommandPolicy = "policy"
+	CommandSwitch = "switch"
 )
 
 // SessionCommand is a command for a session: pause, resume, stop, rename
-// (Arg: the new name) or policy (Arg: the policy).
+// (Arg: the new name), policy (Arg: the policy) or switch (Arg: the
+// sandbox backend every workspace of the session moves to).
 type SessionCommand struct {
 	Op  string `json:"op"`
 	Arg string `json:"arg,omitempty"`
@@ -155,6 +185,9 @@ type SessionInfo struct {
 	// Agent answers the next message.
 	Agent  string              `json:"agent"`
 	Policy runtime.InputPolicy `json:"policy"`
+	// Backend is the backend the session switched its workspaces to, if
+	// it did.
+	Backend string `json:"backend,omitempty"`
 	// Turns counts the turns that ended; Queued the messages waiting;
 	// Running is the id of the turn running, if any.
 	Turns   int    `json:"turns"`
@@ -203,6 +236,8 @@ type session struct {
 	// the cancellation is a rollback.
 	cancelTurn workflow.CancelFunc
 	rollback   bool
+	// forks are the fork requests waiting for the turn to end.
+	forks []ForkRequest
 }
 
 // SessionWorkflow runs a session: see the top of this file.
@@ -216,7 +251,7 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*Sessio
 	}
 	for {
 		err := workflow.Await(ctx, func() bool {
-			return s.st.Ready() || s.st.Stopped || s.timeToContinue(ctx) && workflow.AllHandlersFinished(ctx)
+			return len(s.forks) > 0 || s.st.Ready() || s.st.Stopped || s.timeToContinue(ctx) && workflow.AllHandlersFinished(ctx)
 		})
 		switch {
 		case err != nil || ctx.Err() != nil:
@@ -229,6 +264,12 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*Sessio
 			return nil, temporal.NewCanceledError()
 		case s.st.Stopped:
 			return s.end(ctx)
+		case len(s.forks) > 0:
+			req := s.forks[0]
+			s.forks = s.forks[1:]
+			if err := s.fork(ctx, req); err != nil {
+				return nil, err
+			}
 		case s.st.Ready():
 			if err := s.turn(ctx); err != nil {
 				return nil, err
@@ -242,6 +283,21 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*Sessio
 // begin sets the session up: from its carry, or from its input.
 func (s *session) begin(ctx workflow.Context) error {
 	var err error
+	if f := s.in.Fork; f != nil && s.in.Carry == nil {
+		if f.Spec == nil {
+			return nonRetryable(ErrInternal, "session %s forked without its graph's spec", s.id)
+		}
+		s.spec, s.st = f.Spec, &f.State
+		s.st.LastActivity = workflow.Now(ctx)
+		if s.rec, err = newRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
+			return err
+		}
+		s.rec.add(ctx, Event{Kind: EventSessionStarted, Agent: s.st.Agent, Detail: "forked from " + f.From + ": " + sessionDetails(s.in.Graph, s.st)})
+		s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
+		s.ctl = newControl(ctx, false)
+		s.changed(ctx) // The manager registers the fork.
+		return nil
+	}
 	if c := s.in.Carry; c != nil {
 		if c.Spec == nil {
 			return nonRetryable(ErrInternal, "session %s continued without its graph's spec", s.id)
@@ -305,6 +361,17 @@ func (s *session) handle(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, SessionQuery, func() (SessionInfo, error) { return s.info(), nil }); err != nil {
 		return err
 	}
+	// Fork requests from the manager wait for the turn to end.
+	forks := workflow.GetSignalChannel(ctx, ForkSignal)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		for {
+			var req ForkRequest
+			if !forks.Receive(gctx, &req) {
+				return
+			}
+			s.forks = append(s.forks, req)
+		}
+	})
 	// Commands from the manager come by signal.
 	commands := workflow.GetSignalChannel(ctx, CommandSignal)
 	workflow.Go(ctx, func(gctx workflow.Context) {
@@ -424,6 +491,10 @@ func supportedPolicy(p string) (runtime.InputPolicy, error) {
 func (s *session) checkCommand(c SessionCommand) error {
 	switch c.Op {
 	case CommandPause, CommandResume, CommandStop, CommandRename:
+	case CommandSwitch:
+		if !backendName.MatchString(c.Arg) {
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("switch: %q is not a sandbox backend's name (local, bwrap, docker, ...)", c.Arg), ErrBadCommand, nil)
+		}
 	case CommandPolicy:
 		if c.Arg == "" {
 			return temporal.NewNonRetryableApplicationError("policy: name one of enqueue, reject, interrupt, rollback", ErrBadCommand, nil)
@@ -459,6 +530,14 @@ func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, 
 		s.st.Name = c.Arg
 	case CommandPolicy:
 		err = s.st.SetPolicy(runtime.InputPolicy(c.Arg))
+	case CommandSwitch:
+		// Between turns: each workspace goes to its snapshot, and the next
+		// command restores it on the new backend.
+		if err = workflow.Await(ctx, func() bool { return s.st.Running == nil || s.st.Stopped }); err == nil && !s.st.Stopped {
+			if err = s.boxes.suspendEach(ctx); err == nil {
+				s.st.Backend = c.Arg
+			}
+		}
 	case CommandStop:
 		for _, m := range s.st.Stop() {
 			s.rec.add(ctx, Event{Kind: EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
@@ -499,13 +578,95 @@ func (s *session) entry() SessionEntry {
 			e.Backends = append(e.Backends, sb.Backend)
 		}
 	}
+	if st.Backend != "" && !slices.Contains(e.Backends, st.Backend) {
+		e.Backends = append(e.Backends, st.Backend)
+	}
 	return e
+}
+
+// backendName is what a sandbox backend's name looks like.
+var backendName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// fork forks the session between turns, as req asks: each live workspace
+// is snapshotted (it stays live), the blob data the fork shares is kept
+// for as long as the fork needs it, and the fork starts as an abandoned
+// child (it outlives this session) with the conversation forked and each
+// workspace to be restored from its snapshot. The fork tells the manager
+// it exists; a fork that cannot start is reported to the manager, which
+// answers its caller with the error.
+func (s *session) fork(ctx workflow.Context, req ForkRequest) error {
+	leases, err := s.boxes.snapshotEach(ctx)
+	if err != nil {
+		return err
+	}
+	st := *s.st
+	st.Queue, st.Running, st.Paused, st.Stopped, st.LastActivity = nil, nil, false, false, workflow.Now(ctx)
+	st.Recent = slices.Clone(st.Recent)
+	st.Pending = slices.Clone(st.Pending)
+	st.Name = req.Name
+	if st.Name == "" {
+		st.Name = cmp.Or(s.st.Name, s.id) + " (fork)"
+	}
+	st.Transcript = s.st.Transcript.Fork("transcripts/" + req.NewID + "/forked")
+	st.Leases = nil
+	for _, l := range leases {
+		l.Lease.Forfeit() // A fork's agents restore from the snapshot.
+		st.Leases = append(st.Leases, l)
+	}
+	keep := KeepInput{For: req.NewID, Runs: sharedRuns(st)}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}, Summary: "keep the blob data the fork shares"})
+	if err := workflow.ExecuteLocalActivity(lctx, KeepActivityName, keep).Get(ctx, nil); err != nil {
+		s.forkFailed(ctx, req, err)
+		return nil
+	}
+	in := SessionInput{Graph: s.in.Graph, Agent: st.Agent, Name: st.Name, Policy: st.Policy, Vars: s.in.Vars, MaxHandoffs: s.in.MaxHandoffs,
+		Manager: cmp.Or(req.Manager, s.in.Manager), Fork: &SessionImage{From: s.id, Spec: s.spec, State: st}}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID: req.NewID, ParentClosePolicy: enums.PARENT_CLOSE_POLICY_ABANDON,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		StaticSummary:         "session of " + s.in.Graph + " forked from " + s.id, WorkflowTaskTimeout: agentTaskTimeout,
+	})
+	if err := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in).GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		s.forkFailed(ctx, req, err)
+		return nil
+	}
+	s.rec.add(ctx, Event{Kind: EventSessionForked, Agent: s.st.Agent, Detail: "forked as " + req.NewID})
+	return nil
+}
+
+// forkFailed tells the manager a fork could not be made.
+func (s *session) forkFailed(ctx workflow.Context, req ForkRequest, err error) {
+	s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("fork as %s failed: %v", req.NewID, err)})
+	if m := cmp.Or(req.Manager, s.in.Manager); m != "" {
+		_ = workflow.SignalExternalWorkflow(ctx, m, "", ForkFailedSignal, ForkFailure{NewID: req.NewID, Error: failureText(err)})
+	}
+}
+
+// sharedRuns are the runs (sessions) whose blob data a session state
+// refers to: its transcript's bases and its workspaces' snapshots.
+func sharedRuns(st runtime.SessionState) []string {
+	var runs []string
+	add := func(key, area string) {
+		if rest, ok := strings.CutPrefix(key, area); ok {
+			if run := RunOf(rest); run != "" && !slices.Contains(runs, run) {
+				runs = append(runs, run)
+			}
+		}
+	}
+	for _, b := range st.Transcript.Bases {
+		add(b.Key, "transcripts/")
+	}
+	for _, l := range st.Leases {
+		add(l.Lease.Snapshot, "snapshots/")
+	}
+	return runs
 }
 
 // info is the session as its query answers.
 func (s *session) info() SessionInfo {
 	st := s.st
-	in := SessionInfo{ID: s.id, Graph: s.in.Graph, Name: st.Name, Status: st.Status(), Agent: st.Agent, Policy: st.Policy,
+	in := SessionInfo{ID: s.id, Graph: s.in.Graph, Name: st.Name, Status: st.Status(), Agent: st.Agent, Policy: st.Policy, Backend: st.Backend,
 		Turns: st.Turns, Queued: len(st.Queue), Usage: st.Usage, LastActivity: st.LastActivity,
 		Recent: append([]runtime.TurnRecord(nil), st.Recent...), NextEvent: s.rec.next}
 	if st.Running != nil {
@@ -552,8 +713,11 @@ func (s *session) turn(ctx workflow.Context) error {
 	case s.rollback:
 		// The turn's agents stopped the sandboxes they held; those given
 		// back during the turn are stopped here; each workspace restarts
-		// from its snapshot at the turn's start.
+		// from its snapshot at the turn's start. The conversation goes on
+		// from the turn's start under a key of its own, so no segment the
+		// turn wrote is written again (a worker may have read it).
 		s.boxes.restore(ctx, startLeases)
+		transcript = s.st.Transcript.Fork("transcripts/" + prefix + "/rolled-back")
 		rec.Outcome, rec.Agent = runtime.TurnRolledBack, s.st.Agent
 		s.rec.add(ctx, Event{Kind: EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
 	default:
@@ -599,6 +763,10 @@ func (s *session) continueAsNew(ctx workflow.Context) error {
 
 // end stops the session's sandboxes and ends it.
 func (s *session) end(ctx workflow.Context) (*SessionInfo, error) {
+	for _, req := range s.forks {
+		s.forkFailed(ctx, req, errors.New("the session stopped"))
+	}
+	s.forks = nil
 	s.boxes.stopAll(ctx)
 	s.rec.add(ctx, Event{Kind: EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
 	s.changed(ctx)

@@ -246,8 +246,8 @@ func shell(id, cmd string) agents.Item {
 }
 
 // scriptedCoder answers each user message "run: CMD" by running CMD in
-// its sandbox, then with the command's output; any other message is
-// answered "ok".
+// its sandbox, then with the command's output; "history?" with what the
+// user said so far; any other message with "ok".
 func scriptedCoder(req model.Request) []agents.Item {
 	last := lastItem(req)
 	if last.Type == agents.ItemFunctionCallOutput {
@@ -256,6 +256,15 @@ func scriptedCoder(req model.Request) []agents.Item {
 	}
 	if cmd, ok := strings.CutPrefix(last.Content, "run: "); ok {
 		return []agents.Item{shell(fmt.Sprintf("c%d", len(req.Input)), cmd)}
+	}
+	if last.Content == "history?" {
+		var said []string
+		for _, it := range req.Input {
+			if it.Type == agents.ItemMessage && it.Role == "user" {
+				said = append(said, it.Content)
+			}
+		}
+		return []agents.Item{agents.AssistantMessage(strings.Join(said, " | "))}
 	}
 	return []agents.Item{agents.AssistantMessage("ok")}
 }
@@ -874,5 +883,249 @@ func TestSessionPauseTree(t *testing.T) {
 	}
 	if r.Record.Ended.Sub(r.Record.Started) < time.Hour-2*time.Second {
 		t.Errorf("the turn ended %s after it started, before the resume an hour in", r.Record.Ended.Sub(r.Record.Started))
+	}
+}
+
+// managerWithCode is a manager test environment over the "code" graph of
+// sessionSandboxEnv, whose model runs scriptedCoder, with two local
+// backends ("local" and "other", separate roots).
+func managerWithCode(t *testing.T) (*testsuite.TestWorkflowEnvironment, string, string, *blob.Store) {
+	t.Helper()
+	store, _ := blob.Open(context.Background(), "mem://")
+	other := t.TempDir()
+	oc, err := local.New(local.Config{Root: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, root := sessionSandboxEnv(t, scriptedCoder, func(c *workflows.Config) {
+		c.Store = store
+		c.Sandboxes["other"] = oc
+	})
+	return env, root, other, store
+}
+
+// asked numbers the updates askSession sends, whose ids must differ.
+var asked int
+
+// askSession sends session id a message from a test callback and returns
+// what will hold the answer.
+func askSession(t *testing.T, env *testsuite.TestWorkflowEnvironment, id, text string) *updateCall {
+	u := &updateCall{}
+	asked++
+	err := env.UpdateWorkflowByID(id, workflows.SendUpdate, fmt.Sprintf("ask-%d", asked), &testsuite.TestUpdateCallback{
+		OnAccept: func() { u.mu.Lock(); u.accepted = true; u.mu.Unlock() },
+		OnReject: func(err error) { u.mu.Lock(); u.err, u.done = err, true; u.mu.Unlock() },
+		OnComplete: func(v any, err error) {
+			u.mu.Lock()
+			u.value, u.err, u.done = v, err, true
+			u.mu.Unlock()
+		},
+	}, workflows.SendInput{Message: text, Wait: true})
+	if err != nil {
+		t.Errorf("send to %s: %v", id, err)
+	}
+	return u
+}
+
+// output is a waited-for turn's answer.
+func output(t *testing.T, u *updateCall) string {
+	t.Helper()
+	var r workflows.SendResult
+	u.decode(t, &r)
+	if r.Record == nil {
+		t.Fatalf("no answer: %+v, err %v", r, u.err)
+	}
+	return string(r.Record.Output)
+}
+
+// text is a waited-for turn's answer, as text.
+func text(t *testing.T, u *updateCall) string {
+	t.Helper()
+	var s string
+	if err := json.Unmarshal([]byte(output(t, u)), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A fork copies the conversation and every workspace into a new session
+// that is independent from then on: each branch's next turns see the
+// conversation and files up to the fork and their own since, never the
+// other's; the source goes on where it was; the manager lists both.
+func TestSessionFork(t *testing.T) {
+	env, _, _, store := managerWithCode(t)
+	var forked, again *updateCall
+	var src1, src2, src3, fork1, fork2 *updateCall
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "src", Session: workflows.SessionInput{Graph: "code", Name: "main line"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { src1 = askSession(t, env, "src", "run: echo base > f.txt && echo ok") }, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		forked = sendUpdate(env, workflows.ForkUpdate, workflows.ForkInput{ID: "src", NewID: "branch"})
+		again = sendUpdate(env, workflows.ForkUpdate, workflows.ForkInput{ID: "src", NewID: "src"})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		src2 = askSession(t, env, "src", "run: echo main >> f.txt && cat f.txt")
+		fork1 = askSession(t, env, "branch", "run: echo branch >> f.txt && cat f.txt")
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		fork2 = askSession(t, env, "branch", "history?")
+		src3 = askSession(t, env, "src", "history?")
+	}, 3*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		for _, id := range []string{"src", "branch"} {
+			sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: id, Command: workflows.SessionCommand{Op: workflows.CommandStop}})
+		}
+	}, time.Hour)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
+	var listed []workflows.SessionEntry
+	env.RegisterDelayedCallback(func() {
+		q, err := env.QueryWorkflow(workflows.SessionsQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = q.Get(&listed)
+	}, 30*time.Minute)
+	env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+
+	var e workflows.SessionEntry
+	forked.decode(t, &e)
+	if forked.err != nil || e.ID != "branch" || e.Name != "main line (fork)" || e.Turns != 1 {
+		t.Fatalf("fork: %+v, %v; want branch, named after its source, with its one turn", e, forked.err)
+	}
+	if again.accepted || workflows.ErrorType(again.err) != workflows.ErrBadCommand {
+		t.Errorf("a fork onto an existing session: accepted %v, err %v", again.accepted, again.err)
+	}
+	if got := output(t, src1); got != `"out: ok"` {
+		t.Errorf("first turn: %s", got)
+	}
+	if got := output(t, src2); got != `"out: base\nmain"` {
+		t.Errorf("the source after the fork reads %s, want its own line only", got)
+	}
+	if got := output(t, fork1); got != `"out: base\nbranch"` {
+		t.Errorf("the fork reads %s, want the file as forked plus its own line", got)
+	}
+	// Each conversation: the first message (shared), its own since.
+	if got := text(t, fork2); got != "run: echo base > f.txt && echo ok | run: echo branch >> f.txt && cat f.txt | history?" {
+		t.Errorf("the fork's conversation: %s", got)
+	}
+	if got := text(t, src3); got != "run: echo base > f.txt && echo ok | run: echo main >> f.txt && cat f.txt | history?" {
+		t.Errorf("the source's conversation: %s", got)
+	}
+	if len(listed) != 2 || listed[0].ID != "src" || listed[1].ID != "branch" || listed[1].Turns != 3 || listed[0].Turns != 3 {
+		t.Errorf("the manager lists %+v, want src and branch, 3 turns each", listed)
+	}
+	// The fork marked the source's data as shared, so retention keeps it.
+	dirs, err := store.Dirs(context.Background(), "keep/src/")
+	if err != nil || len(dirs) != 1 || dirs[0] != "branch" {
+		t.Errorf("keep marks of src: %v, %v; want branch's", dirs, err)
+	}
+}
+
+// Switch backend moves every workspace of the session to another backend
+// between turns: the files are intact there, the conversation unchanged,
+// and no workspace is left on the first.
+func TestSessionSwitchBackend(t *testing.T) {
+	env, root, other, _ := managerWithCode(t)
+	var before, after *updateCall
+	var switched *updateCall
+	var between []string
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "s", Session: workflows.SessionInput{Graph: "code"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { before = askSession(t, env, "s", "run: echo kept > k.txt && echo ok") }, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		switched = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s", Command: workflows.SessionCommand{Op: workflows.CommandSwitch, Arg: "other"}})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		between = dirs(leftovers(t, root))
+		after = askSession(t, env, "s", "run: cat k.txt")
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		if left := dirs(leftovers(t, other)); len(left) != 1 {
+			t.Errorf("workspaces on the new backend after a turn: %v, want one", left)
+		}
+		sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s", Command: workflows.SessionCommand{Op: workflows.CommandStop}})
+	}, 3*time.Minute)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour)
+	env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+	var e workflows.SessionEntry
+	switched.decode(t, &e)
+	if switched.err != nil || len(e.Backends) != 1 || e.Backends[0] != "other" {
+		t.Errorf("switch: %+v, %v", e, switched.err)
+	}
+	if got := output(t, before); got != `"out: ok"` {
+		t.Errorf("before: %s", got)
+	}
+	if len(between) != 0 {
+		t.Errorf("workspaces on the first backend after the switch: %v", between)
+	}
+	if got := output(t, after); got != `"out: kept"` {
+		t.Errorf("after the switch the file reads %s", got)
+	}
+	if left := leftovers(t, other); len(left) != 0 {
+		t.Errorf("workspaces left after stop: %v", left)
+	}
+}
+
+// A fork that fails between its steps is finished when the step passes
+// on a retry, and undone when it cannot: the caller is told, the manager
+// never lists a half-made fork, and the source goes on.
+func TestSessionForkFailsBetweenSteps(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fails int
+		made  bool
+	}{
+		{"a step that passes on a retry", 2, true},
+		{"a step that keeps failing", 1000, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _, _, _ := managerWithCode(t)
+			calls := 0
+			env.OnActivity(workflows.KeepActivityName, mock.Anything, mock.Anything).Return(func(context.Context, workflows.KeepInput) error {
+				calls++
+				if calls <= tc.fails {
+					return errors.New("blob store unreachable")
+				}
+				return nil
+			})
+			var forked, after *updateCall
+			var listed []workflows.SessionEntry
+			env.RegisterDelayedCallback(func() {
+				sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "src", Session: workflows.SessionInput{Graph: "code"}})
+			}, time.Second)
+			env.RegisterDelayedCallback(func() { askSession(t, env, "src", "run: echo base > f.txt && echo ok") }, 2*time.Second)
+			env.RegisterDelayedCallback(func() {
+				forked = sendUpdate(env, workflows.ForkUpdate, workflows.ForkInput{ID: "src", NewID: "branch"})
+			}, time.Minute)
+			env.RegisterDelayedCallback(func() {
+				q, err := env.QueryWorkflow(workflows.SessionsQuery)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = q.Get(&listed)
+				after = askSession(t, env, "src", "run: cat f.txt")
+			}, time.Hour)
+			env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
+			env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+			if tc.made != (forked.err == nil) {
+				t.Fatalf("fork: err %v, want made %v", forked.err, tc.made)
+			}
+			var ids []string
+			for _, e := range listed {
+				ids = append(ids, e.ID)
+			}
+			want := "src"
+			if tc.made {
+				want = "src,branch"
+			}
+			if got := strings.Join(ids, ","); got != want {
+				t.Errorf("the manager lists %s, want %s", got, want)
+			}
+			if got := output(t, after); got != `"out: base"` {
+				t.Errorf("the source after the fork: %s", got)
+			}
+		})
 	}
 }

@@ -74,7 +74,7 @@ func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*SessionLin
 	}
 	lease := *l.lease
 	b.lent[agent] = lease
-	return &SessionLink{ID: b.id, Lease: &lease}, nil
+	return &SessionLink{ID: b.id, Lease: &lease, Backend: b.st.Backend}, nil
 }
 
 // back takes agent's lease back: as the agent gave it (a live sandbox's
@@ -143,14 +143,39 @@ func (b *sessionSandboxes) suspendAll() {
 		if _, out := b.lent[a]; out || !l.lease.Live() {
 			continue
 		}
-		workflow.Go(b.ctx, func(gctx workflow.Context) {
-			if l.hold(gctx) != nil || !l.lease.Suspend() {
-				return
-			}
-			_ = l.snapshotNow(gctx) // On failure the last snapshot stands.
-			l.stopNow(gctx, EventSandboxSuspended)
-		})
+		workflow.Go(b.ctx, func(gctx workflow.Context) { _ = l.suspendNow(gctx) })
 	}
+}
+
+// suspendEach suspends each live sandbox the session holds, and waits
+// for it: the workspaces are then in their snapshots only.
+func (b *sessionSandboxes) suspendEach(ctx workflow.Context) error {
+	for _, a := range b.agents() {
+		if err := b.lives[a].suspendNow(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshotEach takes a fresh snapshot of each live sandbox the session
+// holds (they stay live), and returns the leases as they stand then.
+func (b *sessionSandboxes) snapshotEach(ctx workflow.Context) ([]runtime.AgentLease, error) {
+	var out []runtime.AgentLease
+	for _, a := range b.agents() {
+		l := b.lives[a]
+		if err := l.hold(ctx); err != nil {
+			return nil, err
+		}
+		if l.lease.Live() {
+			if err := l.snapshotNow(ctx); err != nil {
+				return nil, err
+			}
+			l.touch(b.ctx)
+		}
+		out = append(out, runtime.AgentLease{Agent: a, Lease: *l.lease})
+	}
+	return out, nil
 }
 
 // settle readies the leases to be carried through continue-as-new: idle

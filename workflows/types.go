@@ -112,6 +112,9 @@ type AgentInput struct {
 type SessionLink struct {
 	ID    string                `json:"id"`
 	Lease *runtime.SandboxLease `json:"lease,omitempty"`
+	// Backend, when set, is the backend the sandbox is provisioned on,
+	// over the agent's own (the session switched backend).
+	Backend string `json:"backend,omitempty"`
 }
 
 // AgentCarry is what an agent workflow carries into its next run when it
