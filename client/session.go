@@ -32,8 +32,9 @@ type (
 	SessionCommand = workflows.SessionCommand
 )
 
-// CreateSession creates a session of in through the session manager
-// (started on the client's task queue if it is not running) and returns
+// CreateSession creates a session of in through the session manager of
+// the client's task queue (workflows.ManagerID; started if it is not
+// running) and returns
 // its handle and its entry. WithID gives the session's id; without it the
 // manager makes one, "session-<graph>-<8 hex>".
 func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...StartOption) (*Session, SessionEntry, error) {
@@ -42,7 +43,7 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 		opt(&o)
 	}
 	start := c.cfg.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: workflows.SessionManagerID, TaskQueue: c.cfg.TaskQueue,
+		ID: workflows.ManagerID(c.cfg.TaskQueue), TaskQueue: c.cfg.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "the registry of sessions",
 	}, workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
@@ -64,7 +65,7 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 // Sessions lists the sessions the session manager holds, stopped ones
 // included, oldest first; none when no session was ever created.
 func (c *Client) Sessions(ctx context.Context) ([]SessionEntry, error) {
-	v, err := c.cfg.Temporal.QueryWorkflow(ctx, workflows.SessionManagerID, "", workflows.SessionsQuery)
+	v, err := c.cfg.Temporal.QueryWorkflow(ctx, workflows.ManagerID(c.cfg.TaskQueue), "", workflows.SessionsQuery)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, nil
@@ -148,7 +149,7 @@ func (s *Session) Info(ctx context.Context) (SessionInfo, error) {
 // Command runs a lifecycle command on the session, through the session
 // manager (the one door for the lifecycle), and returns its entry.
 func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.SessionManagerID, UpdateName: workflows.LifecycleUpdate,
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.ManagerID(s.c.cfg.TaskQueue), UpdateName: workflows.LifecycleUpdate,
 		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{workflows.LifecycleInput{ID: s.id, Command: cmd}}})
 	if err != nil {
 		return SessionEntry{}, fmt.Errorf("%s session %s: %w", cmd.Op, s.id, err)
@@ -167,7 +168,7 @@ func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry
 // settings; independent from then on. It returns the fork's handle and
 // entry once the fork has started.
 func (s *Session) Fork(ctx context.Context, name string) (*Session, SessionEntry, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.SessionManagerID, UpdateName: workflows.ForkUpdate,
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.ManagerID(s.c.cfg.TaskQueue), UpdateName: workflows.ForkUpdate,
 		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{workflows.ForkInput{ID: s.id, Name: name}}})
 	if err != nil {
 		return nil, SessionEntry{}, fmt.Errorf("fork session %s: %w", s.id, err)

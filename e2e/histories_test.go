@@ -17,11 +17,11 @@ import (
 )
 
 // historiesDir, when set, makes TestDealDesk, TestMCPToolsEndToEnd/stdio,
-// TestRunContinuesAsNew and TestLongRunContinuesAsNew save the histories
-// of their runs' workflows there, for the replay tests of package
-// workflows:
+// TestRunContinuesAsNew, TestLongRunContinuesAsNew and TestDealDeskSession
+// save the histories of their runs' (and sessions') workflows there, for
+// the replay tests of package workflows:
 //
-//	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio|TestRunContinuesAsNew|TestLongRunContinuesAsNew' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
+//	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio|TestRunContinuesAsNew|TestLongRunContinuesAsNew|TestDealDeskSession' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
 var historiesDir = flag.String("histories", "", "save the deal-desk and MCP runs' workflow histories to this directory")
 
 // saveHistories writes the histories of the workflows ids to dir, named

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -114,5 +117,80 @@ func TestSessionSurvivesWorkerKill(t *testing.T) {
 	}
 	if left := dirEntries(t, blobDir+"-sandboxes"); len(left) != 0 {
 		t.Errorf("workspaces left after the session stopped: %v", left)
+	}
+}
+
+// The deal desk as a session: the follow-up ("what if the discount were
+// 25%?") goes to the coordinator, who answered the first message, with
+// the conversation so far; it asks pricing again with the new terms and
+// answers on that review. With -histories, the session's, its manager's
+// and its agents' histories are saved for the replay tests.
+func TestDealDeskSession(t *testing.T) {
+	c := dial(t)
+	ms, url := modelServer(t)
+	queue := startWorker(t, c, url, model.APIResponses, nil)
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "dealdesk", Name: "acme"}, troupeclient.WithID(fmt.Sprintf("dealdesk-session-%d", os.Getpid())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{s.ID(): true}
+	follow := func(e troupeclient.Event) { ids[e.WorkflowID] = true }
+	first, err := s.Ask(ctx, "Review the Acme Corp deal", follow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Agent != "coordinator" || !strings.Contains(string(first.Output), `"pricing_risk":"high"`) {
+		t.Fatalf("first turn %+v", first)
+	}
+	again, err := s.Ask(ctx, "What if the discount were 25%?", follow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := agents.Decode[dealdesk.Recommendation](again.Output)
+	if err != nil {
+		t.Fatalf("follow-up %+v: %v", again, err)
+	}
+	if again.Agent != "coordinator" || strings.Join(again.Path, ">") != "coordinator" || rec.PricingRisk != "medium" || rec.Decision != "approve" ||
+		!strings.Contains(rec.Conditions[0], "25%") || !strings.Contains(rec.Summary, "a 25% discount") {
+		t.Errorf("follow-up %+v: %+v; want the coordinator's answer on a new pricing review at 25%%", again, rec)
+	}
+	if ms.Count("triage-hands-off") != 1 || ms.Count("pricing-reviews-again") != 1 || ms.Count("rollout-reviews") != 1 {
+		t.Errorf("triage %d, pricing again %d, rollout %d: want the follow-up to skip triage and rollout",
+			ms.Count("triage-hands-off"), ms.Count("pricing-reviews-again"), ms.Count("rollout-reviews"))
+	}
+	// A fork goes on from the same conversation on its own.
+	fork, fe, err := s.Fork(ctx, "acme at 20%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fe.Turns != 2 || fe.Agent != "coordinator" || fe.Name != "acme at 20%" {
+		t.Errorf("fork %+v", fe)
+	}
+	forkIDs := map[string]bool{fork.ID(): true}
+	third, err := fork.Ask(ctx, "What if the discount were 20%?", func(e troupeclient.Event) { forkIDs[e.WorkflowID] = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Turn != "t3" || !strings.Contains(string(third.Output), "VP Sales approval for the 20% discount") {
+		t.Errorf("the fork's turn %+v", third)
+	}
+	for _, x := range []*troupeclient.Session{s, fork} {
+		if _, err := x.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := x.Result(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if *historiesDir != "" {
+		saveHistories(t, c, ids, *historiesDir, "dealdesk-session")
+		saveHistories(t, c, forkIDs, *historiesDir, "dealdesk-fork")
+		saveHistories(t, c, map[string]bool{workflows.ManagerID(queue): true}, *historiesDir, "session-manager")
 	}
 }

@@ -13,6 +13,7 @@ package workflows
 // list needs no call to each session.
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,8 +31,6 @@ import (
 // Names of the session manager and its messages.
 const (
 	SessionManagerWorkflowName = "troupe.SessionManager"
-	// SessionManagerID is the manager's workflow id: one per namespace.
-	SessionManagerID = "troupe-sessions"
 	// CreateSessionUpdate creates a session (CreateSessionInput →
 	// SessionEntry).
 	CreateSessionUpdate = "troupe.create-session"
@@ -70,6 +69,13 @@ type ForkFailure struct {
 // forkTimeout bounds how long a fork waits for its source to fork: the
 // source forks between turns, so a long turn holds it.
 const forkTimeout = time.Hour
+
+// ManagerID is the workflow id of the session manager of the sessions
+// served on taskQueue (workflows.DefaultTaskQueue when empty): one per
+// task queue, run by the workers that serve its sessions.
+func ManagerID(taskQueue string) string {
+	return "troupe-sessions-" + cmp.Or(taskQueue, DefaultTaskQueue)
+}
 
 // ErrUnknownSession is a call for a session the manager does not hold.
 const ErrUnknownSession = "troupe.UnknownSession"

@@ -123,6 +123,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// its history says: the replayer's last check catches it.
 		{mustFail, "event-page-dropped.json", today, "an agent that continued as new after the event-pages version without saving its page",
 			"doesn't return the same result as the last event"},
+		{mustFail, "session-fork-type-changed.json", today, "a session whose fork started as another workflow type", ""},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := replay(t, filepath.Join(tc.set, tc.file), readIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -134,7 +135,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 	}
 	// Every must-fail fixture is in the table above, with why it must fail.
 	for f := range readIndex(t, mustFail) {
-		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json"}, f) {
+		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}
