@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -193,4 +196,51 @@ func TestDealDeskSession(t *testing.T) {
 		saveHistories(t, c, forkIDs, *historiesDir, "dealdesk-fork")
 		saveHistories(t, c, map[string]bool{workflows.ManagerID(queue): true}, *historiesDir, "session-manager")
 	}
+}
+
+// A user's session outlives the machine's server: `troupe dev`, a
+// session of the deal desk and its first turn through `troupe sessions`;
+// then `troupe dev` stops (its embedded server with it) and starts again
+// on the same SQLite file, and the follow-up is answered with the
+// conversation so far.
+func TestSessionSurvivesServerRestart(t *testing.T) {
+	home := t.TempDir()
+	port := strconv.Itoa(freePort(t))
+	dev := startCLI(t, home, "dev", "--port", port, "--ui-port", "-1")
+	dev.waitLine(t, regexp.MustCompile(`^troupe: dev server up`))
+	id := strings.TrimSpace(runCLI(t, home, "sessions", "new", "dealdesk", "--name", "acme"))
+	if !strings.HasPrefix(id, "session-dealdesk-") {
+		t.Fatalf("sessions new printed %q, want the session's id", id)
+	}
+	if out := runCLI(t, home, "sessions", "send", id, "Review the Acme Corp deal"); !strings.Contains(out, "approve_with_conditions") {
+		t.Fatalf("first turn printed:\n%s", out)
+	}
+	if err := dev.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := dev.wait(t); code != 0 {
+		t.Fatalf("troupe dev exited %d:\n%s", code, dev.errText())
+	}
+
+	dev = startCLI(t, home, "dev", "--port", port, "--ui-port", "-1")
+	dev.waitLine(t, regexp.MustCompile(`^troupe: dev server up`))
+	out := runCLI(t, home, "sessions", "send", id, "What if the discount were 25%?")
+	if !strings.Contains(out, "VP Sales approval for the 25% discount") || !strings.Contains(out, `"pricing_risk": "medium"`) {
+		t.Errorf("the follow-up after the restart printed:\n%s", out)
+	}
+	var info troupeclient.SessionInfo
+	if err := json.Unmarshal([]byte(runCLI(t, home, "sessions", "show", id, "--json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Turns != 2 || info.Agent != "coordinator" || info.Name != "acme" || len(info.Recent) != 2 || info.Recent[1].Outcome != runtime.TurnAnswered {
+		t.Errorf("session after the restart: %+v", info)
+	}
+	var list []troupeclient.SessionEntry
+	if err := json.Unmarshal([]byte(runCLI(t, home, "sessions", "ls", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != id || list[0].Turns != 2 || list[0].Status != runtime.SessionIdle {
+		t.Errorf("sessions ls: %+v", list)
+	}
+	runCLI(t, home, "sessions", "stop", id)
 }
