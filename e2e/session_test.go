@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,11 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
+	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -243,4 +249,154 @@ func TestSessionSurvivesServerRestart(t *testing.T) {
 		t.Errorf("sessions ls: %+v", list)
 	}
 	runCLI(t, home, "sessions", "stop", id)
+}
+
+// sessionClient is a session client on a worker of its own (all test
+// graphs, the notes graph on backend, with tweak), on the test's Temporal.
+func sessionClient(t *testing.T, backend string, tweak func(*workflows.Config)) (*troupeclient.Client, *scripted.Server, client.Client) {
+	t.Helper()
+	c := dial(t)
+	ms, url := modelServer(t)
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		cfg.Graphs = append(cfg.Graphs, sandboxGraphs(backend)...)
+		if tweak != nil {
+			tweak(cfg)
+		}
+	})
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, ms, c
+}
+
+// The rollback policy on real sandboxes: a message sent while a turn
+// waits on the model, after its command changed one file and made
+// another, rolls the turn back; the next command finds the workspace as
+// the turn before left it.
+func TestSessionRollbackRestoresFiles(t *testing.T) {
+	cl, _, c := sessionClient(t, "local", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes", Policy: runtime.PolicyRollback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.Ask(ctx, "run: echo one > f.txt", nil); err != nil || rec.Outcome != runtime.TurnAnswered {
+		t.Fatalf("first turn %+v, %v", rec, err)
+	}
+	slow, err := s.Send(ctx, "slow run: echo two > f.txt && echo new > g.txt", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := s.ID() + "/" + slow.Turn + "/0-notekeeper"
+	for deadline := time.Now().Add(time.Minute); !hasEvent(c, agent, workflows.EventToolResult, 1); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow turn's command never ran")
+		}
+	}
+	rec, err := s.Ask(ctx, "run: cat f.txt; ls", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rec.Output) != `"one\nf.txt\n"` {
+		t.Errorf("after the rollback the workspace shows %s, want f.txt as the first turn left it, and no g.txt", rec.Output)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := turnOf(info, slow.Turn); !ok || r.Outcome != runtime.TurnRolledBack {
+		t.Errorf("turn %s: %+v, want rolled back", slow.Turn, r)
+	}
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// turnOf is turn id's record among the session's recent turns.
+func turnOf(info troupeclient.SessionInfo, id string) (troupeclient.TurnRecord, bool) {
+	for _, r := range info.Recent {
+		if r.Turn == id {
+			return r, true
+		}
+	}
+	return troupeclient.TurnRecord{}, false
+}
+
+// Switch backend mid-conversation, docker → bwrap → docker: every file
+// of the workspace is byte-identical on each backend (checksums of a
+// random file and a nested one), and the conversation goes on.
+func TestSessionSwitchDockerBwrap(t *testing.T) {
+	dockerRoot, bwrapRoot := t.TempDir(), t.TempDir()
+	dc, err := docker.New(docker.Config{Root: dockerRoot, Image: docker.BusyboxImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dc.Close() })
+	if err := dc.Ping(context.Background()); err != nil {
+		t.Fatalf("the Docker Engine does not answer (run scripts/setup.sh): %v", err)
+	}
+	if err := dc.BuildImage(context.Background(), docker.BuildOptions{Kind: "busybox", Name: docker.BusyboxImage}); err != nil {
+		t.Fatal(err)
+	}
+	bc, err := bwrap.New(bwrap.Config{Root: bwrapRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bc.Close() })
+	cl, _, _ := sessionClient(t, "docker", func(cfg *workflows.Config) {
+		cfg.Sandboxes["docker"], cfg.Sandboxes["bwrap"] = dc, bc
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sums = "sha256sum blob.bin d/e/x.txt"
+	first, err := s.Ask(ctx, "run: head -c 300000 /dev/urandom > blob.bin && mkdir -p d/e && printf 'a\\tb\\n' > d/e/x.txt && "+sums, nil)
+	if err != nil || first.Outcome != runtime.TurnAnswered || !strings.Contains(string(first.Output), "blob.bin") {
+		t.Fatalf("first turn %+v, %v", first, err)
+	}
+	backendOf := func() string {
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Sandboxes) != 1 {
+			t.Fatalf("sandboxes %+v", info.Sandboxes)
+		}
+		return info.Sandboxes[0].Backend
+	}
+	if b := backendOf(); b != "docker" {
+		t.Fatalf("first turn on %q, want docker", b)
+	}
+	for _, to := range []string{"bwrap", "docker"} {
+		if _, err := s.SwitchBackend(ctx, to); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.Ask(ctx, "run: "+sums, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(rec.Output) != string(first.Output) {
+			t.Errorf("on %s the checksums are %s, want %s", to, rec.Output, first.Output)
+		}
+		if b := backendOf(); b != to {
+			t.Errorf("after switching to %s the workspace is on %q", to, b)
+		}
+	}
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := dirEntries(t, bwrapRoot); len(left) != 0 {
+		t.Errorf("bwrap workspaces left: %v", left)
+	}
+	if out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=troupe.workflow="+s.ID()).Output(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("containers of the session left: %q, %v", out, err)
+	}
 }
