@@ -238,6 +238,8 @@ type session struct {
 	rollback   bool
 	// forks are the fork requests waiting for the turn to end.
 	forks []ForkRequest
+	// signals are the session's signal channels.
+	signals []signalIn
 }
 
 // SessionWorkflow runs a session: see the top of this file.
@@ -270,12 +272,17 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*Sessio
 			if err := s.fork(ctx, req); err != nil {
 				return nil, err
 			}
+		case s.timeToContinue(ctx) && workflow.AllHandlersFinished(ctx):
+			// Between turns, even with messages queued (they are carried):
+			// a long queue does not grow one run's history unbounded.
+			if s.drain(ctx) {
+				continue // Signals came in: they are taken first.
+			}
+			return nil, s.continueAsNew(ctx)
 		case s.st.Ready():
 			if err := s.turn(ctx); err != nil {
 				return nil, err
 			}
-		default:
-			return nil, s.continueAsNew(ctx)
 		}
 	}
 }
@@ -361,47 +368,72 @@ func (s *session) handle(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, SessionQuery, func() (SessionInfo, error) { return s.info(), nil }); err != nil {
 		return err
 	}
-	// Fork requests from the manager wait for the turn to end.
-	forks := workflow.GetSignalChannel(ctx, ForkSignal)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
+	// Fork requests (from the manager) wait for the turn to end;
+	// commands come from the manager; signalled messages have no caller
+	// to refuse, so a refused one is an event.
+	s.signals = []signalIn{
+		{workflow.GetSignalChannel(ctx, ForkSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
 			var req ForkRequest
-			if !forks.Receive(gctx, &req) {
-				return
+			if !c.ReceiveAsync(&req) {
+				return false
 			}
 			s.forks = append(s.forks, req)
-		}
-	})
-	// Commands from the manager come by signal.
-	commands := workflow.GetSignalChannel(ctx, CommandSignal)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
-			var c SessionCommand
-			if !commands.Receive(gctx, &c) {
-				return
+			return true
+		}},
+		{workflow.GetSignalChannel(ctx, CommandSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
+			var cmd SessionCommand
+			if !c.ReceiveAsync(&cmd) {
+				return false
 			}
-			if err := s.checkCommand(c); err != nil {
-				s.rec.add(gctx, Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", c.Op, err)})
-				continue
+			if err := s.checkCommand(cmd); err != nil {
+				s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", cmd.Op, err)})
+			} else {
+				_, _ = s.command(ctx, cmd)
 			}
-			_, _ = s.command(gctx, c)
-		}
-	})
-	// Signalled messages have no caller to refuse: a refused one is an
-	// event.
-	ch := workflow.GetSignalChannel(ctx, MessageSignal)
-	workflow.Go(ctx, func(gctx workflow.Context) {
-		for {
+			return true
+		}},
+		{workflow.GetSignalChannel(ctx, MessageSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
 			var in SendInput
-			if !ch.Receive(gctx, &in) {
-				return
+			if !c.ReceiveAsync(&in) {
+				return false
 			}
-			if _, err := s.submit(gctx, in.Message); err != nil {
-				s.rec.add(gctx, Event{Kind: EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, preview(in.Message, 200))})
+			if _, err := s.submit(ctx, in.Message); err != nil {
+				s.rec.add(ctx, Event{Kind: EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, preview(in.Message, 200))})
 			}
-		}
-	})
+			return true
+		}},
+	}
+	for _, sig := range s.signals {
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			for {
+				workflow.NewSelector(gctx).AddReceive(sig.ch, func(c workflow.ReceiveChannel, _ bool) { sig.take(gctx, c) }).Select(gctx)
+				if gctx.Err() != nil {
+					return
+				}
+			}
+		})
+	}
 	return nil
+}
+
+// signalIn is a signal channel of the session and how it takes one
+// signal from it (false when none is there).
+type signalIn struct {
+	ch   workflow.ReceiveChannel
+	take func(workflow.Context, workflow.ReceiveChannel) bool
+}
+
+// drain takes the signals that came in and were not taken yet, before the
+// session continues as new (which would lose them), and reports whether
+// there were any.
+func (s *session) drain(ctx workflow.Context) bool {
+	any := false
+	for _, sig := range s.signals {
+		for sig.take(ctx, sig.ch) {
+			any = true
+		}
+	}
+	return any
 }
 
 // sessionErr is a transition's refusal as the update's caller gets it.
