@@ -30,7 +30,8 @@ import (
 // Names of the session manager and its messages.
 const (
 	SessionManagerWorkflowName = "troupe.SessionManager"
-	// SessionManagerID is the manager's workflow id: one per namespace.
+	// SessionManagerID is the workflow id of the manager of the default
+	// task queue (see SessionManagerIDFor).
 	SessionManagerID = "troupe-sessions"
 	// CreateSessionUpdate creates a session (CreateSessionInput →
 	// SessionEntry).
@@ -47,6 +48,20 @@ const (
 	// (SessionCommand).
 	CommandSignal = "troupe.command-signal"
 )
+
+// SessionManagerIDFor is the workflow id of the session manager of task
+// queue: SessionManagerID for DefaultTaskQueue (or ""), else
+// "troupe-sessions-<queue>". Each queue has a manager of its own, which
+// runs there and starts its sessions there, where the workers that know
+// their graphs listen: a manager of another queue could start sessions
+// that no worker serves (`troupe mcp serve` runs its own worker on a queue
+// of its own) or be served by no worker at all.
+func SessionManagerIDFor(queue string) string {
+	if queue == "" || queue == DefaultTaskQueue {
+		return SessionManagerID
+	}
+	return SessionManagerID + "-" + queue
+}
 
 // ErrUnknownSession is a call for a session the manager does not hold.
 const ErrUnknownSession = "troupe.UnknownSession"
