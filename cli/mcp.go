@@ -37,7 +37,9 @@ func mcpCommand(graphs []Graph) *cobra.Command {
 		Short: "Serve the exposed agents as MCP tools; each call is a durable run",
 		Long: `Serve the graphs' exposed agents as tools of an MCP server. Each call starts a
 durable run (an OrchestratorWorkflow); troupe_run_status and troupe_run_result
-read runs by id, also after a dropped connection.
+read runs by id, also after a dropped connection. Each agent tool X also has a
+session tool X_session ({message, session_id?}): a conversation in a durable
+session, continued by its session_id from any connection.
 
 Transports:
   --stdio (the default)  one session on stdin/stdout, for clients that launch

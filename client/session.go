@@ -8,6 +8,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
@@ -33,8 +34,8 @@ type (
 )
 
 // CreateSession creates a session of in through the session manager of
-// the client's task queue (workflows.ManagerID; started if it is not
-// running) and returns
+// the client's task queue (workflows.SessionManagerIDFor; started there if
+// it is not running), which starts the session on that queue, and returns
 // its handle and its entry. WithID gives the session's id; without it the
 // manager makes one, "session-<graph>-<8 hex>".
 func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...StartOption) (*Session, SessionEntry, error) {
@@ -43,7 +44,7 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 		opt(&o)
 	}
 	start := c.cfg.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: workflows.ManagerID(c.cfg.TaskQueue), TaskQueue: c.cfg.TaskQueue,
+		ID: workflows.SessionManagerIDFor(c.cfg.TaskQueue), TaskQueue: c.cfg.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "the registry of sessions",
 	}, workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
@@ -62,10 +63,11 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 	return c.Session(e.ID), e, nil
 }
 
-// Sessions lists the sessions the session manager holds, stopped ones
-// included, oldest first; none when no session was ever created.
+// Sessions lists the sessions the session manager of the client's task
+// queue holds, stopped ones included, oldest first; none when no session
+// was ever created there.
 func (c *Client) Sessions(ctx context.Context) ([]SessionEntry, error) {
-	v, err := c.cfg.Temporal.QueryWorkflow(ctx, workflows.ManagerID(c.cfg.TaskQueue), "", workflows.SessionsQuery)
+	v, err := c.cfg.Temporal.QueryWorkflow(ctx, workflows.SessionManagerIDFor(c.cfg.TaskQueue), "", workflows.SessionsQuery)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, nil
@@ -90,14 +92,35 @@ type Session struct {
 // ID returns the session's id (its workflow id).
 func (s *Session) ID() string { return s.id }
 
+// SendOption changes how Send and Ask send a message.
+type SendOption func(*sendOptions)
+
+type sendOptions struct {
+	id string
+}
+
+// WithMessageID sends the message under id (its update's id) instead of a
+// fresh one. The session's run takes one message per id: a message sent
+// again under the id of one it took — a retry after an answer was lost —
+// is not queued again, and gets the answer of the first (Temporal keeps
+// that answer as long as the session's run, until it continues as new).
+// Derive the id from what makes a retry the same request.
+func WithMessageID(id string) SendOption {
+	return func(o *sendOptions) { o.id = id }
+}
+
 // Send sends the session a message. Without wait it returns once the
 // session has queued it, with the turn's id and the cursor to follow it
 // from; with wait, once the turn has ended, with its record too. A
 // message the session refuses fails with an error whose
 // workflows.ErrorType is workflows.ErrSessionBusy (the reject policy),
 // workflows.ErrSessionStopped or workflows.ErrBadCommand.
-func (s *Session) Send(ctx context.Context, message string, wait bool) (SendResult, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.id, UpdateName: workflows.SendUpdate,
+func (s *Session) Send(ctx context.Context, message string, wait bool, opts ...SendOption) (SendResult, error) {
+	var o sendOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: o.id, WorkflowID: s.id, UpdateName: workflows.SendUpdate,
 		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{workflows.SendInput{Message: message, Wait: wait}}})
 	if err != nil {
 		return SendResult{}, fmt.Errorf("send to session %s: %w", s.id, err)
@@ -111,14 +134,15 @@ func (s *Session) Send(ctx context.Context, message string, wait bool) (SendResu
 
 // Ask sends the session a message and waits for its turn to end, calling
 // fn with each event of the session and of the turn's agents from the
-// message on (fn may be nil), and returns the turn's record.
-func (s *Session) Ask(ctx context.Context, message string, fn func(Event)) (TurnRecord, error) {
+// message on (fn may be nil), and returns the turn's record. Options are
+// Send's.
+func (s *Session) Ask(ctx context.Context, message string, fn func(Event), opts ...SendOption) (TurnRecord, error) {
 	info, err := s.Info(ctx)
 	if err != nil {
 		return TurnRecord{}, err
 	}
 	if fn == nil {
-		res, err := s.Send(ctx, message, true)
+		res, err := s.Send(ctx, message, true, opts...)
 		if err != nil {
 			return TurnRecord{}, err
 		}
@@ -127,13 +151,45 @@ func (s *Session) Ask(ctx context.Context, message string, fn func(Event)) (Turn
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.FollowFrom(fctx, Cursor{s.id: info.NextEvent - 1}, fn) }()
-	res, err := s.Send(ctx, message, true)
+	res, err := s.Send(ctx, message, true, opts...)
 	stop()
 	<-done
 	if err != nil {
 		return TurnRecord{}, err
 	}
 	return *res.Record, nil
+}
+
+// ErrNoSession is the error of Input for an id that names no session: no
+// workflow, or one that is not a session.
+var ErrNoSession = errors.New("no such session")
+
+// Input returns what the session started with: its graph, the agent that
+// answered first, its first name and policy, its vars. Carry is left out.
+// It reads the session's history, so it needs no worker.
+func (s *Session) Input(ctx context.Context) (SessionInput, error) {
+	it := s.c.cfg.Temporal.GetWorkflowHistory(ctx, s.id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return SessionInput{}, fmt.Errorf("session %s: %w", s.id, ErrNoSession)
+	}
+	first, err := it.Next()
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return SessionInput{}, fmt.Errorf("session %s: %w", s.id, ErrNoSession)
+	}
+	if err != nil {
+		return SessionInput{}, fmt.Errorf("session %s: %w", s.id, err)
+	}
+	started := first.GetWorkflowExecutionStartedEventAttributes()
+	if typ := started.GetWorkflowType().GetName(); typ != workflows.SessionWorkflowName {
+		return SessionInput{}, fmt.Errorf("session %s: %w (a %q workflow)", s.id, ErrNoSession, typ)
+	}
+	var in SessionInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in); err != nil {
+		return SessionInput{}, fmt.Errorf("session %s: input: %w", s.id, err)
+	}
+	in.Carry = nil // where an earlier run stood: not what the session started with
+	return in, nil
 }
 
 // Info returns where the session stands, as it says itself.
@@ -147,9 +203,10 @@ func (s *Session) Info(ctx context.Context) (SessionInfo, error) {
 }
 
 // Command runs a lifecycle command on the session, through the session
-// manager (the one door for the lifecycle), and returns its entry.
+// manager of the client's task queue (the one door for the lifecycle), and
+// returns its entry.
 func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.ManagerID(s.c.cfg.TaskQueue), UpdateName: workflows.LifecycleUpdate,
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateName: workflows.LifecycleUpdate,
 		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{workflows.LifecycleInput{ID: s.id, Command: cmd}}})
 	if err != nil {
 		return SessionEntry{}, fmt.Errorf("%s session %s: %w", cmd.Op, s.id, err)
@@ -168,7 +225,7 @@ func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry
 // settings; independent from then on. It returns the fork's handle and
 // entry once the fork has started.
 func (s *Session) Fork(ctx context.Context, name string) (*Session, SessionEntry, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.ManagerID(s.c.cfg.TaskQueue), UpdateName: workflows.ForkUpdate,
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateName: workflows.ForkUpdate,
 		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{workflows.ForkInput{ID: s.id, Name: name}}})
 	if err != nil {
 		return nil, SessionEntry{}, fmt.Errorf("fork session %s: %w", s.id, err)

@@ -49,6 +49,15 @@ func mcpWaitGraph() *agents.Graph {
 	})
 }
 
+// mcpChatGraph is a graph with one exposed agent without an output type,
+// whose scenario (mcp-talker in testdata/scenario.yaml) answers each
+// message with its turn, the message, and the conversation's first one.
+func mcpChatGraph() *agents.Graph {
+	return agents.MustGraph("mcpchat", "talker", &agents.Agent{
+		Name: "talker", Instructions: "mcp talker", Expose: agents.Expose("", "Talks."),
+	})
+}
+
 const mcpWaitRules = `
 rules:
   - name: mcp-waiter-hangs
@@ -71,12 +80,13 @@ var mcpRunID = regexp.MustCompile(`^mcp-(dealdesk|mcpwait)-[0-9a-f]{32}$`)
 func newIdempotencyKey(prefix string) string { return prefix + "-" + rand.Text() }
 
 // mcpServeFixture is an MCP server over HTTP on 127.0.0.1, in process,
-// for the deal-desk, code-review and mcpwait graphs, with a worker and a
+// for the deal-desk, code-review, mcpwait and mcpchat graphs, with a worker and a
 // scripted model of its own.
 type mcpServeFixture struct {
-	url string
-	c   client.Client
-	ms  *scripted.Server
+	url   string
+	c     client.Client
+	ms    *scripted.Server
+	queue string
 }
 
 func newMCPServeFixture(t *testing.T, opts server.HTTPOptions) *mcpServeFixture {
@@ -103,12 +113,12 @@ func newMCPServeFixtureWith(t *testing.T, opts server.HTTPOptions, bus *workflow
 	}
 	t.Cleanup(func() { ms.Close() })
 	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
-		cfg.Graphs = append(cfg.Graphs, mcpWaitGraph())
+		cfg.Graphs = append(cfg.Graphs, mcpWaitGraph(), mcpChatGraph())
 		cfg.Events = bus
 	})
 	s, err := server.New(server.Config{
 		Client: c, TaskQueue: queue, PollInterval: poll, Events: bus,
-		Graphs: []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpWaitGraph()},
+		Graphs: []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpWaitGraph(), mcpChatGraph()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +126,7 @@ func newMCPServeFixtureWith(t *testing.T, opts server.HTTPOptions, bus *workflow
 	srv := httptest.NewServer(s.HTTPHandler(opts))
 	// Release the calls still waiting first: Close waits for them.
 	t.Cleanup(func() { s.Close(); srv.Close() })
-	return &mcpServeFixture{url: srv.URL + server.Path, c: c, ms: ms}
+	return &mcpServeFixture{url: srv.URL + server.Path, c: c, ms: ms, queue: queue}
 }
 
 // runTSClient runs a script of testdata/mcp with the Node 22 and the

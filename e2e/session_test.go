@@ -200,7 +200,7 @@ func TestDealDeskSession(t *testing.T) {
 	if *historiesDir != "" {
 		saveHistories(t, c, ids, *historiesDir, "dealdesk-session")
 		saveHistories(t, c, forkIDs, *historiesDir, "dealdesk-fork")
-		saveHistories(t, c, map[string]bool{workflows.ManagerID(queue): true}, *historiesDir, "session-manager")
+		saveHistories(t, c, map[string]bool{workflows.SessionManagerIDFor(queue): true}, *historiesDir, "session-manager")
 	}
 }
 

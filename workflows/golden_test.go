@@ -68,7 +68,7 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["agent_input_session"] = workflows.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "session-1", Transcript: ref,
 		Pending: []agents.Item{agents.UserMessage("and at 30%?")}, Session: &workflows.SessionLink{ID: "session-1", Lease: &lease}}
 	payloads["fork_input"] = workflows.ForkInput{ID: "session-1", NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%"}
-	payloads["fork_request"] = workflows.ForkRequest{NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%", Manager: workflows.ManagerID("")}
+	payloads["fork_request"] = workflows.ForkRequest{NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%", Manager: workflows.SessionManagerID}
 	payloads["fork_failure"] = workflows.ForkFailure{NewID: "session-1-fork-1a2b3c4d", Error: "the session stopped"}
 	forked := state
 	forked.Queue, forked.Transcript = nil, ref.Fork("transcripts/session-1-fork-1a2b3c4d/forked")

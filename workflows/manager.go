@@ -13,7 +13,6 @@ package workflows
 // list needs no call to each session.
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -31,6 +30,9 @@ import (
 // Names of the session manager and its messages.
 const (
 	SessionManagerWorkflowName = "troupe.SessionManager"
+	// SessionManagerID is the workflow id of the manager of the default
+	// task queue (see SessionManagerIDFor).
+	SessionManagerID = "troupe-sessions"
 	// CreateSessionUpdate creates a session (CreateSessionInput →
 	// SessionEntry).
 	CreateSessionUpdate = "troupe.create-session"
@@ -70,11 +72,18 @@ type ForkFailure struct {
 // source forks between turns, so a long turn holds it.
 const forkTimeout = time.Hour
 
-// ManagerID is the workflow id of the session manager of the sessions
-// served on taskQueue (workflows.DefaultTaskQueue when empty): one per
-// task queue, run by the workers that serve its sessions.
-func ManagerID(taskQueue string) string {
-	return "troupe-sessions-" + cmp.Or(taskQueue, DefaultTaskQueue)
+// SessionManagerIDFor is the workflow id of the session manager of task
+// queue: SessionManagerID for DefaultTaskQueue (or ""), else
+// "troupe-sessions-<queue>". Each queue has a manager of its own, which
+// runs there and starts its sessions there, where the workers that know
+// their graphs listen: a manager of another queue could start sessions
+// that no worker serves (`troupe mcp serve` runs its own worker on a queue
+// of its own) or be served by no worker at all.
+func SessionManagerIDFor(queue string) string {
+	if queue == "" || queue == DefaultTaskQueue {
+		return SessionManagerID
+	}
+	return SessionManagerID + "-" + queue
 }
 
 // ErrUnknownSession is a call for a session the manager does not hold.

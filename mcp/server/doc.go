@@ -1,18 +1,19 @@
 // Package server offers a Troupe graph's exposed agents (agents.Agent.Expose)
 // as tools of a Model Context Protocol server, so any MCP client — an IDE,
-// a chat app, another agent framework — can call them. Every call is a
-// durable Troupe run: an OrchestratorWorkflow started through the Temporal
-// client, like `troupe run` starts one. `troupe mcp serve` is this package
-// behind a command line.
+// a chat app, another agent framework — can call them. Every call of an
+// agent tool is a durable Troupe run: an OrchestratorWorkflow started
+// through the Temporal client, like `troupe run` starts one; every agent
+// tool has a session tool too, for a conversation (see Session tools).
+// `troupe mcp serve` is this package behind a command line.
 //
 // The contract a client relies on:
 //
-//  1. Each exposed agent is a tool named by agents.Graph.ExposedName, with
-//     the exposure's input schema (optional properties need not be sent)
-//     and an output schema from the agent's output type. An agent without
-//     an output type answers {"output": "<text>"}. A result carries the
-//     output as structuredContent and as pretty JSON text, and the run's
-//     workflow id in _meta["troupe/run_id"].
+//  1. Each exposed agent is an agent tool named by
+//     agents.Graph.ExposedName, with the exposure's input schema (optional
+//     properties need not be sent) and an output schema from the agent's
+//     output type. An agent without an output type answers {"output":
+//     "<text>"}. A result carries the output as structuredContent and as
+//     pretty JSON text, and the run's workflow id in _meta["troupe/run_id"].
 //  2. A call starts its run under a workflow id derived from the request
 //     (see below), with Temporal's USE_EXISTING conflict policy and
 //     REJECT_DUPLICATE reuse policy: a retried call joins the run the first
@@ -89,4 +90,53 @@
 // agent not served, an agent's own workflow — gets "no run with id X", as
 // an unknown id does: the id of a run is all a client needs to read it, so
 // the run tools reveal nothing the agent tools could not have started.
+//
+// # Session tools
+//
+// Each agent tool X has a session tool X_session, which holds a
+// conversation with X's agent in a durable session (a SessionWorkflow, see
+// package workflows): the agent that ended a turn answers the next, with
+// the conversation so far, and the session waits between messages at no
+// cost, for as long as it is kept.
+//
+//  1. Its input is {"message": text, "session_id"?: id}. Without
+//     session_id, the call creates a session of X's graph starting at X's
+//     agent, through the session manager of the server's task queue
+//     (client.CreateSession), named "X: <the message's start>"; when X
+//     takes a typed input (agents.ExposeAs), the tool also takes X's
+//     arguments as "start", which set the session's run variables. With
+//     session_id, the call sends the message to that session, from any
+//     connection: a client that lost its connection continues by id.
+//  2. The call waits for the message's turn (client.Session.Ask) and
+//     answers {"session_id", "turn" (the turn's number, 1 for the first
+//     message), "agent" (who answered, and answers next), "reply" (what X
+//     would answer: the output type's document, or {"output": text})} as
+//     structuredContent and as pretty JSON text, with the session id in
+//     _meta["troupe/session_id"]. A turn that failed, an empty message, a
+//     stopped or paused session answer isError with the reason.
+//  3. With a progress token, the first notification is "session <id>
+//     started" (or "continued"), with the id in _meta["troupe/session_id"];
+//     then come the turn's events: the session's ("turn 2: message
+//     taken", "turn 2 answered by coordinator") and its agents', worded
+//     as for runs.
+//  4. A session tool continues only the sessions that the session tools
+//     of a server like this one create: ids "mcp-session-<graph>-<32 hex
+//     digits>" of a served graph, at an exposed agent. Any other id — a
+//     session of `troupe sessions`, of a graph not served, an unknown one
+//     — gets "no session with id X"; a session of another session tool
+//     gets an error that names that tool.
+//  5. Cancelling a call (notifications/cancelled), a dropped connection, a
+//     deleted session or a server shutdown ends the wait only: the session
+//     and the message's turn go on, and the answer joins the conversation.
+//  6. The session's id and the message's update id derive from the
+//     request's scope as a run's id does (see Workflow ids):
+//     "mcp-session-<graph>-" and a hash of the tool, scope, message and
+//     start; "mcp-message-" and a hash of the tool, session, scope and
+//     message (client.WithMessageID). A retried call — the same
+//     idempotency key, or the same request id in its MCP session — finds
+//     the session the first attempt created, and Temporal takes its
+//     message once and gives the retry the first attempt's answer (while
+//     the session's run lasts: a session that continued as new since
+//     takes the message again). Without a scope, each call creates its
+//     own session under random digits, and each message is a new one.
 package server

@@ -14,7 +14,8 @@ import (
 )
 
 // An MCP server for the deal-desk graph: its exposed coordinator is the
-// tool dealdesk_coordinator, next to the run tools. Here an in-process MCP
+// tool dealdesk_coordinator (a run per call) and the session tool
+// dealdesk_coordinator_session (a conversation), next to the run tools. Here an in-process MCP
 // client lists the tools over an in-memory transport; serve real clients
 // with HTTPHandler or Serve(ctx, &mcp.StdioTransport{}), with Client
 // dialled to the Temporal cluster where workers run the graph.
@@ -47,6 +48,7 @@ func ExampleNew() {
 	}
 	// Output:
 	// dealdesk_coordinator (output schema: true)
+	// dealdesk_coordinator_session (output schema: true)
 	// troupe_run_result (output schema: false)
 	// troupe_run_status (output schema: true)
 }

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -430,4 +431,86 @@ func (c *stampingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 	}
 	return c.Connection.Write(ctx, msg)
+}
+
+// sessionIDPrefix starts the ids of the sessions that session tools
+// create: "mcp-session-<graph>-<32 hex digits>".
+const sessionIDPrefix = "mcp-session-"
+
+// sessionWorkflowID is the id of the session that a call of tool (a
+// session tool of graph) creates with its first message and start
+// arguments in scope: a hash of all of them, or random digits for the
+// zero scope. Either way the digits are as hard to guess as the scope:
+// the id is what a client needs to continue the session.
+func sessionWorkflowID(graph, tool, message string, start json.RawMessage, scope requestScope) string {
+	if scope == (requestScope{}) {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return sessionIDPrefix + graph + "-" + hex.EncodeToString(b[:])
+	}
+	return sessionIDPrefix + graph + "-" + scopedDigest(struct {
+		V       int             `json:"v"`
+		Tool    string          `json:"tool"`
+		Scope   requestScope    `json:"scope"`
+		Message string          `json:"message"`
+		Start   json.RawMessage `json:"start,omitempty"`
+	}{V: 1, Tool: tool, Scope: scope, Message: message, Start: canonicalJSON(start)})
+}
+
+// messageID is the update id under which a call of tool sends message to
+// session in scope, so that Temporal takes a retried call's message once
+// (client.WithMessageID); "" for the zero scope: a fresh one each time.
+func messageID(tool, session, message string, scope requestScope) string {
+	if scope == (requestScope{}) {
+		return ""
+	}
+	return "mcp-message-" + scopedDigest(struct {
+		V       int          `json:"v"`
+		Tool    string       `json:"tool"`
+		Session string       `json:"session"`
+		Scope   requestScope `json:"scope"`
+		Message string       `json:"message"`
+	}{V: 1, Tool: tool, Session: session, Scope: scope, Message: message})
+}
+
+// scopedDigest is 32 hex digits of the SHA-256 of record's JSON: a
+// struct, whose fields keep their order.
+func scopedDigest(record any) string {
+	doc, err := json.Marshal(record)
+	if err != nil {
+		panic(err) // strings and JSON documents always marshal
+	}
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:16])
+}
+
+// canonicalJSON is doc with its object keys sorted and no insignificant
+// space, so that equal arguments hash equally however they were spelled;
+// nil for nothing (or what does not parse, which never gets this far).
+func canonicalJSON(doc json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(doc)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber() // numbers keep their digits
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+// graphOfSessionID is the served graph whose session tools create
+// session id (see sessionWorkflowID), or nil.
+func (s *Server) graphOfSessionID(id string) *agents.Graph {
+	rest, ok := strings.CutPrefix(id, sessionIDPrefix)
+	if !ok || len(rest) < 34 {
+		return nil
+	}
+	name, digits := rest[:len(rest)-33], rest[len(rest)-33:]
+	if digits[0] != '-' || !isLowerHex(digits[1:]) {
+		return nil
+	}
+	return s.graphs[name]
 }

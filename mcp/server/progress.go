@@ -154,12 +154,16 @@ func eventMessage(e workflows.Event) (msg string, ok bool) {
 }
 
 // short is s on one line, at most 160 bytes.
-func short(s string) string {
+func short(s string) string { return clip(s, 160) }
+
+// clip is s on one line, at most n bytes (and an ellipsis), cut between
+// runes.
+func clip(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) <= 160 {
+	if len(s) <= n {
 		return s
 	}
-	cut := 160
+	cut := n
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

@@ -36,6 +36,9 @@ const (
 	MetaErrorType = "troupe/error_type"
 	// MetaStatus is the troupe_run_result _meta key of the run's status.
 	MetaStatus = "troupe/status"
+	// MetaSessionID is the _meta key of a session tool's session id, in
+	// its result and its first progress notification.
+	MetaSessionID = "troupe/session_id"
 	// metaRequestID is where HTTPHandler and Serve copy a tools/call's
 	// JSON-RPC id; whatever the client sends there is overwritten.
 	metaRequestID = "troupe/jsonrpc_id"
@@ -75,7 +78,9 @@ type Config struct {
 	Events *workflows.EventBus
 }
 
-// Server is an MCP server whose tools are the exposed agents of its graphs.
+// Server is an MCP server whose tools are the exposed agents of its graphs,
+// each as an agent tool (a run per call) and a session tool (a
+// conversation).
 // Serve it over HTTP with HTTPHandler, or over stdio (or any single-session
 // transport) with Serve.
 type Server struct {
@@ -84,12 +89,14 @@ type Server struct {
 	sdk    *mcp.Server
 	graphs map[string]*agents.Graph
 	tools  []*agentTool
-	calls  *calls
-	runs   *troupeclient.Client // starts, follows, reads and cancels runs
+	// sessions are the agent tools' session tools, in the same order.
+	sessions []*sessionTool
+	calls    *calls
+	runs     *troupeclient.Client // starts, follows, reads and cancels runs
 }
 
 // New returns a Server for cfg. It fails when cfg has no Client, or when
-// two exposed agents (or an agent and a run tool) share a tool name.
+// two tools (agent, session or run tools) share a name.
 func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("server: Config.Client is required")
@@ -118,7 +125,8 @@ func New(cfg Config) (*Server, error) {
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: cfg.Name, Title: "Troupe", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: "Each agent tool starts a durable Troupe run. Its id is in the result's _meta[\"" + MetaRunID +
 			"\"] and in the first progress notification; if a call is interrupted, the run goes on: read it with " +
-			ToolRunStatus + " and " + ToolRunResult + ".",
+			ToolRunStatus + " and " + ToolRunResult + ". Each agent tool X has a session tool X" + SessionToolSuffix +
+			" that holds a conversation: its answers (and first progress notification) carry a session_id; pass it back to continue the conversation, from any connection.",
 		Logger:   cfg.Logger,
 		HasTools: true,
 	})
@@ -145,6 +153,20 @@ func New(cfg Config) (*Server, error) {
 			s.sdk.AddTool(t.tool, s.callAgent(t))
 		}
 	}
+	// The session tools come after all agent tools, so that a clash
+	// between an agent tool and a session tool names the session tool.
+	for _, t := range s.tools {
+		st, err := newSessionTool(t)
+		if err != nil {
+			return nil, err
+		}
+		if other, dup := names[st.name]; dup {
+			return nil, fmt.Errorf("server: session tool name %s of agent %s/%s is taken by %s", st.name, t.graph.Name(), t.agent.Name, other)
+		}
+		names[st.name] = "the session tool of " + t.graph.Name() + "/" + t.agent.Name
+		s.sessions = append(s.sessions, st)
+		s.sdk.AddTool(st.tool, s.callSession(st))
+	}
 	s.sdk.AddTool(runStatusTool, s.runStatus)
 	s.sdk.AddTool(runResultTool, s.runResult)
 	return s, nil
@@ -156,12 +178,12 @@ func New(cfg Config) (*Server, error) {
 // notifications/cancelled cannot find them.
 func (s *Server) MCP() *mcp.Server { return s.sdk }
 
-// Tools lists the names of the agent tools, in the order of Graphs and of
-// each graph's exposed agents.
+// Tools lists the names of the agent tools, each followed by its session
+// tool's, in the order of Graphs and of each graph's exposed agents.
 func (s *Server) Tools() []string {
-	out := make([]string, len(s.tools))
+	out := make([]string, 0, 2*len(s.tools))
 	for i, t := range s.tools {
-		out[i] = t.name
+		out = append(out, t.name, s.sessions[i].name)
 	}
 	return out
 }

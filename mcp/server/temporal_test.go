@@ -33,15 +33,16 @@ type fakeWorkflow struct {
 	in  any // the first argument it was started with
 }
 
-// fakeTemporal knows workflows by id and records the starts (which it
-// refuses). Other methods of client.Client panic: the embedded interface
+// fakeTemporal knows workflows by id and records the starts and the
+// sessions asked for (which it refuses). Other methods of client.Client panic: the embedded interface
 // is nil.
 type fakeTemporal struct {
 	client.Client
 	workflows map[string]fakeWorkflow
 
-	mu     sync.Mutex
-	starts []string
+	mu       sync.Mutex
+	starts   []string
+	sessions []workflows.CreateSessionInput
 }
 
 func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
@@ -55,6 +56,28 @@ func (f *fakeTemporal) started() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.starts...)
+}
+
+func (f *fakeTemporal) NewWithStartWorkflowOperation(client.StartWorkflowOptions, any, ...any) client.WithStartWorkflowOperation {
+	return nil
+}
+
+// UpdateWithStartWorkflow records a session creation (client.CreateSession).
+func (f *fakeTemporal) UpdateWithStartWorkflow(_ context.Context, opts client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range opts.UpdateOptions.Args {
+		if in, ok := a.(workflows.CreateSessionInput); ok {
+			f.sessions = append(f.sessions, in)
+		}
+	}
+	return nil, errNoStart
+}
+
+func (f *fakeTemporal) sessionsAsked() []workflows.CreateSessionInput {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]workflows.CreateSessionInput(nil), f.sessions...)
 }
 
 func (f *fakeTemporal) CancelWorkflow(context.Context, string, string) error { return nil }
@@ -111,6 +134,11 @@ func newFakeServer(t *testing.T, known map[string]fakeWorkflow, graphs ...*agent
 		t.Fatal(err)
 	}
 	return s, f
+}
+
+// session is a known SessionWorkflow started with in.
+func session(in workflows.SessionInput) fakeWorkflow {
+	return fakeWorkflow{typ: workflows.SessionWorkflowName, in: in}
 }
 
 // orchestrator is a known OrchestratorWorkflow started with in.
