@@ -5,7 +5,9 @@
 // gives your binary the same commands as troupe: dev (embedded Temporal
 // server, Web UI and a worker), worker (against TEMPORAL_ADDRESS), run
 // (one run with live progress), runs ls|show|follow|cancel|terminate|resume
-// (the runs of the server, --json for scripts), mcp serve (the exposed agents as MCP
+// (the runs of the server, --json for scripts), sessions new|ls|show|send|pause|resume|stop|rename|policy
+// (conversations, for scripts), chat (the terminal UI over sessions: open one,
+// talk, watch each turn live; see package cli/chat), mcp serve (the exposed agents as MCP
 // tools, over stdio or streamable HTTP; see package mcp/server), and model
 // serve (the scripted model server).
 //

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Troupe's builds and tests need, idempotently: the Go
-# modules, bubblewrap (the bwrap sandbox backend), the Docker Engine, the MCP
-# peers from npm and versitygw (an S3-compatible server, for the tests).
+# modules, bubblewrap (the bwrap sandbox backend), tmux (the terminal the
+# tests drive `troupe chat` in), the Docker Engine, the MCP peers from npm
+# and versitygw (an S3-compatible server, for the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -39,6 +40,10 @@ command -v setpriv >/dev/null || apt_install util-linux
 
 # zstd: `make bench` compares snapshots against tar | zstd.
 command -v zstd >/dev/null || apt_install zstd
+
+# tmux: the end-to-end test of `troupe chat` runs it in a terminal and reads
+# the screen (send-keys, capture-pane).
+command -v tmux >/dev/null || apt_install tmux
 
 # ---- docker (runtime/sandbox/docker) ----------------------------------------
 # The docker sandbox backend needs a running Docker Engine (Debian's docker.io);

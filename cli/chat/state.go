@@ -1,0 +1,898 @@
+// Package chat is the model and the view of `troupe chat`, the terminal UI
+// over sessions; package cli wires it to a Temporal client.
+//
+// The model is plain Go: State.Apply takes one Msg (a line the user
+// entered, a navigation key, an event of the open session's follower, the
+// outcome of a client call) and returns the client calls to make next, as
+// Effects. The caller runs each Effect and feeds its outcome back as a Msg;
+// Apply itself does no I/O, so its tests are tables of messages. The view
+// (view.go) renders a State; UI (ui.go) is the Bubble Tea program that
+// turns keys into messages and effects into commands.
+//
+// What the user sees of a turn comes from the session's events: each
+// agent's reply (growing with the text_delta events of live streaming, or
+// the start of it from its model_turn), the agent at work, tool calls and
+// their results, handoffs, agents-as-tools with the events of their own
+// agents indented under them, sandboxes, and the turn's answer, whose full
+// text is read from the session's record of the turn (SessionInfo.Recent)
+// once the session says the turn ended.
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
+
+	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// EventTextDelta is the kind of the ephemeral events of live streaming:
+// each carries a fragment of an agent's reply (Detail) as the model
+// generates it, before the turn's model_turn event.
+const EventTextDelta = "text_delta"
+
+// Kind is what an Entry of the transcript is.
+type Kind int
+
+// The kinds of entries.
+const (
+	// KindUser is a message of the user's (from this chat or another
+	// client of the session).
+	KindUser Kind = iota
+	// KindReply is an agent's text in one model turn: growing while it
+	// streams, then whole.
+	KindReply
+	// KindAnswer is a turn's answer.
+	KindAnswer
+	// KindStep is a step of a turn: a model turn, a tool call or its
+	// result, a handoff, an agent-as-tool, a sandbox.
+	KindStep
+	// KindNote is news: the session opened, paused, renamed, a message
+	// queued.
+	KindNote
+	// KindProblem is something that went wrong: a refused message, a
+	// failed call or turn.
+	KindProblem
+	// KindHelp is the list of commands.
+	KindHelp
+)
+
+// Entry is one item of the transcript the chat shows.
+type Entry struct {
+	Kind Kind
+	// Depth is how deep in agents-as-tools the entry happened: 0 for the
+	// agents that answer the session, 1 for the agents they call as
+	// tools, and so on.
+	Depth int
+	// Agent is the agent the entry is about, if any.
+	Agent string
+	Text  string
+	// Streaming says a reply is still growing.
+	Streaming bool
+	// Workflow and Turn are the agent workflow and its model turn, for
+	// replies and model-turn steps.
+	Workflow string
+	Turn     int
+}
+
+// Msg is what State.Apply takes. The types of this package that
+// implement it are all there are.
+type Msg interface{ chatMsg() }
+
+type (
+	// Line is a line the user entered.
+	Line struct{ Text string }
+	// Key is a key the input line does not take: "up", "down", "esc",
+	// and "enter" on an empty line.
+	Key struct{ Name string }
+	// Followed is an event of session Session, from its follower.
+	Followed struct {
+		Session string
+		Event   troupeclient.Event
+	}
+	// Created is a session created (DoCreate).
+	Created struct{ Entry troupeclient.SessionEntry }
+	// Opened is a session opened (DoOpen): where it stands.
+	Opened struct{ Info troupeclient.SessionInfo }
+	// Refreshed is where the open session stands now (DoInfo).
+	Refreshed struct{ Info troupeclient.SessionInfo }
+	// Listed is the sessions there are (DoList).
+	Listed struct{ Sessions []troupeclient.SessionEntry }
+	// Sent is a message the session took (DoSend).
+	Sent struct {
+		Session string
+		Text    string
+		Result  troupeclient.SendResult
+	}
+	// Commanded is a lifecycle command the session manager took
+	// (DoCommand).
+	Commanded struct {
+		Session, Command string
+		Entry            troupeclient.SessionEntry
+	}
+	// Forked is a session forked (DoFork): Entry is the new one.
+	Forked struct {
+		From  string
+		Entry troupeclient.SessionEntry
+	}
+	// Switched is a session moved to another sandbox backend (DoSwitch).
+	Switched struct {
+		Session, Backend string
+		Entry            troupeclient.SessionEntry
+	}
+	// Served says whether a worker serves the sessions' task queue
+	// (DoCheckServed).
+	Served struct {
+		Queue string
+		OK    bool
+	}
+	// Failed is a client call that failed.
+	Failed struct {
+		Do      Do
+		Session string
+		// Text is the message of a DoSend.
+		Text string
+		Err  error
+	}
+	// FollowEnded is the end of session Session's follower (DoFollow).
+	FollowEnded struct {
+		Session string
+		Err     error
+	}
+)
+
+func (Line) chatMsg()        {}
+func (Key) chatMsg()         {}
+func (Followed) chatMsg()    {}
+func (Created) chatMsg()     {}
+func (Opened) chatMsg()      {}
+func (Refreshed) chatMsg()   {}
+func (Listed) chatMsg()      {}
+func (Sent) chatMsg()        {}
+func (Commanded) chatMsg()   {}
+func (Forked) chatMsg()      {}
+func (Switched) chatMsg()    {}
+func (Served) chatMsg()      {}
+func (Failed) chatMsg()      {}
+func (FollowEnded) chatMsg() {}
+
+// Do is a client call an Effect asks for.
+type Do string
+
+// The client calls. Each answers with the Msg its comment names, or
+// Failed.
+const (
+	// DoCheckServed asks whether a worker serves the sessions (Served).
+	DoCheckServed Do = "check-served"
+	// DoCreate creates a session of graph Arg (Created).
+	DoCreate Do = "create"
+	// DoOpen reads where session Session stands (Opened).
+	DoOpen Do = "open"
+	// DoFollow follows session Session from Cursor, sending each event
+	// (Followed) until another DoFollow or the end (FollowEnded).
+	DoFollow Do = "follow"
+	// DoSend sends session Session the message Arg, without waiting for
+	// its turn (Sent).
+	DoSend Do = "send"
+	// DoInfo reads where session Session stands (Refreshed).
+	DoInfo Do = "info"
+	// DoList lists the sessions (Listed).
+	DoList Do = "list"
+	// DoCommand runs the lifecycle command Command, with Arg, on
+	// session Session (Commanded).
+	DoCommand Do = "command"
+	// DoFork forks session Session into a new one named Arg (Forked).
+	DoFork Do = "fork"
+	// DoSwitch moves session Session's workspaces to backend Arg
+	// (Switched).
+	DoSwitch Do = "switch"
+	// DoQuit ends the chat; the sessions go on.
+	DoQuit Do = "quit"
+)
+
+// Effect is a client call for the caller of Apply to make.
+type Effect struct {
+	Do      Do
+	Session string
+	Arg     string
+	Command string
+	Cursor  troupeclient.Cursor
+}
+
+// Options set a State up.
+type Options struct {
+	// Graph is /new's graph when the command names none.
+	Graph string
+	// Graphs are the graphs this troupe serves, for messages.
+	Graphs []string
+}
+
+// State is what the chat knows and shows.
+type State struct {
+	opts Options
+	// Session is the id of the open session; empty when none is.
+	Session string
+	// Info is where the open session stands, as last heard.
+	Info troupeclient.SessionInfo
+	// Entries is the transcript, oldest first.
+	Entries []Entry
+	// Picking says the list of sessions (Picker) is shown, Pick the one
+	// chosen.
+	Picking bool
+	Picker  []troupeclient.SessionEntry
+	Pick    int
+	// Quit says the user asked to leave.
+	Quit bool
+
+	unserved bool
+	inflight map[Do]int
+	// Of the open session's turns:
+	depth     map[string]int    // workflow → depth
+	announced map[string]bool   // children an agent_tool_started showed
+	streams   map[string]int    // workflow/turn → index of its growing reply
+	awaiting  map[string]int    // turn id → index of its answer, whose full text the record has
+	working   []worker          // agents at work, in order of start
+	echoes    []string          // messages sent from here whose message event has not come
+	sent      map[string]string // turn id → message sent from here
+}
+
+type worker struct {
+	workflow, agent string
+	depth           int
+}
+
+// NewState returns the state of a chat with no session open.
+func NewState(o Options) *State {
+	s := &State{opts: o, inflight: map[Do]int{}}
+	s.resetTurns()
+	s.add(Entry{Kind: KindNote, Text: "no session open: /new [graph] starts one, /sessions lists them, /help shows the commands"})
+	return s
+}
+
+func (s *State) resetTurns() {
+	s.depth, s.announced, s.streams, s.awaiting, s.sent = map[string]int{}, map[string]bool{}, map[string]int{}, map[string]int{}, map[string]string{}
+	s.working, s.echoes = nil, nil
+}
+
+// AtWork returns the agents at work in the open session's turn, in the
+// order they started.
+func (s *State) AtWork() []string {
+	var out []string
+	for _, w := range s.working {
+		out = append(out, w.agent)
+	}
+	return out
+}
+
+// Waiting returns what the chat waits for: the calls in flight that the
+// user asked for.
+func (s *State) Waiting() []string {
+	labels := []struct {
+		do   Do
+		what string
+	}{{DoCreate, "creating a session"}, {DoOpen, "opening the session"}, {DoList, "listing sessions"}, {DoSend, "sending"},
+		{DoCommand, "asking the session manager"}, {DoFork, "forking"}, {DoSwitch, "switching backend"}}
+	var out []string
+	for _, l := range labels {
+		if s.inflight[l.do] > 0 {
+			out = append(out, l.what)
+		}
+	}
+	return out
+}
+
+// Apply takes m and returns the client calls it asks for.
+func (s *State) Apply(m Msg) []Effect {
+	switch m := m.(type) {
+	case Line:
+		return s.line(m.Text)
+	case Key:
+		return s.key(m.Name)
+	case Followed:
+		return s.event(m.Session, m.Event)
+	case Created:
+		s.done(DoCreate)
+		return s.open(m.Entry.ID)
+	case Opened:
+		s.done(DoOpen)
+		return s.opened(m.Info)
+	case Refreshed:
+		s.refreshed(m.Info)
+	case Listed:
+		s.done(DoList)
+		s.listed(m.Sessions)
+	case Sent:
+		s.done(DoSend)
+		if m.Session == s.Session {
+			if _, seen := s.sent[m.Result.Turn]; !seen {
+				// Its message event has not come: it is this chat's.
+				if i := slices.Index(s.echoes, m.Text); i >= 0 {
+					s.echoes = slices.Delete(s.echoes, i, i+1)
+				}
+			}
+			s.sent[m.Result.Turn] = m.Text
+			if m.Result.Ahead > 0 {
+				s.note(fmt.Sprintf("queued as turn %s, after %d %s", m.Result.Turn, m.Result.Ahead, plural(m.Result.Ahead, "turn", "turns")))
+			}
+		}
+	case Commanded:
+		s.done(DoCommand)
+		if m.Session == s.Session {
+			s.merge(m.Entry)
+			return []Effect{{Do: DoInfo, Session: s.Session}}
+		}
+	case Forked:
+		s.done(DoFork)
+		s.note(fmt.Sprintf("forked session %s into %s: the fork opens; /open %s goes back", m.From, describeEntry(m.Entry), m.From))
+		return s.open(m.Entry.ID)
+	case Switched:
+		s.done(DoSwitch)
+		if m.Session == s.Session {
+			s.note(fmt.Sprintf("session %s: its workspaces move to the %s backend", m.Session, m.Backend))
+			s.merge(m.Entry)
+			return []Effect{{Do: DoInfo, Session: s.Session}}
+		}
+	case Served:
+		if !m.OK && !s.unserved {
+			s.problem(fmt.Sprintf("no worker serves task queue %s: the session waits until `troupe dev` or `troupe worker` runs", m.Queue))
+		}
+		s.unserved = !m.OK
+	case Failed:
+		s.done(m.Do)
+		s.failed(m)
+	case FollowEnded:
+		if m.Err != nil && m.Session == s.Session {
+			s.problem(fmt.Sprintf("stopped following session %s: %v (/open %s follows it again)", m.Session, m.Err, m.Session))
+		}
+	}
+	return nil
+}
+
+// line takes a line the user entered: a command, or a message.
+func (s *State) line(text string) []Effect {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return s.key("enter")
+	}
+	s.Picking = false
+	if !strings.HasPrefix(text, "/") {
+		if s.Session == "" {
+			s.problem("no session open: /new [graph] starts one, /sessions lists them")
+			return nil
+		}
+		if s.stopped() {
+			return nil
+		}
+		s.add(Entry{Kind: KindUser, Text: text})
+		s.echoes = append(s.echoes, text)
+		if s.Info.Status == runtime.SessionPaused {
+			s.note("the session is paused: this message waits for /resume")
+		}
+		return []Effect{s.call(Effect{Do: DoSend, Session: s.Session, Arg: text}), {Do: DoCheckServed}}
+	}
+	name, arg, _ := strings.Cut(text, " ")
+	arg = strings.TrimSpace(arg)
+	switch name {
+	case "/help", "/?":
+		s.add(Entry{Kind: KindHelp, Text: Help})
+		return nil
+	case "/done", "/quit", "/exit":
+		s.Quit = true
+		return []Effect{{Do: DoQuit}}
+	case "/new":
+		graph := arg
+		if graph == "" {
+			graph = s.opts.Graph
+		}
+		if graph == "" {
+			s.problem("name a graph: /new GRAPH" + s.servedGraphs())
+			return nil
+		}
+		return []Effect{s.call(Effect{Do: DoCreate, Arg: graph}), {Do: DoCheckServed}}
+	case "/sessions", "/ls":
+		return []Effect{s.call(Effect{Do: DoList})}
+	case "/open":
+		if arg == "" {
+			s.problem("name a session: /open SESSION (/sessions lists them)")
+			return nil
+		}
+		return s.open(arg)
+	}
+	usage, ok := sessionCommands[name]
+	if !ok {
+		s.problem(fmt.Sprintf("unknown command %s: /help shows the commands", name))
+		return nil
+	}
+	if s.Session == "" {
+		s.problem(fmt.Sprintf("%s needs a session: /new [graph] starts one, /sessions lists them", name))
+		return nil
+	}
+	if s.stopped() {
+		return nil
+	}
+	if usage.needsArg && arg == "" {
+		s.problem("usage: " + usage.text)
+		return nil
+	}
+	switch name {
+	case "/fork":
+		return []Effect{s.call(Effect{Do: DoFork, Session: s.Session, Arg: arg})}
+	case "/switch":
+		return []Effect{s.call(Effect{Do: DoSwitch, Session: s.Session, Arg: arg})}
+	}
+	if !usage.needsArg && arg != "" {
+		s.problem(fmt.Sprintf("usage: %s (it takes no argument)", usage.text))
+		return nil
+	}
+	return []Effect{s.call(Effect{Do: DoCommand, Session: s.Session, Command: strings.TrimPrefix(name, "/"), Arg: arg})}
+}
+
+// sessionCommands are the commands on the open session, with their usage.
+var sessionCommands = map[string]struct {
+	needsArg bool
+	text     string
+}{
+	"/rename": {true, "/rename NAME"},
+	"/fork":   {false, "/fork [NAME]"},
+	"/switch": {true, "/switch BACKEND (bwrap, docker or local)"},
+	"/pause":  {false, "/pause"},
+	"/resume": {false, "/resume"},
+	"/policy": {true, "/policy enqueue|reject|rollback"},
+	"/stop":   {false, "/stop"},
+}
+
+// Help is what /help shows.
+const Help = `Type a message and press Enter to send it to the open session. Commands:
+  /new [GRAPH]        start a session of GRAPH (default: --graph) and open it
+  /sessions           list the sessions; ↑/↓ choose one, Enter opens it, Esc closes the list
+  /open SESSION       open a session by id
+  /rename NAME        rename the open session
+  /fork [NAME]        fork the open session (conversation, workspaces, settings) and open the fork
+  /switch BACKEND     move the open session's workspaces to bwrap, docker or local
+  /pause, /resume     pause the session's whole agent tree; resume where it stopped
+  /policy P           what a message sent during a turn does: enqueue, reject or rollback
+  /stop               stop the session for good (its sandboxes too)
+  /done               leave the chat; the session stays, waiting for you
+PgUp/PgDn scroll; Ctrl-C leaves like /done.`
+
+func (s *State) servedGraphs() string {
+	if len(s.opts.Graphs) == 0 {
+		return ""
+	}
+	return " (this troupe serves " + strings.Join(s.opts.Graphs, ", ") + ")"
+}
+
+// stopped reports whether the open session is stopped, and says so.
+func (s *State) stopped() bool {
+	if s.Info.Status != runtime.SessionStopped {
+		return false
+	}
+	s.problem(fmt.Sprintf("session %s is stopped: /new starts another, /sessions lists them", s.Session))
+	return true
+}
+
+// key takes a navigation key: it moves in the list of sessions.
+func (s *State) key(name string) []Effect {
+	if !s.Picking || len(s.Picker) == 0 {
+		return nil
+	}
+	switch name {
+	case "up":
+		s.Pick = max(0, s.Pick-1)
+	case "down":
+		s.Pick = min(len(s.Picker)-1, s.Pick+1)
+	case "esc":
+		s.Picking = false
+	case "enter":
+		s.Picking = false
+		return s.open(s.Picker[s.Pick].ID)
+	}
+	return nil
+}
+
+func (s *State) open(id string) []Effect {
+	return []Effect{s.call(Effect{Do: DoOpen, Session: id}), {Do: DoCheckServed}}
+}
+
+// call counts e in flight and returns it.
+func (s *State) call(e Effect) Effect {
+	s.inflight[e.Do]++
+	return e
+}
+
+func (s *State) done(d Do) {
+	if s.inflight[d] > 0 {
+		s.inflight[d]--
+	}
+}
+
+// opened shows a session opened: its conversation so far, then what
+// happens from now on.
+func (s *State) opened(info troupeclient.SessionInfo) []Effect {
+	if info.ID == s.Session {
+		s.Info = info
+		s.note(fmt.Sprintf("session %s is open already", info.ID))
+		return nil
+	}
+	if s.Session == "" && len(s.Entries) == 1 && s.Entries[0].Kind == KindNote {
+		s.Entries = nil // the welcome
+	}
+	s.Session, s.Info = info.ID, info
+	s.resetTurns()
+	s.add(Entry{Kind: KindNote, Text: fmt.Sprintf("── session %s of %s: %s, %d %s, next answered by %s ──",
+		describeInfo(info), info.Graph, info.Status, info.Turns, plural(info.Turns, "turn", "turns"), info.Agent)})
+	if earlier := info.Turns - len(info.Recent); earlier > 0 {
+		s.note(fmt.Sprintf("(%d earlier %s not shown)", earlier, plural(earlier, "turn", "turns")))
+	}
+	for _, rec := range info.Recent {
+		s.add(Entry{Kind: KindUser, Text: rec.Message})
+		s.record(rec)
+	}
+	if info.Running != "" {
+		s.note(fmt.Sprintf("turn %s is running", info.Running))
+	}
+	if info.Status == runtime.SessionStopped {
+		s.note("this session is stopped: it takes no more messages")
+	}
+	return []Effect{{Do: DoFollow, Session: info.ID, Cursor: troupeclient.Cursor{info.ID: max(0, info.NextEvent-1)}}}
+}
+
+// record shows how a turn ended, from the session's record of it.
+func (s *State) record(rec troupeclient.TurnRecord) {
+	switch rec.Outcome {
+	case runtime.TurnAnswered:
+		s.add(Entry{Kind: KindAnswer, Agent: rec.Agent, Text: FormatOutput(rec.Output)})
+	case runtime.TurnFailed:
+		s.problem(fmt.Sprintf("turn %s failed: %s", rec.Turn, rec.Error))
+	default:
+		s.note(fmt.Sprintf("turn %s: %s", rec.Turn, strings.ReplaceAll(rec.Outcome, "_", " ")))
+	}
+}
+
+func (s *State) refreshed(info troupeclient.SessionInfo) {
+	if info.ID != s.Session {
+		return
+	}
+	s.Info = info
+	for _, rec := range info.Recent {
+		i, ok := s.awaiting[rec.Turn]
+		if !ok || rec.Outcome != runtime.TurnAnswered {
+			continue
+		}
+		s.Entries[i].Text = FormatOutput(rec.Output)
+		delete(s.awaiting, rec.Turn)
+	}
+}
+
+// merge takes what the session manager says of the open session.
+func (s *State) merge(e troupeclient.SessionEntry) {
+	if e.ID != s.Session {
+		return
+	}
+	s.Info.Name, s.Info.Status, s.Info.Policy, s.Info.Turns, s.Info.Usage = e.Name, e.Status, e.Policy, e.Turns, e.Usage
+	if e.Agent != "" {
+		s.Info.Agent = e.Agent
+	}
+	if !e.LastActivity.IsZero() {
+		s.Info.LastActivity = e.LastActivity
+	}
+}
+
+func (s *State) listed(list []troupeclient.SessionEntry) {
+	if len(list) == 0 {
+		s.note("no sessions yet: /new [graph] starts one")
+		return
+	}
+	s.Picking, s.Picker, s.Pick = true, list, len(list)-1
+	for i, e := range list {
+		if e.ID == s.Session {
+			s.Pick = i
+		}
+	}
+}
+
+// event shows an event of the open session's follower.
+func (s *State) event(session string, e troupeclient.Event) []Effect {
+	if session != s.Session || session == "" {
+		return nil // a follower of a session left behind
+	}
+	top := e.WorkflowID == s.Session
+	if e.Child != "" {
+		if top {
+			s.depth[e.Child] = 0
+		} else if _, ok := s.depth[e.Child]; !ok {
+			s.depth[e.Child] = s.depth[e.WorkflowID] + 1
+		}
+	}
+	d := s.depth[e.WorkflowID]
+	step := func(text string) { s.add(Entry{Kind: KindStep, Depth: d, Agent: e.Agent, Text: text}) }
+	switch e.Kind {
+	case EventTextDelta:
+		s.delta(e, d)
+	case workflows.EventMessage:
+		s.message(e)
+	case workflows.EventMessageRefused:
+		s.problem("message refused: " + e.Detail)
+	case workflows.EventAgentStarted:
+		switch {
+		case e.Child == "":
+			s.startWork(e.WorkflowID, e.Agent, d)
+		case !s.announced[e.Child]:
+			s.add(Entry{Kind: KindStep, Depth: s.depth[e.Child], Agent: e.Agent, Text: "● " + e.Agent})
+		}
+	case workflows.EventTurn:
+		s.startWork(e.WorkflowID, e.Agent, d)
+		s.modelTurn(e, d)
+	case workflows.EventToolCalled:
+		step(fmt.Sprintf("%s → %s %s", e.Agent, e.Tool, e.Detail))
+	case workflows.EventToolResult:
+		step(fmt.Sprintf("%s ← %s: %s", e.Agent, e.Tool, e.Detail))
+	case workflows.EventAgentToolStarted:
+		s.announced[e.Child] = true
+		step(fmt.Sprintf("%s ⇉ %s (agent as tool): %s", e.Agent, e.Tool, e.Detail))
+	case workflows.EventAgentToolFinished:
+		step(fmt.Sprintf("%s ⇇ %s: %s", e.Agent, e.Tool, e.Detail))
+	case workflows.EventHandoff:
+		if e.Turn == 0 { // the route's, not the agent's own
+			step("↪ handoff: " + e.Detail)
+		} else {
+			s.stopWork(e.WorkflowID)
+		}
+	case workflows.EventOutputInvalid:
+		step(e.Agent + ": invalid output, asking again: " + e.Detail)
+	case workflows.EventModelRetry:
+		step(e.Agent + ": " + e.Detail)
+	case workflows.EventSandboxProvisioned, workflows.EventSandboxRestored, workflows.EventSandboxSuspended,
+		workflows.EventSandboxLost, workflows.EventSandboxStopped:
+		step(fmt.Sprintf("▣ %s: %s: %s", e.Agent, strings.ReplaceAll(e.Kind, "_", " "), e.Detail))
+	case workflows.EventFinal:
+		if top {
+			s.answer(e)
+		} else {
+			s.stopWork(e.WorkflowID)
+		}
+	case workflows.EventFailed:
+		if top {
+			s.working = nil
+			switch {
+			case e.Turn > 0 && s.shownSinceMessage(KindProblem, e.Detail):
+				s.problem(fmt.Sprintf("turn t%d failed", e.Turn)) // the agent's failure says why
+			case e.Turn > 0:
+				s.problem(fmt.Sprintf("turn t%d failed: %s", e.Turn, e.Detail))
+			default:
+				s.problem("the session failed: " + e.Detail)
+			}
+		} else {
+			s.stopWork(e.WorkflowID)
+			s.add(Entry{Kind: KindProblem, Depth: d, Agent: e.Agent, Text: e.Agent + " failed: " + e.Detail})
+		}
+	case workflows.EventTurnRolledBack:
+		s.working = nil
+		s.note(fmt.Sprintf("turn t%d rolled back: %s", e.Turn, e.Detail))
+	case workflows.EventSessionCommand:
+		s.command(e.Detail)
+	case workflows.EventSessionStopped:
+		s.working = nil
+		s.note("session stopped " + e.Detail)
+	}
+	if top {
+		return []Effect{{Do: DoInfo, Session: s.Session}}
+	}
+	return nil
+}
+
+// shownSinceMessage reports whether an entry of kind that holds text
+// shows after the last message.
+func (s *State) shownSinceMessage(kind Kind, text string) bool {
+	for i := len(s.Entries) - 1; i >= 0 && s.Entries[i].Kind != KindUser; i-- {
+		if s.Entries[i].Kind == kind && strings.Contains(s.Entries[i].Text, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// message shows a message the session took, unless this chat sent it
+// and shows it already.
+func (s *State) message(e troupeclient.Event) {
+	turn := fmt.Sprintf("t%d", e.Turn)
+	if _, ok := s.sent[turn]; ok {
+		return
+	}
+	if i := slices.IndexFunc(s.echoes, func(text string) bool { return sameMessage(text, e.Detail) }); i >= 0 {
+		s.echoes = slices.Delete(s.echoes, i, i+1)
+		s.sent[turn] = e.Detail
+		return
+	}
+	s.add(Entry{Kind: KindUser, Text: e.Detail})
+}
+
+// sameMessage reports whether a message event's detail (the message, cut
+// after 200 bytes with "…") is of text.
+func sameMessage(text, detail string) bool {
+	return text == detail || strings.HasSuffix(detail, "…") && strings.HasPrefix(text, strings.TrimSuffix(detail, "…"))
+}
+
+func streamKey(e troupeclient.Event) string { return fmt.Sprintf("%s#%d", e.WorkflowID, e.Turn) }
+
+// delta grows an agent's reply by a streamed fragment.
+func (s *State) delta(e troupeclient.Event, depth int) {
+	s.startWork(e.WorkflowID, e.Agent, depth)
+	if i, ok := s.streams[streamKey(e)]; ok {
+		s.Entries[i].Text += e.Detail
+		return
+	}
+	s.streams[streamKey(e)] = len(s.Entries)
+	s.add(Entry{Kind: KindReply, Depth: depth, Agent: e.Agent, Text: e.Detail, Streaming: true, Workflow: e.WorkflowID, Turn: e.Turn})
+}
+
+// modelTurn ends an agent's model turn: its streamed reply is whole; a
+// turn that did not stream shows the start of its text, or its calls.
+func (s *State) modelTurn(e troupeclient.Event, depth int) {
+	if i, ok := s.streams[streamKey(e)]; ok {
+		delete(s.streams, streamKey(e))
+		s.Entries[i].Streaming = false
+		if !strings.HasSuffix(e.Detail, "tool call(s)") {
+			return
+		}
+	}
+	text := fmt.Sprintf("%s · turn %d", e.Agent, e.Turn)
+	if e.Detail != "" {
+		text += ": " + e.Detail
+	}
+	s.add(Entry{Kind: KindStep, Depth: depth, Agent: e.Agent, Text: text, Workflow: e.WorkflowID, Turn: e.Turn})
+}
+
+// answer shows a turn's answer. The event holds its start; the session's
+// record of the turn, read next (DoInfo), holds all of it. A reply that
+// the answering agent streamed in its last model turn is the answer, and
+// becomes it.
+func (s *State) answer(e troupeclient.Event) {
+	s.working = nil
+	turn := fmt.Sprintf("t%d", e.Turn)
+	for i := len(s.Entries) - 1; i >= 0; i-- {
+		en := s.Entries[i]
+		if en.Kind == KindUser || en.Kind == KindAnswer {
+			break
+		}
+		if en.Depth != 0 || en.Agent != e.Agent || en.Turn == 0 {
+			continue
+		}
+		if en.Kind == KindReply {
+			s.Entries[i].Kind, s.Entries[i].Streaming = KindAnswer, false
+			s.awaiting[turn] = i
+			return
+		}
+		break // its last model turn did not stream
+	}
+	s.awaiting[turn] = len(s.Entries)
+	s.add(Entry{Kind: KindAnswer, Agent: e.Agent, Text: FormatOutput(json.RawMessage(e.Detail))})
+}
+
+// command shows a lifecycle command the session took (or refused).
+func (s *State) command(detail string) {
+	op, arg, _ := strings.Cut(detail, " ")
+	if strings.HasPrefix(arg, "refused:") {
+		s.problem(fmt.Sprintf("the session refused %s: %s", op, strings.TrimSpace(strings.TrimPrefix(arg, "refused:"))))
+		return
+	}
+	switch op {
+	case workflows.CommandPause:
+		s.note("paused: no turn starts, and a running turn's agents start no model call or tool")
+	case workflows.CommandResume:
+		s.note("resumed")
+	case workflows.CommandStop:
+		s.working = nil
+		s.note("stopping: a running turn is cancelled, the sandboxes stopped")
+	case workflows.CommandRename:
+		s.note("renamed " + arg)
+	case workflows.CommandPolicy:
+		s.note("input policy " + arg)
+	default:
+		s.note(detail)
+	}
+}
+
+func (s *State) startWork(workflow, agent string, depth int) {
+	if workflow == s.Session || slices.ContainsFunc(s.working, func(w worker) bool { return w.workflow == workflow }) {
+		return
+	}
+	s.working = append(s.working, worker{workflow, agent, depth})
+}
+
+func (s *State) stopWork(workflow string) {
+	s.working = slices.DeleteFunc(s.working, func(w worker) bool { return w.workflow == workflow })
+}
+
+// failed shows a failed call as the user can act on it.
+func (s *State) failed(m Failed) {
+	if m.Do == DoSend {
+		if i := slices.Index(s.echoes, m.Text); i >= 0 {
+			s.echoes = slices.Delete(s.echoes, i, i+1)
+		}
+	}
+	if m.Do == DoInfo && (m.Session != s.Session || s.Info.Status == runtime.SessionStopped) {
+		return // a stopped session need not answer
+	}
+	s.problem(Describe(m.Session, m.Err))
+}
+
+// Describe says what went wrong with a call about session (empty for
+// none), and what to do about it.
+func Describe(session string, err error) string {
+	var ae *temporal.ApplicationError
+	msg := err.Error()
+	if errors.As(err, &ae) {
+		msg = ae.Message()
+	}
+	switch workflows.ErrorType(err) {
+	case workflows.ErrSessionBusy:
+		return fmt.Sprintf("session %s is busy with a turn, and its policy refuses messages meanwhile: send it again once the turn ends, or /policy enqueue", session)
+	case workflows.ErrSessionStopped:
+		return fmt.Sprintf("session %s is stopped: /new starts another, /sessions lists them", session)
+	case workflows.ErrUnknownSession:
+		return fmt.Sprintf("no session %s: /sessions lists them", session)
+	case workflows.ErrBadCommand:
+		return msg
+	}
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) && session != "" {
+		return fmt.Sprintf("session %s is not running (stopped, or no such session): /sessions lists them", session)
+	}
+	return msg
+}
+
+func (s *State) add(e Entry) { s.Entries = append(s.Entries, e) }
+
+func (s *State) note(text string) { s.add(Entry{Kind: KindNote, Text: text}) }
+
+// problem shows text, once when it comes again at once.
+func (s *State) problem(text string) {
+	if n := len(s.Entries); n > 0 && s.Entries[n-1].Kind == KindProblem && s.Entries[n-1].Text == text {
+		return
+	}
+	s.add(Entry{Kind: KindProblem, Text: text})
+}
+
+// FormatOutput is an answer as text: a string as it is, a JSON document
+// indented, anything else (such as the cut start of one) as it came.
+func FormatOutput(out json.RawMessage) string {
+	var text string
+	if json.Unmarshal(out, &text) == nil {
+		return text
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, out, "", "  ") == nil {
+		return buf.String()
+	}
+	return string(out)
+}
+
+func describeInfo(info troupeclient.SessionInfo) string {
+	if info.Name == "" {
+		return info.ID
+	}
+	return fmt.Sprintf("%s (%s)", info.ID, info.Name)
+}
+
+func describeEntry(e troupeclient.SessionEntry) string {
+	if e.Name == "" {
+		return e.ID
+	}
+	return fmt.Sprintf("%s (%s)", e.ID, e.Name)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
