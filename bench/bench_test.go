@@ -41,6 +41,9 @@ var (
 	server     *devserver.Server
 	temporalC  client.Client
 	serverErr  error
+	// serverDir holds the server's SQLite file, so BenchmarkIdleSessions
+	// can read its size.
+	serverDir string
 )
 
 func TestMain(m *testing.M) {
@@ -51,6 +54,9 @@ func TestMain(m *testing.M) {
 	if server != nil {
 		_ = server.Stop()
 	}
+	if serverDir != "" {
+		_ = os.RemoveAll(serverDir)
+	}
 	os.Exit(code)
 }
 
@@ -59,7 +65,10 @@ func TestMain(m *testing.M) {
 func temporalClient(b *testing.B) client.Client {
 	b.Helper()
 	serverOnce.Do(func() {
-		server, serverErr = devserver.Start(context.Background(), devserver.Config{InMemory: true, UIPort: -1})
+		if serverDir, serverErr = os.MkdirTemp("", "troupe-bench-"); serverErr != nil {
+			return
+		}
+		server, serverErr = devserver.Start(context.Background(), devserver.Config{Dir: serverDir, UIPort: -1})
 		if serverErr != nil {
 			return
 		}

@@ -51,8 +51,15 @@ func testGraphs() []*agents.Graph {
 	big := agents.MustFunctionTool("big", "Returns 10 KB.", func(_ context.Context, a bigArgs) (string, error) {
 		return "turn " + a.N + " " + strings.Repeat("x", 10*1024), nil
 	})
+	dump := agents.MustFunctionTool("dump", "Returns 200 KB.", func(_ context.Context, a bigArgs) (string, error) {
+		return "dump " + a.N + " " + strings.Repeat("y", 200*1024), nil
+	})
 	return []*agents.Graph{
 		chain,
+		// chatter: a session's agent whose every turn calls a tool that
+		// returns 200 KB, its context trimmed (session_test.go).
+		agents.MustGraph("chatter", "chatter", &agents.Agent{Name: "chatter", Instructions: "session chatter", Tools: []agents.Tool{dump}, MaxTurns: 5,
+			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{MaxItems: 4, KeepLast: 2})}}),
 		fanOut("fan", "slow"),
 		fanOut("crash", "crash"),
 		agents.MustGraph("fix", "fixer", &agents.Agent{Name: "fixer", Instructions: "fix agent", Output: agents.MustOutput[verdict]()}),

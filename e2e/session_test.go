@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,16 +14,21 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -398,5 +404,159 @@ func TestSessionSwitchDockerBwrap(t *testing.T) {
 	}
 	if out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=troupe.workflow="+s.ID()).Output(); err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Errorf("containers of the session left: %q, %v", out, err)
+	}
+}
+
+// sessionTurns is how many turns TestSessionScale's session takes.
+const sessionTurns = 2000
+
+// A session of 2,000 turns, each with a 200 KB tool output, completes on
+// the embedded server; its real histories stay within Temporal's limits:
+// the session continues as new on its bound (its queue of messages
+// carried), no history of its runs nears the event or size limits, and
+// no payload nears the 2 MB limit (the outputs go to the blob store by
+// reference).
+func TestSessionScale(t *testing.T) {
+	const bound = 1000 // the worker's ContinueAfterEvents
+	cl, _, c := sessionClient(t, "local", func(cfg *workflows.Config) { cfg.ContinueAfterEvents = bound })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a hang detector
+	defer cancel()
+	s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "chatter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= sessionTurns; i++ {
+		if _, err := s.Send(ctx, fmt.Sprintf("msg %d", i), false); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	var info troupeclient.SessionInfo
+	for {
+		if info, err = s.Info(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info.Turns == sessionTurns {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d turns after 15 minutes", info.Turns)
+		}
+		time.Sleep(time.Second)
+	}
+	last := info.Recent[len(info.Recent)-1]
+	if last.Turn != fmt.Sprintf("t%d", sessionTurns) || string(last.Output) != fmt.Sprintf(`"ok %d"`, sessionTurns) {
+		t.Errorf("last turn %+v", last)
+	}
+	for _, r := range info.Recent {
+		if r.Outcome != runtime.TurnAnswered {
+			t.Errorf("turn %s: %s %s", r.Turn, r.Outcome, r.Error)
+		}
+	}
+	// The session's runs, newest first, and one turn's agent.
+	runs, largest, largestBytes, largestPayload := 0, 0, 0, 0
+	measure := func(id, runID string) (next string) {
+		events, bytes := 0, 0
+		it := c.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			events++
+			n := proto.Size(e)
+			bytes += n
+			largestPayload = max(largestPayload, n)
+			if a := e.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+				next = a.GetContinuedExecutionRunId()
+			}
+		}
+		largest, largestBytes = max(largest, events), max(largestBytes, bytes)
+		return next
+	}
+	for runID := ""; ; runs++ {
+		prev := measure(s.ID(), runID)
+		if prev == "" {
+			runs++
+			break
+		}
+		runID = prev
+	}
+	measure(s.ID()+"/t1000/0-chatter", "")
+	t.Logf("%d turns in %d runs of the session; the largest history holds %d events, %d bytes; the largest event is %d bytes",
+		sessionTurns, runs, largest, largestBytes, largestPayload)
+	if runs < 3 || largest > 2*bound || largestBytes > 4<<20 || largestPayload > 512<<10 {
+		t.Errorf("%d runs; largest history %d events, %d bytes; largest event %d bytes: want several runs of at most %d events and 4 MB, no event over 512 KB (Temporal's limits: 51,200 events, 50 MB, 2 MB)",
+			runs, largest, largestBytes, largestPayload, 2*bound)
+	}
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The code review as a session: the review, then "now fix the finding in
+// auth/login.go and show the diff" goes from the coordinator to the fixer,
+// who changes the file in its workspace and answers with the diff; the
+// next message finds the change there (the session keeps the fixer's
+// workspace between turns).
+func TestCodeReviewSession(t *testing.T) {
+	c := dial(t)
+	repo := reviewRepo(t)
+	_, url := modelServer(t)
+	sandboxes := t.TempDir()
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		lc, err := local.New(local.Config{Root: sandboxes, Policy: sandbox.Policy{AllowedRoots: []string{repo}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sandboxes = map[string]sandbox.Client{local.Backend: lc}
+	})
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out := filepath.Join(t.TempDir(), "review")
+	s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "codereview",
+		Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: "HEAD", codereview.VarOut: out}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	review, err := s.Ask(ctx, "Review this change", nil)
+	if err != nil || review.Outcome != runtime.TurnAnswered {
+		t.Fatalf("review %+v, %v", review, err)
+	}
+	checkReview(t, review.Output, out)
+	fix, err := s.Ask(ctx, "Now fix the finding in auth/login.go and show the diff", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var diff string
+	if err := json.Unmarshal(fix.Output, &diff); err != nil || fix.Agent != "fixer" || strings.Join(fix.Path, ">") != "coordinator>fixer" ||
+		!strings.Contains(diff, "-\tpassword := \"hunter2\"") || !strings.Contains(diff, "+\tpassword := os.Getenv(\"APP_SECRET\")") {
+		t.Fatalf("the fix %+v (%v); want the fixer's diff of auth/login.go", fix, err)
+	}
+	shown, err := s.Ask(ctx, "Show auth/login.go", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shown.Agent != "fixer" || !strings.Contains(string(shown.Output), `password := os.Getenv(\"APP_SECRET\")`) {
+		t.Errorf("the next turn %+v; want the fixer, its workspace with the fix", shown)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Sandboxes) != 1 || info.Sandboxes[0].Agent != "fixer" {
+		t.Errorf("the session keeps %+v; want the fixer's workspace", info.Sandboxes)
+	}
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := dirEntries(t, sandboxes); len(left) != 0 {
+		t.Errorf("workspaces left: %v", left)
 	}
 }

@@ -195,7 +195,7 @@ func coordinatorInstructions(_ context.Context, rc agents.RunContext) (string, e
 		"Then call write_report once: markdown is a report with one section per reviewer that lists every finding "+
 		"with its file, line, severity and message (and says so when a review failed); findings_json is all reviewers' "+
 		"findings merged into one JSON array. Finally answer with the paths and counts write_report returned and a short "+
-		"summary of the verdict.", repo, ref, out), nil
+		"summary of the verdict. When the user later asks to fix a finding, hand off to the fixer.", repo, ref, out), nil
 }
 
 // checkLocal resolves ref in repo when repo is a local path.
@@ -316,7 +316,17 @@ func Graph() *agents.Graph {
 				agents.AsTool("api_design_reviewer", "review_api_design", "Reviews the change's exported API: naming, documentation, compatibility."),
 				WriteReportTool,
 			},
-			Output: agents.MustOutput[Summary](),
+			// In a session, a follow-up that asks for a fix goes to the
+			// fixer, whose workspace the session keeps.
+			Handoffs: []agents.Handoff{agents.HandoffTo("fixer")},
+			Output:   agents.MustOutput[Summary](),
+		},
+		&agents.Agent{
+			Name: "fixer",
+			Instructions: "You are the code-review fixer. You fix the findings the user asks you to fix, in the repository under " + RepoDir +
+				"/ in your workspace, and show what you changed as a unified diff (keep a copy of a file before you change it, then diff -u the copy " +
+				"and the file). Your workspace stays yours for the whole conversation, so later requests build on your earlier changes.",
+			Sandbox: &agents.Sandbox{ManifestFor: ReviewerWorkspace},
 		},
 		reviewer("security", "Look for hard-coded credentials, injection, unsafe handling of input, and secrets in logs."),
 		reviewer("tests", "Check that each changed source file has its behaviour covered by a test in the change or in the repository."),
