@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/worker"
-
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
@@ -63,26 +63,42 @@ func sessionWorker(b *testing.B, tweak func(*workflows.Config), roots ...string)
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { srv.Close() })
-	queue := startWorker(b, c, func(w worker.Registry) {
-		troupe(b, url, func(cfg *workflows.Config) {
-			cfg.Graphs = []*agents.Graph{sessionGraph()}
-			cfg.Sandboxes = map[string]sandbox.Client{}
-			for i, root := range roots {
-				lc, err := local.New(local.Config{Root: root})
-				if err != nil {
-					b.Fatal(err)
-				}
-				name := "local"
-				if i > 0 {
-					name += strconv.Itoa(i + 1)
-				}
-				cfg.Sandboxes[name] = lc
-			}
-			if tweak != nil {
-				tweak(cfg)
-			}
-		})(w)
-	})
+	m, err := model.New(model.Config{APIKey: "bench", BaseURL: url, API: model.APIResponses})
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := blob.Open(context.Background(), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	queue := fmt.Sprintf("bench-%d", queues.Add(1))
+	cfg := workflows.Config{Graphs: []*agents.Graph{sessionGraph()}, Model: m, Store: store, Host: queue, Sandboxes: map[string]sandbox.Client{}}
+	for i, root := range roots {
+		lc, err := local.New(local.Config{Root: root})
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := "local"
+		if i > 0 {
+			name += strconv.Itoa(i + 1)
+		}
+		cfg.Sandboxes[name] = lc
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	r, err := workflows.NewRunner(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Both of a Runner's workers: the sandbox activities go to its host
+	// queue.
+	stop, err := r.StartWorkers(c, queue, workerOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(stop)
 	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
 	if err != nil {
 		b.Fatal(err)
@@ -100,7 +116,11 @@ func sessionWorker(b *testing.B, tweak func(*workflows.Config), roots ...string)
 // and late-ratio, the one over the other (goal ≤ 1.2).
 func BenchmarkSessionTurns(b *testing.B) {
 	const early, late, window = 10, 1000, 10
-	cl, _ := sessionWorker(b, nil)
+	cl, _ := sessionWorker(b, func(cfg *workflows.Config) {
+		if n, err := strconv.Atoi(os.Getenv("TROUPE_BENCH_SESSION_BOUND")); err == nil {
+			cfg.ContinueAfterEvents = n
+		}
+	})
 	ctx := context.Background()
 	var earlySum, lateSum time.Duration
 	for i := 0; i < b.N; i++ {
