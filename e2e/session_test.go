@@ -49,7 +49,7 @@ func TestSessionSurvivesWorkerKill(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, entry, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes", Name: "notebook"}, troupeclient.WithID(fmt.Sprintf("notes-%d", os.Getpid())))
+	s, entry, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes", Name: "notebook"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,6 +69,9 @@ const (
 	EventSandboxSuspended   = "sandbox_suspended"
 	EventSandboxLost        = "sandbox_lost"
 	EventSandboxStopped     = "sandbox_stopped"
+	// EventSandboxSnapshotRetry: a snapshot is taken again, its worker
+	// having died.
+	EventSandboxSnapshotRetry = "sandbox_snapshot_retry"
 )
 
 // Sandbox application error types.
@@ -507,9 +510,7 @@ func (s *sandboxLife) lost(ctx workflow.Context, err error) {
 	// its host. Best effort: a host that is gone does not take the stop
 	// (schedule-to-start), and its orphans are reaped once the owner
 	// closes, which for a session's sandbox may be weeks away.
-	var te *temporal.TimeoutError
-	heartbeatLost := errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_HEARTBEAT
-	if ErrorType(err) == ErrSandboxGone || heartbeatLost && workflow.GetVersion(ctx, versionClearLostSandbox, workflow.DefaultVersion, 1) == 1 {
+	if ErrorType(err) == ErrSandboxGone || heartbeatTimeout(err) && workflow.GetVersion(ctx, versionClearLostSandbox, workflow.DefaultVersion, 1) == 1 {
 		_ = workflow.ExecuteActivity(s.hostCtx(ctx, dead, time.Minute, "clear the lost sandbox"), SandboxStopActivityName, dead.State).Get(ctx, nil)
 	}
 }
@@ -525,13 +526,43 @@ func (s *sandboxLife) afterTurn(ctx workflow.Context) {
 	if !s.lease.Live() {
 		return
 	}
-	if err := s.snapshotNow(ctx); err != nil {
+	if err := s.snapshotSafely(ctx); err != nil {
 		if s.isLost(err) {
 			s.lost(ctx, err)
 		}
 		return
 	}
 	s.touch(ctx)
+}
+
+// snapshotSafely archives the live sandbox as snapshotNow does, and takes
+// the snapshot again (twice at most) when the worker that took it died
+// (its heartbeats stopped): the sandbox may well be alive on its host,
+// which another worker serves, and a sandbox taken for lost would lose
+// the work since its last snapshot. A host that is gone does not take the
+// retry (schedule-to-start), and the sandbox is lost then.
+func (s *sandboxLife) snapshotSafely(ctx workflow.Context) error {
+	err := s.snapshotNow(ctx)
+	for attempt := 1; err != nil && attempt < 3 && heartbeatTimeout(err) && s.lease.Live(); attempt++ {
+		if workflow.GetVersion(ctx, versionSnapshotRetry, workflow.DefaultVersion, 1) != 1 {
+			break
+		}
+		s.rec.add(ctx, Event{Kind: EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()})
+		err = s.snapshotNow(ctx)
+	}
+	return err
+}
+
+// versionSnapshotRetry marks the change to agents and sessions that take
+// a snapshot again when its worker died, rather than lose the sandbox.
+// The marker is written only then.
+const versionSnapshotRetry = "troupe.snapshot-retry"
+
+// heartbeatTimeout reports whether err is an activity whose worker
+// stopped heartbeating.
+func heartbeatTimeout(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_HEARTBEAT
 }
 
 // snapshotNow archives the live sandbox; on success the archive is the
@@ -569,7 +600,7 @@ func (s *sandboxLife) touch(ctx workflow.Context) {
 		// cancel a suspend under way.
 		sctx, cancel := workflow.NewDisconnectedContext(gctx)
 		defer cancel()
-		_ = s.snapshotNow(sctx) // on failure the last snapshot stands
+		_ = s.snapshotSafely(sctx) // on failure the last snapshot stands
 		s.stopNow(sctx, EventSandboxSuspended)
 	})
 }
@@ -622,7 +653,7 @@ func (s *sandboxLife) suspendNow(ctx workflow.Context) error {
 	if !s.lease.Suspend() {
 		return nil
 	}
-	_ = s.snapshotNow(ctx) // On failure the last snapshot stands.
+	_ = s.snapshotSafely(ctx) // On failure the last snapshot stands.
 	s.stopNow(ctx, EventSandboxSuspended)
 	return nil
 }

@@ -168,7 +168,7 @@ func (b *sessionSandboxes) snapshotEach(ctx workflow.Context) ([]runtime.AgentLe
 			return nil, err
 		}
 		if l.lease.Live() {
-			if err := l.snapshotNow(ctx); err != nil {
+			if err := l.snapshotSafely(ctx); err != nil {
 				return nil, err
 			}
 			l.touch(b.ctx)
