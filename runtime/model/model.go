@@ -71,14 +71,16 @@ func (u Usage) Add(o Usage) Usage {
 
 // APIError is an error answered by the model provider.
 type APIError struct {
-	// StatusCode is the HTTP status, or 0 when no response arrived.
+	// StatusCode is the HTTP status, or 0 when no answer arrived whole:
+	// none at all, one that could not be read, or a stream that broke or
+	// ended early.
 	StatusCode int
 	// Type and Code are the provider's error type and code, when given.
 	Type, Code string
 	// Message is the provider's message.
 	Message string
 	// Err is what kept the request from an answer (StatusCode 0): the
-	// connection refused, the timeout.
+	// connection refused, the timeout, the stream cut short.
 	Err error
 }
 
