@@ -110,8 +110,9 @@ func (s *Session) Send(ctx context.Context, message string, wait bool) (SendResu
 
 // Ask sends the session a message and waits for its turn to end, calling
 // fn with each event of the session and of the turn's agents from the
-// message on (fn may be nil), and returns the turn's record.
-func (s *Session) Ask(ctx context.Context, message string, fn func(Event)) (TurnRecord, error) {
+// message on (fn may be nil), and returns the turn's record. WithDeltas
+// has fn get the reply's text as it is generated, too.
+func (s *Session) Ask(ctx context.Context, message string, fn func(Event), opts ...FollowOption) (TurnRecord, error) {
 	info, err := s.Info(ctx)
 	if err != nil {
 		return TurnRecord{}, err
@@ -125,7 +126,7 @@ func (s *Session) Ask(ctx context.Context, message string, fn func(Event)) (Turn
 	}
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- s.FollowFrom(fctx, Cursor{s.id: info.NextEvent - 1}, fn) }()
+	go func() { done <- s.FollowFrom(fctx, Cursor{s.id: info.NextEvent - 1}, fn, opts...) }()
 	res, err := s.Send(ctx, message, true)
 	stop()
 	<-done
@@ -161,9 +162,10 @@ func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry
 }
 
 // FollowFrom calls fn with each event of the session and of the agents of
-// its turns after cursor, until ctx is done (see Run.Follow).
-func (s *Session) FollowFrom(ctx context.Context, cursor Cursor, fn func(Event)) error {
-	return s.c.Run(s.id).FollowFrom(ctx, cursor, fn)
+// its turns after cursor, until ctx is done (see Run.Follow; WithDeltas
+// adds the turns' text as it is generated).
+func (s *Session) FollowFrom(ctx context.Context, cursor Cursor, fn func(Event), opts ...FollowOption) error {
+	return s.c.Run(s.id).FollowFrom(ctx, cursor, fn, opts...)
 }
 
 // Result waits for the session to end (after a stop) and returns where it
