@@ -242,7 +242,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		}()
 		defer func() { stop(); <-done }()
 	}
-	order := newDeltaOrder(fn, relayed, relayHold)
+	order := newDeltaOrder(fn, relayed, relayHold, ctx.Done())
 	polled := make(chan Event, busBuffer)
 	go func() {
 		defer close(polled)

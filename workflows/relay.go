@@ -405,12 +405,14 @@ func subscribeRelay(ctx context.Context, u, root string, out chan<- Event) error
 // event, and none after it. A delta of a turn whose model_turn went out
 // already (a relay that lagged) is dropped; a model_turn whose deltas a
 // relay is still bringing (seen, but not their end) is held until their
-// end arrives, for at most hold. Deltas reach fn with Seq 0, which a
-// Cursor ignores.
+// end arrives, for at most hold (and not once done is closed: the
+// follower is stopping, and its relays with it). Deltas reach fn with Seq
+// 0, which a Cursor ignores.
 type deltaOrder struct {
 	fn      func(Event)
 	relayed <-chan Event // nil: no relay, nothing to wait for
 	hold    time.Duration
+	done    <-chan struct{}
 	// open are the turns whose deltas came and whose end did not;
 	// recorded holds each workflow's last turn whose model_turn went out.
 	open     map[turnKey]bool
@@ -422,8 +424,8 @@ type turnKey struct {
 	turn     int
 }
 
-func newDeltaOrder(fn func(Event), relayed <-chan Event, hold time.Duration) *deltaOrder {
-	return &deltaOrder{fn: fn, relayed: relayed, hold: hold, open: map[turnKey]bool{}, recorded: map[string]int{}}
+func newDeltaOrder(fn func(Event), relayed <-chan Event, hold time.Duration, done <-chan struct{}) *deltaOrder {
+	return &deltaOrder{fn: fn, relayed: relayed, hold: hold, done: done, open: map[turnKey]bool{}, recorded: map[string]int{}}
 }
 
 // delta takes a delta or a delta's end, from the bus or a relay.
@@ -455,6 +457,8 @@ func (o *deltaOrder) event(e Event) {
 				case d := <-o.relayed:
 					o.delta(d)
 				case <-t.C:
+					break wait
+				case <-o.done:
 					break wait
 				}
 			}

@@ -283,7 +283,7 @@ func TestDeltaOrder(t *testing.T) {
 	t.Run("a model_turn waits for the rest of its deltas from a relay", func(t *testing.T) {
 		relayed := make(chan Event, 8)
 		var got []string
-		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour)
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
 		o.delta(delta("a", 1, "one "))
 		relayed <- delta("a", 1, "two ")
 		relayed <- delta("b", 4, "other ")
@@ -296,7 +296,7 @@ func TestDeltaOrder(t *testing.T) {
 	})
 	t.Run("deltas after their model_turn are dropped", func(t *testing.T) {
 		var got []string
-		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, nil, time.Hour)
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, nil, time.Hour, nil)
 		o.event(turn("a", 1, 3))
 		o.delta(delta("a", 1, "late"))
 		o.delta(delta("a", 2, "next turn"))
@@ -310,7 +310,7 @@ func TestDeltaOrder(t *testing.T) {
 	t.Run("a turn whose deltas ended, or that had none, goes at once", func(t *testing.T) {
 		relayed := make(chan Event) // nothing ever comes
 		var got []string
-		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour)
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
 		o.delta(delta("a", 1, "x"))
 		o.delta(end("a", 1))
 		o.event(turn("a", 1, 1))
@@ -321,10 +321,21 @@ func TestDeltaOrder(t *testing.T) {
 			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
 		}
 	})
+	t.Run("a follower that stops waits for no relay", func(t *testing.T) {
+		done := make(chan struct{})
+		close(done)
+		var got []string
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, make(chan Event), time.Hour, done)
+		o.delta(delta("a", 1, "cut "))
+		o.event(turn("a", 1, 1)) // would wait an hour for the end
+		if want := "cut |model_turn#1"; strings.Join(got, "|") != want {
+			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+	})
 	t.Run("a retried call's deltas all precede the turn", func(t *testing.T) {
 		relayed := make(chan Event, 8)
 		var got []string
-		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour)
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
 		o.delta(delta("a", 1, "attempt1 "))
 		o.delta(end("a", 1))
 		o.event(Event{Kind: EventModelRetry, WorkflowID: "a", Turn: 1, Seq: 2})
