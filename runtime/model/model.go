@@ -5,8 +5,14 @@
 //
 // openai-go's own retries are turned off: a model call runs inside a
 // Temporal activity, and Temporal retries it. Errors are classified so the
-// activity layer can tell a retryable failure (408, 409, 429, 5xx, network)
-// from one a retry cannot fix (other 4xx).
+// activity layer can tell a retryable failure (408, 409, 429, 5xx, network,
+// a stream cut short) from one a retry cannot fix (other 4xx).
+//
+// Both adapters stream every call (server-sent events), so that the text
+// of a turn can be shown as it is generated: a caller that puts a func in
+// the call's context with WithDeltas gets each piece as it arrives.
+// Respond still returns the whole turn, the same Response a non-streamed
+// call gives.
 package model
 
 import (
