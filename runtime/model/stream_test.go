@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -257,7 +258,13 @@ func TestStreamedAnswers(t *testing.T) {
 						t.Errorf("delta %+v: want a non-empty piece of an output item", x)
 					}
 				}
+				// The server records a call once its handler returns, which
+				// may be just after the client has read the end.
 				calls := srv.Calls()
+				for len(calls) == 0 {
+					time.Sleep(5 * time.Millisecond)
+					calls = srv.Calls()
+				}
 				if len(calls) != 1 || !calls[0].Stream || calls[0].API != string(api) {
 					t.Errorf("server calls = %+v; want one streamed %s call", calls, api)
 				}
