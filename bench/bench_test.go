@@ -289,6 +289,7 @@ func benchGraph() *agents.Graph {
 			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{MaxItems: marathonWindow, KeepLast: marathonWindow / 2})}},
 		&agents.Agent{Name: "boss", Instructions: "bench fan boss", Tools: tools},
 		&agents.Agent{Name: "fan_worker", Instructions: "bench fan worker"},
+		&agents.Agent{Name: "streamer", Instructions: "bench streamer"},
 	)
 }
 
@@ -323,6 +324,7 @@ func benchScenario(b *testing.B) *scripted.Scenario {
 		{Name: "fan-joins", Match: scripted.Match{Instructions: "bench fan boss", Turn: 2},
 			Respond: scripted.Respond{Text: "{{len .Outputs}} parts done"}},
 		{Name: "fan-worker", Match: scripted.Match{Instructions: "bench fan worker"}, Respond: scripted.Respond{Text: "{{.User}} done"}},
+		{Name: "stream", Match: scripted.Match{Instructions: "bench streamer"}, Respond: scripted.Respond{Text: streamAnswer, DelayMS: streamThinkMS}},
 	}}
 	if err := sc.Validate(); err != nil {
 		b.Fatal(err)

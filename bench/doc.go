@@ -22,6 +22,13 @@
 //     (model calls local or as activities) and in the worker's own process
 //     (FollowLive with the worker's EventBus), against a bare Temporal
 //     update round trip on the same server.
+//   - BenchmarkTimeToFirstDelta: from the start of a one-turn run (the
+//     model thinks 200 ms, then streams about 2 KB) to the first text delta
+//     at a follower, through the worker's delta relay (a follower with no
+//     bus, as in another process) and through the worker's EventBus,
+//     against the scripted model's own time to first token, read by a
+//     plain HTTP client in the same run; and the time a delta takes
+//     through the relay once the model has sent it.
 //
 // The model is the scripted OpenAI-wire server (runtime/model/scripted),
 // reached over real HTTP through openai-go's Responses API.

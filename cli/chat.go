@@ -111,7 +111,7 @@ func (r *chatRunner) cmd(e chat.Effect) tea.Cmd {
 		return func() tea.Msg {
 			err := r.cl.Session(e.Session).FollowFrom(fctx, e.Cursor, func(ev troupeclient.Event) {
 				r.send(chat.Followed{Session: e.Session, Event: ev})
-			})
+			}, troupeclient.WithDeltas())
 			if fctx.Err() != nil {
 				err = nil // another session opened, or the chat ended
 			}

@@ -24,4 +24,11 @@
 // run: the run goes on on any worker of its graph, and `runs resume`
 // picks it up. A command interrupted so exits with status 130. TROUPE_BLOB_URL
 // overrides the blob store (default file://$TROUPE_HOME/blobs).
+//
+// run, runs follow and sessions send print each turn's text as the model
+// generates it (not under --json): from the worker of their own process,
+// or through the delta relay of the worker that runs the turn, which dev
+// and worker serve on --deltas-addr (TROUPE_DELTAS_ADDR; loopback on a
+// free port by default, "off" for none) and advertise in their identity on
+// the task queue (see package workflows).
 package cli

@@ -168,10 +168,18 @@ func awaitRun(ctx context.Context, run *troupeclient.Run, out runOutput, logPath
 	id := run.ID()
 	fctx, cancel := context.WithCancel(ctx)
 	followed := make(chan struct{})
+	printer := newEventPrinter(progress)
 	go func() {
 		defer close(followed)
 		if !out.noEvents {
-			_ = run.Follow(fctx, func(e workflows.Event) { printEvent(progress, e) })
+			// The turns' text as it is generated, but not under --json
+			// (its output stays what it was) nor --quiet.
+			var opts []troupeclient.FollowOption
+			if !out.json && progress != io.Discard {
+				opts = append(opts, troupeclient.WithDeltas())
+			}
+			_ = run.Follow(fctx, printer.event, opts...)
+			printer.endLine()
 		}
 	}()
 	res, err := run.Result(ctx)
@@ -367,6 +375,71 @@ func (cn *conn) close(stderr io.Writer) {
 	cn.c.Close()
 	if cn.home != nil {
 		cn.home.close(stderr)
+	}
+}
+
+// eventPrinter prints a run's progress: a line per event (printEvent),
+// and each turn's text as it streams in (text_delta), on the line of its
+// turn, which the turn's model_turn event ends.
+type eventPrinter struct {
+	w io.Writer
+	// open is the turn whose line of streamed text is open (no newline
+	// yet), if any.
+	open string
+	// streamed holds the start of each streamed turn's text, to tell
+	// whether its model_turn event says more than was shown.
+	streamed map[string]string
+}
+
+func newEventPrinter(w io.Writer) *eventPrinter {
+	return &eventPrinter{w: w, streamed: map[string]string{}}
+}
+
+// streamedKeep is how much of a turn's streamed text the printer keeps:
+// more than a model_turn event's detail holds (200 bytes).
+const streamedKeep = 256
+
+func (p *eventPrinter) event(e workflows.Event) {
+	key := fmt.Sprintf("%s#%d", e.WorkflowID, e.Turn)
+	switch e.Kind {
+	case workflows.EventTextDelta:
+		if p.open != key {
+			p.endLine()
+			tag := "[" + e.Agent + "]"
+			if _, ok := p.streamed[key]; ok {
+				fmt.Fprintf(p.w, "  %s turn %d …", tag, e.Turn) // Taken up again after another's event.
+			} else {
+				fmt.Fprintf(p.w, "  %s turn %d: ", tag, e.Turn)
+			}
+			p.open = key
+		}
+		fmt.Fprint(p.w, e.Detail)
+		if text := p.streamed[key]; len(text) < streamedKeep {
+			p.streamed[key] = text + e.Detail[:min(len(e.Detail), streamedKeep-len(text))]
+		}
+		return
+	case workflows.EventTurn:
+		if text, ok := p.streamed[key]; ok {
+			// The text is shown already: the turn ends its line, and says
+			// what else the turn did (its tool calls).
+			delete(p.streamed, key)
+			if p.open == key {
+				p.endLine()
+			}
+			if strings.HasPrefix(text, strings.TrimSuffix(e.Detail, "…")) {
+				return
+			}
+		}
+	}
+	p.endLine()
+	printEvent(p.w, e)
+}
+
+// endLine ends the open line of streamed text, if any.
+func (p *eventPrinter) endLine() {
+	if p.open != "" {
+		fmt.Fprintln(p.w)
+		p.open = ""
 	}
 }
 

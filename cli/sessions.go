@@ -133,10 +133,16 @@ func sessionsCommand() *cobra.Command {
 					return err
 				}
 				var progress func(troupeclient.Event)
+				var opts []troupeclient.SendOption
+				printer := newEventPrinter(cmd.ErrOrStderr())
 				if !asJSON {
-					progress = func(e troupeclient.Event) { printEvent(cmd.ErrOrStderr(), e) }
+					// The reply's text as it is generated; --json output
+					// stays what it was.
+					progress = printer.event
+					opts = append(opts, troupeclient.Following(troupeclient.WithDeltas()))
 				}
-				rec, err := s.Ask(cmd.Context(), args[1], progress)
+				rec, err := s.Ask(cmd.Context(), args[1], progress, opts...)
+				printer.endLine()
 				if err != nil {
 					return err
 				}

@@ -39,6 +39,17 @@ type workerOptions struct {
 	// brief leaves out the sandboxes' limits from the start-up lines
 	// (`troupe run` without --verbose: its progress is what matters).
 	brief bool
+	// deltaAddr is where the worker serves its model calls' text deltas
+	// to followers in other processes (--deltas-addr, TROUPE_DELTAS_ADDR;
+	// workflows.Config.DeltaAddr): empty for loopback, "off" for none.
+	deltaAddr string
+}
+
+// addDeltaFlag adds --deltas-addr to a command that runs a long-lived
+// worker.
+func addDeltaFlag(f *pflag.FlagSet, o *workerOptions) {
+	f.StringVar(&o.deltaAddr, "deltas-addr", os.Getenv("TROUPE_DELTAS_ADDR"), "where to serve the text of model turns as it streams to `troupe run`, `sessions send` and `runs follow` in other processes, "+
+		"e.g. :7300 for other hosts (clear text: a trusted network only), or off (default $TROUPE_DELTAS_ADDR, else loopback on a free port)")
 }
 
 // addSandboxFlags adds --sandbox, --sandbox-queue and --allow-root to a
@@ -92,7 +103,14 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		store.Close()
 		return nil, err
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: o.events, Model: m, Store: store, Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: queue, SpoolDir: spool})
+	// A bus even with no follower in this process: the worker's delta
+	// relay serves the deltas it carries to followers elsewhere.
+	events := o.events
+	if events == nil {
+		events = workflows.NewEventBus()
+	}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: events, DeltaAddr: o.deltaAddr, Model: m, Store: store,
+		Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: queue, SpoolDir: spool})
 	if err != nil {
 		release()
 		store.Close()
@@ -136,7 +154,8 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 
 // workerIdentity is a worker's identity on the Temporal server: its
 // process and host, as the SDK's default says them, and the model it
-// calls, which sameModel reads back.
+// calls, which sameModel reads back. StartWorkers adds where the worker
+// serves its text deltas (" deltas=URL", workflows.RelayOf).
 func workerIdentity(model string) string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%d@%s troupe model=%s", os.Getpid(), host, model)
@@ -155,7 +174,8 @@ func sameModel(ctx context.Context, c client.Client, taskQueue, model string) er
 	}
 	host, _ := os.Hostname()
 	for _, p := range pollers {
-		who, theirs, ok := strings.Cut(p.GetIdentity(), " troupe model=")
+		_, identity := workflows.RelayOf(p.GetIdentity())
+		who, theirs, ok := strings.Cut(identity, " troupe model=")
 		if !ok || theirs == model {
 			continue
 		}
@@ -219,6 +239,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.taskQueue, "task-queue", workflows.DefaultTaskQueue, "task queue to listen on")
 	addSandboxFlags(cmd.Flags(), &o)
+	addDeltaFlag(cmd.Flags(), &o)
 	return cmd
 }
 
@@ -269,6 +290,7 @@ func devCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().IntVar(&uiPort, "ui-port", 8233, "Web UI port (-1 for none)")
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "run the server and its Web UI only, with no worker")
 	addSandboxFlags(cmd.Flags(), &o)
+	addDeltaFlag(cmd.Flags(), &o)
 	return cmd
 }
 

@@ -40,7 +40,23 @@ type (
 	ListOptions = workflows.ListOptions
 	// Cursor is where a follower stands in a run (FollowFrom).
 	Cursor = workflows.Cursor
+	// FollowOption changes what Follow, FollowFrom and Ask pass on.
+	FollowOption = workflows.FollowOption
 )
+
+// EventTextDelta is the kind of the events that carry a piece of a model
+// turn's text as it is generated (Event.Detail), which followers get with
+// WithDeltas. No workflow records them.
+const EventTextDelta = workflows.EventTextDelta
+
+// WithDeltas has a follower also get the text of each model turn as the
+// model generates it: EventTextDelta events (Seq 0, ignored by Cursor),
+// each turn's before its model_turn event. They come from the EventBus of
+// Config.Events for this process's workers, and from the delta relays
+// that the other workers of the run's task queue serve (see the workflows
+// package doc); none is recorded in the run's history. A relay that
+// cannot be reached means no deltas, not an error.
+func WithDeltas() FollowOption { return workflows.WithDeltas() }
 
 // DefaultPollInterval is how often Follow asks a run for new events when
 // no EventBus brings them.
@@ -157,17 +173,18 @@ func (r *Run) ID() string { return r.id }
 // continue-as-new, until ctx is done: cancel ctx once Result has
 // returned, and Follow returns after a last reading that brings nothing
 // new (within 30 s). With Config.Events set, the events of this process's
-// worker arrive as they are recorded.
-func (r *Run) Follow(ctx context.Context, fn func(Event)) error {
-	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, r.c.follow()...)
+// worker arrive as they are recorded. WithDeltas adds the turns' text as
+// it is generated.
+func (r *Run) Follow(ctx context.Context, fn func(Event), opts ...FollowOption) error {
+	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, append(r.c.follow(), opts...)...)
 }
 
 // FollowFrom is Follow from cursor on: fn gets the events after those the
 // cursor has seen (keep it with Cursor.Add in fn), so a follower that
 // stopped, or another process given the cursor, goes on where it was,
 // with no event repeated or skipped.
-func (r *Run) FollowFrom(ctx context.Context, cursor Cursor, fn func(Event)) error {
-	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, append(r.c.follow(), workflows.From(cursor))...)
+func (r *Run) FollowFrom(ctx context.Context, cursor Cursor, fn func(Event), opts ...FollowOption) error {
+	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, append(append(r.c.follow(), workflows.From(cursor)), opts...)...)
 }
 
 // Events returns the run's events so far, and those of every agent it

@@ -96,7 +96,14 @@ func (s *Session) ID() string { return s.id }
 type SendOption func(*sendOptions)
 
 type sendOptions struct {
-	id string
+	id     string
+	follow []FollowOption
+}
+
+// Following has Ask follow the turn with opts (WithDeltas, say); Send
+// ignores it.
+func Following(opts ...FollowOption) SendOption {
+	return func(o *sendOptions) { o.follow = append(o.follow, opts...) }
 }
 
 // WithMessageID sends the message under id (its update's id) instead of a
@@ -135,7 +142,8 @@ func (s *Session) Send(ctx context.Context, message string, wait bool, opts ...S
 // Ask sends the session a message and waits for its turn to end, calling
 // fn with each event of the session and of the turn's agents from the
 // message on (fn may be nil), and returns the turn's record. Options are
-// Send's.
+// Send's; Following(WithDeltas()) has fn get the reply's text as it is
+// generated, too.
 func (s *Session) Ask(ctx context.Context, message string, fn func(Event), opts ...SendOption) (TurnRecord, error) {
 	info, err := s.Info(ctx)
 	if err != nil {
@@ -150,7 +158,11 @@ func (s *Session) Ask(ctx context.Context, message string, fn func(Event), opts 
 	}
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- s.FollowFrom(fctx, Cursor{s.id: info.NextEvent - 1}, fn) }()
+	var o sendOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	go func() { done <- s.FollowFrom(fctx, Cursor{s.id: info.NextEvent - 1}, fn, o.follow...) }()
 	res, err := s.Send(ctx, message, true, opts...)
 	stop()
 	<-done
@@ -247,9 +259,10 @@ func (s *Session) SwitchBackend(ctx context.Context, backend string) (SessionEnt
 }
 
 // FollowFrom calls fn with each event of the session and of the agents of
-// its turns after cursor, until ctx is done (see Run.Follow).
-func (s *Session) FollowFrom(ctx context.Context, cursor Cursor, fn func(Event)) error {
-	return s.c.Run(s.id).FollowFrom(ctx, cursor, fn)
+// its turns after cursor, until ctx is done (see Run.Follow; WithDeltas
+// adds the turns' text as it is generated).
+func (s *Session) FollowFrom(ctx context.Context, cursor Cursor, fn func(Event), opts ...FollowOption) error {
+	return s.c.Run(s.id).FollowFrom(ctx, cursor, fn, opts...)
 }
 
 // Result waits for the session to end (after a stop) and returns where it

@@ -27,12 +27,22 @@ const envCLIPlod = "TROUPE_E2E_CLI_PLOD"
 
 // plodGraph is a run long enough to interrupt: one agent that calls a
 // no-op tool for 40 turns (20 when the input starts with "medium"), each
-// model answer taking 150 ms.
+// model answer taking 150 ms; or, when the input starts with "stream",
+// that answers, after half a second, with a long text (stream_test.go).
 func plodGraph() cli.Graph {
 	tick := agents.MustFunctionTool("tick", "Does nothing.", func(_ context.Context, a bigArgs) (string, error) {
 		return "tock " + a.N, nil
 	})
 	scenario := `rules:
+  - name: plod-stream
+    match: {instructions: "plod", input: "^stream"}
+    respond:
+      text: >-
+        The plodder streams this answer for {{.User}}: a long reply that arrives piece by piece at every
+        follower that asks for deltas, in this process or another, while the session's history records
+        only the finished turn. It goes on for a while longer, so that it is far longer than the preview
+        of a model_turn event, and a test can tell the streamed line from the recorded one.
+      delay_ms: 500
   - name: plod-medium-done
     match: {instructions: "plod", input: "^medium", last_input: "^tock 20$"}
     respond: {text: "done after {{.Turn}} turns", delay_ms: 150}

@@ -65,6 +65,7 @@ func testGraphs() []*agents.Graph {
 		agents.MustGraph("fix", "fixer", &agents.Agent{Name: "fixer", Instructions: "fix agent", Output: agents.MustOutput[verdict]()}),
 		agents.MustGraph("long", "looper", &agents.Agent{Name: "looper", Instructions: "long agent", Tools: []agents.Tool{big}, MaxTurns: 301}),
 		agents.MustGraph("bounce", "bouncer", &agents.Agent{Name: "bouncer", Instructions: "bounce agent", Handoffs: []agents.Handoff{agents.HandoffTo("bouncer")}}),
+		agents.MustGraph("stream", "streamer", &agents.Agent{Name: "streamer", Instructions: "stream agent"}),
 		agents.MustGraph("watch", "watcher", &agents.Agent{Name: "watcher", Instructions: "watch agent", Tools: []agents.Tool{tick}}),
 		agents.MustGraph("marathon", "runner", &agents.Agent{Name: "runner", Instructions: "marathon agent", Tools: []agents.Tool{tick}, MaxTurns: marathonTurns + 1,
 			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{MaxItems: marathonWindow, KeepLast: marathonWindow / 2})}}),

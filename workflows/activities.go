@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -78,7 +79,9 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		spec := agent.Output.Spec()
 		req.Output = &spec
 	}
-	resp, err := a.respond(ctx, req)
+	dctx, deltasDone := a.withDeltas(ctx, in, agent.Name)
+	resp, err := a.respond(dctx, req)
+	deltasDone()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -114,6 +117,36 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		return nil, err
 	}
 	return out, nil
+}
+
+// withDeltas has the model's text deltas go to the worker's bus, when it
+// has one, as EventTextDelta events of the agent's workflow and turn; the
+// func it returns, called once the model has answered, marks the end of
+// the call's deltas. They go nowhere else: not to the workflow, not to its
+// history.
+func (a *Activities) withDeltas(ctx context.Context, in ModelInput, agent string) (context.Context, func()) {
+	bus := a.r.cfg.Events
+	if bus == nil {
+		return ctx, func() {}
+	}
+	base := Event{WorkflowID: in.Run.WorkflowID, Agent: agent, Turn: in.Run.Turn}
+	if base.WorkflowID == "" && activity.IsActivity(ctx) {
+		base.WorkflowID = activity.GetInfo(ctx).WorkflowExecution.ID
+	}
+	var sent atomic.Bool
+	ctx = model.WithDeltas(ctx, func(d model.Delta) {
+		sent.Store(true)
+		e := base
+		e.Kind, e.Detail, e.Time = EventTextDelta, d.Text, time.Now()
+		bus.publishDelta(e)
+	})
+	return ctx, func() {
+		if sent.Load() {
+			end := base
+			end.Kind, end.Time = eventTextEnd, time.Now()
+			bus.publishDelta(end)
+		}
+	}
 }
 
 // offered is what the model is offered of the agent's tools in the graph

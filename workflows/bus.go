@@ -18,14 +18,24 @@ import (
 // and a follower whose buffer is full misses events that its polls then
 // bring. What the bus delivers is what the workflow records in its state,
 // so the two agree.
+//
+// The bus also carries the text deltas of this process's model calls
+// (EventTextDelta), which no workflow records: to followers in the process
+// that ask for them (WithDeltas), and, through the worker's delta relay
+// (Config.DeltaAddr), to followers in other processes. A follower that
+// falls behind misses deltas; nothing brings them back.
 type EventBus struct {
-	mu   sync.Mutex
-	subs map[*busSub]struct{}
+	mu    sync.Mutex
+	subs  map[*busSub]struct{}
+	relay *deltaRelay // nil until a worker serves the bus's deltas
 }
 
 type busSub struct {
 	root string
 	ch   chan Event
+	// events and deltas say what the subscriber takes: recorded events,
+	// and text deltas with their ends.
+	events, deltas bool
 }
 
 // busBuffer bounds the events a follower may be behind on the bus.
@@ -35,27 +45,42 @@ const busBuffer = 4096
 // FollowLive.
 func NewEventBus() *EventBus { return &EventBus{subs: map[*busSub]struct{}{}} }
 
-// publish hands e to the followers of its run.
+// publish hands e, an event a workflow records, to the followers of its
+// run.
 func (b *EventBus) publish(e Event) {
+	b.send(e, false)
+}
+
+// publishDelta hands e, a text delta or the end of a model call's deltas,
+// to the followers of its run that take deltas.
+func (b *EventBus) publishDelta(e Event) {
+	b.send(e, true)
+}
+
+func (b *EventBus) send(e Event, delta bool) {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for s := range b.subs {
+		if delta && !s.deltas || !delta && !s.events {
+			continue
+		}
 		if e.WorkflowID == s.root || strings.HasPrefix(e.WorkflowID, s.root+"/") {
 			select {
 			case s.ch <- e:
-			default: // Full: the follower's polls bring it.
+			default: // Full: the follower's polls bring an event; a delta is lost.
 			}
 		}
 	}
 }
 
-// subscribe returns the events of the run root and its workflows, from
-// now on, and a func that ends the subscription.
-func (b *EventBus) subscribe(root string) (<-chan Event, func()) {
-	s := &busSub{root: root, ch: make(chan Event, busBuffer)}
+// subscribe returns what the bus carries for the run root and its
+// workflows from now on (recorded events, deltas, or both), with room for
+// buffer of them, and a func that ends the subscription.
+func (b *EventBus) subscribe(root string, events, deltas bool, buffer int) (<-chan Event, func()) {
+	s := &busSub{root: root, ch: make(chan Event, buffer), events: events, deltas: deltas}
 	b.mu.Lock()
 	b.subs[s] = struct{}{}
 	b.mu.Unlock()
@@ -64,4 +89,20 @@ func (b *EventBus) subscribe(root string) (<-chan Event, func()) {
 		delete(b.subs, s)
 		b.mu.Unlock()
 	}
+}
+
+// RelayURL returns the URL under which this process serves the bus's
+// deltas to followers in other processes (with its token), or "" when no
+// worker serves them. Followers find it in the worker's identity on its
+// task queue; this process's own followers take the bus instead.
+func (b *EventBus) RelayURL() string {
+	if b == nil {
+		return ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.relay == nil {
+		return ""
+	}
+	return b.relay.url
 }

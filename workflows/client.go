@@ -141,6 +141,7 @@ type followConfig struct {
 	store    *blob.Store
 	patience time.Duration
 	from     Cursor
+	deltas   bool
 }
 
 // Cursor is where a follower stands in a run: for each workflow of the
@@ -151,7 +152,8 @@ type followConfig struct {
 // JSON.
 type Cursor map[string]int
 
-// Add moves c past e, and makes a workflow that e starts known to c.
+// Add moves c past e, and makes a workflow that e starts known to c. A
+// text delta (Seq 0) moves nothing.
 func (c Cursor) Add(e Event) {
 	if e.Seq > c[e.WorkflowID] {
 		c[e.WorkflowID] = e.Seq
@@ -167,6 +169,19 @@ func (c Cursor) Add(e Event) {
 // seen, and follow the workflows c knows besides the run's own.
 func From(c Cursor) FollowOption {
 	return func(cfg *followConfig) { cfg.from = maps.Clone(c) }
+}
+
+// WithDeltas has FollowLive pass fn the text deltas of the run's model
+// turns too (EventTextDelta events, Seq 0), as the model generates them:
+// those of this process's workers from their bus, and those of other
+// processes' workers, on this host or another, from the delta relays the
+// run's task queue's workers advertise in their identities (the package
+// doc tells how). A turn's deltas come before its model_turn event. A
+// relay that cannot be reached gives no deltas and no error; the recorded
+// events come all the same. Without this option no follower sees deltas,
+// and Events never does: no workflow records them.
+func WithDeltas() FollowOption {
+	return func(c *followConfig) { c.deltas = true }
 }
 
 // WithPatience has Events ask again, every 250 ms for up to d, the
@@ -196,16 +211,38 @@ func WithEventStore(store *blob.Store) FollowOption {
 // on, for the events of other processes' workers and any the bus dropped;
 // each event is still passed to fn once, in its workflow's order. A nil
 // bus is Follow.
+//
+// With WithDeltas, fn also gets the text deltas of the run's model turns
+// (EventTextDelta, Seq 0) as the model generates them: from bus for this
+// process's workers, and from the delta relays of the other workers of
+// the run's task queue. A turn's deltas reach fn before the turn's
+// model_turn event, never after it.
 func FollowLive(ctx context.Context, c client.Client, workflowID string, every time.Duration, bus *EventBus, fn func(Event), opts ...FollowOption) error {
-	if bus == nil {
-		return follow(ctx, c, workflowID, every, fn, opts)
-	}
-	live, unsubscribe := bus.subscribe(workflowID)
-	defer unsubscribe()
 	var cfg followConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if bus == nil && !cfg.deltas {
+		return follow(ctx, c, workflowID, every, fn, opts)
+	}
+	var live <-chan Event
+	if bus != nil {
+		ch, unsubscribe := bus.subscribe(workflowID, true, cfg.deltas, busBuffer)
+		defer unsubscribe()
+		live = ch
+	}
+	var relayed chan Event
+	if cfg.deltas {
+		relayed = make(chan Event, relayBuffer)
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			followRelays(rctx, c, workflowID, bus.RelayURL(), relayed)
+		}()
+		defer func() { stop(); <-done }()
+	}
+	order := newDeltaOrder(fn, relayed, relayHold, ctx.Done())
 	polled := make(chan Event, busBuffer)
 	go func() {
 		defer close(polled)
@@ -227,7 +264,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 			// bus brought before that point goes out, the rest is gone.
 			for _, n := range slices.Sorted(maps.Keys(h)) {
 				if n < e.Seq {
-					fn(h[n])
+					order.event(h[n])
 					delete(h, n)
 				}
 			}
@@ -246,14 +283,33 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 			}
 			delete(h, next.Seq)
 			last[e.WorkflowID] = next.Seq
-			fn(next)
+			order.event(next)
 		}
+	}
+	fromBus := func(e Event) {
+		if e.Kind == EventTextDelta || e.Kind == eventTextEnd {
+			order.delta(e)
+			return
+		}
+		take(e, false)
 	}
 	for {
 		select {
 		case e := <-live:
-			take(e, false)
+			fromBus(e)
+		case e := <-relayed:
+			order.delta(e)
 		case e, ok := <-polled:
+			// What the bus holds was published before: it goes first, so
+			// that a turn's deltas precede its polled model_turn.
+			for drained := false; !drained; {
+				select {
+				case b := <-live:
+					fromBus(b)
+				default:
+					drained = true
+				}
+			}
 			if !ok {
 				return nil
 			}

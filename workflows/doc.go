@@ -30,6 +30,55 @@
 //     that fails is retried by the workflow, each retry an event ("model
 //     unreachable: connection refused; retry 3 of 10 in 2s").
 //
+// Live text: a turn's reply reaches followers as the model generates it,
+// while history records only each turn's final response. The model
+// adapters stream every call (runtime/model, WithDeltas), and the model
+// activity hands each piece of text to the worker's EventBus
+// (Config.Events) as an EventTextDelta event of the agent's workflow and
+// turn; the activity's result is the whole turn, as before. Deltas never
+// pass through workflow code, workflow state, queries or history. They
+// reach a follower that asks for them (WithDeltas) in one of two ways:
+//
+//  1. In the worker's process (`troupe run`, the MCP server, Go code that
+//     runs its own worker), FollowLive takes them from the bus as they are
+//     published, ahead of the turn's model_turn event, which the workflow
+//     records once the activity has returned.
+//  2. From another process, on this host or another (`troupe sessions
+//     send` or `troupe runs follow` beside `troupe dev`, a client of a
+//     remote cluster's workers): StartWorkers serves the bus's deltas over
+//     HTTP on Config.DeltaAddr (127.0.0.1 on a free port by default),
+//     behind a random token, and advertises the relay in the workers'
+//     identity on their task queue: "PID@HOST troupe model=… deltas=
+//     http://troupe:TOKEN@127.0.0.1:PORT/deltas". The follower reads the
+//     run's task queue (DescribeWorkflowExecution), the identities of the
+//     workers polling it (DescribeTaskQueue; again every 2 s, for workers
+//     that come later), and subscribes to each relay with GET
+//     /deltas?root=RUN: a line of JSON per delta of the run's workflows
+//     and those it started (ids RUN and RUN/…), as they come. It merges
+//     them into the recorded events it follows, a turn's deltas before the
+//     turn's model_turn event: that event waits for the relay's end of the
+//     turn's deltas for up to a second, and a delta that arrives after its
+//     turn's event is dropped.
+//
+// What deltas cost: no history event, no workflow task, no payload in
+// Temporal, per turn or per piece. Temporal carries only the relay's URL
+// and token, inside the identity its workers present anyway (which the
+// history events of workflow and activity tasks record: some 90 bytes
+// more in each, the same for a turn of 10 deltas or of 10,000), so only
+// who may read the task queue or the histories can read a relay. (The
+// server of `troupe dev` asks no credentials: there, that is anyone who
+// can reach it.) A relay costs the worker a listening socket
+// and, per subscriber (64 at most), a buffer of 1,024 deltas: publishing
+// never waits, and a subscriber that falls behind loses deltas, never
+// slows a model call. A follower costs two describe calls every 2 s and
+// one HTTP connection per worker. When a relay cannot be reached (another
+// host behind a firewall, a relay bound to loopback, "off"), the follower
+// gets no deltas and no error: it shows each turn when its model_turn
+// event comes, as it always did. A model call that fails after some
+// deltas is retried, and its retry streams its text again, after the
+// model_retry event. A relay bound beyond loopback serves in clear text:
+// bind it only on a network you trust.
+//
 // The Web UI: each child workflow's static summary names its agent, each
 // activity's summary its step, and each run's "current details" its
 // message and the agent at work (an agent's: its turn), set again by every

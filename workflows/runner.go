@@ -38,8 +38,20 @@ type Config struct {
 	// Graphs are the graphs the worker serves, by name.
 	Graphs []*agents.Graph
 	// Events, when set, gets every event this worker's workflows record,
-	// as they record them, for followers in this process (FollowLive).
+	// as they record them, for followers in this process (FollowLive),
+	// and the text deltas of its model calls, which StartWorkers also
+	// serves to followers in other processes (see DeltaAddr).
 	Events *EventBus
+	// DeltaAddr is where StartWorkers serves the text deltas of this
+	// worker's model calls (its delta relay), when Events is set: the
+	// address to listen on, advertised with a random token in the
+	// workers' identity on the task queue, where followers that ask for
+	// deltas (WithDeltas) find it. The default, DefaultDeltaAddr
+	// (127.0.0.1:0), serves followers on this host; a host reached from
+	// others, such as ":7300" (advertised as Host) or "10.0.0.5:0", serves
+	// followers anywhere that can reach it, in clear text: bind such an
+	// address only on a network you trust. "off" serves none.
+	DeltaAddr string
 	// Model answers every agent's turns.
 	Model model.Model
 	// DefaultModel is the model name for agents that name none; the
@@ -464,7 +476,10 @@ func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
 // workflows and activities; one on the host queue with the activities, so
 // sandbox activities reach this host; and one on a queue of this process
 // with the MCP activities, so an agent's MCP calls reach the process that
-// holds its sessions. The returned func stops them and closes the Runner.
+// holds its sessions. With Config.Events set, it also serves the bus's
+// text deltas on Config.DeltaAddr and advertises the relay in the
+// workers' identity (opts.Identity, or the SDK's default, followed by
+// " deltas=URL"). The returned func stops them all and closes the Runner.
 // (A Runner whose workers are registered by hand sends MCP calls to the
 // workflow's own queue.)
 func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Options) (stop func(), err error) {
@@ -477,15 +492,28 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	if id, err := ClusterID(context.Background(), c); err == nil {
 		r.cluster.Store(&id)
 	}
+	// The delta relay, advertised in the identity of this process's
+	// workers, where followers read it from the task queue's pollers.
+	releaseRelay := func() {}
+	if r.cfg.Events != nil && r.cfg.DeltaAddr != "off" {
+		url, release, err := r.cfg.Events.serveDeltas(r.cfg.DeltaAddr, r.cfg.Host)
+		if err != nil {
+			return nil, fmt.Errorf("workflows: %w (Config.DeltaAddr %q; \"off\" serves no deltas)", err, r.cfg.DeltaAddr)
+		}
+		releaseRelay = release
+		opts.Identity = withRelay(opts.Identity, url)
+	}
 	shared := worker.New(c, taskQueue, opts)
 	r.Register(shared)
 	if err := shared.Start(); err != nil {
+		releaseRelay()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", taskQueue, err)
 	}
 	host := worker.New(c, r.hostQueue, opts)
 	r.RegisterActivities(host)
 	if err := host.Start(); err != nil {
 		shared.Stop()
+		releaseRelay()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", r.hostQueue, err)
 	}
 	legacy := worker.New(c, legacyHostQueue(r.cfg.Host), opts)
@@ -493,6 +521,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	if err := legacy.Start(); err != nil {
 		host.Stop()
 		shared.Stop()
+		releaseRelay()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", legacyHostQueue(r.cfg.Host), err)
 	}
 	// MCP sessions live in this process, not just on this host: another
@@ -505,6 +534,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		legacy.Stop()
 		host.Stop()
 		shared.Stop()
+		releaseRelay()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", mcpQueue, err)
 	}
 	r.mcpQ.Store(&mcpQueue)
@@ -513,6 +543,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		legacy.Stop()
 		host.Stop()
 		shared.Stop()
+		releaseRelay()
 		r.Close()
 	}, nil
 }

@@ -220,10 +220,15 @@ type ExtractInput struct {
 }
 
 // Event is one step of a run, kept in workflow state for the events query.
+// A text delta (EventTextDelta) is the one kind that no workflow records:
+// a piece of a model turn's text on its way, which only followers that ask
+// for deltas see (WithDeltas), numbered 0.
 type Event struct {
-	// Seq numbers the events of one workflow from 1.
+	// Seq numbers the events of one workflow from 1; it is 0 for a text
+	// delta, which a Cursor ignores.
 	Seq int `json:"seq"`
-	// Time is the workflow time of the event.
+	// Time is the workflow time of the event (a delta's: the worker's
+	// clock when the piece arrived).
 	Time time.Time `json:"time"`
 	// Kind is one of the Event* constants.
 	Kind string `json:"kind"`
@@ -255,4 +260,10 @@ const (
 	EventFinal             = "final_output"
 	EventInterrupted       = "interrupted"
 	EventFailed            = "failed"
+	// EventTextDelta is a piece of a model turn's text as the model
+	// generates it (Detail), for the turn (Turn) of the agent (Agent,
+	// WorkflowID) that the turn's model_turn event then records. It is
+	// never recorded: not in workflow state, not in history, not in the
+	// events query. Followers see deltas only with WithDeltas.
+	EventTextDelta = "text_delta"
 )

@@ -37,7 +37,7 @@ import (
 // EventTextDelta is the kind of the ephemeral events of live streaming:
 // each carries a fragment of an agent's reply (Detail) as the model
 // generates it, before the turn's model_turn event.
-const EventTextDelta = "text_delta"
+const EventTextDelta = workflows.EventTextDelta
 
 // Kind is what an Entry of the transcript is.
 type Kind int

@@ -112,6 +112,8 @@ func eventMessage(e workflows.Event) (msg string, ok bool) {
 	switch e.Kind {
 	case workflows.EventRunStarted:
 		return "", false // the call says "run <id> started" itself
+	case workflows.EventTextDelta:
+		return "", false // a piece of a turn's text, which the turn's event previews
 	case workflows.EventAgentStarted:
 		if e.Child == "" {
 			return "", false // the agent's own record of what its parent said

@@ -35,7 +35,8 @@ func TestSessionTools(t *testing.T) {
 		replyType string
 	}{
 		{"dealdesk_coordinator_session", nil, `"decision"`, "object"},
-		{"codereview_coordinator_session", []string{"repo"}, `"findings_path"`, "object"},
+		// The coordinator may hand off to the fixer: no reply schema but an object.
+		{"codereview_coordinator_session", []string{"repo"}, `"description"`, "object"},
 		{"h_same_session", nil, `"risk"`, "object"},
 		{"h_text_session", nil, `"output"`, "object"},
 		{"h_mixed_session", nil, `"type":"object"`, "object"},

@@ -5,12 +5,15 @@
 // tool message, and reasoning items, which the protocol cannot carry, are
 // dropped. Tool messages hold text only, so the images of function call
 // outputs travel in one user message right after the turn's tool messages.
+// Answers are streamed, so the turn's text reaches WithDeltas as it is
+// generated.
 
 package model
 
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -26,18 +29,121 @@ type chatModel struct {
 	svc openai.ChatCompletionService
 }
 
-// Respond implements Model.
+// Respond implements Model. It streams the answer (stream: true, with
+// stream_options.include_usage so that the last chunk counts the tokens),
+// hands each piece of text to the context's WithDeltas func as it
+// arrives, and assembles the chunks into what a non-streamed call returns.
 func (m *chatModel) Respond(ctx context.Context, req Request) (*Response, error) {
 	params, err := chatParams(m.cfg, req)
 	if err != nil {
 		return nil, err
 	}
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)}
 	var httpResp *http.Response
-	res, err := m.svc.New(ctx, params, option.WithResponseInto(&httpResp))
-	if err != nil {
+	stream := m.svc.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
+	defer stream.Close()
+	if err := stream.Err(); err != nil {
 		return nil, apiError(ctx, err, httpResp)
 	}
-	return chatResult(res)
+	emit := deltasOf(ctx)
+	if wholeJSON(httpResp) {
+		var res openai.ChatCompletion
+		if err := decodeWhole(httpResp, &res); err != nil {
+			return nil, apiError(ctx, err, httpResp)
+		}
+		out, err := chatResult(&res)
+		if err == nil {
+			emitWhole(out, emit)
+		}
+		return out, err
+	}
+
+	var a chatAnswer
+	finished := false
+	for stream.Next() {
+		ch := stream.Current()
+		if a.id == "" {
+			a.id = ch.ID
+		}
+		if ch.JSON.Usage.Valid() {
+			a.usage = ch.Usage
+		}
+		for _, c := range ch.Choices {
+			if c.Index != 0 {
+				continue // Only the first choice is asked for.
+			}
+			a.choices = true
+			d := c.Delta
+			if d.Content != "" {
+				a.text.WriteString(d.Content)
+				emit(Delta{Item: 0, Text: d.Content})
+			}
+			a.refusal.WriteString(d.Refusal)
+			for _, tc := range d.ToolCalls {
+				a.call(tc)
+			}
+			if c.FinishReason != "" {
+				finished = true
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, streamError(ctx, err)
+	}
+	if a.choices && !finished {
+		return nil, streamError(ctx, errCutShort)
+	}
+	return a.result()
+}
+
+// chatAnswer is a streamed completion's first choice, assembled from its
+// chunks.
+type chatAnswer struct {
+	id            string
+	choices       bool // a chunk held the first choice
+	text, refusal strings.Builder
+	calls         []chatCall
+	usage         openai.CompletionUsage
+}
+
+// chatCall is a tool call of an answer.
+type chatCall struct {
+	id, typ, name string
+	args          strings.Builder
+}
+
+// call adds a chunk's piece of a tool call: the first piece of a call
+// names it; those that follow carry its arguments.
+func (a *chatAnswer) call(tc openai.ChatCompletionChunkChoiceDeltaToolCall) {
+	i := int(tc.Index)
+	if i < 0 || i > 1024 {
+		return // Not a call a model makes.
+	}
+	for len(a.calls) <= i {
+		a.calls = append(a.calls, chatCall{})
+	}
+	c := &a.calls[i]
+	if c.id == "" {
+		c.id = tc.ID
+	}
+	if c.typ == "" {
+		c.typ = tc.Type
+	}
+	c.name += tc.Function.Name
+	c.args.WriteString(tc.Function.Arguments)
+}
+
+// result maps the assembled answer onto items, as chatResult does.
+func (a *chatAnswer) result() (*Response, error) {
+	if !a.choices {
+		return nil, &APIError{Message: "chat completion " + a.id + " has no choices"}
+	}
+	calls := make([]chatToolCall, 0, len(a.calls))
+	for i := range a.calls {
+		c := &a.calls[i]
+		calls = append(calls, chatToolCall{id: c.id, typ: c.typ, name: c.name, args: c.args.String()})
+	}
+	return chatOutput(a.id, a.text.String(), a.refusal.String(), calls, a.usage), nil
 }
 
 // chatParams builds the request body of one turn.
@@ -198,35 +304,49 @@ func chatMessages(items []agents.Item) ([]openai.ChatCompletionMessageParamUnion
 	return out, nil
 }
 
-// chatResult maps the first choice of a completion onto items: the
-// assistant's text, when there is any, then one function call per tool
-// call.
+// chatResult maps the first choice of a completion onto items, as
+// chatOutput does.
 func chatResult(res *openai.ChatCompletion) (*Response, error) {
 	if len(res.Choices) == 0 {
 		return nil, &APIError{Message: "chat completion " + res.ID + " has no choices"}
 	}
+	msg := res.Choices[0].Message
+	calls := make([]chatToolCall, 0, len(msg.ToolCalls))
+	for _, tc := range msg.ToolCalls {
+		calls = append(calls, chatToolCall{id: tc.ID, typ: tc.Type, name: tc.Function.Name, args: tc.Function.Arguments})
+	}
+	return chatOutput(res.ID, msg.Content, msg.Refusal, calls, res.Usage), nil
+}
+
+// chatToolCall is a tool call of an answer, streamed or not.
+type chatToolCall struct {
+	id, typ, name, args string
+}
+
+// chatOutput maps an answer onto items: the assistant's text (or its
+// refusal, when there is no text), when there is any, then one function
+// call per tool call.
+func chatOutput(id, text, refusal string, calls []chatToolCall, usage openai.CompletionUsage) *Response {
 	out := &Response{
-		ID: res.ID,
+		ID: id,
 		Usage: Usage{
 			Requests:     1,
-			InputTokens:  int(res.Usage.PromptTokens),
-			OutputTokens: int(res.Usage.CompletionTokens),
-			TotalTokens:  int(res.Usage.TotalTokens),
+			InputTokens:  int(usage.PromptTokens),
+			OutputTokens: int(usage.CompletionTokens),
+			TotalTokens:  int(usage.TotalTokens),
 		},
 	}
-	msg := res.Choices[0].Message
-	text := msg.Content
 	if text == "" {
-		text = msg.Refusal
+		text = refusal
 	}
 	if text != "" {
 		out.Output = append(out.Output, agents.AssistantMessage(text))
 	}
-	for _, tc := range msg.ToolCalls {
-		if tc.Type != "" && tc.Type != "function" {
+	for _, tc := range calls {
+		if tc.typ != "" && tc.typ != "function" {
 			continue // custom tools are never offered
 		}
-		out.Output = append(out.Output, agents.FunctionCall(tc.ID, tc.Function.Name, tc.Function.Arguments))
+		out.Output = append(out.Output, agents.FunctionCall(tc.id, tc.name, tc.args))
 	}
-	return out, nil
+	return out
 }

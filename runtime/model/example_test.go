@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
 )
 
 // This example stands an httptest server in for OpenAI, so that it runs
@@ -70,4 +71,41 @@ func ExampleIsRetryable() {
 	// Output:
 	// model: HTTP 429 requests: Slow down.
 	// retryable: true
+}
+
+// WithDeltas shows a turn's text as the model generates it; Respond still
+// returns the whole turn. The scripted model server stands in for OpenAI
+// here, streaming its answer in pieces of 16 bytes.
+func ExampleWithDeltas() {
+	sc, err := scripted.ParseScenario([]byte(`rules: [{name: hello, respond: {text: "Hello there, streaming world!"}}]`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := scripted.New(sc)
+	base, err := srv.Start("")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close()
+
+	m, err := model.New(model.Config{BaseURL: base, APIKey: "sk-example"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := model.WithDeltas(context.Background(), func(d model.Delta) {
+		fmt.Printf("item %d: %q\n", d.Item, d.Text)
+	})
+	res, err := m.Respond(ctx, model.Request{Input: []agents.Item{agents.UserMessage("hi")}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Output[0].Content)
+	// Output:
+	// item 0: "Hello there, str"
+	// item 0: "eaming world!"
+	// Hello there, streaming world!
 }

@@ -5,8 +5,14 @@
 //
 // openai-go's own retries are turned off: a model call runs inside a
 // Temporal activity, and Temporal retries it. Errors are classified so the
-// activity layer can tell a retryable failure (408, 409, 429, 5xx, network)
-// from one a retry cannot fix (other 4xx).
+// activity layer can tell a retryable failure (408, 409, 429, 5xx, network,
+// a stream cut short) from one a retry cannot fix (other 4xx).
+//
+// Both adapters stream every call (server-sent events), so that the text
+// of a turn can be shown as it is generated: a caller that puts a func in
+// the call's context with WithDeltas gets each piece as it arrives.
+// Respond still returns the whole turn, the same Response a non-streamed
+// call gives.
 package model
 
 import (
@@ -71,14 +77,16 @@ func (u Usage) Add(o Usage) Usage {
 
 // APIError is an error answered by the model provider.
 type APIError struct {
-	// StatusCode is the HTTP status, or 0 when no response arrived.
+	// StatusCode is the HTTP status, or 0 when no answer arrived whole:
+	// none at all, one that could not be read, or a stream that broke or
+	// ended early.
 	StatusCode int
 	// Type and Code are the provider's error type and code, when given.
 	Type, Code string
 	// Message is the provider's message.
 	Message string
 	// Err is what kept the request from an answer (StatusCode 0): the
-	// connection refused, the timeout.
+	// connection refused, the timeout, the stream cut short.
 	Err error
 }
 

@@ -1,14 +1,17 @@
 // This file maps a Request onto the OpenAI Responses API and its answer
 // back onto agents.Items. Requests are sent with store=false: the
 // transcript travels in full every turn (it lives in workflow history), and
-// nothing is kept at OpenAI between turns.
+// nothing is kept at OpenAI between turns. Answers are streamed, so the
+// turn's text reaches WithDeltas as it is generated.
 
 package model
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/openai/openai-go/v3/option"
@@ -28,18 +31,94 @@ func newResponsesModel(cfg Config, opts []option.RequestOption) *responsesModel 
 	return &responsesModel{cfg: cfg, svc: responses.NewResponseService(opts...)}
 }
 
-// Respond implements Model.
+// Respond implements Model. It streams the answer (POST /responses with
+// stream: true), hands each piece of text to the context's WithDeltas
+// func as it arrives, and returns the response that response.completed
+// (or .incomplete, or .failed) carries, as a non-streamed call would.
 func (m *responsesModel) Respond(ctx context.Context, req Request) (*Response, error) {
 	params, err := responsesParams(m.cfg, req)
 	if err != nil {
 		return nil, err
 	}
 	var httpResp *http.Response
-	res, err := m.svc.New(ctx, params, option.WithResponseInto(&httpResp))
-	if err != nil {
+	stream := m.svc.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
+	defer stream.Close()
+	if err := stream.Err(); err != nil {
 		return nil, apiError(ctx, err, httpResp)
 	}
-	return responsesResult(res)
+	emit := deltasOf(ctx)
+	if wholeJSON(httpResp) {
+		var res responses.Response
+		if err := decodeWhole(httpResp, &res); err != nil {
+			return nil, apiError(ctx, err, httpResp)
+		}
+		out, err := responsesResult(&res)
+		if err == nil {
+			emitWhole(out, emit)
+		}
+		return out, err
+	}
+
+	// Each kept output item's place in Response.Output, by the server's
+	// output index: responsesResult skips the kinds Troupe never asks for.
+	place := map[int64]int{}
+	kept := 0
+	var final *responses.Response
+	done := map[int64]responses.ResponseOutputItemUnion{}
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "response.output_item.added":
+			if keptOutput(ev.Item.Type) {
+				place[ev.OutputIndex] = kept
+				kept++
+			}
+		case "response.output_text.delta":
+			if ev.Delta != "" {
+				emit(Delta{Item: place[ev.OutputIndex], Text: ev.Delta})
+			}
+		case "response.output_item.done":
+			done[ev.OutputIndex] = ev.Item
+		case "response.completed", "response.incomplete", "response.failed":
+			res := ev.Response
+			final = &res
+		case "error":
+			msg := ev.Message
+			if msg == "" {
+				msg = "an error event without a message"
+			}
+			return nil, &APIError{Type: "stream_error", Code: ev.Code, Message: "the server sent an error mid-stream: " + truncate(msg)}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, streamError(ctx, err)
+	}
+	if final == nil {
+		return nil, streamError(ctx, errCutShort)
+	}
+	if len(final.Output) == 0 && len(done) > 0 {
+		// A server that leaves the final response's output empty: the
+		// items as each was done.
+		for _, i := range slices.Sorted(maps.Keys(done)) {
+			final.Output = append(final.Output, done[i])
+		}
+	}
+	return responsesResult(final)
+}
+
+// keptOutput reports whether responsesResult keeps output items of type t.
+func keptOutput(t string) bool {
+	return t == "message" || t == "function_call" || t == "reasoning"
+}
+
+// emitWhole gives the text of each message of a response that was not
+// streamed as one delta.
+func emitWhole(res *Response, emit func(Delta)) {
+	for i, it := range res.Output {
+		if it.Type == agents.ItemMessage && it.Content != "" {
+			emit(Delta{Item: i, Text: it.Content})
+		}
+	}
 }
 
 // responsesParams builds the request body of one turn.

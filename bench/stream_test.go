@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+const (
+	// streamThinkMS is how long the scripted model thinks before the
+	// streamer's first token, as a real model does.
+	streamThinkMS = 200
+	// streamRuns is how many runs each way one iteration times.
+	streamRuns = 15
+)
+
+// streamAnswer is the streamer's answer: about 2 KB, some 130 deltas.
+var streamAnswer = strings.Repeat("A streamed answer arrives a few tokens at a time. ", 40)
+
+// BenchmarkTimeToFirstDelta measures how soon a follower shows the first
+// piece of a turn's text: from the start of a one-turn run of the
+// streamer (the scripted model thinks streamThinkMS, then streams about
+// 2 KB) to the first text delta at the follower, through the delta relay
+// (a follower with no bus, as `troupe sessions send` beside `troupe dev`:
+// it finds the relay in the worker's identity and reads it over HTTP) and
+// through the worker's bus (a follower in the worker's process, as
+// `troupe run`), against the scripted server's own time to first token,
+// measured in the same run by an HTTP client that posts the same request
+// and reads the stream itself. It also reports how long a delta takes
+// through the relay once the model has sent it: arrival at the follower
+// minus the model call's start and the model's own time to first token
+// (the one measured just before).
+func BenchmarkTimeToFirstDelta(b *testing.B) {
+	c := temporalClient(b)
+	srv, url := modelServer(b)
+	bus := workflows.NewEventBus()
+	queue := streamWorker(b, c, url, bus)
+	warmUp(b, c, queue, false)
+	var direct, relayed, local, afterModel []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for range streamRuns {
+			direct = append(direct, modelFirstToken(b, url))
+			first, call := firstDelta(b, c, srv, queue, nil)
+			relayed = append(relayed, first)
+			afterModel = append(afterModel, call-direct[len(direct)-1])
+			first, _ = firstDelta(b, c, srv, queue, bus)
+			local = append(local, first)
+		}
+	}
+	b.StopTimer()
+	d50, d95 := percentiles(direct)
+	r50, r95 := percentiles(relayed)
+	l50, l95 := percentiles(local)
+	a50, a95 := percentiles(afterModel)
+	b.ReportMetric(d50, "model-ttft-p50-ms")
+	b.ReportMetric(r50, "relay-ttfd-p50-ms")
+	b.ReportMetric(r95, "relay-ttfd-p95-ms")
+	b.ReportMetric(r50/d50, "relay-ttfd-p50-ratio")
+	b.ReportMetric(l50, "bus-ttfd-p50-ms")
+	b.ReportMetric(l50/d50, "bus-ttfd-p50-ratio")
+	b.ReportMetric(a50, "relay-after-model-p50-ms")
+	b.Logf("scripted model's own time to first token (HTTP client): p50 %.1f ms, p95 %.1f ms (%d)", d50, d95, len(direct))
+	b.Logf("run start to first delta, follower through the relay: p50 %.1f ms, p95 %.1f ms (ratio to the model's p50 %.2f)", r50, r95, r50/d50)
+	b.Logf("run start to first delta, follower on the worker's bus: p50 %.1f ms, p95 %.1f ms (ratio %.2f)", l50, l95, l50/d50)
+	b.Logf("a delta through the relay after the model sent it: p50 %.2f ms, p95 %.2f ms", a50, a95)
+}
+
+// streamWorker starts Troupe's workers for the bench graph with bus as
+// their EventBus, through StartWorkers, which serves the bus's deltas and
+// advertises the relay in the workers' identity; it returns the queue.
+func streamWorker(b *testing.B, c client.Client, baseURL string, bus *workflows.EventBus) string {
+	b.Helper()
+	m, err := model.New(model.Config{APIKey: "bench", BaseURL: baseURL, API: model.APIResponses})
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := blob.Open(context.Background(), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	queue := "bench-stream-" + strings.ReplaceAll(time.Now().Format("150405.000"), ".", "")
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{benchGraph()}, Model: m, Store: store, Events: bus, Host: queue})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop, err := r.StartWorkers(c, queue, workerOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(stop)
+	return queue
+}
+
+// modelFirstToken posts the streamer's request to the scripted server as
+// a streamed Responses call and returns the time to its first text delta.
+func modelFirstToken(b *testing.B, baseURL string) time.Duration {
+	b.Helper()
+	body := []byte(`{"model":"scripted","instructions":"bench streamer","input":"go","stream":true,"store":false}`)
+	start := time.Now()
+	req, err := http.NewRequest(http.MethodPost, baseURL+"/responses", bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer bench")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if sc.Text() == "event: response.output_text.delta" {
+			took := time.Since(start)
+			// The rest, so the server has recorded the call before the
+			// run's call is looked for.
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return took
+		}
+	}
+	b.Fatalf("the scripted server's stream (%s) held no text delta", resp.Status)
+	return 0
+}
+
+// firstDelta runs the streamer with a follower that asks for deltas (with
+// bus: the worker's own; without: through the relay) and returns the time
+// from the run's start to the first delta at the follower, and the time
+// from the model call's start to that delta.
+func firstDelta(b *testing.B, c client.Client, srv *scripted.Server, queue string, bus *workflows.EventBus) (sinceStart, sinceCall time.Duration) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	skip := len(srv.Calls())
+	start := time.Now()
+	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: "streamer", Input: "go"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var once sync.Once
+	var first time.Time
+	var text strings.Builder
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = workflows.FollowLive(fctx, c, run.GetID(), 100*time.Millisecond, bus, func(e workflows.Event) {
+			if e.Kind == workflows.EventTextDelta {
+				once.Do(func() { first = time.Now() })
+				text.WriteString(e.Detail)
+			}
+		}, workflows.WithDeltas())
+	}()
+	var res workflows.RunResult
+	err = run.Get(ctx, &res)
+	stop()
+	<-done
+	if err != nil {
+		b.Fatal(err)
+	}
+	if first.IsZero() || text.String() != streamAnswer {
+		b.Fatalf("the follower got %d bytes of deltas; want the whole answer (%d bytes)", text.Len(), len(streamAnswer))
+	}
+	var calls []scripted.Call
+	for _, call := range srv.Calls()[skip:] {
+		if call.Start.After(start) {
+			calls = append(calls, call)
+		}
+	}
+	if len(calls) != 1 {
+		b.Fatalf("%d model calls for the run; want 1", len(calls))
+	}
+	return first.Sub(start), first.Sub(calls[0].Start)
+}

@@ -1,0 +1,426 @@
+package workflows
+
+// These tests hold the delta relay and the ordering of deltas without a
+// Temporal server: the relay over real HTTP on loopback, the model
+// activity with the scripted model server over HTTP. The end-to-end path
+// (discovery through the task queue's pollers, followers in another
+// process) is e2e/stream_test.go's.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+)
+
+// servedBus serves a fresh bus's deltas on loopback for one test.
+func servedBus(t *testing.T) (*EventBus, string) {
+	t.Helper()
+	bus := NewEventBus()
+	u, release, err := bus.serveDeltas("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return bus, u
+}
+
+// subscribed subscribes to the relay at u for root and returns what it
+// brings; it returns once the relay has the subscription.
+func subscribed(t *testing.T, bus *EventBus, root string) <-chan Event {
+	t.Helper()
+	u := bus.RelayURL()
+	before := relaySubscribers(bus)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan Event, 4096)
+	errc := make(chan error, 1)
+	go func() { errc <- subscribeRelay(ctx, u, root, out) }()
+	t.Cleanup(func() {
+		cancel()
+		<-errc
+	})
+	// The relay subscribes before it answers: once it counts the
+	// subscriber, deltas published reach it.
+	waitFor(t, func() bool { return relaySubscribers(bus) > before })
+	return out
+}
+
+// relaySubscribers is how many subscribers the bus's relay has.
+func relaySubscribers(bus *EventBus) int {
+	bus.mu.Lock()
+	r := bus.relay
+	bus.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.subs
+}
+
+// waitFor polls cond until it holds; a test that never gets there is
+// stopped by go test's timeout.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRelayRefusesWhoHasNoToken(t *testing.T) {
+	_, u := servedBus(t)
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _ := parsed.User.Password()
+	bare := *parsed
+	bare.User = nil
+	tests := []struct {
+		name       string
+		user, pass string
+		method     string
+		query      string
+		want       int
+	}{
+		{name: "no credentials", method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
+		{name: "a wrong token", user: relayUser, pass: strings.Repeat("0", len(token)), method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
+		{name: "the token under another user", user: "admin", pass: token, method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
+		{name: "no root", user: relayUser, pass: token, method: "GET", want: http.StatusBadRequest},
+		{name: "not a GET", user: relayUser, pass: token, method: "POST", query: "?root=run-1", want: http.StatusMethodNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, bare.String()+tt.query, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.user != "" {
+				req.SetBasicAuth(tt.user, tt.pass)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("status %d; want %d", resp.StatusCode, tt.want)
+			}
+		})
+	}
+	if host := parsed.Hostname(); host != "127.0.0.1" {
+		t.Errorf("relay listens on %s; want loopback by default", host)
+	}
+	if len(token) < 32 {
+		t.Errorf("token %q: want at least 128 random bits", token)
+	}
+}
+
+func TestRelayCarriesTheDeltasOfOneRun(t *testing.T) {
+	bus, _ := servedBus(t)
+	got := subscribed(t, bus, "run-1")
+	var want []string
+	for i := range 50 {
+		// The run's agents and the run's own id are the run's; another
+		// run, one whose id merely starts the same, and recorded events
+		// are not the relay's to carry.
+		bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: fmt.Sprint("a", i)})
+		bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-10/0-a", Turn: 1, Detail: "other run"})
+		bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-2/0-a", Turn: 1, Detail: "other run"})
+		bus.publish(Event{Seq: i + 1, Kind: EventToolCalled, WorkflowID: "run-1/0-a"})
+		want = append(want, fmt.Sprint("a", i))
+		if i == 20 {
+			bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-1/0-a/t1.0/0-b", Turn: 2, Detail: "child"})
+			want = append(want, "child")
+		}
+	}
+	bus.publishDelta(Event{Kind: eventTextEnd, WorkflowID: "run-1/0-a", Turn: 1})
+	var seen []string
+	for e := range got {
+		if e.Kind == eventTextEnd {
+			break
+		}
+		if e.Seq != 0 || e.Kind != EventTextDelta {
+			t.Errorf("relay brought %+v; want deltas only, numbered 0", e)
+		}
+		seen = append(seen, e.Detail)
+	}
+	if strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Errorf("relay brought %q;\nwant %q", seen, want)
+	}
+}
+
+// TestRelayDropsForSlowSubscribers: a subscriber that reads nothing costs
+// the model call nothing: publishing never waits for it, and what it
+// holds is bounded.
+func TestRelayDropsForSlowSubscribers(t *testing.T) {
+	bus, u := servedBus(t)
+	req, err := http.NewRequest("GET", u+"?root=run-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req) // never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	piece := strings.Repeat("x", 1000)
+	for range 100_000 { // 100 MB, far beyond any socket buffer
+		bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: piece})
+	}
+	// Still serving: a second subscriber gets what is published now.
+	got := subscribed(t, bus, "run-1")
+	bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-1/0-a", Turn: 2, Detail: "after"})
+	for e := range got {
+		if e.Turn == 2 {
+			if e.Detail != "after" {
+				t.Errorf("got %+v", e)
+			}
+			break
+		}
+	}
+}
+
+func TestRelayBoundsItsSubscribers(t *testing.T) {
+	_, u := servedBus(t)
+	var bodies []*http.Response
+	defer func() {
+		for _, b := range bodies {
+			b.Body.Close()
+		}
+	}()
+	for i := range maxRelaySubscribers + 1 {
+		resp, err := http.Get(u + "?root=run-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, resp)
+		want := http.StatusOK
+		if i == maxRelaySubscribers {
+			want = http.StatusServiceUnavailable
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("subscriber %d: status %d; want %d", i+1, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestRelayIsSharedByTheWorkersOfABus: two workers of one bus serve one
+// relay (a follower would otherwise get each delta twice); it stops with
+// the last.
+func TestRelayIsSharedByTheWorkersOfABus(t *testing.T) {
+	bus := NewEventBus()
+	u1, release1, err := bus.serveDeltas("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u2, release2, err := bus.serveDeltas("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u1 != u2 || bus.RelayURL() != u1 {
+		t.Fatalf("relays %s and %s (bus says %s); want one", u1, u2, bus.RelayURL())
+	}
+	release1()
+	release1() // twice is once
+	if resp, err := http.Get(u1 + "?root=r"); err != nil {
+		t.Fatalf("relay stopped with a worker still serving it: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	release2()
+	if bus.RelayURL() != "" {
+		t.Errorf("RelayURL = %s after the last release; want none", bus.RelayURL())
+	}
+	if resp, err := http.Get(u1 + "?root=r"); err == nil {
+		resp.Body.Close()
+		t.Errorf("relay still answers after the last release")
+	}
+}
+
+func TestRelayInIdentity(t *testing.T) {
+	const u = "http://troupe:abc123@127.0.0.1:41234/deltas"
+	tests := []struct {
+		identity, url, rest string
+	}{
+		{"4242@box troupe model=the offline scenarios" + relayField + u, u, "4242@box troupe model=the offline scenarios"},
+		{"4242@box troupe model=the responses API at https://api.openai.com/v1", "", "4242@box troupe model=the responses API at https://api.openai.com/v1"},
+		{withRelay("7@h troupe model=m", u), u, "7@h troupe model=m"},
+	}
+	for _, tt := range tests {
+		gotURL, gotRest := RelayOf(tt.identity)
+		if gotURL != tt.url || gotRest != tt.rest {
+			t.Errorf("RelayOf(%q) = %q, %q; want %q, %q", tt.identity, gotURL, gotRest, tt.url, tt.rest)
+		}
+	}
+	if id := withRelay("", u); !strings.HasSuffix(id, "@"+relayField+u) || !strings.Contains(id, "@") {
+		t.Errorf("withRelay of the default identity = %q; want PID@HOST@ and the relay", id)
+	}
+}
+
+func TestDeltaOrder(t *testing.T) {
+	delta := func(wf string, turn int, text string) Event {
+		return Event{Kind: EventTextDelta, WorkflowID: wf, Turn: turn, Detail: text}
+	}
+	end := func(wf string, turn int) Event { return Event{Kind: eventTextEnd, WorkflowID: wf, Turn: turn} }
+	turn := func(wf string, turn, seq int) Event {
+		return Event{Kind: EventTurn, WorkflowID: wf, Turn: turn, Seq: seq}
+	}
+	show := func(e Event) string {
+		if e.Kind == EventTextDelta {
+			return e.Detail
+		}
+		return fmt.Sprintf("%s#%d", e.Kind, e.Turn)
+	}
+
+	t.Run("a model_turn waits for the rest of its deltas from a relay", func(t *testing.T) {
+		relayed := make(chan Event, 8)
+		var got []string
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
+		o.delta(delta("a", 1, "one "))
+		relayed <- delta("a", 1, "two ")
+		relayed <- delta("b", 4, "other ")
+		relayed <- end("a", 1)
+		o.event(turn("a", 1, 7))
+		want := "one |two |other |model_turn#1"
+		if strings.Join(got, "|") != want {
+			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+	})
+	t.Run("deltas after their model_turn are dropped", func(t *testing.T) {
+		var got []string
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, nil, time.Hour, nil)
+		o.event(turn("a", 1, 3))
+		o.delta(delta("a", 1, "late"))
+		o.delta(delta("a", 2, "next turn"))
+		o.event(turn("a", 2, 5))
+		o.delta(delta("a", 1, "later"))
+		want := "model_turn#1|next turn|model_turn#2"
+		if strings.Join(got, "|") != want {
+			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+	})
+	t.Run("a turn whose deltas ended, or that had none, goes at once", func(t *testing.T) {
+		relayed := make(chan Event) // nothing ever comes
+		var got []string
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
+		o.delta(delta("a", 1, "x"))
+		o.delta(end("a", 1))
+		o.event(turn("a", 1, 1))
+		o.event(turn("a", 2, 2))
+		o.event(Event{Kind: EventToolCalled, WorkflowID: "a", Seq: 3})
+		want := "x|model_turn#1|model_turn#2|tool_called#0"
+		if strings.Join(got, "|") != want {
+			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+	})
+	t.Run("a follower that stops waits for no relay", func(t *testing.T) {
+		done := make(chan struct{})
+		close(done)
+		var got []string
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, make(chan Event), time.Hour, done)
+		o.delta(delta("a", 1, "cut "))
+		o.event(turn("a", 1, 1)) // would wait an hour for the end
+		if want := "cut |model_turn#1"; strings.Join(got, "|") != want {
+			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+	})
+	t.Run("a retried call's deltas all precede the turn", func(t *testing.T) {
+		relayed := make(chan Event, 8)
+		var got []string
+		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
+		o.delta(delta("a", 1, "attempt1 "))
+		o.delta(end("a", 1))
+		o.event(Event{Kind: EventModelRetry, WorkflowID: "a", Turn: 1, Seq: 2})
+		o.delta(delta("a", 1, "attempt2 "))
+		relayed <- end("a", 1)
+		o.event(turn("a", 1, 3))
+		want := "attempt1 |model_retry#1|attempt2 |model_turn#1"
+		if strings.Join(got, "|") != want {
+			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+	})
+}
+
+// TestModelActivityPublishesDeltas: the model activity hands the turn's
+// text to the bus as it streams in, as deltas of the agent's workflow and
+// turn, then their end; the activity's result (what history records)
+// holds no delta.
+func TestModelActivityPublishesDeltas(t *testing.T) {
+	const answer = "A long answer, streamed in pieces of sixteen bytes, so that several deltas make it up."
+	sc, err := scripted.ParseScenario([]byte("rules:\n  - {name: talk, respond: {text: \"" + answer + "\"}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scripted.New(sc)
+	base, err := srv.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, api := range []model.API{model.APIResponses, model.APIChat} {
+		t.Run(string(api), func(t *testing.T) {
+			m, err := model.New(model.Config{APIKey: "test", BaseURL: base, API: api})
+			if err != nil {
+				t.Fatal(err)
+			}
+			store, err := blob.Open(context.Background(), "mem://")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			bus := NewEventBus()
+			g := agents.MustGraph("talk", "talker", &agents.Agent{Name: "talker", Instructions: "talk"})
+			r, err := NewRunner(Config{Graphs: []*agents.Graph{g}, Model: m, Store: store, Events: bus})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deltas, unsubscribe := bus.subscribe("run-1", false, true, busBuffer)
+			defer unsubscribe()
+			events, unsubscribeEvents := bus.subscribe("run-1", true, false, busBuffer)
+			defer unsubscribeEvents()
+			out, err := r.Activities().Model(context.Background(), ModelInput{Graph: "talk", Agent: "talker",
+				Run:        agents.RunContext{WorkflowID: "run-1/0-talker", RunID: "run-1", Agent: "talker", Turn: 3},
+				Transcript: runtime.TranscriptRef{Key: "transcripts/run-1/0-talker"}, Pending: []agents.Item{agents.UserMessage("hi")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text strings.Builder
+			n := 0
+			for done := false; !done; {
+				select {
+				case e := <-deltas:
+					switch e.Kind {
+					case EventTextDelta:
+						n++
+						text.WriteString(e.Detail)
+						if e.WorkflowID != "run-1/0-talker" || e.Agent != "talker" || e.Turn != 3 || e.Seq != 0 {
+							t.Errorf("delta %+v; want one of run-1/0-talker's turn 3, numbered 0", e)
+						}
+					case eventTextEnd:
+						done = true
+					}
+				default:
+					t.Fatal("the bus holds no end of the call's deltas after the activity returned")
+				}
+			}
+			if text.String() != answer || n < 3 {
+				t.Errorf("%d deltas adding up to %q; want several adding up to %q", n, text.String(), answer)
+			}
+			if len(events) != 0 {
+				t.Errorf("the activity published %d recorded events; want none", len(events))
+			}
+			res, _ := json.Marshal(out)
+			if strings.Contains(string(res), EventTextDelta) || out.Text != answer {
+				t.Errorf("activity result %s: want the turn, and no delta", res)
+			}
+		})
+	}
+}
