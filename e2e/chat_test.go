@@ -95,8 +95,8 @@ func TestChat(t *testing.T) {
 			t.Errorf("the turn's screen lacks %q:\n%s", want, screen)
 		}
 	}
-	// Live streaming, where the model streams: each reply grew, and none
-	// is left growing once the turn has ended.
+	// Live streaming: each reply grew, and none is left growing once the
+	// turn has ended.
 	for agent, seen := range streamed {
 		t.Logf("%s's reply seen growing in %d steps", agent, len(seen))
 		for i := 1; i < len(seen); i++ {
@@ -104,6 +104,11 @@ func TestChat(t *testing.T) {
 				t.Errorf("%s's streamed reply did not grow: %q, then %q", agent, seen[i-1], seen[i])
 			}
 		}
+	}
+	// The coordinator's answer streams (its offline script paces it), so
+	// the screen showed it growing.
+	if len(streamed["coordinator"]) < 2 {
+		t.Errorf("the coordinator's reply was not seen growing: %q", streamed)
 	}
 	if len(streamed) > 0 && strings.Contains(screen, "▍") {
 		t.Errorf("a reply still streams after the turn:\n%s", screen)

@@ -139,7 +139,10 @@ func streamChat(w http.ResponseWriter, c *conversation, rep *reply) {
 	empty := ""
 	if len(rep.calls) == 0 {
 		send(chatDelta{Role: "assistant", Content: &empty}, nil)
-		for _, p := range pieces(rep.text) {
+		for j, p := range pieces(rep.text) {
+			if j > 0 && rep.rule.pace > 0 {
+				time.Sleep(rep.rule.pace)
+			}
 			send(chatDelta{Content: &p}, nil)
 		}
 	} else {

@@ -61,6 +61,7 @@
 //	        - name: get_document
 //	          arguments: {doc: pricing}
 //	      delay_ms: 0
+//	      pace_ms: 0               # between streamed text pieces
 //
 // The turn of a request is 1 plus the number of model turns in its input,
 // a model turn being a maximal run of assistant-side items (assistant

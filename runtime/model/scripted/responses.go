@@ -218,7 +218,10 @@ func streamResponse(w http.ResponseWriter, c *conversation, rep *reply) {
 			s.event("response.output_item.added", map[string]any{"output_index": i, "item": added})
 			s.event("response.content_part.added", map[string]any{
 				"item_id": it.ID, "output_index": i, "content_index": 0, "part": newOutputText("")})
-			for _, p := range pieces(rep.text) {
+			for j, p := range pieces(rep.text) {
+				if j > 0 && rep.rule.pace > 0 {
+					time.Sleep(rep.rule.pace)
+				}
 				s.event("response.output_text.delta", map[string]any{
 					"item_id": it.ID, "output_index": i, "content_index": 0, "delta": p, "logprobs": []any{}})
 			}

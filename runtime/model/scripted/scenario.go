@@ -88,6 +88,11 @@ type Respond struct {
 	Calls []ToolCall `yaml:"calls,omitempty" json:"calls,omitempty"`
 	// DelayMS is how long to wait, in milliseconds, before answering.
 	DelayMS int `yaml:"delay_ms,omitempty" json:"delay_ms,omitempty"`
+	// PaceMS, for a streamed answer, is how long to wait between two of
+	// its text pieces (about 16 bytes each), as a model generating tokens
+	// does: a client then sees the text grow. A whole answer is not
+	// slowed.
+	PaceMS int `yaml:"pace_ms,omitempty" json:"pace_ms,omitempty"`
 }
 
 // ToolCall is one function call of an answer.
@@ -161,6 +166,7 @@ type rule struct {
 	json      valueTemplate
 	calls     []compiledCall
 	delay     time.Duration
+	pace      time.Duration
 }
 
 type compiledCall struct {
@@ -228,6 +234,10 @@ func compileScenario(sc *Scenario) ([]*rule, error) {
 			fail("respond.delay_ms must not be negative")
 		}
 		cr.delay = time.Duration(res.DelayMS) * time.Millisecond
+		if res.PaceMS < 0 {
+			fail("respond.pace_ms must not be negative")
+		}
+		cr.pace = time.Duration(res.PaceMS) * time.Millisecond
 		if res.Text != "" {
 			if cr.text, err = parseTemplate("respond.text", res.Text); err != nil {
 				fail("%v", err)

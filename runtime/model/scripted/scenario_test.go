@@ -43,6 +43,8 @@ func TestParseScenarioErrors(t *testing.T) {
 			[]string{"turn cannot be combined with min_turn or max_turn"}},
 		{"inverted range", "rules:\n  - {name: a, match: {min_turn: 3, max_turn: 2}, respond: {text: hi}}\n",
 			[]string{"min_turn 3 is greater than max_turn 2"}},
+		{"negative pace", "rules:\n  - {name: a, respond: {text: hi, pace_ms: -1}}\n",
+			[]string{"respond.pace_ms must not be negative"}},
 		{"negative delay", "rules:\n  - {name: a, respond: {text: hi, delay_ms: -1}}\n",
 			[]string{"delay_ms must not be negative"}},
 		{"every bad rule named", "rules:\n  - {name: a, respond: {}}\n  - {name: b, respond: {text: '{{'}}\n",
