@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -558,5 +559,66 @@ func TestCodeReviewSession(t *testing.T) {
 	}
 	if left := dirEntries(t, sandboxes); len(left) != 0 {
 		t.Errorf("workspaces left: %v", left)
+	}
+}
+
+// A fork on real sandboxes: after the fork, each branch writes its own
+// file and note; each then sees its own files and conversation and not
+// the other's, and the fork's first command restored the workspace as it
+// stood at the fork.
+func TestSessionForkDiverges(t *testing.T) {
+	cl, _, _ := sessionClient(t, "local", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	src, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Ask(ctx, "note shared", nil); err != nil {
+		t.Fatal(err)
+	}
+	fork, _, err := src.Fork(ctx, "branch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		s    *troupeclient.Session
+		note string
+	}{{src, "note main only"}, {fork, "note branch only"}} {
+		if rec, err := step.s.Ask(ctx, step.note, nil); err != nil || rec.Outcome != runtime.TurnAnswered {
+			t.Fatalf("%s: %+v, %v", step.note, rec, err)
+		}
+	}
+	for _, tc := range []struct {
+		s    *troupeclient.Session
+		want string
+	}{{src, `"shared\nmain only\n"`}, {fork, `"shared\nbranch only\n"`}} {
+		rec, err := tc.s.Ask(ctx, "show", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(rec.Output) != tc.want {
+			t.Errorf("session %s shows %s, want %s", tc.s.ID(), rec.Output, tc.want)
+		}
+		info, err := tc.s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var said []string
+		for _, r := range info.Recent {
+			said = append(said, r.Message)
+		}
+		other := "note branch only"
+		if tc.s == fork {
+			other = "note main only"
+		}
+		if len(said) != 3 || said[0] != "note shared" || slices.Contains(said, other) {
+			t.Errorf("session %s's turns %q: want its own three, not %q", tc.s.ID(), said, other)
+		}
+	}
+	for _, s := range []*troupeclient.Session{src, fork} {
+		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -54,6 +54,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
 	}
 	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in, ctl: newControl(ctx, true)}
+	calls.ctl.paused, calls.ctl.interrupted = carry.Paused, carry.Interrupted
 	// A session's agent takes the sandbox its session keeps for it.
 	kept := in.Session != nil
 	if kept && in.Carry == nil && in.Session.Lease != nil {
@@ -235,6 +236,9 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.
 		Detail: fmt.Sprintf("history of %d events: continuing as new before turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), st.Turn)})
 	carry.Events = rec.events[max(0, len(rec.events)-carriedEvents):]
 	carry.NextEvent, carry.Pages = rec.next, rec.pages
+	// The controls go along, those still in the signal channel included.
+	calls.ctl.drain(ctx)
+	carry.Paused, carry.Interrupted = calls.ctl.paused, calls.ctl.interrupted
 	next := in
 	next.Transcript, next.Pending, next.Carry = st.Transcript, nil, carry
 	return workflow.NewContinueAsNewError(ctx, AgentWorkflowName, next)

@@ -40,6 +40,8 @@ type control struct {
 	// children are the agent workflows this one runs that have started,
 	// in the order they started.
 	children []string
+	// ch is the signal channel the controls come by, if any.
+	ch workflow.ReceiveChannel
 }
 
 // newControl is a workflow's control; listen has it take Controls by
@@ -49,17 +51,29 @@ func newControl(ctx workflow.Context, listen bool) *control {
 	if !listen {
 		return c
 	}
-	ch := workflow.GetSignalChannel(ctx, ControlSignal)
+	c.ch = workflow.GetSignalChannel(ctx, ControlSignal)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			var cmd Control
-			if !ch.Receive(gctx, &cmd) {
+			if !c.ch.Receive(gctx, &cmd) {
 				return
 			}
 			c.apply(gctx, cmd)
 		}
 	})
 	return c
+}
+
+// drain applies the controls that came in and were not taken yet, before
+// the workflow continues as new (which would lose them).
+func (c *control) drain(ctx workflow.Context) {
+	if c == nil || c.ch == nil {
+		return
+	}
+	var cmd Control
+	for c.ch.ReceiveAsync(&cmd) {
+		c.apply(ctx, cmd)
+	}
 }
 
 // apply takes a control and passes it on to the running children (a

@@ -119,10 +119,19 @@ type SessionEntry struct {
 	LastActivity time.Time `json:"last_activity"`
 }
 
+// versionManagerBound marks the change to managers that fix their bound
+// at their first start (a side effect) rather than read the worker's.
+const versionManagerBound = "troupe.manager-bound"
+
 // ManagerInput starts (or continues) the session manager.
 type ManagerInput struct {
 	// Sessions is the registry its previous run carried over.
 	Sessions []SessionEntry `json:"sessions,omitempty"`
+	// Bound is the history length at which a run of the manager continues
+	// as new: fixed at its first start (the worker's ContinueAfterEvents
+	// then) and carried, so no later worker's setting changes a run's
+	// commands. Callers leave it 0.
+	Bound int `json:"bound,omitempty"`
 }
 
 // manager is a running SessionManagerWorkflow.
@@ -172,9 +181,15 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) e
 			m.changed(e)
 		}
 	})
-	// The bound is the worker's own: the manager's commands do not depend
-	// on it, only when it continues as new.
-	bound := r.cfg.ContinueAfterEvents
+	bound := in.Bound
+	if bound == 0 {
+		bound = r.cfg.ContinueAfterEvents // Managers from before the bound was fixed.
+		if workflow.GetVersion(ctx, versionManagerBound, workflow.DefaultVersion, 1) == 1 {
+			if err := workflow.SideEffect(ctx, func(workflow.Context) any { return r.cfg.ContinueAfterEvents }).Get(&bound); err != nil {
+				return err
+			}
+		}
+	}
 	if err := workflow.Await(ctx, func() bool {
 		info := workflow.GetInfo(ctx)
 		return (info.GetCurrentHistoryLength() >= bound || info.GetContinueAsNewSuggested()) && workflow.AllHandlersFinished(ctx)
@@ -188,7 +203,7 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) e
 		}
 		m.changed(e)
 	}
-	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Sessions: m.sessions})
+	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Sessions: m.sessions, Bound: bound})
 }
 
 func (m *manager) find(id string) int {

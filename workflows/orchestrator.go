@@ -190,6 +190,14 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			StaticSummary: "agent " + current, WaitForCancellation: boxes != nil})
 		var ar AgentResult
 		child := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in)
+		if in.Session != nil {
+			// A child that never started got nothing: the lease goes back
+			// as lent (a live sandbox is no one's otherwise).
+			if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+				boxes.unlend(current)
+				return res, err
+			}
+		}
 		ctl.track(ctx, childID, child)
 		err := child.Get(ctx, &ar)
 		if in.Session != nil {

@@ -242,6 +242,8 @@ type session struct {
 	signals []signalIn
 	// turnsInRun counts the turns of this run.
 	turnsInRun int
+	// switchTo is the backend a switch asked for, done between turns.
+	switchTo string
 }
 
 // SessionWorkflow runs a session: see the top of this file.
@@ -255,7 +257,7 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*Sessio
 	}
 	for {
 		err := workflow.Await(ctx, func() bool {
-			return len(s.forks) > 0 || s.st.Ready() || s.st.Stopped || s.timeToContinue(ctx) && workflow.AllHandlersFinished(ctx)
+			return len(s.forks) > 0 || s.switchTo != "" || s.st.Ready() || s.st.Stopped || s.timeToContinue(ctx) && workflow.AllHandlersFinished(ctx)
 		})
 		switch {
 		case err != nil || ctx.Err() != nil:
@@ -271,14 +273,26 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*Sessio
 		case len(s.forks) > 0:
 			req := s.forks[0]
 			s.forks = s.forks[1:]
-			if err := s.fork(ctx, req); err != nil {
-				return nil, err
-			}
+			s.fork(ctx, req)
+		case s.switchTo != "":
+			s.switchBackend(ctx)
 		case s.timeToContinue(ctx) && workflow.AllHandlersFinished(ctx):
 			// Between turns, even with messages queued (they are carried):
 			// a long queue does not grow one run's history unbounded.
 			if s.drain(ctx) {
 				continue // Signals came in: they are taken first.
+			}
+			if err := s.boxes.settle(ctx); err != nil {
+				return nil, err
+			}
+			if err := s.rec.savePage(ctx); err != nil {
+				return nil, err
+			}
+			// Settling and saving block: what came in meanwhile is taken
+			// first, and the idle timers run again.
+			if s.drain(ctx) || len(s.forks) > 0 || s.switchTo != "" || !workflow.AllHandlersFinished(ctx) {
+				s.boxes.rearm()
+				continue
 			}
 			return nil, s.continueAsNew(ctx)
 		case s.st.Ready():
@@ -565,13 +579,8 @@ func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, 
 	case CommandPolicy:
 		err = s.st.SetPolicy(runtime.InputPolicy(c.Arg))
 	case CommandSwitch:
-		// Between turns: each workspace goes to its snapshot, and the next
-		// command restores it on the new backend.
-		if err = workflow.Await(ctx, func() bool { return s.st.Running == nil || s.st.Stopped }); err == nil && !s.st.Stopped {
-			if err = s.boxes.suspendEach(ctx); err == nil {
-				s.st.Backend = c.Arg
-			}
-		}
+		// The main loop switches between turns, before the next one.
+		s.switchTo = c.Arg
 	case CommandStop:
 		for _, m := range s.st.Stop() {
 			s.rec.add(ctx, Event{Kind: EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
@@ -628,10 +637,11 @@ var backendName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 // workspace to be restored from its snapshot. The fork tells the manager
 // it exists; a fork that cannot start is reported to the manager, which
 // answers its caller with the error.
-func (s *session) fork(ctx workflow.Context, req ForkRequest) error {
+func (s *session) fork(ctx workflow.Context, req ForkRequest) {
 	leases, err := s.boxes.snapshotEach(ctx)
 	if err != nil {
-		return err
+		s.forkFailed(ctx, req, err)
+		return
 	}
 	st := *s.st
 	st.Queue, st.Running, st.Paused, st.Stopped, st.LastActivity = nil, nil, false, false, workflow.Now(ctx)
@@ -652,7 +662,7 @@ func (s *session) fork(ctx workflow.Context, req ForkRequest) error {
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}, Summary: "keep the blob data the fork shares"})
 	if err := workflow.ExecuteLocalActivity(lctx, KeepActivityName, keep).Get(ctx, nil); err != nil {
 		s.forkFailed(ctx, req, err)
-		return nil
+		return
 	}
 	in := SessionInput{Graph: s.in.Graph, Agent: st.Agent, Name: st.Name, Policy: st.Policy, Vars: s.in.Vars, MaxHandoffs: s.in.MaxHandoffs,
 		Manager: cmp.Or(req.Manager, s.in.Manager), Fork: &SessionImage{From: s.id, Spec: s.spec, State: st}}
@@ -663,10 +673,9 @@ func (s *session) fork(ctx workflow.Context, req ForkRequest) error {
 	})
 	if err := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in).GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		s.forkFailed(ctx, req, err)
-		return nil
+		return
 	}
 	s.rec.add(ctx, Event{Kind: EventSessionForked, Agent: s.st.Agent, Detail: "forked as " + req.NewID})
-	return nil
 }
 
 // forkFailed tells the manager a fork could not be made.
@@ -756,8 +765,10 @@ func (s *session) turn(ctx workflow.Context) error {
 		rec.Outcome, rec.Agent = runtime.TurnRolledBack, s.st.Agent
 		s.rec.add(ctx, Event{Kind: EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
 	default:
-		// A failed turn leaves the conversation as it was before it; the
-		// workspaces keep what the turn's agents saved.
+		// A failed turn leaves the conversation as it was before it. The
+		// failing agent stopped its sandbox: its workspace goes back to
+		// the snapshot it was lent with; agents the turn passed through
+		// before keep what they gave back.
 		rec.Outcome, rec.Agent, rec.Error, rec.ErrorType = runtime.TurnFailed, s.st.Agent, failureText(err), ErrorType(err)
 		if s.st.Stopped {
 			rec.Error = "the session stopped during the turn"
@@ -790,15 +801,10 @@ const sessionTurnsPerRun = 100
 
 // continueAsNew carries the session, idle, into its next run.
 func (s *session) continueAsNew(ctx workflow.Context) error {
-	if err := s.boxes.settle(ctx); err != nil {
-		return err
-	}
-	if err := s.rec.savePage(ctx); err != nil {
-		return err
-	}
 	s.rec.add(ctx, Event{Kind: EventContinued, Agent: s.st.Agent,
 		Detail: fmt.Sprintf("history of %d events: continuing as new after turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), s.st.Turns)})
 	next := s.in
+	next.Fork = nil // The state carried holds what the fork gave.
 	next.Carry = &SessionCarry{Spec: s.spec, State: *s.st, Events: s.rec.events[max(0, len(s.rec.events)-carriedEvents):],
 		NextEvent: s.rec.next, Pages: s.rec.pages}
 	return workflow.NewContinueAsNewError(ctx, SessionWorkflowName, next)
@@ -813,10 +819,31 @@ func (s *session) end(ctx workflow.Context) (*SessionInfo, error) {
 	s.boxes.stopAll(ctx)
 	s.rec.add(ctx, Event{Kind: EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
 	s.changed(ctx)
-	// The callers waiting on turns are told before the workflow ends.
+	// The callers waiting on turns are told before the workflow ends, and
+	// fork requests that came in meanwhile are answered.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return nil, err
 	}
+	s.drain(ctx)
+	for _, req := range s.forks {
+		s.forkFailed(ctx, req, errors.New("the session stopped"))
+	}
+	s.forks = nil
 	info := s.info()
 	return &info, nil
+}
+
+// switchBackend moves every workspace to the backend asked for, between
+// turns: each live one is snapshotted and stopped (its next command
+// restores it there).
+func (s *session) switchBackend(ctx workflow.Context) {
+	to := s.switchTo
+	s.switchTo = ""
+	if err := s.boxes.suspendEach(ctx); err != nil {
+		s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
+		return
+	}
+	s.st.Backend = to
+	s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: "switched to " + to})
+	s.changed(ctx)
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"slices"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -68,6 +69,9 @@ func (b *sessionSandboxes) agents() []string { return slices.Clone(b.names) }
 // answers: its idle timer stops, and a suspension under way finishes
 // first.
 func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*SessionLink, error) {
+	if ctx.Err() != nil {
+		return nil, temporal.NewCanceledError() // The turn is over: nothing to lend to.
+	}
 	l := b.life(agent)
 	if err := l.hold(ctx); err != nil {
 		return nil, err
@@ -75,6 +79,21 @@ func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*SessionLin
 	lease := *l.lease
 	b.lent[agent] = lease
 	return &SessionLink{ID: b.id, Lease: &lease, Backend: b.st.Backend}, nil
+}
+
+// unlend takes agent's lease back as it was lent: the agent workflow it
+// was lent to never started.
+func (b *sessionSandboxes) unlend(agent string) {
+	lent, ok := b.lent[agent]
+	if !ok {
+		return
+	}
+	delete(b.lent, agent)
+	l := b.life(agent)
+	*l.lease = lent
+	if l.lease.Live() {
+		l.touch(b.ctx)
+	}
 }
 
 // back takes agent's lease back: as the agent gave it (a live sandbox's
@@ -169,13 +188,27 @@ func (b *sessionSandboxes) snapshotEach(ctx workflow.Context) ([]runtime.AgentLe
 		}
 		if l.lease.Live() {
 			if err := l.snapshotSafely(ctx); err != nil {
-				return nil, err
+				if !l.isLost(err) {
+					return nil, err
+				}
+				l.lost(ctx, err) // The fork restores the last snapshot.
+			} else {
+				l.touch(b.ctx)
 			}
-			l.touch(b.ctx)
 		}
 		out = append(out, runtime.AgentLease{Agent: a, Lease: *l.lease})
 	}
 	return out, nil
+}
+
+// rearm starts the idle timers of the live sandboxes again, after a
+// settle that did not end in continue-as-new.
+func (b *sessionSandboxes) rearm() {
+	for _, a := range b.agents() {
+		if l := b.lives[a]; l.lease.Live() && l.idleCancel == nil {
+			l.touch(b.ctx)
+		}
+	}
 }
 
 // settle readies the leases to be carried through continue-as-new: idle

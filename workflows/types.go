@@ -127,6 +127,10 @@ type AgentCarry struct {
 	Events    []Event            `json:"events,omitempty"`
 	NextEvent int                `json:"next_event"`
 	Pages     []EventPage        `json:"pages,omitempty"`
+	// Paused and Interrupted are the session's controls in force (see
+	// control), which a signal may have set while the run continued.
+	Paused      bool `json:"paused,omitempty"`
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Lease, MCP and MCPLost are where carries written before they were
 	// part of State held them: read, never written.
 	Lease   *runtime.SandboxLease `json:"lease,omitempty"`

@@ -28,7 +28,16 @@ type progress struct {
 	n      int
 	broken bool
 	last   time.Time // of the last notification sent
+
+	// text is the reply streaming now (its text_delta events so far), by
+	// agent workflow; shown is when it was last sent as progress.
+	text  map[string]*strings.Builder
+	shown map[string]time.Time
 }
+
+// textEvery bounds how often a streaming reply is sent as progress: a
+// notification per model token would flood a client.
+const textEvery = 250 * time.Millisecond
 
 // settleDelay separates a call's last progress notifications from its
 // result. The TypeScript SDK (1.x) handles a notification on a microtask
@@ -96,9 +105,59 @@ func (p *progress) settle() {
 }
 
 func (p *progress) event(e workflows.Event) {
+	if p == nil {
+		return
+	}
+	if e.Kind == workflows.EventTextDelta {
+		p.delta(e)
+		return
+	}
+	if e.Kind == workflows.EventTurn {
+		p.mu.Lock()
+		delete(p.text, e.WorkflowID) // The turn's event sums it up.
+		p.mu.Unlock()
+	}
 	if msg, ok := eventMessage(e); ok {
 		p.send(msg, nil)
 	}
+}
+
+// delta takes a piece of a streaming reply: the reply so far goes out as
+// progress ("agent: …the text's end"), at most every textEvery per agent.
+func (p *progress) delta(e workflows.Event) {
+	p.mu.Lock()
+	if p.text == nil {
+		p.text, p.shown = map[string]*strings.Builder{}, map[string]time.Time{}
+	}
+	b := p.text[e.WorkflowID]
+	if b == nil {
+		b = &strings.Builder{}
+		p.text[e.WorkflowID] = b
+	}
+	b.WriteString(e.Detail)
+	due := time.Since(p.shown[e.WorkflowID]) >= textEvery
+	if due {
+		p.shown[e.WorkflowID] = time.Now()
+	}
+	text := b.String()
+	p.mu.Unlock()
+	if due {
+		p.send(fmt.Sprintf("%s: %s", e.Agent, tail(text, 160)), nil)
+	}
+}
+
+// tail is the end of s on one line, at most n bytes, "…" before it when
+// cut.
+func tail(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "…" + s[cut:]
 }
 
 // eventMessage words an event for a person following the run, e.g.
@@ -113,7 +172,7 @@ func eventMessage(e workflows.Event) (msg string, ok bool) {
 	case workflows.EventRunStarted:
 		return "", false // the call says "run <id> started" itself
 	case workflows.EventTextDelta:
-		return "", false // a piece of a turn's text, which the turn's event previews
+		return "", false // pieces of a reply: progress.delta sends them
 	case workflows.EventAgentStarted:
 		if e.Child == "" {
 			return "", false // the agent's own record of what its parent said

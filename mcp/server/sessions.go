@@ -248,12 +248,16 @@ func (s *Server) callSession(t *sessionTool) mcp.ToolHandler {
 				if wctx.Err() != nil {
 					return // nobody waits for the answer any more
 				}
+				if e.WorkflowID != id {
+					p.event(e) // The turn's agents, their replies as they stream.
+					return
+				}
 				if msg, ok := sessionEventMessage(id, e); ok {
 					p.send(msg, nil)
 				}
 			}
 		}
-		var opts []troupeclient.SendOption
+		opts := []troupeclient.SendOption{troupeclient.Following(troupeclient.WithDeltas())}
 		if mid := messageID(t.name, id, args.Message, scope); mid != "" {
 			opts = append(opts, troupeclient.WithMessageID(mid))
 		}

@@ -257,7 +257,7 @@ func (s *Server) wait(ctx context.Context, p *progress, id string, limit time.Du
 		followed = make(chan struct{})
 		go func() {
 			defer close(followed)
-			_ = s.runs.Run(id).Follow(fctx, p.event)
+			_ = s.runs.Run(id).Follow(fctx, p.event, troupeclient.WithDeltas())
 		}()
 	}
 	out, err := s.runs.Run(id).Result(gctx)
