@@ -18,9 +18,12 @@ const (
 	ControlInterrupt = "interrupt"
 )
 
-// Control is a command for the agent tree of a session's turn.
+// Control is a command for the agent tree of a session's turn. Seq
+// numbers a session's pauses and resumes: signals may arrive out of
+// order, and an agent ignores one older than the last it took.
 type Control struct {
-	Op string `json:"op"`
+	Op  string `json:"op"`
+	Seq int    `json:"seq,omitempty"`
 }
 
 // control is where a workflow of a session's turn stands on its
@@ -42,6 +45,8 @@ type control struct {
 	children []string
 	// ch is the signal channel the controls come by, if any.
 	ch workflow.ReceiveChannel
+	// seq is the Seq of the last pause or resume taken.
+	seq int
 }
 
 // newControl is a workflow's control; listen has it take Controls by
@@ -80,10 +85,12 @@ func (c *control) drain(ctx workflow.Context) {
 // child that has just ended does not get it, which is as well).
 func (c *control) apply(ctx workflow.Context, cmd Control) {
 	switch cmd.Op {
-	case ControlPause:
-		c.paused = true
-	case ControlResume:
-		c.paused = false
+	case ControlPause, ControlResume:
+		if cmd.Seq != 0 && cmd.Seq <= c.seq {
+			return // An older one, come late.
+		}
+		c.seq = max(c.seq, cmd.Seq)
+		c.paused = cmd.Op == ControlPause
 	case ControlInterrupt:
 		c.interrupted = true
 	default:
@@ -107,7 +114,7 @@ func (c *control) track(ctx workflow.Context, id string, f workflow.ChildWorkflo
 		}
 		c.children = append(c.children, id)
 		if c.paused {
-			_ = workflow.SignalExternalWorkflow(gctx, id, "", ControlSignal, Control{Op: ControlPause})
+			_ = workflow.SignalExternalWorkflow(gctx, id, "", ControlSignal, Control{Op: ControlPause, Seq: c.seq})
 		}
 		if c.interrupted {
 			_ = workflow.SignalExternalWorkflow(gctx, id, "", ControlSignal, Control{Op: ControlInterrupt})

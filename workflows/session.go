@@ -567,12 +567,12 @@ func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, 
 		if err = s.st.Pause(); err == nil {
 			// No model call, tool or agent starts anywhere in the turn's
 			// tree; the workspaces the session holds are suspended.
-			s.ctl.apply(ctx, Control{Op: ControlPause})
+			s.ctl.apply(ctx, Control{Op: ControlPause, Seq: s.ctl.seq + 1})
 			s.boxes.suspendAll()
 		}
 	case CommandResume:
 		if err = s.st.Resume(); err == nil {
-			s.ctl.apply(ctx, Control{Op: ControlResume})
+			s.ctl.apply(ctx, Control{Op: ControlResume, Seq: s.ctl.seq + 1})
 		}
 	case CommandRename:
 		s.st.Name = c.Arg

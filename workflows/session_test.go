@@ -1129,3 +1129,24 @@ func TestSessionForkFailsBetweenSteps(t *testing.T) {
 		})
 	}
 }
+
+// Pause and resume reach an agent by signals that may arrive out of
+// order: an agent takes the newest, by sequence number.
+func TestControlOutOfOrder(t *testing.T) {
+	m := &treeModel{failed: map[string]bool{}}
+	env, _ := treeEnv(t, m)
+	env.RegisterDelayedCallback(func() {
+		// The resume (2) before the pause (1) it undoes: the agent runs on.
+		env.SignalWorkflow(workflows.ControlSignal, workflows.Control{Op: workflows.ControlResume, Seq: 2})
+		env.SignalWorkflow(workflows.ControlSignal, workflows.Control{Op: workflows.ControlPause, Seq: 1})
+	}, 500*time.Millisecond)
+	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "tree", Agent: "helper", RunID: "run",
+		Pending: []agents.Item{agents.UserMessage("slow help")}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("agent ended %v; want it to finish, the late pause ignored", err)
+	}
+	var res workflows.AgentResult
+	if err := env.GetWorkflowResult(&res); err != nil || string(res.Output) != `"helped"` {
+		t.Errorf("result %+v, %v", res, err)
+	}
+}
