@@ -203,7 +203,42 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) e
 		}
 		m.changed(e)
 	}
-	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Sessions: m.sessions, Bound: bound})
+	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Sessions: pruneStopped(m.sessions, keptStopped), Bound: bound})
+}
+
+// keptStopped bounds the stopped sessions a manager keeps listing: the
+// registry is carried whole through continue-as-new (a few hundred bytes
+// a session), so it forgets the stopped sessions that were last active
+// longest ago beyond this many. Their workflows and data stay as
+// retention keeps them.
+const keptStopped = 500
+
+// pruneStopped returns sessions without the stopped ones beyond the
+// newest max (by last activity), in their order.
+func pruneStopped(sessions []SessionEntry, max int) []SessionEntry {
+	var stopped []time.Time
+	for _, e := range sessions {
+		if e.Status == runtime.SessionStopped {
+			stopped = append(stopped, e.LastActivity)
+		}
+	}
+	if len(stopped) <= max {
+		return sessions
+	}
+	slices.SortFunc(stopped, func(a, b time.Time) int { return b.Compare(a) })
+	cut := stopped[max-1] // The oldest activity kept.
+	out := make([]SessionEntry, 0, len(sessions))
+	kept := 0
+	for _, e := range sessions {
+		if e.Status == runtime.SessionStopped {
+			if e.LastActivity.Before(cut) || kept == max {
+				continue
+			}
+			kept++
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func (m *manager) find(id string) int {
