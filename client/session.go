@@ -136,6 +136,20 @@ func (s *Session) Send(ctx context.Context, message string, wait bool, opts ...S
 	if err := h.Get(ctx, &res); err != nil {
 		return SendResult{}, fmt.Errorf("send to session %s: %w", s.id, err)
 	}
+	// The session continued as new before the turn ended: wait on its
+	// next run.
+	for wait && res.Continued && res.Record == nil {
+		h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.id, UpdateName: workflows.AwaitUpdate,
+			WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{res.Turn}})
+		if err != nil {
+			return SendResult{}, fmt.Errorf("wait for turn %s of session %s: %w", res.Turn, s.id, err)
+		}
+		var again SendResult
+		if err := h.Get(ctx, &again); err != nil {
+			return SendResult{}, fmt.Errorf("wait for turn %s of session %s: %w", res.Turn, s.id, err)
+		}
+		res.Record, res.Continued = again.Record, again.Continued
+	}
 	return res, nil
 }
 

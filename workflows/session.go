@@ -54,6 +54,10 @@ const (
 	// ForkSignal asks a session to fork itself (ForkRequest); the session
 	// manager sends it.
 	ForkSignal = "troupe.fork-request"
+	// AwaitUpdate waits for a turn (its id) to end and answers with its
+	// SendResult: what a caller of SendUpdate with Wait that got
+	// Continued asks the session's next run.
+	AwaitUpdate = "troupe.await"
 	// CommandUpdate runs a SessionCommand and answers with SessionInfo.
 	CommandUpdate = "troupe.command"
 	// SessionQuery answers with SessionInfo.
@@ -156,6 +160,9 @@ type SendResult struct {
 	Cursor Cursor `json:"cursor"`
 	// Record is the turn's outcome, when the caller waited for it.
 	Record *runtime.TurnRecord `json:"record,omitempty"`
+	// Continued says the session continued as new before the turn ended:
+	// wait for it with AwaitUpdate (client.Session.Send does).
+	Continued bool `json:"continued,omitempty"`
 }
 
 // Session commands (SessionCommand.Op).
@@ -244,6 +251,9 @@ type session struct {
 	turnsInRun int
 	// switchTo is the backend a switch asked for, done between turns.
 	switchTo string
+	// continuing says the run is about to continue as new: callers
+	// waiting on turns are answered Continued, so that it can.
+	continuing bool
 }
 
 // SessionWorkflow runs a session: see the top of this file.
@@ -256,6 +266,7 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*Sessio
 		return nil, err
 	}
 	for {
+		s.continuing = s.timeToContinue(ctx)
 		err := workflow.Await(ctx, func() bool {
 			return len(s.forks) > 0 || s.switchTo != "" || s.st.Ready() || s.st.Stopped || s.timeToContinue(ctx) && workflow.AllHandlersFinished(ctx)
 		})
@@ -371,6 +382,12 @@ func sessionDetails(graph string, st *runtime.SessionState) string {
 func (s *session) handle(ctx workflow.Context) error {
 	err := workflow.SetUpdateHandlerWithOptions(ctx, SendUpdate, s.send, workflow.UpdateHandlerOptions{
 		Validator: func(ctx workflow.Context, in SendInput) error { return sessionErr(s.st.CheckMessage(in.Message)) },
+	})
+	if err != nil {
+		return err
+	}
+	err = workflow.SetUpdateHandler(ctx, AwaitUpdate, func(ctx workflow.Context, turn string) (SendResult, error) {
+		return s.await(ctx, SendResult{Turn: turn})
 	})
 	if err != nil {
 		return err
@@ -497,18 +514,35 @@ func (s *session) send(ctx workflow.Context, in SendInput) (SendResult, error) {
 	if err != nil || !in.Wait {
 		return res, err
 	}
+	return s.await(ctx, res)
+}
+
+// await waits for res's turn to end and puts its record in res. When the
+// session is about to continue as new, it answers Continued at once: a
+// caller waiting keeps the run from ending, so it waits again on the next
+// run (AwaitUpdate).
+func (s *session) await(ctx workflow.Context, res SendResult) (SendResult, error) {
 	var rec runtime.TurnRecord
 	ok := false
 	if err := workflow.Await(ctx, func() bool {
 		rec, ok = s.st.Record(res.Turn)
-		return ok || s.st.Stopped && !s.queuedOrRunning(res.Turn)
+		return ok || s.continuing && !s.st.Stopped || !s.queuedOrRunning(res.Turn)
 	}); err != nil {
 		return res, err
 	}
-	if !ok {
+	n := turnNumber(res.Turn)
+	switch {
+	case ok:
+		res.Record = &rec
+	case s.st.Stopped:
 		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session stopped before turn %s was answered", res.Turn), ErrSessionStopped, nil)
+	case n < 1 || n > s.st.NextTurn:
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no turn %s in this session", res.Turn), ErrBadCommand, nil)
+	case s.continuing:
+		res.Continued = true
+	default:
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn %s ended longer ago than the session keeps records (its events hold it)", res.Turn), ErrBadCommand, nil)
 	}
-	res.Record = &rec
 	return res, nil
 }
 

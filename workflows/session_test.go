@@ -1150,3 +1150,44 @@ func TestControlOutOfOrder(t *testing.T) {
 		t.Errorf("result %+v, %v", res, err)
 	}
 }
+
+// Callers waiting on their turns do not hold a session's run from
+// continuing as new: at the bound, they are answered Continued (they wait
+// again on the next run) and the run continues as new with the messages
+// still queued.
+func TestSessionWaitersDoNotHoldContinueAsNew(t *testing.T) {
+	env, _ := newEnv(t, nil)
+	var inputs []string
+	slowAgents(env, &inputs)
+	var waiters []*updateCall
+	env.RegisterDelayedCallback(func() {
+		for _, m := range []string{"one", "two", "three"} {
+			waiters = append(waiters, sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: m, Wait: true}))
+		}
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(100000) }, 2500*time.Millisecond)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c"})
+	var cae *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &cae) {
+		t.Fatalf("session ended %v, want it to continue as new", err)
+	}
+	var next workflows.SessionInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	answered, continued := 0, 0
+	for _, w := range waiters {
+		var r workflows.SendResult
+		w.decode(t, &r)
+		switch {
+		case r.Record != nil:
+			answered++
+		case r.Continued:
+			continued++
+		}
+	}
+	if answered+continued != 3 || continued == 0 || next.Carry == nil || len(next.Carry.State.Queue)+next.Carry.State.Turns != 3 {
+		t.Errorf("%d answered, %d told to wait on the next run; carried %d queued after %d turns: want every caller answered or continued, every message carried",
+			answered, continued, len(next.Carry.State.Queue), next.Carry.State.Turns)
+	}
+}
