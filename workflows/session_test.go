@@ -210,10 +210,11 @@ func TestSessionRejectPolicy(t *testing.T) {
 	}
 }
 
-// sessionSandboxEnv is a test environment whose graph has a plain agent
-// "plain" and a sandbox agent "coder" (local backend under root), and whose
-// model runs fn.
-func sessionSandboxEnv(t *testing.T, fn turnFunc, tweak func(*workflows.Config)) (*testsuite.TestWorkflowEnvironment, string) {
+// localEnv is a test environment serving g with model m, a mem:// store
+// and the local sandbox backend under the root it returns, the sandboxes
+// idle 5 minutes before they suspend; tweak, when set, changes the
+// runner's config.
+func localEnv(t *testing.T, g *agents.Graph, m model.Model, tweak func(*workflows.Config)) (*testsuite.TestWorkflowEnvironment, string) {
 	t.Helper()
 	env := quietEnv()
 	root := t.TempDir()
@@ -222,12 +223,7 @@ func sessionSandboxEnv(t *testing.T, fn turnFunc, tweak func(*workflows.Config))
 		t.Fatal(err)
 	}
 	store, _ := blob.Open(context.Background(), "mem://")
-	g := agents.MustGraph("code", "coder",
-		&agents.Agent{Name: "coder", Instructions: "coder: edits files", Sandbox: &agents.Sandbox{},
-			Handoffs: []agents.Handoff{agents.HandoffTo("plain")}},
-		&agents.Agent{Name: "plain", Instructions: "plain: talks", Handoffs: []agents.Handoff{agents.HandoffTo("coder")}},
-	)
-	cfg := workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store,
+	cfg := workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store,
 		Sandboxes: map[string]sandbox.Client{"local": lc}, SandboxIdleTimeout: 5 * time.Minute}
 	if tweak != nil {
 		tweak(&cfg)
@@ -238,6 +234,19 @@ func sessionSandboxEnv(t *testing.T, fn turnFunc, tweak func(*workflows.Config))
 	}
 	r.Register(env)
 	return env, root
+}
+
+// sessionSandboxEnv is a test environment whose graph has a plain agent
+// "plain" and a sandbox agent "coder" (local backend under root), and whose
+// model runs fn.
+func sessionSandboxEnv(t *testing.T, fn turnFunc, tweak func(*workflows.Config)) (*testsuite.TestWorkflowEnvironment, string) {
+	t.Helper()
+	g := agents.MustGraph("code", "coder",
+		&agents.Agent{Name: "coder", Instructions: "coder: edits files", Sandbox: &agents.Sandbox{},
+			Handoffs: []agents.Handoff{agents.HandoffTo("plain")}},
+		&agents.Agent{Name: "plain", Instructions: "plain: talks", Handoffs: []agents.Handoff{agents.HandoffTo("coder")}},
+	)
+	return localEnv(t, g, &funcModel{fn: fn, calls: map[string]int{}}, tweak)
 }
 
 func shell(id, cmd string) agents.Item {
@@ -766,13 +775,6 @@ func (m *treeModel) Respond(_ context.Context, req model.Request) (*model.Respon
 
 func treeEnv(t *testing.T, m *treeModel) (*testsuite.TestWorkflowEnvironment, string) {
 	t.Helper()
-	env := quietEnv()
-	root := t.TempDir()
-	lc, err := local.New(local.Config{Root: root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, _ := blob.Open(context.Background(), "mem://")
 	g := agents.MustGraph("tree", "lead",
 		&agents.Agent{Name: "lead", Instructions: "lead: fans out", Tools: []agents.Tool{
 			agents.AsTool("helper", "help_one", "Helps."), agents.AsTool("helper", "help_two", "Helps too.")}},
@@ -780,13 +782,7 @@ func treeEnv(t *testing.T, m *treeModel) (*testsuite.TestWorkflowEnvironment, st
 			agents.MustFunctionTool("note", "Takes a note.", func(context.Context, struct{}) (string, error) { return "noted", nil })}},
 		&agents.Agent{Name: "solo", Instructions: "solo: works", Sandbox: &agents.Sandbox{}},
 	)
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store,
-		Sandboxes: map[string]sandbox.Client{"local": lc}, SandboxIdleTimeout: 5 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
-	return env, root
+	return localEnv(t, g, m, nil)
 }
 
 // Under the interrupt policy a message sent during a turn stops the turn
