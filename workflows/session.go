@@ -410,6 +410,11 @@ func (s *session) handle(ctx workflow.Context) error {
 			if !c.ReceiveAsync(&req) {
 				return false
 			}
+			if s.st.Paused && s.st.Running != nil {
+				// A fork waits for the turn to end, which a pause holds.
+				s.forkFailed(ctx, req, errors.New("the session is paused in the middle of a turn: resume it, or fork once the turn has ended"))
+				return true
+			}
 			s.forks = append(s.forks, req)
 			return true
 		}},

@@ -1187,3 +1187,39 @@ func TestSessionWaitersDoNotHoldContinueAsNew(t *testing.T) {
 			answered, continued, len(next.Carry.State.Queue), next.Carry.State.Turns)
 	}
 }
+
+// A fork of a session paused in the middle of a turn fails at once, with
+// the reason, rather than wait for a resume: the manager lists no fork.
+func TestSessionForkWhilePausedMidTurn(t *testing.T) {
+	env, _ := sessionSandboxEnv(t, nil, func(c *workflows.Config) { c.Model = &rollbackModel{failed: map[string]bool{}} })
+	var forked *updateCall
+	var listed []workflows.SessionEntry
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "src", Session: workflows.SessionInput{Graph: "code"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		// A turn whose model is unreachable: it retries for minutes.
+		askSession(t, env, "src", "stuck")
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "src", Command: workflows.SessionCommand{Op: workflows.CommandPause}})
+	}, 2*time.Second+200*time.Millisecond)
+	env.RegisterDelayedCallback(func() {
+		forked = sendUpdate(env, workflows.ForkUpdate, workflows.ForkInput{ID: "src", NewID: "branch"})
+	}, 2*time.Second+400*time.Millisecond)
+	env.RegisterDelayedCallback(func() {
+		q, err := env.QueryWorkflow(workflows.SessionsQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = q.Get(&listed)
+	}, time.Minute)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Minute)
+	env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+	if forked == nil || !forked.done || forked.err == nil || !strings.Contains(forked.err.Error(), "paused in the middle of a turn") {
+		t.Fatalf("fork of a session paused mid-turn: %+v; want it refused at once, saying why", forked)
+	}
+	if len(listed) != 1 || listed[0].ID != "src" {
+		t.Errorf("the manager lists %+v, want src only", listed)
+	}
+}
