@@ -106,16 +106,21 @@ func sessionWorker(b *testing.B, tweak func(*workflows.Config), roots ...string)
 	return cl, srv
 }
 
-// BenchmarkSessionTurns measures one session's turns at turn 10 against
-// turn 1,000: each turn is a message and its answer (Session.Send waiting
-// for the turn), the talker's context trimmed so the model's request does
-// not grow. The session continues as new on the worker's bound along the
-// way.
+// BenchmarkSessionTurns measures a session's turns at turn 10 against
+// turns at 1,000: each turn is a message and its answer (Session.Send
+// waiting for the turn), the talker's context trimmed so the model's
+// request does not grow. The sessions continue as new on the worker's
+// bound along the way.
 //
-// Reported: early-ms/turn (turns 10–59), late-ms/turn (turns
-// 1,000–1,049) and late-ratio, the one over the other (goal ≤ 1.2).
-// TROUPE_BENCH_SESSION_BOUND, when set, is the worker's
-// ContinueAfterEvents.
+// Two sessions of one worker take the measured turns in alternation: an
+// old one, first driven (untimed) to turn 1,000, and a young one, driven
+// to turn 10. Whatever else loads the machine then weighs on both alike,
+// so the ratio measures the session's age and not the machine's mood.
+//
+// Reported: early-ms/turn (turns 10–59 of the young session),
+// late-ms/turn (turns 1,000–1,049 of the old one) and late-ratio, the
+// one over the other (goal ≤ 1.2). TROUPE_BENCH_SESSION_BOUND, when set,
+// is the worker's ContinueAfterEvents.
 func BenchmarkSessionTurns(b *testing.B) {
 	const early, late, window = 10, 1000, 50
 	cl, _ := sessionWorker(b, func(cfg *workflows.Config) {
@@ -124,28 +129,38 @@ func BenchmarkSessionTurns(b *testing.B) {
 		}
 	})
 	ctx := context.Background()
-	var earlySum, lateSum time.Duration
-	for i := 0; i < b.N; i++ {
+	send := func(s *troupeclient.Session, turn int) time.Duration {
+		began := time.Now()
+		res, err := s.Send(ctx, "hello "+strconv.Itoa(turn), true)
+		took := time.Since(began)
+		if err != nil || res.Record == nil || string(res.Record.Output) != `"heard"` {
+			b.Fatalf("turn %d: %+v, %v", turn, res, err)
+		}
+		return took
+	}
+	create := func(turns int) *troupeclient.Session {
 		s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: sessionGraphName})
 		if err != nil {
 			b.Fatal(err)
 		}
-		for turn := 1; turn < late+window; turn++ {
-			began := time.Now()
-			res, err := s.Send(ctx, "hello "+strconv.Itoa(turn), true)
-			took := time.Since(began)
-			if err != nil || res.Record == nil || string(res.Record.Output) != `"heard"` {
-				b.Fatalf("turn %d: %+v, %v", turn, res, err)
-			}
-			switch {
-			case turn >= early && turn < early+window:
-				earlySum += took
-			case turn >= late:
-				lateSum += took
-			}
+		for turn := 1; turn < turns; turn++ {
+			send(s, turn)
 		}
-		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
-			b.Fatal(err)
+		return s
+	}
+	var earlySum, lateSum time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		old, young := create(late), create(early)
+		b.StartTimer()
+		for k := 0; k < window; k++ {
+			lateSum += send(old, late+k)
+			earlySum += send(young, early+k)
+		}
+		for _, s := range []*troupeclient.Session{old, young} {
+			if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	n := float64(b.N * window)
