@@ -321,6 +321,48 @@ func TestSessionRollbackRestoresFiles(t *testing.T) {
 	}
 }
 
+// A turn that fails after changing the workspace loses nothing: the
+// failed agent gives its sandbox back to the session as the failure left
+// it, and the next turn finds its files. With -histories, the session's,
+// its agents' and its manager's histories are saved for the replay tests.
+func TestSessionFailedTurnKeepsFiles(t *testing.T) {
+	cl, _, c := sessionClient(t, "local", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes"}, troupeclient.WithID(fmt.Sprintf("failed-turn-%d", os.Getpid())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{s.ID(): true}
+	follow := func(e troupeclient.Event) { ids[e.WorkflowID] = true }
+	if rec, err := s.Ask(ctx, "run: echo one > f.txt", follow); err != nil || rec.Outcome != runtime.TurnAnswered {
+		t.Fatalf("first turn %+v, %v", rec, err)
+	}
+	failed, err := s.Ask(ctx, "loop run: echo x >> f.txt", follow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed.Outcome != runtime.TurnFailed || failed.ErrorType != workflows.ErrMaxTurns {
+		t.Fatalf("the looping turn: %+v; want it failed with %s", failed, workflows.ErrMaxTurns)
+	}
+	rec, err := s.Ask(ctx, "run: wc -l < f.txt", follow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`"%d\n"`, 1+agents.DefaultMaxTurns); string(rec.Output) != want {
+		t.Errorf("after the failed turn wc -l reads %s, want %s: the first line and one per turn of the failed agent", rec.Output, want)
+	}
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if *historiesDir != "" {
+		saveHistories(t, c, ids, *historiesDir, "failed-turn")
+	}
+}
+
 // turnOf is turn id's record among the session's recent turns.
 func turnOf(info troupeclient.SessionInfo, id string) (troupeclient.TurnRecord, bool) {
 	for _, r := range info.Recent {

@@ -83,6 +83,9 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		switch {
 		case calls.sb != nil && kept && err == nil:
 			res.Lease = calls.sb.release(ctx) // The session keeps the sandbox.
+		case calls.sb != nil && kept && keepsFailedWorkspace(ctx, err):
+			// The session keeps the workspace as the failure left it.
+			err = withLease(err, calls.sb.release(ctx))
 		case calls.sb != nil:
 			calls.sb.end(ctx)
 		}

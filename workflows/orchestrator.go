@@ -201,7 +201,11 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		ctl.track(ctx, childID, child)
 		err := child.Get(ctx, &ar)
 		if in.Session != nil {
-			boxes.back(current, ar.Lease)
+			given := ar.Lease
+			if err != nil {
+				given = leaseFrom(err) // A failed agent may give its workspace back.
+			}
+			boxes.back(current, given)
 		}
 		if err != nil {
 			return res, err

@@ -1223,3 +1223,53 @@ func TestSessionForkWhilePausedMidTurn(t *testing.T) {
 		t.Errorf("the manager lists %+v, want src only", listed)
 	}
 }
+
+// A turn whose sandbox agent fails gives its workspace back to the
+// session as the failure left it: the next turn sees what the failed one
+// wrote, and the turn's record names the failure's type.
+func TestSessionFailedTurnKeepsWorkspace(t *testing.T) {
+	// "loop: CMD" runs CMD at every model turn until the agent runs out
+	// of turns; anything else is scriptedCoder's.
+	coder := func(req model.Request) []agents.Item {
+		var said string
+		for _, it := range req.Input {
+			if it.Type == agents.ItemMessage && it.Role == "user" {
+				said = it.Content
+			}
+		}
+		if cmd, ok := strings.CutPrefix(said, "loop: "); ok {
+			return []agents.Item{shell(fmt.Sprintf("c%d", len(req.Input)), cmd)}
+		}
+		return scriptedCoder(req)
+	}
+	env, _ := sessionSandboxEnv(t, coder, nil)
+	var base, failed, after *updateCall
+	env.RegisterDelayedCallback(func() {
+		base = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo base > f.txt && echo ok", Wait: true})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		failed = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "loop: echo x >> f.txt", Wait: true})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		after = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: wc -l < f.txt", Wait: true})
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+	}, 3*time.Minute)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code"})
+	if got := output(t, base); got != `"out: ok"` {
+		t.Fatalf("first turn: %s", got)
+	}
+	var r workflows.SendResult
+	failed.decode(t, &r)
+	if r.Record == nil || r.Record.Outcome != runtime.TurnFailed || r.Record.ErrorType != workflows.ErrMaxTurns {
+		t.Fatalf("the looping turn: %+v, %v; want it failed with %s", r.Record, failed.err, workflows.ErrMaxTurns)
+	}
+	if !strings.Contains(r.Record.Error, "troupe.MaxTurnsExceeded: ") || strings.Count(r.Record.Error, "troupe.MaxTurnsExceeded") != 1 {
+		t.Errorf("the failure reads %q", r.Record.Error)
+	}
+	// The base line and one line per turn of the failed agent.
+	if got := output(t, after); got != fmt.Sprintf(`"out: %d"`, 1+agents.DefaultMaxTurns) {
+		t.Errorf("after the failed turn f.txt has %s lines, want the base line and the failed turn's %d", got, agents.DefaultMaxTurns)
+	}
+}

@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"errors"
 	"slices"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -96,11 +98,12 @@ func (b *sessionSandboxes) unlend(agent string) {
 	}
 }
 
-// back takes agent's lease back: as the agent gave it (a live sandbox's
-// idle timer starts in the session), or, when the agent ended without
-// giving it (it failed or was cancelled, and stopped its sandbox), as it
-// was lent, forfeited: the next command restores the last snapshot the
-// session knows.
+// back takes agent's lease back: as the agent gave it, at its end or with
+// its failure (a live sandbox's idle timer starts in the session), or,
+// when the agent ended without giving it (it was cancelled, or failed on
+// code from before versionKeepFailedWorkspace, and stopped its sandbox),
+// as it was lent, forfeited: the next command restores the last snapshot
+// the session knows.
 func (b *sessionSandboxes) back(agent string, given *runtime.SandboxLease) {
 	lent, ok := b.lent[agent]
 	if !ok {
@@ -257,4 +260,49 @@ func sameLease(a, b runtime.SandboxLease) bool {
 		return l.Sandbox.State.ID
 	}
 	return a.State == b.State && a.Snapshot == b.Snapshot && a.Generation == b.Generation && id(a) == id(b)
+}
+
+// versionKeepFailedWorkspace: a session's agent that fails gives its
+// sandbox back to the session as the failure left it, instead of stopping
+// it (after which the session restored the snapshot it had lent, losing
+// what the failed turn wrote).
+const versionKeepFailedWorkspace = "troupe.keep-failed-workspace"
+
+// keepsFailedWorkspace reports whether an agent that ends with err gives
+// its session's sandbox back: it failed (a cancelled turn's workspaces go
+// back to the turn's start, or the session is stopping), and the run
+// started on code that does so.
+func keepsFailedWorkspace(ctx workflow.Context, err error) bool {
+	if err == nil || temporal.IsCanceledError(err) || ctx.Err() != nil {
+		return false
+	}
+	return workflow.GetVersion(ctx, versionKeepFailedWorkspace, workflow.DefaultVersion, 1) == 1
+}
+
+// leaseDetail is what a failed agent's error carries to its session: the
+// lease of the sandbox it gave back.
+type leaseDetail struct {
+	Lease *runtime.SandboxLease `json:"troupe_lease_back"`
+}
+
+// withLease is err carrying lease to the session, its type and text as
+// err's: an application error whose details hold the lease.
+func withLease(err error, lease *runtime.SandboxLease) error {
+	typ, text := ErrorType(err), failureText(err)
+	text = strings.TrimPrefix(text, typ+": ")
+	return temporal.NewApplicationErrorWithOptions(text, typ, temporal.ApplicationErrorOptions{
+		NonRetryable: true, Details: []any{leaseDetail{Lease: lease}}})
+}
+
+// leaseFrom is the lease a failed agent's error carries back, or nil.
+func leaseFrom(err error) *runtime.SandboxLease {
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || !ae.HasDetails() {
+		return nil
+	}
+	var d leaseDetail
+	if ae.Details(&d) != nil {
+		return nil
+	}
+	return d.Lease
 }
