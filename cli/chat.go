@@ -9,14 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/troupe-dev/troupe/cli/chat"
-	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -47,16 +45,16 @@ func runChat(cmd *cobra.Command, cn *conn, graphs []Graph, session, graph string
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	st := chat.NewState(chat.Options{Graph: graph, Graphs: names(graphs)})
-	r := &chatRunner{ctx: ctx, cn: cn, cl: cn.runs("", nil)}
+	r := chat.NewRunner(ctx, cn.runs("", nil), func(ctx context.Context) bool { return served(ctx, cn, workflows.DefaultTaskQueue) })
 	start := []chat.Effect{{Do: chat.DoCheckServed}}
 	if session != "" {
 		start = append(start, chat.Effect{Do: chat.DoOpen, Session: session})
 	}
-	ui := chat.New(st, r.cmd, start...)
+	ui := chat.New(st, r.Do, start...)
 	p := tea.NewProgram(ui, tea.WithContext(ctx), tea.WithAltScreen(), tea.WithInput(cmd.InOrStdin()), tea.WithOutput(cmd.OutOrStdout()))
-	r.send = p.Send
+	r.Send = p.Send
 	_, err := p.Run()
-	r.stopFollowing()
+	r.Stop()
 	if err != nil && !errors.Is(err, tea.ErrProgramKilled) {
 		return err
 	}
@@ -64,120 +62,4 @@ func runChat(cmd *cobra.Command, cn *conn, graphs []Graph, session, graph string
 		fmt.Fprintf(cmd.OutOrStdout(), "session %s stays: troupe chat --session %s\n", st.Session, st.Session)
 	}
 	return nil
-}
-
-// chatRunner makes the chat's client calls.
-type chatRunner struct {
-	ctx  context.Context
-	cn   *conn
-	cl   *troupeclient.Client
-	send func(tea.Msg) // the program's, for the follower's events
-
-	mu     sync.Mutex
-	follow context.CancelFunc // stops the follower of the open session
-}
-
-// cmd returns the command that makes e's call and answers with its
-// outcome.
-func (r *chatRunner) cmd(e chat.Effect) tea.Cmd {
-	ctx := r.ctx
-	failed := func(err error) tea.Msg { return chat.Failed{Do: e.Do, Session: e.Session, Text: e.Arg, Err: err} }
-	switch e.Do {
-	case chat.DoCheckServed:
-		return func() tea.Msg {
-			return chat.Served{Queue: workflows.DefaultTaskQueue, OK: served(ctx, r.cn, workflows.DefaultTaskQueue)}
-		}
-	case chat.DoCreate:
-		return func() tea.Msg {
-			_, entry, err := r.cl.CreateSession(ctx, troupeclient.SessionInput{Graph: e.Arg})
-			if err != nil {
-				return failed(err)
-			}
-			return chat.Created{Entry: entry}
-		}
-	case chat.DoOpen, chat.DoInfo:
-		return func() tea.Msg {
-			info, err := r.cl.Session(e.Session).Info(ctx)
-			switch {
-			case err != nil:
-				return failed(err)
-			case e.Do == chat.DoOpen:
-				return chat.Opened{Info: info}
-			}
-			return chat.Refreshed{Info: info}
-		}
-	case chat.DoFollow:
-		fctx := r.following()
-		return func() tea.Msg {
-			err := r.cl.Session(e.Session).FollowFrom(fctx, e.Cursor, func(ev troupeclient.Event) {
-				r.send(chat.Followed{Session: e.Session, Event: ev})
-			}, troupeclient.WithDeltas())
-			if fctx.Err() != nil {
-				err = nil // another session opened, or the chat ended
-			}
-			return chat.FollowEnded{Session: e.Session, Err: err}
-		}
-	case chat.DoSend:
-		return func() tea.Msg {
-			res, err := r.cl.Session(e.Session).Send(ctx, e.Arg, false)
-			if err != nil {
-				return failed(err)
-			}
-			return chat.Sent{Session: e.Session, Text: e.Arg, Result: res}
-		}
-	case chat.DoList:
-		return func() tea.Msg {
-			list, err := r.cl.Sessions(ctx)
-			if err != nil {
-				return failed(err)
-			}
-			return chat.Listed{Sessions: list}
-		}
-	case chat.DoCommand:
-		return func() tea.Msg {
-			entry, err := r.cl.Session(e.Session).Command(ctx, troupeclient.SessionCommand{Op: e.Command, Arg: e.Arg})
-			if err != nil {
-				return failed(err)
-			}
-			return chat.Commanded{Session: e.Session, Command: e.Command, Entry: entry}
-		}
-	case chat.DoFork:
-		return func() tea.Msg {
-			_, entry, err := r.cl.Session(e.Session).Fork(ctx, e.Arg)
-			if err != nil {
-				return failed(err)
-			}
-			return chat.Forked{From: e.Session, Entry: entry}
-		}
-	case chat.DoSwitch:
-		return func() tea.Msg {
-			entry, err := r.cl.Session(e.Session).SwitchBackend(ctx, e.Arg)
-			if err != nil {
-				return failed(err)
-			}
-			return chat.Switched{Session: e.Session, Backend: e.Arg, Entry: entry}
-		}
-	}
-	return func() tea.Msg { return failed(fmt.Errorf("the chat cannot %s", e.Do)) }
-}
-
-// following stops the follower of the session open until now and returns
-// the context of the next one.
-func (r *chatRunner) following() context.Context {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.follow != nil {
-		r.follow()
-	}
-	ctx, cancel := context.WithCancel(r.ctx)
-	r.follow = cancel
-	return ctx
-}
-
-func (r *chatRunner) stopFollowing() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.follow != nil {
-		r.follow()
-	}
 }

@@ -34,6 +34,7 @@ const historyBound = 1_100
 // arrive in order, each once, across the runs, whether polled or also
 // taken from the worker's event bus, and as the workflow recorded them.
 func TestLongRunContinuesAsNew(t *testing.T) {
+	t.Parallel() // long and on its own worker: it runs beside the other long ones, after the rest
 	c := dial(t)
 	_, url := modelServer(t)
 	bus := workflows.NewEventBus()
@@ -347,6 +348,7 @@ func forgetRuns(t *testing.T, c client.Client, id string, runs []string) {
 // continues as new several times, the result is the whole chain's, and
 // the run's events followed from the start arrive in order, each once.
 func TestRunContinuesAsNew(t *testing.T) {
+	t.Parallel() // long and on its own worker: it runs beside the other long ones, after the rest
 	const handoffs = 40
 	c := dial(t)
 	_, url := modelServer(t)

@@ -460,6 +460,7 @@ const sessionTurns = 2000
 // no payload nears the 2 MB limit (the outputs go to the blob store by
 // reference).
 func TestSessionScale(t *testing.T) {
+	t.Parallel()       // long and on its own worker: it runs beside the other long ones, after the rest
 	const bound = 1000 // the worker's ContinueAfterEvents
 	cl, _, c := sessionClient(t, "local", func(cfg *workflows.Config) { cfg.ContinueAfterEvents = bound })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a hang detector
@@ -525,6 +526,43 @@ func TestSessionScale(t *testing.T) {
 		runID = prev
 	}
 	measure(s.ID()+"/t1000/0-chatter", "")
+	// The manager took the session's news of every turn: it continued as
+	// new along the way, carrying its registry in blob pages, and lists
+	// the session as it stands.
+	mgr := workflows.SessionManagerIDFor(cl.TaskQueue())
+	var mgrRuns []string // newest first
+	for runID := ""; ; {
+		it := c.GetWorkflowHistory(ctx, mgr, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runID == "" {
+			d, err := c.DescribeWorkflowExecution(ctx, mgr, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			runID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+		}
+		mgrRuns = append(mgrRuns, runID)
+		if runID = e.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); runID == "" {
+			break
+		}
+	}
+	listed, err := cl.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mgrRuns) < 2 || len(listed) != 1 || listed[0].ID != s.ID() || listed[0].Turns != sessionTurns {
+		t.Errorf("the manager ran %d runs and lists %+v; want it continued as new, listing the session at %d turns", len(mgrRuns), listed, sessionTurns)
+	}
+	if *historiesDir != "" && len(mgrRuns) >= 3 {
+		// A run that read its registry from pages and saved it in pages.
+		index := openIndex(t, *historiesDir)
+		index.files["scale-manager.json"] = mgr
+		writeHistory(t, c, mgr, mgrRuns[1], filepath.Join(*historiesDir, "scale-manager.json"))
+		index.save(t)
+	}
 	t.Logf("%d turns in %d runs of the session; the largest history holds %d events, %d bytes; the largest event is %d bytes",
 		sessionTurns, runs, largest, largestBytes, largestPayload)
 	if runs < 3 || largest > 2*bound || largestBytes > 4<<20 || largestPayload > 512<<10 {

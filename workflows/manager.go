@@ -125,8 +125,12 @@ const versionManagerBound = "troupe.manager-bound"
 
 // ManagerInput starts (or continues) the session manager.
 type ManagerInput struct {
-	// Sessions is the registry its previous run carried over.
+	// Sessions is the registry its previous run carried over, when it
+	// carried it whole (runs from before the registry went by pages).
 	Sessions []SessionEntry `json:"sessions,omitempty"`
+	// Pages are the blob keys of the registry its previous run saved, in
+	// order (see registry.go).
+	Pages []string `json:"pages,omitempty"`
 	// Bound is the history length at which a run of the manager continues
 	// as new: fixed at its first start (the worker's ContinueAfterEvents
 	// then) and carried, so no later worker's setting changes a run's
@@ -143,10 +147,17 @@ type manager struct {
 }
 
 // SessionManagerWorkflow runs the session manager: see the top of this
-// file. It continues as new, carrying its registry, when its history
-// reaches the worker's bound.
+// file. It continues as new, carrying its registry by reference (blob
+// pages, see registry.go), when its history reaches its bound.
 func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) error {
 	m := &manager{r: r, sessions: in.Sessions, failed: map[string]string{}}
+	if len(in.Pages) > 0 {
+		sessions, err := loadRegistry(ctx, in.Pages)
+		if err != nil {
+			return err
+		}
+		m.sessions = append(m.sessions, sessions...)
+	}
 	if err := workflow.SetQueryHandler(ctx, SessionsQuery, func() ([]SessionEntry, error) {
 		return slices.Clone(m.sessions), nil
 	}); err != nil {
@@ -161,26 +172,27 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) e
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, ForkUpdate, m.fork, workflow.UpdateHandlerOptions{Validator: m.checkFork}); err != nil {
 		return err
 	}
+	// The main loop takes the signals as they come, so that at the bound
+	// none is left half-taken: a goroutine blocked on a channel would be
+	// handed a signal it has not applied yet when the run continues.
 	failures := workflow.GetSignalChannel(ctx, ForkFailedSignal)
-	workflow.Go(ctx, func(gctx workflow.Context) {
+	changed := workflow.GetSignalChannel(ctx, SessionChangedSignal)
+	drain := func() {
 		for {
 			var f ForkFailure
-			if !failures.Receive(gctx, &f) {
-				return
+			if !failures.ReceiveAsync(&f) {
+				break
 			}
 			m.failed[f.NewID] = f.Error
 		}
-	})
-	changed := workflow.GetSignalChannel(ctx, SessionChangedSignal)
-	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
 			var e SessionEntry
-			if !changed.Receive(gctx, &e) {
-				return
+			if !changed.ReceiveAsync(&e) {
+				break
 			}
 			m.changed(e)
 		}
-	})
+	}
 	bound := in.Bound
 	if bound == 0 {
 		bound = r.cfg.ContinueAfterEvents // Managers from before the bound was fixed.
@@ -190,25 +202,36 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) e
 			}
 		}
 	}
-	if err := workflow.Await(ctx, func() bool {
+	atBound := func() bool {
 		info := workflow.GetInfo(ctx)
 		return (info.GetCurrentHistoryLength() >= bound || info.GetContinueAsNewSuggested()) && workflow.AllHandlersFinished(ctx)
-	}); err != nil {
-		return err
 	}
 	for {
-		var e SessionEntry
-		if !changed.ReceiveAsync(&e) {
+		if err := workflow.Await(ctx, func() bool { return failures.Len() > 0 || changed.Len() > 0 || atBound() }); err != nil {
+			return err
+		}
+		drain()
+		if atBound() {
 			break
 		}
-		m.changed(e)
 	}
-	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Sessions: pruneStopped(m.sessions, keptStopped), Bound: bound})
+	kept := pruneStopped(m.sessions, keptStopped)
+	if workflow.GetVersion(ctx, versionManagerPages, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Sessions: kept, Bound: bound})
+	}
+	pages, err := saveRegistry(ctx, kept)
+	if err != nil {
+		return err
+	}
+	if err := dropRegistry(ctx, in.Pages); err != nil {
+		return err
+	}
+	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Pages: pages, Bound: bound})
 }
 
 // keptStopped bounds the stopped sessions a manager keeps listing: the
-// registry is carried whole through continue-as-new (a few hundred bytes
-// a session), so it forgets the stopped sessions that were last active
+// registry is carried through continue-as-new (a few hundred bytes a
+// session, read back into the next run's history), so it forgets the stopped sessions that were last active
 // longest ago beyond this many. Their workflows and data stay as
 // retention keeps them.
 const keptStopped = 500

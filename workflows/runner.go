@@ -393,6 +393,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
 	w.RegisterActivityWithOptions(r.acts.SaveEvents, activity.RegisterOptions{Name: SaveEventsActivityName})
 	w.RegisterActivityWithOptions(r.acts.Keep, activity.RegisterOptions{Name: KeepActivityName})
+	w.RegisterActivityWithOptions(r.acts.RegistryPages, activity.RegisterOptions{Name: RegistryActivityName})
 }
 
 // RegisterWorkflows registers the workflows only, for example on a

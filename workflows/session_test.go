@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -1271,5 +1272,94 @@ func TestSessionFailedTurnKeepsWorkspace(t *testing.T) {
 	// The base line and one line per turn of the failed agent.
 	if got := output(t, after); got != fmt.Sprintf(`"out: %d"`, 1+agents.DefaultMaxTurns) {
 		t.Errorf("after the failed turn f.txt has %s lines, want the base line and the failed turn's %d", got, agents.DefaultMaxTurns)
+	}
+}
+
+// A session manager continues as new with its registry in blob pages,
+// however many sessions it holds: the next run lists every session, in
+// order, from the pages, and when it continues in turn it saves its own
+// pages and drops the ones it read. A manager started from a registry
+// carried whole (runs from before the pages) moves it to pages.
+func TestSessionManagerCarriesRegistryInPages(t *testing.T) {
+	store, _ := blob.Open(context.Background(), "mem://")
+	manager := func() *testsuite.TestWorkflowEnvironment {
+		env := quietEnv()
+		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: &funcModel{calls: map[string]int{}}, Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Register(env)
+		return env
+	}
+	// continued runs a manager from in until it continues as new (a
+	// session's news wakes it at its bound) and returns the next run's
+	// input, and what the run listed first.
+	continued := func(env *testsuite.TestWorkflowEnvironment, in workflows.ManagerInput, news workflows.SessionEntry) (workflows.ManagerInput, []workflows.SessionEntry) {
+		t.Helper()
+		var listed []workflows.SessionEntry
+		env.RegisterDelayedCallback(func() {
+			q, err := env.QueryWorkflow(workflows.SessionsQuery)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Get(&listed); err != nil {
+				t.Fatal(err)
+			}
+			env.SignalWorkflow(workflows.SessionChangedSignal, news)
+		}, time.Second)
+		env.RegisterDelayedCallback(func() {
+			env.SetCurrentHistoryLength(100000)
+			env.SignalWorkflow(workflows.SessionChangedSignal, news) // Wakes the manager at its bound.
+		}, 2*time.Second)
+		env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, in)
+		var cae *workflow.ContinueAsNewError
+		if err := env.GetWorkflowError(); !errors.As(err, &cae) {
+			t.Fatalf("manager ended with %v, want it to continue as new", err)
+		}
+		var next workflows.ManagerInput
+		if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
+			t.Fatal(err)
+		}
+		return next, listed
+	}
+	// More sessions than fit one payload, whole.
+	const n = 1234
+	long := strings.Repeat("x", 1000)
+	var sessions []workflows.SessionEntry
+	for i := range n {
+		sessions = append(sessions, workflows.SessionEntry{ID: fmt.Sprintf("s%04d", i), Name: long, Graph: "test", Agent: "c", Status: runtime.SessionIdle, Turns: i})
+	}
+	news := sessions[7]
+	news.Turns = 1000
+	next, _ := continued(manager(), workflows.ManagerInput{Sessions: sessions}, news)
+	if len(next.Sessions) != 0 || len(next.Pages) < 5 {
+		t.Fatalf("continued with %d sessions whole and pages %v; want none whole, 5 pages or more", len(next.Sessions), next.Pages)
+	}
+	for _, key := range next.Pages {
+		data, err := store.Get(context.Background(), key)
+		if err != nil || len(data) > 256<<10 {
+			t.Errorf("page %s: %d bytes, %v", key, len(data), err)
+		}
+	}
+	// The next run holds every session, the news included; a run of
+	// another id saves its own pages and drops these.
+	news2 := sessions[1233]
+	news2.Status = runtime.SessionStopped
+	env := manager()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "troupe-sessions-next"})
+	after, listed := continued(env, next, news2)
+	if len(listed) != n || listed[7].Turns != 1000 || listed[1233].Turns != 1233 || listed[500].ID != "s0500" {
+		t.Fatalf("the next run lists %d sessions (s0007 at %d turns); want all %d, in order, with the news", len(listed), listed[7].Turns, n)
+	}
+	if len(after.Pages) != len(next.Pages) || after.Pages[0] == next.Pages[0] {
+		t.Fatalf("pages %v after %v: want as many, the run's own", after.Pages, next.Pages)
+	}
+	if _, err := store.Get(context.Background(), next.Pages[0]); err == nil {
+		t.Errorf("the pages the second run read are still there")
+	}
+	var last []workflows.SessionEntry
+	data, err := store.Get(context.Background(), after.Pages[len(after.Pages)-1])
+	if err != nil || json.Unmarshal(data, &last) != nil || last[len(last)-1].Status != runtime.SessionStopped {
+		t.Errorf("the last page ends with %+v (%v), want s1233 stopped", last[len(last)-1:], err)
 	}
 }

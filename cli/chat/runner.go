@@ -1,0 +1,142 @@
+package chat
+
+// Runner wires the chat to a Troupe client: each effect is a client call
+// whose outcome comes back as a message.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	troupeclient "github.com/troupe-dev/troupe/client"
+)
+
+// NewRunner returns a Runner whose calls use cl under ctx. served, when
+// set, tells whether a worker serves cl's task queue (DoCheckServed);
+// nil means assume so.
+func NewRunner(ctx context.Context, cl *troupeclient.Client, served func(ctx context.Context) bool) *Runner {
+	return &Runner{ctx: ctx, cl: cl, served: served}
+}
+
+// Runner runs a chat's effects as calls of a Troupe client: Do is the
+// do of New. Set Send to the program's Send before the program runs; the
+// session's follower sends its events there.
+type Runner struct {
+	ctx    context.Context
+	cl     *troupeclient.Client
+	served func(ctx context.Context) bool
+	// Send delivers a message to the program (tea.Program.Send).
+	Send func(tea.Msg)
+
+	mu     sync.Mutex
+	follow context.CancelFunc // stops the follower of the open session
+}
+
+// Do returns the command that makes e's call and answers with its
+// outcome (a Msg).
+func (r *Runner) Do(e Effect) tea.Cmd {
+	ctx := r.ctx
+	failed := func(err error) tea.Msg { return Failed{Do: e.Do, Session: e.Session, Text: e.Arg, Err: err} }
+	switch e.Do {
+	case DoCheckServed:
+		return func() tea.Msg {
+			return Served{Queue: r.cl.TaskQueue(), OK: r.served == nil || r.served(ctx)}
+		}
+	case DoCreate:
+		return func() tea.Msg {
+			_, entry, err := r.cl.CreateSession(ctx, troupeclient.SessionInput{Graph: e.Arg})
+			if err != nil {
+				return failed(err)
+			}
+			return Created{Entry: entry}
+		}
+	case DoOpen, DoInfo:
+		return func() tea.Msg {
+			info, err := r.cl.Session(e.Session).Info(ctx)
+			switch {
+			case err != nil:
+				return failed(err)
+			case e.Do == DoOpen:
+				return Opened{Info: info}
+			}
+			return Refreshed{Info: info}
+		}
+	case DoFollow:
+		fctx := r.following()
+		return func() tea.Msg {
+			err := r.cl.Session(e.Session).FollowFrom(fctx, e.Cursor, func(ev troupeclient.Event) {
+				r.Send(Followed{Session: e.Session, Event: ev})
+			}, troupeclient.WithDeltas())
+			if fctx.Err() != nil {
+				err = nil // another session opened, or the chat ended
+			}
+			return FollowEnded{Session: e.Session, Err: err}
+		}
+	case DoSend:
+		return func() tea.Msg {
+			res, err := r.cl.Session(e.Session).Send(ctx, e.Arg, false)
+			if err != nil {
+				return failed(err)
+			}
+			return Sent{Session: e.Session, Text: e.Arg, Result: res}
+		}
+	case DoList:
+		return func() tea.Msg {
+			list, err := r.cl.Sessions(ctx)
+			if err != nil {
+				return failed(err)
+			}
+			return Listed{Sessions: list}
+		}
+	case DoCommand:
+		return func() tea.Msg {
+			entry, err := r.cl.Session(e.Session).Command(ctx, troupeclient.SessionCommand{Op: e.Command, Arg: e.Arg})
+			if err != nil {
+				return failed(err)
+			}
+			return Commanded{Session: e.Session, Command: e.Command, Entry: entry}
+		}
+	case DoFork:
+		return func() tea.Msg {
+			_, entry, err := r.cl.Session(e.Session).Fork(ctx, e.Arg)
+			if err != nil {
+				return failed(err)
+			}
+			return Forked{From: e.Session, Entry: entry}
+		}
+	case DoSwitch:
+		return func() tea.Msg {
+			entry, err := r.cl.Session(e.Session).SwitchBackend(ctx, e.Arg)
+			if err != nil {
+				return failed(err)
+			}
+			return Switched{Session: e.Session, Backend: e.Arg, Entry: entry}
+		}
+	}
+	return func() tea.Msg { return failed(fmt.Errorf("the chat cannot %s", e.Do)) }
+}
+
+// following stops the follower of the session open until now and returns
+// the context of the next one.
+func (r *Runner) following() context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.follow != nil {
+		r.follow()
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	r.follow = cancel
+	return ctx
+}
+
+// Stop stops the follower of the open session; call it when the program
+// has ended.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.follow != nil {
+		r.follow()
+	}
+}

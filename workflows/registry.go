@@ -1,0 +1,139 @@
+package workflows
+
+// A session manager carries its registry through continue-as-new by
+// reference: a registry of thousands of sessions is larger than a payload
+// may be, so the run that continues saves it to the blob store in pages
+// and passes their keys; the next run reads the pages back, each its own
+// local activity (each page's result, the only copy history keeps, stays
+// far below the payload bound), and drops them when it continues in turn.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// RegistryActivityName is the local activity that saves, loads and drops
+// a session manager's registry pages.
+const RegistryActivityName = "troupe.RegistryPages"
+
+// versionManagerPages marks the change to managers that carry their
+// registry in blob pages rather than in their input.
+const versionManagerPages = "troupe.manager-pages"
+
+// registryPageBytes bounds a page's JSON: well below payloadLimit, since
+// each page comes back as a local activity's result.
+const registryPageBytes = 256 << 10
+
+// RegistryInput is one step on a manager's registry pages: Op "save"
+// writes Entries as the page Key, "load" reads the page Key, "drop"
+// deletes the pages under Prefix.
+type RegistryInput struct {
+	Op      string         `json:"op"`
+	Key     string         `json:"key,omitempty"`
+	Prefix  string         `json:"prefix,omitempty"`
+	Entries []SessionEntry `json:"entries,omitempty"`
+}
+
+// RegistryPages saves, loads or drops registry pages.
+func (a *Activities) RegistryPages(ctx context.Context, in RegistryInput) ([]SessionEntry, error) {
+	store := a.r.cfg.Store
+	switch in.Op {
+	case "save":
+		data, err := json.Marshal(in.Entries)
+		if err != nil {
+			return nil, err
+		}
+		return nil, store.Put(ctx, in.Key, data)
+	case "load":
+		data, err := store.Get(ctx, in.Key)
+		if err != nil {
+			return nil, err
+		}
+		var out []SessionEntry
+		if err := json.Unmarshal(data, &out); err != nil {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("registry page %s: %v", in.Key, err), ErrInternal, nil)
+		}
+		return out, nil
+	case "drop":
+		_, err := store.DeletePrefix(ctx, in.Prefix)
+		return nil, err
+	}
+	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("registry: unknown op %q", in.Op), ErrInternal, nil)
+}
+
+// registryPrefix is where a run of the manager saves its pages.
+func registryPrefix(ctx workflow.Context) string {
+	info := workflow.GetInfo(ctx)
+	return "managers/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/"
+}
+
+func registryCtx(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute}, Summary: summary})
+}
+
+// loadRegistry reads the pages a manager's previous run saved, in order.
+func loadRegistry(ctx workflow.Context, pages []string) ([]SessionEntry, error) {
+	var all []SessionEntry
+	for _, key := range pages {
+		var page []SessionEntry
+		if err := workflow.ExecuteLocalActivity(registryCtx(ctx, "load the session registry"), RegistryActivityName,
+			RegistryInput{Op: "load", Key: key}).Get(ctx, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+	}
+	return all, nil
+}
+
+// saveRegistry saves sessions in pages of at most registryPageBytes
+// under this run's prefix and returns their keys.
+func saveRegistry(ctx workflow.Context, sessions []SessionEntry) ([]string, error) {
+	prefix := registryPrefix(ctx)
+	var keys []string
+	save := func(page []SessionEntry) error {
+		key := fmt.Sprintf("%spage-%06d.json", prefix, len(keys))
+		if err := workflow.ExecuteLocalActivity(registryCtx(ctx, "save the session registry"), RegistryActivityName,
+			RegistryInput{Op: "save", Key: key, Entries: page}).Get(ctx, nil); err != nil {
+			return err
+		}
+		keys = append(keys, key)
+		return nil
+	}
+	start, size := 0, 0
+	for i, e := range sessions {
+		data, _ := json.Marshal(e) // Plain data: it cannot fail.
+		if size+len(data) > registryPageBytes && i > start {
+			if err := save(sessions[start:i]); err != nil {
+				return nil, err
+			}
+			start, size = i, 0
+		}
+		size += len(data) + 1
+	}
+	if start < len(sessions) {
+		if err := save(sessions[start:]); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// dropRegistry deletes the pages under the prefix of the pages a run
+// loaded (its previous run's), once their entries are saved again.
+func dropRegistry(ctx workflow.Context, pages []string) error {
+	if len(pages) == 0 {
+		return nil
+	}
+	prefix := pages[0][:len(pages[0])-len("page-000000.json")]
+	if prefix == registryPrefix(ctx) {
+		return nil // This run's own (a run id reused, as in tests): just saved again.
+	}
+	return workflow.ExecuteLocalActivity(registryCtx(ctx, "drop the previous session registry"), RegistryActivityName,
+		RegistryInput{Op: "drop", Prefix: prefix}).Get(ctx, nil)
+}
