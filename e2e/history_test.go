@@ -256,8 +256,12 @@ func TestMarathon(t *testing.T) {
 		}
 	}
 	t.Logf("%d model calls, the widest context held %d turns", calls, widest)
-	if calls != marathonTurns+1 || widest > marathonWindow/2+1 || widest < marathonWindow/4 {
-		t.Errorf("%d model calls; the widest showed %d turns; want %d calls of at most %d turns each, and trims that keep about %d",
+	// Model calls are local activities, run at least once: on a loaded
+	// machine a workflow task that times out while one runs has it run
+	// again. The run counts each turn once (above); the calls may be a
+	// few more, never fewer.
+	if calls < marathonTurns+1 || calls > (marathonTurns+1)*101/100 || widest > marathonWindow/2+1 || widest < marathonWindow/4 {
+		t.Errorf("%d model calls; the widest showed %d turns; want %d calls (up to 1%% more, repeated) of at most %d turns each, and trims that keep about %d",
 			calls, widest, marathonTurns+1, marathonWindow/2+1, marathonWindow/4)
 	}
 	for i, e := range runner {
