@@ -12,7 +12,8 @@ package workflows
 //     ended the last turn answers, with the conversation so far; handoffs,
 //     agents-as-tools and sandboxes work as in a run. Each agent of the
 //     chain is lent the sandbox lease the session keeps for it, and gives
-//     it back at its end: one workspace per agent for the whole session,
+//     it back at its end, or with its failure (a failed turn loses none of
+//     the files it wrote): one workspace per agent for the whole session,
 //     suspended after its idle timeout and restored on the next command.
 //  4. A message that arrives during a turn meets the session's input
 //     policy (runtime.InputPolicy): queued, refused, or it rolls the
