@@ -125,6 +125,10 @@ type Config struct {
 	// would hold each snapshot in RAM.
 	SpoolDir string
 
+	// Memory configures the consolidation of the memory scopes of agents
+	// with memory (agents.MemoryConfig): models and bounds.
+	Memory MemoryOptions
+
 	// MCP holds this worker's MCP sessions. The default is a pool of the
 	// Runner's own, which the stop func of StartWorkers closes (ending
 	// the stdio servers it started).
@@ -393,6 +397,10 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
 	w.RegisterActivityWithOptions(r.acts.SaveEvents, activity.RegisterOptions{Name: SaveEventsActivityName})
 	w.RegisterActivityWithOptions(r.acts.Keep, activity.RegisterOptions{Name: KeepActivityName})
+	w.RegisterActivityWithOptions(r.acts.MemoryAppendRollout, activity.RegisterOptions{Name: MemoryAppendActivityName})
+	w.RegisterActivityWithOptions(r.acts.MemorySignal, activity.RegisterOptions{Name: MemorySignalActivityName})
+	w.RegisterActivityWithOptions(r.acts.MemoryPhase1, activity.RegisterOptions{Name: MemoryPhase1ActivityName})
+	w.RegisterActivityWithOptions(r.acts.MemoryPhase2, activity.RegisterOptions{Name: MemoryPhase2ActivityName})
 }
 
 // RegisterWorkflows registers the workflows only, for example on a
@@ -402,6 +410,7 @@ func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
 	w.RegisterWorkflowWithOptions(r.SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowName})
 	w.RegisterWorkflowWithOptions(r.SessionManagerWorkflow, workflow.RegisterOptions{Name: SessionManagerWorkflowName})
+	w.RegisterWorkflowWithOptions(r.MemoryWorkflow, workflow.RegisterOptions{Name: MemoryWorkflowName})
 }
 
 // Close releases what the Runner holds: the MCP sessions of its own pool
