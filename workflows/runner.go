@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/mcp"
+	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -242,6 +243,13 @@ func NewRunner(cfg Config) (*Runner, error) {
 		g, err := withDefaultCapabilities(g)
 		if err != nil {
 			return nil, err
+		}
+		for _, a := range g.Agents() {
+			if a.Memory != nil {
+				if err := memory.CheckScope(a.Memory.Scope); err != nil {
+					return nil, fmt.Errorf("workflows: graph %s, agent %s: %w", g.Name(), a.Name, err)
+				}
+			}
 		}
 		if _, dup := r.graphs[g.Name()]; dup {
 			return nil, fmt.Errorf("workflows: two graphs named %q", g.Name())
