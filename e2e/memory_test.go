@@ -1,0 +1,133 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/memory"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// memoryScenario answers the agent at once and both memory phases after
+// a delay, so that a run's end and its consolidation can be told apart.
+const memoryScenario = `
+rules:
+  - name: agent
+    match: {instructions: "memtest:"}
+    respond: {text: "Noted: tabs."}
+  - name: phase1
+    match: {instructions: "memory phase 1"}
+    respond: {delay_ms: 300, json: {rollout_slug: "user-prefers-tabs", rollout_summary: "The user said they prefer tabs.", raw_memory: "- the user prefers tabs"}}
+  - name: phase2
+    match: {instructions: "memory phase 2"}
+    respond: {delay_ms: 100, json: {memory_md: "## style\n- the user prefers tabs", memory_summary: "- the user prefers tabs"}}
+`
+
+// Two runs of an agent with memory, on a real Temporal server: each
+// appends its rollout and starts-or-signals the scope's memory workflow
+// (SignalWithStart from an activity); the runs answer before their
+// consolidation starts; phase 1 runs once per run, phase 2 writes the
+// handbook, the summary and the selection; the workflow ends when idle.
+func TestMemoryConsolidationEndToEnd(t *testing.T) {
+	sc, err := scripted.ParseScenario([]byte(memoryScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scripted.New(sc)
+	base, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	c := dial(t)
+	scope := fmt.Sprintf("e2e-%d-%d", os.Getpid(), time.Now().UnixNano())
+	g := agents.MustGraph("memtest", "m", &agents.Agent{Name: "m", Instructions: "memtest: remembers", Memory: &agents.MemoryConfig{Scope: scope}})
+	var store *blob.Store
+	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
+		cfg.Graphs = append(cfg.Graphs, g)
+		cfg.Memory = workflows.MemoryOptions{Phase1Model: "mini", Phase2Model: "big", IdleTimeout: 2 * time.Second}
+		store = cfg.Store
+	})
+	var answered []time.Time
+	for _, msg := range []string{"I prefer tabs.", "Really, tabs."} {
+		res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "memtest", Input: msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		answered = append(answered, time.Now())
+		if string(res.Output) != `"Noted: tabs."` {
+			t.Fatalf("output %s", res.Output)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The scope's workflow ends once idle (2 s): its result says what it
+	// did.
+	var st workflows.MemoryStatus
+	for {
+		err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(scope), "").Get(ctx, &st)
+		if err == nil && st.Batches > 0 {
+			// A run that continued (none here) or a later start would
+			// show as another run of the id.
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("memory workflow: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Phase 1 ran once per rollout, each after its run had answered.
+	var p1 []scripted.Call
+	for _, call := range srv.Calls() {
+		if call.Rule == "phase1" {
+			p1 = append(p1, call)
+			if call.Model != "mini" {
+				t.Errorf("phase 1 asked model %q, want mini", call.Model)
+			}
+		}
+		if call.Rule == "phase2" && call.Model != "big" {
+			t.Errorf("phase 2 asked model %q, want big", call.Model)
+		}
+	}
+	if len(p1) != 2 {
+		t.Fatalf("%d phase-1 calls, want 2 (one per run)", len(p1))
+	}
+	if !p1[0].End.After(answered[0]) {
+		t.Errorf("the first run answered at %v, after its phase 1 ended (%v): it waited for consolidation", answered[0], p1[0].End)
+	}
+	if st.Phase2s < 1 || st.LastError != "" {
+		t.Errorf("memory status %+v", st)
+	}
+	get := func(path string) string {
+		data, err := store.Get(ctx, memory.Key(scope, path))
+		if err != nil && !errors.Is(err, blob.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	if got := get(memory.SummaryPath); got != "- the user prefers tabs\n" {
+		t.Errorf("memory_summary.md = %q", got)
+	}
+	if got := get(memory.HandbookPath); got != "## style\n- the user prefers tabs\n" {
+		t.Errorf("MEMORY.md = %q", got)
+	}
+	sel, err := memory.ParseSelection([]byte(get(memory.SelectionPath)))
+	if err != nil || len(sel.Selected) != 2 {
+		t.Errorf("selection %+v %v", sel, err)
+	}
+	desc, err := c.DescribeWorkflowExecution(ctx, workflows.MemoryWorkflowID(scope), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := desc.WorkflowExecutionInfo.GetStatus().String(); s != "Completed" {
+		t.Errorf("memory workflow %s, want Completed once idle", s)
+	}
+}
