@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -109,7 +110,7 @@ func (a *Activities) MemoryAppendRollout(ctx context.Context, in MemoryAppendInp
 	}
 	store := a.r.cfg.Store
 	key := memory.Key(in.Scope, memory.RolloutPath(in.Rollout))
-	data, err := store.Get(ctx, key)
+	data, err := readMemoryFile(ctx, store, key)
 	if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return nil, err
 	}
@@ -180,7 +181,7 @@ func (a *Activities) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*M
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
 	}
 	store := a.r.cfg.Store
-	data, err := store.Get(ctx, memory.Key(in.Scope, memory.RolloutPath(in.Rollout.ID)))
+	data, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.RolloutPath(in.Rollout.ID)))
 	if err != nil {
 		if errors.Is(err, blob.ErrNotFound) {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
@@ -192,7 +193,7 @@ func (a *Activities) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*M
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
 	}
 	rawKey := memory.Key(in.Scope, memory.RawMemoryPath(in.Rollout.ID))
-	if old, err := store.Get(ctx, rawKey); err == nil {
+	if old, err := readMemoryFile(ctx, store, rawKey); err == nil {
 		if rm, err := memory.ParseRawMemory(old); err == nil && rm.Lines >= len(lines) {
 			return &MemoryPhase1Output{Slug: rm.Slug, Done: true}, nil
 		}
@@ -257,7 +258,7 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 		if !strings.HasSuffix(k, ".md") {
 			continue
 		}
-		data, err := store.Get(ctx, k)
+		data, err := readMemoryFile(ctx, store, k)
 		if err != nil {
 			return nil, err
 		}
@@ -265,7 +266,7 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 			raws = append(raws, rm)
 		}
 	}
-	lastData, err := store.Get(ctx, memory.Key(in.Scope, memory.SelectionPath))
+	lastData, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.SelectionPath))
 	if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return nil, err
 	}
@@ -289,13 +290,13 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 		out.Unchanged = true
 		return out, nil
 	}
-	handbook, err := store.Get(ctx, memory.Key(in.Scope, memory.HandbookPath))
+	handbook, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.HandbookPath))
 	if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return nil, err
 	}
 	removed := map[string]string{}
 	for _, s := range changes.Removed {
-		if data, err := store.Get(ctx, memory.Key(in.Scope, memory.RawMemoryPath(s.RolloutID))); err == nil {
+		if data, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.RawMemoryPath(s.RolloutID))); err == nil {
 			if rm, err := memory.ParseRawMemory(data); err == nil {
 				removed[s.RolloutID] = rm.Text
 			}
@@ -334,6 +335,31 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 		return nil, err
 	}
 	return out, nil
+}
+
+// maxMemoryFile bounds a memory file read whole (a rollout is the
+// largest).
+const maxMemoryFile = 64 << 20
+
+// readMemoryFile reads a memory scope's file from the store itself,
+// never from the store's read cache: memory files are rewritten (a
+// rollout grows, phase 2 rewrites the handbook), possibly by another
+// worker, and the cache holds only content that never changes. A missing
+// file gives an error wrapping blob.ErrNotFound.
+func readMemoryFile(ctx context.Context, store *blob.Store, key string) ([]byte, error) {
+	rc, err := store.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxMemoryFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("memory: read %s: %w", key, err)
+	}
+	if len(data) > maxMemoryFile {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("memory file %s is larger than %d bytes", key, maxMemoryFile), ErrPayloadTooLarge, nil)
+	}
+	return data, nil
 }
 
 // memoryAsk asks the memory model and returns the text of its answer.

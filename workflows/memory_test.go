@@ -451,3 +451,44 @@ func TestMemoryContinueAsNew(t *testing.T) {
 		t.Errorf("carried %+v", next)
 	}
 }
+
+// Two workers (each its own store, over one directory) append to one
+// rollout in turn: neither reads the file from a stale cache, so no line
+// is lost; a retried append adds nothing.
+func TestMemoryAppendAcrossWorkers(t *testing.T) {
+	dir := t.TempDir()
+	var acts []*testsuite.TestActivityEnvironment
+	for range 2 {
+		store, err := blob.Open(context.Background(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: &funcModel{}, Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var suite testsuite.WorkflowTestSuite
+		env := suite.NewTestActivityEnvironment()
+		env.RegisterActivityWithOptions(r.Activities().MemoryAppendRollout, activity.RegisterOptions{Name: workflows.MemoryAppendActivityName})
+		acts = append(acts, env)
+	}
+	appendLine := func(worker, seq int) workflows.MemoryRollout {
+		v, err := acts[worker].ExecuteActivity(workflows.MemoryAppendActivityName, workflows.MemoryAppendInput{Scope: "team", Rollout: "s1",
+			Line: memory.Line{Seq: seq, Workflow: "s1", Input: "turn", Outcome: memory.OutcomeAnswered}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref workflows.MemoryRollout
+		if err := v.Get(&ref); err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	steps := []struct{ worker, seq, lines int }{{1, 1, 1}, {1, 1, 1}, {0, 2, 2}, {1, 3, 3}, {0, 3, 3}}
+	for _, s := range steps {
+		if ref := appendLine(s.worker, s.seq); ref.Lines != s.lines || ref.ID != "s1" {
+			t.Fatalf("worker %d appending seq %d: %+v, want %d lines", s.worker, s.seq, ref, s.lines)
+		}
+	}
+}
