@@ -20,12 +20,15 @@ import (
 // a delay, so that a run's end and its consolidation can be told apart.
 const memoryScenario = `
 rules:
+  - name: agent-remembers
+    match: {instructions: "Memory\nLessons from earlier work"}
+    respond: {text: "Using tabs, as you prefer."}
   - name: agent
     match: {instructions: "memtest:"}
     respond: {text: "Noted: tabs."}
   - name: phase1
     match: {instructions: "memory phase 1"}
-    respond: {delay_ms: 300, json: {rollout_slug: "user-prefers-tabs", rollout_summary: "The user said they prefer tabs.", raw_memory: "- the user prefers tabs"}}
+    respond: {delay_ms: 1000, json: {rollout_slug: "user-prefers-tabs", rollout_summary: "The user said they prefer tabs.", raw_memory: "- the user prefers tabs"}}
   - name: phase2
     match: {instructions: "memory phase 2"}
     respond: {delay_ms: 100, json: {memory_md: "## style\n- the user prefers tabs", memory_summary: "- the user prefers tabs"}}
@@ -129,5 +132,14 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 	}
 	if s := desc.WorkflowExecutionInfo.GetStatus().String(); s != "Completed" {
 		t.Errorf("memory workflow %s, want Completed once idle", s)
+	}
+	// A later run (which starts the scope's workflow again) reads what
+	// the first two taught.
+	res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "memtest", Input: "Format this file."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Output) != `"Using tabs, as you prefer."` {
+		t.Errorf("a run after consolidation answered %s: its instructions lacked the memory summary", res.Output)
 	}
 }

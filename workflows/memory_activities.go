@@ -386,3 +386,22 @@ func (a *Activities) memoryAsk(ctx context.Context, req model.Request) (string, 
 func memoryLine(seq int, wf, agent, input string, output json.RawMessage, outcome, errText string, ended time.Time) memory.Line {
 	return memory.Line{Seq: seq, Workflow: wf, Agent: agent, Input: input, Output: output, Outcome: outcome, Error: errText, Ended: ended.UTC()}
 }
+
+// memoryInstructions are what an agent that reads its memory gets in its
+// instructions: the scope's summary, bounded, and where the handbook is;
+// nothing while the scope has no summary yet.
+func (a *Activities) memoryInstructions(ctx context.Context, scope string) (string, error) {
+	data, err := readMemoryFile(ctx, a.r.cfg.Store, memory.Key(scope, memory.SummaryPath))
+	if errors.Is(err, blob.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	summary := strings.TrimSpace(memory.Bound(string(data), memory.MaxSummaryBytes))
+	if summary == "" {
+		return "", nil
+	}
+	return "\n\n## Memory\nLessons from earlier work with this user and project (memories/memory_summary.md). " +
+		"Follow them unless the user says otherwise; when earlier work looks relevant, search memories/MEMORY.md for more.\n\n" + summary, nil
+}

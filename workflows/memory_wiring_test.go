@@ -34,9 +34,19 @@ type wiredMemory struct {
 	signals []workflows.MemorySignalInput
 	// started lists the activities started, by type.
 	started []string
+	// instructions are those of the model's calls.
+	instructions []string
 }
 
 func newWiredMemory(t *testing.T, on bool) *wiredMemory {
+	t.Helper()
+	if on {
+		return newWiredMemoryWith(t, &agents.MemoryConfig{Scope: "team"})
+	}
+	return newWiredMemoryWith(t, nil)
+}
+
+func newWiredMemoryWith(t *testing.T, mem *agents.MemoryConfig) *wiredMemory {
 	t.Helper()
 	store, err := blob.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -48,11 +58,12 @@ func newWiredMemory(t *testing.T, on bool) *wiredMemory {
 	}) (string, error) {
 		return "value of " + a.Key, nil
 	})
-	c := &agents.Agent{Name: "c", Instructions: "c: remembers", Tools: []agents.Tool{lookup}}
-	if on {
-		c.Memory = &agents.MemoryConfig{Scope: "team"}
-	}
+	c := &agents.Agent{Name: "c", Instructions: "c: remembers", Tools: []agents.Tool{lookup}, Memory: mem}
+	w := &wiredMemory{env: quietEnv(), store: store}
 	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+		w.mu.Lock()
+		w.instructions = append(w.instructions, req.Instructions)
+		w.mu.Unlock()
 		last := req.Input[len(req.Input)-1]
 		if last.Type == agents.ItemMessage {
 			return []agents.Item{call("l1", "lookup", `{"key":"style"}`)}
@@ -63,7 +74,6 @@ func newWiredMemory(t *testing.T, on bool) *wiredMemory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wiredMemory{env: quietEnv(), store: store}
 	r.Register(w.env)
 	w.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.MemorySignalInput) error {
 		w.mu.Lock()
@@ -221,4 +231,62 @@ func TestMemoryRunRollout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An agent's memory mode: reading puts the scope's summary in its
+// instructions (none while there is no summary), generating feeds the
+// scope rollouts.
+func TestMemoryModes(t *testing.T) {
+	cases := []struct {
+		mode      agents.MemoryMode
+		reads     bool
+		generates bool
+	}{
+		{agents.MemoryReadWrite, true, true},
+		{agents.MemoryReadOnly, true, false},
+		{agents.MemoryGenerateOnly, false, true},
+	}
+	for _, c := range cases {
+		t.Run(cmpOr(string(c.mode), "read-write"), func(t *testing.T) {
+			for _, seeded := range []bool{false, true} {
+				w := newWiredMemoryWith(t, &agents.MemoryConfig{Scope: "team", Mode: c.mode})
+				if seeded {
+					if err := w.store.Put(context.Background(), memory.Key("team", memory.SummaryPath), []byte("- the user prefers tabs\n")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				w.env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "mem", Input: "format this"})
+				if err := w.env.GetWorkflowError(); err != nil {
+					t.Fatal(err)
+				}
+				for _, ins := range w.instructions {
+					if got := strings.Contains(ins, "## Memory") && strings.Contains(ins, "- the user prefers tabs"); got != (c.reads && seeded) {
+						t.Errorf("summary seeded=%v: in the instructions = %v:\n%s", seeded, got, ins)
+					}
+				}
+				if got := len(w.memoryActivities()) > 0; got != c.generates {
+					t.Errorf("memory activities ran = %v, want %v", got, c.generates)
+				}
+			}
+		})
+	}
+	store, _ := blob.Open(context.Background(), "mem://")
+	if _, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("bad", "c", &agents.Agent{Name: "c", Memory: &agents.MemoryConfig{Scope: "team", Mode: "write-only"}})},
+		Model: &funcModel{}, Store: store}); err == nil || !strings.Contains(err.Error(), "memory mode") {
+		t.Errorf("unknown memory mode: err = %v", err)
+	}
+	for _, scope := range []string{"", "../x", "a/b"} {
+		_, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("bad", "c", &agents.Agent{Name: "c", Memory: &agents.MemoryConfig{Scope: scope}})},
+			Model: &funcModel{}, Store: store})
+		if err == nil || !strings.Contains(err.Error(), "scope") {
+			t.Errorf("scope %q: err = %v", scope, err)
+		}
+	}
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

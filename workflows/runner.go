@@ -249,6 +249,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 				if err := memory.CheckScope(a.Memory.Scope); err != nil {
 					return nil, fmt.Errorf("workflows: graph %s, agent %s: %w", g.Name(), a.Name, err)
 				}
+				if !a.Memory.Reads() && !a.Memory.Generates() {
+					return nil, fmt.Errorf("workflows: graph %s, agent %s: unknown memory mode %q (read-only, generate-only, or empty for both)", g.Name(), a.Name, a.Memory.Mode)
+				}
 			}
 		}
 		if _, dup := r.graphs[g.Name()]; dup {
