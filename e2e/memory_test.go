@@ -5,10 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	enums "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -142,4 +150,106 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 	if string(res.Output) != `"Using tabs, as you prefer."` {
 		t.Errorf("a run after consolidation answered %s: its instructions lacked the memory summary", res.Output)
 	}
+}
+
+// A session of an agent with memory, on a real Temporal server: each turn
+// appends its line to the session's rollout, stopping the session asks
+// for a final phase 2, and the histories of the session and of the
+// scope's memory workflow replay on this code (the versioned commands of
+// troupe.memory-rollouts, the memory workflow's coroutines and timers).
+func TestMemorySessionEndToEnd(t *testing.T) {
+	sc, err := scripted.ParseScenario([]byte(memoryScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scripted.New(sc)
+	base, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	c := dial(t)
+	scope := fmt.Sprintf("e2e-s-%d-%d", os.Getpid(), time.Now().UnixNano())
+	g := agents.MustGraph("memsession", "m", &agents.Agent{Name: "m", Instructions: "memtest: remembers", Memory: &agents.MemoryConfig{Scope: scope}})
+	var store *blob.Store
+	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
+		cfg.Graphs = append(cfg.Graphs, g)
+		cfg.Memory = workflows.MemoryOptions{IdleTimeout: 2 * time.Second}
+		store = cfg.Store
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "memsession", Name: "tabs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{"I prefer tabs.", "Really, tabs."} {
+		if _, err := s.Ask(ctx, msg, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		t.Fatal(err)
+	}
+	var session workflows.SessionInfo
+	if err := c.GetWorkflow(ctx, s.ID(), "").Get(ctx, &session); err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.MemoryStatus
+	for {
+		err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(scope), "").Get(ctx, &st)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("memory workflow: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The turns' rollouts and the final signal make one to three batches
+	// (as they arrive during a phase or not), each with its phase 2.
+	if st.Phase2s < 1 || st.Batches < 1 || st.Batches > 3 || st.LastError != "" {
+		t.Errorf("memory status %+v, want one to three batches and a phase 2", st)
+	}
+	data, err := store.Get(ctx, memory.Key(scope, memory.RolloutPath(memory.RolloutID(s.ID()))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := memory.ParseLines(data)
+	if err != nil || len(lines) != 2 || lines[1].Input != "Really, tabs." || lines[1].Outcome != memory.OutcomeAnswered {
+		t.Fatalf("rollout %+v %v", lines, err)
+	}
+	if rm, err := store.Get(ctx, memory.Key(scope, memory.RawMemoryPath(memory.RolloutID(s.ID())))); err != nil || !strings.Contains(string(rm), "- the user prefers tabs") {
+		t.Errorf("raw memory %q %v", rm, err)
+	}
+	r := newRunner(t, base, model.APIResponses, "replayer", func(cfg *workflows.Config) { cfg.Graphs = append(cfg.Graphs, g) })
+	for _, id := range []string{s.ID(), workflows.MemoryWorkflowID(scope)} {
+		replayer := worker.NewWorkflowReplayer()
+		r.RegisterWorkflows(replayer)
+		err := replayer.ReplayWorkflowHistoryWithOptions(quiet(), history(t, c, id), worker.ReplayWorkflowHistoryOptions{
+			OriginalExecution: workflow.Execution{ID: id, RunID: "replay"},
+		})
+		if err != nil {
+			t.Errorf("replay %s: %v", id, err)
+		}
+	}
+}
+
+// history is the history of workflow id's latest run.
+func history(t *testing.T, c client.Client, id string) *historypb.History {
+	t.Helper()
+	h := &historypb.History{}
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, e)
+	}
+	return h
 }
