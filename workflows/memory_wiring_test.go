@@ -3,6 +3,7 @@ package workflows_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/memory"
@@ -46,7 +48,7 @@ func newWiredMemory(t *testing.T, on bool) *wiredMemory {
 	return newWiredMemoryWith(t, nil)
 }
 
-func newWiredMemoryWith(t *testing.T, mem *agents.MemoryConfig) *wiredMemory {
+func newWiredMemoryWith(t *testing.T, mem *agents.MemoryConfig, tweak ...func(*workflows.Config)) *wiredMemory {
 	t.Helper()
 	store, err := blob.Open(context.Background(), t.TempDir())
 	if err != nil {
@@ -70,7 +72,11 @@ func newWiredMemoryWith(t *testing.T, mem *agents.MemoryConfig) *wiredMemory {
 		}
 		return []agents.Item{agents.AssistantMessage("noted: " + last.Output)}
 	}}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("mem", "c", c)}, Model: m, Store: store})
+	cfg := workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("mem", "c", c)}, Model: m, Store: store}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	r, err := workflows.NewRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,4 +295,29 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// A session that continues as new right after a turn first feeds the
+// turn's rollout: no line is lost to the new run. (The turn's agent is
+// a stand-in that takes two seconds, so that the history reaches its
+// bound during the turn.)
+func TestMemorySessionContinuesAfterFeeding(t *testing.T) {
+	w := newWiredMemoryWith(t, &agents.MemoryConfig{Scope: "team"}, func(cfg *workflows.Config) { cfg.ContinueAfterEvents = 1000 })
+	var inputs []string
+	slowAgents(w.env, &inputs)
+	w.env.RegisterDelayedCallback(func() {
+		sendUpdate(w.env, workflows.SendUpdate, workflows.SendInput{Message: "I prefer tabs"})
+	}, time.Second)
+	w.env.RegisterDelayedCallback(func() { w.env.SetCurrentHistoryLength(1000) }, 2*time.Second)
+	w.env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "mem"})
+	var cont *workflow.ContinueAsNewError
+	if err := w.env.GetWorkflowError(); !errors.As(err, &cont) {
+		t.Fatalf("session ended with %v, want continue-as-new", err)
+	}
+	if lines := w.rollout(t, "default-test-workflow-id"); len(lines) != 1 || lines[0].Seq != 1 || lines[0].Input != "I prefer tabs" {
+		t.Errorf("rollout %+v, want turn 1's line", lines)
+	}
+	if len(w.signals) != 1 || w.signals[0].Rollout == nil || w.signals[0].Rollout.Lines != 1 {
+		t.Errorf("signals %+v, want turn 1's", w.signals)
+	}
 }
