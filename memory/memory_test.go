@@ -180,7 +180,7 @@ func TestBound(t *testing.T) {
 				}
 				return
 			}
-			if !strings.HasPrefix(got, "HEAD") || !strings.HasSuffix(got, "TAIL") || !strings.Contains(got, "bytes of the rollout left out") {
+			if !strings.HasPrefix(got, "HEAD") || !strings.HasSuffix(got, "TAIL") || !strings.Contains(got, "bytes left out") {
 				t.Errorf("bound %q lost its head, tail or marker", got)
 			}
 			if !utf8.ValidString(got) {

@@ -179,5 +179,5 @@ func Bound(text string, max int) string {
 	for tail < len(text) && !utf8.RuneStart(text[tail]) {
 		tail++
 	}
-	return fmt.Sprintf("%s\n[... %d bytes of the rollout left out ...]\n%s", text[:head], tail-head, text[tail:])
+	return fmt.Sprintf("%s\n[... %d bytes left out ...]\n%s", text[:head], tail-head, text[tail:])
 }
