@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -252,4 +253,159 @@ func history(t *testing.T, c client.Client, id string) *historypb.History {
 		h.Events = append(h.Events, e)
 	}
 	return h
+}
+
+// envMemoryScope has a worker process serve graph memcrash, whose agent
+// has memory in the scope named.
+const envMemoryScope = "TROUPE_E2E_MEMORY_SCOPE"
+
+// memoryGraph is a graph of one agent with memory in scope.
+func memoryGraph(name, scope string) *agents.Graph {
+	return agents.MustGraph(name, "m", &agents.Agent{Name: "m", Instructions: "memtest: remembers", Memory: &agents.MemoryConfig{Scope: scope}})
+}
+
+// crashScenario is memoryScenario with phases slow enough to kill a
+// worker in the middle of one.
+const crashScenario = `
+rules:
+  - name: agent
+    match: {instructions: "memtest:"}
+    respond: {text: "Noted."}
+  - name: phase1
+    match: {instructions: "memory phase 1"}
+    respond: {delay_ms: 3000, json: {rollout_slug: "a-lesson", rollout_summary: "A lesson was taught.", raw_memory: "- a lesson"}}
+  - name: phase2
+    match: {instructions: "memory phase 2"}
+    respond: {delay_ms: 3000, json: {memory_md: "## lessons\n- a lesson", memory_summary: "- a lesson"}}
+`
+
+// The worker is killed (SIGKILL) during phase 1, then during phase 2;
+// each phase completes after a new worker starts, once: one answered
+// model call per rollout and per phase 2, one raw memory and one summary
+// per rollout, and the selection written once phase 2 is done.
+func TestMemoryWorkerKilledInPhases(t *testing.T) {
+	sc, err := scripted.ParseScenario([]byte(crashScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scripted.New(sc)
+	url, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	c := dial(t)
+	scope := fmt.Sprintf("crash-%d", os.Getpid())
+	blobDir, queue := t.TempDir(), fmt.Sprintf("memcrash-%d", os.Getpid())
+	store, err := blob.Open(context.Background(), blobDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env := envMemoryScope + "=" + scope
+	// waitPhase waits until the scope's workflow runs phase, and a little
+	// more, so that the phase's model call is under way.
+	waitPhase := func(phase string) {
+		t.Helper()
+		for {
+			var st workflows.MemoryStatus
+			if v, err := c.QueryWorkflow(ctx, workflows.MemoryWorkflowID(scope), "", workflows.MemoryQuery); err == nil && v.Get(&st) == nil && st.Phase == phase {
+				time.Sleep(time.Second)
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the memory workflow never ran %s", phase)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	kill := func(cmd interface{ Wait() error }, p *os.Process) {
+		t.Helper()
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+	}
+	waitFile := func(path string, want func(string) bool) string {
+		t.Helper()
+		for {
+			data, err := readFresh(ctx, store, memory.Key(scope, path))
+			if err == nil && want(string(data)) {
+				return string(data)
+			}
+			if ctx.Err() != nil {
+				var st workflows.MemoryStatus
+				if v, err := c.QueryWorkflow(context.Background(), workflows.MemoryWorkflowID(scope), "", workflows.MemoryQuery); err == nil {
+					_ = v.Get(&st)
+				}
+				for _, call := range srv.Calls() {
+					t.Logf("call %s canceled=%v %v-%v", call.Rule, call.Canceled, call.Start.Format("15:04:05.000"), call.End.Format("15:04:05.000"))
+				}
+				t.Fatalf("%s never came (%q, %v); memory workflow %+v", path, data, err, st)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	// Phase 1.
+	first := spawnWorker(t, url, blobDir, queue, env)
+	if _, err := runGraph(t, c, queue, workflows.RunInput{Graph: "memcrash", Input: "lesson one"}); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase("phase1")
+	kill(first, first.Process)
+	if n := srv.Count("phase1"); n != 0 {
+		t.Fatalf("%d phase-1 calls answered before the kill, want 0", n)
+	}
+	second := spawnWorker(t, url, blobDir, queue, env)
+	waitFile(memory.SelectionPath, func(s string) bool { return strings.Contains(s, "rollout_id") })
+
+	// Phase 2, on a second rollout.
+	if _, err := runGraph(t, c, queue, workflows.RunInput{Graph: "memcrash", Input: "lesson two"}); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase("phase2")
+	kill(second, second.Process)
+	sel, _ := readFresh(ctx, store, memory.Key(scope, memory.SelectionPath))
+	if before, _ := memory.ParseSelection(sel); len(before.Selected) != 1 {
+		t.Fatalf("selection %s during the killed phase 2, want the first one's", sel)
+	}
+	spawnWorker(t, url, blobDir, queue, env)
+	data := waitFile(memory.SelectionPath, func(s string) bool {
+		sel, err := memory.ParseSelection([]byte(s))
+		return err == nil && len(sel.Selected) == 2
+	})
+
+	if p1, p2 := srv.Count("phase1"), srv.Count("phase2"); p1 != 2 || p2 != 2 {
+		t.Errorf("answered model calls: %d of phase 1, %d of phase 2; want 2 and 2 (one per rollout, one per phase 2)", p1, p2)
+	}
+	keys, _, err := store.List(ctx, memory.Prefix(scope)+memory.MemoryDir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raws, summaries int
+	for _, k := range keys {
+		switch {
+		case strings.Contains(k, memory.RawMemoriesDir):
+			raws++
+		case strings.Contains(k, memory.RolloutSummariesDir):
+			summaries++
+		}
+	}
+	if raws != 2 || summaries != 2 {
+		t.Errorf("%d raw memories and %d summaries, want 2 and 2: %v\nselection: %s", raws, summaries, keys, data)
+	}
+}
+
+// readFresh reads a blob from the store, not from its read cache (the
+// worker processes rewrite memory files).
+func readFresh(ctx context.Context, store *blob.Store, key string) ([]byte, error) {
+	rc, err := store.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
