@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -408,4 +409,100 @@ func readFresh(ctx context.Context, store *blob.Store, key string) ([]byte, erro
 	}
 	defer rc.Close()
 	return io.ReadAll(rc)
+}
+
+// Two sessions of one scope stop at once: their rollouts and final
+// signals reach the scope's single memory workflow, whose phase 2s never
+// overlap, and whose last selection holds both sessions.
+func TestMemoryTwoSessionsStopTogether(t *testing.T) {
+	sc, err := scripted.ParseScenario([]byte(memoryScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scripted.New(sc)
+	base, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	c := dial(t)
+	scope := fmt.Sprintf("e2e-two-%d-%d", os.Getpid(), time.Now().UnixNano())
+	g := memoryGraph("memtwo", scope)
+	var store *blob.Store
+	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
+		cfg.Graphs = append(cfg.Graphs, g)
+		cfg.Memory = workflows.MemoryOptions{IdleTimeout: 2 * time.Second}
+		store = cfg.Store
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions []*troupeclient.Session
+	for _, name := range []string{"one", "two"} {
+		s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "memtwo", Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Ask(ctx, "I prefer tabs, says "+name, nil); err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+	}
+	errs := make(chan error, 2)
+	for _, s := range sessions {
+		go func() {
+			_, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop})
+			errs <- err
+		}()
+	}
+	for range sessions {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st workflows.MemoryStatus
+	for {
+		// The workflow ends once idle; a later start would be another run.
+		if err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(scope), "").Get(ctx, &st); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the memory workflow did not end")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var p2 []scripted.Call
+	for _, call := range srv.Calls() {
+		if call.Rule == "phase2" {
+			p2 = append(p2, call)
+		}
+	}
+	for i := 1; i < len(p2); i++ {
+		if p2[i].Start.Before(p2[i-1].End) {
+			t.Errorf("phase 2s overlapped: %v-%v and %v-%v", p2[i-1].Start, p2[i-1].End, p2[i].Start, p2[i].End)
+		}
+	}
+	if len(p2) == 0 || st.LastError != "" {
+		t.Fatalf("status %+v, %d phase 2s", st, len(p2))
+	}
+	data, err := readFresh(ctx, store, memory.Key(scope, memory.SelectionPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := memory.ParseSelection(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, s := range sel.Selected {
+		ids = append(ids, s.RolloutID)
+	}
+	for _, s := range sessions {
+		if !slices.Contains(ids, memory.RolloutID(s.ID())) {
+			t.Errorf("selection %v lacks session %s", ids, s.ID())
+		}
+	}
 }
