@@ -228,6 +228,12 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 	if rm, err := store.Get(ctx, memory.Key(scope, memory.RawMemoryPath(memory.RolloutID(s.ID())))); err != nil || !strings.Contains(string(rm), "- the user prefers tabs") {
 		t.Errorf("raw memory %q %v", rm, err)
 	}
+	if *historiesDir != "" {
+		// For the replay tests of package workflows (their memory set):
+		// go test ./e2e -run TestMemorySessionEndToEnd -histories ../workflows/testdata/memory-histories/NAME
+		saveHistories(t, c, map[string]bool{s.ID(): true}, *historiesDir, "session")
+		saveHistories(t, c, map[string]bool{workflows.MemoryWorkflowID(scope): true}, *historiesDir, "memory")
+	}
 	r := newRunner(t, base, model.APIResponses, "replayer", func(cfg *workflows.Config) { cfg.Graphs = append(cfg.Graphs, g) })
 	for _, id := range []string{s.ID(), workflows.MemoryWorkflowID(scope)} {
 		replayer := worker.NewWorkflowReplayer()
