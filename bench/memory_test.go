@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// BenchmarkMemoryTurnLatency measures a user-visible session turn with
+// memory generation on against off, in the same worker and run: two
+// sessions take turns in alternation, one of an agent with memory (each
+// turn appends its rollout and signals the scope, whose phase 1 and
+// phase 2 then run in the background on the same model server, each call
+// taking 50 ms), one of the same agent without.
+//
+// Reported: off-ms/turn, on-ms/turn and on-ratio, the one over the other
+// (goal ≈ 1.0: consolidation is off the turn's path).
+func BenchmarkMemoryTurnLatency(b *testing.B) {
+	const turns = 100
+	c := temporalClient(b)
+	sc := &scripted.Scenario{Rules: []scripted.Rule{
+		{Name: "talk", Match: scripted.Match{Instructions: "bench talker"}, Respond: scripted.Respond{Text: "heard"}},
+		{Name: "phase1", Match: scripted.Match{Instructions: "memory phase 1"}, Respond: scripted.Respond{DelayMS: 50,
+			JSON: map[string]any{"rollout_slug": "bench-lesson", "rollout_summary": "A turn.", "raw_memory": "- a lesson"}}},
+		{Name: "phase2", Match: scripted.Match{Instructions: "memory phase 2"}, Respond: scripted.Respond{DelayMS: 50,
+			JSON: map[string]any{"memory_md": "## lessons\n- a lesson", "memory_summary": "- a lesson"}}},
+	}}
+	if err := sc.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	srv := scripted.New(sc)
+	url, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	m, err := model.New(model.Config{APIKey: "bench", BaseURL: url, API: model.APIResponses})
+	if err != nil {
+		b.Fatal(err)
+	}
+	store, err := blob.Open(context.Background(), b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	queue := fmt.Sprintf("bench-%d", queues.Add(1))
+	graphs := []*agents.Graph{
+		agents.MustGraph("bench-memory-off", "talker", &agents.Agent{Name: "talker", Instructions: "bench talker"}),
+		agents.MustGraph("bench-memory-on", "talker", &agents.Agent{Name: "talker", Instructions: "bench talker",
+			Memory: &agents.MemoryConfig{Scope: fmt.Sprintf("bench-%d", time.Now().UnixNano()), Mode: agents.MemoryGenerateOnly}}),
+	}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphs, Model: m, Store: store, Host: queue})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stop, err := r.StartWorkers(c, queue, workerOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(stop)
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var sums [2]time.Duration
+	for i := 0; i < b.N; i++ {
+		var sessions [2]*troupeclient.Session
+		for j, g := range graphs {
+			if sessions[j], _, err = cl.CreateSession(ctx, troupeclient.SessionInput{Graph: g.Name()}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for turn := 1; turn <= turns; turn++ {
+			for j, s := range sessions {
+				began := time.Now()
+				res, err := s.Send(ctx, "hello "+strconv.Itoa(turn), true)
+				took := time.Since(began)
+				if err != nil || res.Record == nil || string(res.Record.Output) != `"heard"` {
+					b.Fatalf("turn %d: %+v, %v", turn, res, err)
+				}
+				if turn > 5 { // past the first turns' warm-up
+					sums[j] += took
+				}
+			}
+		}
+		for _, s := range sessions {
+			if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if srv.Count("phase1") == 0 {
+		b.Fatal("no phase 1 ran: memory generation was off")
+	}
+	n := float64(b.N * (turns - 5))
+	b.ReportMetric(ms(sums[0])/n, "off-ms/turn")
+	b.ReportMetric(ms(sums[1])/n, "on-ms/turn")
+	b.ReportMetric(float64(sums[1])/float64(sums[0]), "on-ratio")
+	b.ReportMetric(float64(srv.Count("phase1")), "phase1-calls")
+	b.ReportMetric(float64(srv.Count("phase2")), "phase2-calls")
+}
