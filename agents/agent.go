@@ -57,6 +57,10 @@ type Agent struct {
 	// MaxOutputRetries bounds the corrections of an invalid structured
 	// output; 0 means DefaultMaxOutputRetries, negative means none.
 	MaxOutputRetries int
+	// Memory, when set, feeds the agent's runs and session turns to a
+	// memory scope's consolidation (see MemoryConfig); nil generates no
+	// memory.
+	Memory *MemoryConfig
 }
 
 // TurnLimit is MaxTurns with its default applied.

@@ -35,6 +35,9 @@ const (
 // workerGraphs are the graphs a worker process serves.
 func workerGraphs(backend string) []*agents.Graph {
 	graphs := append(allGraphs(), sandboxGraphs(backend)...)
+	if scope := os.Getenv(envMemoryScope); scope != "" {
+		graphs = append(graphs, memoryGraph("memcrash", scope))
+	}
 	if os.Getenv(envEdited) != "" {
 		for i, g := range graphs {
 			if g.Name() == "dealdesk" {

@@ -57,6 +57,10 @@ type AgentSpec struct {
 	MCPServers []MCPServerSpec `json:"mcp_servers,omitempty"`
 	// Tools are the agent's tools, in the order its model sees them.
 	Tools []ToolSpec `json:"tools,omitempty"`
+	// MemoryScope is the memory scope the agent's runs and session turns
+	// feed (agents.MemoryConfig, when it generates); empty for none. Specs recorded before
+	// memory have none.
+	MemoryScope string `json:"memory_scope,omitempty"`
 }
 
 // MCPServerSpec is what workflow code reads of an MCP server.
@@ -91,6 +95,9 @@ func SpecOf(g *agents.Graph, settings RunSettings) *GraphSpec {
 	s := &GraphSpec{Graph: g.Name(), Entry: g.Entry(), RunSettings: settings}
 	for _, a := range g.Agents() {
 		as := AgentSpec{Name: a.Name, MaxTurns: a.TurnLimit(), MaxOutputRetries: a.OutputRetryLimit(), Sandbox: a.Sandbox != nil}
+		if a.Memory.Generates() {
+			as.MemoryScope = a.Memory.Scope
+		}
 		for _, srv := range a.MCPServers {
 			as.MCPServers = append(as.MCPServers, MCPServerSpec{Name: srv.Name, CallTimeout: srv.CallTimeout()})
 		}

@@ -56,6 +56,13 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 			instructions += "\n\n" + extra
 		}
 	}
+	if agent.Memory.Reads() {
+		extra, err := a.memoryInstructions(ctx, agent.Memory.Scope)
+		if err != nil {
+			return nil, err
+		}
+		instructions += extra
+	}
 	input, view, err := a.modelView(ctx, agent, in.Transcript, in.Pending)
 	if err != nil {
 		return nil, err

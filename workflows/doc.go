@@ -166,6 +166,17 @@
 // (testdata/histories), including ones that must fail
 // (testdata/histories-must-fail).
 //
+// Memory: an agent with agents.MemoryConfig reads its scope's summary in
+// its instructions (the model activity reads it from the blob store) and
+// feeds the scope its runs and session turns as rollouts. A run appends
+// its rollout line after its final output (local activities); a session
+// appends each turn's line from a coroutine once the turn is answered,
+// and asks for a final phase 2 when it stops; both signal the scope's
+// MemoryWorkflow with SignalWithStart from an activity (memory.go,
+// memory_rollouts.go). Those commands are versioned
+// (troupe.memory-rollouts) and issued only by runs whose spec has a
+// memory scope, so a graph without memory records what it always did.
+//
 // Determinism: transcripts, instructions, tool funcs and model calls are
 // touched only in activities.
 package workflows

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
@@ -78,6 +79,23 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["lifecycle_input"] = workflows.LifecycleInput{ID: "session-1", Command: workflows.SessionCommand{Op: workflows.CommandSwitch, Arg: "bwrap"}}
 	payloads["session_entry"] = workflows.SessionEntry{ID: "session-1", Name: "acme renewal", Graph: "dealdesk", Agent: "coordinator", Status: runtime.SessionIdle,
 		Policy: runtime.PolicyEnqueue, Turns: 3, Usage: usage, Backends: []string{"bwrap"}, Created: at, LastActivity: at}
+	// Memory: the scope's workflow input (carried through continue-as-new),
+	// its signals, its activities' payloads, and a spec with a scope.
+	settings := workflows.MemorySettings{Phase1Model: "gpt-4.1-mini", Phase2Model: "gpt-4.1", Parallel: 4, Newest: 64, Phase2Turns: 3,
+		MaxRolloutBytes: 65536, IdleTimeout: 10 * time.Minute, BatchesPerRun: 50}
+	rollout := workflows.MemoryRollout{ID: "session-1", Lines: 3}
+	payloads["memory_input"] = workflows.MemoryInput{Scope: "acme", Settings: settings, Pending: []workflows.MemoryRollout{rollout}, Final: true, Owed: true, Batches: 7, Phase2s: 6}
+	payloads["memory_rollout"] = rollout
+	payloads["memory_final"] = workflows.MemoryFinal{Rollout: "session-1"}
+	payloads["memory_status"] = workflows.MemoryStatus{Scope: "acme", Phase: "phase1", Pending: 2, Batches: 7, Phase2s: 6, Phase2Failures: 1, LastError: "phase 2: model unreachable"}
+	payloads["memory_append_input"] = workflows.MemoryAppendInput{Scope: "acme", Rollout: "session-1", Start: &ref, Transcript: &ref,
+		Line: memory.Line{Seq: 3, Workflow: "session-1/t3", Agent: "coordinator", Input: "what if the discount were 25%?", Output: json.RawMessage(`{"decision":"approve"}`), Outcome: memory.OutcomeAnswered, Ended: at}}
+	payloads["memory_signal_input"] = workflows.MemorySignalInput{Scope: "acme", Rollout: &rollout}
+	payloads["memory_phase1_input"] = workflows.MemoryPhase1Input{Scope: "acme", Rollout: rollout, Settings: settings}
+	payloads["memory_phase1_output"] = workflows.MemoryPhase1Output{Slug: "acme-discount-rules"}
+	payloads["memory_phase2_input"] = workflows.MemoryPhase2Input{Scope: "acme", Settings: settings}
+	payloads["memory_phase2_output"] = workflows.MemoryPhase2Output{Added: []string{"session-2"}, Kept: []string{"session-1"}, Removed: []string{"run-9"}, Skills: []string{"price-review"}}
+	payloads["graph_spec_memory"] = runtime.SpecOf(agents.MustGraph("mem", "m", &agents.Agent{Name: "m", Memory: &agents.MemoryConfig{Scope: "acme"}}), runtime.RunSettings{MaxHandoffs: 5})
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.MarshalIndent(v, "", "  ")

@@ -95,9 +95,11 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 			return nil, err
 		}
 		rec.add(ctx, Event{Kind: EventFailed, Detail: failureText(err)})
+		r.runRollout(ctx, spec, in, wfID, nil, err)
 		return nil, err
 	}
 	rec.add(ctx, Event{Kind: EventFinal, Agent: rr.Agent, Detail: preview(string(rr.Output), 200)})
+	r.runRollout(ctx, spec, in, wfID, rr, nil)
 	return &RunResult{
 		WorkflowID: wfID, Graph: in.Graph, Agent: rr.Agent, Output: rr.Output, Path: rr.Path,
 		Turns: rr.Turns, ToolCalls: rr.ToolCalls, Handoffs: rr.Handoffs, Usage: rr.Usage,

@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/mcp"
+	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -124,6 +125,10 @@ type Config struct {
 	// the default is os.TempDir(). Put it on a disk: a /tmp in memory
 	// would hold each snapshot in RAM.
 	SpoolDir string
+
+	// Memory configures the consolidation of the memory scopes of agents
+	// with memory (agents.MemoryConfig): models and bounds.
+	Memory MemoryOptions
 
 	// MCP holds this worker's MCP sessions. The default is a pool of the
 	// Runner's own, which the stop func of StartWorkers closes (ending
@@ -238,6 +243,16 @@ func NewRunner(cfg Config) (*Runner, error) {
 		g, err := withDefaultCapabilities(g)
 		if err != nil {
 			return nil, err
+		}
+		for _, a := range g.Agents() {
+			if a.Memory != nil {
+				if err := memory.CheckScope(a.Memory.Scope); err != nil {
+					return nil, fmt.Errorf("workflows: graph %s, agent %s: %w", g.Name(), a.Name, err)
+				}
+				if !a.Memory.Reads() && !a.Memory.Generates() {
+					return nil, fmt.Errorf("workflows: graph %s, agent %s: unknown memory mode %q (read-only, generate-only, or empty for both)", g.Name(), a.Name, a.Memory.Mode)
+				}
+			}
 		}
 		if _, dup := r.graphs[g.Name()]; dup {
 			return nil, fmt.Errorf("workflows: two graphs named %q", g.Name())
@@ -394,6 +409,10 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.SaveEvents, activity.RegisterOptions{Name: SaveEventsActivityName})
 	w.RegisterActivityWithOptions(r.acts.Keep, activity.RegisterOptions{Name: KeepActivityName})
 	w.RegisterActivityWithOptions(r.acts.RegistryPages, activity.RegisterOptions{Name: RegistryActivityName})
+	w.RegisterActivityWithOptions(r.acts.MemoryAppendRollout, activity.RegisterOptions{Name: MemoryAppendActivityName})
+	w.RegisterActivityWithOptions(r.acts.MemorySignal, activity.RegisterOptions{Name: MemorySignalActivityName})
+	w.RegisterActivityWithOptions(r.acts.MemoryPhase1, activity.RegisterOptions{Name: MemoryPhase1ActivityName})
+	w.RegisterActivityWithOptions(r.acts.MemoryPhase2, activity.RegisterOptions{Name: MemoryPhase2ActivityName})
 }
 
 // RegisterWorkflows registers the workflows only, for example on a
@@ -403,6 +422,7 @@ func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
 	w.RegisterWorkflowWithOptions(r.SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowName})
 	w.RegisterWorkflowWithOptions(r.SessionManagerWorkflow, workflow.RegisterOptions{Name: SessionManagerWorkflowName})
+	w.RegisterWorkflowWithOptions(r.MemoryWorkflow, workflow.RegisterOptions{Name: MemoryWorkflowName})
 }
 
 // Close releases what the Runner holds: the MCP sessions of its own pool

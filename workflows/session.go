@@ -255,6 +255,8 @@ type session struct {
 	// continuing says the run is about to continue as new: callers
 	// waiting on turns are answered Continued, so that it can.
 	continuing bool
+	// mem feeds the turns' rollouts to memory, off the turns' path.
+	mem memoryFeed
 }
 
 // SessionWorkflow runs a session: see the top of this file.
@@ -293,6 +295,9 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*Sessio
 			// a long queue does not grow one run's history unbounded.
 			if s.drain(ctx) {
 				continue // Signals came in: they are taken first.
+			}
+			if err := s.flushMemory(ctx); err != nil {
+				return nil, err
 			}
 			if err := s.boxes.settle(ctx); err != nil {
 				return nil, err
@@ -773,6 +778,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	s.cancelTurn, s.rollback = cancel, false
 	defer func() { s.cancelTurn = nil }()
 	startLeases := s.boxes.leases()
+	startTranscript := s.st.Transcript
 	s.ctl.interrupted = false
 	// What an interrupted turn left to say goes first.
 	pending := append(append([]agents.Item(nil), s.st.Pending...), agents.UserMessage(m.Text))
@@ -821,6 +827,11 @@ func (s *session) turn(ctx workflow.Context) error {
 	}
 	s.st.Pending = left
 	s.changed(ctx)
+	var end *runtime.TranscriptRef
+	if rec.Outcome == runtime.TurnAnswered || rec.Outcome == runtime.TurnInterrupted {
+		end = &transcript
+	}
+	s.turnRollout(ctx, m.Text, startTranscript, rec, end)
 	return nil
 }
 
@@ -857,6 +868,7 @@ func (s *session) end(ctx workflow.Context) (*SessionInfo, error) {
 	}
 	s.forks = nil
 	s.boxes.stopAll(ctx)
+	s.finalMemory(ctx)
 	s.rec.add(ctx, Event{Kind: EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
 	s.changed(ctx)
 	// The callers waiting on turns are told before the workflow ends, and

@@ -207,6 +207,38 @@ func (s *Store) Dirs(ctx context.Context, prefix string) ([]string, error) {
 	}
 }
 
+// List returns the keys of the blobs under prefix, in key order, at most
+// max of them (0: no bound); more reports that there were more.
+func (s *Store) List(ctx context.Context, prefix string, max int) (keys []string, more bool, err error) {
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return keys, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("blob: list %s: %w", prefix, err)
+		}
+		if obj.IsDir {
+			continue
+		}
+		if max > 0 && len(keys) == max {
+			return keys, true, nil
+		}
+		keys = append(keys, obj.Key)
+	}
+}
+
+// Delete deletes the blob under key; a key the store does not hold is
+// not an error.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("blob: delete %s: %w", key, err)
+	}
+	s.forget(key)
+	return nil
+}
+
 // Newest returns when the newest blob under prefix was written, and
 // whether there is any.
 func (s *Store) Newest(ctx context.Context, prefix string) (time.Time, bool, error) {

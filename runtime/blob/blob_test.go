@@ -207,3 +207,42 @@ func TestCheck(t *testing.T) {
 		t.Errorf("a store whose directory is a file: %v", err)
 	}
 }
+
+// List lists the keys under a prefix in order, bounded; Delete deletes
+// one key and forgets its cached content, and a missing key is no error.
+func TestListDelete(t *testing.T) {
+	ctx := context.Background()
+	for _, url := range []string{t.TempDir(), "mem://"} {
+		t.Run(url, func(t *testing.T) {
+			s, err := blob.Open(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for _, k := range []string{"m/x/2", "m/x/1", "m/x/sub/3", "m/y/1"} {
+				if err := s.Put(ctx, k, []byte(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			keys, more, err := s.List(ctx, "m/x/", 0)
+			if err != nil || more || strings.Join(keys, " ") != "m/x/1 m/x/2 m/x/sub/3" {
+				t.Fatalf("List = %v %v %v", keys, more, err)
+			}
+			if keys, more, _ := s.List(ctx, "m/x/", 2); len(keys) != 2 || !more {
+				t.Errorf("bounded List = %v %v", keys, more)
+			}
+			if _, err := s.Get(ctx, "m/x/1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Delete(ctx, "m/x/1"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(ctx, "m/x/1"); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("deleted key read back: %v", err)
+			}
+			if err := s.Delete(ctx, "m/x/1"); err != nil {
+				t.Errorf("deleting a missing key: %v", err)
+			}
+		})
+	}
+}

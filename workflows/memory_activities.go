@@ -1,0 +1,407 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/memory"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+)
+
+// MemoryOptions configure memory consolidation on a worker (Config.Memory).
+// Every field's zero value works. The settings but Model are fixed for a
+// scope's workflow when it starts (MemorySettings).
+type MemoryOptions struct {
+	// Model answers both phases; the default is Config.Model.
+	Model model.Model
+	// Phase1Model is the model name of phase 1, a lightweight model; the
+	// default is "gpt-4.1-mini".
+	Phase1Model string
+	// Phase2Model is the model name of phase 2, a stronger model; the
+	// default is Config.DefaultModel.
+	Phase2Model string
+	// Parallel bounds the phase-1 activities of a scope that run at once;
+	// the default is 4.
+	Parallel int
+	// Newest is how many raw memories, newest first, phase 2 consolidates;
+	// the default is 64.
+	Newest int
+	// Phase2Turns bounds the model turns of one phase 2, an invalid
+	// answer being fed back; the default is 3.
+	Phase2Turns int
+	// MaxRolloutBytes bounds the rollout text phase 1 reads, head and tail
+	// kept; the default is 64 KiB.
+	MaxRolloutBytes int
+	// IdleTimeout is how long a scope's workflow waits with nothing to do
+	// before it ends; the default is 10 minutes.
+	IdleTimeout time.Duration
+	// BatchesPerRun bounds the batches of one run of a scope's workflow
+	// before it continues as new; the default is 50.
+	BatchesPerRun int
+}
+
+// memorySettings are the settings a scope's workflow starts with.
+func (r *Runner) memorySettings() MemorySettings {
+	o := r.cfg.Memory
+	s := MemorySettings{Phase1Model: o.Phase1Model, Phase2Model: o.Phase2Model, Parallel: o.Parallel, Newest: o.Newest,
+		Phase2Turns: o.Phase2Turns, MaxRolloutBytes: o.MaxRolloutBytes, IdleTimeout: o.IdleTimeout, BatchesPerRun: o.BatchesPerRun}
+	if s.Phase2Model == "" {
+		s.Phase2Model = r.cfg.DefaultModel
+	}
+	return s.withDefaults()
+}
+
+func (r *Runner) memoryModel() model.Model {
+	if r.cfg.Memory.Model != nil {
+		return r.cfg.Memory.Model
+	}
+	return r.cfg.Model
+}
+
+// MemoryAppendInput is the rollout-append activity's input: one run or
+// session turn of a rollout of a scope. Its items are read from the blob
+// store: those of Transcript past the Start transcript's.
+type MemoryAppendInput struct {
+	Scope   string      `json:"scope"`
+	Rollout string      `json:"rollout"`
+	Line    memory.Line `json:"line"`
+	// Start is the conversation before the turn (nil for a run), and
+	// Transcript the conversation at its end (nil when it failed).
+	Start      *runtime.TranscriptRef `json:"start,omitempty"`
+	Transcript *runtime.TranscriptRef `json:"transcript,omitempty"`
+}
+
+// MemorySignalInput is the signal activity's input: a rollout that grew,
+// or a final phase 2 asked for.
+type MemorySignalInput struct {
+	Scope   string         `json:"scope"`
+	Rollout *MemoryRollout `json:"rollout,omitempty"`
+	Final   *MemoryFinal   `json:"final,omitempty"`
+}
+
+// MemoryAppendRollout appends a line to a rollout's JSONL file
+// (sessions/<rollout>.jsonl of the scope) and returns the rollout with its
+// line count. A line of a Seq the file already holds (a retry) is not
+// appended again.
+func (a *Activities) MemoryAppendRollout(ctx context.Context, in MemoryAppendInput) (*MemoryRollout, error) {
+	if err := errors.Join(memory.CheckScope(in.Scope), memory.CheckRolloutID(in.Rollout)); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+	}
+	line := in.Line
+	if in.Transcript != nil {
+		items, err := a.turnItems(ctx, in.Start, *in.Transcript)
+		if err != nil {
+			return nil, err
+		}
+		line.Items = memory.Generated(items)
+	}
+	store := a.r.cfg.Store
+	key := memory.Key(in.Scope, memory.RolloutPath(in.Rollout))
+	data, err := readMemoryFile(ctx, store, key)
+	if err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return nil, err
+	}
+	out, n, added, err := memory.AppendLine(data, line)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+	}
+	if added {
+		if err := store.Put(ctx, key, out); err != nil {
+			return nil, err
+		}
+	}
+	return &MemoryRollout{ID: in.Rollout, Lines: n}, nil
+}
+
+// turnItems are the items of end past those of start, with their outputs
+// resolved.
+func (a *Activities) turnItems(ctx context.Context, start *runtime.TranscriptRef, end runtime.TranscriptRef) ([]agents.Item, error) {
+	items, err := a.conversation(ctx, end, nil)
+	if err != nil {
+		return nil, err
+	}
+	if start != nil && start.Segments > 0 {
+		before, err := a.conversation(ctx, *start, nil)
+		if err != nil {
+			return nil, err
+		}
+		if len(before) <= len(items) {
+			items = items[len(before):]
+		}
+	}
+	return runtime.ResolveOutputs(ctx, a.r.cfg.Store, items)
+}
+
+// MemorySignal signals a scope's memory workflow, starting it if it is not
+// running (SignalWithStart, on this activity's task queue, with the
+// worker's memory settings).
+func (a *Activities) MemorySignal(ctx context.Context, in MemorySignalInput) error {
+	if err := memory.CheckScope(in.Scope); err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+	}
+	name, arg := MemoryRolloutSignal, any(in.Rollout)
+	switch {
+	case in.Final != nil:
+		name, arg = MemoryFinalSignal, *in.Final
+	case in.Rollout == nil:
+		return temporal.NewNonRetryableApplicationError("a memory signal names a rollout or is final", ErrBadCommand, nil)
+	}
+	id := MemoryWorkflowID(in.Scope)
+	opts := client.StartWorkflowOptions{
+		ID: id, TaskQueue: activity.GetInfo(ctx).TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            "memory consolidation of scope " + in.Scope,
+	}
+	_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, id, name, arg, opts, MemoryWorkflowName,
+		MemoryInput{Scope: in.Scope, Settings: a.r.memorySettings()})
+	return err
+}
+
+// MemoryPhase1 runs phase 1 on a rollout: it reads the rollout, asks the
+// phase-1 model, and writes the rollout's summary then its raw memory
+// (which says phase 1 is done). A raw memory already written for as many
+// lines (an attempt that crashed after writing, or the same rollout
+// signalled twice) is kept, and the model not asked again; a summary of
+// another slug of the rollout is deleted.
+func (a *Activities) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*MemoryPhase1Output, error) {
+	if err := errors.Join(memory.CheckScope(in.Scope), memory.CheckRolloutID(in.Rollout.ID)); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+	}
+	store := a.r.cfg.Store
+	data, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.RolloutPath(in.Rollout.ID)))
+	if err != nil {
+		if errors.Is(err, blob.ErrNotFound) {
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+		}
+		return nil, err
+	}
+	lines, err := memory.ParseLines(data)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+	}
+	rawKey := memory.Key(in.Scope, memory.RawMemoryPath(in.Rollout.ID))
+	if old, err := readMemoryFile(ctx, store, rawKey); err == nil {
+		if rm, err := memory.ParseRawMemory(old); err == nil && rm.Lines >= len(lines) {
+			return &MemoryPhase1Output{Slug: rm.Slug, Done: true}, nil
+		}
+	} else if !errors.Is(err, blob.ErrNotFound) {
+		return nil, err
+	}
+	req := model.Request{Model: in.Settings.Phase1Model, Instructions: memory.Phase1Instructions,
+		Input: []agents.Item{agents.UserMessage(memory.Phase1Input(in.Rollout.ID, lines, in.Settings.MaxRolloutBytes))}}
+	text, err := a.memoryAsk(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res, err := memory.ParsePhase1(text)
+	if err != nil {
+		// Another attempt asks again.
+		return nil, temporal.NewApplicationErrorWithCause(err.Error(), ErrMemoryOutput, err)
+	}
+	if res.Empty() {
+		return &MemoryPhase1Output{Empty: true}, nil
+	}
+	rawPath, raw, sumPath, sum, err := memory.Phase1Files(in.Rollout.ID, len(lines), time.Now(), res)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+	}
+	if err := store.Put(ctx, memory.Key(in.Scope, sumPath), sum); err != nil {
+		return nil, err
+	}
+	keys, _, err := store.List(ctx, memory.Key(in.Scope, memory.RolloutSummariesDir+in.Rollout.ID+"_"), 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		p := strings.TrimPrefix(k, memory.Prefix(in.Scope))
+		if p != sumPath && memory.IsRolloutSummaryOf(p, in.Rollout.ID) {
+			if err := store.Delete(ctx, k); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := store.Put(ctx, memory.Key(in.Scope, rawPath), raw); err != nil {
+		return nil, err
+	}
+	return &MemoryPhase1Output{Slug: res.Slug}, nil
+}
+
+// MemoryPhase2 runs phase 2 on a scope: it selects the newest raw
+// memories, diffs them against the last selection, asks the phase-2 model
+// (an invalid answer is fed back, up to Phase2Turns turns), and writes
+// MEMORY.md, memory_summary.md and the skills, then the selection, last.
+// Nothing changed since the last selection: nothing is asked or written.
+func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*MemoryPhase2Output, error) {
+	if err := memory.CheckScope(in.Scope); err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+	}
+	store := a.r.cfg.Store
+	keys, _, err := store.List(ctx, memory.Key(in.Scope, memory.RawMemoriesDir), 0)
+	if err != nil {
+		return nil, err
+	}
+	var raws []memory.RawMemory
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ".md") {
+			continue
+		}
+		data, err := readMemoryFile(ctx, store, k)
+		if err != nil {
+			return nil, err
+		}
+		if rm, err := memory.ParseRawMemory(data); err == nil {
+			raws = append(raws, rm)
+		}
+	}
+	lastData, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.SelectionPath))
+	if err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return nil, err
+	}
+	last, err := memory.ParseSelection(lastData)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+	}
+	selected := memory.Newest(raws, in.Settings.Newest)
+	changes := memory.Diff(last, selected)
+	out := &MemoryPhase2Output{}
+	for _, m := range changes.Added {
+		out.Added = append(out.Added, m.RolloutID)
+	}
+	for _, m := range changes.Kept {
+		out.Kept = append(out.Kept, m.RolloutID)
+	}
+	for _, s := range changes.Removed {
+		out.Removed = append(out.Removed, s.RolloutID)
+	}
+	if changes.Empty() {
+		out.Unchanged = true
+		return out, nil
+	}
+	handbook, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.HandbookPath))
+	if err != nil && !errors.Is(err, blob.ErrNotFound) {
+		return nil, err
+	}
+	removed := map[string]string{}
+	for _, s := range changes.Removed {
+		if data, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.RawMemoryPath(s.RolloutID))); err == nil {
+			if rm, err := memory.ParseRawMemory(data); err == nil {
+				removed[s.RolloutID] = rm.Text
+			}
+		}
+	}
+	conv := []agents.Item{agents.UserMessage(memory.Phase2Input(string(handbook), changes, removed, memory.MaxRawMemoryBytes))}
+	var res memory.Phase2Result
+	for turn := 1; ; turn++ {
+		text, err := a.memoryAsk(ctx, model.Request{Model: in.Settings.Phase2Model, Instructions: memory.Phase2Instructions, Input: conv})
+		if err != nil {
+			return nil, err
+		}
+		if res, err = memory.ParsePhase2(text); err == nil {
+			break
+		}
+		if turn >= in.Settings.Phase2Turns {
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("phase 2 gave no valid answer in %d turns: %v", turn, err), ErrMemoryOutput, err)
+		}
+		conv = append(conv, agents.AssistantMessage(text),
+			agents.UserMessage(fmt.Sprintf("Your answer was rejected: %v. Answer again with exactly one JSON object with the fields memory_md, memory_summary and skills.", err)))
+	}
+	files := memory.Phase2Files(res)
+	for _, p := range []string{memory.HandbookPath, memory.SummaryPath} {
+		if err := store.Put(ctx, memory.Key(in.Scope, p), files[p]); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range res.Skills {
+		if err := store.Put(ctx, memory.Key(in.Scope, memory.SkillPath(s.Name)), files[memory.SkillPath(s.Name)]); err != nil {
+			return nil, err
+		}
+		out.Skills = append(out.Skills, s.Name)
+	}
+	// Last: the selection says this phase 2 is done.
+	if err := store.Put(ctx, memory.Key(in.Scope, memory.SelectionPath), memory.SelectionOf(selected, time.Now()).Encode()); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// maxMemoryFile bounds a memory file read whole (a rollout is the
+// largest).
+const maxMemoryFile = 64 << 20
+
+// readMemoryFile reads a memory scope's file from the store itself,
+// never from the store's read cache: memory files are rewritten (a
+// rollout grows, phase 2 rewrites the handbook), possibly by another
+// worker, and the cache holds only content that never changes. A missing
+// file gives an error wrapping blob.ErrNotFound.
+func readMemoryFile(ctx context.Context, store *blob.Store, key string) ([]byte, error) {
+	rc, err := store.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, maxMemoryFile+1))
+	if err != nil {
+		return nil, fmt.Errorf("memory: read %s: %w", key, err)
+	}
+	if len(data) > maxMemoryFile {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("memory file %s is larger than %d bytes", key, maxMemoryFile), ErrPayloadTooLarge, nil)
+	}
+	return data, nil
+}
+
+// memoryAsk asks the memory model and returns the text of its answer.
+func (a *Activities) memoryAsk(ctx context.Context, req model.Request) (string, error) {
+	m := a.r.memoryModel()
+	resp, err := heartbeating(ctx, func() (*model.Response, error) { return m.Respond(ctx, req) })
+	if err != nil {
+		if ctx.Err() != nil || model.IsRetryable(err) {
+			return "", temporal.NewApplicationErrorWithCause(modelErrorMessage(err), ErrModelRetryable, err)
+		}
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), ErrModel, err)
+	}
+	var text string
+	for _, it := range resp.Output {
+		if it.Type == agents.ItemMessage && it.Role == agents.RoleAssistant {
+			text = it.Content
+		}
+	}
+	return text, nil
+}
+
+// memoryLine is the line a run or turn appends to its rollout, without
+// its items (the activity reads them).
+func memoryLine(seq int, wf, agent, input string, output json.RawMessage, outcome, errText string, ended time.Time) memory.Line {
+	return memory.Line{Seq: seq, Workflow: wf, Agent: agent, Input: input, Output: output, Outcome: outcome, Error: errText, Ended: ended.UTC()}
+}
+
+// memoryInstructions are what an agent that reads its memory gets in its
+// instructions: the scope's summary, bounded, and where the handbook is;
+// nothing while the scope has no summary yet.
+func (a *Activities) memoryInstructions(ctx context.Context, scope string) (string, error) {
+	data, err := readMemoryFile(ctx, a.r.cfg.Store, memory.Key(scope, memory.SummaryPath))
+	if errors.Is(err, blob.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	summary := strings.TrimSpace(memory.Bound(string(data), memory.MaxSummaryBytes))
+	if summary == "" {
+		return "", nil
+	}
+	return "\n\n## Memory\nLessons from earlier work with this user and project (memories/memory_summary.md). " +
+		"Follow them unless the user says otherwise; when earlier work looks relevant, search memories/MEMORY.md for more.\n\n" + summary, nil
+}
