@@ -178,7 +178,7 @@ func BenchmarkMemoryPhase1Throughput(b *testing.B) {
 			inputs = append(inputs, mem.Phase1Input(id, lines, 64<<10))
 		}
 		began := time.Now()
-		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.MemoryWorkflowID(scope), TaskQueue: queue}, workflows.MemoryWorkflowName,
+		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.MemoryWorkflowID(queue, scope), TaskQueue: queue}, workflows.MemoryWorkflowName,
 			workflows.MemoryInput{Scope: scope, Settings: workflows.MemorySettings{Parallel: parallel}, Pending: refs})
 		if err != nil {
 			b.Fatal(err)
@@ -186,7 +186,7 @@ func BenchmarkMemoryPhase1Throughput(b *testing.B) {
 		// The batch's end: the workflow counts it (polled every 5 ms).
 		for {
 			var st workflows.MemoryStatus
-			v, err := c.QueryWorkflow(ctx, workflows.MemoryWorkflowID(scope), "", workflows.MemoryQuery)
+			v, err := c.QueryWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "", workflows.MemoryQuery)
 			if err == nil && v.Get(&st) == nil && st.Batches >= 1 {
 				if st.Phase2s != 1 || st.LastError != "" {
 					b.Fatalf("memory status %+v", st)
@@ -196,7 +196,7 @@ func BenchmarkMemoryPhase1Throughput(b *testing.B) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		wfSum += time.Since(began)
-		_ = c.TerminateWorkflow(ctx, workflows.MemoryWorkflowID(scope), "", "benchmark done")
+		_ = c.TerminateWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "", "benchmark done")
 
 		began = time.Now()
 		sem := make(chan struct{}, parallel)

@@ -86,7 +86,7 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 	// did.
 	var st workflows.MemoryStatus
 	for {
-		err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(scope), "").Get(ctx, &st)
+		err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "").Get(ctx, &st)
 		if err == nil && st.Batches > 0 {
 			// A run that continued (none here) or a later start would
 			// show as another run of the id.
@@ -136,7 +136,7 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 	if err != nil || len(sel.Selected) != 2 {
 		t.Errorf("selection %+v %v", sel, err)
 	}
-	desc, err := c.DescribeWorkflowExecution(ctx, workflows.MemoryWorkflowID(scope), "")
+	desc, err := c.DescribeWorkflowExecution(ctx, workflows.MemoryWorkflowID(queue, scope), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 	}
 	var st workflows.MemoryStatus
 	for {
-		err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(scope), "").Get(ctx, &st)
+		err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "").Get(ctx, &st)
 		if err == nil {
 			break
 		}
@@ -232,10 +232,10 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 		// For the replay tests of package workflows (their memory set):
 		// go test ./e2e -run TestMemorySessionEndToEnd -histories ../workflows/testdata/memory-histories/NAME
 		saveHistories(t, c, map[string]bool{s.ID(): true}, *historiesDir, "session")
-		saveHistories(t, c, map[string]bool{workflows.MemoryWorkflowID(scope): true}, *historiesDir, "memory")
+		saveHistories(t, c, map[string]bool{workflows.MemoryWorkflowID(queue, scope): true}, *historiesDir, "memory")
 	}
 	r := newRunner(t, base, model.APIResponses, "replayer", func(cfg *workflows.Config) { cfg.Graphs = append(cfg.Graphs, g) })
-	for _, id := range []string{s.ID(), workflows.MemoryWorkflowID(scope)} {
+	for _, id := range []string{s.ID(), workflows.MemoryWorkflowID(queue, scope)} {
 		replayer := worker.NewWorkflowReplayer()
 		r.RegisterWorkflows(replayer)
 		err := replayer.ReplayWorkflowHistoryWithOptions(quiet(), history(t, c, id), worker.ReplayWorkflowHistoryOptions{
@@ -318,7 +318,7 @@ func TestMemoryWorkerKilledInPhases(t *testing.T) {
 		t.Helper()
 		for {
 			var st workflows.MemoryStatus
-			if v, err := c.QueryWorkflow(ctx, workflows.MemoryWorkflowID(scope), "", workflows.MemoryQuery); err == nil && v.Get(&st) == nil && st.Phase == phase {
+			if v, err := c.QueryWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "", workflows.MemoryQuery); err == nil && v.Get(&st) == nil && st.Phase == phase {
 				time.Sleep(time.Second)
 				return
 			}
@@ -344,7 +344,7 @@ func TestMemoryWorkerKilledInPhases(t *testing.T) {
 			}
 			if ctx.Err() != nil {
 				var st workflows.MemoryStatus
-				if v, err := c.QueryWorkflow(context.Background(), workflows.MemoryWorkflowID(scope), "", workflows.MemoryQuery); err == nil {
+				if v, err := c.QueryWorkflow(context.Background(), workflows.MemoryWorkflowID(queue, scope), "", workflows.MemoryQuery); err == nil {
 					_ = v.Get(&st)
 				}
 				for _, call := range srv.Calls() {
@@ -472,7 +472,7 @@ func TestMemoryTwoSessionsStopTogether(t *testing.T) {
 	var st workflows.MemoryStatus
 	for {
 		// The workflow ends once idle; a later start would be another run.
-		if err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(scope), "").Get(ctx, &st); err == nil {
+		if err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "").Get(ctx, &st); err == nil {
 			break
 		}
 		if ctx.Err() != nil {

@@ -23,7 +23,9 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -700,5 +702,75 @@ func TestSessionForkDiverges(t *testing.T) {
 		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The deal desk remembers: a first session reviews the Acme Corp deal and
+// stops; the coordinator's memory workflow consolidates the review in the
+// background (phase 1, then phase 2, on the scripted model); a second
+// session's coordinator gets the decision in its instructions and says what
+// was decided before, while a review of another customer says nothing of
+// Acme's.
+func TestDealDeskRemembers(t *testing.T) {
+	c := dial(t)
+	ms, url := modelServer(t)
+	var store *blob.Store
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		cfg.Memory = workflows.MemoryOptions{IdleTimeout: 2 * time.Second}
+		store = cfg.Store
+	})
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	review := func(deal string) dealdesk.Recommendation {
+		t.Helper()
+		s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "dealdesk"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := s.Ask(ctx, "Review the "+deal+" deal", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := agents.Decode[dealdesk.Recommendation](rec.Output)
+		if err != nil {
+			t.Fatalf("review of %s: %+v: %v", deal, rec, err)
+		}
+		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := review("Acme Corp")
+	if strings.Contains(first.Summary, "Earlier for") {
+		t.Fatalf("the first review remembers something: %q", first.Summary)
+	}
+	// The memory workflow ends once idle, its phases done.
+	var st workflows.MemoryStatus
+	for {
+		if err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, dealdesk.MemoryScope), "").Get(ctx, &st); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatalf("memory workflow: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st.Phase2s < 1 || st.LastError != "" || ms.Count("dealdesk-memory-phase1") != 1 {
+		t.Fatalf("memory %+v after %d phase-1 calls; want a phase 2 and no error", st, ms.Count("dealdesk-memory-phase1"))
+	}
+	summary, err := store.Get(ctx, memory.Key(dealdesk.MemoryScope, memory.SummaryPath))
+	want := "- Acme Corp: approve_with_conditions (Pricing risk is high and rollout risk is medium; approve only once both blockers are resolved.)"
+	if err != nil || !strings.Contains(string(summary), want) {
+		t.Fatalf("memory summary %q, %v; want the line %q", summary, err, want)
+	}
+	again := review("Acme Corp")
+	if !strings.HasSuffix(again.Summary, " Earlier for Acme Corp: approve_with_conditions (Pricing risk is high and rollout risk is medium; approve only once both blockers are resolved.)") {
+		t.Errorf("the second review of Acme says %q; want what was decided before", again.Summary)
+	}
+	if other := review("Globex"); strings.Contains(other.Summary, "Earlier") {
+		t.Errorf("a review of Globex says %q; want nothing of Acme's", other.Summary)
 	}
 }

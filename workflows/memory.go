@@ -1,7 +1,7 @@
 package workflows
 
 // Memory is consolidated in the background, one MemoryWorkflow per memory
-// scope (workflow id MemoryWorkflowID(scope)), the scope's single writer.
+// scope of a task queue (workflow id MemoryWorkflowID), the scope's single writer.
 // Its story:
 //
 //  1. A run or session turn of an agent with memory (agents.MemoryConfig)
@@ -67,8 +67,17 @@ const ErrMemoryOutput = "troupe.MemoryOutputInvalid"
 // marker) replay without; runs of agents without memory never ask for it.
 const versionMemoryRollouts = "troupe.memory-rollouts"
 
-// MemoryWorkflowID is the workflow id of scope's memory workflow.
-func MemoryWorkflowID(scope string) string { return "troupe-memory-" + scope }
+// MemoryWorkflowID is the workflow id of the memory workflow of scope on
+// task queue: "troupe-memory-<scope>" on DefaultTaskQueue (or ""), else
+// "troupe-memory-<queue>-<scope>". Each queue's workers hold their own
+// blob store, so each queue consolidates its own scopes, as each has its
+// own session manager (SessionManagerIDFor).
+func MemoryWorkflowID(queue, scope string) string {
+	if queue == "" || queue == DefaultTaskQueue {
+		return "troupe-memory-" + scope
+	}
+	return "troupe-memory-" + queue + "-" + scope
+}
 
 // MemorySettings are a memory workflow's settings, fixed when it starts
 // (from Config.Memory) and carried through continue-as-new.

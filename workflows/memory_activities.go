@@ -159,9 +159,10 @@ func (a *Activities) MemorySignal(ctx context.Context, in MemorySignalInput) err
 	case in.Rollout == nil:
 		return temporal.NewNonRetryableApplicationError("a memory signal names a rollout or is final", ErrBadCommand, nil)
 	}
-	id := MemoryWorkflowID(in.Scope)
+	queue := activity.GetInfo(ctx).TaskQueue
+	id := MemoryWorkflowID(queue, in.Scope)
 	opts := client.StartWorkflowOptions{
-		ID: id, TaskQueue: activity.GetInfo(ctx).TaskQueue,
+		ID: id, TaskQueue: queue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "memory consolidation of scope " + in.Scope,
 	}

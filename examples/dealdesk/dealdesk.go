@@ -3,7 +3,10 @@
 // reviewer as agents-as-tools in parallel. Each reviewer is a sandbox
 // agent: its own workspace holds the deal's documents, which it reads with
 // exec_command, and it returns a typed Review. The coordinator synthesises
-// a typed Recommendation.
+// a typed Recommendation. The coordinator has memory (scope MemoryScope):
+// each review it answers is a rollout that the memory workflow
+// consolidates in the background, so a later review of the same customer,
+// in another session, knows the decisions made before.
 //
 // Scenario is the offline script for the scripted model server, so the
 // whole flow runs with no LLM: `troupe run --graph dealdesk "..."`.
@@ -62,6 +65,10 @@ func reviewer(name, doc, instructions string) *agents.Agent {
 	}
 }
 
+// MemoryScope is the coordinator's memory scope: what it learns of each
+// customer's decisions, shared by every session and run of the graph.
+const MemoryScope = "dealdesk"
+
 // Graph returns the deal-desk graph; its entry agent is triage.
 func Graph() *agents.Graph {
 	return agents.MustGraph("dealdesk", "triage",
@@ -77,12 +84,14 @@ func Graph() *agents.Graph {
 			Expose: agents.Expose("", "Reviews a sales deal (pricing and rollout, in parallel) and recommends approve, "+
 				"approve with conditions, or reject. Input: the deal in plain language."),
 			Instructions: "You are the deal-desk coordinator. Call review_pricing and review_rollout in parallel, " +
-				"then recommend a decision that repeats both risk levels and lists every blocker as a condition.",
+				"then recommend a decision that repeats both risk levels and lists every blocker as a condition. " +
+				"When your memory holds earlier decisions for the same customer, say what was decided before.",
 			Tools: []agents.Tool{
 				agents.AsTool("pricing_reviewer", "review_pricing", "Reviews the deal's pricing and payment terms."),
 				agents.AsTool("rollout_reviewer", "review_rollout", "Reviews the deal's rollout plan."),
 			},
 			Output: agents.MustOutput[Recommendation](),
+			Memory: &agents.MemoryConfig{Scope: MemoryScope},
 		},
 		reviewer("pricing_reviewer", "pricing", "You are the deal-desk pricing reviewer. The deal's documents are in your "+
 			"workspace under deal/. Read deal/pricing.json with exec_command and review discount and payment terms against its guideline."),

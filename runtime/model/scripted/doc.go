@@ -65,11 +65,13 @@
 //
 // The turn of a request is 1 plus the number of model turns in its input,
 // a model turn being a maximal run of assistant-side items (assistant
-// messages, function calls, reasoning). Templates see TemplateData (.User,
-// .LastUser, .LastInput, .LastOutput, .Outputs, .Turn, .CallIndex) and the functions
-// field (a gjson path into a JSON string), json, join, after (the text
-// after a marker, e.g. the output part of an exec_command result), match
-// (the first submatch of a regexp) and add (a sum of integers, e.g. to
+// messages, function calls, reasoning). Templates see TemplateData
+// (.Instructions, .User, .LastUser, .LastInput, .LastOutput, .Outputs,
+// .Turn, .CallIndex) and the functions field (a gjson path into a JSON
+// string), json, join, after and before (the text after or before a
+// marker, e.g. the output part of an exec_command result), match (the
+// first submatch of a regexp), matches (every distinct submatch, joined)
+// and add (a sum of integers, e.g. to
 // count turns from a tool's output once a trimmed context no longer shows
 // them all, since .Turn counts the model turns in the input).
 //

@@ -65,12 +65,13 @@ func answer(rules []*rule, c *conversation) (*reply, *apiError) {
 	}
 	rep := &reply{rule: r, turn: c.turn(), digest: c.digest()}
 	data := TemplateData{
-		User:       c.firstUser(),
-		LastUser:   c.lastUser(),
-		LastInput:  c.lastInput(),
-		LastOutput: c.lastOutput(),
-		Outputs:    c.outputsSinceLastTurn(),
-		Turn:       rep.turn,
+		Instructions: c.instructions,
+		User:         c.firstUser(),
+		LastUser:     c.lastUser(),
+		LastInput:    c.lastInput(),
+		LastOutput:   c.lastOutput(),
+		Outputs:      c.outputsSinceLastTurn(),
+		Turn:         rep.turn,
 	}
 	templateErr := func(err error) *apiError {
 		return &apiError{status: 400, code: CodeTemplateError,

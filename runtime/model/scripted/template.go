@@ -19,6 +19,9 @@ import (
 // TemplateData is what a scenario's templates see (respond.text, string
 // values in respond.json and in call arguments).
 type TemplateData struct {
+	// Instructions are the request's instructions (its system or
+	// developer message): what the agent was told, its memory included.
+	Instructions string
 	// User is the text of the first user message.
 	User string
 	// LastUser is the text of the last user message: what the user said
@@ -50,11 +53,17 @@ type TemplateData struct {
 //	after: {{after .LastOutput "Output:\n"}} is the text after the first
 //	       marker (all of it when the marker is missing), e.g. the output of
 //	       an exec_command result, to pass on to field.
+//	before: {{before .User "# REMOVED"}} is the text before the first
+//	       marker (all of it when the marker is missing).
 //	match: {{match .LastOutput `(?m)^\+\+\+ b/(\S+)`}} is the first submatch of
 //	       the first match of a Go regular expression (the whole match when
 //	       it has no group), or "" when nothing matches, e.g. a file name or
 //	       a line number in a command's output. Raw `...` strings spare the
 //	       backslashes.
+//	matches: {{matches .User `(?m)^(- .+)$` "\n"}} joins, with the
+//	       separator, the distinct first submatches (whole matches when
+//	       there is no group) of every match, in order: e.g. every bullet
+//	       of a list.
 //	add:   {{add (match .LastInput `^ok (\d+)$`) 1}} is the sum of integers
 //	       given as numbers or as decimal text ("" counts as 0), e.g. to
 //	       count turns that a trimmed context no longer shows.
@@ -71,24 +80,57 @@ var templateFuncs = template.FuncMap{
 		b, err := marshal(v)
 		return string(b), err
 	},
-	"join":  func(elems []string, sep string) string { return strings.Join(elems, sep) },
-	"match": match,
+	"join":    func(elems []string, sep string) string { return strings.Join(elems, sep) },
+	"match":   match,
+	"matches": matches,
+	"before": func(s, marker string) string {
+		before, _, _ := strings.Cut(s, marker)
+		return before
+	},
 }
 
 // patterns caches the compiled expressions of match: a scenario uses a
 // few, on every request.
 var patterns sync.Map // string → *regexp.Regexp
 
-func match(s, pattern string) (string, error) {
+func compiled(fn, pattern string) (*regexp.Regexp, error) {
 	re, ok := patterns.Load(pattern)
 	if !ok {
 		c, err := regexp.Compile(pattern)
 		if err != nil {
-			return "", fmt.Errorf("match: %w", err)
+			return nil, fmt.Errorf("%s: %w", fn, err)
 		}
 		re, _ = patterns.LoadOrStore(pattern, c)
 	}
-	m := re.(*regexp.Regexp).FindStringSubmatch(s)
+	return re.(*regexp.Regexp), nil
+}
+
+func matches(s, pattern, sep string) (string, error) {
+	re, err := compiled("matches", pattern)
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range re.FindAllStringSubmatch(s, -1) {
+		v := m[0]
+		if len(m) > 1 {
+			v = m[1]
+		}
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return strings.Join(out, sep), nil
+}
+
+func match(s, pattern string) (string, error) {
+	re, err := compiled("match", pattern)
+	if err != nil {
+		return "", err
+	}
+	m := re.FindStringSubmatch(s)
 	switch {
 	case m == nil:
 		return "", nil

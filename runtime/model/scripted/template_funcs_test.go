@@ -24,6 +24,13 @@ func TestTemplateFuncs(t *testing.T) {
 		{"add a count to a match", "{{add (match .LastInput `^ok (\\d+)$`) 1}}", "42", TemplateData{LastInput: "ok 41"}},
 		{"add counts no match as 0", "{{add (match .LastInput `^ok (\\d+)$`) 1}}", "1", TemplateData{LastInput: "go"}},
 		{"add numbers", `{{add 2 " 3 " -1}}`, "4", TemplateData{}},
+		{"before", `{{before .User "# REMOVED"}}`, "# ADDED\n- a\n", TemplateData{User: "# ADDED\n- a\n# REMOVED\n- b"}},
+		{"before without marker keeps all", `{{before .User "# REMOVED"}}`, "plain", TemplateData{User: "plain"}},
+		{"matches joins distinct submatches in order", "{{matches .User `(?m)^- (.+)$` \"; \"}}", "b; a",
+			TemplateData{User: "x\n- b\n- a\n- b\n"}},
+		{"matches without group", "{{matches .User `[0-9]+` \",\"}}", "1,22", TemplateData{User: "1 22 1"}},
+		{"matches nothing is empty", "{{matches .User `z` \",\"}}", "", TemplateData{User: "abc"}},
+		{"instructions", "{{match .Instructions `(?m)^- Acme: (.*)$`}}", "approved", TemplateData{Instructions: "## Memory\n- Acme: approved\n"}},
 		{"match then json", "{{json (match .LastOutput `:(\\d+):`)}}", `"12"`, TemplateData{LastOutput: "repo/a.go:12:x"}},
 	}
 	for _, tc := range tests {
