@@ -151,3 +151,31 @@ func TestSkillsDuplicateAcrossCapabilities(t *testing.T) {
 		t.Fatalf("NewRunner = %v, want ErrDuplicate", err)
 	}
 }
+
+// Eager skills are in the workspace before the first command: the
+// sandbox-create activity materialises them with the manifest.
+func TestSkillsEager(t *testing.T) {
+	eager, err := skills.New(context.Background(), skills.Config{Sources: []skills.Source{reviewSkills}, Mode: skills.Eager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	fn := func(req model.Request) []agents.Item {
+		if last := lastItem(req); last.Type == agents.ItemFunctionCallOutput {
+			out = last.Output
+			return []agents.Item{agents.AssistantMessage("done")}
+		}
+		return []agents.Item{call("c1", "exec_command", `{"cmd":"head -2 .agents/skills/review-go/SKILL.md && .agents/skills/review-go/scripts/vet.sh","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
+	}
+	r := skillsRunner(t, fn, &agents.Agent{Name: "reviewer", Instructions: "reviewer", Sandbox: &agents.Sandbox{},
+		Capabilities: append(capabilities.Default(), eager)})
+	env := quietEnv()
+	r.Register(env)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "sk", Input: "review"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Process exited with code 0") || !strings.Contains(out, "---\nname: review-go\n") || !strings.Contains(out, "vet: all clear") {
+		t.Errorf("exec_command output = %q", out)
+	}
+}

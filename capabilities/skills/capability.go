@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
@@ -246,7 +247,7 @@ func (c *Capability) load(ctx context.Context, args LoadSkillArgs) (string, erro
 		}
 		b.WriteString(f.Path)
 	}
-	fmt.Fprintf(&b, "). Its instructions (%s):\n\n%s", SkillFile, sk.Instructions)
+	fmt.Fprintf(&b, "). Its instructions (%s):\n\n%s", SkillFile, bounded(sk.Instructions, dir+"/"+SkillFile))
 	return b.String(), nil
 }
 
@@ -281,16 +282,30 @@ func (c *Capability) read(_ context.Context, args ReadSkillArgs) (string, error)
 		return "", fmt.Errorf("skill %s has no file %q; its files are: %s", sk.Name, p, strings.Join(names, ", "))
 	}
 	if p == SkillFile {
-		return sk.Instructions, nil
+		return bounded(sk.Instructions, ""), nil
 	}
-	if strings.IndexByte(f.Content, 0) >= 0 {
+	if strings.IndexByte(f.Content, 0) >= 0 || !utf8.ValidString(f.Content) {
 		return fmt.Sprintf("%s of skill %s is a binary file of %d bytes; it cannot be shown as text.", p, sk.Name, len(f.Content)), nil
 	}
-	if len(f.Content) > MaxReadBytes {
-		cut := f.Content[:MaxReadBytes]
-		return cut + fmt.Sprintf("\n\n[cut: the file has %d bytes; the first %d are shown]", len(f.Content), MaxReadBytes), nil
+	return bounded(f.Content, ""), nil
+}
+
+// bounded cuts text to MaxReadBytes, never inside a character, with a
+// note that says so (and where the whole file is, when it is in the
+// workspace).
+func bounded(text, where string) string {
+	if len(text) <= MaxReadBytes {
+		return text
 	}
-	return f.Content, nil
+	n := MaxReadBytes
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	note := fmt.Sprintf("\n\n[cut: %d bytes in all; the first %d are shown", len(text), n)
+	if where != "" {
+		note += "; read the rest in " + where
+	}
+	return text[:n] + note + "]"
 }
 
 // CheckAgent checks the skills of all of a's skills capabilities

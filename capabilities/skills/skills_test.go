@@ -6,11 +6,13 @@ package skills_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -481,5 +483,33 @@ func TestInstructions(t *testing.T) {
 	}
 	if _, err := skills.New(context.Background(), skills.Config{Mode: "sometimes"}); err == nil {
 		t.Fatal("an unknown mode was accepted")
+	}
+}
+
+// read_skill and load_skill bound what they return; a binary file is
+// described, not shown.
+func TestReadBounded(t *testing.T) {
+	big := strings.Repeat("é", skills.MaxReadBytes) // two bytes a character
+	c, err := skills.New(context.Background(), skills.Config{Mode: skills.Text, Sources: []skills.Source{skills.Inline{{
+		Name: "big", Description: "d", Instructions: big,
+		Files: []skills.File{{Path: "ref.txt", Content: big}, {Path: "logo.png", Content: "\x89PNG\r\n\x1a\n\x00\x00"}},
+	}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := tool(t, c, "read_skill")
+	for _, args := range []string{`{"name":"big"}`, `{"name":"big","path":"ref.txt"}`} {
+		out, err := read.Call(context.Background(), args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, note, ok := strings.Cut(out, "\n\n[cut: ")
+		if !ok || len(body) > skills.MaxReadBytes || !utf8.ValidString(body) || !strings.HasPrefix(note, fmt.Sprintf("%d bytes in all", len(big))) {
+			t.Errorf("read_skill %s: %d bytes, note %q", args, len(out), note)
+		}
+	}
+	out, err := read.Call(context.Background(), `{"name":"big","path":"logo.png"}`)
+	if err != nil || !strings.Contains(out, "is a binary file of 10 bytes") {
+		t.Errorf("read_skill of a binary file = %q, %v", out, err)
 	}
 }
