@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -511,5 +513,42 @@ func TestReadBounded(t *testing.T) {
 	out, err := read.Call(context.Background(), `{"name":"big","path":"logo.png"}`)
 	if err != nil || !strings.Contains(out, "is a binary file of 10 bytes") {
 		t.Errorf("read_skill of a binary file = %q, %v", out, err)
+	}
+}
+
+// TestGitRemote clones over HTTP from git's own http-backend on a local
+// test server, so the remote path (a bare clone into a temporary
+// directory) runs offline; a remote needs no allowed root.
+func TestGitRemote(t *testing.T) {
+	backend := "/usr/lib/git-core/git-http-backend"
+	if _, err := os.Stat(backend); err != nil {
+		t.Skip("no git-http-backend")
+	}
+	src := t.TempDir()
+	gitRepo(t, filepath.Join(src, "repo"))
+	srv := httptest.NewServer(&cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + src, "GIT_HTTP_EXPORT_ALL=1"}})
+	defer srv.Close()
+	url := srv.URL + "/repo/.git"
+	cases := []struct {
+		src  skills.Git
+		want string
+	}{
+		{skills.Git{URL: url, Subpath: "skills"}, "review-go: Reviews Go code (v2).|review-sec: Reviews for security."},
+		{skills.Git{URL: url, Ref: "v1", Subpath: "skills/review-go"}, "review-go: Reviews Go code (v1)."},
+		{skills.Git{URL: url, Ref: "master", Subpath: "skills", Depth: 1}, "review-go: Reviews Go code (v2).|review-sec: Reviews for security."},
+	}
+	for _, tc := range cases {
+		c, err := skills.New(context.Background(), skills.Config{Sources: []skills.Source{tc.src}})
+		if err != nil {
+			t.Errorf("%+v: %v", tc.src, err)
+			continue
+		}
+		var got []string
+		for _, s := range c.Skills() {
+			got = append(got, s.Name+": "+s.Description)
+		}
+		if strings.Join(got, "|") != tc.want {
+			t.Errorf("%+v: skills %q, want %q", tc.src, got, tc.want)
+		}
 	}
 }
