@@ -25,7 +25,8 @@ type Sandbox struct {
 
 // Capability is sandbox-native behaviour attached to an agent: tools bound
 // to its session, instructions, and manifest additions. The capabilities
-// package holds Shell, Filesystem and Compaction.
+// package holds Shell, Filesystem and Compaction; capabilities/skills
+// holds Skills.
 type Capability interface {
 	// Name identifies the capability.
 	Name() string

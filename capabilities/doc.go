@@ -2,7 +2,16 @@
 // can carry: Shell (exec_command), Filesystem (apply_patch, view_image)
 // and Compaction, with Default returning all three. The tools have the
 // names, parameters and plain-text results that models already know from
-// the OpenAI Agents SDK's sandbox agents.
+// the OpenAI Agents SDK's sandbox agents. Skills live in the subpackage
+// skills (skills.New); add them to the defaults with
+// append(Default(), skillsCapability).
+//
+// It also reads a workspace's own guidance: ReadGuidance reads the
+// AGENTS.md at the workspace's root through the sandbox session, bounded
+// to MaxGuidanceBytes, and GuidanceInstructions renders it for the
+// instructions. The worker reads it as the workspace is provisioned (an
+// activity) and the model activity adds it to every later turn's
+// instructions.
 //
 // The contract a caller relies on:
 //

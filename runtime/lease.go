@@ -51,6 +51,11 @@ type SandboxLease struct {
 	// Before is the state a provisioning started from, to go back to if it
 	// fails.
 	Before LeaseState `json:"before,omitempty"`
+	// Guidance is the blob key of the guidance (AGENTS.md) read from the
+	// workspace when it was last provisioned; empty when it had none. It
+	// outlives the sandbox (suspended, lost), so the model keeps seeing
+	// it until the next provisioning reads it again.
+	Guidance string `json:"guidance,omitempty"`
 }
 
 // LeasedSandbox is a live sandbox of a lease.

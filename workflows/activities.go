@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 )
 
@@ -55,6 +56,13 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		if extra := c.Instructions(); extra != "" {
 			instructions += "\n\n" + extra
 		}
+	}
+	guidance, err := a.guidance(ctx, in.Guidance)
+	if err != nil {
+		return nil, err
+	}
+	if guidance != "" {
+		instructions += "\n\n" + guidance
 	}
 	if agent.Memory.Reads() {
 		extra, err := a.memoryInstructions(ctx, agent.Memory.Scope)
@@ -124,6 +132,24 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		return nil, err
 	}
 	return out, nil
+}
+
+// guidance renders the workspace guidance stored under key for the
+// instructions. A guidance the store no longer holds (its run's data
+// swept while a session kept the sandbox) is left out: the workspace
+// still has the file.
+func (a *Activities) guidance(ctx context.Context, key string) (string, error) {
+	if key == "" {
+		return "", nil
+	}
+	text, err := a.r.cfg.Store.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return capabilities.GuidanceInstructions(string(text)), nil
 }
 
 // withDeltas has the model's text deltas go to the worker's bus, when it

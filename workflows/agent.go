@@ -132,7 +132,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			}
 			var mo ModelOutput
 			if err := r.callModel(ctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
-				MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames()}, &mo); err != nil {
+				MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.guidance()}, &mo); err != nil {
 				return fail(err)
 			}
 			detail := mo.Text

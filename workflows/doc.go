@@ -154,6 +154,8 @@
 //	                               troupe.GraphChanged naming it: a handoff chain
 //	                               fails the run; an agent tool's call is a tool error
 //	instructions, model, schemas   used from the graph served now (activities)
+//	skills (capabilities/skills)   the index, load_skill and read_skill serve the
+//	                               skills the worker loaded at its start
 //
 // Timeouts and retry policies are not part of a workflow's commands as
 // replay checks them; they are read from the worker's settings. Runs from
@@ -178,5 +180,8 @@
 // memory scope, so a graph without memory records what it always did.
 //
 // Determinism: transcripts, instructions, tool funcs and model calls are
-// touched only in activities.
+// touched only in activities. So is a workspace's AGENTS.md: the
+// sandbox-create activity reads it through the session and stores it in
+// the blob store, the lease carries its key (SandboxLease.Guidance), and
+// the model activity adds it to the instructions of every turn after.
 package workflows

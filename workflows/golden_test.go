@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -35,7 +36,7 @@ func TestGoldenPayloads(t *testing.T) {
 		// inputs): its shape must not change.
 		"graph_spec":      runtime.SpecOf(dealdesk.Graph(), runtime.RunSettings{MaxHandoffs: 5, MaxToolDepth: 3, ContinueAfterTurns: 100, ContinueAfterEvents: 2000}),
 		"agent_result":    workflows.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
-		"model_input":     workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}, MCPTools: "mcp/tools/5f0c"},
+		"model_input":     workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}, MCPTools: "mcp/tools/5f0c", Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"},
 		"model_output":    workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},
 		"tool_input":      workflows.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
 		"handoff_input":   workflows.HandoffInput{Graph: "dealdesk", From: "triage", Tool: "transfer_to_coordinator", Run: rc, Transcript: ref, Pending: []agents.Item{out}, NewKey: "transcripts/run-1/1-coordinator"},
@@ -52,7 +53,7 @@ func TestGoldenPayloads(t *testing.T) {
 		"event": workflows.Event{Seq: 4, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: workflows.EventAgentToolStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator", Turn: 1, Tool: "review_pricing", CallID: "call_1", Detail: "Review pricing", Child: "run-1/1-coordinator/t1.0/0-pricing_reviewer"},
 	}
 	at := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
-	lease := runtime.SandboxLease{State: runtime.LeaseSuspended, Snapshot: "snapshots/session-1/9f86d0.tar.zst", Generation: 2}
+	lease := runtime.SandboxLease{State: runtime.LeaseSuspended, Snapshot: "snapshots/session-1/9f86d0.tar.zst", Generation: 2, Guidance: "outputs/session-1/t1/0-coordinator/guidance-1f2e3d4c5b6a7988.md"}
 	rec := runtime.TurnRecord{Turn: "t3", Message: "what if the discount were 25%?", Outcome: runtime.TurnAnswered, Agent: "coordinator",
 		Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"coordinator"}, Workflow: "session-1/t3", ModelTurns: 2, Usage: usage, Started: at, Ended: at.Add(time.Minute)}
 	state := runtime.SessionState{Name: "acme renewal", Agent: "coordinator", Transcript: ref, Policy: runtime.PolicyEnqueue,
@@ -76,6 +77,8 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["session_image"] = workflows.SessionImage{From: "session-1", State: forked}
 	payloads["keep_input"] = workflows.KeepInput{For: "session-1-fork-1a2b3c4d", Runs: []string{"session-1"}}
 	payloads["control"] = workflows.Control{Op: workflows.ControlInterrupt}
+	payloads["sandbox_info"] = workflows.SandboxInfo{State: sandbox.State{Backend: "bwrap", Host: "host-1", ID: "run-1-0-triage-1a2b3c4d-g1", Workspace: "/var/troupe/sandboxes/bwrap/run-1-0-triage-1a2b3c4d-g1"},
+		Queue: "troupe-sandbox-host-1-1234abcd", NotInForce: []string{"memory_bytes: no cgroup v2 delegation"}, Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"}
 	payloads["lifecycle_input"] = workflows.LifecycleInput{ID: "session-1", Command: workflows.SessionCommand{Op: workflows.CommandSwitch, Arg: "bwrap"}}
 	payloads["session_entry"] = workflows.SessionEntry{ID: "session-1", Name: "acme renewal", Graph: "dealdesk", Agent: "coordinator", Status: runtime.SessionIdle,
 		Policy: runtime.PolicyEnqueue, Turns: 3, Usage: usage, Backends: []string{"bwrap"}, Created: at, LastActivity: at}

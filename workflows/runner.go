@@ -22,6 +22,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
+	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
@@ -475,17 +476,25 @@ func (r *Runner) agent(graph, name string) (*agents.Graph, *agents.Agent, error)
 
 // withDefaultCapabilities gives sandbox agents that declare no
 // capabilities the default ones (shell, filesystem, compaction), and
-// validates the graph again with their tools.
+// validates the graph again with their tools. It checks, too, that no
+// agent has two skills of one name across its skills capabilities.
 func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
 	var all []*agents.Agent
+	var errs []error
 	changed := false
 	for _, a := range g.Agents() {
+		if err := skills.CheckAgent(a); err != nil {
+			errs = append(errs, fmt.Errorf("workflows: graph %s, agent %s: %w", g.Name(), a.Name, err))
+		}
 		if a.Sandbox != nil && a.Capabilities == nil {
 			c := *a
 			c.Capabilities = capabilities.Default()
 			a, changed = &c, true
 		}
 		all = append(all, a)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	if !changed {
 		return g, nil

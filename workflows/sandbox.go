@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
@@ -54,6 +55,10 @@ type SandboxInfo struct {
 	// and why (sandbox.LimitReporter); the sandbox_provisioned event shows
 	// them.
 	NotInForce []string `json:"not_in_force,omitempty"`
+	// Guidance is the blob key of the workspace's AGENTS.md as the model
+	// sees it (capabilities.ReadGuidance), read once the workspace was
+	// created (and restored); empty when it has none.
+	Guidance string `json:"guidance,omitempty"`
 }
 
 // SandboxToolInput is the sandbox-tool activity's input.
@@ -239,8 +244,13 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 			return nil, fmt.Errorf("restore snapshot %s: %w", in.Snapshot, err)
 		}
 	}
+	guidance, err := a.saveGuidance(ctx, s, in.WorkflowID)
+	if err != nil {
+		_ = s.Stop(context.WithoutCancel(ctx))
+		return nil, sandboxErr(err)
+	}
 	a.remember(s)
-	info := &SandboxInfo{State: s.State(), Queue: a.r.hostQueue}
+	info := &SandboxInfo{State: s.State(), Queue: a.r.hostQueue, Guidance: guidance}
 	if r, ok := c.(sandbox.LimitReporter); ok {
 		for _, l := range r.Enforced() {
 			if !l.InForce() {
@@ -249,6 +259,23 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 		}
 	}
 	return info, nil
+}
+
+// saveGuidance reads the workspace's AGENTS.md through its session and
+// stores it, bounded, in the blob store, under the agent workflow's
+// outputs and the text's hash; it returns the key, or "" when the
+// workspace has none.
+func (a *Activities) saveGuidance(ctx context.Context, s sandbox.Session, workflowID string) (string, error) {
+	text, err := capabilities.ReadGuidance(ctx, s)
+	if err != nil || text == "" {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(text))
+	key := "outputs/" + workflowID + "/guidance-" + hex.EncodeToString(sum[:8]) + ".md"
+	if err := a.r.cfg.Store.Put(ctx, key, []byte(text)); err != nil {
+		return "", err
+	}
+	return key, nil
 }
 
 // SandboxTool runs a sandbox tool with the agent's session in its context.
@@ -393,6 +420,15 @@ func newSandboxLife(r *Runner, rec *recorder, graph, agent, wfID string, run age
 	return &sandboxLife{r: r, rec: rec, graph: graph, agent: agent, wfID: wfID, run: run, lease: runtime.NewSandboxLease()}
 }
 
+// guidance is the blob key of the guidance of the agent's workspace, if
+// any: what the model activity adds to the instructions.
+func (s *sandboxLife) guidance() string {
+	if s == nil || s.lease == nil {
+		return ""
+	}
+	return s.lease.Guidance
+}
+
 // leaseErr is a lease transition refused: a bug in this file, never the
 // model's doing.
 func leaseErr(err error) error {
@@ -435,6 +471,7 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 	if err := s.lease.Provisioned(runtime.LeasedSandbox{State: info.State, Queue: info.Queue}); err != nil {
 		return leaseErr(err)
 	}
+	s.lease.Guidance = info.Guidance
 	kind, detail := EventSandboxProvisioned, BackendLabel(info.State.Backend)+" sandbox on "+info.State.Host
 	if len(info.NotInForce) > 0 {
 		detail += " (limits not in force: " + strings.Join(info.NotInForce, "; ") + ")"

@@ -174,6 +174,10 @@ type ModelInput struct {
 	// run's spec of them, names. Otherwise it is offered all of them.
 	Pinned bool     `json:"pinned,omitempty"`
 	Tools  []string `json:"tools,omitempty"`
+	// Guidance is the blob key of the guidance (AGENTS.md) of the agent's
+	// workspace, once it is provisioned: the model activity adds it to
+	// the instructions.
+	Guidance string `json:"guidance,omitempty"`
 }
 
 // ModelOutput is the model activity's result.

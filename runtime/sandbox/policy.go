@@ -31,6 +31,13 @@ type Policy struct {
 	AllowedRoots []string `json:"allowed_roots,omitempty"`
 }
 
+// Allows checks the absolute host path source against AllowedRoots, as
+// Validate checks a manifest's host sources, and returns it resolved
+// (symlinks evaluated), or an error wrapping ErrSourceNotAllowed. Other
+// readers of the host (skill sources, say) use it to stay within the
+// same roots as the manifests.
+func (p Policy) Allows(source string) (string, error) { return p.allows(source) }
+
 // allows returns the source resolved, or an error wrapping
 // ErrSourceNotAllowed.
 func (p Policy) allows(source string) (string, error) {
@@ -264,6 +271,13 @@ func checkLink(link, target string) error {
 // scpLike matches git's scp-like syntax, [user@]host:path, and not
 // git's "transport::address" syntax, which go-git does not speak anyway.
 var scpLike = regexp.MustCompile(`^([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:[^:]`)
+
+// GitSource classifies the source of a git repository as git_repo
+// entries take it: a local path (returned in local: an absolute path, or
+// the path of a file:// URL), which a Policy governs, or a remote URL
+// (returned in remote: http, https, ssh, git, or git's scp-like
+// [user@]host:path). Anything else is an error.
+func GitSource(source string) (local, remote string, err error) { return gitSource(source) }
 
 // gitSource classifies a git_repo Source as a local path (returned in
 // local) or a remote URL (returned in remote). A file:// URL is a local

@@ -1,0 +1,45 @@
+// Package skills gives agents skills: folders of know-how, each a
+// SKILL.md (YAML frontmatter with at least name and description, then
+// instructions) with any scripts, references and assets beside it, that
+// an agent loads when a task calls for one.
+//
+// A skill comes from a Source: Inline (Go values), FS (an fs.FS, such as
+// an embed.FS), Dir (a host directory under the allowed roots of a
+// sandbox.Policy) or Git (a repository read with go-git: a URL or a local
+// path, a ref, a subpath). New reads the sources once and returns the
+// capability, whose Mode says how the skills reach the agent:
+//
+//   - Eager: every skill is copied into the workspace, under
+//     .agents/skills/<name>/, by the sandbox's manifest, so it is there
+//     before the first command.
+//   - Lazy (the default): the load_skill tool copies one skill into the
+//     workspace when the model asks for it. It runs as a sandbox
+//     activity, through the agent's session.
+//   - Text: for agents without a sandbox, the read_skill tool returns a
+//     skill's instructions, or one of its files, as text.
+//
+// In every mode, the instructions hold the index (name, description and,
+// for the sandbox modes, where SKILL.md is) and say when to use a skill:
+// when the task matches its description, or when the user names it as
+// $name.
+//
+// The contract a caller relies on:
+//
+//  1. Every skill is validated when New loads it, before any graph is
+//     served: the name matches ^[a-z0-9][a-z0-9-]{0,63}$ and its folder's
+//     name (ErrInvalidName); the frontmatter parses (ErrFrontmatter); the
+//     description is present and at most MaxDescription bytes
+//     (ErrDescription); files, bytes and skills are within Limits
+//     (ErrTooLarge, checked before a file is read); no path leaves the
+//     skill's folder (sandbox.ErrPathEscape); no file is a symlink
+//     (ErrSymlink); no two skills of one agent share a name
+//     (ErrDuplicate, also across capabilities: see CheckAgent). Errors are
+//     *Error values that say which source and skill, and wrap those
+//     sentinels.
+//  2. Host paths are read only under the Policy's AllowedRoots
+//     (sandbox.ErrSourceNotAllowed otherwise), through an os.Root.
+//  3. Sources are read where New is called (the worker's start), never in
+//     workflow code; the tools run as activities and read only the
+//     skills New loaded, so a skill cannot change under a run's feet in
+//     the middle of a worker's life.
+package skills
