@@ -610,9 +610,17 @@ func TestCodeReviewSession(t *testing.T) {
 		t.Fatalf("review %+v, %v", review, err)
 	}
 	checkReview(t, review.Output, out)
-	fix, err := s.Ask(ctx, "Now fix the finding in auth/login.go and show the diff", nil)
+	var loaded []string
+	fix, err := s.Ask(ctx, "Now fix the finding in auth/login.go and show the diff", func(e troupeclient.Event) {
+		if e.Kind == workflows.EventToolCalled && e.Tool == "load_skill" {
+			loaded = append(loaded, e.Detail)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(loaded) != 1 || !strings.Contains(loaded[0], "review-go") {
+		t.Errorf("the fixer loaded skills %q; want review-go, once, on demand", loaded)
 	}
 	var diff string
 	if err := json.Unmarshal(fix.Output, &diff); err != nil || fix.Agent != "fixer" || strings.Join(fix.Path, ">") != "coordinator>fixer" ||
@@ -772,5 +780,100 @@ func TestDealDeskRemembers(t *testing.T) {
 	}
 	if other := review("Globex"); strings.Contains(other.Summary, "Earlier") {
 		t.Errorf("a review of Globex says %q; want nothing of Acme's", other.Summary)
+	}
+}
+
+// The code review remembers what the user taught it: in a first session
+// the review finds a hard-coded credential (the security reviewer greps
+// with the pattern file of its review-security skill, materialised in its
+// workspace), and the user dismisses it as a false positive; the
+// coordinator's memory workflow consolidates that in the background. A
+// second session's review of the same repository passes the dismissal on
+// to the security reviewer, who reports the value as info, not high.
+func TestCodeReviewRemembers(t *testing.T) {
+	c := dial(t)
+	repo := reviewRepo(t)
+	ms, url := modelServer(t)
+	sandboxes := t.TempDir()
+	var store *blob.Store
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		lc, err := local.New(local.Config{Root: sandboxes, Policy: sandbox.Policy{AllowedRoots: []string{repo}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Sandboxes = map[string]sandbox.Client{local.Backend: lc}
+		cfg.Memory = workflows.MemoryOptions{IdleTimeout: 2 * time.Second}
+		store = cfg.Store
+	})
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	session := func() (*troupeclient.Session, string) {
+		out := filepath.Join(t.TempDir(), "review")
+		s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "codereview",
+			Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: "HEAD", codereview.VarOut: out}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, out
+	}
+	security := func(out string) codereview.Finding {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(out, codereview.FindingsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		findings, err := codereview.ParseFindings(string(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range findings {
+			if strings.Contains(f.Message, "password := \"hunter2\"") {
+				return f
+			}
+		}
+		t.Fatalf("no finding on the hard-coded password: %s", data)
+		return codereview.Finding{}
+	}
+	first, out := session()
+	if _, err := first.Ask(ctx, "Review this change", nil); err != nil {
+		t.Fatal(err)
+	}
+	if f := security(out); f.Severity != codereview.SeverityHigh || f.File != "auth/login.go" {
+		t.Fatalf("the first review's security finding %+v; want high, in auth/login.go", f)
+	}
+	dismissed, err := first.Ask(ctx, "The credential in auth/login.go is a test fixture: dismiss it as a false positive.", nil)
+	if err != nil || dismissed.Outcome != runtime.TurnAnswered {
+		t.Fatalf("dismissal %+v, %v", dismissed, err)
+	}
+	if _, err := first.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		t.Fatal(err)
+	}
+	var st workflows.MemoryStatus
+	for {
+		if err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, codereview.MemoryScope), "").Get(ctx, &st); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			t.Fatalf("memory workflow: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	summary, err := store.Get(ctx, memory.Key(codereview.MemoryScope, memory.SummaryPath))
+	if err != nil || st.Phase2s < 1 || ms.Count("codereview-memory-phase1") != 1 ||
+		!strings.Contains(string(summary), "- false positive: hard-coded credential in auth/login.go") {
+		t.Fatalf("memory %+v, summary %q (%v); want the dismissal kept", st, summary, err)
+	}
+	second, out := session()
+	if _, err := second.Ask(ctx, "Review this change", nil); err != nil {
+		t.Fatal(err)
+	}
+	if f := security(out); f.Severity != codereview.SeverityInfo || !strings.Contains(f.Message, "dismissed before as a false positive") {
+		t.Errorf("the second review's security finding %+v; want info: dismissed before", f)
+	}
+	if _, err := second.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		t.Fatal(err)
 	}
 }

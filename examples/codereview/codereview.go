@@ -45,7 +45,7 @@ package codereview
 import (
 	"context"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"fmt"
 	"net/url"
@@ -54,6 +54,8 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/capabilities"
+	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
@@ -167,8 +169,34 @@ func reviewer(name, focus string) *agents.Agent {
 		Name:         name + "_reviewer",
 		Instructions: "You are the code-review " + name + " reviewer. " + focus + workspaceNote + fmt.Sprintf("%q.", name),
 		Sandbox:      &agents.Sandbox{ManifestFor: ReviewerWorkspace},
+		Capabilities: withSkills(skills.Eager),
 		Output:       agents.MustOutput[Findings](),
 	}
+}
+
+// Skills are the example's skills bundle: review-security (how a
+// security review goes here, with the pattern file its grep reads) and
+// review-go (how to fix a Go finding). The reviewers get them eagerly
+// (under .agents/skills/ before their first command); the fixer loads one
+// when a request calls for it (load_skill), as when the user names
+// $review-go.
+//
+//go:embed skills
+var Skills embed.FS
+
+// MemoryScope is the coordinator's memory scope: what the user taught it
+// (a finding dismissed as a false positive) is remembered by later
+// reviews.
+const MemoryScope = "codereview"
+
+// withSkills is a sandbox agent's default capabilities and the skills
+// bundle in mode.
+func withSkills(mode skills.Mode) []agents.Capability {
+	c, err := skills.New(context.Background(), skills.Config{Sources: []skills.Source{skills.FS{FS: Skills, Dir: "skills"}}, Mode: mode})
+	if err != nil {
+		panic(fmt.Sprintf("codereview: the skills bundle: %v", err)) // Embedded and tested: a build fault.
+	}
+	return append(capabilities.Default(), c)
 }
 
 // coordinatorInstructions checks the run's variables before anything fans
@@ -320,13 +348,15 @@ func Graph() *agents.Graph {
 			// fixer, whose workspace the session keeps.
 			Handoffs: []agents.Handoff{agents.HandoffTo("fixer")},
 			Output:   agents.MustOutput[Summary](),
+			Memory:   &agents.MemoryConfig{Scope: MemoryScope},
 		},
 		&agents.Agent{
 			Name: "fixer",
 			Instructions: "You are the code-review fixer. You fix the findings the user asks you to fix, in the repository under " + RepoDir +
 				"/ in your workspace, and show what you changed as a unified diff (keep a copy of a file before you change it, then diff -u the copy " +
 				"and the file). Your workspace stays yours for the whole conversation, so later requests build on your earlier changes.",
-			Sandbox: &agents.Sandbox{ManifestFor: ReviewerWorkspace},
+			Sandbox:      &agents.Sandbox{ManifestFor: ReviewerWorkspace},
+			Capabilities: withSkills(skills.Lazy),
 		},
 		reviewer("security", "Look for hard-coded credentials, injection, unsafe handling of input, and secrets in logs."),
 		reviewer("tests", "Check that each changed source file has its behaviour covered by a test in the change or in the repository."),
