@@ -389,8 +389,12 @@ func TestLabelsAndOrphans(t *testing.T) {
 	t.Parallel()
 	c := dockerClient(t)
 	nonce := fmt.Sprint(time.Now().UnixNano())
-	live := newSession(t, sandbox.Spec{Labels: map[string]string{"troupe.workflow": "wf-live", "troupe.test": nonce}})
-	dead := newSession(t, sandbox.Spec{Labels: map[string]string{"troupe.workflow": "wf-dead", "troupe.test": nonce}})
+	// The containers name a cluster of their own, as a worker's do: the
+	// reapers of other workers on this engine (the e2e tests', running
+	// beside these) leave other clusters' containers alone.
+	cluster := "docker-test-" + nonce
+	live := newSession(t, sandbox.Spec{Labels: map[string]string{"troupe.workflow": "wf-live", "troupe.test": nonce, "troupe.cluster": cluster}})
+	dead := newSession(t, sandbox.Spec{Labels: map[string]string{"troupe.workflow": "wf-dead", "troupe.test": nonce, "troupe.cluster": cluster}})
 
 	labels := inspect(t, live).Config.Labels
 	for k, v := range map[string]string{LabelSession: live.State().ID, LabelBackend: "docker", "troupe.workflow": "wf-live", LabelWorkspace: live.State().Workspace} {
