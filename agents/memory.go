@@ -18,6 +18,30 @@ type MemoryConfig struct {
 	// Mode is MemoryReadWrite (the default, ""), MemoryReadOnly or
 	// MemoryGenerateOnly.
 	Mode MemoryMode
+	// Dir, when set, is where the scope's files land in the agent's
+	// workspace: memories/<Dir>/ (memory_summary.md, MEMORY.md,
+	// rollout_summaries/, skills/) rather than memories/, so several
+	// agents keep separate memories in one workspace. It is one lower-case
+	// path element (memory.DirPattern). The blob store's layout is the
+	// scope's (memory/<Scope>/memories/...) whatever Dir says: two agents
+	// with separate memories have separate scopes.
+	Dir string
+}
+
+// WorkspaceDir is the workspace folder the agent's memory files land in:
+// "memories/" or "memories/<Dir>/".
+func (m *MemoryConfig) WorkspaceDir() string {
+	if m == nil || m.Dir == "" {
+		return "memories/"
+	}
+	return "memories/" + m.Dir + "/"
+}
+
+// UpdatesLive reports whether the agent's edits of its workspace's
+// MEMORY.md and memory_summary.md are written back to the scope (read-write
+// mode, in a sandbox).
+func (m *MemoryConfig) UpdatesLive() bool {
+	return m != nil && m.Mode == MemoryReadWrite
 }
 
 // MemoryMode says what an agent does with its memory.

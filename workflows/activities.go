@@ -57,7 +57,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		}
 	}
 	if agent.Memory.Reads() {
-		extra, err := a.memoryInstructions(ctx, agent.Memory.Scope)
+		extra, err := a.memoryInstructions(ctx, agent, memoryScopeOf(agent, in.Run))
 		if err != nil {
 			return nil, err
 		}
