@@ -4,7 +4,14 @@ package agents
 // scope. It reads the scope's memory: the compact summary
 // (memories/memory_summary.md, bounded) goes into the agent's
 // instructions at each turn, with a pointer to the handbook
-// (memories/MEMORY.md). It generates memory: each run that the agent
+// (memories/MEMORY.md), and the memory skills consolidation found. A
+// sandbox agent finds the scope's files in its workspace under memories/
+// (its Dir, if set) and, in read-write mode, may fix them with apply_patch:
+// its edits of MEMORY.md and memory_summary.md go back to the scope at the
+// end of its turn; a sandbox agent that reads needs the shell capability,
+// one that updates live the filesystem capability (checked when a worker
+// loads the graph). A plain agent reads through the memory_search and
+// memory_read tools. It generates memory: each run that the agent
 // starts at or ends, and each session turn it answers, is appended as a
 // rollout to the scope, whose memory workflow consolidates it in the
 // background (package memory, MemoryWorkflow in package workflows). A
