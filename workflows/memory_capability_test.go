@@ -148,6 +148,9 @@ func TestMemoryMaterialisedIntoWorkspace(t *testing.T) {
 	if !strings.Contains(listing, "s2_big.md") {
 		t.Errorf("the bound left out more than it had to:\n%s", listing)
 	}
+	if keys, _, err := c.store.List(context.Background(), "memory-workspaces/", 0); err != nil || len(keys) != 0 {
+		t.Errorf("materialisation records left after the sandbox stopped: %v %v", keys, err)
+	}
 	ins := strings.Join(c.instructions["coder"], "\n")
 	for _, want := range []string{"escalated", "price-review (memories/skills/price-review/SKILL.md): How to review a deal's pricing.", "apply_patch"} {
 		if !strings.Contains(ins, want) {

@@ -16,7 +16,10 @@ package workflows
 //     store changed since the base (a phase 2 that ran meanwhile) is not
 //     overwritten: the edit is skipped and logged, and the next
 //     materialisation brings the consolidated version. Phase 2 wins
-//     because it has seen every rollout, the agent's turn included.
+//     because it has seen every rollout, the agent's turn included. (The
+//     store has no compare-and-swap: a phase 2 that writes between the
+//     check and the write, a window of one blob read, loses its file to
+//     the edit until the scope's next phase 2.) SandboxStop deletes the record.
 //   - Plain agents read through the memory_search and memory_read tools.
 //
 // None of this adds a workflow command: it runs inside activities the
@@ -127,6 +130,14 @@ func (a *Activities) materialiseMemory(ctx context.Context, s sandbox.Session, a
 		return err
 	}
 	return store.Put(ctx, memoryWorkspaceKey(s.State().ID), data)
+}
+
+// forgetMemory deletes what materialisation recorded of a sandbox that
+// stopped (a restored sandbox has a new id and record); best effort.
+func (a *Activities) forgetMemory(ctx context.Context, sandboxID string) {
+	if err := a.r.cfg.Store.Delete(ctx, memoryWorkspaceKey(sandboxID)); err != nil && !errors.Is(err, blob.ErrNotFound) {
+		activity.GetLogger(ctx).Warn("memory workspace record not deleted", "sandbox", sandboxID, "error", err)
+	}
 }
 
 // writeBackMemory writes the agent's edits of its workspace's

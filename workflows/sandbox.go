@@ -377,12 +377,16 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 	s, err := a.session(ctx, st)
 	if err != nil {
 		if ErrorType(err) == ErrSandboxGone {
+			a.forgetMemory(ctx, st.ID)
 			return nil
 		}
 		return err
 	}
-	_, err = heartbeating(ctx, func() (struct{}, error) { return struct{}{}, s.Stop(ctx) })
-	return err
+	if _, err = heartbeating(ctx, func() (struct{}, error) { return struct{}{}, s.Stop(ctx) }); err != nil {
+		return err
+	}
+	a.forgetMemory(ctx, st.ID)
+	return nil
 }
 
 // sandboxLife is the workflow side of an agent's sandbox: provisioned when
