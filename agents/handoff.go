@@ -72,6 +72,10 @@ type RunContext struct {
 	Turn int `json:"turn"`
 	// Vars are the caller's run variables.
 	Vars map[string]string `json:"vars,omitempty"`
+	// MemoryScope is the memory scope the agent reads and updates, fixed
+	// when the run or session started (a fork's own, see
+	// memory.ForkScope); empty means the agent's MemoryConfig.Scope.
+	MemoryScope string `json:"memory_scope,omitempty"`
 }
 
 type runContextKey struct{}

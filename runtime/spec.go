@@ -61,6 +61,10 @@ type AgentSpec struct {
 	// feed (agents.MemoryConfig, when it generates); empty for none. Specs recorded before
 	// memory have none.
 	MemoryScope string `json:"memory_scope,omitempty"`
+	// MemoryReadScope is the memory scope the agent reads (and updates
+	// live), when it reads; empty for none. A fork of a session has both
+	// scopes replaced by its own (memory.ForkScope).
+	MemoryReadScope string `json:"memory_read_scope,omitempty"`
 }
 
 // MCPServerSpec is what workflow code reads of an MCP server.
@@ -97,6 +101,9 @@ func SpecOf(g *agents.Graph, settings RunSettings) *GraphSpec {
 		as := AgentSpec{Name: a.Name, MaxTurns: a.TurnLimit(), MaxOutputRetries: a.OutputRetryLimit(), Sandbox: a.Sandbox != nil}
 		if a.Memory.Generates() {
 			as.MemoryScope = a.Memory.Scope
+		}
+		if a.Memory.Reads() {
+			as.MemoryReadScope = a.Memory.Scope
 		}
 		for _, srv := range a.MCPServers {
 			as.MCPServers = append(as.MCPServers, MCPServerSpec{Name: srv.Name, CallTimeout: srv.CallTimeout()})

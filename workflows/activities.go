@@ -65,7 +65,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		instructions += "\n\n" + guidance
 	}
 	if agent.Memory.Reads() {
-		extra, err := a.memoryInstructions(ctx, agent.Memory.Scope)
+		extra, err := a.memoryInstructions(ctx, agent, memoryScopeOf(agent, in.Run))
 		if err != nil {
 			return nil, err
 		}

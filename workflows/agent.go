@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -34,7 +35,9 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		return nil, err
 	}
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
-	rc := agents.RunContext{WorkflowID: wfID, RunID: in.RunID, Agent: agent.Name, Vars: in.Vars}
+	// The memory scope is the spec's: fixed at the run's or session's
+	// start, a fork's own after a fork.
+	rc := agents.RunContext{WorkflowID: wfID, RunID: in.RunID, Agent: agent.Name, Vars: in.Vars, MemoryScope: cmp.Or(agent.MemoryReadScope, agent.MemoryScope)}
 	transcript := in.Transcript
 	if transcript.Key == "" {
 		transcript.Key = "transcripts/" + wfID

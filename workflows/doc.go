@@ -179,6 +179,41 @@
 // (troupe.memory-rollouts) and issued only by runs whose spec has a
 // memory scope, so a graph without memory records what it always did.
 //
+// The memory capability (memory_workspace.go, memory_fork.go), all in
+// activities, the blob store staying the source of truth:
+//
+//  1. Scope. The scope an agent uses is fixed for the run or session at its
+//     start, in its spec (runtime.AgentSpec.MemoryScope and
+//     MemoryReadScope), and reaches activities as agents.RunContext's
+//     MemoryScope; the graph's MemoryConfig.Scope is only the default.
+//  2. Read. The model activity puts the summary (bounded) in the
+//     instructions, says where the handbook is, and lists the memory skills
+//     phase 2 wrote (memories/skills/<name>/SKILL.md: name, description,
+//     path; bounded).
+//  3. Materialise. SandboxCreate, after creating the workspace and any
+//     restore, writes the scope's summary, MEMORY.md, rollout summaries and
+//     skills (never raw memories, the selection or rollouts; at most
+//     memory.MaxWorkspaceBytes and MaxWorkspaceFiles) under memories/, or
+//     memories/<Dir>/ for an agent with MemoryConfig.Dir, and records the
+//     hashes it wrote (memory-workspaces/<sandbox id>.json in the store).
+//  4. Live update. SandboxSnapshot, which runs after every turn that used
+//     the sandbox and before a suspension or a fork, first writes a
+//     read-write agent's edits of MEMORY.md and memory_summary.md back to
+//     the scope: regular files only, bounded, UTF-8, nothing else of the
+//     workspace. A file the store changed since it was materialised (a
+//     phase 2 ran) is not overwritten: the edit is skipped and logged,
+//     since phase 2 has seen the turn's rollout anyway.
+//  5. Plain agents get the memory_search (grep-like over MEMORY.md) and
+//     memory_read (one memory file) tools, both bounded.
+//  6. NewRunner refuses a sandbox agent that reads memory without the
+//     shell (exec_command), or updates it live without the filesystem
+//     (apply_patch), naming the agent and what is missing.
+//  7. Fork. A fork of a session with memory copies each scope's memories/
+//     files to a scope of its own (memory.ForkScope) in an activity, and
+//     starts with a spec that names the new scopes; after the fork, either
+//     side's memory changes alone. Versioned troupe.memory-fork, asked only
+//     when the spec has a memory scope.
+//
 // Determinism: transcripts, instructions, tool funcs and model calls are
 // touched only in activities. So is a workspace's AGENTS.md: the
 // sandbox-create activity reads it through the session and stores it in

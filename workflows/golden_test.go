@@ -99,6 +99,7 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["memory_phase2_input"] = workflows.MemoryPhase2Input{Scope: "acme", Settings: settings}
 	payloads["memory_phase2_output"] = workflows.MemoryPhase2Output{Added: []string{"session-2"}, Kept: []string{"session-1"}, Removed: []string{"run-9"}, Skills: []string{"price-review"}}
 	payloads["graph_spec_memory"] = runtime.SpecOf(agents.MustGraph("mem", "m", &agents.Agent{Name: "m", Memory: &agents.MemoryConfig{Scope: "acme"}}), runtime.RunSettings{MaxHandoffs: 5})
+	payloads["memory_fork_input"] = workflows.MemoryForkInput{From: "acme", To: memory.ForkScope("acme", "session-1-fork")}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.MarshalIndent(v, "", "  ")

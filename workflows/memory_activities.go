@@ -389,20 +389,48 @@ func memoryLine(seq int, wf, agent, input string, output json.RawMessage, outcom
 }
 
 // memoryInstructions are what an agent that reads its memory gets in its
-// instructions: the scope's summary, bounded, and where the handbook is;
-// nothing while the scope has no summary yet.
-func (a *Activities) memoryInstructions(ctx context.Context, scope string) (string, error) {
+// instructions: the scope's summary, bounded, where the handbook is (in
+// the workspace of a sandbox agent, through the memory tools for a plain
+// one), and the memory skills phase 2 found (name and description,
+// bounded); nothing while the scope has neither.
+func (a *Activities) memoryInstructions(ctx context.Context, agent *agents.Agent, scope string) (string, error) {
 	data, err := readMemoryFile(ctx, a.r.cfg.Store, memory.Key(scope, memory.SummaryPath))
-	if errors.Is(err, blob.ErrNotFound) {
-		return "", nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return "", err
 	}
 	summary := strings.TrimSpace(memory.Bound(string(data), memory.MaxSummaryBytes))
-	if summary == "" {
+	skills, err := a.memorySkills(ctx, scope)
+	if err != nil {
+		return "", err
+	}
+	if summary == "" && len(skills) == 0 {
 		return "", nil
 	}
-	return "\n\n## Memory\nLessons from earlier work with this user and project (memories/memory_summary.md). " +
-		"Follow them unless the user says otherwise; when earlier work looks relevant, search memories/MEMORY.md for more.\n\n" + summary, nil
+	sandboxed := agent.Sandbox != nil
+	dir := agent.Memory.WorkspaceDir()
+	var b strings.Builder
+	b.WriteString("\n\n## Memory\n")
+	if summary != "" {
+		where := "search " + dir + "MEMORY.md for more (for example with grep -n)"
+		if !sandboxed {
+			where = "search your handbook with the " + MemorySearchTool + " tool, and read a memory file with " + MemoryReadTool
+		}
+		b.WriteString("Lessons from earlier work with this user and project (" + dir + "memory_summary.md). " +
+			"Follow them unless the user says otherwise; when earlier work looks relevant, " + where + ".\n")
+		if sandboxed && agent.Memory.UpdatesLive() {
+			b.WriteString("When you find a lesson there stale or wrong, fix it in " + dir + "MEMORY.md or " + dir +
+				"memory_summary.md with apply_patch; your fix is kept when your turn ends.\n")
+		}
+		b.WriteString("\n" + summary + "\n")
+	}
+	if len(skills) > 0 {
+		b.WriteString("\n### Memory skills\nProcedures learnt from earlier work. When a task matches one, read its SKILL.md first and follow it.\n")
+		b.WriteString(memory.SkillIndex(skills, func(name string) string {
+			if !sandboxed {
+				return MemoryReadTool + " " + memory.SkillPath(name)
+			}
+			return memory.WorkspacePath(agent.Memory.Dir, memory.SkillPath(name))
+		}))
+	}
+	return strings.TrimRight(b.String(), "\n"), nil
 }

@@ -170,8 +170,10 @@ func mcpReplayGraph() *agents.Graph {
 // an agent with memory (its turns' rollouts and the final signal, under
 // troupe.memory-rollouts) and of its scope's memory workflow (phases,
 // batching, idle end), recorded by e2e's TestMemorySessionEndToEnd with
-// -histories: a change of either's commands fails here and must be
-// versioned.
+// -histories, and of a session forked with memory and of its fork
+// (troupe.memory-fork: the copy of the scope), recorded by
+// TestMemoryForkEndToEnd: a change of their commands fails here and must
+// be versioned.
 func TestReplayMemoryHistories(t *testing.T) {
 	sets, err := filepath.Glob("testdata/memory-histories/*/index.json")
 	if err != nil || len(sets) == 0 {

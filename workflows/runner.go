@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -245,15 +246,11 @@ func NewRunner(cfg Config) (*Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, a := range g.Agents() {
-			if a.Memory != nil {
-				if err := memory.CheckScope(a.Memory.Scope); err != nil {
-					return nil, fmt.Errorf("workflows: graph %s, agent %s: %w", g.Name(), a.Name, err)
-				}
-				if !a.Memory.Reads() && !a.Memory.Generates() {
-					return nil, fmt.Errorf("workflows: graph %s, agent %s: unknown memory mode %q (read-only, generate-only, or empty for both)", g.Name(), a.Name, a.Memory.Mode)
-				}
-			}
+		if err := checkMemory(g); err != nil {
+			return nil, err
+		}
+		if g, err = r.withMemoryTools(g); err != nil {
+			return nil, err
 		}
 		if _, dup := r.graphs[g.Name()]; dup {
 			return nil, fmt.Errorf("workflows: two graphs named %q", g.Name())
@@ -414,6 +411,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.MemorySignal, activity.RegisterOptions{Name: MemorySignalActivityName})
 	w.RegisterActivityWithOptions(r.acts.MemoryPhase1, activity.RegisterOptions{Name: MemoryPhase1ActivityName})
 	w.RegisterActivityWithOptions(r.acts.MemoryPhase2, activity.RegisterOptions{Name: MemoryPhase2ActivityName})
+	w.RegisterActivityWithOptions(r.acts.MemoryFork, activity.RegisterOptions{Name: MemoryForkActivityName})
 }
 
 // RegisterWorkflows registers the workflows only, for example on a
@@ -576,4 +574,62 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		releaseRelay()
 		r.Close()
 	}, nil
+}
+
+// checkMemory checks the memory of g's agents: a scope that can name
+// files, a known mode, a workspace folder (Dir) that is one element, and
+// what reading and live update need of a sandbox agent: a shell
+// (exec_command, to search its memory files) and a filesystem
+// (apply_patch, to fix them).
+func checkMemory(g *agents.Graph) error {
+	for _, a := range g.Agents() {
+		m := a.Memory
+		if m == nil {
+			continue
+		}
+		fail := func(format string, args ...any) error {
+			return fmt.Errorf("workflows: graph %s, agent %s: "+format, append([]any{g.Name(), a.Name}, args...)...)
+		}
+		if err := memory.CheckScope(m.Scope); err != nil {
+			return fail("%w", err)
+		}
+		if !m.Reads() && !m.Generates() {
+			return fail("unknown memory mode %q (read-only, generate-only, or empty for both)", m.Mode)
+		}
+		if err := memory.CheckDir(m.Dir); err != nil {
+			return fail("%w", err)
+		}
+		if a.Sandbox == nil {
+			continue
+		}
+		has := func(tool string) bool {
+			return slices.ContainsFunc(g.ToolSpecs(a.Name), func(t agents.ToolSpec) bool { return t.Name == tool })
+		}
+		if m.Reads() && !has("exec_command") {
+			return fail("memory mode %q reads memory in the sandbox, which needs the shell capability (tool exec_command): add capabilities.Shell(), or use memory mode generate-only", cmp.Or(string(m.Mode), "read-write"))
+		}
+		if m.UpdatesLive() && !has("apply_patch") {
+			return fail("memory mode read-write updates memory live in the sandbox, which needs the filesystem capability (tool apply_patch): add capabilities.Filesystem(), or use memory mode read-only")
+		}
+	}
+	return nil
+}
+
+// withMemoryTools gives each plain agent (no sandbox) that reads memory
+// the memory_search and memory_read tools.
+func (r *Runner) withMemoryTools(g *agents.Graph) (*agents.Graph, error) {
+	var all []*agents.Agent
+	changed := false
+	for _, a := range g.Agents() {
+		if a.Sandbox == nil && a.Memory.Reads() {
+			c := *a
+			c.Tools = append(slices.Clip(c.Tools), r.memoryTools(a)...)
+			a, changed = &c, true
+		}
+		all = append(all, a)
+	}
+	if !changed {
+		return g, nil
+	}
+	return agents.NewGraph(g.Name(), g.Entry(), all...)
 }

@@ -244,6 +244,15 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 			return nil, fmt.Errorf("restore snapshot %s: %w", in.Snapshot, err)
 		}
 	}
+	// Memory after any restore: the store's version is the one to see.
+	if agent.Memory.Reads() {
+		if _, err := heartbeating(ctx, func() (struct{}, error) {
+			return struct{}{}, a.materialiseMemory(ctx, s, agent, memoryScopeOf(agent, in.Run))
+		}); err != nil {
+			_ = s.Stop(context.WithoutCancel(ctx))
+			return nil, err
+		}
+	}
 	guidance, err := a.saveGuidance(ctx, s, in.WorkflowID)
 	if err != nil {
 		_ = s.Stop(context.WithoutCancel(ctx))
@@ -310,10 +319,17 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 }
 
 // SandboxSnapshot archives the workspace into the blob store under its
-// content hash and returns the key.
+// content hash and returns the key. First, for an agent whose memory is
+// updated live, it writes the agent's edits of its memory files back to
+// the memory scope (memory_workspace.go).
 func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (string, error) {
 	s, err := a.session(ctx, st)
 	if err != nil {
+		return "", err
+	}
+	// The agent's edits of its memory go back to the store first
+	// (memory_workspace.go).
+	if _, _, err := a.writeBackMemory(ctx, s); err != nil {
 		return "", err
 	}
 	// The archive is spooled to a file, hashed on the way, then streamed
@@ -388,12 +404,16 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 	s, err := a.session(ctx, st)
 	if err != nil {
 		if ErrorType(err) == ErrSandboxGone {
+			a.forgetMemory(ctx, st.ID)
 			return nil
 		}
 		return err
 	}
-	_, err = heartbeating(ctx, func() (struct{}, error) { return struct{}{}, s.Stop(ctx) })
-	return err
+	if _, err = heartbeating(ctx, func() (struct{}, error) { return struct{}{}, s.Stop(ctx) }); err != nil {
+		return err
+	}
+	a.forgetMemory(ctx, st.ID)
+	return nil
 }
 
 // sandboxLife is the workflow side of an agent's sandbox: provisioned when

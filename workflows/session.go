@@ -709,8 +709,13 @@ func (s *session) fork(ctx workflow.Context, req ForkRequest) {
 		s.forkFailed(ctx, req, err)
 		return
 	}
+	spec, err := forkMemory(ctx, s.spec, req.NewID)
+	if err != nil {
+		s.forkFailed(ctx, req, err)
+		return
+	}
 	in := SessionInput{Graph: s.in.Graph, Agent: st.Agent, Name: st.Name, Policy: st.Policy, Vars: s.in.Vars, MaxHandoffs: s.in.MaxHandoffs,
-		Manager: cmp.Or(req.Manager, s.in.Manager), Fork: &SessionImage{From: s.id, Spec: s.spec, State: st}}
+		Manager: cmp.Or(req.Manager, s.in.Manager), Fork: &SessionImage{From: s.id, Spec: spec, State: st}}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID: req.NewID, ParentClosePolicy: enums.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
