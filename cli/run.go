@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -135,7 +137,8 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 	}
 	defer conn.close(stderr)
 	taskQueue := wo.taskQueue
-	if taskQueue == "" {
+	ownWorker := taskQueue == ""
+	if ownWorker {
 		// The queue `troupe dev` serves, so that a run this process
 		// cannot finish goes on on any worker of the same graphs.
 		taskQueue = workflows.DefaultTaskQueue
@@ -156,7 +159,81 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 		return err
 	}
 	fmt.Fprintf(progress, "▶ run %s (graph %s)\n", run.ID(), in.Graph)
-	return awaitRun(ctx, run, out, logPath, stdout, progress, stderr)
+	err = awaitRun(ctx, run, out, logPath, stdout, progress, stderr)
+	var stopped *Interrupted
+	if ownWorker && !errors.As(err, &stopped) {
+		settleMemory(ctx, conn.c, taskQueue, memoryScopes(graphs, in.Graph), memorySettleWait, progress)
+	}
+	return err
+}
+
+// memorySettleWait bounds how long a run with its own worker stays, once
+// its result is printed, for the memory workflows it fed to finish.
+const memorySettleWait = 30 * time.Second
+
+// memoryScopes are the memory scopes the agents of graph feed.
+func memoryScopes(graphs []Graph, graph string) []string {
+	var scopes []string
+	for _, g := range graphs {
+		if g.Graph.Name() != graph {
+			continue
+		}
+		for _, a := range g.Graph.Agents() {
+			if a.Memory.Generates() && !slices.Contains(scopes, a.Memory.Scope) {
+				scopes = append(scopes, a.Memory.Scope)
+			}
+		}
+	}
+	return scopes
+}
+
+// settleMemory waits, up to wait or until ctx ends (Ctrl-C), for the
+// memory workflows of scopes on queue to have nothing left to do: a run
+// whose worker is this process's would otherwise leave its consolidation
+// to the next worker that starts. The run's result is out before; the
+// wait is only the worker's, and nothing is lost when it is cut short.
+func settleMemory(ctx context.Context, c client.Client, queue string, scopes []string, wait time.Duration, progress io.Writer) {
+	if len(scopes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	said := false
+	for _, scope := range scopes {
+		id := workflows.MemoryWorkflowID(queue, scope)
+		for ctx.Err() == nil && memoryBusy(ctx, c, id) {
+			if !said {
+				fmt.Fprintf(progress, "… consolidating memory (scope %s) before this worker stops; Ctrl-C leaves it to the next worker\n", scope)
+				said = true
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// memoryBusy reports whether the memory workflow id has work left: a
+// phase under way, rollouts pending, or a phase 2 owed, and no failure
+// (a failing one is retried by a worker, later). One that does not exist
+// or has closed has none; one that does not answer yet (its first task
+// under way) is asked again.
+func memoryBusy(ctx context.Context, c client.Client, id string) bool {
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.MemoryQuery)
+	var notFound *serviceerror.NotFound
+	var failed *serviceerror.FailedPrecondition
+	switch {
+	case errors.As(err, &notFound), errors.As(err, &failed):
+		return false
+	case err != nil:
+		return true
+	}
+	var st workflows.MemoryStatus
+	if v.Get(&st) != nil {
+		return false
+	}
+	return (st.Phase != "idle" || st.Pending > 0 || st.Owed) && st.LastError == ""
 }
 
 // awaitRun follows run from its start (taking the events of this

@@ -58,6 +58,38 @@ func TestCLIRun(t *testing.T) {
 	}
 }
 
+// TestCLIRunRemembers: `troupe run` on its own embedded server stays, once
+// the result is out, for the deal desk's memory to be consolidated, so the
+// next `troupe run` of the same home knows the decision made before.
+func TestCLIRunRemembers(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	t.Setenv("TROUPE_HOME", t.TempDir())
+	review := func() (dealdesk.Recommendation, string) {
+		var stdout, stderr bytes.Buffer
+		cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
+		cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
+		}
+		var res workflows.RunResult
+		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+			t.Fatalf("stdout is not a run result: %v\n%s", err, stdout.String())
+		}
+		rec, err := agents.Decode[dealdesk.Recommendation](res.Output)
+		if err != nil {
+			t.Fatalf("result %+v: %v", res, err)
+		}
+		return rec, stderr.String()
+	}
+	if first, progress := review(); strings.Contains(first.Summary, "Earlier for") {
+		t.Fatalf("first run: summary %q; progress:\n%s", first.Summary, progress)
+	}
+	if again, _ := review(); !strings.Contains(again.Summary, "Earlier for Acme Corp: approve_with_conditions") {
+		t.Errorf("the second run says %q; want the decision made before", again.Summary)
+	}
+}
+
 // TestWorkerSandboxChoice: a worker whose sandbox backend is unusable
 // (here bubblewrap is not on PATH) refuses to start, says why and how to
 // fix it, and never falls back to the unconfined local backend by itself;
