@@ -131,6 +131,9 @@ type ManagerInput struct {
 	// Pages are the blob keys of the registry its previous run saved, in
 	// order (see registry.go).
 	Pages []string `json:"pages,omitempty"`
+	// OldPages are the pages the previous run read, which this run drops
+	// when it continues as new in turn.
+	OldPages []string `json:"old_pages,omitempty"`
 	// Bound is the history length at which a run of the manager continues
 	// as new: fixed at its first start (the worker's ContinueAfterEvents
 	// then) and carried, so no later worker's setting changes a run's
@@ -216,17 +219,38 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) e
 		}
 	}
 	kept := pruneStopped(m.sessions, keptStopped)
-	if workflow.GetVersion(ctx, versionManagerPages, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	v := workflow.GetVersion(ctx, versionManagerPages, workflow.DefaultVersion, 2)
+	if v == workflow.DefaultVersion {
 		return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Sessions: kept, Bound: bound})
 	}
-	pages, err := saveRegistry(ctx, kept)
-	if err != nil {
+	var pages []string
+	for {
+		var err error
+		if pages, err = saveRegistry(ctx, kept); err != nil {
+			return err
+		}
+		// Signals and updates that came while the pages were saved are
+		// taken, and the registry saved again: none is lost.
+		if failures.Len() == 0 && changed.Len() == 0 && workflow.AllHandlersFinished(ctx) {
+			break
+		}
+		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			return err
+		}
+		drain()
+		kept = pruneStopped(m.sessions, keptStopped)
+	}
+	next := ManagerInput{Pages: pages, Bound: bound}
+	drop := in.Pages
+	if v >= 2 {
+		// The pages this run read go a run later, so that a reset of this
+		// run to its start still finds them.
+		drop, next.OldPages = in.OldPages, in.Pages
+	}
+	if err := dropRegistry(ctx, drop); err != nil {
 		return err
 	}
-	if err := dropRegistry(ctx, in.Pages); err != nil {
-		return err
-	}
-	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Pages: pages, Bound: bound})
+	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, next)
 }
 
 // keptStopped bounds the stopped sessions a manager keeps listing: the

@@ -22,7 +22,9 @@ import (
 const RegistryActivityName = "troupe.RegistryPages"
 
 // versionManagerPages marks the change to managers that carry their
-// registry in blob pages rather than in their input.
+// registry in blob pages rather than in their input; at 2, a run drops
+// the pages of the run before its previous one, not its previous one's,
+// so that a reset of a run to its start still finds the pages it read.
 const versionManagerPages = "troupe.manager-pages"
 
 // registryPageBytes bounds a page's JSON: well below payloadLimit, since
@@ -124,8 +126,8 @@ func saveRegistry(ctx workflow.Context, sessions []SessionEntry) ([]string, erro
 	return keys, nil
 }
 
-// dropRegistry deletes the pages under the prefix of the pages a run
-// loaded (its previous run's), once their entries are saved again.
+// dropRegistry deletes the pages under the prefix of pages, once their
+// entries are saved again by a later run.
 func dropRegistry(ctx workflow.Context, pages []string) error {
 	if len(pages) == 0 {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1354,8 +1355,21 @@ func TestSessionManagerCarriesRegistryInPages(t *testing.T) {
 	if len(after.Pages) != len(next.Pages) || after.Pages[0] == next.Pages[0] {
 		t.Fatalf("pages %v after %v: want as many, the run's own", after.Pages, next.Pages)
 	}
+	// The pages a run read stay while it could be reset to its start,
+	// and go when the run after it continues in turn.
+	if _, err := store.Get(context.Background(), next.Pages[0]); err != nil || !slices.Equal(after.OldPages, next.Pages) {
+		t.Errorf("after the second run: the pages it read: %v; old pages carried %v, want %v", err, after.OldPages, next.Pages)
+	}
+	env3 := manager()
+	env3.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "troupe-sessions-third"})
+	if third, _ := continued(env3, after, news2); len(third.Pages) != len(after.Pages) {
+		t.Fatalf("the third run continued with pages %v", third.Pages)
+	}
 	if _, err := store.Get(context.Background(), next.Pages[0]); err == nil {
-		t.Errorf("the pages the second run read are still there")
+		t.Errorf("the pages the second run read are still there after the third run")
+	}
+	if _, err := store.Get(context.Background(), after.Pages[0]); err != nil {
+		t.Errorf("the pages the third run read: %v", err)
 	}
 	var last []workflows.SessionEntry
 	data, err := store.Get(context.Background(), after.Pages[len(after.Pages)-1])

@@ -286,12 +286,13 @@ type leaseDetail struct {
 }
 
 // withLease is err carrying lease to the session, its type and text as
-// err's: an application error whose details hold the lease.
+// err's: an application error whose details hold the lease and whose
+// cause is err.
 func withLease(err error, lease *runtime.SandboxLease) error {
 	typ, text := ErrorType(err), failureText(err)
 	text = strings.TrimPrefix(text, typ+": ")
 	return temporal.NewApplicationErrorWithOptions(text, typ, temporal.ApplicationErrorOptions{
-		NonRetryable: true, Details: []any{leaseDetail{Lease: lease}}})
+		NonRetryable: true, Cause: err, Details: []any{leaseDetail{Lease: lease}}})
 }
 
 // leaseFrom is the lease a failed agent's error carries back, or nil.
