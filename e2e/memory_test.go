@@ -201,17 +201,7 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 	if err := c.GetWorkflow(ctx, s.ID(), "").Get(ctx, &session); err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.MemoryStatus
-	for {
-		err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "").Get(ctx, &st)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("memory workflow: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	st := memoryDone(ctx, t, c, workflows.MemoryWorkflowID(queue, scope))
 	// The turns' rollouts and the final signal make one to three batches
 	// (as they arrive during a phase or not), each with its phase 2.
 	if st.Phase2s < 1 || st.Batches < 1 || st.Batches > 3 || st.LastError != "" {
@@ -244,6 +234,23 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Errorf("replay %s: %v", id, err)
 		}
+	}
+}
+
+// memoryDone waits, until ctx ends, for the memory workflow id to end
+// (idle, its work done) and returns its last status.
+func memoryDone(ctx context.Context, t *testing.T, c client.Client, id string) workflows.MemoryStatus {
+	t.Helper()
+	var st workflows.MemoryStatus
+	for {
+		err := c.GetWorkflow(ctx, id, "").Get(ctx, &st)
+		if err == nil {
+			return st
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("memory workflow %s: %v", id, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -757,15 +757,7 @@ func TestDealDeskRemembers(t *testing.T) {
 		t.Fatalf("the first review remembers something: %q", first.Summary)
 	}
 	// The memory workflow ends once idle, its phases done.
-	var st workflows.MemoryStatus
-	for {
-		if err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, dealdesk.MemoryScope), "").Get(ctx, &st); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			t.Fatalf("memory workflow: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	st := memoryDone(ctx, t, c, workflows.MemoryWorkflowID(queue, dealdesk.MemoryScope))
 	if st.Phase2s < 1 || st.LastError != "" || ms.Count("dealdesk-memory-phase1") != 1 {
 		t.Fatalf("memory %+v after %d phase-1 calls; want a phase 2 and no error", st, ms.Count("dealdesk-memory-phase1"))
 	}
@@ -852,15 +844,7 @@ func TestCodeReviewRemembers(t *testing.T) {
 	if _, err := first.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
-	var st workflows.MemoryStatus
-	for {
-		if err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, codereview.MemoryScope), "").Get(ctx, &st); err == nil {
-			break
-		} else if ctx.Err() != nil {
-			t.Fatalf("memory workflow: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	st := memoryDone(ctx, t, c, workflows.MemoryWorkflowID(queue, codereview.MemoryScope))
 	summary, err := store.Get(ctx, memory.Key(codereview.MemoryScope, memory.SummaryPath))
 	if err != nil || st.Phase2s < 1 || ms.Count("codereview-memory-phase1") != 1 ||
 		!strings.Contains(string(summary), "- false positive: hard-coded credential in auth/login.go") {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -226,7 +225,7 @@ func (g Git) Load(ctx context.Context, opts LoadOptions) ([]Skill, error) {
 			return fail(fmt.Errorf("clone: %w", err))
 		}
 	}
-	hash, err := resolve(repo, g.Ref, remote != "")
+	hash, err := sandbox.ResolveRef(repo, g.Ref, remote != "")
 	if err != nil {
 		return fail(err)
 	}
@@ -279,25 +278,6 @@ func (g Git) Load(ctx context.Context, opts LoadOptions) ([]Skill, error) {
 	return bundle(ctx, src, name, nodes, opts.Limits)
 }
 
-// resolve resolves ref (HEAD when empty) in repo; in a clone, a branch
-// lives under origin/.
-func resolve(repo *git.Repository, ref string, cloned bool) (plumbing.Hash, error) {
-	if ref == "" {
-		head, err := repo.Head()
-		if err != nil {
-			return plumbing.ZeroHash, fmt.Errorf("HEAD: %w", err)
-		}
-		return head.Hash(), nil
-	}
-	h, err := repo.ResolveRevision(plumbing.Revision(ref))
-	if err != nil && cloned {
-		h, err = repo.ResolveRevision(plumbing.Revision("origin/" + ref))
-	}
-	if err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("ref %q: %w", ref, err)
-	}
-	return *h, nil
-}
 
 // node is one entry of a source's tree, by slash path from its root.
 type node struct {

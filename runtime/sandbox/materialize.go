@@ -314,7 +314,7 @@ func openGitTree(ctx context.Context, e Entry, p Policy) (_ *gitTree, err error)
 		}
 	}
 	t.repo = repo
-	hash, err := resolveRef(repo, e.Ref, remote != "")
+	hash, err := ResolveRef(repo, e.Ref, remote != "")
 	if err != nil {
 		return nil, err
 	}
@@ -339,10 +339,10 @@ func openGitTree(ctx context.Context, e Entry, p Policy) (_ *gitTree, err error)
 	return t, err
 }
 
-// resolveRef resolves ref (HEAD when empty) in repo. In a clone, branches
-// live under refs/remotes/origin, so a plain branch name is looked up
-// there too.
-func resolveRef(repo *git.Repository, ref string, cloned bool) (plumbing.Hash, error) {
+// ResolveRef resolves ref (HEAD when empty) in repo, a repository opened
+// or cloned (cloned) with go-git. In a clone, branches live under
+// refs/remotes/origin, so a plain branch name is looked up there too.
+func ResolveRef(repo *git.Repository, ref string, cloned bool) (plumbing.Hash, error) {
 	if ref == "" {
 		head, err := repo.Head()
 		if err != nil {
