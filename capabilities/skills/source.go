@@ -278,7 +278,6 @@ func (g Git) Load(ctx context.Context, opts LoadOptions) ([]Skill, error) {
 	return bundle(ctx, src, name, nodes, opts.Limits)
 }
 
-
 // node is one entry of a source's tree, by slash path from its root.
 type node struct {
 	path               string
