@@ -223,10 +223,20 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) e
 	if v == workflow.DefaultVersion {
 		return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, ManagerInput{Sessions: kept, Bound: bound})
 	}
-	var pages []string
+	next := ManagerInput{Bound: bound}
+	if v >= 2 {
+		// The pages the previous run read go now, a run later than at
+		// version 1, so that a reset of a run to its start still finds
+		// the pages it read; and before the save, whose loop below is
+		// the last step.
+		if err := dropRegistry(ctx, in.OldPages); err != nil {
+			return err
+		}
+		next.OldPages = in.Pages
+	}
 	for {
 		var err error
-		if pages, err = saveRegistry(ctx, kept); err != nil {
+		if next.Pages, err = saveRegistry(ctx, kept); err != nil {
 			return err
 		}
 		// Signals and updates that came while the pages were saved are
@@ -240,15 +250,10 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) e
 		drain()
 		kept = pruneStopped(m.sessions, keptStopped)
 	}
-	next := ManagerInput{Pages: pages, Bound: bound}
-	drop := in.Pages
-	if v >= 2 {
-		// The pages this run read go a run later, so that a reset of this
-		// run to its start still finds them.
-		drop, next.OldPages = in.OldPages, in.Pages
-	}
-	if err := dropRegistry(ctx, drop); err != nil {
-		return err
+	if v == 1 {
+		if err := dropRegistry(ctx, in.Pages); err != nil {
+			return err
+		}
 	}
 	return workflow.NewContinueAsNewError(ctx, SessionManagerWorkflowName, next)
 }
