@@ -257,11 +257,16 @@ func TestMarathon(t *testing.T) {
 	}
 	t.Logf("%d model calls, the widest context held %d turns", calls, widest)
 	// Model calls are local activities, run at least once: on a loaded
-	// machine a workflow task that times out while one runs has it run
-	// again. The run counts each turn once (above); the calls may be a
-	// few more, never fewer.
-	if calls < marathonTurns+1 || calls > (marathonTurns+1)*101/100 || widest > marathonWindow/2+1 || widest < marathonWindow/4 {
-		t.Errorf("%d model calls; the widest showed %d turns; want %d calls (up to 1%% more, repeated) of at most %d turns each, and trims that keep about %d",
+	// machine a workflow task that times out while they run has those
+	// since its last heartbeat run again. The run counts each turn once
+	// (above); how many calls repeat depends on the machine's load, like
+	// a timing, so it is logged, not judged (6 % of 5,001 on a make test
+	// with the race-enabled sandbox tests beside it).
+	if calls > marathonTurns+1 {
+		t.Logf("%d model calls repeated by workflow tasks that timed out", calls-(marathonTurns+1))
+	}
+	if calls < marathonTurns+1 || widest > marathonWindow/2+1 || widest < marathonWindow/4 {
+		t.Errorf("%d model calls; the widest showed %d turns; want at least %d calls (one a turn) of at most %d turns each, and trims that keep about %d",
 			calls, widest, marathonTurns+1, marathonWindow/2+1, marathonWindow/4)
 	}
 	for i, e := range runner {
