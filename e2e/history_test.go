@@ -216,6 +216,7 @@ const marathonBound = 5_200
 // never shown more than the agent's compaction window, through every
 // continue-as-new (the window travels in the agent's state).
 func TestMarathon(t *testing.T) {
+	t.Parallel() // long and on its own worker: it runs beside the other long ones, after the rest
 	c := dial(t)
 	srv, url := modelServer(t)
 	var store *blob.Store
