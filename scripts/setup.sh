@@ -44,6 +44,8 @@ command -v zstd >/dev/null || apt_install zstd
 # tmux: the end-to-end test of `troupe chat` runs it in a terminal and reads
 # the screen (send-keys, capture-pane).
 command -v tmux >/dev/null || apt_install tmux
+# git-http-backend serves the skills tests' git remote over HTTP.
+[ -x /usr/lib/git-core/git-http-backend ] || apt_install git
 
 # ---- docker (runtime/sandbox/docker) ----------------------------------------
 # The docker sandbox backend needs a running Docker Engine (Debian's docker.io);
