@@ -83,7 +83,25 @@ func scenario(t testing.TB) *scripted.Scenario {
 // modelServer starts a scripted model server for one test.
 func modelServer(t testing.TB) (*scripted.Server, string) {
 	t.Helper()
-	s := scripted.New(scenario(t))
+	return serveScenario(t, scenario(t))
+}
+
+// scenarioServer starts a scripted model server for one test on the
+// scenario in yaml alone.
+func scenarioServer(t testing.TB, yaml string) (*scripted.Server, string) {
+	t.Helper()
+	sc, err := scripted.ParseScenario([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveScenario(t, sc)
+}
+
+// serveScenario starts a scripted model server on sc, closed when the
+// test ends, and returns it and its base URL.
+func serveScenario(t testing.TB, sc *scripted.Scenario) (*scripted.Server, string) {
+	t.Helper()
+	s := scripted.New(sc)
 	url, err := s.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -46,16 +45,7 @@ rules:
 // only, one of the fork the fork only; each side's rollouts go to its own
 // scope; and both sessions' histories (troupe.memory-fork) replay.
 func TestMemoryForkEndToEnd(t *testing.T) {
-	sc, err := scripted.ParseScenario([]byte(forkScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := scripted.New(sc)
-	base, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	_, base := scenarioServer(t, forkScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("e2e-f-%d-%d", os.Getpid(), time.Now().UnixNano())
 	g := agents.MustGraph("memsession", "m", &agents.Agent{Name: "m", Instructions: "memtest: remembers", Memory: &agents.MemoryConfig{Scope: scope}})

@@ -50,16 +50,7 @@ rules:
 // consolidation starts; phase 1 runs once per run, phase 2 writes the
 // handbook, the summary and the selection; the workflow ends when idle.
 func TestMemoryConsolidationEndToEnd(t *testing.T) {
-	sc, err := scripted.ParseScenario([]byte(memoryScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := scripted.New(sc)
-	base, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv, base := scenarioServer(t, memoryScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("e2e-%d-%d", os.Getpid(), time.Now().UnixNano())
 	g := agents.MustGraph("memtest", "m", &agents.Agent{Name: "m", Instructions: "memtest: remembers", Memory: &agents.MemoryConfig{Scope: scope}})
@@ -160,16 +151,7 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 // scope's memory workflow replay on this code (the versioned commands of
 // troupe.memory-rollouts, the memory workflow's coroutines and timers).
 func TestMemorySessionEndToEnd(t *testing.T) {
-	sc, err := scripted.ParseScenario([]byte(memoryScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := scripted.New(sc)
-	base, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	_, base := scenarioServer(t, memoryScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("e2e-s-%d-%d", os.Getpid(), time.Now().UnixNano())
 	g := agents.MustGraph("memsession", "m", &agents.Agent{Name: "m", Instructions: "memtest: remembers", Memory: &agents.MemoryConfig{Scope: scope}})
@@ -298,16 +280,7 @@ rules:
 // model call per rollout and per phase 2, one raw memory and one summary
 // per rollout, and the selection written once phase 2 is done.
 func TestMemoryWorkerKilledInPhases(t *testing.T) {
-	sc, err := scripted.ParseScenario([]byte(crashScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := scripted.New(sc)
-	url, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv, url := scenarioServer(t, crashScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("crash-%d", os.Getpid())
 	blobDir, queue := t.TempDir(), fmt.Sprintf("memcrash-%d", os.Getpid())
@@ -428,16 +401,7 @@ func readFresh(ctx context.Context, store *blob.Store, key string) ([]byte, erro
 // signals reach the scope's single memory workflow, whose phase 2s never
 // overlap, and whose last selection holds both sessions.
 func TestMemoryTwoSessionsStopTogether(t *testing.T) {
-	sc, err := scripted.ParseScenario([]byte(memoryScenario))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := scripted.New(sc)
-	base, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv, base := scenarioServer(t, memoryScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("e2e-two-%d-%d", os.Getpid(), time.Now().UnixNano())
 	g := memoryGraph("memtwo", scope)
