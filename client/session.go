@@ -67,7 +67,7 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 // queue holds, stopped ones included, oldest first; none when no session
 // was ever created there.
 func (c *Client) Sessions(ctx context.Context) ([]SessionEntry, error) {
-	v, err := c.cfg.Temporal.QueryWorkflow(ctx, workflows.SessionManagerIDFor(c.cfg.TaskQueue), "", workflows.SessionsQuery)
+	v, err := c.query(ctx, workflows.SessionManagerIDFor(c.cfg.TaskQueue), workflows.SessionsQuery)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, nil
@@ -220,7 +220,7 @@ func (s *Session) Input(ctx context.Context) (SessionInput, error) {
 
 // Info returns where the session stands, as it says itself.
 func (s *Session) Info(ctx context.Context) (SessionInfo, error) {
-	v, err := s.c.cfg.Temporal.QueryWorkflow(ctx, s.id, "", workflows.SessionQuery)
+	v, err := s.c.query(ctx, s.id, workflows.SessionQuery)
 	if err != nil {
 		return SessionInfo{}, fmt.Errorf("session %s: %w", s.id, err)
 	}
