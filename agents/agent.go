@@ -61,6 +61,11 @@ type Agent struct {
 	// memory scope's consolidation (see MemoryConfig); nil generates no
 	// memory.
 	Memory *MemoryConfig
+	// Approvals are the agent's approval policies, at most one per tool:
+	// which calls wait for a human's decision before they run (see
+	// Approval). A tool without one never waits, except an MCP tool its
+	// server's RequireApproval names.
+	Approvals []Approval
 }
 
 // TurnLimit is MaxTurns with its default applied.

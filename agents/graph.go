@@ -224,6 +224,23 @@ func (g *Graph) index(a *Agent) []error {
 		}
 		seen[srv.Name] = true
 	}
+	policies := map[string]bool{}
+	for _, p := range a.Approvals {
+		switch {
+		case p.Tool == "":
+			errs = append(errs, fmt.Errorf("agent %q: an approval policy names no tool", a.Name))
+		case policies[p.Tool]:
+			errs = append(errs, fmt.Errorf("agent %q: two approval policies for tool %q", a.Name, p.Tool))
+		case p.Timeout < 0:
+			errs = append(errs, fmt.Errorf("agent %q: approval policy of %q: negative timeout", a.Name, p.Tool))
+		case refs[p.Tool].Kind == ToolHandoff:
+			errs = append(errs, fmt.Errorf("agent %q: approval policy of %q: a handoff is not a call that can wait for approval", a.Name, p.Tool))
+		case refs[p.Tool].Kind == ToolUnknown && len(a.MCPServers) == 0:
+			// MCP tools are known only once their servers list them.
+			errs = append(errs, fmt.Errorf("agent %q: approval policy for unknown tool %q", a.Name, p.Tool))
+		}
+		policies[p.Tool] = true
+	}
 	g.tools[a.Name] = refs
 	g.specs[a.Name] = specs
 	return errs

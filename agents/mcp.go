@@ -57,8 +57,9 @@ type MCPServer struct {
 	// cannot.
 	NonStrict bool
 	// RequireApproval, when set, names the tools (by the server's names)
-	// whose calls need a human's approval. Until approvals exist, such a
-	// call is refused and the model is told why.
+	// whose calls wait for a human's decision, as under an Approval that
+	// makes every call wait (see Agent.Approvals, which can also decide
+	// per call).
 	RequireApproval func(tool string) bool
 }
 

@@ -79,6 +79,9 @@ const (
 	SessionIdle SessionStatus = "idle"
 	// SessionThinking: a turn is running.
 	SessionThinking SessionStatus = "thinking"
+	// SessionWaiting: a turn is running, and a call of it waits for a
+	// human's decision (an approval).
+	SessionWaiting SessionStatus = "waiting"
 	// SessionPaused: no turn starts, and a running turn's agents start no
 	// model call or tool, until the session is resumed.
 	SessionPaused SessionStatus = "paused"
@@ -182,6 +185,9 @@ type SessionState struct {
 	Stopped bool `json:"stopped,omitempty"`
 	// LastActivity is when a message last arrived or a turn last ended.
 	LastActivity time.Time `json:"last_activity"`
+	// Approvals are the calls of the running turn's tree that wait for a
+	// decision, and the decisions the session remembers.
+	Approvals ApprovalDesk `json:"approvals,omitzero"`
 }
 
 // NewSessionState is a new session answered first by agent.
@@ -199,6 +205,8 @@ func (s *SessionState) Status() SessionStatus {
 		return SessionStopped
 	case s.Paused:
 		return SessionPaused
+	case s.Running != nil && len(s.Approvals.Pending) > 0:
+		return SessionWaiting
 	case s.Running != nil || len(s.Queue) > 0:
 		return SessionThinking
 	}

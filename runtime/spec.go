@@ -65,6 +65,34 @@ type AgentSpec struct {
 	// live), when it reads; empty for none. A fork of a session has both
 	// scopes replaced by its own (memory.ForkScope).
 	MemoryReadScope string `json:"memory_read_scope,omitempty"`
+	// Approvals are the agent's approval policies that can make a call
+	// wait (agents.Approval), by tool name. Specs recorded before
+	// approvals have none.
+	Approvals []ApprovalSpec `json:"approvals,omitempty"`
+}
+
+// ApprovalSpec is what workflow code reads of an approval policy.
+type ApprovalSpec struct {
+	Tool string `json:"tool"`
+	// When: the policy decides per call (in an activity); otherwise every
+	// call waits.
+	When bool `json:"when,omitempty"`
+	// Timeout bounds the wait; 0 waits for ever.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// ApproveOnTimeout: a wait that times out approves the call rather
+	// than reject it.
+	ApproveOnTimeout bool `json:"approve_on_timeout,omitempty"`
+}
+
+// Approval returns the agent's policy for tool, if one can make its calls
+// wait.
+func (a *AgentSpec) Approval(tool string) (ApprovalSpec, bool) {
+	for _, p := range a.Approvals {
+		if p.Tool == tool {
+			return p, true
+		}
+	}
+	return ApprovalSpec{}, false
 }
 
 // MCPServerSpec is what workflow code reads of an MCP server.
@@ -104,6 +132,11 @@ func SpecOf(g *agents.Graph, settings RunSettings) *GraphSpec {
 		}
 		if a.Memory.Reads() {
 			as.MemoryReadScope = a.Memory.Scope
+		}
+		for _, p := range a.Approvals {
+			if !p.Never {
+				as.Approvals = append(as.Approvals, ApprovalSpec{Tool: p.Tool, When: p.When != nil, Timeout: p.Timeout, ApproveOnTimeout: p.OnTimeout == agents.ApproveOnTimeout})
+			}
 		}
 		for _, srv := range a.MCPServers {
 			as.MCPServers = append(as.MCPServers, MCPServerSpec{Name: srv.Name, CallTimeout: srv.CallTimeout()})

@@ -49,17 +49,13 @@ type gateCall struct {
 	MCP *MCPToolRef
 }
 
-// gate is the one place that decides whether a call runs: approvals,
-// guardrails and budgets belong here, nowhere else. It returns "" to let
-// the call run, or why it does not, which the model gets as the call's
-// output. It issues no commands today: human approval is not built yet,
-// so a call that needs it is refused with a reason the model sees, and the
-// run goes on.
+// gate is the one place that decides whether a call runs: guardrails
+// and budgets belong here, nowhere else. It returns "" to let the call
+// run, or why it does not, which the model gets as the call's output.
+// Approvals come before it (approve, in approvals.go): a call waits for
+// its decision before any call of the turn starts, and only an approved
+// call reaches the gate.
 func (r *Runner) gate(_ workflow.Context, g gateCall) string {
-	if g.MCP != nil && g.MCP.Approval {
-		return fmt.Sprintf("calling %s (tool %s of MCP server %s) needs a human's approval, and this run cannot ask for it; "+
-			"the call was not made. Do without it or tell the user.", g.MCP.Name, g.MCP.Remote, g.MCP.Server)
-	}
 	return ""
 }
 
@@ -91,6 +87,9 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		done[o.CallID] = o
 	}
 	var usage model.Usage
+	if err := t.approve(ctx, rc, &d, done); err != nil {
+		return nil, nil, usage, err
+	}
 	usedSandbox := false
 	for _, c := range d.Functions {
 		if t.agent.Tool(c.Name).Sandbox && !usedSandbox {

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
@@ -94,8 +95,9 @@ func toolNames(req model.Request) []string {
 // TestMCPTools runs an agent whose tools come from an MCP server: the
 // model sees them prefixed and next to the agent's own; their calls run in
 // the same turn as a function tool's; a call that changes the server's
-// tool list makes the next turn offer the new tool; a tool that needs
-// approval is refused without reaching the server.
+// tool list makes the next turn offer the new tool; a tool whose server
+// requires approval waits for a decision, and a rejected call never
+// reaches the server.
 func TestMCPTools(t *testing.T) {
 	peer := startPeer(t)
 	own := agents.MustFunctionTool("own", "The agent's own tool.", func(context.Context, unlockArgs) (string, error) { return "own done", nil })
@@ -130,10 +132,22 @@ func TestMCPTools(t *testing.T) {
 	t.Cleanup(func() { r.Close() })
 	env := quietEnv()
 	r.Register(env)
+	var waiting []runtime.ApprovalRequest
+	var rejected *decision
+	env.RegisterDelayedCallback(func() {
+		waiting = pending(t, env)
+		if len(waiting) == 1 {
+			rejected = decide(env, runtime.ApprovalDecision{ID: waiting[0].ID, Message: "never wipe"})
+		}
+	}, time.Minute)
 	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "mcp", Input: "go"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
+	if len(waiting) != 1 || waiting[0].Tool != "p_wipe" || waiting[0].Kind != "mcp" {
+		t.Fatalf("waiting for approval: %+v, want p_wipe alone", waiting)
+	}
+	rejected.ok(t)
 	if len(offered) != 3 {
 		t.Fatalf("model turns = %d, want 3", len(offered))
 	}
@@ -144,7 +158,7 @@ func TestMCPTools(t *testing.T) {
 		t.Errorf("after unlock the model was offered %q, without p_secret", offered[1])
 	}
 	joined := strings.Join(outputs, "\n")
-	for _, want := range []string{"1a=42", "1b=own done", "1c=unlocked", "2a=the secret is 7", "2b=Error: calling p_wipe"} {
+	for _, want := range []string{"1a=42", "1b=own done", "1c=unlocked", "2a=the secret is 7", "2b=Error: the user rejected this call; it was not run. Their message: never wipe"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("tool outputs lack %q:\n%s", want, joined)
 		}

@@ -64,6 +64,14 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 			rs.Input.Spec = spec
 		}
 	}
+	desk := &runtime.ApprovalDesk{}
+	if carry != nil && carry.Approvals != nil {
+		desk = carry.Approvals
+	}
+	approvals, err := newTreeApprovals(ctx, desk, nil)
+	if err != nil {
+		return nil, err
+	}
 	// The Web UI's current details show the run's message and the agent at
 	// work; each run sets them, as continue-as-new keeps no static summary.
 	workflow.SetCurrentDetails(ctx, runDetails(in, rs.Current))
@@ -87,6 +95,10 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 			Detail: fmt.Sprintf("history of %d events: continuing as new before agent %d", info.GetCurrentHistoryLength(), rs.Next)})
 		next := in
 		next.Carry = &RunCarry{Spec: spec, Route: rs, Events: rec.events[max(0, len(rec.events)-carriedEvents):], NextEvent: rec.next, Pages: rec.pages}
+		approvals.drain(ctx)
+		if len(desk.Rules) > 0 {
+			next.Carry.Approvals = &runtime.ApprovalDesk{Rules: desk.Rules}
+		}
 		return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)
 	}
 	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil, nil)

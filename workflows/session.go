@@ -257,6 +257,9 @@ type session struct {
 	continuing bool
 	// mem feeds the turns' rollouts to memory, off the turns' path.
 	mem memoryFeed
+	// approvals take the requests and decisions of the running turn's
+	// calls that wait (on st.Approvals).
+	approvals *treeApprovals
 }
 
 // SessionWorkflow runs a session: see the top of this file.
@@ -407,6 +410,11 @@ func (s *session) handle(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, SessionQuery, func() (SessionInfo, error) { return s.info(), nil }); err != nil {
 		return err
 	}
+	approvals, err := newTreeApprovals(ctx, &s.st.Approvals, s.changed)
+	if err != nil {
+		return err
+	}
+	s.approvals = approvals
 	// Fork requests (from the manager) wait for the turn to end;
 	// commands come from the manager; signalled messages have no caller
 	// to refuse, so a refused one is an event.
@@ -471,6 +479,7 @@ type signalIn struct {
 // session continues as new (which would lose them), and reports whether
 // there were any.
 func (s *session) drain(ctx workflow.Context) bool {
+	s.approvals.drain(ctx) // Late news of an ended turn: nothing waits.
 	any := false
 	for _, sig := range s.signals {
 		for sig.take(ctx, sig.ch) {
@@ -789,6 +798,9 @@ func (s *session) turn(ctx workflow.Context) error {
 	pending := append(append([]agents.Item(nil), s.st.Pending...), agents.UserMessage(m.Text))
 	in := AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec}
 	rr, err := s.r.routeFrom(tctx, s.rec, s.spec, routeState{Current: s.st.Agent, Input: in}, prefix, nil, s.boxes, s.ctl)
+	// No call of the turn waits any more, however it ended.
+	s.approvals.drain(ctx)
+	s.st.Approvals.Forget(prefix + "/")
 	rec := runtime.TurnRecord{Turn: m.Turn, Message: preview(m.Text, 200), Workflow: prefix, Started: m.At, Ended: workflow.Now(ctx)}
 	agent, transcript, left := s.st.Agent, s.st.Transcript, s.st.Pending
 	if rr != nil {

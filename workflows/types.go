@@ -53,6 +53,9 @@ type RunCarry struct {
 	Events    []Event            `json:"events,omitempty"`
 	NextEvent int                `json:"next_event"`
 	Pages     []EventPage        `json:"pages,omitempty"`
+	// Approvals are the decisions the run remembers (no call waits
+	// between two agents of the chain).
+	Approvals *runtime.ApprovalDesk `json:"approvals,omitempty"`
 }
 
 // RunResult is a finished run.
@@ -250,6 +253,9 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 	// Child is the workflow id of a child this event started or finished.
 	Child string `json:"child,omitempty"`
+	// Approval is the id of the approval a call waits for
+	// (approval_requested, approval_decided): what a decision names.
+	Approval string `json:"approval,omitempty"`
 }
 
 // Event kinds.

@@ -1,0 +1,360 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// deployArgs are the arguments of the approval tests' deploy tool.
+type deployArgs struct {
+	Env string `json:"env"`
+}
+
+// ran records the calls the approval tests' tools ran, by argument.
+type ran struct {
+	mu   sync.Mutex
+	envs []string
+}
+
+func (r *ran) add(env string) { r.mu.Lock(); r.envs = append(r.envs, env); r.mu.Unlock() }
+func (r *ran) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.envs)
+}
+
+// approvalGraph is a graph whose "ops" agent deploys (every call waits,
+// or the prod ones only, or with a timeout), and whose "boss" calls ops as
+// a tool.
+func approvalGraph(r *ran, policy agents.Approval) *agents.Graph {
+	deploy := agents.MustFunctionTool("deploy", "Deploys.", func(_ context.Context, a deployArgs) (string, error) {
+		r.add(a.Env)
+		return "deployed " + a.Env, nil
+	})
+	policy.Tool = "deploy"
+	return agents.MustGraph("approvals", "ops",
+		&agents.Agent{Name: "ops", Instructions: "ops: deploys", Tools: []agents.Tool{deploy}, Approvals: []agents.Approval{policy}},
+		&agents.Agent{Name: "boss", Instructions: "boss: delegates", Tools: []agents.Tool{agents.AsTool("ops", "ops", "Deploys things.")}},
+	)
+}
+
+// approvalEnv runs the approval graph on a test environment. fn answers
+// the model; its first ops turn's calls are calls.
+func approvalEnv(t *testing.T, policy agents.Approval, fn turnFunc) (*testsuite.TestWorkflowEnvironment, *ran) {
+	t.Helper()
+	r := &ran{}
+	env := quietEnv()
+	store, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{approvalGraph(r, policy)}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner.Register(env)
+	return env, r
+}
+
+// outputsOf are the function outputs the model was sent, by call id.
+func outputsOf(req model.Request) map[string]string {
+	out := map[string]string{}
+	for _, it := range req.Input {
+		if it.Type == agents.ItemFunctionCallOutput {
+			out[it.CallID] = it.Output
+		}
+	}
+	return out
+}
+
+// pending is what the root lists as waiting.
+func pending(t *testing.T, env *testsuite.TestWorkflowEnvironment) []runtime.ApprovalRequest {
+	t.Helper()
+	v, err := env.QueryWorkflow(workflows.ApprovalsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ps []runtime.ApprovalRequest
+	if err := v.Get(&ps); err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// decision is a decision sent to the root, and its answer once the
+// root took it.
+type decision struct {
+	done    bool
+	decided []runtime.ApprovalDecision
+	err     error
+}
+
+// decide sends a decision to the root, as a client's update would; the
+// root answers when the workflow next runs.
+func decide(env *testsuite.TestWorkflowEnvironment, dec runtime.ApprovalDecision) *decision {
+	d := &decision{}
+	env.UpdateWorkflow(workflows.DecideUpdate, fmt.Sprintf("decide-%s-%d", dec.ID, time.Now().UnixNano()), &testsuite.TestUpdateCallback{
+		OnAccept: func() {},
+		OnReject: func(e error) { d.err, d.done = e, true },
+		OnComplete: func(v any, e error) {
+			d.err, d.done = e, true
+			if e == nil {
+				d.decided, _ = v.([]runtime.ApprovalDecision)
+			}
+		},
+	}, dec)
+	return d
+}
+
+// ok fails the test unless the root took the decision.
+func (d *decision) ok(t *testing.T) {
+	t.Helper()
+	if !d.done || d.err != nil {
+		t.Errorf("decision: done %v, err %v", d.done, d.err)
+	}
+}
+
+// finalOutput is the run's output text.
+func finalOutput(t *testing.T, env *testsuite.TestWorkflowEnvironment) string {
+	t.Helper()
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("the run did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	_ = json.Unmarshal(res.Output, &text)
+	return text
+}
+
+// reportOutputs has the model call deploy with calls on its first turn,
+// then answer with the outputs it was sent, in call order.
+func reportOutputs(calls ...agents.Item) turnFunc {
+	return func(req model.Request) []agents.Item {
+		if !strings.HasPrefix(req.Instructions, "ops:") {
+			if out := outputsOf(req); len(out) > 0 {
+				return []agents.Item{agents.AssistantMessage(out["boss-1"])}
+			}
+			return []agents.Item{call("boss-1", "ops", `{"input":"deploy"}`)}
+		}
+		out := outputsOf(req)
+		if len(out) == 0 {
+			return calls
+		}
+		var parts []string
+		for _, c := range calls {
+			parts = append(parts, c.CallID+"="+out[c.CallID])
+		}
+		return []agents.Item{agents.AssistantMessage(strings.Join(parts, "|"))}
+	}
+}
+
+func TestApprovalDecisions(t *testing.T) {
+	tests := []struct {
+		name    string
+		policy  agents.Approval
+		calls   []agents.Item
+		// decide takes decisions on the calls waiting (ps); later runs fn
+		// a minute on; check runs once the run ended.
+		decide  func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) (check func())
+		waiting int      // calls listed as waiting when the decisions start
+		want    []string // parts of the final output
+		ran     []string
+	}{
+		{
+			name: "approve", calls: []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
+				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
+				return func() { d.ok(t) }
+			},
+			want: []string{"c1=deployed prod"}, ran: []string{"prod"},
+		},
+		{
+			name: "reject with a message", calls: []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
+				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Message: "not on a Friday"})
+				return func() { d.ok(t) }
+			},
+			want: []string{"c1=Error: the user rejected this call; it was not run. Their message: not on a Friday"},
+		},
+		{
+			name: "edited arguments", calls: []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
+				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Arguments: `{"env":"staging"}`})
+				return func() { d.ok(t) }
+			},
+			want: []string{"c1=deployed staging"}, ran: []string{"staging"},
+		},
+		{
+			name:  "two calls decided in the opposite order",
+			calls: []agents.Item{call("c1", "deploy", `{"env":"eu"}`), call("c2", "deploy", `{"env":"us"}`)}, waiting: 2,
+			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
+				second := decide(env, runtime.ApprovalDecision{ID: ps[1].ID, Approve: true})
+				var first *decision
+				later(func() {
+					if left := pending(t, env); len(left) != 1 || left[0].ID != ps[0].ID {
+						t.Errorf("after the second was decided, waiting: %+v, want the first alone", left)
+					}
+					first = decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Message: "no"})
+				})
+				return func() { second.ok(t); first.ok(t) }
+			},
+			want: []string{"c1=Error: the user rejected", "c2=deployed us"}, ran: []string{"us"},
+		},
+		{
+			name:  "remember for the tool",
+			calls: []agents.Item{call("c1", "deploy", `{"env":"eu"}`), call("c2", "deploy", `{"env":"us"}`)}, waiting: 2,
+			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
+				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberTool})
+				return func() {
+					d.ok(t)
+					if len(d.decided) != 2 || d.decided[1].By != runtime.DecidedByRule {
+						t.Errorf("decided %+v, want the second call decided by the rule", d.decided)
+					}
+				}
+			},
+			want: []string{"c1=deployed eu", "c2=deployed us"}, ran: []string{"eu", "us"},
+		},
+		{
+			name:  "remember for the same arguments only",
+			calls: []agents.Item{call("c1", "deploy", `{"env":"eu"}`), call("c2", "deploy", `{"env":"us"}`)}, waiting: 2,
+			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
+				first := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberArguments})
+				var second *decision
+				later(func() { second = decide(env, runtime.ApprovalDecision{ID: ps[1].ID}) })
+				return func() {
+					first.ok(t)
+					second.ok(t)
+					if len(first.decided) != 1 {
+						t.Errorf("decided %+v, want the first call only", first.decided)
+					}
+				}
+			},
+			want: []string{"c1=deployed eu", "c2=Error: the user rejected"}, ran: []string{"eu"},
+		},
+		{
+			name:   "a predicate lets some calls through",
+			policy: agents.When("", func(_ context.Context, args json.RawMessage) (bool, error) { return strings.Contains(string(args), "prod"), nil }),
+			calls:  []agents.Item{call("c1", "deploy", `{"env":"dev"}`), call("c2", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
+				if ps[0].CallID != "c2" {
+					t.Errorf("waiting %+v, want the prod call", ps[0])
+				}
+				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
+				return func() { d.ok(t) }
+			},
+			want: []string{"c1=deployed dev", "c2=deployed prod"}, ran: []string{"dev", "prod"},
+		},
+		{
+			name:   "a timeout rejects by default",
+			policy: agents.Approval{Timeout: time.Hour},
+			calls:  []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			want: []string{"c1=Error: this call needed approval and no one decided within 1h0m0s; it was not run."},
+		},
+		{
+			name:   "a timeout approves when the policy says so",
+			policy: agents.Approval{Timeout: time.Hour, OnTimeout: agents.ApproveOnTimeout},
+			calls:  []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			want: []string{"c1=deployed prod"}, ran: []string{"prod"},
+		},
+	}
+	for _, tc := range tests {
+		for _, root := range []string{"ops", "boss"} {
+			t.Run(tc.name+" from "+root, func(t *testing.T) {
+				env, r := approvalEnv(t, tc.policy, reportOutputs(tc.calls...))
+				var seen []runtime.ApprovalRequest
+				check := func() {}
+				later := func(fn func()) { env.RegisterDelayedCallback(fn, 2*time.Minute) }
+				env.RegisterDelayedCallback(func() {
+					seen = pending(t, env)
+					if len(seen) != tc.waiting {
+						t.Fatalf("waiting: %+v, want %d call(s)", seen, tc.waiting)
+					}
+					if len(r.list()) != 0 {
+						t.Errorf("ran %v before any decision", r.list())
+					}
+					if tc.decide != nil {
+						check = tc.decide(t, env, seen, later)
+					}
+				}, time.Minute)
+				env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "approvals", Agent: root, Input: "deploy"})
+				out := finalOutput(t, env)
+				check()
+				for _, w := range tc.want {
+					if !strings.Contains(out, w) {
+						t.Errorf("output %q lacks %q", out, w)
+					}
+				}
+				if got := r.list(); !slices.Equal(got, tc.ran) && !(len(got) == 0 && len(tc.ran) == 0) {
+					t.Errorf("ran %v, want %v", got, tc.ran)
+				}
+				for _, p := range seen {
+					if p.Agent != "ops" || p.Tool != "deploy" || p.Kind != "function" || !strings.Contains(p.Workflow, "ops") {
+						t.Errorf("listed %+v, want ops's deploy in its workflow", p)
+					}
+					if root == "boss" && !strings.Contains(p.Workflow, "/t1.0/") {
+						t.Errorf("listed %+v, want the workflow of boss's agent tool", p)
+					}
+				}
+				if left := pending(t, env); len(left) != 0 {
+					t.Errorf("still waiting at the end: %+v", left)
+				}
+			})
+		}
+	}
+}
+
+// A decision for no call that waits, or one that cannot be taken, is
+// refused with a reason, and the call still waits.
+func TestApprovalBadDecisions(t *testing.T) {
+	env, r := approvalEnv(t, agents.Approval{}, reportOutputs(call("c1", "deploy", `{"env":"prod"}`)))
+	var bads []*decision
+	var good *decision
+	env.RegisterDelayedCallback(func() {
+		ps := pending(t, env)
+		for _, bad := range []runtime.ApprovalDecision{
+			{ID: "a00000000", Approve: true},
+			{ID: ps[0].ID, Approve: true, Remember: "forever"},
+			{ID: ps[0].ID, Approve: true, Arguments: `not json`},
+			{ID: ps[0].ID, Approve: false, Arguments: `{"env":"dev"}`},
+		} {
+			bads = append(bads, decide(env, bad))
+		}
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		ps := pending(t, env)
+		if len(ps) != 1 {
+			t.Fatalf("after refused decisions, waiting: %+v", ps)
+		}
+		good = decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "approvals", Input: "deploy"})
+	if out := finalOutput(t, env); !strings.Contains(out, "c1=deployed prod") || len(r.list()) != 1 {
+		t.Errorf("output %q, ran %v", out, r.list())
+	}
+	for i, d := range bads {
+		if !d.done || workflows.ErrorType(d.err) != workflows.ErrBadDecision {
+			t.Errorf("bad decision %d: done %v, err %v, want %s", i, d.done, d.err, workflows.ErrBadDecision)
+		}
+	}
+	good.ok(t)
+}
