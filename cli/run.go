@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/term"
 
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -93,7 +94,11 @@ func runCommand(graphs []Graph) *cobra.Command {
 				progress = io.Discard
 			}
 			wo.roots = append(wo.roots, roots...)
-			return runGraph(cmd.Context(), graphs, in, wo, runOutput{json: asJSON, verbose: verbose}, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
+			out := runOutput{json: asJSON, verbose: verbose}
+			if f, ok := cmd.InOrStdin().(*os.File); ok && !quiet && term.IsTerminal(int(f.Fd())) {
+				out.ask = f // Calls that wait for approval are asked about here.
+			}
+			return runGraph(cmd.Context(), graphs, in, wo, out, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
 		},
 	}
 	for _, g := range graphs {
@@ -124,6 +129,9 @@ type runOutput struct {
 	// noEvents shows no progress: nothing could read it (the events are
 	// read through a worker, and none serves the run).
 	noEvents bool
+	// ask, when set, is the terminal on which the calls that wait for
+	// approval are asked about.
+	ask io.Reader
 }
 
 // runGraph runs in on the workers of wo.taskQueue or, when it is empty, on
@@ -246,6 +254,20 @@ func awaitRun(ctx context.Context, run *troupeclient.Run, out runOutput, logPath
 	fctx, cancel := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	printer := newEventPrinter(progress)
+	show := printer.event
+	if out.ask != nil && !out.noEvents {
+		a := newAsker(out.ask, progress)
+		go a.loop(fctx, run)
+		show = func(e workflows.Event) {
+			printer.event(e)
+			switch e.Kind {
+			case workflows.EventApprovalRequested:
+				a.waits(e.Approval)
+			case workflows.EventApprovalDecided:
+				a.decided(e.Approval)
+			}
+		}
+	}
 	go func() {
 		defer close(followed)
 		if !out.noEvents {
@@ -255,7 +277,7 @@ func awaitRun(ctx context.Context, run *troupeclient.Run, out runOutput, logPath
 			if !out.json && progress != io.Discard {
 				opts = append(opts, troupeclient.WithDeltas())
 			}
-			_ = run.Follow(fctx, printer.event, opts...)
+			_ = run.Follow(fctx, show, opts...)
 			printer.endLine()
 		}
 	}()
@@ -561,6 +583,12 @@ func printEvent(w io.Writer, e workflows.Event) {
 		fmt.Fprintf(w, "  %s %s: %s\n", tag, strings.ReplaceAll(e.Kind, "_", " "), oneLine(e.Detail))
 	case workflows.EventFailed:
 		fmt.Fprintf(w, "  %s failed: %s\n", tag, oneLine(e.Detail))
+	case workflows.EventApprovalRequested:
+		root, _, _ := strings.Cut(e.WorkflowID, "/")
+		fmt.Fprintf(w, "  %s ⏸ %s waits for approval (%s): %s\n", tag, e.Tool, e.Approval, oneLine(e.Detail))
+		fmt.Fprintf(w, "      troupe runs approve %s %s   (or reject, with --message)\n", root, e.Approval)
+	case workflows.EventApprovalDecided:
+		fmt.Fprintf(w, "  %s %s %s\n", tag, e.Tool, oneLine(e.Detail))
 	}
 }
 

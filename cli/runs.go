@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/term"
 
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
@@ -25,7 +27,7 @@ func runsCommand(graphs []Graph) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List, show, follow, cancel, terminate and resume runs",
+		Short: "List, show, follow, cancel, terminate and resume runs, and decide the calls that wait for approval",
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 
@@ -86,6 +88,9 @@ func runsCommand(graphs []Graph) *cobra.Command {
 					return err
 				}
 				out := runOutput{json: asJSON}
+				if f, ok := cmd.InOrStdin().(*os.File); ok && !asJSON && term.IsTerminal(int(f.Fd())) {
+					out.ask = f
+				}
 				if !served(cmd.Context(), cn, info.TaskQueue) {
 					// A run's events are read through its workers.
 					out.noEvents = true
@@ -165,6 +170,7 @@ func runsCommand(graphs []Graph) *cobra.Command {
 		}
 	}
 	cmd.AddCommand(ls, show, follow, cancel, terminate, resume)
+	cmd.AddCommand(approvalCommands(&asJSON)...)
 	return cmd
 }
 

@@ -248,7 +248,14 @@ var tmuxServers atomic.Int64
 // says "chat exited: STATUS". The test's cleanup ends the tmux server.
 func startChat(t *testing.T, dev *troupe, env []string, args ...string) *tmuxChat {
 	t.Helper()
-	cmd, cliEnv := troupeCommand(t, append([]string{"chat"}, args...)...)
+	return startTerminal(t, dev, env, append([]string{"chat"}, args...)...)
+}
+
+// startTerminal runs `troupe args` in a tmux window as startChat runs
+// `troupe chat`.
+func startTerminal(t *testing.T, dev *troupe, env []string, args ...string) *tmuxChat {
+	t.Helper()
+	cmd, cliEnv := troupeCommand(t, args...)
 	vars := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8", cliEnv}
 	vars = append(vars, env...)
 	quoted := make([]string, len(vars))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -21,7 +22,7 @@ import (
 // server, say) without building a binary.
 const envCLI = "TROUPE_E2E_CLI_ARGS"
 
-// envCLIPlod adds plodGraph to the graphs the test binary serves as the
+// envCLIPlod adds plodGraph and gateGraph to the graphs the test binary serves as the
 // troupe command.
 const envCLIPlod = "TROUPE_E2E_CLI_PLOD"
 
@@ -59,6 +60,41 @@ func plodGraph() cli.Graph {
 	}
 }
 
+// gateGraph is a graph whose one agent removes what the user asks it to
+// clean with a tool whose every call waits for approval. The tool notes
+// each call it runs in $TROUPE_HOME/gate.log.
+func gateGraph() cli.Graph {
+	rm := agents.MustFunctionTool("rm_rf", "Removes a directory of the build.", func(_ context.Context, a struct {
+		Path string `json:"path"`
+	}) (string, error) {
+		f, err := os.OpenFile(filepath.Join(os.Getenv("TROUPE_HOME"), "gate.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		if _, err := fmt.Fprintln(f, a.Path); err != nil {
+			return "", err
+		}
+		return "removed " + a.Path, nil
+	})
+	scenario := `rules:
+  - name: gate-removed
+    match: {instructions: "gatekeeper", last_input: "^removed "}
+    respond: {text: "done: {{.LastOutput}}"}
+  - name: gate-refused
+    match: {instructions: "gatekeeper", last_input: "rejected this call"}
+    respond: {text: "not removed: {{.LastOutput}}"}
+  - name: gate-clean
+    match: {instructions: "gatekeeper", last_input: '(?i)^clean \S+'}
+    respond: {calls: [{name: rm_rf, arguments: {path: '{{match .LastUser ` + "`(?i)^clean (\\S+)`" + `}}'}}]}
+`
+	return cli.Graph{
+		Graph: agents.MustGraph("gate", "keeper", &agents.Agent{Name: "keeper", Instructions: "gatekeeper: cleans what it is asked to",
+			Tools: []agents.Tool{rm}, Approvals: []agents.Approval{agents.Always("rm_rf")}}),
+		Scenario: []byte(scenario),
+	}
+}
+
 func cliProcess() int {
 	var args []string
 	if err := json.Unmarshal([]byte(os.Getenv(envCLI)), &args); err != nil {
@@ -69,7 +105,7 @@ func cliProcess() int {
 	defer stop()
 	graphs := builtin.Graphs()
 	if os.Getenv(envCLIPlod) != "" {
-		graphs = append(graphs, plodGraph())
+		graphs = append(graphs, plodGraph(), gateGraph())
 	}
 	cmd := cli.Command(graphs, os.Stdout, os.Stderr)
 	cmd.SetArgs(args)

@@ -51,6 +51,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -171,8 +172,21 @@ func reviewer(name, focus string) *agents.Agent {
 		Sandbox:      &agents.Sandbox{ManifestFor: ReviewerWorkspace},
 		Capabilities: withSkills(skills.Eager),
 		Output:       agents.MustOutput[Findings](),
+		// A reviewer reads: anything else it runs waits for a human.
+		Approvals: []agents.Approval{ReviewerApproval},
 	}
 }
+
+// ReviewerApproval makes a reviewer's commands wait for a human's
+// approval, unless they only read (capabilities.ReadOnlyCommand).
+var ReviewerApproval = capabilities.CommandApproval(func(cmd string) bool { return !capabilities.ReadOnlyCommand(cmd) })
+
+// FixerApproval makes the fixer's recursive removals (rm -r, rm -rf)
+// wait for a human's approval; its edits go ahead, as the user asked
+// for them.
+var FixerApproval = capabilities.CommandApproval(func(cmd string) bool { return recursiveRemoval.MatchString(cmd) })
+
+var recursiveRemoval = regexp.MustCompile(`\brm\s+(-[a-zA-Z]*[rR]|--recursive)`)
 
 // Skills are the example's skills bundle: review-security (how a
 // security review goes here, with the pattern file its grep reads) and
@@ -357,6 +371,7 @@ func Graph() *agents.Graph {
 				"and the file). Your workspace stays yours for the whole conversation, so later requests build on your earlier changes.",
 			Sandbox:      &agents.Sandbox{ManifestFor: ReviewerWorkspace},
 			Capabilities: withSkills(skills.Lazy),
+			Approvals:    []agents.Approval{FixerApproval},
 		},
 		reviewer("security", "Look for hard-coded credentials, injection, unsafe handling of input, and secrets in logs."),
 		reviewer("tests", "Check that each changed source file has its behaviour covered by a test in the change or in the repository."),
