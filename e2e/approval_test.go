@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/devserver"
 )
 
 // waitApprovals polls `troupe runs approvals ID --json` until n calls
@@ -97,6 +101,28 @@ func TestApprovalSurvivesWorkerAndServerKill(t *testing.T) {
 		t.Errorf("the tool ran %q (%v), want once, on build/", log, err)
 	}
 	runCLI(t, home, "sessions", "stop", id)
+	if *historiesDir != "" {
+		saveDevHistories(t, home, map[string]bool{id: true, id + "/t1/0-keeper": true}, "approval-session")
+	}
+}
+
+// saveDevHistories saves the histories of ids from the server of
+// `troupe dev` in home, once they have closed.
+func saveDevHistories(t *testing.T, home string, ids map[string]bool, prefix string) {
+	t.Helper()
+	srv, err := devserver.Running(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for id := range ids {
+		_ = c.GetWorkflow(context.Background(), id, "").Get(context.Background(), nil)
+	}
+	saveHistories(t, c, ids, *historiesDir, prefix)
 }
 
 // `troupe run` asks on its terminal (tmux) for the decision on a call that
@@ -126,5 +152,12 @@ func TestRunAsksForApproval(t *testing.T) {
 	}
 	if log, err := os.ReadFile(filepath.Join(home, "gate.log")); err != nil || string(log) != "dist/cache/\n" {
 		t.Errorf("the tool ran %q (%v), want once, on the edited path", log, err)
+	}
+	if *historiesDir != "" {
+		run := regexp.MustCompile(`▶ run (\S+) `).FindStringSubmatch(screen)
+		if run == nil {
+			t.Fatalf("no run id on the screen:\n%s", screen)
+		}
+		saveDevHistories(t, home, map[string]bool{run[1]: true, run[1] + "/0-keeper": true}, "approval-run")
 	}
 }
