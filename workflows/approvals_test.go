@@ -170,9 +170,9 @@ func reportOutputs(calls ...agents.Item) turnFunc {
 
 func TestApprovalDecisions(t *testing.T) {
 	tests := []struct {
-		name    string
-		policy  agents.Approval
-		calls   []agents.Item
+		name   string
+		policy agents.Approval
+		calls  []agents.Item
 		// decide takes decisions on the calls waiting (ps); later runs fn
 		// a minute on; check runs once the run ended.
 		decide  func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) (check func())
@@ -252,9 +252,11 @@ func TestApprovalDecisions(t *testing.T) {
 			want: []string{"c1=deployed eu", "c2=Error: the user rejected"}, ran: []string{"eu"},
 		},
 		{
-			name:   "a predicate lets some calls through",
-			policy: agents.When("", func(_ context.Context, args json.RawMessage) (bool, error) { return strings.Contains(string(args), "prod"), nil }),
-			calls:  []agents.Item{call("c1", "deploy", `{"env":"dev"}`), call("c2", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			name: "a predicate lets some calls through",
+			policy: agents.When("", func(_ context.Context, args json.RawMessage) (bool, error) {
+				return strings.Contains(string(args), "prod"), nil
+			}),
+			calls: []agents.Item{call("c1", "deploy", `{"env":"dev"}`), call("c2", "deploy", `{"env":"prod"}`)}, waiting: 1,
 			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
 				if ps[0].CallID != "c2" {
 					t.Errorf("waiting %+v, want the prod call", ps[0])
