@@ -161,3 +161,33 @@ func TestRunAsksForApproval(t *testing.T) {
 		saveDevHistories(t, home, map[string]bool{run[1]: true, run[1] + "/0-keeper": true}, "approval-run")
 	}
 }
+
+// `troupe chat` (in tmux) shows a call that waits for approval, with the
+// session waiting, and takes the decision: y approves the oldest, and the
+// turn goes on.
+func TestChatApproves(t *testing.T) {
+	home := t.TempDir()
+	port := strconv.Itoa(freePort(t))
+	env := []string{"TROUPE_HOME=" + home, envCLIPlod + "=1"}
+	dev := startTroupe(t, "dev", env, "troupe: dev server up", "dev", "--port", port, "--ui-port", "-1")
+	chat := startChat(t, dev, env, "--graph", "gate")
+	chat.waitFor("the chat", func(s string) bool { return strings.Contains(s, "no session open") })
+	chat.enter("/new")
+	chat.waitFor("the new session", func(s string) bool { return strings.Contains(header(s), "· idle ·") })
+	chat.enter("clean build/")
+	screen := chat.waitFor("the call that waits", func(s string) bool {
+		return strings.Contains(s, `keeper wants to run rm_rf {"path":"build/"}: approve? y / n / a (always)`) && strings.Contains(header(s), "· waiting ·")
+	})
+	if _, err := os.Stat(filepath.Join(home, "gate.log")); err == nil {
+		t.Errorf("the tool ran before the approval:\n%s", screen)
+	}
+	chat.enter("y")
+	chat.waitFor("the answer", func(s string) bool {
+		return strings.Contains(s, "done: removed build/") && strings.Contains(s, "keeper rm_rf: approved by user") && strings.Contains(header(s), "· idle ·")
+	})
+	if log, err := os.ReadFile(filepath.Join(home, "gate.log")); err != nil || string(log) != "build/\n" {
+		t.Errorf("the tool ran %q (%v), want once, on build/", log, err)
+	}
+	chat.enter("/done")
+	chat.waitFor("the end", func(s string) bool { return strings.Contains(s, "chat exited: 0") })
+}

@@ -44,6 +44,14 @@ func (r *Runner) Do(e Effect) tea.Cmd {
 		return func() tea.Msg {
 			return Served{Queue: r.cl.TaskQueue(), OK: r.served == nil || r.served(ctx)}
 		}
+	case DoDecide:
+		return func() tea.Msg {
+			ds, err := r.cl.Session(e.Session).Decide(ctx, e.Decision)
+			if err != nil {
+				return failed(err)
+			}
+			return Decided{Session: e.Session, Decisions: ds}
+		}
 	case DoCreate:
 		return func() tea.Msg {
 			_, entry, err := r.cl.CreateSession(ctx, troupeclient.SessionInput{Graph: e.Arg})
@@ -59,7 +67,9 @@ func (r *Runner) Do(e Effect) tea.Cmd {
 			case err != nil:
 				return failed(err)
 			case e.Do == DoOpen:
-				return Opened{Info: info}
+				// The calls waiting since before the chat opened it.
+				approvals, _ := r.cl.Session(e.Session).Approvals(ctx)
+				return Opened{Info: info, Approvals: approvals}
 			}
 			return Refreshed{Info: info}
 		}

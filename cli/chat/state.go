@@ -100,8 +100,12 @@ type (
 	}
 	// Created is a session created (DoCreate).
 	Created struct{ Entry troupeclient.SessionEntry }
-	// Opened is a session opened (DoOpen): where it stands.
-	Opened struct{ Info troupeclient.SessionInfo }
+	// Opened is a session opened (DoOpen): where it stands, and the
+	// calls of its turn that wait for approval.
+	Opened struct {
+		Info      troupeclient.SessionInfo
+		Approvals []troupeclient.Approval
+	}
 	// Refreshed is where the open session stands now (DoInfo).
 	Refreshed struct{ Info troupeclient.SessionInfo }
 	// Listed is the sessions there are (DoList).
@@ -147,6 +151,12 @@ type (
 		Session string
 		Err     error
 	}
+	// Decided is a decision the session took on a call that waited
+	// (DoDecide): Decisions are every call it settled.
+	Decided struct {
+		Session   string
+		Decisions []troupeclient.Decision
+	}
 )
 
 func (Line) chatMsg()        {}
@@ -163,6 +173,7 @@ func (Switched) chatMsg()    {}
 func (Served) chatMsg()      {}
 func (Failed) chatMsg()      {}
 func (FollowEnded) chatMsg() {}
+func (Decided) chatMsg()     {}
 
 // Do is a client call an Effect asks for.
 type Do string
@@ -194,6 +205,9 @@ const (
 	// DoSwitch moves session Session's workspaces to backend Arg
 	// (Switched).
 	DoSwitch Do = "switch"
+	// DoDecide takes Decision on a call of session Session that waits
+	// for approval (Decided).
+	DoDecide Do = "decide"
 	// DoQuit ends the chat; the sessions go on.
 	DoQuit Do = "quit"
 )
@@ -205,6 +219,8 @@ type Effect struct {
 	Arg     string
 	Command string
 	Cursor  troupeclient.Cursor
+	// Decision is DoDecide's.
+	Decision troupeclient.Decision
 }
 
 // Options set a State up.
@@ -231,6 +247,9 @@ type State struct {
 	Pick    int
 	// Quit says the user asked to leave.
 	Quit bool
+	// Approvals are the calls of the open session's turn that wait for
+	// a decision, oldest first, as their events said.
+	Approvals []Approval
 
 	unserved bool
 	inflight map[Do]int
@@ -242,6 +261,11 @@ type State struct {
 	working   []worker          // agents at work, in order of start
 	echoes    []string          // messages sent from here whose message event has not come
 	sent      map[string]string // turn id → message sent from here
+}
+
+// Approval is a call that waits for a decision, as the chat shows it.
+type Approval struct {
+	ID, Agent, Tool, Arguments string
 }
 
 type worker struct {
@@ -258,6 +282,7 @@ func NewState(o Options) *State {
 }
 
 func (s *State) resetTurns() {
+	s.Approvals = nil
 	s.depth, s.announced, s.streams, s.awaiting, s.sent = map[string]int{}, map[string]bool{}, map[string]int{}, map[string]int{}, map[string]string{}
 	s.working, s.echoes = nil, nil
 }
@@ -303,7 +328,14 @@ func (s *State) Apply(m Msg) []Effect {
 		return s.open(m.Entry.ID)
 	case Opened:
 		s.done(DoOpen)
-		return s.opened(m.Info)
+		effects := s.opened(m.Info)
+		for _, a := range m.Approvals {
+			if !slices.ContainsFunc(s.Approvals, func(b Approval) bool { return b.ID == a.ID }) {
+				s.Approvals = append(s.Approvals, Approval{ID: a.ID, Agent: a.Agent, Tool: a.Tool, Arguments: a.Arguments})
+				s.add(Entry{Kind: KindStep, Agent: a.Agent, Text: fmt.Sprintf("⏸ %s wants to run %s %s: approve? y / n / a (always), or /approve %s, /reject %s MESSAGE", a.Agent, a.Tool, a.Arguments, a.ID, a.ID)})
+			}
+		}
+		return effects
 	case Refreshed:
 		s.refreshed(m.Info)
 	case Listed:
@@ -348,6 +380,13 @@ func (s *State) Apply(m Msg) []Effect {
 	case Failed:
 		s.done(m.Do)
 		s.failed(m)
+	case Decided:
+		s.done(DoDecide)
+		if m.Session == s.Session {
+			for _, d := range m.Decisions {
+				s.settle(d.ID)
+			}
+		}
 	case FollowEnded:
 		if m.Err != nil && m.Session == s.Session {
 			s.problem(fmt.Sprintf("stopped following session %s: %v (/open %s follows it again)", m.Session, m.Err, m.Session))
@@ -363,6 +402,9 @@ func (s *State) line(text string) []Effect {
 		return s.key("enter")
 	}
 	s.Picking = false
+	if short, ok := approvalAnswers[strings.ToLower(text)]; ok && len(s.Approvals) > 0 {
+		text = short // y, n, a: the oldest call that waits
+	}
 	if !strings.HasPrefix(text, "/") {
 		if s.Session == "" {
 			s.problem("no session open: /new [graph] starts one, /sessions lists them")
@@ -423,6 +465,8 @@ func (s *State) line(text string) []Effect {
 		return nil
 	}
 	switch name {
+	case "/approve", "/reject", "/always":
+		return s.decide(name, arg)
 	case "/fork":
 		return []Effect{s.call(Effect{Do: DoFork, Session: s.Session, Arg: arg})}
 	case "/switch":
@@ -440,13 +484,48 @@ var sessionCommands = map[string]struct {
 	needsArg bool
 	text     string
 }{
-	"/rename": {true, "/rename NAME"},
-	"/fork":   {false, "/fork [NAME]"},
-	"/switch": {true, "/switch BACKEND (bwrap, docker or local)"},
-	"/pause":  {false, "/pause"},
-	"/resume": {false, "/resume"},
-	"/policy": {true, "/policy enqueue|reject|rollback"},
-	"/stop":   {false, "/stop"},
+	"/rename":  {true, "/rename NAME"},
+	"/fork":    {false, "/fork [NAME]"},
+	"/switch":  {true, "/switch BACKEND (bwrap, docker or local)"},
+	"/pause":   {false, "/pause"},
+	"/resume":  {false, "/resume"},
+	"/policy":  {true, "/policy enqueue|reject|rollback"},
+	"/stop":    {false, "/stop"},
+	"/approve": {false, "/approve [CALL] (default: the oldest call that waits)"},
+	"/reject":  {false, "/reject [CALL] [MESSAGE FOR THE MODEL]"},
+	"/always":  {false, "/always [CALL]: approve, and every later call of the tool by that agent"},
+}
+
+// approvalAnswers are the short answers to the oldest call that waits.
+var approvalAnswers = map[string]string{"y": "/approve", "yes": "/approve", "n": "/reject", "no": "/reject", "a": "/always", "always": "/always"}
+
+// decide takes /approve, /reject or /always on the call arg names (its
+// id first), else on the oldest call that waits.
+func (s *State) decide(name, arg string) []Effect {
+	if len(s.Approvals) == 0 {
+		s.problem("no call waits for approval")
+		return nil
+	}
+	target := s.Approvals[0]
+	first, rest, _ := strings.Cut(arg, " ")
+	if i := slices.IndexFunc(s.Approvals, func(a Approval) bool { return a.ID == first }); i >= 0 {
+		target, arg = s.Approvals[i], strings.TrimSpace(rest)
+	}
+	d := troupeclient.Decision{ID: target.ID}
+	switch name {
+	case "/approve":
+		d.Approve = true
+	case "/always":
+		d.Approve, d.Remember = true, runtime.RememberTool
+	case "/reject":
+		d.Message = arg
+	}
+	return []Effect{s.call(Effect{Do: DoDecide, Session: s.Session, Decision: d})}
+}
+
+// settle takes the call id off the calls that wait.
+func (s *State) settle(id string) {
+	s.Approvals = slices.DeleteFunc(s.Approvals, func(a Approval) bool { return a.ID == id })
 }
 
 // Help is what /help shows.
@@ -460,6 +539,9 @@ const Help = `Type a message and press Enter to send it to the open session. Com
   /pause, /resume     pause the session's whole agent tree; resume where it stopped
   /policy P           what a message sent during a turn does: enqueue, reject or rollback
   /stop               stop the session for good (its sandboxes too)
+  /approve [CALL]     approve a call that waits for approval (y does it for the oldest)
+  /reject [CALL] [M]  reject it, telling the model M (n does it for the oldest)
+  /always [CALL]      approve it and every later call of that tool by that agent (a)
   /done               leave the chat; the session stays, waiting for you
 PgUp/PgDn scroll; Ctrl-C leaves like /done.`
 
@@ -679,6 +761,14 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 		s.note(fmt.Sprintf("turn t%d rolled back: %s", e.Turn, e.Detail))
 	case workflows.EventSessionCommand:
 		s.command(e.Detail)
+	case workflows.EventApprovalRequested:
+		if !slices.ContainsFunc(s.Approvals, func(a Approval) bool { return a.ID == e.Approval }) {
+			s.Approvals = append(s.Approvals, Approval{ID: e.Approval, Agent: e.Agent, Tool: e.Tool, Arguments: e.Detail})
+		}
+		step(fmt.Sprintf("⏸ %s wants to run %s %s: approve? y / n / a (always), or /approve %s, /reject %s MESSAGE", e.Agent, e.Tool, e.Detail, e.Approval, e.Approval))
+	case workflows.EventApprovalDecided:
+		s.settle(e.Approval)
+		step(fmt.Sprintf("%s %s: %s", e.Agent, e.Tool, e.Detail))
 	case workflows.EventSessionStopped:
 		s.working = nil
 		s.note("session stopped " + e.Detail)

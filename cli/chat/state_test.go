@@ -616,3 +616,51 @@ func TestFormatOutput(t *testing.T) {
 		}
 	}
 }
+
+// A call that waits shows with how to decide it; y, n and a decide the
+// oldest, /reject ID MESSAGE a named one; its decided event takes it off.
+func TestApprovals(t *testing.T) {
+	s := opened(t, troupeclient.SessionInfo{})
+	asked := func(id, args string) troupeclient.Event {
+		e := withTool(ev(pricing, workflows.EventApprovalRequested, "pricing_reviewer", 1, args), "exec_command")
+		e.Approval = id
+		return e
+	}
+	if eff := s.Apply(Line{Text: "/approve"}); eff != nil || !strings.Contains(last(s).Text, "no call waits") {
+		t.Errorf("/approve with nothing waiting: %+v, %q", eff, last(s).Text)
+	}
+	s.Apply(Followed{Session: sid, Event: asked("a1", `{"cmd":"rm -rf build/"}`)})
+	s.Apply(Followed{Session: sid, Event: asked("a2", `{"cmd":"make"}`)})
+	if !strings.Contains(last(s).Text, "pricing_reviewer wants to run exec_command") || len(s.Approvals) != 2 {
+		t.Fatalf("after two requests: %+v; shown %q", s.Approvals, last(s).Text)
+	}
+	for _, tc := range []struct {
+		line string
+		want troupeclient.Decision
+	}{
+		{"y", troupeclient.Decision{ID: "a1", Approve: true}},
+		{"n", troupeclient.Decision{ID: "a1"}},
+		{"a", troupeclient.Decision{ID: "a1", Approve: true, Remember: runtime.RememberTool}},
+		{"/reject a2 not now", troupeclient.Decision{ID: "a2", Message: "not now"}},
+		{"/reject no reason", troupeclient.Decision{ID: "a1", Message: "no reason"}},
+	} {
+		eff := s.Apply(Line{Text: tc.line})
+		if len(eff) != 1 || eff[0].Do != DoDecide || eff[0].Session != sid || eff[0].Decision != tc.want {
+			t.Errorf("%q: effects %+v, want the decision %+v", tc.line, eff, tc.want)
+		}
+		s.Apply(Failed{Do: DoDecide, Session: sid, Err: errors.New("not taken")})
+	}
+	s.Apply(Decided{Session: sid, Decisions: []troupeclient.Decision{{ID: "a2", Approve: true}}})
+	decided := withTool(ev(pricing, workflows.EventApprovalDecided, "pricing_reviewer", 1, "approved by user"), "exec_command")
+	decided.Approval = "a1"
+	s.Apply(Followed{Session: sid, Event: decided})
+	if len(s.Approvals) != 0 {
+		t.Errorf("still waiting: %+v", s.Approvals)
+	}
+	// With nothing waiting, y is a message again.
+	if eff := s.Apply(Line{Text: "y"}); len(eff) == 0 || eff[0].Do != DoSend {
+		t.Errorf("y with nothing waiting: %+v, want it sent", eff)
+	}
+}
+
+func last(s *State) Entry { return s.Entries[len(s.Entries)-1] }
