@@ -235,8 +235,10 @@ func (g *Graph) index(a *Agent) []error {
 			errs = append(errs, fmt.Errorf("agent %q: approval policy of %q: negative timeout", a.Name, p.Tool))
 		case refs[p.Tool].Kind == ToolHandoff:
 			errs = append(errs, fmt.Errorf("agent %q: approval policy of %q: a handoff is not a call that can wait for approval", a.Name, p.Tool))
-		case refs[p.Tool].Kind == ToolUnknown && len(a.MCPServers) == 0:
-			// MCP tools are known only once their servers list them.
+		case refs[p.Tool].Kind == ToolUnknown && len(a.MCPServers) == 0 && a.Sandbox == nil:
+			// MCP tools are known only once their servers list them, and a
+			// sandbox agent's default capabilities once a worker adds
+			// them (CheckApprovals then).
 			errs = append(errs, fmt.Errorf("agent %q: approval policy for unknown tool %q", a.Name, p.Tool))
 		}
 		policies[p.Tool] = true
@@ -298,4 +300,27 @@ func needsSandbox(c Capability) bool {
 		}
 	}
 	return false
+}
+
+// CheckApprovals reports the approval policies of g's agents that name no
+// tool of their agent, as the graph stands (a worker calls it once it has
+// added a sandbox agent's default capabilities). An agent with MCP
+// servers may name tools its servers will list.
+func (g *Graph) CheckApprovals() error {
+	var errs []error
+	for _, n := range g.order {
+		a := g.agents[n]
+		if len(a.MCPServers) > 0 {
+			continue
+		}
+		for _, p := range a.Approvals {
+			if g.tools[n][p.Tool].Kind == ToolUnknown {
+				errs = append(errs, fmt.Errorf("agent %q: approval policy for unknown tool %q", n, p.Tool))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w %s: %w", ErrInvalidGraph, g.name, errors.Join(errs...))
+	}
+	return nil
 }

@@ -254,3 +254,38 @@ func (c testCapability) Name() string               { return c.name }
 func (c testCapability) Instructions() string       { return "" }
 func (c testCapability) Tools() []agents.Tool       { return c.tools }
 func (c testCapability) Manifest() sandbox.Manifest { return c.manifest }
+
+func TestApprovalPolicyChecks(t *testing.T) {
+	tool := agents.MustFunctionTool("deploy", "Deploys.", func(context.Context, struct{}) (string, error) { return "", nil })
+	for _, tc := range []struct {
+		name      string
+		agent     *agents.Agent
+		wantGraph string // an error NewGraph gives
+		wantCheck string // an error CheckApprovals gives
+	}{
+		{"a known tool", &agents.Agent{Name: "a", Tools: []agents.Tool{tool}, Approvals: []agents.Approval{agents.Always("deploy")}}, "", ""},
+		{"no tool named", &agents.Agent{Name: "a", Approvals: []agents.Approval{{}}}, "names no tool", ""},
+		{"twice", &agents.Agent{Name: "a", Tools: []agents.Tool{tool}, Approvals: []agents.Approval{agents.Always("deploy"), agents.Never("deploy")}}, "two approval policies", ""},
+		{"negative timeout", &agents.Agent{Name: "a", Tools: []agents.Tool{tool}, Approvals: []agents.Approval{{Tool: "deploy", Timeout: -1}}}, "negative timeout", ""},
+		{"unknown on a plain agent", &agents.Agent{Name: "a", Approvals: []agents.Approval{agents.Always("deplyo")}}, "unknown tool", ""},
+		{"unknown on a sandbox agent, until its capabilities are there", &agents.Agent{Name: "a", Sandbox: &agents.Sandbox{}, Approvals: []agents.Approval{agents.Always("exec_command")}}, "", "unknown tool"},
+		{"an MCP tool", &agents.Agent{Name: "a", MCPServers: []*agents.MCPServer{{Name: "s", URL: "http://x"}}, Approvals: []agents.Approval{agents.Always("s_wipe")}}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := agents.NewGraph("g", "a", tc.agent)
+			if tc.wantGraph != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantGraph) {
+					t.Fatalf("NewGraph: %v, want %q", err, tc.wantGraph)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = g.CheckApprovals()
+			if (tc.wantCheck == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.wantCheck) {
+				t.Errorf("CheckApprovals: %v, want %q", err, tc.wantCheck)
+			}
+		})
+	}
+}

@@ -34,6 +34,8 @@ func sessionGraph() *agents.Graph {
 		&agents.Agent{Name: "talker", Instructions: "bench talker",
 			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{MaxItems: 20, KeepLast: 10})}},
 		&agents.Agent{Name: "keeper", Instructions: "bench keeper", Sandbox: &agents.Sandbox{Backend: "local"}},
+		&agents.Agent{Name: "guard", Instructions: "bench guard", Sandbox: &agents.Sandbox{Backend: "local"},
+			Approvals: []agents.Approval{capabilities.CommandApproval(func(cmd string) bool { return !capabilities.ReadOnlyCommand(cmd) })}},
 	)
 }
 
@@ -41,6 +43,11 @@ func sessionScenario(b *testing.B) *scripted.Scenario {
 	b.Helper()
 	sc := &scripted.Scenario{Rules: []scripted.Rule{
 		{Name: "talk", Match: scripted.Match{Instructions: "bench talker"}, Respond: scripted.Respond{Text: "heard"}},
+		{Name: "guard-looks", Match: scripted.Match{Instructions: "bench guard", Turn: 1},
+			Respond: scripted.Respond{Calls: []scripted.ToolCall{{Name: "exec_command", Arguments: map[string]any{"cmd": "ls -la"}}}}},
+		{Name: "guard-removes", Match: scripted.Match{Instructions: "bench guard", Turn: 2},
+			Respond: scripted.Respond{Calls: []scripted.ToolCall{{Name: "exec_command", Arguments: map[string]any{"cmd": "rm -rf build"}}}}},
+		{Name: "guard-done", Match: scripted.Match{Instructions: "bench guard", Turn: 3}, Respond: scripted.Respond{Text: "done"}},
 		{Name: "kept", Match: scripted.Match{Instructions: "bench keeper", LastInput: "(?m)^--ran--$"}, Respond: scripted.Respond{Text: "ran"}},
 		{Name: "keep", Match: scripted.Match{Instructions: "bench keeper", LastInput: "^run: "},
 			Respond: scripted.Respond{Calls: []scripted.ToolCall{{Name: "exec_command", Arguments: map[string]any{"cmd": "{{match .LastUser `^run: (.*)`}}; echo --ran--"}}}}},

@@ -252,6 +252,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 		if g, err = r.withMemoryTools(g); err != nil {
 			return nil, err
 		}
+		if err := g.CheckApprovals(); err != nil {
+			return nil, err
+		}
 		if _, dup := r.graphs[g.Name()]; dup {
 			return nil, fmt.Errorf("workflows: two graphs named %q", g.Name())
 		}
