@@ -62,6 +62,9 @@ const (
 	DecidedByUser    = "user"
 	DecidedByRule    = "rule"
 	DecidedByTimeout = "timeout"
+	// DecidedByInterrupt: the session's user interrupted the turn while
+	// the call waited; it is not run.
+	DecidedByInterrupt = "interrupt"
 )
 
 // ApprovalDecision decides a waiting call.

@@ -366,7 +366,7 @@ func (t *turnCalls) awaitDecisions(ctx workflow.Context, waits []*waitingCall) e
 				next = w.deadline
 			}
 		}
-		arrived := func() bool { return ch.Len() > 0 }
+		arrived := func() bool { return ch.Len() > 0 || t.ctl.stopping() }
 		if next.IsZero() {
 			if err := workflow.Await(ctx, arrived); err != nil {
 				return err
@@ -387,6 +387,14 @@ func (t *turnCalls) awaitDecisions(ctx workflow.Context, waits []*waitingCall) e
 		}
 		now := workflow.Now(ctx)
 		for _, w := range left {
+			if w.decided == nil && t.ctl.stopping() {
+				// The session's user interrupted the turn: the calls that
+				// wait are not run, as a turn's calls are not once
+				// interrupted.
+				w.decided = &runtime.ApprovalDecision{ID: w.req.ID, CallID: w.req.CallID, By: runtime.DecidedByInterrupt}
+				_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", ApprovalSettledSignal, w.req).Get(ctx, nil)
+				continue
+			}
 			if w.decided == nil && !w.deadline.IsZero() && !now.Before(w.deadline) {
 				w.decided = &runtime.ApprovalDecision{ID: w.req.ID, CallID: w.req.CallID, Approve: w.policy.ApproveOnTimeout, By: runtime.DecidedByTimeout,
 					Message: fmt.Sprintf("no one decided within %s", w.policy.Timeout)}
@@ -401,6 +409,8 @@ func (t *turnCalls) awaitDecisions(ctx workflow.Context, waits []*waitingCall) e
 func (t *turnCalls) rejection(dec runtime.ApprovalDecision) string {
 	who := "the user"
 	switch dec.By {
+	case runtime.DecidedByInterrupt:
+		return "Error: not run: the user interrupted the turn while this call waited for approval"
 	case runtime.DecidedByTimeout:
 		return "Error: this call needed approval and " + dec.Message + "; it was not run."
 	case runtime.DecidedByRule:

@@ -306,7 +306,8 @@ func TestApprovalDecisions(t *testing.T) {
 						t.Errorf("output %q lacks %q", out, w)
 					}
 				}
-				if got := r.list(); !slices.Equal(got, tc.ran) && !(len(got) == 0 && len(tc.ran) == 0) {
+				// The approved calls of a turn run at once, in any order.
+				if got := r.list(); !slices.Equal(sorted(got), sorted(tc.ran)) {
 					t.Errorf("ran %v, want %v", got, tc.ran)
 				}
 				for _, p := range seen {
@@ -359,4 +360,101 @@ func TestApprovalBadDecisions(t *testing.T) {
 		}
 	}
 	good.ok(t)
+}
+
+// In a session: a call that waits makes the session "waiting"; a decision
+// remembered for the tool answers the next turn's call at once; under the
+// interrupt policy, a message sent while a call waits stops the turn, the
+// call not run, and nothing waits any more.
+func TestSessionApprovals(t *testing.T) {
+	deployTurns := func(req model.Request) []agents.Item {
+		out := outputsOf(req)
+		last := lastItem(req)
+		if last.Type == agents.ItemFunctionCallOutput {
+			return []agents.Item{agents.AssistantMessage("saw: " + out[last.CallID])}
+		}
+		if strings.HasPrefix(last.Content, "deploy ") {
+			env := strings.TrimPrefix(last.Content, "deploy ")
+			return []agents.Item{call("c-"+env, "deploy", `{"env":"`+env+`"}`)}
+		}
+		return []agents.Item{agents.AssistantMessage("heard: " + last.Content + " after: " + out["c-eu"])}
+	}
+	t.Run("remembered across turns", func(t *testing.T) {
+		env, r := approvalEnv(t, agents.Approval{}, deployTurns)
+		var first, second *updateCall
+		var waitingInfo workflows.SessionInfo
+		var d *decision
+		env.RegisterDelayedCallback(func() {
+			first = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "deploy eu", Wait: true})
+		}, time.Second)
+		env.RegisterDelayedCallback(func() {
+			waitingInfo = sessionInfo(t, env)
+			ps := pending(t, env)
+			if len(ps) != 1 {
+				t.Fatalf("waiting %+v", ps)
+			}
+			d = decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberTool})
+		}, time.Minute)
+		env.RegisterDelayedCallback(func() {
+			second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "deploy us", Wait: true})
+		}, 2*time.Minute)
+		env.RegisterDelayedCallback(func() {
+			sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		}, time.Hour)
+		env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "approvals"})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		d.ok(t)
+		if waitingInfo.Status != runtime.SessionWaiting {
+			t.Errorf("status while the call waited: %s", waitingInfo.Status)
+		}
+		var r1, r2 workflows.SendResult
+		first.decode(t, &r1)
+		second.decode(t, &r2)
+		if r1.Record == nil || string(r1.Record.Output) != `"saw: deployed eu"` || r2.Record == nil || string(r2.Record.Output) != `"saw: deployed us"` {
+			t.Errorf("turns %+v, %+v", r1.Record, r2.Record)
+		}
+		if got := r.list(); !slices.Equal(got, []string{"eu", "us"}) { // one turn after the other
+			t.Errorf("ran %v", got)
+		}
+	})
+	t.Run("interrupted while waiting", func(t *testing.T) {
+		env, r := approvalEnv(t, agents.Approval{}, deployTurns)
+		var first, second *updateCall
+		var after []runtime.ApprovalRequest
+		env.RegisterDelayedCallback(func() {
+			first = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "deploy eu", Wait: true})
+		}, time.Second)
+		env.RegisterDelayedCallback(func() {
+			second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "never mind", Wait: true})
+		}, time.Minute)
+		env.RegisterDelayedCallback(func() { after = pending(t, env) }, 2*time.Minute)
+		env.RegisterDelayedCallback(func() {
+			sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		}, time.Hour)
+		env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "approvals", Policy: runtime.PolicyInterrupt})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		var r1, r2 workflows.SendResult
+		first.decode(t, &r1)
+		second.decode(t, &r2)
+		if r1.Record == nil || r1.Record.Outcome != runtime.TurnInterrupted {
+			t.Errorf("the first turn: %+v, want interrupted", r1.Record)
+		}
+		if r2.Record == nil || string(r2.Record.Output) != `"heard: never mind after: Error: not run: the user interrupted the turn while this call waited for approval"` {
+			t.Errorf("the second turn: %+v", r2.Record)
+		}
+		if len(after) != 0 || len(r.list()) != 0 {
+			t.Errorf("after the interrupt: waiting %+v, ran %v", after, r.list())
+		}
+	})
+}
+
+// sorted is a sorted copy of s, never nil.
+func sorted(s []string) []string {
+	out := append([]string{}, s...)
+	slices.Sort(out)
+	return out
 }
