@@ -13,6 +13,7 @@ package workflows
 // list needs no call to each session.
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -154,17 +155,25 @@ type manager struct {
 // pages, see registry.go), when its history reaches its bound.
 func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in ManagerInput) error {
 	m := &manager{r: r, sessions: in.Sessions, failed: map[string]string{}}
-	if len(in.Pages) > 0 {
+	// The query is answered from the start, so a client that lists the
+	// sessions while the registry loads is told to ask again, not that
+	// the manager has no such query.
+	loading := len(in.Pages) > 0
+	if err := workflow.SetQueryHandler(ctx, SessionsQuery, func() ([]SessionEntry, error) {
+		if loading {
+			return nil, errors.New("the session registry is loading after the manager continued as new: ask again")
+		}
+		return slices.Clone(m.sessions), nil
+	}); err != nil {
+		return err
+	}
+	if loading {
 		sessions, err := loadRegistry(ctx, in.Pages)
 		if err != nil {
 			return err
 		}
 		m.sessions = append(m.sessions, sessions...)
-	}
-	if err := workflow.SetQueryHandler(ctx, SessionsQuery, func() ([]SessionEntry, error) {
-		return slices.Clone(m.sessions), nil
-	}); err != nil {
-		return err
+		loading = false
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, CreateSessionUpdate, m.create, workflow.UpdateHandlerOptions{Validator: m.checkCreate}); err != nil {
 		return err
