@@ -21,6 +21,7 @@ import (
 
 func chatCommand(graphs []Graph) *cobra.Command {
 	var session, graph string
+	var vars []string
 	cmd := &cobra.Command{
 		Use:   "chat",
 		Short: "Talk to sessions in a terminal UI: watch each turn live, fork, switch backend, pause, resume",
@@ -33,19 +34,25 @@ func chatCommand(graphs []Graph) *cobra.Command {
 			if f, ok := cmd.InOrStdin().(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
 				return errors.New("troupe chat needs a terminal; scripts use `troupe sessions`")
 			}
-			return withTemporal(cmd, func(cn *conn) error { return runChat(cmd, cn, graphs, session, graph) })
+			vs, err := parseVars(vars)
+			if err != nil {
+				return err
+			}
+			return withTemporal(cmd, func(cn *conn) error { return runChat(cmd, cn, graphs, session, graph, vs) })
 		},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "the session to open")
 	cmd.Flags().StringVar(&graph, "graph", "", "the graph of /new when it names none")
+	cmd.Flags().StringArrayVar(&vars, "var", nil, "variable KEY=VALUE of the sessions /new starts (repeatable), as for troupe sessions new")
 	return cmd
 }
 
-func runChat(cmd *cobra.Command, cn *conn, graphs []Graph, session, graph string) error {
+func runChat(cmd *cobra.Command, cn *conn, graphs []Graph, session, graph string, vars map[string]string) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	st := chat.NewState(chat.Options{Graph: graph, Graphs: names(graphs)})
 	r := chat.NewRunner(ctx, cn.runs("", nil), func(ctx context.Context) bool { return served(ctx, cn, workflows.DefaultTaskQueue) })
+	r.Vars = vars
 	start := []chat.Effect{{Do: chat.DoCheckServed}}
 	if session != "" {
 		start = append(start, chat.Effect{Do: chat.DoOpen, Session: session})

@@ -30,6 +30,7 @@ func sessionsCommand() *cobra.Command {
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 
 	var agent, name, policy, id string
+	var vars []string
 	create := &cobra.Command{
 		Use:   "new GRAPH",
 		Short: "Create a session of a graph and print its id",
@@ -39,12 +40,16 @@ func sessionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			vs, err := parseVars(vars)
+			if err != nil {
+				return err
+			}
 			return withTemporal(cmd, func(cn *conn) error {
 				var opts []troupeclient.StartOption
 				if id != "" {
 					opts = append(opts, troupeclient.WithID(id))
 				}
-				_, e, err := cn.runs("", nil).CreateSession(cmd.Context(), troupeclient.SessionInput{Graph: args[0], Agent: agent, Name: name, Policy: p}, opts...)
+				_, e, err := cn.runs("", nil).CreateSession(cmd.Context(), troupeclient.SessionInput{Graph: args[0], Agent: agent, Name: name, Policy: p, Vars: vs}, opts...)
 				if err != nil {
 					return err
 				}
@@ -61,6 +66,7 @@ func sessionsCommand() *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "the session's name")
 	create.Flags().StringVar(&policy, "policy", "enqueue", "what a message sent during a turn does: enqueue, reject, interrupt or rollback")
 	create.Flags().StringVar(&id, "id", "", "the session's id (default: a fresh one)")
+	create.Flags().StringArrayVar(&vars, "var", nil, "session variable KEY=VALUE, as the graph's flags of troupe run (repeatable; host paths absolute, and under the worker's --allow-root)")
 
 	ls := &cobra.Command{
 		Use:   "ls",
@@ -248,4 +254,20 @@ func printSession(w io.Writer, info troupeclient.SessionInfo) {
 	for _, r := range info.Recent {
 		fmt.Fprintf(w, "  %s %s: %s → %s\n", r.Turn, r.Outcome, oneLine(r.Message), oneLine(string(r.Output)+r.Error))
 	}
+}
+
+// parseVars reads --var KEY=VALUE flags.
+func parseVars(vars []string) (map[string]string, error) {
+	if len(vars) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, v := range vars {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--var %q: want KEY=VALUE", v)
+		}
+		out[k] = val
+	}
+	return out, nil
 }

@@ -641,6 +641,36 @@ func TestCodeReviewSession(t *testing.T) {
 	if len(info.Sandboxes) != 1 || info.Sandboxes[0].Agent != "fixer" {
 		t.Errorf("the session keeps %+v; want the fixer's workspace", info.Sandboxes)
 	}
+	// A recursive removal waits for the user (FixerApproval): the session
+	// is waiting until the user approves, and the turn then goes on.
+	type asked struct {
+		rec troupeclient.TurnRecord
+		err error
+	}
+	cleaned := make(chan asked, 1)
+	go func() {
+		rec, err := s.Ask(ctx, "Clean build/", nil)
+		cleaned <- asked{rec, err}
+	}()
+	var waiting []troupeclient.Approval
+	for deadline := time.Now().Add(time.Minute); len(waiting) == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the removal never waited for approval")
+		}
+		waiting, _ = s.Approvals(ctx)
+	}
+	if w := waiting[0]; w.Agent != "fixer" || w.Tool != "exec_command" || !strings.Contains(w.Arguments, "rm -rf repo/build/") {
+		t.Errorf("waiting %+v", w)
+	}
+	if info, err := s.Info(ctx); err != nil || info.Status != runtime.SessionWaiting {
+		t.Errorf("the session is %s (%v) while the removal waits", info.Status, err)
+	}
+	if _, err := s.Decide(ctx, troupeclient.Decision{ID: waiting[0].ID, Approve: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-cleaned; got.err != nil || string(got.rec.Output) != `"Removed build/."` {
+		t.Errorf("the cleaning turn %+v, %v", got.rec, got.err)
+	}
 	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
 		t.Fatal(err)
 	}

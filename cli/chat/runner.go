@@ -29,6 +29,8 @@ type Runner struct {
 	served func(ctx context.Context) bool
 	// Send delivers a message to the program (tea.Program.Send).
 	Send func(tea.Msg)
+	// Vars are the variables of the sessions /new creates.
+	Vars map[string]string
 
 	mu     sync.Mutex
 	follow context.CancelFunc // stops the follower of the open session
@@ -54,7 +56,7 @@ func (r *Runner) Do(e Effect) tea.Cmd {
 		}
 	case DoCreate:
 		return func() tea.Msg {
-			_, entry, err := r.cl.CreateSession(ctx, troupeclient.SessionInput{Graph: e.Arg})
+			_, entry, err := r.cl.CreateSession(ctx, troupeclient.SessionInput{Graph: e.Arg, Vars: r.Vars})
 			if err != nil {
 				return failed(err)
 			}
