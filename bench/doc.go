@@ -30,6 +30,16 @@
 //     plain HTTP client in the same run; and the time a delta takes
 //     through the relay once the model has sent it.
 //
+// The tracing benchmark holds a turn traced against one that is not:
+//
+//   - BenchmarkTracingOverhead: the looper's 201 turns on a worker whose
+//     client has telemetry (spans and the SDK's metrics exported over
+//     OTLP/HTTP to a local Jaeger, in its own process) against a worker
+//     whose client has none, alternated in one run; goal ratio ≤ 1.1
+//     (1.00 to 1.09 on a shared 2-core machine), and the spans exported
+//     per turn (4: the model and tool calls' RunActivity spans and their
+//     chat and execute_tool spans).
+//
 // The model is the scripted OpenAI-wire server (runtime/model/scripted),
 // reached over real HTTP through openai-go's Responses API.
 //

@@ -401,6 +401,8 @@ type conn struct {
 	// when there is none to use or it cannot be opened.
 	store  *blob.Store
 	opened bool
+	// stopTelemetry flushes and stops the client's telemetry.
+	stopTelemetry func()
 }
 
 // runs is the run client of the connection, starting runs on queue (the
@@ -434,12 +436,18 @@ func dialTemporal(ctx context.Context, logger log.Logger, stderr io.Writer) (*co
 	if opts.Logger == nil {
 		opts.Logger = quietLogger()
 	}
-	cn.c, err = client.DialContext(ctx, opts)
+	opts, cn.stopTelemetry, err = withTelemetry(ctx, opts)
+	if err == nil {
+		if cn.c, err = client.DialContext(ctx, opts); err != nil {
+			cn.stopTelemetry()
+			err = fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+		}
+	}
 	if err != nil {
 		if cn.home != nil {
 			cn.home.close(stderr)
 		}
-		return nil, fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+		return nil, err
 	}
 	cn.namespace = opts.Namespace
 	return cn, nil
@@ -472,6 +480,7 @@ func (cn *conn) close(stderr io.Writer) {
 		cn.store.Close()
 	}
 	cn.c.Close()
+	cn.stopTelemetry()
 	if cn.home != nil {
 		cn.home.close(stderr)
 	}

@@ -222,6 +222,11 @@ func workerCommand(graphs []Graph) *cobra.Command {
 			if opts.HostPort == "" {
 				return fmt.Errorf("TEMPORAL_ADDRESS is not set; use `troupe dev` for a local server")
 			}
+			opts, stopTelemetry, err := withTelemetry(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			defer stopTelemetry()
 			c, err := client.DialContext(cmd.Context(), opts)
 			if err != nil {
 				return fmt.Errorf("connect to %s: %w", opts.HostPort, err)
@@ -265,7 +270,12 @@ func devCommand(graphs []Graph) *cobra.Command {
 				return err
 			}
 			defer srv.Stop()
-			c, err := client.DialContext(cmd.Context(), client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: quietLogger()})
+			opts, stopTelemetry, err := withTelemetry(cmd.Context(), client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: quietLogger()})
+			if err != nil {
+				return err
+			}
+			defer stopTelemetry()
+			c, err := client.DialContext(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}

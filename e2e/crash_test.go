@@ -46,7 +46,11 @@ const (
 // its environment: the Temporal server (envAddr), the scripted model
 // (envModel) and the blob store (envBlob). The caller closes the client.
 func workerDeps() (client.Client, model.Model, *blob.Store, error) {
-	c, err := client.Dial(client.Options{HostPort: os.Getenv(envAddr), Logger: quiet()})
+	opts, err := workerTelemetry(client.Options{HostPort: os.Getenv(envAddr), Logger: quiet()}) // TestTracesAcrossCrash's; none unless asked.
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -27,7 +27,8 @@ const (
 	envEdited = "TROUPE_E2E_EDITED"
 	// envHoldModel makes the worker process's model hold every request
 	// whose instructions hold this text until the worker dies, after
-	// creating the file envHoldModelFile names.
+	// adding a line to the file envHoldModelFile names (created by the
+	// first).
 	envHoldModel     = "TROUPE_E2E_HOLD_MODEL"
 	envHoldModelFile = "TROUPE_E2E_HOLD_MODEL_FILE"
 )
@@ -66,7 +67,15 @@ func (h heldModel) Respond(ctx context.Context, req model.Request) (*model.Respo
 	if !strings.Contains(req.Instructions, h.match) {
 		return h.Model.Respond(ctx, req)
 	}
-	if err := os.WriteFile(h.file, nil, 0o644); err != nil {
+	f, err := os.OpenFile(h.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	_, err = f.WriteString("held\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, err
 	}
 	<-ctx.Done()

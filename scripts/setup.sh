@@ -2,7 +2,8 @@
 # Installs what Troupe's builds and tests need, idempotently: the Go
 # modules, bubblewrap (the bwrap sandbox backend), tmux (the terminal the
 # tests drive `troupe chat` in), the Docker Engine, the MCP peers from npm
-# and versitygw (an S3-compatible server, for the tests).
+# versitygw (an S3-compatible server, for the tests) and Jaeger (an
+# OpenTelemetry trace backend, for the trace tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -123,4 +124,18 @@ if [ ! -x tools/bin/versitygw ] || [ "$(cat "$versitygw_stamp" 2>/dev/null)" != 
 	mkdir -p tools/bin
 	GOBIN="$PWD/tools/bin" go install "github.com/versity/versitygw/cmd/versitygw@$versitygw_version"
 	echo "$versitygw_version" >"$versitygw_stamp"
+fi
+
+# ---- Jaeger (e2e and bench trace tests) --------------------------------------
+# The Jaeger backend (v2, built on the OpenTelemetry Collector: OTLP
+# receivers, in-memory storage, query API), built from its Go module into
+# tools/bin (internal/jaegertest starts it). tools/jaeger is a module of its
+# own, pinned there (its go.mod and go.sum), so Jaeger's dependencies stay
+# out of Troupe's; rebuilt when that go.mod changes.
+jaeger_stamp=tools/bin/.jaeger-go-mod.sha256
+jaeger_want=$(sha256sum tools/jaeger/go.mod | cut -d' ' -f1)
+if [ ! -x tools/bin/jaeger ] || [ "$(cat "$jaeger_stamp" 2>/dev/null)" != "$jaeger_want" ]; then
+	mkdir -p tools/bin
+	(cd tools/jaeger && go build -o ../bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger)
+	echo "$jaeger_want" >"$jaeger_stamp"
 fi

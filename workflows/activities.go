@@ -95,7 +95,9 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		req.Output = &spec
 	}
 	dctx, deltasDone := a.withDeltas(ctx, in, agent.Name)
+	dctx, chat := startChat(dctx, req, in)
 	resp, err := a.respond(dctx, req)
+	endChat(chat, resp, err)
 	deltasDone()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -340,7 +342,9 @@ func (a *Activities) FunctionTool(ctx context.Context, in ToolInput) (agents.Ite
 	if ref.Kind != agents.ToolFunction || ref.Function.NeedsSandbox() {
 		return toolGone(in), nil
 	}
-	output := callTool(agents.WithRunContext(ctx, in.Run), ref.Function, in.Call.Arguments)
+	tctx, span := startTool(ctx, in, callFunction)
+	output := callTool(agents.WithRunContext(tctx, in.Run), ref.Function, in.Call.Arguments)
+	endTool(span, output)
 	item := agents.FunctionCallOutput(in.Call.CallID, output)
 	item.Agent = in.Agent
 	return runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)

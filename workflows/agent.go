@@ -24,6 +24,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	if err != nil {
 		return nil, err
 	}
+	traceAgent(ctx, in.Graph, agent.Name)
 	// Runs recorded before agents continued as new never do.
 	canContinue := workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) == 1
 	carry := in.Carry

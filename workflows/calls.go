@@ -222,7 +222,9 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		defer wg.Done()
 		child := AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
 			Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: t.in.Spec}
-		rr, err := t.r.route(gctx, t.rec, t.spec, tool.Target, child, prefix, t.ctl)
+		sctx, span := traceAgentTool(gctx, t.agent.Name, c)
+		rr, err := t.r.route(sctx, t.rec, t.spec, tool.Target, child, prefix, t.ctl)
+		span.End(gctx, err)
 		var output string
 		switch {
 		case err == nil && rr.Interrupted:

@@ -304,8 +304,10 @@ func (a *Activities) MCPCall(ctx context.Context, in MCPCallInput) (agents.Item,
 	if srv == nil {
 		return agents.Item{}, nonRetryable(ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
 	}
-	res, err := heartbeating(ctx, func() (*mcp.Result, error) { return a.r.mcp.Call(ctx, srv, in.Call.Name, in.Call.Arguments) })
+	mctx, span := startMCP(ctx, in)
+	res, err := heartbeating(ctx, func() (*mcp.Result, error) { return a.r.mcp.Call(mctx, srv, in.Call.Name, in.Call.Arguments) })
 	var text string
+	defer func() { endTool(span, text) }()
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return agents.Item{}, err

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/telemetry"
 )
 
 // MemoryOptions configure memory consolidation on a worker (Config.Memory).
@@ -166,7 +167,9 @@ func (a *Activities) MemorySignal(ctx context.Context, in MemorySignalInput) err
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "memory consolidation of scope " + in.Scope,
 	}
-	_, err := activity.GetClient(ctx).SignalWithStartWorkflow(ctx, id, name, arg, opts, MemoryWorkflowName,
+	// The scope's workflow outlives the run: its spans are a trace of
+	// their own.
+	_, err := activity.GetClient(ctx).SignalWithStartWorkflow(telemetry.Detached(ctx), id, name, arg, opts, MemoryWorkflowName,
 		MemoryInput{Scope: in.Scope, Settings: a.r.memorySettings()})
 	return err
 }
@@ -366,7 +369,9 @@ func readMemoryFile(ctx context.Context, store *blob.Store, key string) ([]byte,
 // memoryAsk asks the memory model and returns the text of its answer.
 func (a *Activities) memoryAsk(ctx context.Context, req model.Request) (string, error) {
 	m := a.r.memoryModel()
-	resp, err := heartbeating(ctx, func() (*model.Response, error) { return m.Respond(ctx, req) })
+	cctx, chat := telemetry.StartChat(ctx, "openai", req.Model)
+	resp, err := heartbeating(ctx, func() (*model.Response, error) { return m.Respond(cctx, req) })
+	endChat(chat, resp, err)
 	if err != nil {
 		if ctx.Err() != nil || model.IsRetryable(err) {
 			return "", temporal.NewApplicationErrorWithCause(modelErrorMessage(err), ErrModelRetryable, err)

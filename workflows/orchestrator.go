@@ -20,6 +20,7 @@ import (
 // continues as new with its routing state and recent events (RunCarry),
 // so a run of any number of handoffs keeps a bounded history.
 func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
+	traceRun(ctx, in.Graph)
 	carry := in.Carry
 	var (
 		spec     *runtime.GraphSpec
@@ -248,8 +249,9 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		res.Handoffs++
 		rec.add(ctx, Event{Kind: EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})
 		in.Transcript, in.Pending = ar.Transcript, ar.Pending
+		hctx, hspan := traceHandoff(ctx, current, childID, h)
 		if h.Hooks {
-			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			lctx := workflow.WithLocalActivityOptions(hctx, workflow.LocalActivityOptions{
 				StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3},
 				Summary: "handoff " + current + " → " + h.Target,
 			})
@@ -258,10 +260,12 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 				NewKey: fmt.Sprintf("transcripts/%s/%d-%s", prefix, n+1, h.Target)}
 			var ho HandoffOutput
 			if err := workflow.ExecuteLocalActivity(lctx, HandoffActivityName, hi).Get(ctx, &ho); err != nil {
+				hspan.End(ctx, err)
 				return nil, err
 			}
 			in.Transcript, in.Pending = ho.Transcript, ho.Pending
 		}
+		hspan.End(ctx, nil)
 		current = h.Target
 	}
 }

@@ -307,8 +307,10 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 		a.forget(in.Sandbox.ID)
 		return agents.Item{}, sandboxErr(err)
 	}
-	tctx := sandbox.WithSession(agents.WithRunContext(ctx, in.Tool.Run), s)
+	sctx, span := startTool(ctx, in.Tool, callSandbox)
+	tctx := sandbox.WithSession(agents.WithRunContext(sctx, in.Tool.Run), traceSession(sctx, s))
 	output, _ := heartbeating(ctx, func() (string, error) { return callTool(tctx, ref.Function, in.Tool.Call.Arguments), nil })
+	endTool(span, output)
 	if err := s.Alive(ctx); err != nil {
 		a.forget(in.Sandbox.ID)
 		return agents.Item{}, sandboxErr(fmt.Errorf("the sandbox died during %s: %w", in.Tool.Call.Name, err))

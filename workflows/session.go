@@ -789,6 +789,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	n := turnNumber(m.Turn)
 	prefix := s.id + "/" + m.Turn
 	tctx, cancel := workflow.WithCancel(ctx)
+	tctx, span := traceTurn(tctx, s.id, m.Turn)
 	s.cancelTurn, s.rollback = cancel, false
 	defer func() { s.cancelTurn = nil }()
 	startLeases := s.boxes.leases()
@@ -798,6 +799,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	pending := append(append([]agents.Item(nil), s.st.Pending...), agents.UserMessage(m.Text))
 	in := AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec}
 	rr, err := s.r.routeFrom(tctx, s.rec, s.spec, routeState{Current: s.st.Agent, Input: in}, prefix, nil, s.boxes, s.ctl)
+	span.End(ctx, err)
 	// No call of the turn waits any more, however it ended.
 	s.approvals.drain(ctx)
 	s.st.Approvals.Forget(prefix + "/")

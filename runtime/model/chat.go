@@ -65,6 +65,9 @@ func (m *chatModel) Respond(ctx context.Context, req Request) (*Response, error)
 		if a.id == "" {
 			a.id = ch.ID
 		}
+		if a.model == "" {
+			a.model = ch.Model
+		}
 		if ch.JSON.Usage.Valid() {
 			a.usage = ch.Usage
 		}
@@ -83,7 +86,7 @@ func (m *chatModel) Respond(ctx context.Context, req Request) (*Response, error)
 				a.call(tc)
 			}
 			if c.FinishReason != "" {
-				finished = true
+				finished, a.finish = true, c.FinishReason
 			}
 		}
 	}
@@ -99,7 +102,8 @@ func (m *chatModel) Respond(ctx context.Context, req Request) (*Response, error)
 // chatAnswer is a streamed completion's first choice, assembled from its
 // chunks.
 type chatAnswer struct {
-	id            string
+	id, model     string
+	finish        string
 	choices       bool // a chunk held the first choice
 	text, refusal strings.Builder
 	calls         []chatCall
@@ -143,7 +147,9 @@ func (a *chatAnswer) result() (*Response, error) {
 		c := &a.calls[i]
 		calls = append(calls, chatToolCall{id: c.id, typ: c.typ, name: c.name, args: c.args.String()})
 	}
-	return chatOutput(a.id, a.text.String(), a.refusal.String(), calls, a.usage), nil
+	out := chatOutput(a.id, a.text.String(), a.refusal.String(), calls, a.usage)
+	out.Model, out.FinishReason = a.model, a.finish
+	return out, nil
 }
 
 // chatParams builds the request body of one turn.
@@ -315,7 +321,9 @@ func chatResult(res *openai.ChatCompletion) (*Response, error) {
 	for _, tc := range msg.ToolCalls {
 		calls = append(calls, chatToolCall{id: tc.ID, typ: tc.Type, name: tc.Function.Name, args: tc.Function.Arguments})
 	}
-	return chatOutput(res.ID, msg.Content, msg.Refusal, calls, res.Usage), nil
+	out := chatOutput(res.ID, msg.Content, msg.Refusal, calls, res.Usage)
+	out.Model, out.FinishReason = res.Model, res.Choices[0].FinishReason
+	return out, nil
 }
 
 // chatToolCall is a tool call of an answer, streamed or not.

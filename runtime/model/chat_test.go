@@ -213,6 +213,8 @@ func TestChatResult(t *testing.T) {
 		body  string
 		want  []agents.Item
 		usage model.Usage
+		// finish and model are the response's finish reason and model.
+		finish, model string
 	}{
 		{
 			name:  "text",
@@ -234,22 +236,25 @@ func TestChatResult(t *testing.T) {
 				agents.FunctionCall("call_1", "weather", `{"city":"Paris"}`),
 				agents.FunctionCall("call_2", "weather", `{"city":"Oslo"}`),
 			},
-			usage: model.Usage{Requests: 1, InputTokens: 100, OutputTokens: 40, TotalTokens: 140},
+			usage:  model.Usage{Requests: 1, InputTokens: 100, OutputTokens: 40, TotalTokens: 140},
+			finish: "tool_calls", model: "gpt-4.1",
 		},
 		{
 			name: "tool calls only",
 			body: `{"id": "chatcmpl-3", "choices": [{"index": 0, "finish_reason": "tool_calls",
 			  "message": {"role": "assistant", "content": null,
 			    "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}]}`,
-			want:  []agents.Item{agents.FunctionCall("call_1", "f", "{}")},
-			usage: model.Usage{Requests: 1},
+			want:   []agents.Item{agents.FunctionCall("call_1", "f", "{}")},
+			usage:  model.Usage{Requests: 1},
+			finish: "tool_calls",
 		},
 		{
 			name: "refusal",
 			body: `{"id": "chatcmpl-4", "choices": [{"index": 0, "finish_reason": "stop",
 			  "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}}]}`,
-			want:  []agents.Item{agents.AssistantMessage("I can't help with that.")},
-			usage: model.Usage{Requests: 1},
+			want:   []agents.Item{agents.AssistantMessage("I can't help with that.")},
+			usage:  model.Usage{Requests: 1},
+			finish: "stop",
 		},
 	}
 	for _, tt := range tests {
@@ -268,6 +273,9 @@ func TestChatResult(t *testing.T) {
 			}
 			if res.ID == "" {
 				t.Errorf("ID is empty")
+			}
+			if tt.finish != "" && (res.FinishReason != tt.finish || res.Model != tt.model) {
+				t.Errorf("FinishReason, Model = %q, %q; want %q, %q", res.FinishReason, res.Model, tt.finish, tt.model)
 			}
 		})
 	}

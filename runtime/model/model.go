@@ -50,6 +50,12 @@ type Request struct {
 type Response struct {
 	// ID is the provider's response id.
 	ID string
+	// Model is the model that answered, as the provider names it.
+	Model string
+	// FinishReason is why the model stopped, in the Chat Completions
+	// API's terms: stop, tool_calls, length or content_filter (the
+	// Responses API's status and incomplete reason, mapped onto them).
+	FinishReason string
 	// Output holds the items the model produced: messages, function calls
 	// and reasoning items, in order.
 	Output []agents.Item

@@ -377,7 +377,31 @@ func responsesResult(res *responses.Response) (*Response, error) {
 			})
 		}
 	}
+	out.Model, out.FinishReason = string(res.Model), finishReason(res, out.Output)
 	return out, nil
+}
+
+// finishReason maps a response's end onto the Chat Completions API's
+// finish reasons: length or content_filter for an incomplete response
+// (the Responses API's incomplete reasons), tool_calls when the model
+// called a tool, else stop.
+func finishReason(res *responses.Response, out []agents.Item) string {
+	if res.Status == responses.ResponseStatusIncomplete {
+		switch r := res.IncompleteDetails.Reason; r {
+		case "max_output_tokens":
+			return "length"
+		case "":
+			return "incomplete"
+		default:
+			return r
+		}
+	}
+	for _, it := range out {
+		if it.Type == agents.ItemFunctionCall {
+			return "tool_calls"
+		}
+	}
+	return "stop"
 }
 
 // messageText concatenates a message's output_text parts. A message that

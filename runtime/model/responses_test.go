@@ -195,6 +195,9 @@ func TestResponsesResult(t *testing.T) {
 		body  string
 		want  []agents.Item
 		usage model.Usage
+		// finish is the response's finish reason, mapped from its status
+		// and output.
+		finish string
 	}{
 		{
 			name: "reasoning, text and parallel calls, in order",
@@ -216,7 +219,8 @@ func TestResponsesResult(t *testing.T) {
 				{Type: agents.ItemFunctionCall, ID: "fc_1", CallID: "call_1", Name: "weather", Arguments: `{"city":"Paris"}`},
 				{Type: agents.ItemFunctionCall, ID: "fc_2", CallID: "call_2", Name: "weather", Arguments: `{"city":"Oslo"}`},
 			},
-			usage: model.Usage{Requests: 1, InputTokens: 120, OutputTokens: 30, TotalTokens: 150},
+			usage:  model.Usage{Requests: 1, InputTokens: 120, OutputTokens: 30, TotalTokens: 150},
+			finish: "tool_calls",
 		},
 		{
 			name: "a refusal stands in for missing text",
@@ -224,13 +228,24 @@ func TestResponsesResult(t *testing.T) {
 			  {"type": "message", "id": "msg_9", "role": "assistant", "status": "completed",
 			   "content": [{"type": "refusal", "refusal": "I can't help with that."}]}],
 			  "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}}`,
-			want:  []agents.Item{{Type: agents.ItemMessage, Role: agents.RoleAssistant, Content: "I can't help with that.", ID: "msg_9"}},
-			usage: model.Usage{Requests: 1, InputTokens: 1, OutputTokens: 1, TotalTokens: 2},
+			want:   []agents.Item{{Type: agents.ItemMessage, Role: agents.RoleAssistant, Content: "I can't help with that.", ID: "msg_9"}},
+			usage:  model.Usage{Requests: 1, InputTokens: 1, OutputTokens: 1, TotalTokens: 2},
+			finish: "stop",
 		},
 		{
-			name:  "no usage reported",
-			body:  `{"id": "resp_4", "status": "completed", "output": []}`,
-			usage: model.Usage{Requests: 1},
+			name:   "no usage reported",
+			body:   `{"id": "resp_4", "status": "completed", "output": []}`,
+			usage:  model.Usage{Requests: 1},
+			finish: "stop",
+		},
+		{
+			name: "cut at the output token limit",
+			body: `{"id": "resp_5", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [
+			  {"type": "message", "id": "msg_5", "role": "assistant", "status": "incomplete",
+			   "content": [{"type": "output_text", "text": "Once upon", "annotations": []}]}]}`,
+			want:   []agents.Item{{Type: agents.ItemMessage, Role: agents.RoleAssistant, Content: "Once upon", ID: "msg_5"}},
+			usage:  model.Usage{Requests: 1},
+			finish: "length",
 		},
 	}
 	for _, tt := range tests {
@@ -249,6 +264,9 @@ func TestResponsesResult(t *testing.T) {
 			}
 			if res.ID == "" {
 				t.Errorf("ID is empty")
+			}
+			if res.FinishReason != tt.finish {
+				t.Errorf("FinishReason = %q; want %q", res.FinishReason, tt.finish)
 			}
 		})
 	}

@@ -160,6 +160,9 @@ func TestStreamedAnswers(t *testing.T) {
 			req:  model.Request{Input: []agents.Item{agents.UserMessage("tell me a story")}},
 			want: func(t *testing.T, res *model.Response) {
 				wantMessage(t, res, "The quick brown fox jumps over the lazy dog, then naps in the sun for the rest of the afternoon.")
+				if res.FinishReason != "stop" || res.Model == "" {
+					t.Errorf("FinishReason, Model = %q, %q; want stop and the model's name", res.FinishReason, res.Model)
+				}
 			},
 			minDeltas: 5,
 		},
@@ -190,6 +193,9 @@ func TestStreamedAnswers(t *testing.T) {
 				}
 				if res.Output[0].CallID == res.Output[1].CallID {
 					t.Errorf("both calls have call id %s", res.Output[0].CallID)
+				}
+				if res.FinishReason != "tool_calls" {
+					t.Errorf("FinishReason = %q; want tool_calls", res.FinishReason)
 				}
 			},
 		},

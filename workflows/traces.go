@@ -1,0 +1,150 @@
+package workflows
+
+// This file holds the hooks that give a run's trace its Troupe spans
+// (package telemetry tells the whole contract): attributes on the
+// workflows' own spans, the spans of workflow code (a handoff, an
+// agent-as-tool call, a session's turn, a wait for an approval), and the
+// spans of model and tool calls inside their activities. Each hook is one
+// call at its site; with tracing off (no telemetry interceptors on the
+// worker) each costs a context lookup.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/telemetry"
+)
+
+// traceRun names the run's graph on the orchestrator's span.
+func traceRun(ctx workflow.Context, graph string) {
+	telemetry.SetWorkflowAttributes(ctx, telemetry.AttrGraph.String(graph))
+}
+
+// traceAgent marks an agent workflow's span as the agent's invocation.
+func traceAgent(ctx workflow.Context, graph, agent string) {
+	telemetry.SetWorkflowAttributes(ctx, telemetry.AttrOperationName.String(telemetry.OpInvokeAgent),
+		telemetry.AttrAgentName.String(agent), telemetry.AttrGraph.String(graph))
+}
+
+// traceHandoff starts the span of a handoff from agent from (whose
+// workflow was childID) over tool h: from the handoff to the start of its
+// target, its hooks (callback, input filter) included.
+func traceHandoff(ctx workflow.Context, from, childID string, h runtime.ToolSpec) (workflow.Context, *telemetry.WorkflowSpan) {
+	return telemetry.StartWorkflowSpan(ctx, fmt.Sprintf("handoff %s → %s", from, h.Target), "handoff/"+childID,
+		telemetry.WithAttributes(attribute.String("troupe.handoff.from", from), attribute.String("troupe.handoff.to", h.Target),
+			telemetry.AttrToolName.String(h.Name)))
+}
+
+// traceAgentTool starts the span of agent's call c of an agent-as-tool:
+// the tool agent's workflow (and the handoffs it takes) run under it.
+func traceAgentTool(ctx workflow.Context, agent string, c agents.Item) (workflow.Context, *telemetry.WorkflowSpan) {
+	attrs := append(telemetry.ToolAttributes(c.Name, c.CallID), telemetry.AttrAgentName.String(agent), telemetry.AttrToolKind.String(callAgent))
+	return telemetry.StartWorkflowSpan(ctx, telemetry.OpExecuteTool+" "+c.Name, "tool/"+c.CallID, telemetry.WithAttributes(attrs...))
+}
+
+// traceTurn starts the span of a session's turn: the root of a trace of
+// its own (one trace per turn), linked to the session's span.
+func traceTurn(ctx workflow.Context, session, turn string) (workflow.Context, *telemetry.WorkflowSpan) {
+	return telemetry.StartWorkflowSpan(ctx, "session turn "+turn, "turn/"+turn, telemetry.NewTrace(),
+		telemetry.WithAttributes(attribute.String("troupe.session", session), attribute.String("troupe.session.turn", turn)))
+}
+
+// traceApproval starts the span of a call's wait at the gate for a
+// human's decision; call the func it returns with the decision
+// ("approved", "rejected", "timed out", ...) and the wait's error, if
+// any, once there is one. It is deterministic and issues no command: call
+// it where the wait starts, on every replay alike.
+//
+//	done := traceApproval(ctx, g)
+//	... wait for the decision ...
+//	done(decision, err)
+func traceApproval(ctx workflow.Context, g gateCall) func(decision string, err error) {
+	name := g.Call.Name
+	if g.MCP != nil {
+		name = g.MCP.Name
+	}
+	_, s := telemetry.StartWorkflowSpan(ctx, "approval "+name, "approval/"+g.Call.CallID, telemetry.WithAttributes(
+		append(telemetry.ToolAttributes(name, g.Call.CallID), telemetry.AttrAgentName.String(g.Agent), telemetry.AttrToolKind.String(g.Kind))...))
+	return func(decision string, err error) {
+		s.SetAttributes(attribute.String("troupe.approval.decision", decision))
+		s.End(ctx, err)
+	}
+}
+
+// startChat starts the span of the model call of in (the Model
+// activity's), with the GenAI attributes.
+func startChat(ctx context.Context, req model.Request, in ModelInput) (context.Context, trace.Span) {
+	return telemetry.StartChat(ctx, "openai", req.Model, telemetry.AttrAgentName.String(in.Agent),
+		telemetry.AttrTurn.Int(in.Run.Turn), telemetry.AttrGraph.String(in.Graph))
+}
+
+// endChat ends a span of startChat with the model's answer.
+func endChat(span trace.Span, resp *model.Response, err error) {
+	if err != nil || resp == nil {
+		telemetry.EndChat(span, telemetry.Chat{}, err)
+		return
+	}
+	c := telemetry.Chat{ResponseID: resp.ID, ResponseModel: resp.Model, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+	if resp.FinishReason != "" {
+		c.FinishReasons = []string{resp.FinishReason}
+	}
+	telemetry.EndChat(span, c, nil)
+}
+
+// startTool starts the span of a tool call of kind (function, sandbox,
+// mcp) in its activity.
+func startTool(ctx context.Context, in ToolInput, kind string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return telemetry.StartTool(ctx, in.Call.Name, in.Call.CallID, append(attrs, telemetry.AttrAgentName.String(in.Agent),
+		telemetry.AttrTurn.Int(in.Run.Turn), telemetry.AttrToolKind.String(kind))...)
+}
+
+// startMCP starts the span of an MCP tool call in its activity.
+func startMCP(ctx context.Context, in MCPCallInput) (context.Context, trace.Span) {
+	return startTool(ctx, ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, callMCP, attribute.String("troupe.mcp.server", in.Server))
+}
+
+// endTool ends a span of startTool with the tool's output: a failure when
+// the tool said it failed ("Error: ...", as the model sees it).
+func endTool(span trace.Span, output string) {
+	var err error
+	if strings.HasPrefix(output, "Error: ") {
+		err = errors.New(preview(strings.TrimPrefix(output, "Error: "), 200))
+	}
+	telemetry.End(span, err)
+}
+
+// tracedSession is a sandbox session whose commands have spans (sandbox
+// exec), for a tool call that is traced.
+type tracedSession struct {
+	sandbox.Session
+}
+
+// traceSession returns s with spans for its commands when ctx's span is
+// recorded, else s itself.
+func traceSession(ctx context.Context, s sandbox.Session) sandbox.Session {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return s
+	}
+	return tracedSession{s}
+}
+
+func (s tracedSession) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
+	st := s.State()
+	ctx, span := telemetry.Start(ctx, "sandbox exec", attribute.String("troupe.sandbox.id", st.ID), attribute.String("troupe.sandbox.backend", st.Backend))
+	res, err := s.Session.Exec(ctx, req)
+	if err == nil {
+		span.SetAttributes(attribute.Int("process.exit.code", res.ExitCode))
+	}
+	telemetry.End(span, err)
+	return res, err
+}
