@@ -203,7 +203,9 @@ func (a *treeApprovals) waiting() bool { return a != nil && len(a.desk.Pending) 
 
 // waitingCall is a call of a turn that waits for a decision.
 type waitingCall struct {
-	req      runtime.ApprovalRequest
+	req runtime.ApprovalRequest
+	// span ends the wait's trace span (traceApproval).
+	span     func(decision string, err error)
 	list     *[]agents.Item // the dispatch list that holds it
 	decided  *runtime.ApprovalDecision
 	deadline time.Time
@@ -304,6 +306,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 		return nil
 	}
 	for _, w := range waits {
+		w.span = traceApproval(ctx, gateCall{Agent: t.agent.Name, Kind: w.req.Kind, Call: agents.FunctionCall(w.req.CallID, w.req.Tool, w.req.Arguments)})
 		t.rec.add(ctx, Event{Kind: EventApprovalRequested, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID,
 			Approval: w.req.ID, Detail: preview(w.req.Arguments, 300)})
 		_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", ApprovalRequestSignal, w.req).Get(ctx, nil)
@@ -317,6 +320,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 			if w.decided == nil {
 				_ = workflow.SignalExternalWorkflow(dctx, t.in.RunID, "", ApprovalSettledSignal, w.req).Get(dctx, nil)
 			}
+			w.span("cancelled", err)
 		}
 		return err
 	}
@@ -327,6 +331,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 			detail = "rejected"
 		}
 		detail += " by " + dec.By
+		w.span(detail, nil)
 		if dec.Message != "" {
 			detail += ": " + dec.Message
 		}
