@@ -61,6 +61,12 @@ func (r *Runner) gate(_ workflow.Context, g gateCall) string {
 
 // turnCalls carries out an agent's calls, turn after turn.
 type turnCalls struct {
+	// budget asks the root before each model call (nil without a
+	// budget); tree is the agent's usage per agent, which its agent
+	// tools' add to.
+	budget *agentBudget
+	tree   *runtime.Usages
+
 	r     *Runner
 	rec   *recorder
 	spec  *runtime.GraphSpec
@@ -223,6 +229,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		child := AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
 			Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: t.in.Spec}
 		rr, err := t.r.route(gctx, t.rec, t.spec, tool.Target, child, prefix, t.ctl)
+		t.countTool(rr, err, usage, fatal)
 		var output string
 		switch {
 		case err == nil && rr.Interrupted:
