@@ -75,6 +75,10 @@ type Graph struct {
 	agents map[string]*Agent
 	tools  map[string]map[string]ToolRef
 	specs  map[string][]ToolSpec
+	// budget and prices are the graph's default budget and its price
+	// table (WithBudget, WithPrices).
+	budget *Budget
+	prices Prices
 }
 
 // NewGraph validates the agents and returns their graph. It rejects empty

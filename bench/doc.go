@@ -29,6 +29,9 @@
 //     against the scripted model's own time to first token, read by a
 //     plain HTTP client in the same run; and the time a delta takes
 //     through the relay once the model has sent it.
+//   - BenchmarkBudgetOverhead: the looper's 201 turns without a budget and
+//     with one it stays under, on one worker: what a turn's round trip to
+//     the run's root (ask, answer, usage report) adds.
 //
 // The tracing benchmark holds a turn traced against one that is not:
 //

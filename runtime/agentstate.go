@@ -32,6 +32,9 @@ type AgentState struct {
 	// Usage sums the model usage of the agent's turns and of the agents it
 	// ran as tools.
 	Usage model.Usage `json:"usage"`
+	// Agents is the same usage per agent, the agent's own first, with its
+	// cost; it counts the agents run as tools that failed too.
+	Agents Usages `json:"agents,omitempty"`
 	// Lease is the agent's sandbox lease, nil for an agent without a
 	// sandbox or before its first sandbox call.
 	Lease *SandboxLease `json:"lease,omitempty"`
@@ -141,3 +144,7 @@ func (s *AgentState) CallsDone(a *AgentSpec, outputs []agents.Item, handoff *age
 	}
 	return s.nextTurn(a)
 }
+
+// Count adds what agents used (the agent's own model call, the agents it
+// ran as tools) to its usage per agent.
+func (s *AgentState) Count(u ...AgentUsage) { s.Agents = s.Agents.Add(u...) }

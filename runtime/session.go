@@ -66,6 +66,9 @@ var (
 	ErrUnknownPolicy = errors.New("unknown input policy")
 	// ErrEmptyMessage is a message with no text.
 	ErrEmptyMessage = errors.New("the message is empty")
+	// ErrBudgetSpent is a message refused because the session's budget
+	// is spent: no model call could answer it.
+	ErrBudgetSpent = errors.New("the session's budget is spent")
 )
 
 // SessionStatus is where a session stands, as its status query says.
@@ -135,6 +138,10 @@ type TurnRecord struct {
 	Usage      model.Usage `json:"usage"`
 	Started    time.Time   `json:"started"`
 	Ended      time.Time   `json:"ended"`
+	// Agents is the turn's usage per agent, and Cost its cost (failed
+	// agents' included).
+	Agents Usages  `json:"agents,omitempty"`
+	Cost   float64 `json:"cost,omitempty"`
 }
 
 // AgentLease is the sandbox lease of one of a session's agents.
@@ -173,6 +180,11 @@ type SessionState struct {
 	Recent []TurnRecord `json:"recent,omitempty"`
 	// Usage sums the model usage of every turn.
 	Usage model.Usage `json:"usage"`
+	// Agents is the usage of every turn per agent, with its cost.
+	Agents Usages `json:"agents,omitempty"`
+	// Budget is the session's budget and what its turns spent of it (all
+	// of them: a budget spans the session), or nil for no budget.
+	Budget *BudgetLedger `json:"budget,omitempty"`
 	// Leases are the sandbox leases of the session's agents, by agent
 	// name: each agent the user talks to keeps one workspace for the
 	// whole session.
@@ -237,6 +249,8 @@ func (s *SessionState) CheckMessage(text string) error {
 		return ErrSessionStopped
 	case text == "":
 		return ErrEmptyMessage
+	case s.Budget.Spent() != "":
+		return fmt.Errorf("%w (%s): raise it with the session's budget command (\"budget cost=N\", \"budget model_calls=N\", or \"budget off\")", ErrBudgetSpent, s.Budget.Spent())
 	case s.Policy == PolicyReject && s.Busy():
 		return ErrSessionBusy
 	}
@@ -293,6 +307,7 @@ func (s *SessionState) TurnEnded(rec TurnRecord, agent string, transcript Transc
 	s.Turns++
 	s.Agent, s.Transcript = agent, transcript
 	s.Usage = s.Usage.Add(rec.Usage)
+	s.Agents = s.Agents.Add(rec.Agents...)
 	s.LastActivity = rec.Ended
 	s.Recent = append(s.Recent, rec)
 	if len(s.Recent) > RecentTurns {

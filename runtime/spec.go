@@ -42,6 +42,14 @@ type RunSettings struct {
 	// run, events in its history), it continues as new. 0 never does.
 	ContinueAfterTurns  int `json:"continue_after_turns,omitempty"`
 	ContinueAfterEvents int `json:"continue_after_events,omitempty"`
+	// Budget, when set, limits the model calls of the run's tree (a
+	// session's, over its turns): every agent asks the run's root before
+	// each model call. Specs recorded before budgets have none.
+	Budget *agents.Budget `json:"budget,omitempty"`
+	// Prices price the model calls, by model name, for the models the
+	// graph's agents use; Unpriced lists those of them without a price.
+	Prices   agents.Prices `json:"prices,omitempty"`
+	Unpriced []string      `json:"unpriced,omitempty"`
 }
 
 // AgentSpec is what workflow code reads of one agent.

@@ -119,7 +119,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		return nil, err
 	}
 	ref.View = view
-	out := &ModelOutput{Transcript: ref, Step: runtime.Decide(agent, resp.Output), Usage: resp.Usage}
+	out := &ModelOutput{Transcript: ref, Step: runtime.Decide(agent, resp.Output), Usage: resp.Usage, Model: req.Model}
 	out.Usage.Requests = max(out.Usage.Requests, 1)
 	for _, it := range resp.Output {
 		if it.Type == agents.ItemMessage {

@@ -80,19 +80,25 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	if len(agent.MCPServers) > 0 {
 		calls.mt = &mcpTools{r: r, agent: agent, in: in, rc: &rc, cat: st.MCP, lost: st.MCPLost}
 	}
+	calls.budget, calls.tree = newAgentBudget(ctx, spec, in, wfID, agent.Name), &st.Agents
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
 	// the agent's own and a follower that stops there misses nothing.
 	finish := func(e Event, res *AgentResult, err error) (*AgentResult, error) {
+		var lease *runtime.SandboxLease
 		switch {
 		case calls.sb != nil && kept && err == nil:
 			res.Lease = calls.sb.release(ctx) // The session keeps the sandbox.
 		case calls.sb != nil && kept && keepsFailedWorkspace(ctx, err):
 			// The session keeps the workspace as the failure left it.
-			err = withLease(err, calls.sb.release(ctx))
+			lease = calls.sb.release(ctx)
 		case calls.sb != nil:
 			calls.sb.end(ctx)
 		}
+		// A failure carries the lease and the usage back to the caller;
+		// the root has the reports of the agent's calls first.
+		err = withFailure(err, lease, st.Agents)
+		calls.budget.flush(ctx)
 		e.Agent = agent.Name
 		rec.add(ctx, e)
 		return res, err
@@ -101,7 +107,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		return finish(Event{Kind: EventFailed, Detail: failureText(err)}, nil, err)
 	}
 	result := func() *AgentResult {
-		return &AgentResult{Agent: agent.Name, Transcript: st.Transcript, Turns: st.Turn, ToolCalls: st.ToolCalls, Usage: st.Usage}
+		return &AgentResult{Agent: agent.Name, Transcript: st.Transcript, Turns: st.Turn, ToolCalls: st.ToolCalls, Usage: st.Usage, Agents: st.Agents}
 	}
 	// The turn the previous run was about to take, or the first.
 	next := runtime.Next{Action: runtime.CallModel, Turn: st.Turn}
@@ -131,6 +137,9 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			rc.Turn = next.Turn
 			// The Web UI's current details: continue-as-new keeps no static summary.
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("agent %s, turn %d", agent.Name, next.Turn))
+			if err := calls.budget.ask(ctx, rc.Turn); err != nil {
+				return fail(err) // The tree's budget is spent.
+			}
 			if err := calls.mt.refresh(ctx); err != nil {
 				return fail(err)
 			}
@@ -145,6 +154,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			}
 			rec.add(ctx, Event{Kind: EventTurn, Agent: agent.Name, Turn: rc.Turn, Detail: detail})
 			next = st.ModelDone(agent, mo.Transcript, mo.Step, mo.Usage)
+			calls.count(ctx, st, rc.Turn, &mo)
 			if next.Correction != "" {
 				rec.add(ctx, Event{Kind: EventOutputInvalid, Agent: agent.Name, Turn: rc.Turn, Detail: next.Correction})
 			}
@@ -248,6 +258,7 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.
 	carry.Paused, carry.Interrupted = calls.ctl.paused, calls.ctl.interrupted
 	next := in
 	next.Transcript, next.Pending, next.Carry = st.Transcript, nil, carry
+	calls.budget.flush(ctx) // The next run asks with no report of this one's.
 	return workflow.NewContinueAsNewError(ctx, AgentWorkflowName, next)
 }
 

@@ -61,6 +61,12 @@ func (r *Runner) gate(_ workflow.Context, g gateCall) string {
 
 // turnCalls carries out an agent's calls, turn after turn.
 type turnCalls struct {
+	// budget asks the root before each model call (nil without a
+	// budget); tree is the agent's usage per agent, which its agent
+	// tools' add to.
+	budget *agentBudget
+	tree   *runtime.Usages
+
 	r     *Runner
 	rec   *recorder
 	spec  *runtime.GraphSpec
@@ -225,6 +231,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		sctx, span := traceAgentTool(gctx, t.agent.Name, c)
 		rr, err := t.r.route(sctx, t.rec, t.spec, tool.Target, child, prefix, t.ctl)
 		span.End(gctx, err)
+		t.countTool(rr, err, usage, fatal)
 		var output string
 		switch {
 		case err == nil && rr.Interrupted:

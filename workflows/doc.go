@@ -214,6 +214,20 @@
 //     side's memory changes alone. Versioned troupe.memory-fork, asked only
 //     when the spec has a memory scope.
 //
+// Budgets (budget.go): a run, or a session over all its turns, spends at
+// most its budget (agents.Budget: input and output tokens, model calls,
+// cost by a price table) across its whole tree. The budget and the prices
+// are fixed in the run's spec when it starts (the run's own, or the
+// graph's default; a session's budget command changes it). The root of
+// the tree (orchestrator or session) keeps the ledger; every agent of a
+// run with a budget asks it before each model call and reports the
+// call's usage after, so no model call starts anywhere in the tree once
+// the budget is spent, agents-as-tools in parallel included, and the run
+// ends with troupe.BudgetExceeded and the usage per agent. Runs without a
+// budget exchange nothing (the version troupe.budgets is asked only with
+// one). Every run reports its usage per agent and its cost
+// (RunResult.Agents, Cost), a failed agent-as-tool's included.
+//
 // Determinism: transcripts, instructions, tool funcs and model calls are
 // touched only in activities. So is a workspace's AGENTS.md: the
 // sandbox-create activity reads it through the session and stores it in

@@ -28,6 +28,13 @@ const (
 	// store's queue nothing serves (wired with Runner.Register alone):
 	// its commands could reach no worker.
 	ErrStoreNotServed = "troupe.SandboxStoreNotServed"
+	// ErrBudgetExceeded: the budget of the run (or session) is spent, and
+	// an agent of its tree was about to call the model; its details are a
+	// runtime.BudgetReport (see BudgetReportOf).
+	ErrBudgetExceeded = "troupe.BudgetExceeded"
+	// ErrBadBudget: a budget the run cannot keep (a negative limit, a cost
+	// limit with a model the price table lacks).
+	ErrBadBudget = "troupe.BadBudget"
 )
 
 // ErrorType returns the Type of the first Temporal application error in

@@ -44,3 +44,14 @@ func TestPruneStopped(t *testing.T) {
 		}
 	}
 }
+
+// The manager checks a session's budget command as the session would,
+// without the session's prices (the session checks those).
+func TestManagerChecksBudgetCommands(t *testing.T) {
+	s := session{st: &runtime.SessionState{}}
+	for arg, ok := range map[string]bool{"cost=1": true, "model_calls=10 input_tokens=500": true, "off": true, "cost=-1": false, "pennies=3": false} {
+		if err := s.checkCommand(SessionCommand{Op: CommandBudget, Arg: arg}); (err == nil) != ok {
+			t.Errorf("budget %q: %v", arg, err)
+		}
+	}
+}

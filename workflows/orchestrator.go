@@ -73,6 +73,10 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 	if err != nil {
 		return nil, err
 	}
+	budget, err := r.runBudget(ctx, spec, carry, rec)
+	if err != nil {
+		return nil, err
+	}
 	// The Web UI's current details show the run's message and the agent at
 	// work; each run sets them, as continue-as-new keeps no static summary.
 	workflow.SetCurrentDetails(ctx, runDetails(in, rs.Current))
@@ -100,6 +104,8 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 		if len(desk.Rules) > 0 {
 			next.Carry.Approvals = &runtime.ApprovalDesk{Rules: desk.Rules}
 		}
+		budget.settle(ctx)
+		next.Carry.Budget = *budget.ledger
 		return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)
 	}
 	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil, nil)
@@ -107,15 +113,18 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 		if _, ok := err.(*workflow.ContinueAsNewError); ok {
 			return nil, err
 		}
+		err = budget.exceeded(ctx, err)
 		rec.add(ctx, Event{Kind: EventFailed, Detail: failureText(err)})
 		r.runRollout(ctx, spec, in, wfID, nil, err)
 		return nil, err
 	}
 	rec.add(ctx, Event{Kind: EventFinal, Agent: rr.Agent, Detail: preview(string(rr.Output), 200)})
 	r.runRollout(ctx, spec, in, wfID, rr, nil)
+	budget.drain(ctx)
 	return &RunResult{
 		WorkflowID: wfID, Graph: in.Graph, Agent: rr.Agent, Output: rr.Output, Path: rr.Path,
 		Turns: rr.Turns, ToolCalls: rr.ToolCalls, Handoffs: rr.Handoffs, Usage: rr.Usage,
+		Agents: rr.Agents, Cost: rr.Agents.Cost(), Budget: (*budget.ledger).Report(),
 	}, nil
 }
 
@@ -133,6 +142,9 @@ type routeResult struct {
 	ToolCalls int             `json:"tool_calls,omitempty"`
 	Handoffs  int             `json:"handoffs,omitempty"`
 	Usage     model.Usage     `json:"usage"`
+	// Agents is the chain's usage per agent, its agents-as-tools' and
+	// failed agents' included.
+	Agents runtime.Usages `json:"agents,omitempty"`
 	// Transcript is the conversation at the chain's end.
 	Transcript *runtime.TranscriptRef `json:"transcript,omitempty"`
 	// Interrupted says the chain stopped on an interrupt (a session's):
@@ -223,11 +235,13 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			boxes.back(current, given)
 		}
 		if err != nil {
+			res.countFailed(err) // A failed agent's usage still counts.
 			return res, err
 		}
 		res.Turns += ar.Turns
 		res.ToolCalls += ar.ToolCalls
 		res.Usage = res.Usage.Add(ar.Usage)
+		res.Agents = res.Agents.Add(ar.Agents...)
 		if ar.Interrupted {
 			res.Agent, res.Transcript, res.Pending, res.Interrupted = current, &ar.Transcript, ar.Pending, true
 			return res, nil
@@ -237,14 +251,14 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			return res, nil
 		}
 		if res.Handoffs >= maxHandoffs {
-			return nil, nonRetryable(ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, current, ar.Handoff.Name)
+			return res, nonRetryable(ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, current, ar.Handoff.Name)
 		}
 		var h runtime.ToolSpec
 		if a := spec.Agent(current); a != nil {
 			h = a.Tool(ar.Handoff.Name)
 		}
 		if h.Kind != agents.ToolHandoff {
-			return nil, nonRetryable(ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
+			return res, nonRetryable(ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
 		}
 		res.Handoffs++
 		rec.add(ctx, Event{Kind: EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})
@@ -261,7 +275,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			var ho HandoffOutput
 			if err := workflow.ExecuteLocalActivity(lctx, HandoffActivityName, hi).Get(ctx, &ho); err != nil {
 				hspan.End(ctx, err)
-				return nil, err
+				return res, err
 			}
 			in.Transcript, in.Pending = ho.Transcript, ho.Pending
 		}

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"cmp"
+
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/runtime"
@@ -22,10 +24,11 @@ import (
 const versionPinnedGraph = "troupe.pinned-graph"
 
 // pinned is the side effect that fixes a run's spec, or the reason there
-// is none.
+// is none (and its error type, when not troupe.UnknownAgent).
 type pinned struct {
-	Spec *runtime.GraphSpec `json:"spec,omitempty"`
-	Err  string             `json:"error,omitempty"`
+	Spec    *runtime.GraphSpec `json:"spec,omitempty"`
+	Err     string             `json:"error,omitempty"`
+	ErrType string             `json:"error_type,omitempty"`
 }
 
 // pin returns the spec the run branches on, and whether it is fixed for
@@ -42,13 +45,21 @@ func (r *Runner) pin(ctx workflow.Context, in RunInput) (*runtime.GraphSpec, boo
 		if err != nil {
 			return pinned{Err: err.Error()}
 		}
+		// The run's budget: its own, or the graph's default.
+		spec.Budget = r.graphs[in.Graph].Budget()
+		if in.Budget != nil {
+			spec.Budget = budgetOrNil(*in.Budget)
+		}
+		if err := checkBudget(spec, spec.Budget); err != nil {
+			return pinned{Err: err.Error(), ErrType: ErrBadBudget}
+		}
 		return pinned{Spec: spec}
 	}).Get(&p)
 	if err != nil {
 		return nil, false, err
 	}
 	if p.Err != "" {
-		return nil, false, nonRetryable(ErrUnknownAgent, "%s", p.Err)
+		return nil, false, nonRetryable(cmp.Or(p.ErrType, ErrUnknownAgent), "%s", p.Err)
 	}
 	return p.Spec, true, nil
 }
@@ -63,8 +74,9 @@ func (r *Runner) liveSpec(graph string, maxHandoffs int) (*runtime.GraphSpec, er
 	if maxHandoffs == 0 {
 		maxHandoffs = r.cfg.MaxHandoffs
 	}
+	prices, unpriced := r.prices(g)
 	return runtime.SpecOf(g, runtime.RunSettings{MaxHandoffs: maxHandoffs, MaxToolDepth: r.cfg.MaxToolDepth, ModelActivities: r.cfg.ModelActivities,
-		ContinueAfterTurns: r.cfg.ContinueAfterTurns, ContinueAfterEvents: r.cfg.ContinueAfterEvents}), nil
+		ContinueAfterTurns: r.cfg.ContinueAfterTurns, ContinueAfterEvents: r.cfg.ContinueAfterEvents, Prices: prices, Unpriced: unpriced}), nil
 }
 
 // agentSpec returns the run's spec and agent in's spec: the run's own, or

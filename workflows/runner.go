@@ -60,6 +60,11 @@ type Config struct {
 	// DefaultModel is the model name for agents that name none; the
 	// default is "gpt-4.1".
 	DefaultModel string
+	// Prices price the model calls of every graph's agents, by model
+	// name, over each graph's own table (agents.Graph.WithPrices): runs
+	// and sessions report their cost by them, and a cost budget needs
+	// them. A run keeps the prices it started with.
+	Prices agents.Prices
 	// Store holds transcripts and large tool outputs.
 	Store *blob.Store
 	// ModelTimeout bounds one model call (start to close); the default is
@@ -242,6 +247,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		if g == nil {
 			return nil, errors.New("workflows: nil graph")
 		}
+		budget, prices := g.Budget(), g.Prices()
 		g, err := withDefaultCapabilities(g)
 		if err != nil {
 			return nil, err
@@ -253,6 +259,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 			return nil, err
 		}
 		if err := g.CheckApprovals(); err != nil {
+			return nil, err
+		}
+		if g, err = r.withBudget(g, budget, prices); err != nil {
 			return nil, err
 		}
 		if _, dup := r.graphs[g.Name()]; dup {

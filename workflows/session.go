@@ -103,6 +103,10 @@ type SessionInput struct {
 	// MaxHandoffs bounds the handoffs of a turn; 0 means the worker's
 	// default.
 	MaxHandoffs int `json:"max_handoffs,omitempty"`
+	// Budget, when set, is the session's budget over all its turns, over
+	// the graph's default (agents.Graph.WithBudget); the zero Budget
+	// lifts it. The budget command changes it.
+	Budget *agents.Budget `json:"budget,omitempty"`
 	// Manager is the workflow id of the session manager that created the
 	// session, which it tells what changed; set by the manager.
 	Manager string `json:"manager,omitempty"`
@@ -204,6 +208,12 @@ type SessionInfo struct {
 	// Usage sums the model usage of every turn.
 	Usage        model.Usage `json:"usage"`
 	LastActivity time.Time   `json:"last_activity"`
+	// Agents is the same usage per agent, and Cost its cost.
+	Agents runtime.Usages `json:"agents,omitempty"`
+	Cost   float64        `json:"cost,omitempty"`
+	// Budget, for a session with a budget, is the budget and what the
+	// session spent of it.
+	Budget *runtime.BudgetReport `json:"budget,omitempty"`
 	// Recent are the last turns that ended, oldest first (their events
 	// hold the rest, by reference).
 	Recent []runtime.TurnRecord `json:"recent,omitempty"`
@@ -260,6 +270,9 @@ type session struct {
 	// approvals take the requests and decisions of the running turn's
 	// calls that wait (on st.Approvals).
 	approvals *treeApprovals
+	// budget answers the running turn's agents for the session's budget
+	// (st.Budget).
+	budget *treeBudget
 }
 
 // SessionWorkflow runs a session: see the top of this file.
@@ -350,7 +363,7 @@ func (s *session) begin(ctx workflow.Context) error {
 			return err
 		}
 	} else {
-		if s.spec, _, err = s.r.pin(ctx, RunInput{Graph: s.in.Graph, MaxHandoffs: s.in.MaxHandoffs}); err != nil {
+		if s.spec, _, err = s.r.pin(ctx, RunInput{Graph: s.in.Graph, MaxHandoffs: s.in.MaxHandoffs, Budget: s.in.Budget}); err != nil {
 			return err
 		}
 		start := s.in.Agent
@@ -365,7 +378,7 @@ func (s *session) begin(ctx workflow.Context) error {
 			return err
 		}
 		s.st = runtime.NewSessionState(s.in.Name, start, policy)
-		s.st.LastActivity = workflow.Now(ctx)
+		s.st.LastActivity, s.st.Budget = workflow.Now(ctx), runtime.NewBudgetLedger(s.spec.Budget)
 		if s.rec, err = newRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
 			return err
 		}
@@ -415,6 +428,9 @@ func (s *session) handle(ctx workflow.Context) error {
 		return err
 	}
 	s.approvals = approvals
+	if s.budget, err = newTreeBudget(ctx, &s.st.Budget, true, s.rec, "session", budgetHint); err != nil {
+		return err
+	}
 	// Fork requests (from the manager) wait for the turn to end;
 	// commands come from the manager; signalled messages have no caller
 	// to refuse, so a refused one is an event.
@@ -480,6 +496,7 @@ type signalIn struct {
 // there were any.
 func (s *session) drain(ctx workflow.Context) bool {
 	s.approvals.drain(ctx) // Late news of an ended turn: nothing waits.
+	s.budget.drain(ctx)
 	any := false
 	for _, sig := range s.signals {
 		for sig.take(ctx, sig.ch) {
@@ -498,6 +515,8 @@ func sessionErr(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSessionBusy, nil)
 	case errors.Is(err, runtime.ErrSessionStopped):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSessionStopped, nil)
+	case errors.Is(err, runtime.ErrBudgetSpent):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBudgetExceeded, nil)
 	}
 	return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, nil)
 }
@@ -597,6 +616,10 @@ func (s *session) checkCommand(c SessionCommand) error {
 		if !backendName.MatchString(c.Arg) {
 			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("switch: %q is not a sandbox backend's name (local, bwrap, docker, ...)", c.Arg), ErrBadCommand, nil)
 		}
+	case CommandBudget:
+		if _, err := s.changedBudget(c.Arg); err != nil {
+			return temporal.NewNonRetryableApplicationError("budget: "+err.Error(), ErrBadBudget, nil)
+		}
 	case CommandPolicy:
 		if c.Arg == "" {
 			return temporal.NewNonRetryableApplicationError("policy: name one of enqueue, reject, interrupt, rollback", ErrBadCommand, nil)
@@ -635,6 +658,8 @@ func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, 
 	case CommandSwitch:
 		// The main loop switches between turns, before the next one.
 		s.switchTo = c.Arg
+	case CommandBudget:
+		err = s.setBudget(c.Arg)
 	case CommandStop:
 		for _, m := range s.st.Stop() {
 			s.rec.add(ctx, Event{Kind: EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
@@ -775,6 +800,7 @@ func (s *session) info() SessionInfo {
 		in.Running = st.Running.Turn
 	}
 	in.Sandboxes = s.boxes.describe()
+	in.Agents, in.Cost, in.Budget = st.Agents, st.Agents.Cost(), st.Budget.Report()
 	return in
 }
 
@@ -798,7 +824,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	// What an interrupted turn left to say goes first.
 	pending := append(append([]agents.Item(nil), s.st.Pending...), agents.UserMessage(m.Text))
 	in := AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec}
-	rr, err := s.r.routeFrom(tctx, s.rec, s.spec, routeState{Current: s.st.Agent, Input: in}, prefix, nil, s.boxes, s.ctl)
+	rr, err := s.route(tctx, routeState{Current: s.st.Agent, Input: in}, prefix)
 	span.End(ctx, err)
 	// No call of the turn waits any more, however it ended.
 	s.approvals.drain(ctx)
@@ -807,6 +833,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	agent, transcript, left := s.st.Agent, s.st.Transcript, s.st.Pending
 	if rr != nil {
 		rec.Path, rec.ModelTurns, rec.Usage = rr.Path, rr.Turns, rr.Usage
+		rec.Agents, rec.Cost = rr.Agents, rr.Agents.Cost()
 	}
 	switch {
 	case err == nil && rr.Interrupted:

@@ -279,31 +279,41 @@ func keepsFailedWorkspace(ctx workflow.Context, err error) bool {
 	return workflow.GetVersion(ctx, versionKeepFailedWorkspace, workflow.DefaultVersion, 1) == 1
 }
 
-// leaseDetail is what a failed agent's error carries to its session: the
-// lease of the sandbox it gave back.
-type leaseDetail struct {
-	Lease *runtime.SandboxLease `json:"troupe_lease_back"`
+// agentFailure is what a failed agent's error carries to its caller: the
+// lease of the sandbox it gave back to its session, and what the agent
+// and the agents it ran as tools used of the model (a failed agent's
+// usage still counts).
+type agentFailure struct {
+	Lease *runtime.SandboxLease `json:"troupe_lease_back,omitempty"`
+	Usage runtime.Usages        `json:"troupe_usage,omitempty"`
 }
 
-// withLease is err carrying lease to the session, its type and text as
-// err's: an application error whose details hold the lease and whose
-// cause is err.
-func withLease(err error, lease *runtime.SandboxLease) error {
+// withFailure is err carrying lease and usage to the caller, its type and
+// text as err's: an application error whose details hold them and whose
+// cause is err. A cancellation, or an error with nothing to carry, stays
+// as it is.
+func withFailure(err error, lease *runtime.SandboxLease, usage runtime.Usages) error {
+	if err == nil || temporal.IsCanceledError(err) || lease == nil && len(usage) == 0 {
+		return err
+	}
 	typ, text := ErrorType(err), failureText(err)
 	text = strings.TrimPrefix(text, typ+": ")
 	return temporal.NewApplicationErrorWithOptions(text, typ, temporal.ApplicationErrorOptions{
-		NonRetryable: true, Cause: err, Details: []any{leaseDetail{Lease: lease}}})
+		NonRetryable: true, Cause: err, Details: []any{agentFailure{Lease: lease, Usage: usage}}})
 }
 
-// leaseFrom is the lease a failed agent's error carries back, or nil.
-func leaseFrom(err error) *runtime.SandboxLease {
+// failureOf is what a failed agent's error carries back.
+func failureOf(err error) agentFailure {
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || !ae.HasDetails() {
-		return nil
+	var d agentFailure
+	if errors.As(err, &ae) && ae.HasDetails() {
+		_ = ae.Details(&d)
 	}
-	var d leaseDetail
-	if ae.Details(&d) != nil {
-		return nil
-	}
-	return d.Lease
+	return d
 }
+
+// usageFrom is the usage a failed agent's error carries back, per agent.
+func usageFrom(err error) runtime.Usages { return failureOf(err).Usage }
+
+// leaseFrom is the lease a failed agent's error carries back, or nil.
+func leaseFrom(err error) *runtime.SandboxLease { return failureOf(err).Lease }

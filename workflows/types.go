@@ -36,6 +36,9 @@ type RunInput struct {
 	// MaxHandoffs bounds the handoffs of the run; 0 means the worker's
 	// default.
 	MaxHandoffs int `json:"max_handoffs,omitempty"`
+	// Budget, when set, is the run's budget, over the graph's default
+	// (agents.Graph.WithBudget); the zero Budget lifts it.
+	Budget *agents.Budget `json:"budget,omitempty"`
 	// Carry is what the previous run of the orchestrator carried over
 	// when it continued as new; nil when the run starts. Callers leave it
 	// nil.
@@ -56,6 +59,8 @@ type RunCarry struct {
 	// Approvals are the decisions the run remembers (no call waits
 	// between two agents of the chain).
 	Approvals *runtime.ApprovalDesk `json:"approvals,omitempty"`
+	// Budget is what the run spent of its budget, if it has one.
+	Budget *runtime.BudgetLedger `json:"budget,omitempty"`
 }
 
 // RunResult is a finished run.
@@ -79,6 +84,15 @@ type RunResult struct {
 	Handoffs int `json:"handoffs"`
 	// Usage sums the model usage of the whole run, agents-as-tools included.
 	Usage model.Usage `json:"usage"`
+	// Agents is the same usage per agent, with its cost; failed
+	// agents-as-tools count.
+	Agents runtime.Usages `json:"agents,omitempty"`
+	// Cost sums the cost of the run's model calls, by the run's price
+	// table (0 without one).
+	Cost float64 `json:"cost,omitempty"`
+	// Budget, for a run with a budget, is the budget and what the run
+	// spent of it.
+	Budget *runtime.BudgetReport `json:"budget,omitempty"`
 }
 
 // AgentInput starts one agent's child workflow.
@@ -155,6 +169,8 @@ type AgentResult struct {
 	Turns      int                   `json:"turns"`
 	ToolCalls  int                   `json:"tool_calls"`
 	Usage      model.Usage           `json:"usage"`
+	// Agents is the usage per agent: the agent's, and its agents-as-tools'.
+	Agents runtime.Usages `json:"agents,omitempty"`
 	// Lease is the sandbox's lease given back to the session that lent it
 	// (AgentInput.Session): the sandbox is not stopped.
 	Lease *runtime.SandboxLease `json:"lease,omitempty"`
@@ -191,6 +207,8 @@ type ModelOutput struct {
 	Usage      model.Usage           `json:"usage"`
 	// Text is the start of the turn's assistant text, for events.
 	Text string `json:"text,omitempty"`
+	// Model is the model the call asked for, which prices it.
+	Model string `json:"model,omitempty"`
 }
 
 // ToolInput is the function-tool activity's input.

@@ -10,6 +10,11 @@
 //
 // Scenario is the offline script for the scripted model server, so the
 // whole flow runs with no LLM: `troupe run --graph dealdesk "..."`.
+//
+// The graph has a price table (Prices) and a cost budget (Budget): a
+// review stays well under it, and a runaway fan-out ("Review every deal
+// in the pipeline", in the scenario) fails with troupe.BudgetExceeded
+// once it is spent, with the usage and cost of each agent.
 package dealdesk
 
 import (
@@ -69,8 +74,31 @@ func reviewer(name, doc, instructions string) *agents.Agent {
 // customer's decisions, shared by every session and run of the graph.
 const MemoryScope = "dealdesk"
 
-// Graph returns the deal-desk graph; its entry agent is triage.
+// Prices are OpenAI's list prices in US dollars per million tokens, for
+// the models the deal desk may run on (gpt-4.1 by default).
+var Prices = agents.Prices{
+	"gpt-4.1":      {InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8},
+	"gpt-4.1-mini": {InputPerMTok: 0.4, CachedInputPerMTok: 0.1, OutputPerMTok: 1.6},
+	"gpt-4.1-nano": {InputPerMTok: 0.1, CachedInputPerMTok: 0.025, OutputPerMTok: 0.4},
+	"gpt-4o":       {InputPerMTok: 2.5, CachedInputPerMTok: 1.25, OutputPerMTok: 10},
+	"gpt-4o-mini":  {InputPerMTok: 0.15, CachedInputPerMTok: 0.075, OutputPerMTok: 0.6},
+}
+
+// Budget is the graph's default budget: what a run, or a session over all
+// its turns, may spend on model calls, in the dollars of Prices. A review
+// costs about a cent (seven calls, some 5,000 tokens, offline); the budget
+// stops a runaway, such as a coordinator that fans out round after round,
+// at a quarter. A run or session can set its own (RunInput.Budget,
+// SessionInput.Budget), and a session's budget command raises it.
+var Budget = agents.Budget{Cost: 0.25}
+
+// Graph returns the deal-desk graph; its entry agent is triage. Its runs
+// and sessions are priced by Prices and kept within Budget.
 func Graph() *agents.Graph {
+	return graph().WithPrices(Prices).WithBudget(Budget)
+}
+
+func graph() *agents.Graph {
 	return agents.MustGraph("dealdesk", "triage",
 		&agents.Agent{
 			Name: "triage",

@@ -338,10 +338,11 @@ func chatOutput(id, text, refusal string, calls []chatToolCall, usage openai.Com
 	out := &Response{
 		ID: id,
 		Usage: Usage{
-			Requests:     1,
-			InputTokens:  int(usage.PromptTokens),
-			OutputTokens: int(usage.CompletionTokens),
-			TotalTokens:  int(usage.TotalTokens),
+			Requests:          1,
+			InputTokens:       int(usage.PromptTokens),
+			CachedInputTokens: int(usage.PromptTokensDetails.CachedTokens),
+			OutputTokens:      int(usage.CompletionTokens),
+			TotalTokens:       int(usage.TotalTokens),
 		},
 	}
 	if text == "" {

@@ -65,19 +65,23 @@ type Response struct {
 
 // Usage counts requests and tokens.
 type Usage struct {
-	Requests     int `json:"requests"`
-	InputTokens  int `json:"input_tokens"`
-	OutputTokens int `json:"output_tokens"`
-	TotalTokens  int `json:"total_tokens"`
+	Requests    int `json:"requests"`
+	InputTokens int `json:"input_tokens"`
+	// CachedInputTokens are the input tokens the provider served from its
+	// prompt cache (counted in InputTokens too), which cost less.
+	CachedInputTokens int `json:"cached_input_tokens,omitempty"`
+	OutputTokens      int `json:"output_tokens"`
+	TotalTokens       int `json:"total_tokens"`
 }
 
 // Add returns the sum of u and o.
 func (u Usage) Add(o Usage) Usage {
 	return Usage{
-		Requests:     u.Requests + o.Requests,
-		InputTokens:  u.InputTokens + o.InputTokens,
-		OutputTokens: u.OutputTokens + o.OutputTokens,
-		TotalTokens:  u.TotalTokens + o.TotalTokens,
+		Requests:          u.Requests + o.Requests,
+		InputTokens:       u.InputTokens + o.InputTokens,
+		CachedInputTokens: u.CachedInputTokens + o.CachedInputTokens,
+		OutputTokens:      u.OutputTokens + o.OutputTokens,
+		TotalTokens:       u.TotalTokens + o.TotalTokens,
 	}
 }
 

@@ -339,10 +339,11 @@ func responsesResult(res *responses.Response) (*Response, error) {
 	out := &Response{
 		ID: res.ID,
 		Usage: Usage{
-			Requests:     1,
-			InputTokens:  int(res.Usage.InputTokens),
-			OutputTokens: int(res.Usage.OutputTokens),
-			TotalTokens:  int(res.Usage.TotalTokens),
+			Requests:          1,
+			InputTokens:       int(res.Usage.InputTokens),
+			CachedInputTokens: int(res.Usage.InputTokensDetails.CachedTokens),
+			OutputTokens:      int(res.Usage.OutputTokens),
+			TotalTokens:       int(res.Usage.TotalTokens),
 		},
 	}
 	for _, o := range res.Output {

@@ -1,0 +1,114 @@
+package dealdesk_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/local"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// env runs the deal desk on a test environment: the offline scenario on
+// the scripted model server, the reviewers' workspaces on the local
+// backend.
+func env(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	sc, err := scripted.ParseScenario(dealdesk.Scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scripted.New(sc)
+	url, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	m, err := model.New(model.Config{BaseURL: url, APIKey: "offline"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc, err := local.New(local.Config{Root: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{dealdesk.Graph()}, Model: m, Store: store,
+		Sandboxes: map[string]sandbox.Client{"local": lc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	e := s.NewTestWorkflowEnvironment()
+	e.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	r.Register(e)
+	// Memory's scope workflow is not part of these runs.
+	e.OnActivity(workflows.MemorySignalActivityName, mock.Anything, mock.Anything).Return(nil)
+	return e
+}
+
+// The deal-desk graph has a cost budget, which a review stays well under.
+func TestReviewStaysUnderBudget(t *testing.T) {
+	b := dealdesk.Graph().Budget()
+	if b == nil || b.Cost == 0 {
+		t.Fatalf("the graph's budget is %+v, want a cost limit", b)
+	}
+	e := env(t)
+	e.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	if err := e.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.RunResult
+	if err := e.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a review: %d model calls, %d input and %d output tokens, cost %v of %v", res.Usage.Requests, res.Usage.InputTokens, res.Usage.OutputTokens, res.Cost, b.Cost)
+	if res.Budget == nil || res.Budget.Spent != "" || res.Cost <= 0 || res.Cost > b.Cost/4 || len(res.Agents) != 4 {
+		t.Errorf("a review: cost %v, budget %+v, agents %+v; want it well under %v, all four agents", res.Cost, res.Budget, res.Agents, b.Cost)
+	}
+}
+
+// A budget stops a runaway fan-out: the coordinator asking for round
+// after round of reviews is stopped by the cost budget before its turns
+// run out, with the usage per agent.
+func TestBudgetStopsRunawayFanOut(t *testing.T) {
+	e := env(t)
+	e.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "dealdesk", Input: "Review every deal in the pipeline, again and again"})
+	err := e.GetWorkflowError()
+	if workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
+		t.Fatalf("the runaway ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+	}
+	rep, ok := workflows.BudgetReportOf(err)
+	if !ok {
+		t.Fatalf("no report in %v", err)
+	}
+	t.Logf("stopped: %v; %d calls, cost %v", err, rep.Calls, rep.Cost)
+	calls := map[string]int{}
+	for _, a := range rep.Agents {
+		calls[a.Agent] = a.Usage.Requests
+	}
+	// The coordinator fans out once a turn: under its turn limit.
+	if c := calls["coordinator"]; c < 2 || c >= agents.DefaultMaxTurns || calls["pricing_reviewer"] < 8 || calls["rollout_reviewer"] < 8 {
+		t.Errorf("calls per agent %v: want rounds of reviews stopped before the coordinator's %d turns", calls, agents.DefaultMaxTurns)
+	}
+	if over := rep.Cost - rep.Budget.Cost; rep.Cost < rep.Budget.Cost || over > rep.Budget.Cost/2 {
+		t.Errorf("cost %v for a budget of %v: want it spent, by no more than the calls then running", rep.Cost, rep.Budget.Cost)
+	}
+}

@@ -1,0 +1,400 @@
+package workflows_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// budgetModel answers as the budget graph's agents do, each call using
+// what usage gives its agent (by the first word of its instructions,
+// "boss", "left", ...; 10 input and 5 output tokens otherwise). The first
+// calls of left and right wait for each other (up to 10 s), so that both
+// run at once.
+type budgetModel struct {
+	mu    sync.Mutex
+	usage map[string]model.Usage
+	calls map[string]int
+	// both is closed once left and right have both started a call.
+	both chan struct{}
+}
+
+func (m *budgetModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
+	agent := strings.TrimSuffix(firstWord(req.Instructions), ":")
+	m.mu.Lock()
+	m.calls[agent]++
+	u, ok := m.usage[agent]
+	first := (agent == "left" || agent == "right") && m.calls[agent] == 1
+	if first && m.calls["left"] >= 1 && m.calls["right"] >= 1 {
+		close(m.both)
+	}
+	m.mu.Unlock()
+	if first {
+		select {
+		case <-m.both:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	if !ok {
+		u = model.Usage{InputTokens: 10, OutputTokens: 5}
+	}
+	u.Requests, u.TotalTokens = 1, u.InputTokens+u.OutputTokens
+	return &model.Response{Output: budgetTurn(agent, req), Usage: u}, nil
+}
+
+func (m *budgetModel) count(agent string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[agent]
+}
+
+// budgetTurn is the budget graph's script. boss runs left and right in
+// parallel ("fan out"), or flaky ("flaky"), with the user's message, then
+// answers with their outputs. left, right and solo call lookup once and
+// answer, or for ever when the message says "loop". flaky calls lookup
+// and runs out of turns.
+func budgetTurn(agent string, req model.Request) []agents.Item {
+	outs := outputsOf(req)
+	user := lastUser(req)
+	switch agent {
+	case "boss":
+		if len(outs) > 0 {
+			return []agents.Item{agents.AssistantMessage(outs["b-left"] + "|" + outs["b-right"] + "|" + outs["b-flaky"])}
+		}
+		if strings.Contains(user, "flaky") {
+			return []agents.Item{call("b-flaky", "flaky", `{"input":"`+user+`"}`)}
+		}
+		return []agents.Item{call("b-left", "left", `{"input":"`+user+`"}`), call("b-right", "right", `{"input":"`+user+`"}`)}
+	case "flaky":
+		return []agents.Item{call("f-1", "lookup", `{"key":"k"}`)}
+	}
+	if len(outs) == 0 || strings.Contains(user, "loop") {
+		return []agents.Item{call(agent+"-"+string(rune('a'+len(outs))), "lookup", `{"key":"k"}`)}
+	}
+	return []agents.Item{agents.AssistantMessage(agent + " done")}
+}
+
+// budgetPrices prices the default model: 100 per million input tokens,
+// 200 per million output tokens, so a call of 10 in and 5 out costs
+// 0.002.
+var budgetPrices = agents.Prices{"gpt-4.1": {InputPerMTok: 100, OutputPerMTok: 200}}
+
+func budgetGraph(lookups *int) *agents.Graph {
+	var mu sync.Mutex
+	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
+		Key string `json:"key"`
+	}) (string, error) {
+		mu.Lock()
+		*lookups++
+		mu.Unlock()
+		return "value", nil
+	})
+	return agents.MustGraph("budget", "boss",
+		&agents.Agent{Name: "boss", Instructions: "boss: fans out", Tools: []agents.Tool{
+			agents.AsTool("left", "left", "Works on the left."), agents.AsTool("right", "right", "Works on the right."),
+			agents.AsTool("flaky", "flaky", "Fails.")}},
+		&agents.Agent{Name: "left", Instructions: "left: works", Tools: []agents.Tool{lookup}, MaxTurns: 50},
+		&agents.Agent{Name: "right", Instructions: "right: works", Tools: []agents.Tool{lookup}, MaxTurns: 50},
+		&agents.Agent{Name: "flaky", Instructions: "flaky: fails", Tools: []agents.Tool{lookup}, MaxTurns: 1},
+		&agents.Agent{Name: "solo", Instructions: "solo: answers", Tools: []agents.Tool{lookup}, MaxTurns: 50},
+	).WithPrices(budgetPrices)
+}
+
+func budgetEnv(t *testing.T, usage map[string]model.Usage) (*testsuite.TestWorkflowEnvironment, *budgetModel, *int) {
+	t.Helper()
+	env := quietEnv()
+	store, err := blob.Open(context.Background(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &budgetModel{usage: usage, calls: map[string]int{}, both: make(chan struct{})}
+	lookups := new(int)
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{budgetGraph(lookups)}, Model: m, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	return env, m, lookups
+}
+
+// byAgent is a tree's usage as a map, for comparisons.
+func byAgent(u runtime.Usages) map[string]int {
+	out := map[string]int{}
+	for _, a := range u {
+		out[a.Agent] = a.Usage.Requests
+	}
+	return out
+}
+
+func sameCalls(got map[string]int, want map[string]int) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// A budget exhausted by two parallel agents-as-tools stops both before
+// their next model call: both calls run at once (each let start while the
+// budget was not spent), the first to end spends it, and neither agent
+// calls the model again; nor does their caller. The run ends with
+// troupe.BudgetExceeded and the usage per agent.
+func TestBudgetStopsParallelAgentTools(t *testing.T) {
+	big := model.Usage{InputTokens: 100, OutputTokens: 50} // 0.02 a call
+	tests := []struct {
+		name   string
+		budget agents.Budget
+		usage  map[string]model.Usage
+		spent  string
+	}{
+		{name: "model calls", budget: agents.Budget{ModelCalls: 3}, spent: "3 of 3 model calls"},
+		{name: "input tokens", budget: agents.Budget{InputTokens: 100}, usage: map[string]model.Usage{"left": big, "right": big}, spent: "of 100 input tokens"},
+		{name: "output tokens", budget: agents.Budget{OutputTokens: 40}, usage: map[string]model.Usage{"left": big, "right": big}, spent: "of 40 output tokens"},
+		{name: "cost", budget: agents.Budget{Cost: 0.01}, usage: map[string]model.Usage{"left": big, "right": big}, spent: "of 0.01"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env, m, lookups := budgetEnv(t, tc.usage)
+			b := tc.budget
+			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Input: "fan out and loop", Budget: &b})
+			err := env.GetWorkflowError()
+			if workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
+				t.Fatalf("run ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+			}
+			for _, agent := range []string{"boss", "left", "right"} {
+				if n := m.count(agent); n != 1 {
+					t.Errorf("%s called the model %d times, want once", agent, n)
+				}
+			}
+			if *lookups != 2 {
+				t.Errorf("lookup ran %d times, want once for each worker", *lookups)
+			}
+			rep, ok := workflows.BudgetReportOf(err)
+			if !ok {
+				t.Fatalf("no budget report in %v", err)
+			}
+			if want := map[string]int{"boss": 1, "left": 1, "right": 1}; rep.Calls != 3 || !sameCalls(byAgent(rep.Agents), want) {
+				t.Errorf("report: %d calls, per agent %v; want 3, %v", rep.Calls, byAgent(rep.Agents), want)
+			}
+			if !strings.Contains(rep.Spent, tc.spent) || rep.Budget != tc.budget || !strings.Contains(err.Error(), "the run's budget is spent") {
+				t.Errorf("report %+v, error %v; want %q spent", rep, err, tc.spent)
+			}
+			if want := 0.002 + 2*0.02; tc.name == "cost" && (rep.Cost < want-1e-9 || rep.Cost > want+1e-9) {
+				t.Errorf("cost %v, want %v", rep.Cost, want)
+			}
+			var refused []string
+			for _, e := range recorded(t, env, 0) {
+				if e.Kind == workflows.EventBudgetExceeded {
+					refused = append(refused, e.Agent)
+				}
+			}
+			if len(refused) != 2 || refused[0] == refused[1] {
+				t.Errorf("refusals recorded for %v, want left and right", refused)
+			}
+		})
+	}
+}
+
+// A run's usage is reported per agent, priced, whether it has a budget or
+// not; a failed agent-as-tool's usage counts.
+func TestBudgetUsagePerAgent(t *testing.T) {
+	tests := []struct {
+		name   string
+		input  string
+		budget *agents.Budget
+		want   map[string]int
+	}{
+		{name: "parallel", input: "fan out", want: map[string]int{"boss": 2, "left": 2, "right": 2}},
+		{name: "parallel within a budget", input: "fan out", budget: &agents.Budget{ModelCalls: 6, Cost: 1}, want: map[string]int{"boss": 2, "left": 2, "right": 2}},
+		{name: "a failed agent tool", input: "flaky", want: map[string]int{"boss": 2, "flaky": 1}},
+		{name: "a failed agent tool within a budget", input: "flaky", budget: &agents.Budget{ModelCalls: 3}, want: map[string]int{"boss": 2, "flaky": 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env, _, _ := budgetEnv(t, nil)
+			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Input: tc.input, Budget: tc.budget})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			var res workflows.RunResult
+			if err := env.GetWorkflowResult(&res); err != nil {
+				t.Fatal(err)
+			}
+			calls := 0
+			for _, n := range tc.want {
+				calls += n
+			}
+			if !sameCalls(byAgent(res.Agents), tc.want) || res.Usage.Requests != calls || res.Usage != res.Agents.Total() {
+				t.Errorf("usage %+v, per agent %v; want %d calls: %v", res.Usage, byAgent(res.Agents), calls, tc.want)
+			}
+			if want := 0.002 * float64(calls); res.Cost < want-1e-9 || res.Cost > want+1e-9 {
+				t.Errorf("cost %v, want %v", res.Cost, want)
+			}
+			switch {
+			case tc.budget == nil && res.Budget != nil:
+				t.Errorf("a run without a budget reports one: %+v", res.Budget)
+			case tc.budget != nil && (res.Budget == nil || res.Budget.Calls != int64(calls) || !sameCalls(byAgent(res.Budget.Agents), tc.want) || res.Budget.Spent != "" && calls < 3):
+				t.Errorf("budget report %+v, want %d calls: %v", res.Budget, calls, tc.want)
+			}
+		})
+	}
+}
+
+// A session's budget spans its turns: once spent, a message is refused
+// with a clear error; the budget command raises it; a turn that runs out
+// fails with troupe.BudgetExceeded and the session lives on.
+func TestSessionBudget(t *testing.T) {
+	env, m, _ := budgetEnv(t, nil)
+	var u []*updateCall
+	at := func(d time.Duration, name string, arg any) {
+		env.RegisterDelayedCallback(func() { u = append(u, sendUpdate(env, name, arg)) }, d)
+	}
+	var spentInfo, endInfo workflows.SessionInfo
+	// solo calls lookup once and answers: two calls a turn, or, told to
+	// loop, one call after another.
+	at(time.Second, workflows.SendUpdate, workflows.SendInput{Message: "one", Wait: true}) // u[0]: 2 calls, spent
+	at(time.Minute, workflows.SendUpdate, workflows.SendInput{Message: "two", Wait: true}) // u[1]: refused
+	env.RegisterDelayedCallback(func() { spentInfo = sessionInfo(t, env) }, 90*time.Second)
+	at(2*time.Minute, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandBudget, Arg: "nope=1"})        // u[2]: refused
+	at(3*time.Minute, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandBudget, Arg: "model_calls=3"}) // u[3]
+	at(4*time.Minute, workflows.SendUpdate, workflows.SendInput{Message: "loop", Wait: true})                               // u[4]: 1 call, then refused
+	at(5*time.Minute, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandBudget, Arg: "off"})           // u[5]
+	at(6*time.Minute, workflows.SendUpdate, workflows.SendInput{Message: "four", Wait: true})                               // u[6]: 2 calls
+	env.RegisterDelayedCallback(func() { endInfo = sessionInfo(t, env) }, 7*time.Minute)
+	env.RegisterDelayedCallback(func() { sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop}) }, time.Hour)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "budget", Agent: "solo", Budget: &agents.Budget{ModelCalls: 2}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	outcome := func(i int) runtime.TurnRecord {
+		t.Helper()
+		if u[i].err != nil {
+			t.Fatalf("update %d: %v", i, u[i].err)
+		}
+		var r workflows.SendResult
+		u[i].decode(t, &r)
+		if r.Record == nil {
+			t.Fatalf("update %d: no record", i)
+		}
+		return *r.Record
+	}
+	if r := outcome(0); r.Outcome != runtime.TurnAnswered || r.Usage.Requests != 2 {
+		t.Errorf("turn one: %+v, want it answered in two calls", r)
+	}
+	if workflows.ErrorType(u[1].err) != workflows.ErrBudgetExceeded || !strings.Contains(u[1].err.Error(), "budget model_calls=N") {
+		t.Errorf("a message once the budget was spent: %v, want refused, saying how to go on", u[1].err)
+	}
+	if spentInfo.Budget == nil || spentInfo.Budget.Calls != 2 || spentInfo.Budget.Spent != "2 of 2 model calls" || !sameCalls(byAgent(spentInfo.Agents), map[string]int{"solo": 2}) {
+		t.Errorf("session once spent: budget %+v, agents %+v", spentInfo.Budget, spentInfo.Agents)
+	}
+	if workflows.ErrorType(u[2].err) != workflows.ErrBadBudget {
+		t.Errorf("a bad budget command: %v", u[2].err)
+	}
+	if u[3].err != nil || u[5].err != nil {
+		t.Errorf("budget commands: %v, %v", u[3].err, u[5].err)
+	}
+	if r := outcome(4); r.Outcome != runtime.TurnFailed || r.ErrorType != workflows.ErrBudgetExceeded || !sameCalls(byAgent(r.Agents), map[string]int{"solo": 1}) {
+		t.Errorf("a turn that runs out: %+v, want failed on the budget after one call", r)
+	}
+	if r := outcome(6); r.Outcome != runtime.TurnAnswered {
+		t.Errorf("a turn once the budget was lifted: %+v", r)
+	}
+	if n := m.count("solo"); n != 4 || endInfo.Usage.Requests != 4 || endInfo.Budget == nil || endInfo.Budget.Calls != 4 || endInfo.Budget.Budget.Limits() {
+		t.Errorf("%d calls; session usage %+v, budget %+v", n, endInfo.Usage, endInfo.Budget)
+	}
+	refused := 0
+	for _, e := range recorded(t, env, 0) {
+		if e.Kind == workflows.EventBudgetExceeded {
+			refused++
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d refusals recorded, want the one of the turn that ran out", refused)
+	}
+}
+
+// Budgets a run could not keep are refused: by NewRunner for a graph's
+// default, at the start for a run's own.
+func TestBadBudgets(t *testing.T) {
+	store, _ := blob.Open(context.Background(), "mem://")
+	g := agents.MustGraph("nop", "a", &agents.Agent{Name: "a", Instructions: "a: answers"})
+	for name, g := range map[string]*agents.Graph{
+		"cost without prices":  g.WithBudget(agents.Budget{Cost: 1}),
+		"cost, model unpriced": g.WithBudget(agents.Budget{Cost: 1}).WithPrices(agents.Prices{"gpt-5": {InputPerMTok: 1}}),
+		"negative":             g.WithBudget(agents.Budget{ModelCalls: -1}),
+		"negative price":       g.WithPrices(agents.Prices{"gpt-4.1": {InputPerMTok: -1}}),
+	} {
+		if _, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &budgetModel{}, Store: store}); err == nil {
+			t.Errorf("%s: NewRunner took it", name)
+		}
+	}
+	if _, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g.WithBudget(agents.Budget{Cost: 1})}, Model: &budgetModel{}, Store: store,
+		Prices: agents.Prices{"gpt-4.1": {InputPerMTok: 2, OutputPerMTok: 8}}}); err != nil {
+		t.Errorf("a cost budget priced by the worker: %v", err)
+	}
+	env, _, _ := budgetEnv(t, nil)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Agent: "solo", Input: "hi", Budget: &agents.Budget{InputTokens: -5}})
+	if err := env.GetWorkflowError(); workflows.ErrorType(err) != workflows.ErrBadBudget {
+		t.Errorf("a run with a negative budget: %v", err)
+	}
+}
+
+// TestGoldenBudgetPayloads pins the JSON shape of the budgets' payloads,
+// as TestGoldenPayloads does the others'.
+func TestGoldenBudgetPayloads(t *testing.T) {
+	usage := runtime.AgentUsage{Agent: "pricing_reviewer", Usage: model.Usage{Requests: 1, InputTokens: 1200, CachedInputTokens: 1024, OutputTokens: 80, TotalTokens: 1280}, Cost: 0.00109}
+	budget := agents.Budget{Cost: 0.25, ModelCalls: 40}
+	ledger := runtime.BudgetLedger{Budget: budget, Calls: 7, Agents: runtime.Usages{usage}, Counted: map[string]int{"run-1/1-coordinator/t1.0/0-pricing_reviewer": 1}}
+	payloads := map[string]any{
+		"budget_ask": workflows.BudgetAsk{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Agent: "pricing_reviewer", Turn: 2,
+			Last: &workflows.BudgetUsage{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Turn: 1, Usage: usage}},
+		"budget_answer": workflows.BudgetAnswer{Turn: 2, Refused: "the run's budget is spent (40 of 40 model calls)"},
+		"budget_usage":  workflows.BudgetUsage{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Turn: 2, Usage: usage},
+		"budget_report": ledger.Report(),
+		"run_carry_budget": workflows.RunCarry{Budget: &ledger, NextEvent: 12,
+			Spec: &runtime.GraphSpec{Graph: "dealdesk", Entry: "triage", RunSettings: runtime.RunSettings{MaxHandoffs: 10, Budget: &budget,
+				Prices: agents.Prices{"gpt-4.1": {InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}, Unpriced: []string{"gpt-5"}}}},
+		"run_result_budget": workflows.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`),
+			Path: []string{"triage", "coordinator"}, Usage: usage.Usage, Agents: runtime.Usages{usage}, Cost: usage.Cost, Budget: ledger.Report()},
+	}
+	for name, v := range payloads {
+		t.Run(name, func(t *testing.T) {
+			got, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			path := filepath.Join("testdata", "golden", name+".json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("payload %s changed shape:\n got: %s\nwant: %s", name, got, want)
+			}
+		})
+	}
+}
