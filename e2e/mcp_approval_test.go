@@ -106,7 +106,7 @@ func newMCPGateFixture(t *testing.T) (url, stateless, log string) {
 
 // tsApproveRun is what approve.mjs reports.
 type tsApproveRun struct {
-	Tools        []tsTool     `json:"tools"`
+	Tools        []tsTool `json:"tools"`
 	Elicitations []struct {
 		Message         string          `json:"message"`
 		RequestedSchema json.RawMessage `json:"requestedSchema"`
