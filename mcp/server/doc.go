@@ -35,6 +35,9 @@
 //     connection, a closed session or a server shutdown does not: the run
 //     goes on durably, and troupe_run_status and troupe_run_result read it
 //     by id from any later session.
+//  6. A call whose run waits for a human's decision asks the client
+//     (elicitation), or answers with the calls that wait, which
+//     troupe_run_approve decides (see Approvals).
 //
 // # Workflow ids
 //
@@ -83,13 +86,60 @@
 //
 // Two more tools read runs by id, from any session: troupe_run_status
 // (status, agent, recent events) and troupe_run_result (the call's result
-// once the run has finished, waiting up to wait_seconds, else the status).
+// once the run has finished, waiting up to wait_seconds, else the status);
+// a third, troupe_run_approve, decides a call that waits (see Approvals).
 // They answer only for runs that the agent tools of a server like this one
 // start: ids "mcp-<graph>-<32 hex digits>" of a graph served, at one of
 // its exposed agents. Any other id — a run of `troupe run`, of a graph or
 // agent not served, an agent's own workflow — gets "no run with id X", as
 // an unknown id does: the id of a run is all a client needs to read it, so
 // the run tools reveal nothing the agent tools could not have started.
+//
+// # Approvals
+//
+// A call of a served run's agents (or of a session turn's) may wait for a
+// human's decision (agents.Approval; see workflows and its Approvals).
+// While a tool call waits on the run or turn, the server follows the
+// approval_requested events of its tree and reads the calls that wait
+// from the root (client.Client.Approvals); then, one call at a time:
+//
+//  1. A client that declared the elicitation capability (form mode), on
+//     a session that can carry a request to it (stdio, stateful HTTP),
+//     gets an elicitation/create whose message names the agent, the tool
+//     and the arguments, and whose form is {approve: boolean, message?:
+//     string, remember?: boolean}. Accepting it decides as filled in
+//     (remember: runtime.RememberTool); declining or dismissing it rejects
+//     the call, with a message to the agent that the MCP client's user
+//     declined (or dismissed) it. A call decided meanwhile elsewhere
+//     withdraws its question (the elicitation's context ends). Several
+//     calls are asked about one after the other, for as long as the run
+//     lasts.
+//  2. A client on protocol 2026-07-28 or later may not be sent requests
+//     while it waits on one (SEP-2322): the tool call answers with the
+//     same forms as input requests, one per call that waits, and a
+//     requestState that names the run (or the session and its turn). The
+//     client calls again with the answers; the server checks the state as
+//     it checks a run id a client gives (see Run tools), takes the answers
+//     as decisions, and waits on that run again, starting nothing new.
+//  3. Otherwise — or when an elicitation or a decision fails — the tool
+//     call stops waiting, and the run goes on waiting for the decisions.
+//     The answer has _meta["troupe/status"] StatusWaitingForApproval,
+//     the calls that wait in _meta["troupe/approvals"] ([{id, agent,
+//     tool, arguments, since, deadline?, on_timeout?}]) and text that
+//     lists them and says how to decide: troupe_run_approve {run_id or
+//     session_id, call, approve, message?, remember?} takes a decision,
+//     then waits as the agent or session tool did, approvals and all, and
+//     answers with the run's result (as the agent tool does, with
+//     _meta["troupe/status"]) or the turn's, or with the calls that wait
+//     next. An agent or session tool answers this with isError: true and
+//     no structuredContent, since MCP holds every other result of a tool
+//     to its outputSchema, the agent's (the TypeScript SDK client rejects
+//     one that is not); troupe_run_approve declares no output schema and
+//     gives the same document as structuredContent.
+//
+// troupe_run_status lists the calls that wait under "approvals";
+// troupe_run_result, which only reads, answers with them (as
+// troupe_run_approve would) instead of waiting out wait_seconds.
 //
 // # Session tools
 //

@@ -49,6 +49,7 @@ func ExampleNew() {
 	// Output:
 	// dealdesk_coordinator (output schema: true)
 	// dealdesk_coordinator_session (output schema: true)
+	// troupe_run_approve (output schema: false)
 	// troupe_run_result (output schema: false)
 	// troupe_run_status (output schema: true)
 }

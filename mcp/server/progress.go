@@ -194,6 +194,14 @@ func eventMessage(e workflows.Event) (msg string, ok bool) {
 			return "", false // the orchestrator records the same handoff
 		}
 		return "handoff: " + e.Detail, true
+	case workflows.EventApprovalRequested:
+		msg = fmt.Sprintf("%s: %s waits for approval (call %s)", who, e.Tool, e.Approval)
+		if e.Detail != "" {
+			msg += ": " + short(e.Detail)
+		}
+		return msg, true
+	case workflows.EventApprovalDecided:
+		return fmt.Sprintf("%s: %s %s", who, e.Tool, short(e.Detail)), true
 	case workflows.EventOutputInvalid:
 		return who + ": invalid output, asking again", true
 	case workflows.EventFinal:

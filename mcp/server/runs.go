@@ -67,7 +67,10 @@ const statusSchema = `{"type":"object","properties":{` +
 	`"error":{"type":"string","description":"Why the run closed without an output."},` +
 	`"events":{"type":"array","description":"The run's latest events, oldest first.","items":{"type":"object","properties":{` +
 	`"time":{"type":"string"},"kind":{"type":"string"},"agent":{"type":"string"},"message":{"type":"string"}},"required":["time","kind","message"]}},` +
-	`"events_unavailable":{"type":"string","description":"Why the events could not be read."}},` +
+	`"events_unavailable":{"type":"string","description":"Why the events could not be read."},` +
+	`"approvals":{"type":"array","description":"The calls of a running run that wait for a human's decision (decide them with ` + ToolRunApprove + `).","items":{"type":"object","properties":{` +
+	`"id":{"type":"string"},"agent":{"type":"string"},"tool":{"type":"string"},"arguments":{"type":"object"},"since":{"type":"string"},"deadline":{"type":"string"},"on_timeout":{"type":"string"}},` +
+	`"required":["id","agent","tool","arguments","since"]}}},` +
 	`"required":["run_id","status","graph","agent","started_at","events"]}`
 
 // runStatus is troupe_run_status's answer.
@@ -82,6 +85,7 @@ type runStatus struct {
 	Error             string        `json:"error,omitempty"`
 	Events            []statusEvent `json:"events"`
 	EventsUnavailable string        `json:"events_unavailable,omitempty"`
+	Approvals         []approvalDoc `json:"approvals,omitempty"`
 }
 
 type statusEvent struct {
@@ -149,9 +153,14 @@ func (s *Server) runResult(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		// so it is registered without a key.
 		cl, wctx := s.calls.add(ctx, callKey{})
 		defer s.calls.remove(cl, false)
-		var done bool
-		res, runErr, done = s.wait(wctx, s.progressFor(ctx, req), info.id, time.Duration(wait)*time.Second)
-		if !done {
+		// A read asks no one to decide: calls that wait end the wait,
+		// and the answer lists them.
+		w := s.wait(wctx, s.progressFor(ctx, req), info.id, time.Duration(wait)*time.Second, s.watchApprovals(req, info.id, false))
+		res, runErr = w.res, w.err
+		if w.waiting != nil {
+			return waitingResult(info.id, false, w.waiting, false), nil
+		}
+		if !w.done {
 			if wctx.Err() != nil {
 				return interruptedResult(wctx, info.id), nil
 			}
@@ -274,6 +283,13 @@ func (s *Server) status(ctx context.Context, info *runInfo, res *workflows.RunRe
 			msg = strings.ReplaceAll(e.Kind, "_", " ")
 		}
 		st.Events = append(st.Events, statusEvent{Time: e.Time, Kind: e.Kind, Agent: e.Agent, Message: msg})
+	}
+	if !info.closed() {
+		qctx, cancel := context.WithTimeout(ctx, eventsTimeout)
+		if list, err := s.runs.Approvals(qctx, info.id); err == nil && len(list) > 0 {
+			st.Approvals = approvalDocs(list)
+		}
+		cancel()
 	}
 	switch {
 	case res != nil:

@@ -34,8 +34,15 @@ const (
 	// (workflows.ErrorType) of a failed run, or "cancelled", "terminated",
 	// "timed_out".
 	MetaErrorType = "troupe/error_type"
-	// MetaStatus is the troupe_run_result _meta key of the run's status.
+	// MetaStatus is the _meta key of the run's status in the answers of
+	// troupe_run_result and troupe_run_approve, and of
+	// StatusWaitingForApproval in any answer that lists calls that wait.
 	MetaStatus = "troupe/status"
+	// MetaApprovals is the _meta key, in an answer whose run or session
+	// waits for decisions (MetaStatus StatusWaitingForApproval), of the
+	// calls that wait: [{"id", "agent", "tool", "arguments", "since",
+	// "deadline"?, "on_timeout"?}].
+	MetaApprovals = "troupe/approvals"
 	// MetaSessionID is the _meta key of a session tool's session id, in
 	// its result and its first progress notification.
 	MetaSessionID = "troupe/session_id"
@@ -48,6 +55,9 @@ const (
 const (
 	ToolRunStatus = "troupe_run_status"
 	ToolRunResult = "troupe_run_result"
+	// ToolRunApprove decides a call that waits for approval, then waits
+	// for the run or session as the tool that started it did.
+	ToolRunApprove = "troupe_run_approve"
 )
 
 // Config configures a Server. Its zero value works but for Client.
@@ -126,12 +136,14 @@ func New(cfg Config) (*Server, error) {
 		Instructions: "Each agent tool starts a durable Troupe run. Its id is in the result's _meta[\"" + MetaRunID +
 			"\"] and in the first progress notification; if a call is interrupted, the run goes on: read it with " +
 			ToolRunStatus + " and " + ToolRunResult + ". Each agent tool X has a session tool X" + SessionToolSuffix +
-			" that holds a conversation: its answers (and first progress notification) carry a session_id; pass it back to continue the conversation, from any connection.",
+			" that holds a conversation: its answers (and first progress notification) carry a session_id; pass it back to continue the conversation, from any connection. " +
+			"A call an agent makes may need a human's approval: a client that supports elicitation is asked; otherwise the answer says the run waits (status " + StatusWaitingForApproval +
+			") and lists the calls: ask the user, then decide each with " + ToolRunApprove + ", which answers with the result.",
 		Logger:   cfg.Logger,
 		HasTools: true,
 	})
 	s.sdk.AddReceivingMiddleware(s.interceptCancel)
-	names := map[string]string{ToolRunStatus: "a run tool", ToolRunResult: "a run tool"}
+	names := map[string]string{ToolRunStatus: "a run tool", ToolRunResult: "a run tool", ToolRunApprove: "a run tool"}
 	for _, g := range cfg.Graphs {
 		if g == nil {
 			return nil, errors.New("server: nil graph")
@@ -169,6 +181,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.sdk.AddTool(runStatusTool, s.runStatus)
 	s.sdk.AddTool(runResultTool, s.runResult)
+	s.sdk.AddTool(runApproveTool, s.runApprove)
 	return s, nil
 }
 

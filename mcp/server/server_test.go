@@ -196,6 +196,13 @@ func TestCallErrors(t *testing.T) {
 			Meta: mcp.Meta{MetaIdempotencyKey: 5}}, MetaIdempotencyKey},
 		{"status without run_id", mcp.CallToolParams{Name: ToolRunStatus, Arguments: map[string]any{}}, "run_id is required"},
 		{"result with a long wait", mcp.CallToolParams{Name: ToolRunResult, Arguments: map[string]any{"run_id": "x", "wait_seconds": 3600}}, "wait_seconds must be 0 to 60"},
+		{"approve without a call", mcp.CallToolParams{Name: ToolRunApprove, Arguments: map[string]any{"run_id": "x", "approve": true}}, "call is required"},
+		{"approve without approve", mcp.CallToolParams{Name: ToolRunApprove, Arguments: map[string]any{"run_id": "x", "call": "a1"}}, "approve is required"},
+		{"approve with a run and a session", mcp.CallToolParams{Name: ToolRunApprove, Arguments: map[string]any{"run_id": "x", "session_id": "y", "call": "a1", "approve": true}}, "either run_id or session_id"},
+		{"approve with neither", mcp.CallToolParams{Name: ToolRunApprove, Arguments: map[string]any{"call": "a1", "approve": true}}, "either run_id or session_id"},
+		{"approve, remember as text", mcp.CallToolParams{Name: ToolRunApprove, Arguments: map[string]any{"run_id": "x", "call": "a1", "approve": true, "remember": "tool"}}, "invalid arguments for " + ToolRunApprove},
+		{"approve in a foreign run", mcp.CallToolParams{Name: ToolRunApprove, Arguments: map[string]any{"run_id": "troupe-dealdesk-1a2b3c4d", "call": "a1", "approve": true}}, `no run with id "troupe-dealdesk-1a2b3c4d"`},
+		{"approve in a foreign session", mcp.CallToolParams{Name: ToolRunApprove, Arguments: map[string]any{"session_id": "troupe-session-1", "call": "a1", "approve": false}}, `no session with id "troupe-session-1"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -188,6 +188,11 @@ func embed(root, schema map[string]any) (map[string]any, error) {
 // callSession serves the calls of a session tool.
 func (s *Server) callSession(t *sessionTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req.Params.RequestState != "" {
+			// The client answered the input requests of its last answer
+			// (the calls that waited): the turn goes on.
+			return s.resume(ctx, req, nil, t), nil
+		}
 		args, err := t.args(req.Params.Arguments)
 		if err != nil {
 			return errorResult(fmt.Sprintf("invalid arguments for %s: %v", t.name, err), nil), nil
@@ -242,27 +247,51 @@ func (s *Server) callSession(t *sessionTool) mcp.ToolHandler {
 		} else {
 			p.send("session "+id+" continued", mcp.Meta{MetaSessionID: id})
 		}
-		var follow func(troupeclient.Event)
-		if p != nil {
-			follow = func(e troupeclient.Event) {
-				if wctx.Err() != nil {
-					return // nobody waits for the answer any more
-				}
-				if e.WorkflowID != id {
-					p.event(e) // The turn's agents, their replies as they stream.
-					return
-				}
-				if msg, ok := sessionEventMessage(id, e); ok {
-					p.send(msg, nil)
-				}
+		// The turn's calls that wait for approval are asked about, or end
+		// the wait: the turn goes on, and troupe_run_approve decides them.
+		w := s.watchApprovals(req, id, true)
+		actx, stopAsk := context.WithCancelCause(wctx)
+		defer stopAsk(nil)
+		var waiting []troupeclient.Approval
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			w.run(actx, func(list []troupeclient.Approval) { waiting = list; stopAsk(errAwaitingApproval) })
+		}()
+		follow := func(e troupeclient.Event) {
+			if actx.Err() != nil {
+				return // nobody waits for the answer any more
+			}
+			w.event(e)
+			if p == nil {
+				return
+			}
+			if e.WorkflowID != id {
+				p.event(e) // The turn's agents, their replies as they stream.
+				return
+			}
+			if msg, ok := sessionEventMessage(id, e); ok {
+				p.send(msg, nil)
 			}
 		}
 		opts := []troupeclient.SendOption{troupeclient.Following(troupeclient.WithDeltas())}
 		if mid := messageID(t.name, id, args.Message, scope); mid != "" {
 			opts = append(opts, troupeclient.WithMessageID(mid))
 		}
-		rec, err := s.runs.Session(id).Ask(wctx, args.Message, follow, opts...)
+		rec, err := s.runs.Session(id).Ask(actx, args.Message, follow, opts...)
+		stopAsk(nil)
+		<-watched
 		if err != nil {
+			if waiting != nil && wctx.Err() == nil {
+				p.stop()
+				p.settle()
+				s.log.Info("mcp: session call answered with the calls that wait for approval", "tool", t.name, "session", id, "approvals", len(waiting))
+				var turn string
+				if info, err := s.runs.Session(id).Info(ctx); err == nil {
+					turn = info.Running
+				}
+				return s.waitingAnswer(req, id, true, turn, waiting, true), nil
+			}
 			if wctx.Err() != nil {
 				p.stop()
 				return sessionInterrupted(wctx, id, s.calls.wasCancelled(cl), true), nil

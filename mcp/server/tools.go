@@ -176,6 +176,11 @@ func outputSchema(g *agents.Graph, a *agents.Agent) json.RawMessage {
 // callAgent serves the calls of an agent tool.
 func (s *Server) callAgent(t *agentTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req.Params.RequestState != "" {
+			// The client answered the input requests of its last answer
+			// (the calls that waited): the run goes on.
+			return s.resume(ctx, req, t, nil), nil
+		}
 		run, err := t.agent.Expose.Run(req.Params.Arguments)
 		if err != nil {
 			var ae *agents.ToolArgsError
@@ -216,9 +221,8 @@ func (s *Server) callAgent(t *agentTool) mcp.ToolHandler {
 		s.log.Info("mcp: call", "tool", t.name, "run", id, "session", sessionID(req), "request", scope.Request, "idempotency_key", scope.Key != "")
 		p := s.progressFor(ctx, req)
 		p.send("run "+id+" started", mcp.Meta{MetaRunID: id})
-		res, runErr, done := s.wait(wctx, p, id, 0)
-		if done {
-			return s.outcome(id, res, runErr), nil
+		if out := s.awaitRun(wctx, req, p, id, true); out != nil {
+			return out, nil
 		}
 		interrupted = true
 		if s.calls.wasCancelled(cl) {
@@ -240,33 +244,71 @@ func interruptedResult(ctx context.Context, id string) *mcp.CallToolResult {
 		mcp.Meta{MetaRunID: id})
 }
 
+// waited is how a wait for a run ended.
+type waited struct {
+	// done: the run closed, and res or err is its outcome, or err says
+	// why it could not be read.
+	done bool
+	res  *workflows.RunResult
+	err  error
+	// waiting, when set, are the calls that wait for a decision, which
+	// the client must take (troupe_run_approve): the wait ended for them.
+	waiting []troupeclient.Approval
+}
+
 // wait waits for run id to close, following its events into p (when not
-// nil), for at most limit (0: no limit). done is false when ctx ended or
-// limit passed first; otherwise res or runErr is the run's outcome, or
-// runErr says why it could not be read.
-func (s *Server) wait(ctx context.Context, p *progress, id string, limit time.Duration) (res *workflows.RunResult, runErr error, done bool) {
+// nil), for at most limit (0: no limit). With approvals w, the calls of
+// the run's tree that wait for a decision are asked about or end the wait
+// (see approvalWatch). done is false when ctx ended, limit passed or
+// calls wait first.
+func (s *Server) wait(ctx context.Context, p *progress, id string, limit time.Duration, w *approvalWatch) waited {
 	gctx := ctx
 	if limit > 0 {
 		var cancel context.CancelFunc
 		gctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
 	}
+	rctx, stopResult := context.WithCancelCause(gctx)
+	defer stopResult(nil)
 	var followed chan struct{}
 	fctx, stopFollow := context.WithCancel(context.Background())
-	if p != nil {
+	if p != nil || w != nil {
+		var opts []troupeclient.FollowOption
+		if p != nil {
+			opts = append(opts, troupeclient.WithDeltas())
+		}
 		followed = make(chan struct{})
 		go func() {
 			defer close(followed)
-			_ = s.runs.Run(id).Follow(fctx, p.event, troupeclient.WithDeltas())
+			_ = s.runs.Run(id).Follow(fctx, func(e troupeclient.Event) { p.event(e); w.event(e) }, opts...)
 		}()
 	}
-	out, err := s.runs.Run(id).Result(gctx)
-	if err != nil && gctx.Err() != nil {
+	var waiting []troupeclient.Approval
+	watched := make(chan struct{})
+	if w != nil {
+		// The watch's context keeps the request's values: they route
+		// its elicitations to the request's stream.
+		wctx, stopWatch := context.WithCancel(ctx)
+		go func() {
+			defer close(watched)
+			w.run(wctx, func(list []troupeclient.Approval) { waiting = list; stopResult(errAwaitingApproval) })
+		}()
+		defer func() { stopWatch(); <-watched }()
+	} else {
+		close(watched)
+	}
+	out, err := s.runs.Run(id).Result(rctx)
+	if err != nil && rctx.Err() != nil {
 		// Nobody waits for the rest of the events: stop sending them
 		// and leave Follow's last poll behind.
 		p.stop()
 		stopFollow()
-		return nil, nil, false
+		if errors.Is(context.Cause(rctx), errAwaitingApproval) && gctx.Err() == nil {
+			<-watched // waiting is set
+			p.settle()
+			return waited{waiting: waiting}
+		}
+		return waited{}
 	}
 	// Follow's last poll delivers the events up to the end before the
 	// result goes out.
@@ -275,10 +317,7 @@ func (s *Server) wait(ctx context.Context, p *progress, id string, limit time.Du
 		<-followed
 	}
 	p.settle()
-	if err != nil {
-		return nil, err, true
-	}
-	return out, nil, true
+	return waited{done: true, res: out, err: err}
 }
 
 // outcome is a call's answer for a closed run: its output, or why there

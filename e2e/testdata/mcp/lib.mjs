@@ -18,9 +18,10 @@ export const { StdioClientTransport } = await sdk('client/stdio.js');
 export const RUN_ID = 'troupe/run_id';
 
 // connect returns a client connected over streamable HTTP to url, with a
-// bearer token when given.
-export async function connect(url, token) {
-  const client = new Client({ name: 'troupe-e2e', version: '0.0.0' });
+// bearer token when given, and the Client's options (its capabilities,
+// say) when given.
+export async function connect(url, token, options) {
+  const client = new Client({ name: 'troupe-e2e', version: '0.0.0' }, options);
   const requestInit = token ? { headers: { Authorization: `Bearer ${token}` } } : undefined;
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit }));
   return client;
