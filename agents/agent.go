@@ -66,6 +66,13 @@ type Agent struct {
 	// Approval). A tool without one never waits, except an MCP tool its
 	// server's RequireApproval names.
 	Approvals []Approval
+	// InputGuardrails check the user's message the agent answers first,
+	// OutputGuardrails its final output, ToolGuardrails its tool calls and
+	// their outputs (see GuardrailVerdict). A tripped guardrail ends the
+	// run with troupe.GuardrailTripped.
+	InputGuardrails  []InputGuardrail
+	OutputGuardrails []OutputGuardrail
+	ToolGuardrails   []ToolGuardrail
 }
 
 // TurnLimit is MaxTurns with its default applied.

@@ -4,8 +4,9 @@
 //
 // Nothing here imports Temporal. The workflows package reads these
 // definitions; the Go funcs inside them (function tools, dynamic
-// instructions, handoff filters and callbacks, output extractors) run only
-// inside activities, never in workflow code.
+// instructions, handoff filters and callbacks, output extractors,
+// approval predicates, guardrails) run only inside activities, never in
+// workflow code.
 //
 // The contract a caller relies on:
 //
@@ -16,4 +17,8 @@
 //     every property required, optional properties nullable) so they are
 //     accepted by the Responses and Chat Completions APIs in strict mode.
 //  3. Function-tool signatures are checked when the tool is built.
+//  4. Guardrails (InputGuardrail, OutputGuardrail, ToolGuardrail) are
+//     checked with the graph: unique names per agent, a func or an agent
+//     of the graph whose output type is GuardrailVerdict (and which has
+//     no guardrails itself), tools that exist and are not handoffs.
 package agents

@@ -247,6 +247,7 @@ func (g *Graph) index(a *Agent) []error {
 		}
 		policies[p.Tool] = true
 	}
+	errs = append(errs, g.checkGuardrails(a, refs)...)
 	g.tools[a.Name] = refs
 	g.specs[a.Name] = specs
 	return errs

@@ -10,6 +10,11 @@
 //     default configuration and with Config.ModelActivities. It also reports
 //     the model's own time (so Troupe's overhead per turn can be told from
 //     it) and the process's memory after the run.
+//   - BenchmarkGuardrailTurnOverhead: the same 201-turn run with a tool
+//     guardrail whose check passes every call and an approval policy
+//     whose predicate never makes a call wait, against the run without
+//     them, on one worker in alternation; goal ratio ≤ 1.1 (each adds a
+//     local activity per turn that calls the tool; the two run at once).
 //   - BenchmarkFanOut: one turn calling 50 agents-as-tools against a
 //     workflow starting 50 no-op child workflows in parallel.
 //   - BenchmarkLongAgent: one agent's 5,001 turns (continuing as new every

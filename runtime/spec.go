@@ -77,6 +77,10 @@ type AgentSpec struct {
 	// wait (agents.Approval), by tool name. Specs recorded before
 	// approvals have none.
 	Approvals []ApprovalSpec `json:"approvals,omitempty"`
+	// Guardrails are the agent's guardrails (agents.InputGuardrail,
+	// OutputGuardrail, ToolGuardrail). Specs recorded before guardrails
+	// have none.
+	Guardrails []GuardrailSpec `json:"guardrails,omitempty"`
 }
 
 // ApprovalSpec is what workflow code reads of an approval policy.
@@ -146,6 +150,7 @@ func SpecOf(g *agents.Graph, settings RunSettings) *GraphSpec {
 				as.Approvals = append(as.Approvals, ApprovalSpec{Tool: p.Tool, When: p.When != nil, Timeout: p.Timeout, ApproveOnTimeout: p.OnTimeout == agents.ApproveOnTimeout})
 			}
 		}
+		as.Guardrails = guardrailSpecs(a)
 		for _, srv := range a.MCPServers {
 			as.MCPServers = append(as.MCPServers, MCPServerSpec{Name: srv.Name, CallTimeout: srv.CallTimeout()})
 		}

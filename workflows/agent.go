@@ -143,9 +143,13 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			if err := calls.mt.refresh(ctx); err != nil {
 				return fail(err)
 			}
+			mctx, checked, err := calls.guardInput(ctx, rc, st)
+			if err != nil {
+				return fail(err)
+			}
 			var mo ModelOutput
-			if err := r.callModel(ctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
-				MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.guidance()}, &mo); err != nil {
+			if err := checked(r.callModel(mctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
+				MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.guidance()}, &mo)); err != nil {
 				return fail(err)
 			}
 			detail := mo.Text
@@ -178,6 +182,9 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			}
 			next = st.CallsDone(agent, outputs, handoff, usage)
 		case runtime.Finish:
+			if err := calls.guardOutput(ctx, rc, st, next.Output); err != nil {
+				return fail(err)
+			}
 			res := result()
 			res.Output = next.Output
 			return finish(Event{Kind: EventFinal, Turn: rc.Turn, Detail: preview(string(next.Output), 200)}, res, nil)

@@ -47,6 +47,9 @@ type gateCall struct {
 	Tool runtime.ToolSpec
 	// MCP is the MCP tool it calls (MCP calls).
 	MCP *MCPToolRef
+	// Guard is the tool guardrail that rejected the call, if one did
+	// (screen).
+	Guard *runtime.GuardrailOutcome
 }
 
 // gate is the one place that decides whether a call runs: guardrails
@@ -56,6 +59,9 @@ type gateCall struct {
 // its decision before any call of the turn starts, and only an approved
 // call reaches the gate.
 func (r *Runner) gate(_ workflow.Context, g gateCall) string {
+	if g.Guard != nil {
+		return rejection(g.Guard)
+	}
 	return ""
 }
 
@@ -75,6 +81,8 @@ type turnCalls struct {
 	sb    *sandboxLife // nil for an agent without a sandbox
 	mt    *mcpTools    // nil for an agent without MCP servers
 	ctl   *control     // the session's controls, passed to agent tools
+	// screened are the calls of the turn a tool guardrail rejected.
+	screened map[string]*runtime.GuardrailOutcome
 }
 
 // pendingCall is a call running, and the future of its output.
@@ -93,28 +101,37 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		done[o.CallID] = o
 	}
 	var usage model.Usage
+	screening := t.startScreen(ctx, rc, d)
 	if err := t.approve(ctx, rc, &d, done); err != nil {
+		return nil, nil, usage, err
+	}
+	if err := t.screen(ctx, rc, d, screening); err != nil {
 		return nil, nil, usage, err
 	}
 	usedSandbox := false
 	for _, c := range d.Functions {
-		if t.agent.Tool(c.Name).Sandbox && !usedSandbox {
+		if t.agent.Tool(c.Name).Sandbox && !usedSandbox && t.rejected(c) == nil {
 			usedSandbox = true
 			if err := t.sb.ensure(ctx); err != nil {
 				return nil, nil, usage, err
 			}
 		}
 	}
+	var fatal error // a failure that ends this agent too: an agent tool's, a guardrail's
 	var fns []pendingCall
 	for _, c := range d.Functions {
-		fns = append(fns, pendingCall{c, t.function(ctx, rc, c)})
+		fns = append(fns, pendingCall{c, t.checkOutput(ctx, rc, c, t.function(ctx, rc, c), &fatal)})
 	}
 	for _, c := range d.MCP {
 		t.called(ctx, rc, c)
-		fns = append(fns, pendingCall{c, t.mt.call(ctx, c, t.outputKey(rc, c))})
+		ref, _ := t.mt.ref(c.Name)
+		if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: callMCP, Call: c, MCP: &ref, Guard: t.rejected(c)}); why != "" {
+			fns = append(fns, pendingCall{c, t.answered(ctx, c, "Error: "+why)})
+			continue
+		}
+		fns = append(fns, pendingCall{c, t.checkOutput(ctx, rc, c, t.mt.call(ctx, c, t.outputKey(rc, c)), &fatal)})
 	}
 	wg := workflow.NewWaitGroup(ctx)
-	var fatal error // an agent tool's failure that ends this agent too
 	for i, c := range d.AgentTools {
 		t.agentTool(ctx, rc, wg, i, c, done, &usage, &fatal)
 	}
@@ -178,7 +195,7 @@ func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, c agent
 	if tool.Sandbox {
 		kind = callSandbox
 	}
-	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: kind, Call: c, Tool: tool}); why != "" {
+	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: kind, Call: c, Tool: tool, Guard: t.rejected(c)}); why != "" {
 		return t.answered(ctx, c, "Error: "+why)
 	}
 	ti := ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: t.outputKey(rc, c)}
@@ -216,7 +233,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		done[c.CallID] = agents.FunctionCallOutput(c.CallID, fmt.Sprintf("Error: agents-as-tools nest deeper than %d", t.spec.MaxToolDepth))
 		return
 	}
-	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: callAgent, Call: c, Tool: tool}); why != "" {
+	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: callAgent, Call: c, Tool: tool, Guard: t.rejected(c)}); why != "" {
 		done[c.CallID] = t.output(c, "Error: "+why)
 		return
 	}
@@ -237,6 +254,10 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		case err == nil && rr.Interrupted:
 			*usage = usage.Add(rr.Usage)
 			output = fmt.Sprintf("Error: agent tool %s was interrupted by the user before it finished", c.Name)
+		case err != nil && guardrailEnds(err):
+			// A guardrail of the tool's agents ended the run.
+			*fatal = err
+			output = fmt.Sprintf("Error: agent tool %s failed: %v", c.Name, err)
 		case err != nil && workerFault(err) && workflow.GetVersion(gctx, versionWorkerFaults, workflow.DefaultVersion, 1) == 1:
 			// Not the model's to work around: the worker is wired wrong.
 			*fatal = err
@@ -253,6 +274,9 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		default:
 			*usage = usage.Add(rr.Usage)
 			output = toolOutputText(rr.Output)
+		}
+		if err == nil && !rr.Interrupted {
+			output = t.checkAgentOutput(gctx, rc, c, output, fatal)
 		}
 		done[c.CallID] = t.output(c, output)
 		t.rec.add(gctx, Event{Kind: EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(output, 200)})

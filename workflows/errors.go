@@ -35,6 +35,12 @@ const (
 	// ErrBadBudget: a budget the run cannot keep (a negative limit, a cost
 	// limit with a model the price table lacks).
 	ErrBadBudget = "troupe.BadBudget"
+	// ErrGuardrailTripped: a guardrail tripped (its details a
+	// GuardrailTrip: see TrippedGuardrail).
+	ErrGuardrailTripped = "troupe.GuardrailTripped"
+	// ErrGuardrailFailed: a guardrail could not decide (its func failed,
+	// or its agent did), so the run does not go on.
+	ErrGuardrailFailed = "troupe.GuardrailFailed"
 )
 
 // ErrorType returns the Type of the first Temporal application error in

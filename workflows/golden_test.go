@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -100,6 +101,15 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["memory_phase2_output"] = workflows.MemoryPhase2Output{Added: []string{"session-2"}, Kept: []string{"session-1"}, Removed: []string{"run-9"}, Skills: []string{"price-review"}}
 	payloads["graph_spec_memory"] = runtime.SpecOf(agents.MustGraph("mem", "m", &agents.Agent{Name: "m", Memory: &agents.MemoryConfig{Scope: "acme"}}), runtime.RunSettings{MaxHandoffs: 5})
 	payloads["memory_fork_input"] = workflows.MemoryForkInput{From: "acme", To: memory.ForkScope("acme", "session-1-fork")}
+	// Guardrails: a spec with one of each kind, the guardrail activity's
+	// payloads, a trip's details, and the first agent of a chain.
+	payloads["graph_spec_guardrails"] = runtime.SpecOf(guardrailsGolden(), runtime.RunSettings{MaxHandoffs: 5})
+	payloads["guardrail_input"] = workflows.GuardrailInput{Graph: "dealdesk", Agent: "triage", Run: rc, Kind: agents.GuardrailToolAfter,
+		Calls: []workflows.GuardrailCall{{Call: call, Guardrails: []string{"no_secrets"}}}, Result: &out, OutputKey: "outputs/run-1/2-call_1-guarded"}
+	payloads["guardrail_output"] = workflows.GuardrailOutput{Outcomes: []runtime.GuardrailOutcome{{Guardrail: "no_secrets", Kind: agents.GuardrailToolAfter,
+		Action: runtime.GuardrailReplace, CallID: "call_1", Reason: "a key", Message: "[redacted]"}}, Result: &out}
+	payloads["guardrail_trip"] = workflows.GuardrailTrip{Guardrail: "on_topic", Kind: agents.GuardrailInput, Agent: "triage", Workflow: "run-1/0-triage", Reason: "not about a deal"}
+	payloads["agent_input_check"] = workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, CheckInput: true}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.MarshalIndent(v, "", "  ")
@@ -125,4 +135,21 @@ func TestGoldenPayloads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// guardrailsGolden is a graph whose agent has a guardrail of each kind.
+func guardrailsGolden() *agents.Graph {
+	in := func(context.Context, agents.RunContext, string) (agents.GuardrailVerdict, error) {
+		return agents.Pass(), nil
+	}
+	after := func(context.Context, agents.ToolCall, string) (agents.ToolVerdict, error) {
+		return agents.ToolVerdict{}, nil
+	}
+	lookup := agents.MustFunctionTool("lookup", "Looks up.", func(context.Context, struct{}) (string, error) { return "", nil })
+	return agents.MustGraph("guarded", "triage",
+		&agents.Agent{Name: "triage", Tools: []agents.Tool{lookup},
+			InputGuardrails:  []agents.InputGuardrail{{Name: "on_topic", Func: in, Blocking: true}},
+			OutputGuardrails: []agents.OutputGuardrail{{Name: "judged", Agent: "judge"}},
+			ToolGuardrails:   []agents.ToolGuardrail{{Name: "no_secrets", Tool: "lookup", After: after}}},
+		&agents.Agent{Name: "judge", Output: agents.MustOutput[agents.GuardrailVerdict]()})
 }

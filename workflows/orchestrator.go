@@ -206,6 +206,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		res.Path = append(res.Path, current)
 		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: current, Child: childID})
 		in.Session = nil
+		in.CheckInput = n == 0 && len(spec.Agent(current).GuardrailsOf(agents.GuardrailInput)) > 0
 		if a := spec.Agent(current); boxes != nil && a != nil && a.Sandbox {
 			link, err := boxes.lend(ctx, current)
 			if err != nil {

@@ -118,6 +118,10 @@ type AgentInput struct {
 	// Session is set for an agent that answers a session's turn: the
 	// session owns the agent's sandbox across turns.
 	Session *SessionLink `json:"session,omitempty"`
+	// CheckInput is set for the first agent of a chain (a run's, a
+	// session turn's, an agent tool's) that has input guardrails: they
+	// check the last user message of Pending.
+	CheckInput bool `json:"check_input,omitempty"`
 }
 
 // SessionLink is what an agent of a session's turn gets from its session:

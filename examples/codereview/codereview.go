@@ -174,6 +174,8 @@ func reviewer(name, focus string) *agents.Agent {
 		Output:       agents.MustOutput[Findings](),
 		// A reviewer reads: anything else it runs waits for a human.
 		Approvals: []agents.Approval{ReviewerApproval},
+		// Every finding names its file (see FindingsHaveFiles).
+		OutputGuardrails: []agents.OutputGuardrail{FindingsHaveFiles},
 	}
 }
 

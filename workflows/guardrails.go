@@ -1,0 +1,707 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+)
+
+// Guardrails: checks beside an agent's work that can end its run (see
+// agents.InputGuardrail, OutputGuardrail, ToolGuardrail).
+//
+//  1. The run's spec says which guardrails each agent has, of which kind,
+//     and how they run (runtime.GuardrailSpec); workflow code branches on
+//     that alone. A guardrail that is a Go func runs in the guardrail
+//     activity (a local one: GuardrailActivityName), which finds it by
+//     name in the graph the worker serves; one that is an agent runs as a
+//     child agent workflow (route), whose structured output is the
+//     verdict. The funcs of one check run together, in one activity, and
+//     beside the agents of that check.
+//  2. Input guardrails check the user's message the first agent of a
+//     chain answers (a run's, a session turn's, an agent tool's: the
+//     agent input's CheckInput), once, at its first turn: the blocking
+//     ones before the model call, the others in parallel with it. When
+//     one of those trips, the model call is cancelled, and its answer, if
+//     it came, discarded.
+//  3. Output guardrails check an agent's final output before the agent
+//     ends with it.
+//  4. Tool guardrails check the calls of a turn that have any before any
+//     call of the turn starts (startScreen, screen): at once with the
+//     approval policies' check, and again, once approved, for a call whose
+//     decision changed its arguments; a verdict on a call its approval
+//     rejected does not count. A rejected call is answered at the gate
+//     with the guardrail's message. Then they check each call's output, as
+//     it comes, before the model reads it (checkOutput): replaced,
+//     withheld, or passed.
+//  5. A guardrail that trips records guardrail_tripped in the agent's
+//     events and ends the agent with a non-retryable ErrGuardrailTripped
+//     (its details a GuardrailTrip), which ends every agent up the chain
+//     and the run (a session's turn fails). A check that cannot decide
+//     (its func fails after the activity's retries, or its agent fails)
+//     ends the run with ErrGuardrailFailed: no check lets through what it
+//     did not see.
+//
+// Version markers (troupe.guardrails) are written only where a guardrail
+// runs: runs recorded before guardrails (whose spec has none, or which
+// read the graph as served) replay as they ran.
+
+// GuardrailActivityName runs an agent's guardrail funcs.
+const GuardrailActivityName = "troupe.Guardrails"
+
+// Event kinds of guardrails.
+const (
+	// EventGuardrailTripped: a guardrail tripped; the run ends. Detail
+	// names the guardrail and its reason.
+	EventGuardrailTripped = "guardrail_tripped"
+	// EventGuardrailApplied: a tool guardrail rejected a call, or
+	// replaced or withheld its output; the run goes on.
+	EventGuardrailApplied = "guardrail_applied"
+)
+
+// versionGuardrails marks runs that run guardrails. The marker is written
+// only when an agent has a guardrail to run.
+const versionGuardrails = "troupe.guardrails"
+
+// GuardrailTrip is the details of an ErrGuardrailTripped error: which
+// guardrail tripped, where, and why.
+type GuardrailTrip struct {
+	// Guardrail is the guardrail's name; Kind its kind
+	// (agents.GuardrailInput, GuardrailOutput, GuardrailToolBefore,
+	// GuardrailToolAfter).
+	Guardrail string `json:"guardrail"`
+	Kind      string `json:"kind"`
+	// Agent is the agent whose guardrail it is, Workflow that agent's
+	// workflow id.
+	Agent    string `json:"agent"`
+	Workflow string `json:"workflow"`
+	// Tool and CallID are the call a tool guardrail checked.
+	Tool   string `json:"tool,omitempty"`
+	CallID string `json:"call_id,omitempty"`
+	// Reason is the guardrail's.
+	Reason string `json:"reason,omitempty"`
+}
+
+func (g GuardrailTrip) message() string {
+	where := g.Kind + " guardrail " + g.Guardrail + " of agent " + g.Agent
+	if g.Tool != "" {
+		where += " (call of " + g.Tool + ")"
+	}
+	if g.Reason == "" {
+		return where + " tripped"
+	}
+	return where + " tripped: " + g.Reason
+}
+
+// TrippedGuardrail returns the guardrail that ended a run, when err (a
+// run's, a session turn's, or an agent's error) is ErrGuardrailTripped.
+func TrippedGuardrail(err error) (*GuardrailTrip, bool) {
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != ErrGuardrailTripped {
+		return nil, false
+	}
+	var trip GuardrailTrip
+	if !ae.HasDetails() || ae.Details(&trip) != nil {
+		return &GuardrailTrip{Reason: ae.Message()}, true
+	}
+	return &trip, true
+}
+
+// guardrailEnds reports whether err, an agent tool's, ends its caller
+// too: a guardrail tripped, or could not decide.
+func guardrailEnds(err error) bool {
+	t := ErrorType(err)
+	return t == ErrGuardrailTripped || t == ErrGuardrailFailed
+}
+
+// GuardrailInput asks the guardrail activity to run guardrail funcs of an
+// agent: on the user's message (input), the agent's final output
+// (output), the calls of a turn (tool_before), or one call's output
+// (tool_after).
+type GuardrailInput struct {
+	Graph string            `json:"graph"`
+	Agent string            `json:"agent"`
+	Run   agents.RunContext `json:"run"`
+	// Kind is agents.GuardrailInput, GuardrailOutput, GuardrailToolBefore
+	// or GuardrailToolAfter.
+	Kind string `json:"kind"`
+	// Guardrails name the input or output guardrails to run.
+	Guardrails []string `json:"guardrails,omitempty"`
+	// Input is the user's message (input).
+	Input string `json:"input,omitempty"`
+	// Output is the agent's final output (output).
+	Output json.RawMessage `json:"output,omitempty"`
+	// Calls are the calls to check, each with its guardrails in order
+	// (tool_before; tool_after: the one call whose Result it is).
+	Calls []GuardrailCall `json:"calls,omitempty"`
+	// Result is the call's output (tool_after), by reference when large.
+	Result *agents.Item `json:"result,omitempty"`
+	// OutputKey, when set, is where an output a guardrail replaced goes
+	// when too large to inline (tool_after).
+	OutputKey string `json:"output_key,omitempty"`
+}
+
+// GuardrailCall is a call for tool guardrails to check.
+type GuardrailCall struct {
+	Call       agents.Item `json:"call"`
+	Guardrails []string    `json:"guardrails"`
+}
+
+// GuardrailOutput is what the guardrails did, past passing.
+type GuardrailOutput struct {
+	// Outcomes are the guardrails that tripped, or acted on a call or its
+	// output, in order.
+	Outcomes []runtime.GuardrailOutcome `json:"outcomes,omitempty"`
+	// Result is the call's output as the model reads it (tool_after),
+	// when a guardrail changed it.
+	Result *agents.Item `json:"result,omitempty"`
+}
+
+// Guardrails runs guardrail funcs (see GuardrailInput). A guardrail that
+// trips answers at once; one that fails (an error or a panic) fails the
+// activity, retryably, unless another tripped.
+func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*GuardrailOutput, error) {
+	_, agent, err := a.r.agent(in.Graph, in.Agent)
+	if err != nil {
+		return nil, err
+	}
+	ctx = agents.WithRunContext(ctx, in.Run)
+	gone := func(name string) error {
+		return nonRetryable(ErrGraphChanged, "%s guardrail %q of agent %q is no longer in graph %q as this worker serves it; the run started with it", in.Kind, name, in.Agent, in.Graph)
+	}
+	out := &GuardrailOutput{}
+	var errs []error
+	switch in.Kind {
+	case agents.GuardrailInput, agents.GuardrailOutput:
+		checks := make([]func(context.Context) (agents.GuardrailVerdict, error), len(in.Guardrails))
+		for i, name := range in.Guardrails {
+			if in.Kind == agents.GuardrailInput {
+				g, ok := agent.InputGuardrailNamed(name)
+				if !ok || g.Func == nil {
+					return nil, gone(name)
+				}
+				checks[i] = func(ctx context.Context) (agents.GuardrailVerdict, error) { return g.Func(ctx, in.Run, in.Input) }
+			} else {
+				g, ok := agent.OutputGuardrailNamed(name)
+				if !ok || g.Func == nil {
+					return nil, gone(name)
+				}
+				checks[i] = func(ctx context.Context) (agents.GuardrailVerdict, error) { return g.Func(ctx, in.Run, in.Output) }
+			}
+		}
+		verdicts := make([]agents.GuardrailVerdict, len(checks))
+		failed := make([]error, len(checks))
+		var wg sync.WaitGroup
+		for i, check := range checks {
+			wg.Go(func() {
+				failed[i] = guard(in.Guardrails[i], func() (err error) { verdicts[i], err = check(ctx); return err })
+			})
+		}
+		wg.Wait()
+		for i, v := range verdicts {
+			if failed[i] == nil && v.Tripwire {
+				out.Outcomes = append(out.Outcomes, runtime.GuardrailOutcome{Guardrail: in.Guardrails[i], Kind: in.Kind, Action: runtime.GuardrailTrip, Reason: v.Reason})
+			}
+		}
+		errs = failed
+	case agents.GuardrailToolBefore:
+		for _, c := range in.Calls {
+			call := toolCall(in.Run, c.Call)
+			for _, name := range c.Guardrails {
+				g, ok := agent.ToolGuardrailNamed(name)
+				if !ok || g.Before == nil {
+					return nil, gone(name)
+				}
+				var v agents.ToolVerdict
+				if err := guard(name, func() (err error) { v, err = g.Before(ctx, call); return err }); err != nil {
+					errs = append(errs, err)
+					break
+				}
+				if o := runtime.ToolOutcome(name, c.Call.CallID, true, v); o != nil {
+					out.Outcomes = append(out.Outcomes, *o)
+					break // The call's fate is decided.
+				}
+			}
+		}
+	case agents.GuardrailToolAfter:
+		if len(in.Calls) != 1 || in.Result == nil {
+			return nil, nonRetryable(ErrInternal, "tool_after guardrails need one call and its result")
+		}
+		c, item := in.Calls[0], *in.Result
+		text := item.Output
+		if item.OutputRef != "" {
+			data, err := a.r.cfg.Store.Get(ctx, item.OutputRef)
+			if err != nil {
+				return nil, err
+			}
+			text = string(data)
+		}
+		call, changed := toolCall(in.Run, c.Call), false
+	checks:
+		for _, name := range c.Guardrails {
+			g, ok := agent.ToolGuardrailNamed(name)
+			if !ok || g.After == nil {
+				return nil, gone(name)
+			}
+			var v agents.ToolVerdict
+			if err := guard(name, func() (err error) { v, err = g.After(ctx, call, text); return err }); err != nil {
+				errs = append(errs, err)
+				break
+			}
+			o := runtime.ToolOutcome(name, c.Call.CallID, false, v)
+			if o == nil {
+				continue
+			}
+			out.Outcomes = append(out.Outcomes, *o)
+			switch o.Action {
+			case runtime.GuardrailReplace:
+				text, changed = v.Message, true // Later guardrails check what the model would read.
+			case runtime.GuardrailWithhold:
+				text, changed = withheld(name, v.Message), true
+				break checks
+			default:
+				break checks
+			}
+		}
+		if changed {
+			item.Output, item.OutputRef = text, ""
+			if in.OutputKey != "" {
+				if item, err = runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item); err != nil {
+					return nil, err
+				}
+			} else if err := checkPayload("a guardrail's replacement output", len(text)); err != nil {
+				return nil, err
+			}
+			out.Result = &item
+		}
+	default:
+		return nil, nonRetryable(ErrInternal, "unknown guardrail kind %q", in.Kind)
+	}
+	if slices.ContainsFunc(out.Outcomes, func(o runtime.GuardrailOutcome) bool { return o.Action == runtime.GuardrailTrip }) {
+		return out, nil // A trip decides; a failure beside it does not matter.
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, temporal.NewApplicationError(err.Error(), ErrGuardrailFailed)
+	}
+	return out, nil
+}
+
+// guard runs a guardrail func, turning a panic into its error.
+func guard(name string, check func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("guardrail %s panicked: %v\n%s", name, p, debug.Stack())
+		}
+	}()
+	if err := check(); err != nil {
+		return fmt.Errorf("guardrail %s: %w", name, err)
+	}
+	return nil
+}
+
+func toolCall(rc agents.RunContext, c agents.Item) agents.ToolCall {
+	args := c.Arguments
+	if args == "" {
+		args = "{}"
+	}
+	return agents.ToolCall{Run: rc, Tool: c.Name, CallID: c.CallID, Arguments: json.RawMessage(args)}
+}
+
+// withheld is what the model reads of an output guardrail withheld.
+func withheld(guardrail, message string) string {
+	text := "The output of this call was withheld by guardrail " + guardrail + "."
+	if message != "" {
+		text += " " + message
+	}
+	return text
+}
+
+// guarding reports whether this run runs guardrails (see
+// versionGuardrails); call it only where a guardrail would run.
+func guarding(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, versionGuardrails, workflow.DefaultVersion, 1) == 1
+}
+
+// guardrailOptions are the guardrail activity's: three attempts, a
+// minute each.
+func guardrailOptions(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}, Summary: summary,
+	})
+}
+
+// tripped records that a guardrail tripped and returns the error that
+// ends the agent.
+func (t *turnCalls) tripped(ctx workflow.Context, rc agents.RunContext, o runtime.GuardrailOutcome, tool string) error {
+	trip := GuardrailTrip{Guardrail: o.Guardrail, Kind: o.Kind, Agent: t.agent.Name, Workflow: rc.WorkflowID, Tool: tool, CallID: o.CallID, Reason: o.Reason}
+	t.rec.add(ctx, Event{Kind: EventGuardrailTripped, Agent: t.agent.Name, Turn: rc.Turn, Tool: tool, CallID: o.CallID,
+		Detail: preview(o.Kind+" guardrail "+o.Guardrail+": "+o.Reason, 300)})
+	return temporal.NewNonRetryableApplicationError(trip.message(), ErrGuardrailTripped, nil, trip)
+}
+
+// undecided is the error of a check that could not decide: err as it is
+// when the graph changed, ErrGuardrailFailed otherwise.
+func (t *turnCalls) undecided(kind string, err error) error {
+	if ErrorType(err) == ErrGraphChanged || temporal.IsCanceledError(err) {
+		return err
+	}
+	return nonRetryable(ErrGuardrailFailed, "%s guardrails of agent %s could not decide: %s", kind, t.agent.Name, failureText(err))
+}
+
+// guardInput starts the input guardrails of an agent that answers the
+// user's message first, at its first turn: it runs the blocking ones,
+// then starts the others. It returns the context for the model call
+// (cancelled when one of those trips) and a func that takes the call's
+// error and waits for them: it returns the error that ends the agent, a
+// trip rather than the call's error (the model's answer is discarded).
+func (t *turnCalls) guardInput(ctx workflow.Context, rc agents.RunContext, st *runtime.AgentState) (workflow.Context, func(error) error, error) {
+	none := func(err error) error { return err }
+	gs := t.agent.GuardrailsOf(agents.GuardrailInput)
+	if !t.in.CheckInput || t.in.Carry != nil || rc.Turn != 1 || len(gs) == 0 || !guarding(ctx) {
+		return ctx, none, nil
+	}
+	input := ""
+	for _, it := range t.in.Pending {
+		if it.Type == agents.ItemMessage && it.Role == agents.RoleUser {
+			input = it.Content
+		}
+	}
+	var blocking, parallel []runtime.GuardrailSpec
+	for _, g := range gs {
+		if g.Blocking {
+			blocking = append(blocking, g)
+		} else {
+			parallel = append(parallel, g)
+		}
+	}
+	if len(blocking) > 0 {
+		if err := t.check(ctx, rc, st, agents.GuardrailInput, blocking, input, nil); err != nil {
+			return ctx, none, err
+		}
+	}
+	if len(parallel) == 0 {
+		return ctx, none, nil
+	}
+	mctx, cancel := workflow.WithCancel(ctx)
+	var err error
+	done := false
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		err = t.check(gctx, rc, st, agents.GuardrailInput, parallel, input, nil)
+		done = true
+		if err != nil {
+			cancel() // The model's answer is not wanted.
+		}
+	})
+	return mctx, func(modelErr error) error {
+		if werr := workflow.Await(ctx, func() bool { return done }); werr != nil {
+			return werr
+		}
+		if err != nil {
+			return err
+		}
+		return modelErr
+	}, nil
+}
+
+// guardOutput runs the agent's output guardrails on its final output.
+func (t *turnCalls) guardOutput(ctx workflow.Context, rc agents.RunContext, st *runtime.AgentState, output json.RawMessage) error {
+	gs := t.agent.GuardrailsOf(agents.GuardrailOutput)
+	if len(gs) == 0 || !guarding(ctx) {
+		return nil
+	}
+	return t.check(ctx, rc, st, agents.GuardrailOutput, gs, toolOutputText(output), output)
+}
+
+// check runs input or output guardrails gs on text (the user's message,
+// or the final output's text; output is the final output's document):
+// the funcs in one activity, the agents as children, all at once. The
+// first of gs that tripped ends the agent; else the first that could not
+// decide does.
+func (t *turnCalls) check(ctx workflow.Context, rc agents.RunContext, st *runtime.AgentState, kind string, gs []runtime.GuardrailSpec, text string, output json.RawMessage) error {
+	outcomes := make([]*runtime.GuardrailOutcome, len(gs))
+	failures := make([]error, len(gs))
+	var funcs []string
+	for _, g := range gs {
+		if g.Agent == "" {
+			funcs = append(funcs, g.Name)
+		}
+	}
+	var fut workflow.Future
+	if len(funcs) > 0 {
+		in := GuardrailInput{Graph: t.in.Graph, Agent: t.agent.Name, Run: rc, Kind: kind, Guardrails: funcs, Input: text, Output: output}
+		if kind == agents.GuardrailOutput {
+			in.Input = ""
+		}
+		fut = workflow.ExecuteLocalActivity(guardrailOptions(ctx, kind+" guardrails of "+t.agent.Name), GuardrailActivityName, in)
+	}
+	wg := workflow.NewWaitGroup(ctx)
+	for i, g := range gs {
+		if g.Agent == "" {
+			continue
+		}
+		wg.Add(1)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			defer wg.Done()
+			outcomes[i], failures[i] = t.askAgent(gctx, rc, st, kind, g, text)
+		})
+	}
+	if fut != nil {
+		var out GuardrailOutput
+		err := fut.Get(ctx, &out)
+		for i, g := range gs {
+			if g.Agent != "" {
+				continue
+			}
+			if err != nil {
+				failures[i] = err
+			}
+			for _, o := range out.Outcomes {
+				if o.Guardrail == g.Name {
+					outcomes[i] = &o
+				}
+			}
+		}
+	}
+	wg.Wait(ctx)
+	for _, o := range outcomes {
+		if o != nil && o.Action == runtime.GuardrailTrip {
+			return t.tripped(ctx, rc, *o, "")
+		}
+	}
+	for _, err := range failures {
+		if err != nil {
+			return t.undecided(kind, err)
+		}
+	}
+	return nil
+}
+
+// askAgent runs guardrail g, an agent, on text, and reads its verdict.
+func (t *turnCalls) askAgent(ctx workflow.Context, rc agents.RunContext, st *runtime.AgentState, kind string, g runtime.GuardrailSpec, text string) (*runtime.GuardrailOutcome, error) {
+	in := AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
+		Pending: []agents.Item{agents.UserMessage(text)}, Spec: t.in.Spec}
+	rr, err := t.r.route(ctx, t.rec, t.spec, g.Agent, in, fmt.Sprintf("%s/%s-guardrail-%s", rc.WorkflowID, kind, g.Name), nil)
+	if err != nil {
+		return nil, err
+	}
+	st.Usage = st.Usage.Add(rr.Usage)
+	var v agents.GuardrailVerdict
+	if err := json.Unmarshal(rr.Output, &v); err != nil {
+		return nil, nonRetryable(ErrGuardrailFailed, "guardrail agent %s gave no verdict: %v", g.Agent, err)
+	}
+	if !v.Tripwire {
+		return nil, nil
+	}
+	return &runtime.GuardrailOutcome{Guardrail: g.Name, Kind: kind, Action: runtime.GuardrailTrip, Reason: v.Reason}, nil
+}
+
+// screening is a check of a turn's calls by the tool guardrails that
+// check calls before they run, under way.
+type screening struct {
+	calls  []GuardrailCall
+	future workflow.Future
+}
+
+// startScreen starts the check of the turn's calls in d that have tool
+// guardrails checking them before they run, before their approvals: the
+// check and the approval policies run at once, and a call whose approval
+// changed its arguments is checked again (screen). Nil when no call has
+// any.
+func (t *turnCalls) startScreen(ctx workflow.Context, rc agents.RunContext, d runtime.Dispatch) *screening {
+	calls := t.guardedCalls(d)
+	if len(calls) == 0 || !guarding(ctx) {
+		return nil
+	}
+	return &screening{calls: calls, future: t.screenCalls(ctx, rc, calls)}
+}
+
+// guardedCalls are the calls of d that tool guardrails check before they
+// run, each with those guardrails.
+func (t *turnCalls) guardedCalls(d runtime.Dispatch) []GuardrailCall {
+	var calls []GuardrailCall
+	for _, list := range [][]agents.Item{d.Functions, d.MCP, d.AgentTools} {
+		for _, c := range list {
+			if gs := t.agent.ToolGuardrails(c.Name, true); len(gs) > 0 {
+				calls = append(calls, GuardrailCall{Call: c, Guardrails: guardrailNames(gs)})
+			}
+		}
+	}
+	return calls
+}
+
+func (t *turnCalls) screenCalls(ctx workflow.Context, rc agents.RunContext, calls []GuardrailCall) workflow.Future {
+	in := GuardrailInput{Graph: t.in.Graph, Agent: t.agent.Name, Run: rc, Kind: agents.GuardrailToolBefore, Calls: calls}
+	return workflow.ExecuteLocalActivity(guardrailOptions(ctx, "tool guardrails of "+t.agent.Name), GuardrailActivityName, in)
+}
+
+// screen takes the verdicts of sc (started by startScreen) on the turn's
+// calls in d, once approved, before any call starts; it checks again the
+// calls whose approval changed their arguments. A call one rejects is
+// answered at the gate (its verdict in t.screened); one that trips ends
+// the agent. Verdicts on calls the approvals rejected do not count.
+func (t *turnCalls) screen(ctx workflow.Context, rc agents.RunContext, d runtime.Dispatch, sc *screening) error {
+	t.screened = nil
+	if sc == nil {
+		return nil
+	}
+	var out GuardrailOutput
+	if err := sc.future.Get(ctx, &out); err != nil {
+		return t.undecided(agents.GuardrailToolBefore, err)
+	}
+	checked := map[string]string{} // call id → arguments checked
+	for _, c := range sc.calls {
+		checked[c.Call.CallID] = c.Call.Arguments
+	}
+	current := t.guardedCalls(d)
+	var again []GuardrailCall
+	for _, c := range current {
+		if args, ok := checked[c.Call.CallID]; !ok || args != c.Call.Arguments {
+			again = append(again, c)
+		}
+	}
+	outcomes := out.Outcomes
+	if len(again) > 0 {
+		var more GuardrailOutput
+		if err := t.screenCalls(ctx, rc, again).Get(ctx, &more); err != nil {
+			return t.undecided(agents.GuardrailToolBefore, err)
+		}
+		outcomes = slices.DeleteFunc(outcomes, func(o runtime.GuardrailOutcome) bool { return callNamed(again, o.CallID) != "" })
+		outcomes = append(outcomes, more.Outcomes...)
+	}
+	outcomes = slices.DeleteFunc(outcomes, func(o runtime.GuardrailOutcome) bool { return callNamed(current, o.CallID) == "" })
+	for _, o := range outcomes {
+		if o.Action == runtime.GuardrailTrip {
+			return t.tripped(ctx, rc, o, callNamed(current, o.CallID))
+		}
+	}
+	for _, o := range outcomes {
+		if o.Action == runtime.GuardrailReject {
+			if t.screened == nil {
+				t.screened = map[string]*runtime.GuardrailOutcome{}
+			}
+			t.screened[o.CallID] = &o
+			t.rec.add(ctx, Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: callNamed(current, o.CallID), CallID: o.CallID,
+				Detail: preview(o.Guardrail+" rejected the call: "+cmpReason(o), 300)})
+		}
+	}
+	return nil
+}
+
+// rejected is the outcome of the tool guardrail that rejected call c
+// this turn, or nil.
+func (t *turnCalls) rejected(c agents.Item) *runtime.GuardrailOutcome { return t.screened[c.CallID] }
+
+// rejection is what the model reads of a call a guardrail rejected (after
+// the gate's "Error: ").
+func rejection(o *runtime.GuardrailOutcome) string {
+	text := "guardrail " + o.Guardrail + " rejected this call; it was not run."
+	if o.Message != "" {
+		text += " " + o.Message
+	}
+	return text
+}
+
+// checkOutput is f, the future of call c's output, checked by the tool
+// guardrails that check c's outputs as soon as it is set: a tripped one
+// sets *fatal (first come), and the model reads a note instead.
+func (t *turnCalls) checkOutput(ctx workflow.Context, rc agents.RunContext, c agents.Item, f workflow.Future, fatal *error) workflow.Future {
+	gs := t.agent.ToolGuardrails(c.Name, false)
+	if len(gs) == 0 || t.rejected(c) != nil {
+		return f
+	}
+	checked, set := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		var item agents.Item
+		if err := f.Get(gctx, &item); err != nil {
+			set.Set(nil, err) // A failed call's report is the runtime's, not the tool's.
+			return
+		}
+		set.Set(t.after(gctx, rc, c, gs, item, t.outputKey(rc, c)+"-guarded", fatal), nil)
+	})
+	return checked
+}
+
+// after runs tool guardrails gs on call c's output item and returns what
+// the model reads.
+func (t *turnCalls) after(ctx workflow.Context, rc agents.RunContext, c agents.Item, gs []runtime.GuardrailSpec, item agents.Item, key string, fatal *error) agents.Item {
+	if !guarding(ctx) {
+		return item
+	}
+	in := GuardrailInput{Graph: t.in.Graph, Agent: t.agent.Name, Run: rc, Kind: agents.GuardrailToolAfter,
+		Calls: []GuardrailCall{{Call: c, Guardrails: guardrailNames(gs)}}, Result: &item, OutputKey: key}
+	var out GuardrailOutput
+	err := workflow.ExecuteLocalActivity(guardrailOptions(ctx, "tool guardrails of "+c.Name), GuardrailActivityName, in).Get(ctx, &out)
+	if err != nil {
+		if *fatal == nil {
+			*fatal = t.undecided(agents.GuardrailToolAfter, err)
+		}
+		return t.output(c, "Error: the output of this call was withheld: its guardrails could not check it.")
+	}
+	for _, o := range out.Outcomes {
+		switch o.Action {
+		case runtime.GuardrailTrip:
+			err := t.tripped(ctx, rc, o, c.Name)
+			if *fatal == nil {
+				*fatal = err
+			}
+			return t.output(c, "Error: the output of this call was withheld: guardrail "+o.Guardrail+" tripped.")
+		case runtime.GuardrailReplace:
+			t.rec.add(ctx, Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+				Detail: preview(o.Guardrail+" replaced the output: "+cmpReason(o), 300)})
+		case runtime.GuardrailWithhold:
+			t.rec.add(ctx, Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+				Detail: preview(o.Guardrail+" withheld the output: "+cmpReason(o), 300)})
+		}
+	}
+	if out.Result != nil {
+		return *out.Result
+	}
+	return item
+}
+
+// checkAgentOutput is checkOutput for an agent tool's output text, in
+// the tool's coroutine.
+func (t *turnCalls) checkAgentOutput(ctx workflow.Context, rc agents.RunContext, c agents.Item, output string, fatal *error) string {
+	gs := t.agent.ToolGuardrails(c.Name, false)
+	if len(gs) == 0 {
+		return output
+	}
+	return t.after(ctx, rc, c, gs, t.output(c, output), "", fatal).Output
+}
+
+func guardrailNames(gs []runtime.GuardrailSpec) []string {
+	names := make([]string, len(gs))
+	for i, g := range gs {
+		names[i] = g.Name
+	}
+	return names
+}
+
+// callNamed is the tool name of the call with id among calls.
+func callNamed(calls []GuardrailCall, id string) string {
+	for _, c := range calls {
+		if c.Call.CallID == id {
+			return c.Call.Name
+		}
+	}
+	return ""
+}
+
+// cmpReason is an outcome's reason, or its message when it gave none.
+func cmpReason(o runtime.GuardrailOutcome) string {
+	if o.Reason != "" {
+		return o.Reason
+	}
+	return strings.TrimSpace(o.Message)
+}

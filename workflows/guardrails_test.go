@@ -1,0 +1,476 @@
+package workflows_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+)
+
+// guarded configures the guardrail tests' graph: the guardrails of its
+// "main" agent (its model calls lookup when the user's message says
+// "call", and ask, an agent tool, when it says "ask"), and of "helper",
+// the agent behind ask.
+type guarded struct {
+	input        []agents.InputGuardrail
+	output       []agents.OutputGuardrail
+	tools        []agents.ToolGuardrail
+	helperOutput []agents.OutputGuardrail
+}
+
+// lookups records the lookup calls that ran.
+type lookups struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (l *lookups) add(k string) { l.mu.Lock(); l.keys = append(l.keys, k); l.mu.Unlock() }
+func (l *lookups) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.keys)
+}
+
+type answer struct {
+	Text string `json:"text"`
+}
+
+func guardGraph(cfg guarded, ran *lookups) *agents.Graph {
+	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
+		Key string `json:"key"`
+	}) (string, error) {
+		ran.add(a.Key)
+		return "secret-" + a.Key, nil
+	})
+	return agents.MustGraph("guards", "main",
+		&agents.Agent{Name: "main", Instructions: "main: answers", Output: agents.MustOutput[answer](),
+			Tools:           []agents.Tool{lookup, agents.AsTool("helper", "ask", "Asks the helper.")},
+			Handoffs:        []agents.Handoff{agents.HandoffTo("second")},
+			InputGuardrails: cfg.input, OutputGuardrails: cfg.output, ToolGuardrails: cfg.tools},
+		&agents.Agent{Name: "helper", Instructions: "helper: helps", OutputGuardrails: cfg.helperOutput},
+		// second has an input guardrail that always trips: it is never the
+		// first agent of a chain here, so it never runs.
+		&agents.Agent{Name: "second", Instructions: "second: takes over",
+			InputGuardrails: []agents.InputGuardrail{{Name: "never_runs", Blocking: true, Func: func(context.Context, agents.RunContext, string) (agents.GuardrailVerdict, error) {
+				return agents.Trip("second's input guardrail ran"), nil
+			}}}},
+		&agents.Agent{Name: "judge", Instructions: "judge: judges", Output: agents.MustOutput[agents.GuardrailVerdict]()},
+	)
+}
+
+// guardModel answers the guardrail graph's agents. main calls what its
+// message asks for, then answers with the outputs it was sent; judge
+// trips on "forbidden"; helper answers "helped: MESSAGE".
+func guardModel(req model.Request) []agents.Item {
+	var user string
+	for _, it := range req.Input {
+		if it.Type == agents.ItemMessage && it.Role == agents.RoleUser && user == "" {
+			user = it.Content
+		}
+	}
+	switch firstWord(req.Instructions) {
+	case "judge:":
+		if strings.Contains(user, "forbidden") {
+			return []agents.Item{agents.AssistantMessage(`{"tripwire":true,"reason":"the text says forbidden"}`)}
+		}
+		return []agents.Item{agents.AssistantMessage(`{"tripwire":false,"reason":"fine"}`)}
+	case "helper:":
+		return []agents.Item{agents.AssistantMessage("helped: " + user)}
+	case "second:":
+		return []agents.Item{agents.AssistantMessage("second answers")}
+	}
+	outs := outputsOf(req)
+	if len(outs) == 0 {
+		var calls []agents.Item
+		if strings.Contains(user, "call") {
+			calls = append(calls, call("c1", "lookup", `{"key":"k"}`))
+		}
+		if strings.Contains(user, "ask") {
+			calls = append(calls, call("a1", "ask", `{"input":"help me"}`))
+		}
+		if strings.Contains(user, "hand") {
+			calls = append(calls, call("h1", "transfer_to_second", `{}`))
+		}
+		if len(calls) > 0 {
+			return calls
+		}
+	}
+	var parts []string
+	for _, id := range []string{"c1", "a1"} {
+		if o, ok := outs[id]; ok {
+			parts = append(parts, id+"="+o)
+		}
+	}
+	text, _ := json.Marshal(answer{Text: cmp.Or(strings.Join(parts, "|"), "answer to "+user)})
+	return []agents.Item{agents.AssistantMessage(string(text))}
+}
+
+// trips and passes are input guardrail funcs.
+func trips(reason string) func(context.Context, agents.RunContext, string) (agents.GuardrailVerdict, error) {
+	return func(context.Context, agents.RunContext, string) (agents.GuardrailVerdict, error) {
+		return agents.Trip(reason), nil
+	}
+}
+
+func passes(context.Context, agents.RunContext, string) (agents.GuardrailVerdict, error) {
+	return agents.Pass(), nil
+}
+
+// checksFor trips an input guardrail on messages that contain word.
+func checksFor(word string) func(context.Context, agents.RunContext, string) (agents.GuardrailVerdict, error) {
+	return func(_ context.Context, _ agents.RunContext, input string) (agents.GuardrailVerdict, error) {
+		if strings.Contains(input, word) {
+			return agents.Trip("the message says " + word), nil
+		}
+		return agents.Pass(), nil
+	}
+}
+
+func TestGuardrails(t *testing.T) {
+	textHas := func(word string) agents.OutputGuardrail {
+		return agents.CheckOutput("no_"+word, func(_ context.Context, _ agents.RunContext, a answer) (agents.GuardrailVerdict, error) {
+			if strings.Contains(a.Text, word) {
+				return agents.Trip("the answer says " + word), nil
+			}
+			return agents.Pass(), nil
+		})
+	}
+	noSecrets := func(tool string) agents.ToolGuardrail {
+		return agents.ToolGuardrail{Name: "no_secrets", Tool: tool, After: func(_ context.Context, c agents.ToolCall, out string) (agents.ToolVerdict, error) {
+			if strings.Contains(out, "secret") {
+				return agents.ReplaceOutput(strings.ReplaceAll(out, "secret", "[redacted]")), nil
+			}
+			return agents.ToolVerdict{}, nil
+		}}
+	}
+	tests := []struct {
+		name  string
+		cfg   guarded
+		input string
+		// For a run that completes: parts of its output. For one that
+		// fails: the error type, and for a trip the guardrail and kind.
+		want          []string
+		wantErr       string
+		trip          string
+		tripKind      string
+		ran           []string // lookups that ran
+		mainCalls     int      // main's model calls, when not -1
+		noModelAtTrip bool     // the model was not called
+	}{
+		{name: "input passes in parallel", cfg: guarded{input: []agents.InputGuardrail{{Name: "ok", Func: passes}}},
+			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
+		{name: "input trips in parallel", cfg: guarded{input: []agents.InputGuardrail{{Name: "no_hello", Func: checksFor("hello")}}},
+			input: "hello", wantErr: workflows.ErrGuardrailTripped, trip: "no_hello", tripKind: agents.GuardrailInput, mainCalls: -1},
+		{name: "input passes blocking", cfg: guarded{input: []agents.InputGuardrail{{Name: "ok", Func: passes, Blocking: true}}},
+			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
+		{name: "input trips blocking, before the model", cfg: guarded{input: []agents.InputGuardrail{
+			{Name: "ok", Func: passes}, {Name: "no_hello", Func: checksFor("hello"), Blocking: true}}},
+			input: "hello", wantErr: workflows.ErrGuardrailTripped, trip: "no_hello", tripKind: agents.GuardrailInput, mainCalls: 0},
+		{name: "input agent passes", cfg: guarded{input: []agents.InputGuardrail{{Name: "judged", Agent: "judge"}}},
+			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
+		{name: "input agent trips", cfg: guarded{input: []agents.InputGuardrail{{Name: "judged", Agent: "judge", Blocking: true}}},
+			input: "forbidden words", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailInput, mainCalls: 0},
+		{name: "input guardrail fails", cfg: guarded{input: []agents.InputGuardrail{{Name: "broken", Blocking: true,
+			Func: func(context.Context, agents.RunContext, string) (agents.GuardrailVerdict, error) {
+				return agents.GuardrailVerdict{}, errors.New("moderation service down")
+			}}}},
+			input: "hello", wantErr: workflows.ErrGuardrailFailed, mainCalls: 0},
+		{name: "a handoff target's input guardrails do not run", cfg: guarded{input: []agents.InputGuardrail{{Name: "ok", Func: passes}}},
+			input: "hand over", want: []string{"second answers"}, mainCalls: 1},
+		{name: "output passes", cfg: guarded{output: []agents.OutputGuardrail{textHas("goodbye")}},
+			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
+		{name: "output trips", cfg: guarded{output: []agents.OutputGuardrail{textHas("hello")}},
+			input: "hello", wantErr: workflows.ErrGuardrailTripped, trip: "no_hello", tripKind: agents.GuardrailOutput, mainCalls: 1},
+		{name: "output agent trips", cfg: guarded{output: []agents.OutputGuardrail{{Name: "judged", Agent: "judge"}}},
+			input: "forbidden", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailOutput, mainCalls: 1},
+		{name: "output agent passes", cfg: guarded{output: []agents.OutputGuardrail{{Name: "judged", Agent: "judge"}}},
+			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
+		{name: "tool before passes", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "ok", Tool: "lookup",
+			Before: func(context.Context, agents.ToolCall) (agents.ToolVerdict, error) { return agents.ToolVerdict{}, nil }}}},
+			input: "call", want: []string{"c1=secret-k"}, ran: []string{"k"}, mainCalls: 2},
+		{name: "tool before rejects", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "no_k", Tool: "lookup",
+			Before: func(_ context.Context, c agents.ToolCall) (agents.ToolVerdict, error) {
+				if strings.Contains(string(c.Arguments), `"k"`) {
+					return agents.RejectCall("Key k is off limits."), nil
+				}
+				return agents.ToolVerdict{}, nil
+			}}}},
+			input: "call", want: []string{"c1=Error: guardrail no_k rejected this call; it was not run. Key k is off limits."}, mainCalls: 2},
+		{name: "tool before trips", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "stop", Tool: "lookup",
+			Before: func(context.Context, agents.ToolCall) (agents.ToolVerdict, error) {
+				return agents.TripTool("no lookups at all"), nil
+			}}}},
+			input: "call", wantErr: workflows.ErrGuardrailTripped, trip: "stop", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
+		{name: "tool before rejects an agent tool", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "no_asking",
+			Before: func(_ context.Context, c agents.ToolCall) (agents.ToolVerdict, error) {
+				if c.Tool == "ask" {
+					return agents.RejectCall(""), nil
+				}
+				return agents.ToolVerdict{}, nil
+			}}}},
+			input: "call and ask", want: []string{"c1=secret-k", "a1=Error: guardrail no_asking rejected this call; it was not run."}, ran: []string{"k"}, mainCalls: 2},
+		{name: "tool after passes", cfg: guarded{tools: []agents.ToolGuardrail{noSecrets("lookup")}},
+			input: "ask", want: []string{"a1=helped: help me"}, mainCalls: 2},
+		{name: "tool after replaces", cfg: guarded{tools: []agents.ToolGuardrail{noSecrets("")}},
+			input: "call", want: []string{"c1=[redacted]-k"}, ran: []string{"k"}, mainCalls: 2},
+		{name: "tool after withholds an agent tool's output", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "quiet", Tool: "ask",
+			After: func(context.Context, agents.ToolCall, string) (agents.ToolVerdict, error) {
+				return agents.WithholdOutput("Helpers' answers are private."), nil
+			}}}},
+			input: "ask", want: []string{"a1=The output of this call was withheld by guardrail quiet. Helpers' answers are private."}, mainCalls: 2},
+		{name: "tool after trips", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "leak", Tool: "lookup",
+			After: func(_ context.Context, _ agents.ToolCall, out string) (agents.ToolVerdict, error) {
+				return agents.TripTool("the output leaks " + out), nil
+			}}}},
+			input: "call", wantErr: workflows.ErrGuardrailTripped, trip: "leak", tripKind: agents.GuardrailToolAfter, ran: []string{"k"}, mainCalls: 1},
+		{name: "an agent tool's output guardrail ends the run", cfg: guarded{helperOutput: []agents.OutputGuardrail{{Name: "helper_quiet",
+			Func: func(context.Context, agents.RunContext, json.RawMessage) (agents.GuardrailVerdict, error) {
+				return agents.Trip("helpers must not answer"), nil
+			}}}},
+			input: "ask", wantErr: workflows.ErrGuardrailTripped, trip: "helper_quiet", tripKind: agents.GuardrailOutput, mainCalls: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ran := &lookups{}
+			env := quietEnv()
+			store, _ := blob.Open(context.Background(), "mem://")
+			m := &funcModel{fn: guardModel, calls: map[string]int{}}
+			r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{guardGraph(tc.cfg, ran)}, Model: m, Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Register(env)
+			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "guards", Input: tc.input})
+			if !env.IsWorkflowCompleted() {
+				t.Fatal("the run did not complete")
+			}
+			err = env.GetWorkflowError()
+			if tc.mainCalls >= 0 && m.count("main:") != tc.mainCalls {
+				t.Errorf("main's model calls: %d, want %d", m.count("main:"), tc.mainCalls)
+			}
+			if got := ran.list(); !slices.Equal(got, tc.ran) {
+				t.Errorf("lookups ran: %v, want %v", got, tc.ran)
+			}
+			if tc.wantErr != "" {
+				if workflows.ErrorType(err) != tc.wantErr {
+					t.Fatalf("err = %v, want type %s", err, tc.wantErr)
+				}
+				trip, ok := workflows.TrippedGuardrail(err)
+				if ok != (tc.trip != "") {
+					t.Fatalf("TrippedGuardrail(%v) = %+v, %v", err, trip, ok)
+				}
+				if ok && (trip.Guardrail != tc.trip || trip.Kind != tc.tripKind || trip.Reason == "" || trip.Agent == "" || trip.Workflow == "") {
+					t.Errorf("trip %+v, want guardrail %s of kind %s, with its agent, workflow and reason", trip, tc.trip, tc.tripKind)
+				}
+				if ok {
+					// Its work so far stays readable: the agent's events say
+					// which guardrail tripped, and end with the failure.
+					evs := childEvents(t, env, trip.Workflow)
+					i := slices.IndexFunc(evs, func(e workflows.Event) bool { return e.Kind == workflows.EventGuardrailTripped })
+					last := evs[len(evs)-1]
+					if i < 0 || !strings.Contains(evs[i].Detail, tc.trip) || last.Kind != workflows.EventFailed || !strings.Contains(last.Detail, workflows.ErrGuardrailTripped) {
+						t.Errorf("events of %s: %+v; want guardrail_tripped naming %s, and failed last", trip.Workflow, evs, tc.trip)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res workflows.RunResult
+			if err := env.GetWorkflowResult(&res); err != nil {
+				t.Fatal(err)
+			}
+			var text string
+			if a, err := agents.Decode[answer](res.Output); err == nil {
+				text = a.Text
+			}
+			if text == "" {
+				_ = json.Unmarshal(res.Output, &text)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("output %q lacks %q", text, w)
+				}
+			}
+		})
+	}
+}
+
+// childEvents are the events the workflow id recorded in env's run.
+func childEvents(t *testing.T, env *testsuite.TestWorkflowEnvironment, id string) []workflows.Event {
+	t.Helper()
+	q, err := env.QueryWorkflowByID(id, workflows.EventsQuery, 0)
+	if err != nil {
+		t.Fatalf("events of %s: %v", id, err)
+	}
+	var evs []workflows.Event
+	if err := q.Get(&evs); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// An input guardrail in parallel with the first model call that trips
+// while the call runs cancels it: the run ends at the trip, not when the
+// model answers, and the agent's events say so.
+func TestInputGuardrailCancelsTheModelCall(t *testing.T) {
+	ran := &lookups{}
+	env := quietEnv()
+	store, _ := blob.Open(context.Background(), "mem://")
+	started := make(chan struct{})
+	cfg := guarded{input: []agents.InputGuardrail{{Name: "slow_no", Func: func(ctx context.Context, _ agents.RunContext, _ string) (agents.GuardrailVerdict, error) {
+		<-started // The model call is under way.
+		return agents.Trip("no"), nil
+	}}}}
+	m := &blockingModel{started: started}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{guardGraph(cfg, ran)}, Model: m, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "guards", Input: "hello"})
+	err = env.GetWorkflowError()
+	if trip, ok := workflows.TrippedGuardrail(err); !ok || trip.Guardrail != "slow_no" {
+		t.Fatalf("err = %v, want slow_no tripped", err)
+	}
+	if !m.cancelled.Load() {
+		t.Error("the model call was not cancelled")
+	}
+}
+
+// blockingModel starts answering, then waits until its call is
+// cancelled (or, should it never be, a while, and answers).
+type blockingModel struct {
+	once      sync.Once
+	started   chan struct{}
+	cancelled atomic.Bool
+}
+
+func (m *blockingModel) Respond(ctx context.Context, req model.Request) (*model.Response, error) {
+	m.once.Do(func() { close(m.started) })
+	select {
+	case <-ctx.Done():
+		m.cancelled.Store(true)
+		return nil, fmt.Errorf("cancelled: %w", ctx.Err())
+	case <-time.After(20 * time.Second):
+		return &model.Response{Output: []agents.Item{agents.AssistantMessage(`{"text":"late"}`)}}, nil
+	}
+}
+
+// A session's turn whose message trips an input guardrail fails, saying
+// which guardrail, and the session answers the next message.
+func TestSessionTurnInputGuardrail(t *testing.T) {
+	env := quietEnv()
+	store, _ := blob.Open(context.Background(), "mem://")
+	cfg := guarded{input: []agents.InputGuardrail{{Name: "no_forbidden", Func: checksFor("forbidden")}}}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{guardGraph(cfg, &lookups{})},
+		Model: &funcModel{fn: guardModel, calls: map[string]int{}}, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	env.RegisterDelayedCallback(func() {
+		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "forbidden words"})
+		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "hello"})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		info := sessionInfo(t, env)
+		if len(info.Recent) != 2 {
+			t.Fatalf("turns: %+v, want 2", info.Recent)
+		}
+		failed, answered := info.Recent[0], info.Recent[1]
+		if failed.Outcome != runtime.TurnFailed || failed.ErrorType != workflows.ErrGuardrailTripped || !strings.Contains(failed.Error, "no_forbidden") {
+			t.Errorf("first turn %+v; want it failed by no_forbidden", failed)
+		}
+		if answered.Outcome != runtime.TurnAnswered || !strings.Contains(string(answered.Output), "answer to hello") {
+			t.Errorf("second turn %+v; want it answered", answered)
+		}
+		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+	}, time.Minute)
+	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "guards"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A call that needs approval is checked by its tool guardrails beside
+// the approval policies, and again when its decision changes its
+// arguments; a verdict on a call a human rejected does not count.
+func TestToolGuardrailsAfterApproval(t *testing.T) {
+	noProd := agents.ToolGuardrail{Name: "no_prod", Tool: "deploy", Before: func(_ context.Context, c agents.ToolCall) (agents.ToolVerdict, error) {
+		if strings.Contains(string(c.Arguments), "prod") {
+			return agents.TripTool("deploys to prod are not for agents"), nil
+		}
+		return agents.ToolVerdict{}, nil
+	}}
+	for _, tc := range []struct {
+		name     string
+		decision runtime.ApprovalDecision
+		trip     bool
+		want     string
+		ran      []string
+	}{
+		{"approved as asked: the guardrail trips", runtime.ApprovalDecision{Approve: true}, true, "", nil},
+		{"approved for staging: checked again, it passes", runtime.ApprovalDecision{Approve: true, Arguments: `{"env":"staging"}`}, false, "deployed staging", []string{"staging"}},
+		{"rejected: the guardrail's verdict does not count", runtime.ApprovalDecision{Message: "no"}, false, "the user rejected this call", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &ran{}
+			deploy := agents.MustFunctionTool("deploy", "Deploys.", func(_ context.Context, a deployArgs) (string, error) {
+				r.add(a.Env)
+				return "deployed " + a.Env, nil
+			})
+			g := agents.MustGraph("approvals", "ops", &agents.Agent{Name: "ops", Instructions: "ops: deploys", Tools: []agents.Tool{deploy},
+				Approvals: []agents.Approval{agents.Always("deploy")}, ToolGuardrails: []agents.ToolGuardrail{noProd}})
+			env := quietEnv()
+			store, _ := blob.Open(context.Background(), "mem://")
+			m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+				if out := outputsOf(req); len(out) > 0 {
+					return []agents.Item{agents.AssistantMessage(out["c1"])}
+				}
+				return []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}
+			}}
+			runner, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runner.Register(env)
+			env.RegisterDelayedCallback(func() {
+				ps := pending(t, env)
+				if len(ps) != 1 {
+					t.Fatalf("waiting: %+v, want the deploy", ps)
+				}
+				dec := tc.decision
+				dec.ID = ps[0].ID
+				decide(env, dec)
+			}, time.Minute)
+			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "approvals", Input: "deploy"})
+			if tc.trip {
+				if trip, ok := workflows.TrippedGuardrail(env.GetWorkflowError()); !ok || trip.Guardrail != "no_prod" {
+					t.Fatalf("err = %v, want no_prod tripped", env.GetWorkflowError())
+				}
+			} else if out := finalOutput(t, env); !strings.Contains(out, tc.want) {
+				t.Errorf("output %q, want %q", out, tc.want)
+			}
+			if got := r.list(); !slices.Equal(got, tc.ran) {
+				t.Errorf("ran %v, want %v", got, tc.ran)
+			}
+		})
+	}
+}
