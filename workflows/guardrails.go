@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
 )
 
 // Guardrails: checks beside an agent's work that can end its run (see
@@ -106,16 +107,29 @@ func (g GuardrailTrip) message() string {
 
 // TrippedGuardrail returns the guardrail that ended a run, when err (a
 // run's, a session turn's, or an agent's error) is ErrGuardrailTripped.
+//
+// The trip is the details of the error as the guardrail's agent raised
+// it, which the agents that carried it up the chain wrap (with their
+// usage and leases, see withFailure): the chain is searched for it.
 func TrippedGuardrail(err error) (*GuardrailTrip, bool) {
-	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != ErrGuardrailTripped {
+	var first *temporal.ApplicationError
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		ae, ok := e.(*temporal.ApplicationError)
+		if !ok || ae.Type() != ErrGuardrailTripped {
+			continue
+		}
+		if first == nil {
+			first = ae
+		}
+		var trip GuardrailTrip
+		if ae.HasDetails() && ae.Details(&trip) == nil && trip.Guardrail != "" {
+			return &trip, true
+		}
+	}
+	if first == nil {
 		return nil, false
 	}
-	var trip GuardrailTrip
-	if !ae.HasDetails() || ae.Details(&trip) != nil {
-		return &GuardrailTrip{Reason: ae.Message()}, true
-	}
-	return &trip, true
+	return &GuardrailTrip{Reason: first.Message()}, true
 }
 
 // guardrailEnds reports whether err, an agent tool's, ends its caller
@@ -351,9 +365,10 @@ func (t *turnCalls) tripped(ctx workflow.Context, rc agents.RunContext, o runtim
 }
 
 // undecided is the error of a check that could not decide: err as it is
-// when the graph changed, ErrGuardrailFailed otherwise.
+// when the graph changed, the run's budget is spent or it was cancelled;
+// ErrGuardrailFailed otherwise.
 func (t *turnCalls) undecided(kind string, err error) error {
-	if ErrorType(err) == ErrGraphChanged || temporal.IsCanceledError(err) {
+	if typ := ErrorType(err); typ == ErrGraphChanged || typ == ErrBudgetExceeded || temporal.IsCanceledError(err) {
 		return err
 	}
 	return nonRetryable(ErrGuardrailFailed, "%s guardrails of agent %s could not decide: %s", kind, t.agent.Name, failureText(err))
@@ -492,7 +507,12 @@ func (t *turnCalls) askAgent(ctx workflow.Context, rc agents.RunContext, st *run
 	in := AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
 		Pending: []agents.Item{agents.UserMessage(text)}, Spec: t.in.Spec}
 	rr, err := t.r.route(ctx, t.rec, t.spec, g.Agent, in, fmt.Sprintf("%s/%s-guardrail-%s", rc.WorkflowID, kind, g.Name), nil)
+	// The guardrail agent's usage is the agent's, as an agent tool's is.
+	var usage model.Usage
+	var spent error
+	t.countTool(rr, err, &usage, &spent)
 	if err != nil {
+		st.Usage = st.Usage.Add(usage)
 		return nil, err
 	}
 	st.Usage = st.Usage.Add(rr.Usage)
