@@ -52,12 +52,13 @@ type gateCall struct {
 	Guard *runtime.GuardrailOutcome
 }
 
-// gate is the one place that decides whether a call runs: guardrails
-// and budgets belong here, nowhere else. It returns "" to let the call
-// run, or why it does not, which the model gets as the call's output.
-// Approvals come before it (approve, in approvals.go): a call waits for
-// its decision before any call of the turn starts, and only an approved
-// call reaches the gate.
+// gate is the one place that decides whether a tool call runs, after
+// its approval: it answers the calls a tool guardrail rejected. It returns
+// "" to let the call run, or why it does not, which the model gets as the
+// call's output. Approvals come before it (approve, in approvals.go): a
+// call waits for its decision before any call of the turn starts, and
+// only an approved call reaches the gate. Budgets are checked before each
+// model call (budget.go), where spending happens.
 func (r *Runner) gate(_ workflow.Context, g gateCall) string {
 	if g.Guard != nil {
 		return rejection(g.Guard)
