@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
 	"github.com/troupe-dev/troupe/examples/builtin"
+	"github.com/troupe-dev/troupe/internal/testgraphs"
 )
 
 // The test binary doubles as the troupe command (with the built-in graphs)
@@ -64,19 +65,6 @@ func plodGraph() cli.Graph {
 // clean with a tool whose every call waits for approval. The tool notes
 // each call it runs in $TROUPE_HOME/gate.log.
 func gateGraph() cli.Graph {
-	rm := agents.MustFunctionTool("rm_rf", "Removes a directory of the build.", func(_ context.Context, a struct {
-		Path string `json:"path"`
-	}) (string, error) {
-		f, err := os.OpenFile(filepath.Join(os.Getenv("TROUPE_HOME"), "gate.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		if _, err := fmt.Fprintln(f, a.Path); err != nil {
-			return "", err
-		}
-		return "removed " + a.Path, nil
-	})
 	scenario := `rules:
   - name: gate-removed
     match: {instructions: "gatekeeper", last_input: "^removed "}
@@ -89,8 +77,7 @@ func gateGraph() cli.Graph {
     respond: {calls: [{name: rm_rf, arguments: {path: '{{match .LastUser ` + "`(?i)^clean (\\S+)`" + `}}'}}]}
 `
 	return cli.Graph{
-		Graph: agents.MustGraph("gate", "keeper", &agents.Agent{Name: "keeper", Instructions: "gatekeeper: cleans what it is asked to",
-			Tools: []agents.Tool{rm}, Approvals: []agents.Approval{agents.Always("rm_rf")}}),
+		Graph:    testgraphs.Gate(func() string { return filepath.Join(os.Getenv("TROUPE_HOME"), "gate.log") }),
 		Scenario: []byte(scenario),
 	}
 }

@@ -9,7 +9,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/internal/testgraphs"
 	"github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
@@ -51,19 +51,7 @@ rules:
 // removes what it is asked to clean with rm_rf, whose every call waits
 // for approval; rm_rf notes each path it is run on in log.
 func mcpGateGraph(log string) *agents.Graph {
-	rm := agents.MustFunctionTool("rm_rf", "Removes a directory of the build.", func(_ context.Context, a struct {
-		Path string `json:"path"`
-	}) (string, error) {
-		f, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		if _, err := fmt.Fprintln(f, a.Path); err != nil {
-			return "", err
-		}
-		return "removed " + a.Path, nil
-	})
+	rm := testgraphs.RmRf(func() string { return log })
 	return agents.MustGraph("mcpgate", "keeper", &agents.Agent{
 		Name: "keeper", Instructions: "mcp gatekeeper: cleans what it is asked to", Expose: agents.Expose("", "Cleans a directory of the build."),
 		Tools: []agents.Tool{rm}, Approvals: []agents.Approval{agents.Always("rm_rf")},

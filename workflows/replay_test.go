@@ -46,7 +46,7 @@ func replaySet(t *testing.T, dir string, graphs ...*agents.Graph) {
 		t.Fatalf("%d histories, want at least 4 (a session and its three turns; a deal-desk run has 5 workflows)", len(files))
 	}
 	if graphs == nil {
-		graphs = []*agents.Graph{dealdesk.Graph(), mcpReplayGraph(), notesReplayGraph(), gateReplayGraph()}
+		graphs = []*agents.Graph{dealdesk.Graph(), mcpReplayGraph(), notesReplayGraph(), testgraphs.Gate(func() string { return os.DevNull })}
 	}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
@@ -159,18 +159,6 @@ func mustOpen(t *testing.T, path string) io.Reader {
 func notesReplayGraph() *agents.Graph {
 	return agents.MustGraph("notes", "notekeeper",
 		&agents.Agent{Name: "notekeeper", Instructions: "session notekeeper", Sandbox: &agents.Sandbox{Backend: "local"}})
-}
-
-// gateReplayGraph is e2e's gate graph (its CLI test binary's), whose
-// tool's every call waits for approval.
-func gateReplayGraph() *agents.Graph {
-	rm := agents.MustFunctionTool("rm_rf", "Removes a directory of the build.", func(context.Context, struct {
-		Path string `json:"path"`
-	}) (string, error) {
-		return "", nil
-	})
-	return agents.MustGraph("gate", "keeper", &agents.Agent{Name: "keeper", Instructions: "gatekeeper: cleans what it is asked to",
-		Tools: []agents.Tool{rm}, Approvals: []agents.Approval{agents.Always("rm_rf")}})
 }
 
 func mcpReplayGraph() *agents.Graph {

@@ -3,6 +3,10 @@
 package testgraphs
 
 import (
+	"context"
+	"fmt"
+	"os"
+
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/handoff"
@@ -25,4 +29,30 @@ func EditedDealDesk() *agents.Graph {
 		all = append(all, &c)
 	}
 	return agents.MustGraph("dealdesk", "triage", all...)
+}
+
+// RmRf is a tool that stands for removing a directory of the build: it
+// appends the path it is given to the file log() names, and answers
+// "removed PATH". Tests count its calls in that file.
+func RmRf(log func() string) *agents.FunctionTool {
+	return agents.MustFunctionTool("rm_rf", "Removes a directory of the build.", func(_ context.Context, a struct {
+		Path string `json:"path"`
+	}) (string, error) {
+		f, err := os.OpenFile(log(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		if _, err := fmt.Fprintln(f, a.Path); err != nil {
+			return "", err
+		}
+		return "removed " + a.Path, nil
+	})
+}
+
+// Gate is the gate graph: its agent keeper removes what it is asked to
+// clean with RmRf(log), and every call of rm_rf waits for approval.
+func Gate(log func() string) *agents.Graph {
+	return agents.MustGraph("gate", "keeper", &agents.Agent{Name: "keeper", Instructions: "gatekeeper: cleans what it is asked to",
+		Tools: []agents.Tool{RmRf(log)}, Approvals: []agents.Approval{agents.Always("rm_rf")}})
 }
