@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-dev/troupe/internal/proctest"
 )
 
 // Jaeger is a running Jaeger.
@@ -113,39 +115,12 @@ func Start(t testing.TB) *Jaeger {
 		}
 	}
 	cmd.Env = append(cmd.Env, "OTEL_SDK_DISABLED=true", "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none")
-	logf, err := os.Create(filepath.Join(dir, "jaeger.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
-	})
 	j := &Jaeger{query: "http://" + addrs[0].(string), OTLPHTTP: "http://" + addrs[2].(string), OTLPGRPC: "http://" + addrs[3].(string),
 		metrics: "http://" + addrs[4].(string) + "/metrics"}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if ready(j.query+"/api/services") && ready(j.metrics) && dials(addrs[2].(string)) && dials(addrs[3].(string)) {
-			return j
-		}
-		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(logf.Name())
-			t.Fatalf("jaeger exited: %v\n%s", err, log)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logf.Name())
-			t.Fatalf("jaeger did not answer within 60 s\n%s", log)
-		}
-	}
+	proctest.Serve(t, "jaeger", cmd, filepath.Join(dir, "jaeger.log"), 60*time.Second, func() bool {
+		return ready(j.query+"/api/services") && ready(j.metrics) && dials(addrs[2].(string)) && dials(addrs[3].(string))
+	})
+	return j
 }
 
 func freeAddr(t testing.TB) string {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-dev/troupe/internal/proctest"
 )
 
 // Access and Secret are the server's root credentials.
@@ -61,38 +63,13 @@ func Start(t testing.TB, buckets ...string) *Server {
 	ln.Close()
 	cmd := exec.Command(bin, "--port", addr, "posix", "--nometa", root)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+Access, "ROOT_SECRET_ACCESS_KEY="+Secret)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "versitygw.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	proctest.Serve(t, "versitygw", cmd, filepath.Join(t.TempDir(), "versitygw.log"), 30*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			break
 		}
-		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(logf.Name())
-			t.Fatalf("versitygw exited: %v\n%s", err, log)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("versitygw did not listen on %s within 30 s", addr)
-		}
-	}
+		return err == nil
+	})
 	return &Server{Endpoint: "http://" + addr, Root: root}
 }
 

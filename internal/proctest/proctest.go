@@ -1,0 +1,46 @@
+// Package proctest runs the real servers that tests talk to (versitygw,
+// Jaeger) as child processes of the test.
+package proctest
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// Serve starts cmd with its output in the file log, stops it when the
+// test ends, and returns once up reports true. It fails the test, with
+// the log, when the process exits first or is not up within patience.
+func Serve(t testing.TB, name string, cmd *exec.Cmd, log string, patience time.Duration, up func() bool) {
+	t.Helper()
+	logf, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		logf.Close()
+	})
+	deadline := time.Now().Add(patience)
+	for !up() {
+		select {
+		case err := <-exited:
+			out, _ := os.ReadFile(log)
+			t.Fatalf("%s exited: %v\n%s", name, err, out)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(log)
+			t.Fatalf("%s was not up within %s\n%s", name, patience, out)
+		}
+	}
+}
