@@ -220,6 +220,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 	type candidate struct {
 		list   *[]agents.Item
 		i      int
+		kind   string
 		policy runtime.ApprovalSpec
 	}
 	var cands []candidate
@@ -235,7 +236,11 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 			if !ok {
 				continue
 			}
-			cands = append(cands, candidate{list, i, p})
+			k := kind
+			if k == callFunction && t.agent.Tool(c.Name).Sandbox {
+				k = callSandbox
+			}
+			cands = append(cands, candidate{list, i, k, p})
 			if p.When {
 				asks = append(asks, c)
 			}
@@ -270,17 +275,8 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 			}
 		}
 		call := (*c.list)[c.i]
-		kind := callFunction
-		switch {
-		case c.list == &d.MCP:
-			kind = callMCP
-		case c.list == &d.AgentTools:
-			kind = callAgent
-		case t.agent.Tool(call.Name).Sandbox:
-			kind = callSandbox
-		}
 		w := &waitingCall{list: c.list, policy: c.policy, req: runtime.ApprovalRequest{
-			ID: runtime.ApprovalID(wfID, call.CallID), Workflow: wfID, Agent: t.agent.Name, Tool: call.Name, Kind: kind,
+			ID: runtime.ApprovalID(wfID, call.CallID), Workflow: wfID, Agent: t.agent.Name, Tool: call.Name, Kind: c.kind,
 			CallID: call.CallID, Arguments: call.Arguments, Since: now,
 		}}
 		if c.policy.Timeout > 0 {

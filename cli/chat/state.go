@@ -330,9 +330,8 @@ func (s *State) Apply(m Msg) []Effect {
 		s.done(DoOpen)
 		effects := s.opened(m.Info)
 		for _, a := range m.Approvals {
-			if !slices.ContainsFunc(s.Approvals, func(b Approval) bool { return b.ID == a.ID }) {
-				s.Approvals = append(s.Approvals, Approval{ID: a.ID, Agent: a.Agent, Tool: a.Tool, Arguments: a.Arguments})
-				s.add(Entry{Kind: KindStep, Agent: a.Agent, Text: fmt.Sprintf("⏸ %s wants to run %s %s: approve? y / n / a (always), or /approve %s, /reject %s MESSAGE", a.Agent, a.Tool, a.Arguments, a.ID, a.ID)})
+			if s.waits(Approval{ID: a.ID, Agent: a.Agent, Tool: a.Tool, Arguments: a.Arguments}) {
+				s.add(Entry{Kind: KindStep, Agent: a.Agent, Text: question(a.Agent, a.Tool, a.Arguments, a.ID)})
 			}
 		}
 		return effects
@@ -521,6 +520,21 @@ func (s *State) decide(name, arg string) []Effect {
 		d.Message = arg
 	}
 	return []Effect{s.call(Effect{Do: DoDecide, Session: s.Session, Decision: d})}
+}
+
+// waits adds a to the calls that wait, unless it is there already, and
+// reports whether it added it.
+func (s *State) waits(a Approval) bool {
+	if slices.ContainsFunc(s.Approvals, func(b Approval) bool { return b.ID == a.ID }) {
+		return false
+	}
+	s.Approvals = append(s.Approvals, a)
+	return true
+}
+
+// question is how the chat shows a call that waits.
+func question(agent, tool, args, id string) string {
+	return fmt.Sprintf("⏸ %s wants to run %s %s: approve? y / n / a (always), or /approve %s, /reject %s MESSAGE", agent, tool, args, id, id)
 }
 
 // settle takes the call id off the calls that wait.
@@ -762,10 +776,8 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 	case workflows.EventSessionCommand:
 		s.command(e.Detail)
 	case workflows.EventApprovalRequested:
-		if !slices.ContainsFunc(s.Approvals, func(a Approval) bool { return a.ID == e.Approval }) {
-			s.Approvals = append(s.Approvals, Approval{ID: e.Approval, Agent: e.Agent, Tool: e.Tool, Arguments: e.Detail})
-		}
-		step(fmt.Sprintf("⏸ %s wants to run %s %s: approve? y / n / a (always), or /approve %s, /reject %s MESSAGE", e.Agent, e.Tool, e.Detail, e.Approval, e.Approval))
+		s.waits(Approval{ID: e.Approval, Agent: e.Agent, Tool: e.Tool, Arguments: e.Detail})
+		step(question(e.Agent, e.Tool, e.Detail, e.Approval))
 	case workflows.EventApprovalDecided:
 		s.settle(e.Approval)
 		step(fmt.Sprintf("%s %s: %s", e.Agent, e.Tool, e.Detail))
