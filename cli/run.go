@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -77,13 +78,11 @@ func runCommand(graphs []Graph) *cobra.Command {
 				}
 				in.Vars[f.Name] = val
 			}
-			for _, v := range vars {
-				k, val, ok := strings.Cut(v, "=")
-				if !ok {
-					return fmt.Errorf("--var %q: want KEY=VALUE", v)
-				}
-				in.Vars[k] = val
+			vs, err := parseVars(vars)
+			if err != nil {
+				return err
 			}
+			maps.Copy(in.Vars, vs)
 			if agent != "" {
 				if _, err := g.Graph.Agent(agent); err != nil {
 					return err
