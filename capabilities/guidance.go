@@ -35,16 +35,22 @@ func ReadGuidance(ctx context.Context, s sandbox.Session) (string, error) {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, sandbox.ErrNotRegular), errors.Is(err, sandbox.ErrPathEscape):
 		return "", nil
 	case errors.Is(err, sandbox.ErrTooLarge):
-		return fmt.Sprintf("[%s is too large to read here (over %d bytes). Read it in parts in the workspace.]", AgentsFile, sandbox.MaxReadBytes), nil
+		return TooLargeGuidance(), nil
 	default:
 		return "", fmt.Errorf("capabilities: read %s: %w", AgentsFile, err)
 	}
-	return boundGuidance(string(data)), nil
+	return BoundGuidance(string(data)), nil
 }
 
-// boundGuidance cuts text to MaxGuidanceBytes (never inside a character)
-// and says so.
-func boundGuidance(text string) string {
+// TooLargeGuidance is the guidance of a workspace whose AGENTS.md is over
+// sandbox.MaxReadBytes: a note saying so.
+func TooLargeGuidance() string {
+	return fmt.Sprintf("[%s is too large to read here (over %d bytes). Read it in parts in the workspace.]", AgentsFile, sandbox.MaxReadBytes)
+}
+
+// BoundGuidance cuts the text of an AGENTS.md to MaxGuidanceBytes (never
+// inside a character) and says so.
+func BoundGuidance(text string) string {
 	if len(text) <= MaxGuidanceBytes {
 		return text
 	}

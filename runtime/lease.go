@@ -56,6 +56,9 @@ type SandboxLease struct {
 	// outlives the sandbox (suspended, lost), so the model keeps seeing
 	// it until the next provisioning reads it again.
 	Guidance string `json:"guidance,omitempty"`
+	// GuidanceRead is set once the guidance of the workspace the lease
+	// will make was read from its manifest, before any provisioning.
+	GuidanceRead bool `json:"guidance_read,omitempty"`
 }
 
 // LeasedSandbox is a live sandbox of a lease.

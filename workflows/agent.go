@@ -143,6 +143,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			if err := calls.mt.refresh(ctx); err != nil {
 				return fail(err)
 			}
+			calls.sb.readGuidance(ctx)
 			mctx, checked, err := calls.guardInput(ctx, rc, st)
 			if err != nil {
 				return fail(err)

@@ -271,20 +271,14 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 }
 
 // saveGuidance reads the workspace's AGENTS.md through its session and
-// stores it, bounded, in the blob store, under the agent workflow's
-// outputs and the text's hash; it returns the key, or "" when the
-// workspace has none.
+// stores it, bounded, in the blob store (storeGuidance); it returns the
+// key, or "" when the workspace has none.
 func (a *Activities) saveGuidance(ctx context.Context, s sandbox.Session, workflowID string) (string, error) {
 	text, err := capabilities.ReadGuidance(ctx, s)
 	if err != nil || text == "" {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(text))
-	key := "outputs/" + workflowID + "/guidance-" + hex.EncodeToString(sum[:8]) + ".md"
-	if err := a.r.cfg.Store.Put(ctx, key, []byte(text)); err != nil {
-		return "", err
-	}
-	return key, nil
+	return a.storeGuidance(ctx, text, workflowID)
 }
 
 // SandboxTool runs a sandbox tool with the agent's session in its context.

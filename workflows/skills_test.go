@@ -2,14 +2,17 @@ package workflows_test
 
 // Skills and workspace guidance in a run: the model sees the index, loads
 // a skill with load_skill (a sandbox activity) and runs its script; the
-// workspace's AGENTS.md reaches the instructions once the workspace is
-// provisioned; a plain agent reads a skill with read_skill.
+// workspace's AGENTS.md reaches the instructions from the first turn,
+// before the workspace is made; a plain agent reads a skill with read_skill.
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
@@ -82,18 +85,17 @@ func TestSkillsLazyLoadAndGuidance(t *testing.T) {
 			t.Errorf("first turn's instructions lack %q:\n%s", want, instructions[0])
 		}
 	}
-	if strings.Contains(instructions[0], "Always run the linters") {
-		t.Error("the guidance was in the instructions before the workspace was provisioned")
-	}
 	if !strings.Contains(outputs[0], "Skill review-go is loaded in .agents/skills/review-go/") || !strings.Contains(outputs[0], "Run scripts/vet.sh from the skill's folder") {
 		t.Errorf("load_skill output = %q", outputs[0])
 	}
 	if !strings.Contains(outputs[1], "vet: all clear") {
 		t.Errorf("the loaded skill's script did not run: %q", outputs[1])
 	}
-	for i, in := range instructions[1:] {
+	// From the first turn, before the workspace is made (read from the
+	// manifest), and after.
+	for i, in := range instructions {
 		if !strings.Contains(in, "## Repository guidance (AGENTS.md)") || !strings.Contains(in, "Always run the linters before you answer.") {
-			t.Errorf("turn %d's instructions lack the workspace's AGENTS.md:\n%s", i+2, in)
+			t.Errorf("turn %d's instructions lack the workspace's AGENTS.md:\n%s", i+1, in)
 		}
 	}
 }
@@ -177,5 +179,61 @@ func TestSkillsEager(t *testing.T) {
 	}
 	if !strings.Contains(out, "Process exited with code 0") || !strings.Contains(out, "---\nname: review-go\n") || !strings.Contains(out, "vet: all clear") {
 		t.Errorf("exec_command output = %q", out)
+	}
+}
+
+// The guidance of a workspace not yet made is read from the manifest once
+// per lease: a sandbox agent that never needs its sandbox sees it on each
+// turn, and asks for it once; one whose manifest has none sees none.
+func TestGuidanceFromManifestOnce(t *testing.T) {
+	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
+		Key string `json:"key"`
+	}) (string, error) {
+		return "value of " + a.Key, nil
+	})
+	for _, tc := range []struct {
+		name    string
+		entries []sandbox.Entry
+		want    bool
+	}{
+		{name: "with", entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "AGENTS.md", Content: "Answer in French.\n"}}, want: true},
+		{name: "elsewhere", entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "docs/AGENTS.md", Content: "Answer in French.\n"}}},
+		{name: "without"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var instructions []string
+			fn := func(req model.Request) []agents.Item {
+				instructions = append(instructions, req.Instructions)
+				if len(instructions) < 3 {
+					return []agents.Item{call(fmt.Sprint("c", len(instructions)), "lookup", `{"key":"k"}`)}
+				}
+				return []agents.Item{agents.AssistantMessage("done")}
+			}
+			r := skillsRunner(t, fn, &agents.Agent{
+				Name: "helper", Instructions: "helper",
+				Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{Entries: tc.entries}},
+				Tools:   []agents.Tool{lookup},
+			})
+			env := quietEnv()
+			r.Register(env)
+			reads := 0
+			env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+				if info.ActivityType.Name == workflows.WorkspaceGuidanceActivityName {
+					reads++
+				}
+			})
+			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "sk", Input: "look k up"})
+			if err := env.GetWorkflowError(); err != nil {
+				t.Fatal(err)
+			}
+			if reads != 1 || len(instructions) != 3 {
+				t.Fatalf("the guidance was read %d times in %d turns; want once in 3", reads, len(instructions))
+			}
+			for i, in := range instructions {
+				if got := strings.Contains(in, "Answer in French."); got != tc.want {
+					t.Errorf("turn %d: guidance in the instructions = %v, want %v", i+1, got, tc.want)
+				}
+			}
+		})
 	}
 }

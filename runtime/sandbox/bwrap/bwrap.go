@@ -184,7 +184,10 @@ type Client struct {
 	disableUserns bool
 }
 
-var _ sandbox.Client = (*Client)(nil)
+var (
+	_ sandbox.Client       = (*Client)(nil)
+	_ sandbox.PolicyHolder = (*Client)(nil)
+)
 
 // New returns a Client for cfg. It fails when bwrap is missing or cannot
 // create namespaces on this host (it runs `bwrap ... true` to find out).
@@ -274,6 +277,10 @@ func (c *Client) probe() error {
 
 // Backend returns "bwrap".
 func (c *Client) Backend() string { return Backend }
+
+// Policy is the policy that bounds the manifests' host sources
+// (sandbox.PolicyHolder).
+func (c *Client) Policy() sandbox.Policy { return c.policy }
 
 // Root returns the host directory that holds the workspaces.
 func (c *Client) Root() string { return c.root }

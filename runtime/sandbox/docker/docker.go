@@ -104,7 +104,10 @@ type Client struct {
 	reports     []sandbox.LimitReport
 }
 
-var _ sandbox.Client = (*Client)(nil)
+var (
+	_ sandbox.Client       = (*Client)(nil)
+	_ sandbox.PolicyHolder = (*Client)(nil)
+)
 
 // New returns a Client. It does not contact the engine; Ping does.
 func New(cfg Config) (*Client, error) {
@@ -165,6 +168,10 @@ func (c *Client) Close() error {
 
 // Backend returns "docker".
 func (c *Client) Backend() string { return Backend }
+
+// Policy is the policy that bounds the manifests' host sources
+// (sandbox.PolicyHolder).
+func (c *Client) Policy() sandbox.Policy { return c.cfg.Policy }
 
 // Root returns the directory that holds the workspaces.
 func (c *Client) Root() string { return c.root }

@@ -69,7 +69,10 @@ type Client struct {
 	host   string
 }
 
-var _ sandbox.Client = (*Client)(nil)
+var (
+	_ sandbox.Client       = (*Client)(nil)
+	_ sandbox.PolicyHolder = (*Client)(nil)
+)
 
 // New returns a Client for cfg.
 func New(cfg Config) (*Client, error) {
@@ -90,6 +93,10 @@ func New(cfg Config) (*Client, error) {
 
 // Backend returns "local".
 func (c *Client) Backend() string { return Backend }
+
+// Policy is the policy that bounds the manifests' host sources
+// (sandbox.PolicyHolder).
+func (c *Client) Policy() sandbox.Policy { return c.policy }
 
 // Root returns the host directory that holds the workspaces.
 func (c *Client) Root() string { return c.root }
