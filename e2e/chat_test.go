@@ -289,6 +289,18 @@ func (c *tmuxChat) enter(line string) {
 	c.tmux("send-keys", "-t", "chat", "Enter")
 }
 
+// screen is what the chat's terminal shows now.
+func (c *tmuxChat) screen() string {
+	c.t.Helper()
+	return c.tmux("capture-pane", "-p", "-t", "chat")
+}
+
+// close closes the chat's terminal (its tmux server), as a machine's
+// restart does.
+func (c *tmuxChat) close() {
+	_ = exec.Command("tmux", "-L", c.socket, "kill-server").Run()
+}
+
 // waitFor returns the screen once ok says it shows what, and fails the
 // test if it does not within two minutes.
 func (c *tmuxChat) waitFor(what string, ok func(screen string) bool) string {
