@@ -40,6 +40,18 @@ type Capability interface {
 	Manifest() sandbox.Manifest
 }
 
+// A DynamicCapability is a Capability whose instructions are computed for
+// each model call rather than fixed when the graph is built: the model
+// activity calls DynamicInstructions, with the run's RunContext, in place
+// of Instructions, so that they can say what changed since the last turn
+// (the skills an agent learnt from earlier work, say). It runs in the
+// model activity, never in workflow code; an error fails the model call,
+// which is retried as the activity's retry policy says.
+type DynamicCapability interface {
+	Capability
+	DynamicInstructions(ctx context.Context, rc RunContext) (string, error)
+}
+
 // Compactor is a Capability that trims an agent's context before each
 // model call. Trim must keep the turn structure valid: never a function
 // call output without its call.

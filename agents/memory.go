@@ -4,9 +4,11 @@ package agents
 // scope. It reads the scope's memory: the compact summary
 // (memories/memory_summary.md, bounded) goes into the agent's
 // instructions at each turn, with a pointer to the handbook
-// (memories/MEMORY.md), and the memory skills consolidation found. A
-// sandbox agent finds the scope's files in its workspace under memories/
-// (its Dir, if set) and, in read-write mode, may fix them with apply_patch:
+// (memories/MEMORY.md), and the memory skills consolidation found (which
+// the agent's Skills capability offers, when it has a Lazy or Text one:
+// see capabilities/skills.WithLearnt). A sandbox agent finds the scope's
+// files in its workspace under memories/ (its Dir, if set) and, in
+// read-write mode, may fix them with apply_patch:
 // its edits of MEMORY.md and memory_summary.md go back to the scope at the
 // end of its turn; a sandbox agent that reads needs the shell capability,
 // one that updates live the filesystem capability (checked when a worker

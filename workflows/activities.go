@@ -53,7 +53,13 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInstructions, err)
 	}
 	for _, c := range agent.Capabilities {
-		if extra := c.Instructions(); extra != "" {
+		extra := c.Instructions()
+		if dc, ok := c.(agents.DynamicCapability); ok {
+			if extra, err = dc.DynamicInstructions(ctx, in.Run); err != nil {
+				return nil, fmt.Errorf("instructions of capability %s: %w", c.Name(), err)
+			}
+		}
+		if extra != "" {
 			instructions += "\n\n" + extra
 		}
 	}

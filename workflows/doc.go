@@ -155,7 +155,9 @@
 //	                               fails the run; an agent tool's call is a tool error
 //	instructions, model, schemas   used from the graph served now (activities)
 //	skills (capabilities/skills)   the index, load_skill and read_skill serve the
-//	                               skills the worker loaded at its start
+//	                               skills the worker loaded at its start, and
+//	                               the memory skills as the store holds them
+//	                               at each call
 //
 // Timeouts and retry policies are not part of a workflow's commands as
 // replay checks them; they are read from the worker's settings. Runs from
@@ -189,7 +191,16 @@
 //  2. Read. The model activity puts the summary (bounded) in the
 //     instructions, says where the handbook is, and lists the memory skills
 //     phase 2 wrote (memories/skills/<name>/SKILL.md: name, description,
-//     path; bounded).
+//     path; bounded). An agent that also has a Lazy or Text skills
+//     capability gets the memory skills from that capability instead
+//     (memory_skills.go): NewRunner binds it to the agent's scope
+//     (skills.WithLearnt), and it reads memories/skills/ from the store at
+//     each model call, for its index (after the bundled skills, marked as
+//     learnt; a bundled skill of one name wins), and at each load_skill
+//     (which copies one into .agents/skills/<name>/ through the sandbox
+//     tool activity) and read_skill call. Each is validated as a bundled
+//     skill is; one that is not valid is left out and logged, and the turn
+//     goes on.
 //  3. Materialise. SandboxCreate, after creating the workspace and any
 //     restore, writes the scope's summary, MEMORY.md, rollout summaries and
 //     skills (never raw memories, the selection or rollouts; at most

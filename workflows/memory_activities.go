@@ -397,16 +397,19 @@ func memoryLine(seq int, wf, agent, input string, output json.RawMessage, outcom
 // instructions: the scope's summary, bounded, where the handbook is (in
 // the workspace of a sandbox agent, through the memory tools for a plain
 // one), and the memory skills phase 2 found (name and description,
-// bounded); nothing while the scope has neither.
+// bounded), unless its skills capability offers them (memory_skills.go);
+// nothing while the scope has neither.
 func (a *Activities) memoryInstructions(ctx context.Context, agent *agents.Agent, scope string) (string, error) {
 	data, err := readMemoryFile(ctx, a.r.cfg.Store, memory.Key(scope, memory.SummaryPath))
 	if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return "", err
 	}
 	summary := strings.TrimSpace(memory.Bound(string(data), memory.MaxSummaryBytes))
-	skills, err := a.memorySkills(ctx, scope)
-	if err != nil {
-		return "", err
+	var skills []memory.SkillInfo
+	if !offersMemorySkills(agent) {
+		if skills, err = a.memorySkills(ctx, scope); err != nil {
+			return "", err
+		}
 	}
 	if summary == "" && len(skills) == 0 {
 		return "", nil

@@ -28,9 +28,10 @@ import (
 // test environment has no client for SignalWithStart): the signal
 // activity is the one stand-in.
 type capEnv struct {
-	env   *testsuite.TestWorkflowEnvironment
-	store *blob.Store
-	mu    sync.Mutex
+	env    *testsuite.TestWorkflowEnvironment
+	store  *blob.Store
+	runner *workflows.Runner
+	mu     sync.Mutex
 	// instructions are those of the model's calls, by agent.
 	instructions map[string][]string
 }
@@ -60,6 +61,7 @@ func newCapEnv(t *testing.T, g *agents.Graph, fn func(c *capEnv, req model.Reque
 		t.Fatal(err)
 	}
 	r.Register(c.env)
+	c.runner = r
 	c.env.RegisterActivityWithOptions(func(context.Context, workflows.MemorySignalInput) error { return nil },
 		activity.RegisterOptions{Name: workflows.MemorySignalActivityName})
 	return c

@@ -258,6 +258,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 		if g, err = r.withMemoryTools(g); err != nil {
 			return nil, err
 		}
+		if g, err = r.withLearntSkills(g); err != nil {
+			return nil, err
+		}
 		if err := g.CheckApprovals(); err != nil {
 			return nil, err
 		}

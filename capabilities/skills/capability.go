@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -57,13 +58,20 @@ type Config struct {
 
 // Capability is the Skills capability: an agents.Capability whose
 // instructions index its skills and whose tools or manifest bring them
-// to the agent, as its Mode says. Build it with New.
+// to the agent, as its Mode says. Build it with New; WithLearnt makes a
+// copy that offers the agent's learnt skills as well.
 type Capability struct {
 	mode         Mode
+	limits       Limits
 	skills       []Skill
 	instructions string
 	tools        []agents.Tool
 	manifest     sandbox.Manifest
+	// learnt, when set, finds the learnt skills at each call, and bundled
+	// names every skill of the agent's skills capabilities, which win over
+	// a learnt skill of their name (learnt.go).
+	learnt  Learnt
+	bundled map[string]bool
 }
 
 // New loads cfg's sources and returns the capability. It fails, with
@@ -111,29 +119,54 @@ func New(ctx context.Context, cfg Config) (*Capability, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	c := &Capability{mode: mode, skills: all}
-	c.instructions = instructions(mode, all)
-	switch mode {
-	case Eager:
+	c := &Capability{mode: mode, limits: lim, skills: all}
+	c.instructions = instructions(mode, all, nil)
+	if mode == Eager {
 		c.manifest = manifest(all)
+	}
+	c.tools = c.makeTools()
+	return c, nil
+}
+
+// makeTools makes the tools of c's mode, bound to c: load_skill (Lazy),
+// read_skill (Text), none (Eager).
+func (c *Capability) makeTools() []agents.Tool {
+	switch c.mode {
 	case Lazy:
-		c.tools = []agents.Tool{agents.MustFunctionTool("load_skill",
+		return []agents.Tool{agents.MustFunctionTool("load_skill",
 			"Copies a skill into the workspace, under .agents/skills/<name>/, and returns its instructions (SKILL.md).",
 			c.load, agents.InSandbox())}
 	case Text:
-		c.tools = []agents.Tool{agents.MustFunctionTool("read_skill",
+		return []agents.Tool{agents.MustFunctionTool("read_skill",
 			"Returns a skill's instructions (SKILL.md), or one of its files when path is given.",
 			c.read, agents.AsActivity())}
 	}
-	return c, nil
+	return nil
 }
 
 // Name implements agents.Capability.
 func (c *Capability) Name() string { return "skills" }
 
 // Instructions implements agents.Capability: the index of the skills and
-// when to use one.
+// when to use one. It lists the bundled skills only: the model activity
+// calls DynamicInstructions, which adds the learnt ones.
 func (c *Capability) Instructions() string { return c.instructions }
+
+// DynamicInstructions implements agents.DynamicCapability: the index as
+// it stands for this model call, the learnt skills (see WithLearnt) after
+// the bundled ones. Without learnt skills it is Instructions. It reads the
+// learnt skills, so it runs in an activity (the model activity), never in
+// workflow code.
+func (c *Capability) DynamicInstructions(ctx context.Context, rc agents.RunContext) (string, error) {
+	if c.learnt == nil {
+		return c.instructions, nil
+	}
+	learnt, err := c.learntSkills(agents.WithRunContext(ctx, rc))
+	if err != nil {
+		return "", err
+	}
+	return instructions(c.mode, c.skills, learnt), nil
+}
 
 // Tools implements agents.Capability: load_skill (Lazy) or read_skill
 // (Text); none for Eager.
@@ -152,36 +185,55 @@ func (c *Capability) Skills() []Skill { return append([]Skill(nil), c.skills...)
 // Path is where the named skill lives in a workspace.
 func Path(name string) string { return WorkspaceDir + "/" + name }
 
-// skill returns the named skill, or an error wrapping ErrUnknown that
-// lists the names there are.
-func (c *Capability) skill(name string) (*Skill, error) {
+// skill returns the named skill, a bundled one or else a learnt one (read
+// now, for the call of ctx), or an error wrapping ErrUnknown that lists
+// the names there are.
+func (c *Capability) skill(ctx context.Context, name string) (*Skill, error) {
 	for i := range c.skills {
 		if c.skills[i].Name == name {
 			return &c.skills[i], nil
 		}
 	}
-	names := make([]string, len(c.skills))
-	for i, s := range c.skills {
-		names[i] = s.Name
+	learnt, err := c.learntSkills(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range learnt {
+		if learnt[i].Name == name {
+			return &learnt[i], nil
+		}
+	}
+	var names []string
+	for _, s := range slices.Concat(c.skills, learnt) {
+		names = append(names, s.Name)
 	}
 	return nil, fmt.Errorf("%w %q; the skills are: %s", ErrUnknown, name, strings.Join(names, ", "))
 }
 
-// instructions renders the index and the rules of use.
-func instructions(mode Mode, all []Skill) string {
+// instructions renders the index and the rules of use: the bundled
+// skills, then the learnt ones, marked.
+func instructions(mode Mode, bundled, learnt []Skill) string {
+	all := slices.Concat(bundled, learnt)
 	if len(all) == 0 {
 		return ""
 	}
 	var b strings.Builder
 	b.WriteString("## Skills\n")
 	b.WriteString("A skill is a set of instructions, with scripts and resources, for one kind of task. These skills are available:\n")
-	for _, s := range all {
+	for i, s := range all {
 		desc := strings.Join(strings.Fields(s.Description), " ")
-		if mode == Text {
-			fmt.Fprintf(&b, "- %s: %s\n", s.Name, desc)
-		} else {
-			fmt.Fprintf(&b, "- %s: %s (file: %s/%s)\n", s.Name, desc, Path(s.Name), SkillFile)
+		var notes []string
+		if i >= len(bundled) {
+			notes = append(notes, "learnt from earlier work")
 		}
+		if mode != Text {
+			notes = append(notes, "file: "+Path(s.Name)+"/"+SkillFile)
+		}
+		fmt.Fprintf(&b, "- %s: %s", s.Name, desc)
+		if len(notes) > 0 {
+			b.WriteString(" (" + strings.Join(notes, "; ") + ")")
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\nHow to use skills:\n")
 	b.WriteString("- When the user names a skill as `$name` (for example `$" + all[0].Name + "`), or the task clearly matches a skill's description, use that skill for this turn. Use only the skills that apply, and do not carry a skill into later turns unless it is named again or still applies.\n")
@@ -229,7 +281,7 @@ func (c *Capability) load(ctx context.Context, args LoadSkillArgs) (string, erro
 	if !ok {
 		return "", capabilities.ErrNoSession
 	}
-	sk, err := c.skill(strings.TrimPrefix(strings.TrimSpace(args.Name), "$"))
+	sk, err := c.skill(ctx, strings.TrimPrefix(strings.TrimSpace(args.Name), "$"))
 	if err != nil {
 		return "", err
 	}
@@ -261,8 +313,8 @@ type ReadSkillArgs struct {
 }
 
 // read is read_skill.
-func (c *Capability) read(_ context.Context, args ReadSkillArgs) (string, error) {
-	sk, err := c.skill(strings.TrimPrefix(strings.TrimSpace(args.Name), "$"))
+func (c *Capability) read(ctx context.Context, args ReadSkillArgs) (string, error) {
+	sk, err := c.skill(ctx, strings.TrimPrefix(strings.TrimSpace(args.Name), "$"))
 	if err != nil {
 		return "", err
 	}

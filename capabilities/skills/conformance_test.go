@@ -11,6 +11,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/capabilities/skills/skillstest"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -79,5 +80,18 @@ func TestConformanceGit(t *testing.T) {
 			t.Fatal(err)
 		}
 		return skills.Git{URL: root, Subpath: "skills"}, sandbox.Policy{AllowedRoots: []string{root}}
+	})
+}
+
+func TestConformanceLearnt(t *testing.T) {
+	skillstest.RunLearnt(t, func(t *testing.T, _ agents.RunContext) (skills.Learnt, func(skillstest.Tree)) {
+		l := &learntTree{}
+		return l, func(tree skillstest.Tree) {
+			files := map[string]string{}
+			for p, f := range tree {
+				files[p] = f.Content
+			}
+			l.set(files)
+		}
 	})
 }

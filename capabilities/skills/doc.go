@@ -23,6 +23,19 @@
 // when the task matches its description, or when the user names it as
 // $name.
 //
+// Those are the bundled skills. An agent may also have learnt skills:
+// those memory consolidation wrote in its memory scope
+// (memories/skills/<name>/, package memory). WithLearnt binds a Learnt,
+// which lists them, to the agent's first Lazy or Text capability; the
+// worker does so for every agent that reads memory (package workflows).
+// The bound capability reads them again at every model call, for its
+// index (DynamicInstructions, which lists them after the bundled ones,
+// marked as learnt from earlier work), and at every load_skill and
+// read_skill call, which serve them as they serve a bundled one (a
+// script, a file that starts with "#!", is written executable: a store
+// keeps no modes). A bundled skill of the agent wins over a learnt one of
+// its name. An Eager capability takes no learnt skills.
+//
 // The contract a caller relies on:
 //
 //  1. Every skill is validated when New loads it, before any graph is
@@ -40,6 +53,13 @@
 //     (sandbox.ErrSourceNotAllowed otherwise), through an os.Root.
 //  3. Sources are read where New is called (the worker's start), never in
 //     workflow code; the tools run as activities and read only the
-//     skills New loaded, so a skill cannot change under a run's feet in
-//     the middle of a worker's life.
+//     skills New loaded, so a bundled skill cannot change under a run's
+//     feet in the middle of a worker's life.
+//  4. Learnt skills are read at each model call and tool call, in those
+//     activities, never in workflow code, and pass the rules of 1 (the
+//     capability's Limits, checked as the files are read: a listing gives
+//     no sizes). One that breaks a rule, that a bundled skill's name
+//     shadows, or that is past MaxSkills (bundled and learnt together) is
+//     left out and reported to Learnt.Skipped, and the call goes on; only
+//     a listing that fails fails the call.
 package skills

@@ -283,8 +283,10 @@ type node struct {
 	path               string
 	dir, link, special bool
 	exec               bool
-	size               int64
-	open               func() (io.ReadCloser, error)
+	// size is the file's, or -1 when the listing does not say (a learnt
+	// skill's): then the limits are checked as the file is read.
+	size int64
+	open func() (io.ReadCloser, error)
 }
 
 // bundle finds the skills in a tree (see Source) and reads them: the
@@ -339,7 +341,8 @@ func bundle(ctx context.Context, src, rootName string, nodes []node, lim Limits)
 }
 
 // readSkill reads the files of the skill in folder, checking the limits
-// before it reads anything and while it reads.
+// before it reads anything (the sizes the listing gives) and while it
+// reads.
 func readSkill(ctx context.Context, folder string, nodes []node, lim Limits) (Skill, error) {
 	var files int
 	var total int64
@@ -353,6 +356,9 @@ func readSkill(ctx context.Context, folder string, nodes []node, lim Limits) (Sk
 			continue
 		}
 		files++
+		if n.size < 0 {
+			continue
+		}
 		total += n.size
 		if n.size > lim.MaxFileBytes {
 			return Skill{}, fmt.Errorf("%w: file %q has %d bytes, over %d", ErrTooLarge, n.path, n.size, lim.MaxFileBytes)
@@ -365,6 +371,7 @@ func readSkill(ctx context.Context, folder string, nodes []node, lim Limits) (Sk
 		return Skill{}, fmt.Errorf("%w: %d bytes in all, over %d", ErrTooLarge, total, lim.MaxSkillBytes)
 	}
 	out := make([]File, 0, files)
+	var read int64
 	for _, n := range nodes {
 		if n.dir {
 			continue
@@ -375,6 +382,9 @@ func readSkill(ctx context.Context, folder string, nodes []node, lim Limits) (Sk
 		data, err := readAtMost(n.open, lim.MaxFileBytes)
 		if err != nil {
 			return Skill{}, fmt.Errorf("%s: %w", n.path, err)
+		}
+		if read += int64(len(data)); read > lim.MaxSkillBytes {
+			return Skill{}, fmt.Errorf("%w: over %d bytes in all", ErrTooLarge, lim.MaxSkillBytes)
 		}
 		out = append(out, File{Path: n.path, Content: data, Executable: n.exec})
 	}

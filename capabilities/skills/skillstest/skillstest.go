@@ -13,6 +13,9 @@
 // that holds a SKILL.md and leave the rest alone; read every file of a
 // skill with its executable bit; and refuse, with an *skills.Error that
 // wraps the right sentinel, the skills that break the rules.
+//
+// RunLearnt is the conformance suite of skills.Learnt, the lister of an
+// agent's learnt skills (the worker's lists its memory scope).
 package skillstest
 
 import (
