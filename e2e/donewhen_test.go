@@ -83,7 +83,9 @@ func TestChatCodeReviewDay(t *testing.T) {
 		t.Fatalf("the first review's security finding %+v; want high, in auth/login.go", f)
 	}
 	chat.enter("The credential in auth/login.go is a test fixture: dismiss it as a false positive.")
-	chat.waitFor("the dismissal", func(s string) bool { return strings.Contains(header(s), "· 2 turns ·") && strings.Contains(header(s), "· idle ·") })
+	chat.waitFor("the dismissal", func(s string) bool {
+		return strings.Contains(header(s), "· 2 turns ·") && strings.Contains(header(s), "· idle ·")
+	})
 	waitMemory(ctx, t, c, memoryID, func(st workflows.MemoryStatus) bool { return st.Phase == "phase1" })
 	time.Sleep(time.Second) // The phase's model call is under way.
 	if err := worker.cmd.Process.Signal(syscall.SIGKILL); err != nil {
