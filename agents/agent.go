@@ -68,8 +68,9 @@ type Agent struct {
 	Approvals []Approval
 	// InputGuardrails check the user's message the agent answers first,
 	// OutputGuardrails its final output, ToolGuardrails its tool calls and
-	// their outputs (see GuardrailVerdict). A tripped guardrail ends the
-	// run with troupe.GuardrailTripped.
+	// their outputs (see GuardrailVerdict, ToolVerdict, ToolCallVerdict,
+	// ToolOutputVerdict). A tripped guardrail ends the run with
+	// troupe.GuardrailTripped.
 	InputGuardrails  []InputGuardrail
 	OutputGuardrails []OutputGuardrail
 	ToolGuardrails   []ToolGuardrail

@@ -19,6 +19,8 @@
 //  3. Function-tool signatures are checked when the tool is built.
 //  4. Guardrails (InputGuardrail, OutputGuardrail, ToolGuardrail) are
 //     checked with the graph: unique names per agent, a func or an agent
-//     of the graph whose output type is GuardrailVerdict (and which has
-//     no guardrails itself), tools that exist and are not handoffs.
+//     of the graph whose output type is the verdict of its check
+//     (GuardrailVerdict; ToolCallVerdict, ToolOutputVerdict for a tool
+//     guardrail's checks of calls and of outputs) and which has no
+//     guardrails itself, tools that exist and are not handoffs.
 package agents

@@ -19,10 +19,19 @@ func TestGuardrailValidation(t *testing.T) {
 		return agents.Pass(), nil
 	}
 	before := func(context.Context, agents.ToolCall) (agents.ToolVerdict, error) { return agents.ToolVerdict{}, nil }
+	after := func(context.Context, agents.ToolCall, string) (agents.ToolVerdict, error) {
+		return agents.ToolVerdict{}, nil
+	}
 	judge := &agents.Agent{Name: "judge", Output: agents.MustOutput[agents.GuardrailVerdict]()}
+	calls := &agents.Agent{Name: "calls", Output: agents.MustOutput[agents.ToolCallVerdict]()}
+	outputs := &agents.Agent{Name: "outputs", Output: agents.MustOutput[agents.ToolOutputVerdict]()}
 	with := func(a agents.Agent) []*agents.Agent {
 		a.Name, a.Tools, a.Handoffs = "a", []agents.Tool{tool}, []agents.Handoff{agents.HandoffTo("b")}
-		return []*agents.Agent{&a, {Name: "b"}, judge}
+		return []*agents.Agent{&a, {Name: "b"}, judge, calls, outputs}
+	}
+	toolAgents := func(tg agents.ToolGuardrail) []*agents.Agent {
+		tg.Name = "x"
+		return with(agents.Agent{ToolGuardrails: []agents.ToolGuardrail{tg}})
 	}
 	tests := []struct {
 		name    string
@@ -32,7 +41,8 @@ func TestGuardrailValidation(t *testing.T) {
 		{"every kind", with(agents.Agent{
 			InputGuardrails:  []agents.InputGuardrail{{Name: "in", Func: pass, Blocking: true}, {Name: "in_agent", Agent: "judge"}},
 			OutputGuardrails: []agents.OutputGuardrail{{Name: "out", Func: passOut}, {Name: "out_agent", Agent: "judge"}},
-			ToolGuardrails:   []agents.ToolGuardrail{{Name: "all", Before: before}, {Name: "echo_only", Tool: "echo", Before: before}},
+			ToolGuardrails: []agents.ToolGuardrail{{Name: "all", Before: before}, {Name: "echo_only", Tool: "echo", Before: before},
+				{Name: "agents", BeforeAgent: "calls", AfterAgent: "outputs"}, {Name: "mixed", Tool: "echo", Before: before, AfterAgent: "outputs"}},
 		}), ""},
 		{"no name", with(agents.Agent{InputGuardrails: []agents.InputGuardrail{{Func: pass}}}), `guardrail "" must match`},
 		{"two of one name", with(agents.Agent{InputGuardrails: []agents.InputGuardrail{{Name: "x", Func: pass}},
@@ -46,7 +56,21 @@ func TestGuardrailValidation(t *testing.T) {
 		{"a guardrail agent with guardrails", []*agents.Agent{{Name: "a", InputGuardrails: []agents.InputGuardrail{{Name: "x", Agent: "j"}}},
 			{Name: "j", Output: agents.MustOutput[agents.GuardrailVerdict](), InputGuardrails: []agents.InputGuardrail{{Name: "y", Func: pass}}}},
 			`agent "j" has guardrails of its own`},
-		{"tool guardrail with no check", with(agents.Agent{ToolGuardrails: []agents.ToolGuardrail{{Name: "x", Tool: "echo"}}}), "set Before, After or both"},
+		{"tool guardrail with no check", with(agents.Agent{ToolGuardrails: []agents.ToolGuardrail{{Name: "x", Tool: "echo"}}}), "set Before or BeforeAgent, After or AfterAgent, or both"},
+		{"tool guardrail agent checking calls", toolAgents(agents.ToolGuardrail{BeforeAgent: "calls"}), ""},
+		{"tool guardrail agent checking outputs", toolAgents(agents.ToolGuardrail{Tool: "echo", AfterAgent: "outputs"}), ""},
+		{"both Before and BeforeAgent", toolAgents(agents.ToolGuardrail{Before: before, BeforeAgent: "calls"}), "set at most one of Before and BeforeAgent"},
+		{"both After and AfterAgent", toolAgents(agents.ToolGuardrail{After: after, AfterAgent: "outputs"}), "set at most one of After and AfterAgent"},
+		{"unknown tool guardrail agent", toolAgents(agents.ToolGuardrail{AfterAgent: "ghost"}), `runs unknown agent "ghost"`},
+		{"tool guardrail agent without a verdict", toolAgents(agents.ToolGuardrail{BeforeAgent: "b"}), `agent "b" must have the output type agents.ToolCallVerdict`},
+		{"tool guardrail agent with an input or output verdict", toolAgents(agents.ToolGuardrail{BeforeAgent: "judge"}), `agent "judge" must have the output type agents.ToolCallVerdict`},
+		{"tool guardrail agent checking calls with the verdict on outputs", toolAgents(agents.ToolGuardrail{BeforeAgent: "outputs"}), `agent "outputs" must have the output type agents.ToolCallVerdict`},
+		{"tool guardrail agent checking outputs with the verdict on calls", toolAgents(agents.ToolGuardrail{AfterAgent: "calls"}), `agent "calls" must have the output type agents.ToolOutputVerdict`},
+		{"its own tool guardrail", []*agents.Agent{{Name: "a", Output: agents.MustOutput[agents.ToolCallVerdict](),
+			ToolGuardrails: []agents.ToolGuardrail{{Name: "x", BeforeAgent: "a"}}}}, "an agent cannot be its own guardrail"},
+		{"a tool guardrail agent with guardrails", []*agents.Agent{{Name: "a", ToolGuardrails: []agents.ToolGuardrail{{Name: "x", AfterAgent: "j"}}},
+			{Name: "j", Output: agents.MustOutput[agents.ToolOutputVerdict](), ToolGuardrails: []agents.ToolGuardrail{{Name: "y", Before: before}}}},
+			`agent "j" has guardrails of its own`},
 		{"tool guardrail for an unknown tool", with(agents.Agent{ToolGuardrails: []agents.ToolGuardrail{{Name: "x", Tool: "ghost", Before: before}}}), `guards unknown tool "ghost"`},
 		{"tool guardrail for a handoff", with(agents.Agent{ToolGuardrails: []agents.ToolGuardrail{{Name: "x", Tool: "transfer_to_b", Before: before}}}), "is a handoff"},
 	}
@@ -60,6 +84,67 @@ func TestGuardrailValidation(t *testing.T) {
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// A tool guardrail agent's verdict is what a func would give: each action
+// maps onto its ToolVerdict, an unknown one is an error, and the verdicts'
+// schemas are strict and list the actions.
+func TestToolGuardrailVerdicts(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		got     func() (agents.ToolVerdict, error)
+		want    agents.ToolVerdict
+		wantErr bool
+	}{
+		{"allow", agents.ToolCallVerdict{Action: agents.ToolCallAllow, Reason: "fine"}.ToolVerdict, agents.ToolVerdict{Reason: "fine"}, false},
+		{"reject", agents.ToolCallVerdict{Action: agents.ToolCallReject, Message: "Not that key.", Reason: "root"}.ToolVerdict,
+			agents.ToolVerdict{Reject: true, Message: "Not that key.", Reason: "root"}, false},
+		{"trip a call", agents.ToolCallVerdict{Action: agents.ToolCallTrip, Reason: "stop"}.ToolVerdict, agents.TripTool("stop"), false},
+		{"an unknown call action", agents.ToolCallVerdict{Action: "keep"}.ToolVerdict, agents.ToolVerdict{}, true},
+		{"keep", agents.ToolOutputVerdict{Action: agents.ToolOutputKeep}.ToolVerdict, agents.ToolVerdict{}, false},
+		{"replace", agents.ToolOutputVerdict{Action: agents.ToolOutputReplace, Message: "[redacted]", Reason: "a key"}.ToolVerdict,
+			agents.ToolVerdict{Replace: true, Message: "[redacted]", Reason: "a key"}, false},
+		{"withhold", agents.ToolOutputVerdict{Action: agents.ToolOutputWithhold, Message: "Private.", Reason: "private"}.ToolVerdict,
+			agents.ToolVerdict{Withhold: true, Message: "Private.", Reason: "private"}, false},
+		{"trip an output", agents.ToolOutputVerdict{Action: agents.ToolOutputTrip, Reason: "stop"}.ToolVerdict, agents.TripTool("stop"), false},
+		{"an unknown output action", agents.ToolOutputVerdict{Action: "reject"}.ToolVerdict, agents.ToolVerdict{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := tc.got()
+			if (err != nil) != tc.wantErr || v != tc.want {
+				t.Errorf("verdict %+v, %v; want %+v (an error: %v)", v, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		out     *agents.OutputType
+		actions string
+		valid   string
+	}{
+		{agents.MustOutput[agents.ToolCallVerdict](), `["allow","reject","trip"]`, `{"action":"reject","message":"Not that key.","reason":"root"}`},
+		{agents.MustOutput[agents.ToolOutputVerdict](), `["keep","replace","withhold","trip"]`, `{"action":"withhold","message":"","reason":"private"}`},
+	} {
+		var schema struct {
+			Required   []string `json:"required"`
+			Properties struct {
+				Action struct {
+					Enum json.RawMessage `json:"enum"`
+				} `json:"action"`
+			} `json:"properties"`
+			AdditionalProperties bool `json:"additionalProperties"`
+		}
+		spec := tc.out.Spec()
+		if err := json.Unmarshal(spec.Schema, &schema); err != nil || !spec.Strict || schema.AdditionalProperties ||
+			strings.Join(schema.Required, ",") != "action,message,reason" || string(schema.Properties.Action.Enum) != tc.actions {
+			t.Errorf("%s: schema %s (strict %v), want strict, every property required, actions %s", spec.Name, spec.Schema, spec.Strict, tc.actions)
+		}
+		if _, err := tc.out.Validate(tc.valid); err != nil {
+			t.Errorf("%s: %s: %v", spec.Name, tc.valid, err)
+		}
+		if _, err := tc.out.Validate(`{"action":"maybe","message":"","reason":""}`); err == nil {
+			t.Errorf("%s: an unknown action validates", spec.Name)
+		}
 	}
 }
 
@@ -129,4 +214,30 @@ func ExampleToolGuardrail() {
 	// Output:
 	// <nil>
 	// {Tripwire:false Reason:It holds card numbers. Reject:false Replace:false Withhold:true Message:It holds card numbers.}
+}
+
+// A tool guardrail whose checks are agents: one reads each call of lookup
+// before it runs (a ToolCheck, as JSON), one each of its outputs before
+// the model reads it; each answers with its verdict, as JSON.
+func ExampleToolGuardrail_agents() {
+	lookup := agents.MustFunctionTool("lookup", "Looks a customer up.", func(_ context.Context, a struct {
+		ID string `json:"id"`
+	}) (string, error) {
+		return "customer " + a.ID + ", card 4111 1111 1111 1111", nil
+	})
+	support := &agents.Agent{Name: "support", Instructions: "Answer the customer.", Tools: []agents.Tool{lookup},
+		ToolGuardrails: []agents.ToolGuardrail{{Name: "privacy", Tool: "lookup", BeforeAgent: "call_checker", AfterAgent: "output_checker"}}}
+	callChecker := &agents.Agent{Name: "call_checker", Output: agents.MustOutput[agents.ToolCallVerdict](),
+		Instructions: "You read a tool call as JSON. Reject lookups of staff records, telling the caller why; trip on a lookup of every customer at once."}
+	outputChecker := &agents.Agent{Name: "output_checker", Output: agents.MustOutput[agents.ToolOutputVerdict](),
+		Instructions: "You read a tool call and its output as JSON. Replace card numbers with [card]; withhold outputs that hold passwords."}
+	_, err := agents.NewGraph("support", "support", support, callChecker, outputChecker)
+	fmt.Println(err)
+	var v agents.ToolOutputVerdict
+	_ = json.Unmarshal([]byte(`{"action":"replace","message":"customer 7, card [card]","reason":"a card number"}`), &v)
+	tv, err := v.ToolVerdict()
+	fmt.Printf("%+v %v\n", tv, err)
+	// Output:
+	// <nil>
+	// {Tripwire:false Reason:a card number Reject:false Replace:true Withhold:false Message:customer 7, card [card]} <nil>
 }

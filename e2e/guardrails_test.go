@@ -25,7 +25,9 @@ import (
 // input guardrail in parallel with the first model call (trips on
 // "forbidden"), an output guardrail (trips on "!!!"), and a tool
 // guardrail on lookup that rejects the key "root" and redacts secrets
-// from outputs. workflows' replay tests serve it too.
+// from outputs. Its agent vetted has a tool guardrail whose checks are
+// agents: call_vetter checks lookup's calls, output_vetter their outputs
+// (see vetRules). workflows' replay tests serve it too.
 func guardrailGraph() *agents.Graph {
 	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
 		Key string `json:"key"`
@@ -59,43 +61,96 @@ func guardrailGraph() *agents.Graph {
 					}
 					return agents.ToolVerdict{}, nil
 				}}}},
+		&agents.Agent{Name: "vetted", Instructions: "vetted main: looks things up", Tools: []agents.Tool{lookup},
+			ToolGuardrails: []agents.ToolGuardrail{{Name: "vet", Tool: "lookup", BeforeAgent: "call_vetter", AfterAgent: "output_vetter"}}},
+		&agents.Agent{Name: "call_vetter", Instructions: "call vetter: checks lookups", Output: agents.MustOutput[agents.ToolCallVerdict]()},
+		&agents.Agent{Name: "output_vetter", Instructions: "output vetter: checks what lookups found", Output: agents.MustOutput[agents.ToolOutputVerdict]()},
 	)
 }
+
+// vetRules script vetted and its guardrail agents, which read each check
+// as JSON (agents.ToolCheck): vetted looks k, root and private up at once
+// (only stop when told to stop); call_vetter rejects the key root, trips
+// on stop and allows the others; output_vetter withholds the output of
+// private and replaces the others' with "[vetted] KEY".
+const vetRules = `
+rules:
+  - name: vet-stop
+    match: {instructions: "vetted main", input: stop, turn: 1}
+    respond: {calls: [{name: lookup, arguments: {key: stop}}]}
+  - name: vet-lookup
+    match: {instructions: "vetted main", turn: 1}
+    respond: {calls: [{name: lookup, arguments: {key: k}}, {name: lookup, arguments: {key: root}}, {name: lookup, arguments: {key: private}}]}
+  - name: vet-answer
+    match: {instructions: "vetted main", turn: 2}
+    respond: {text: '{{join .Outputs " | "}}'}
+  - name: vet-call-root
+    match: {instructions: "call vetter", input: '"check":"tool_before".*"arguments":\{"key":"root"\}'}
+    respond: {json: {action: reject, message: "The root key is off limits.", reason: "the root key"}}
+  - name: vet-call-stop
+    match: {instructions: "call vetter", input: '"check":"tool_before".*"arguments":\{"key":"stop"\}'}
+    respond: {json: {action: trip, message: "", reason: "the agent was told to stop"}}
+  - name: vet-call
+    match: {instructions: "call vetter", input: '"check":"tool_before","guardrail":"vet","agent":"vetted","tool":"lookup"'}
+    respond: {json: {action: allow, message: "", reason: "a plain lookup"}}
+  - name: vet-output-private
+    match: {instructions: "output vetter", input: '"check":"tool_after".*"output":"secret-private"'}
+    respond: {json: {action: withhold, message: "Private keys stay private.", reason: "a private key"}}
+  - name: vet-output
+    match: {instructions: "output vetter", input: '"check":"tool_after","guardrail":"vet","agent":"vetted","tool":"lookup".*"output":"secret-'}
+    respond: {json: {action: replace, message: '[vetted] {{field .User "arguments.key"}}', reason: "a secret"}}
+`
 
 // TestGuardrailsEndToEnd runs the guardrail graph on the embedded server:
 // an input guardrail that trips while the first model call is under way
 // (cancelled, the run failed with troupe.GuardrailTripped), a turn whose
 // tool guardrail rejects one call and redacts the other's output, and an
-// output guardrail that trips. Each run's workflows replay from their
-// histories, and the events of a tripped run stay readable once it has
-// ended. With -histories, their histories are saved for the replay tests
-// of package workflows:
+// output guardrail that trips; and, with tool guardrails that are agents
+// (vetted's), a turn of three calls of which one is rejected, one's
+// output replaced and one's withheld, and a call that trips. Each run's
+// workflows replay from their histories, and the events of a tripped run
+// stay readable once it has ended. With -histories, their histories are
+// saved for the replay tests of package workflows (v10-guardrails holds
+// the runs of input, tools and output; v11-tool-guardrail-agents those of
+// tool_agents and tool_agents_trip):
 //
-//	go test ./e2e -run TestGuardrailsEndToEnd -histories ../workflows/testdata/histories/v10-guardrails
+//	go test ./e2e -run 'TestGuardrailsEndToEnd/tool_agents' -histories ../workflows/testdata/histories/v11-tool-guardrail-agents
 func TestGuardrailsEndToEnd(t *testing.T) {
 	c := dial(t)
-	_, url := serveScenario(t, &scripted.Scenario{Rules: []scripted.Rule{
+	vet, err := scripted.ParseScenario([]byte(vetRules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, url := serveScenario(t, &scripted.Scenario{Rules: append([]scripted.Rule{
 		{Name: "guard-slow", Match: scripted.Match{Instructions: "guarded main", Input: "forbidden"},
 			Respond: scripted.Respond{Text: "too late", DelayMS: 3000}},
 		{Name: "guard-shout", Match: scripted.Match{Instructions: "guarded main", Input: "shout"}, Respond: scripted.Respond{Text: "HELLO!!!"}},
 		{Name: "guard-lookup", Match: scripted.Match{Instructions: "guarded main", Turn: 1}, Respond: scripted.Respond{Calls: []scripted.ToolCall{
 			{Name: "lookup", Arguments: map[string]any{"key": "k"}}, {Name: "lookup", Arguments: map[string]any{"key": "root"}}}}},
 		{Name: "guard-answer", Match: scripted.Match{Instructions: "guarded main", Turn: 2}, Respond: scripted.Respond{Text: `{{join .Outputs " | "}}`}},
-	}})
+	}, vet.Rules...)})
 	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) { cfg.Graphs = []*agents.Graph{guardrailGraph()} })
 	for _, tc := range []struct {
-		name, input string
-		trip        string // the guardrail that trips; "" for none
-		want        []string
+		name, agent, input string
+		trip               string // the guardrail that trips; "" for none
+		want               []string
+		applied            int // guardrail_applied events, for a run that ends well
+		guards             int // workflows of guardrail agents
 	}{
-		{"input", "something forbidden", "no_forbidden", nil},
-		{"tools", "look k and root up", "", []string{"[redacted]-k", "guardrail redact rejected this call; it was not run. The root key is off limits."}},
-		{"output", "shout", "no_shouting", nil},
+		{"input", "guarded", "something forbidden", "no_forbidden", nil, 0, 0},
+		{"tools", "guarded", "look k and root up", "", []string{"[redacted]-k", "guardrail redact rejected this call; it was not run. The root key is off limits."}, 2, 0},
+		{"output", "guarded", "shout", "no_shouting", nil, 0, 0},
+		// The three calls are checked at once, then the two that ran
+		// have their outputs checked.
+		{"tool_agents", "vetted", "look k, root and private up", "", []string{"[vetted] k",
+			"guardrail vet rejected this call; it was not run. The root key is off limits.",
+			"The output of this call was withheld by guardrail vet. Private keys stay private."}, 3, 5},
+		{"tool_agents_trip", "vetted", "stop", "vet", nil, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "guards", Input: tc.input})
+			run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "guards", Agent: tc.agent, Input: tc.input})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,12 +170,16 @@ func TestGuardrailsEndToEnd(t *testing.T) {
 					t.Errorf("output %q lacks %q", text, w)
 				}
 			}
-			agent := run.GetID() + "/0-guarded"
 			// The agent's events, read once it ended (a worker replays
-			// it to answer), say what the guardrails did.
+			// it to answer), say what the guardrails did; those of its
+			// guardrail agents' workflows are among them.
+			ids := map[string]bool{run.GetID(): true, run.GetID() + "/0-" + tc.agent: true}
 			kinds := map[string]int{}
 			for _, e := range runEvents(t, c, run.GetID()) {
 				kinds[e.Kind]++
+				if e.Child != "" {
+					ids[e.Child] = true
+				}
 			}
 			want := map[string]int{workflows.EventGuardrailTripped: 1}
 			if tc.name == "input" {
@@ -128,14 +187,16 @@ func TestGuardrailsEndToEnd(t *testing.T) {
 				want[workflows.EventTurn] = 0
 			}
 			if tc.trip == "" {
-				want = map[string]int{workflows.EventGuardrailTripped: 0, workflows.EventGuardrailApplied: 2}
+				want = map[string]int{workflows.EventGuardrailTripped: 0, workflows.EventGuardrailApplied: tc.applied}
 			}
 			for k, n := range want {
 				if kinds[k] != n {
 					t.Errorf("%d %s events, want %d (events: %v)", kinds[k], k, n, kinds)
 				}
 			}
-			ids := map[string]bool{run.GetID(): true, agent: true}
+			if n := len(ids) - 2; n != tc.guards {
+				t.Errorf("%d workflows of guardrail agents, want %d (ids: %v)", n, tc.guards, ids)
+			}
 			for id := range ids {
 				replayClosed(t, c, id)
 			}

@@ -4,7 +4,8 @@ import "github.com/troupe-dev/troupe/agents"
 
 // GuardrailSpec is what workflow code reads of one of an agent's
 // guardrails (agents.InputGuardrail, OutputGuardrail, ToolGuardrail): its
-// name and kind, and what decides where and how it runs. The funcs stay in
+// name and kind, and what decides where and how it runs: a func in the
+// guardrail activity, or an agent as a child workflow. The funcs stay in
 // the graph, where the guardrail activity finds them by name.
 type GuardrailSpec struct {
 	Name string `json:"name"`
@@ -18,9 +19,15 @@ type GuardrailSpec struct {
 	Blocking bool `json:"blocking,omitempty"`
 	// Tool is the tool a tool guardrail guards; empty for all of them.
 	Tool string `json:"tool,omitempty"`
-	// Before and After: a tool guardrail checks calls, outputs, or both.
+	// Before and After: a tool guardrail checks calls, outputs, or both
+	// (with a func, or an agent).
 	Before bool `json:"before,omitempty"`
 	After  bool `json:"after,omitempty"`
+	// BeforeAgent and AfterAgent are the agents that run as a tool
+	// guardrail's checks of calls and of outputs; empty for a func (or no
+	// check). Specs recorded before tool guardrail agents have none.
+	BeforeAgent string `json:"before_agent,omitempty"`
+	AfterAgent  string `json:"after_agent,omitempty"`
 }
 
 // GuardrailTool is the Kind of a tool guardrail's spec.
@@ -37,7 +44,8 @@ func guardrailSpecs(a *agents.Agent) []GuardrailSpec {
 		out = append(out, GuardrailSpec{Name: g.Name, Kind: agents.GuardrailOutput, Agent: g.Agent})
 	}
 	for _, g := range a.ToolGuardrails {
-		out = append(out, GuardrailSpec{Name: g.Name, Kind: GuardrailTool, Tool: g.Tool, Before: g.Before != nil, After: g.After != nil})
+		out = append(out, GuardrailSpec{Name: g.Name, Kind: GuardrailTool, Tool: g.Tool, Before: g.Before != nil || g.BeforeAgent != "", After: g.After != nil || g.AfterAgent != "",
+			BeforeAgent: g.BeforeAgent, AfterAgent: g.AfterAgent})
 	}
 	return out
 }

@@ -29,8 +29,11 @@ func TestGuardrailSpecs(t *testing.T) {
 		&agents.Agent{Name: "a", Tools: []agents.Tool{noop},
 			InputGuardrails:  []agents.InputGuardrail{{Name: "i1", Func: in, Blocking: true}, {Name: "i2", Agent: "judge"}},
 			OutputGuardrails: []agents.OutputGuardrail{{Name: "o1", Func: out}},
-			ToolGuardrails:   []agents.ToolGuardrail{{Name: "t_all", Before: before}, {Name: "t_f", Tool: "f", Before: before, After: after}}},
-		&agents.Agent{Name: "judge", Output: agents.MustOutput[agents.GuardrailVerdict]()})
+			ToolGuardrails: []agents.ToolGuardrail{{Name: "t_all", Before: before}, {Name: "t_f", Tool: "f", Before: before, After: after},
+				{Name: "t_agents", Tool: "f", BeforeAgent: "calls_judge", AfterAgent: "outputs_judge"}, {Name: "t_mixed", After: after, BeforeAgent: "calls_judge"}}},
+		&agents.Agent{Name: "judge", Output: agents.MustOutput[agents.GuardrailVerdict]()},
+		&agents.Agent{Name: "calls_judge", Output: agents.MustOutput[agents.ToolCallVerdict]()},
+		&agents.Agent{Name: "outputs_judge", Output: agents.MustOutput[agents.ToolOutputVerdict]()})
 	a := runtime.SpecOf(g, runtime.RunSettings{}).Agent("a")
 	want := []runtime.GuardrailSpec{
 		{Name: "i1", Kind: agents.GuardrailInput, Blocking: true},
@@ -38,6 +41,8 @@ func TestGuardrailSpecs(t *testing.T) {
 		{Name: "o1", Kind: agents.GuardrailOutput},
 		{Name: "t_all", Kind: runtime.GuardrailTool, Before: true},
 		{Name: "t_f", Kind: runtime.GuardrailTool, Tool: "f", Before: true, After: true},
+		{Name: "t_agents", Kind: runtime.GuardrailTool, Tool: "f", Before: true, After: true, BeforeAgent: "calls_judge", AfterAgent: "outputs_judge"},
+		{Name: "t_mixed", Kind: runtime.GuardrailTool, Before: true, After: true, BeforeAgent: "calls_judge"},
 	}
 	if !reflect.DeepEqual(a.Guardrails, want) {
 		t.Fatalf("guardrails %+v, want %+v", a.Guardrails, want)
@@ -52,10 +57,10 @@ func TestGuardrailSpecs(t *testing.T) {
 		got, want []string
 	}{
 		{names(a.GuardrailsOf(agents.GuardrailInput)), []string{"i1", "i2"}},
-		{names(a.ToolGuardrails("f", true)), []string{"t_all", "t_f"}},
-		{names(a.ToolGuardrails("f", false)), []string{"t_f"}},
-		{names(a.ToolGuardrails("mcp_tool", true)), []string{"t_all"}},
-		{names(a.ToolGuardrails("mcp_tool", false)), nil},
+		{names(a.ToolGuardrails("f", true)), []string{"t_all", "t_f", "t_agents", "t_mixed"}},
+		{names(a.ToolGuardrails("f", false)), []string{"t_f", "t_agents", "t_mixed"}},
+		{names(a.ToolGuardrails("mcp_tool", true)), []string{"t_all", "t_mixed"}},
+		{names(a.ToolGuardrails("mcp_tool", false)), []string{"t_mixed"}},
 		{names((*runtime.AgentSpec)(nil).GuardrailsOf(agents.GuardrailInput)), nil},
 	} {
 		if !reflect.DeepEqual(tc.got, tc.want) {

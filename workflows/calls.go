@@ -94,7 +94,7 @@ type pendingCall struct {
 
 // run carries out one turn's calls concurrently and returns their outputs
 // in the model's order, the handoff taken (if any), and the model usage of
-// agents-as-tools.
+// agents-as-tools and of tool guardrail agents.
 func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agents.Item) ([]agents.Item, *agents.Item, model.Usage, error) {
 	d := runtime.Sort(t.agent, calls, t.mt.names())
 	done := map[string]agents.Item{}
@@ -102,11 +102,11 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		done[o.CallID] = o
 	}
 	var usage model.Usage
-	screening := t.startScreen(ctx, rc, d)
+	screening := t.startScreen(ctx, rc, d, &usage)
 	if err := t.approve(ctx, rc, &d, done); err != nil {
 		return nil, nil, usage, err
 	}
-	if err := t.screen(ctx, rc, d, screening); err != nil {
+	if err := t.screen(ctx, rc, d, screening, &usage); err != nil {
 		return nil, nil, usage, err
 	}
 	usedSandbox := false
@@ -121,7 +121,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 	var fatal error // a failure that ends this agent too: an agent tool's, a guardrail's
 	var fns []pendingCall
 	for _, c := range d.Functions {
-		fns = append(fns, pendingCall{c, t.checkOutput(ctx, rc, c, t.function(ctx, rc, c), &fatal)})
+		fns = append(fns, pendingCall{c, t.checkOutput(ctx, rc, c, t.function(ctx, rc, c), &fatal, &usage)})
 	}
 	for _, c := range d.MCP {
 		t.called(ctx, rc, c)
@@ -130,7 +130,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 			fns = append(fns, pendingCall{c, t.answered(ctx, c, "Error: "+why)})
 			continue
 		}
-		fns = append(fns, pendingCall{c, t.checkOutput(ctx, rc, c, t.mt.call(ctx, c, t.outputKey(rc, c)), &fatal)})
+		fns = append(fns, pendingCall{c, t.checkOutput(ctx, rc, c, t.mt.call(ctx, c, t.outputKey(rc, c)), &fatal, &usage)})
 	}
 	wg := workflow.NewWaitGroup(ctx)
 	for i, c := range d.AgentTools {
@@ -277,7 +277,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 			output = toolOutputText(rr.Output)
 		}
 		if err == nil && !rr.Interrupted {
-			output = t.checkAgentOutput(gctx, rc, c, output, fatal)
+			output = t.checkAgentOutput(gctx, rc, c, output, fatal, usage)
 		}
 		done[c.CallID] = t.output(c, output)
 		t.rec.add(gctx, Event{Kind: EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(output, 200)})

@@ -240,21 +240,29 @@
 // (RunResult.Agents, Cost), a failed agent-as-tool's included.
 //
 // Guardrails (agents.InputGuardrail, OutputGuardrail, ToolGuardrail): the
-// run's spec records each agent's guardrails, their kinds and whether an
-// input guardrail blocks. Input guardrails check the user's message the
-// first agent of a chain (a run's, a session turn's, an agent tool's)
-// answers, once, before its first model call (Blocking) or in parallel
-// with it (cancelled when one trips); output guardrails check an agent's
-// final output; tool guardrails check a turn's calls before any starts,
-// beside the approval policies and again for a call whose decision
-// changed its arguments (the gate answers a rejected call with the
-// guardrail's message), and each call's output before the model reads it
-// (replaced or withheld). Funcs run in a local activity
-// (GuardrailActivityName), agents as child agent workflows. A trip records
-// guardrail_tripped and ends the run with ErrGuardrailTripped, whose
-// details TrippedGuardrail reads; a check that cannot decide ends it with
-// ErrGuardrailFailed. See guardrails.go; versioned troupe.guardrails,
-// asked only where a guardrail runs.
+// run's spec records each agent's guardrails, their kinds, whether an
+// input guardrail blocks, and which are agents. Input guardrails check the
+// user's message the first agent of a chain (a run's, a session turn's,
+// an agent tool's) answers, once, before its first model call (Blocking)
+// or in parallel with it (cancelled when one trips); output guardrails
+// check an agent's final output; tool guardrails check a turn's calls
+// before any starts, all at once, beside the approval policies and again
+// for a call whose decision changed its arguments (the gate answers a
+// rejected call with the guardrail's message), and each call's output, in
+// order, before the model reads it (replaced or withheld). Funcs run in a
+// local activity (GuardrailActivityName), agents as child agent workflows:
+// an input or output guardrail agent reads the text and answers an
+// agents.GuardrailVerdict; a tool guardrail agent reads the call (an
+// agents.ToolCheck, as JSON: agent, tool, arguments, and for a check of
+// an output the output, which a local activity, GuardrailPromptActivityName,
+// writes into its transcript) and answers an agents.ToolCallVerdict or
+// ToolOutputVerdict. A trip records guardrail_tripped and ends the run with
+// ErrGuardrailTripped, whose details TrippedGuardrail reads; a check that
+// cannot decide (a func that fails, an agent that fails or gives no
+// verdict) ends it with ErrGuardrailFailed. See guardrails.go; versioned
+// troupe.guardrails, asked only where a guardrail runs, and
+// troupe.tool-guardrail-agents, asked only where a tool guardrail agent
+// runs.
 //
 // Determinism: transcripts, instructions, tool funcs and model calls are
 // touched only in activities. So is a workspace's AGENTS.md: before a

@@ -110,6 +110,17 @@ func TestGoldenPayloads(t *testing.T) {
 		Action: runtime.GuardrailReplace, CallID: "call_1", Reason: "a key", Message: "[redacted]"}}, Result: &out}
 	payloads["guardrail_trip"] = workflows.GuardrailTrip{Guardrail: "on_topic", Kind: agents.GuardrailInput, Agent: "triage", Workflow: "run-1/0-triage", Reason: "not about a deal"}
 	payloads["agent_input_check"] = workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, CheckInput: true}
+	// Tool guardrail agents: a spec with one, the prompt activity's input,
+	// and what the guardrail agent reads (a ToolCheck) and answers.
+	payloads["graph_spec_tool_guardrail_agents"] = runtime.SpecOf(toolGuardrailAgentsGolden(), runtime.RunSettings{MaxHandoffs: 5})
+	payloads["guardrail_prompt_input"] = workflows.GuardrailPromptInput{Check: agents.ToolCheck{Check: agents.GuardrailToolAfter, Guardrail: "privacy", Agent: "triage",
+		Tool: "get_document", CallID: "call_1", Arguments: json.RawMessage(`{"name":"pricing"}`)}, Result: out,
+		Transcript: "transcripts/run-1/0-triage/t2.call_1-tool_after-guardrail-privacy/0-output_checker"}
+	output := "pricing: 20% off"
+	payloads["tool_check"] = agents.ToolCheck{Check: agents.GuardrailToolAfter, Guardrail: "privacy", Agent: "triage", Tool: "get_document", CallID: "call_1",
+		Arguments: json.RawMessage(`{"name":"pricing"}`), Output: &output}
+	payloads["tool_call_verdict"] = agents.ToolCallVerdict{Action: agents.ToolCallReject, Message: "Ask for the public price list.", Reason: "internal pricing"}
+	payloads["tool_output_verdict"] = agents.ToolOutputVerdict{Action: agents.ToolOutputReplace, Message: "pricing: [internal]", Reason: "internal pricing"}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.MarshalIndent(v, "", "  ")
@@ -135,6 +146,21 @@ func TestGoldenPayloads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// toolGuardrailAgentsGolden is a graph whose agent has a tool guardrail
+// whose checks are agents, and one that mixes a func and an agent.
+func toolGuardrailAgentsGolden() *agents.Graph {
+	after := func(context.Context, agents.ToolCall, string) (agents.ToolVerdict, error) {
+		return agents.ToolVerdict{}, nil
+	}
+	lookup := agents.MustFunctionTool("lookup", "Looks up.", func(context.Context, struct{}) (string, error) { return "", nil })
+	return agents.MustGraph("guarded", "triage",
+		&agents.Agent{Name: "triage", Tools: []agents.Tool{lookup},
+			ToolGuardrails: []agents.ToolGuardrail{{Name: "privacy", Tool: "lookup", BeforeAgent: "call_checker", AfterAgent: "output_checker"},
+				{Name: "mixed", BeforeAgent: "call_checker", After: after}}},
+		&agents.Agent{Name: "call_checker", Output: agents.MustOutput[agents.ToolCallVerdict]()},
+		&agents.Agent{Name: "output_checker", Output: agents.MustOutput[agents.ToolOutputVerdict]()})
 }
 
 // guardrailsGolden is a graph whose agent has a guardrail of each kind.

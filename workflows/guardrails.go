@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,7 +30,11 @@ import (
 //     name in the graph the worker serves; one that is an agent runs as a
 //     child agent workflow (route), whose structured output is the
 //     verdict. The funcs of one check run together, in one activity, and
-//     beside the agents of that check.
+//     beside the agents of that check. A tool guardrail agent's input is
+//     the call it checks (agents.ToolCheck, as JSON): a user message for
+//     a check of a call; for a check of an output, which may be stored
+//     apart, the first segment of its transcript, written by a local
+//     activity (GuardrailPromptActivityName).
 //  2. Input guardrails check the user's message the first agent of a
 //     chain answers (a run's, a session turn's, an agent tool's: the
 //     agent input's CheckInput), once, at its first turn: the blocking
@@ -42,10 +47,13 @@ import (
 //     call of the turn starts (startScreen, screen): at once with the
 //     approval policies' check, and again, once approved, for a call whose
 //     decision changed its arguments; a verdict on a call its approval
-//     rejected does not count. A rejected call is answered at the gate
-//     with the guardrail's message. Then they check each call's output, as
-//     it comes, before the model reads it (checkOutput): replaced,
-//     withheld, or passed.
+//     rejected does not count. The funcs of every call run in one
+//     activity, and each agent of each call as a child, all at once. A
+//     rejected call is answered at the gate with the guardrail's message.
+//     Then they check each call's output, as it comes, before the model
+//     reads it (checkOutput): in order, consecutive funcs in one activity
+//     and each agent as a child, each on the output the ones before left;
+//     replaced, withheld, or passed.
 //  5. A guardrail that trips records guardrail_tripped in the agent's
 //     events and ends the agent with a non-retryable ErrGuardrailTripped
 //     (its details a GuardrailTrip), which ends every agent up the chain
@@ -56,10 +64,16 @@ import (
 //
 // Version markers (troupe.guardrails) are written only where a guardrail
 // runs: runs recorded before guardrails (whose spec has none, or which
-// read the graph as served) replay as they ran.
+// read the graph as served) replay as they ran. Tool guardrail agents add
+// theirs (troupe.tool-guardrail-agents) where one runs: the commands of
+// tool guardrail funcs are those they were.
 
 // GuardrailActivityName runs an agent's guardrail funcs.
 const GuardrailActivityName = "troupe.Guardrails"
+
+// GuardrailPromptActivityName writes the input of a tool guardrail agent
+// that checks a call's output (GuardrailPromptInput).
+const GuardrailPromptActivityName = "troupe.GuardrailPrompt"
 
 // Event kinds of guardrails.
 const (
@@ -74,6 +88,16 @@ const (
 // versionGuardrails marks runs that run guardrails. The marker is written
 // only when an agent has a guardrail to run.
 const versionGuardrails = "troupe.guardrails"
+
+// versionToolGuardrailAgents marks runs whose tool guardrails run agents
+// (agents.ToolGuardrail.BeforeAgent, AfterAgent) as child workflows. The
+// marker is written only where such an agent is about to run, after
+// troupe.guardrails'. Runs recorded before could name none (their specs
+// have none), and tool guardrail funcs take the commands they took; the
+// marker shows in history where the new commands begin, and a history
+// that lacks it, should one reach a tool guardrail agent, lets nothing
+// through (the check could not decide).
+const versionToolGuardrailAgents = "troupe.tool-guardrail-agents"
 
 // GuardrailTrip is the details of an ErrGuardrailTripped error: which
 // guardrail tripped, where, and why.
@@ -180,6 +204,49 @@ type GuardrailOutput struct {
 	// Result is the call's output as the model reads it (tool_after),
 	// when a guardrail changed it.
 	Result *agents.Item `json:"result,omitempty"`
+}
+
+// GuardrailPromptInput asks the guardrail prompt activity to write the
+// input of a tool guardrail agent that checks a call's output: Check, with
+// the output Result holds (read from the blob store when stored apart), as
+// the user message of the first segment of the transcript Transcript. The
+// output travels by reference, so no payload grows with it.
+type GuardrailPromptInput struct {
+	// Check is the check, without its output.
+	Check agents.ToolCheck `json:"check"`
+	// Result is the call's output as the model would read it.
+	Result agents.Item `json:"result"`
+	// Transcript is the key of the guardrail agent's transcript.
+	Transcript string `json:"transcript"`
+}
+
+// GuardrailPrompt writes a tool guardrail agent's input (see
+// GuardrailPromptInput) and returns its transcript.
+func (a *Activities) GuardrailPrompt(ctx context.Context, in GuardrailPromptInput) (runtime.TranscriptRef, error) {
+	items, err := runtime.ResolveOutputs(ctx, a.r.cfg.Store, []agents.Item{in.Result})
+	if err != nil {
+		return runtime.TranscriptRef{}, err
+	}
+	check := in.Check
+	check.Output = &items[0].Output
+	return a.r.transcripts.Append(ctx, runtime.TranscriptRef{Key: in.Transcript}, []agents.Item{agents.UserMessage(checkMessage(check))})
+}
+
+// toolCheck is what tool guardrail g of agent checks of call c (kind:
+// agents.GuardrailToolBefore or GuardrailToolAfter), without the output.
+func toolCheck(kind, guardrail, agent string, c agents.Item) agents.ToolCheck {
+	args := json.RawMessage(cmp.Or(c.Arguments, "{}"))
+	if !json.Valid(args) {
+		args, _ = json.Marshal(c.Arguments) // The model's text, as it was.
+	}
+	return agents.ToolCheck{Check: kind, Guardrail: guardrail, Agent: agent, Tool: c.Name, CallID: c.CallID, Arguments: args}
+}
+
+// checkMessage is the text of the user message a tool guardrail agent
+// answers: the check, as JSON.
+func checkMessage(c agents.ToolCheck) string {
+	data, _ := json.Marshal(c) // Cannot fail: its fields are text and valid JSON.
+	return string(data)
 }
 
 // Guardrails runs guardrail funcs (see GuardrailInput). A guardrail that
@@ -504,20 +571,13 @@ func (t *turnCalls) check(ctx workflow.Context, rc agents.RunContext, st *runtim
 
 // askAgent runs guardrail g, an agent, on text, and reads its verdict.
 func (t *turnCalls) askAgent(ctx workflow.Context, rc agents.RunContext, st *runtime.AgentState, kind string, g runtime.GuardrailSpec, text string) (*runtime.GuardrailOutcome, error) {
-	in := AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
-		Pending: []agents.Item{agents.UserMessage(text)}, Spec: t.in.Spec}
-	rr, err := t.r.route(ctx, t.rec, t.spec, g.Agent, in, fmt.Sprintf("%s/%s-guardrail-%s", rc.WorkflowID, kind, g.Name), nil)
-	// The guardrail agent's usage is the agent's, as an agent tool's is.
-	var usage model.Usage
-	var spent error
-	t.countTool(rr, err, &usage, &spent)
+	in := AgentInput{Pending: []agents.Item{agents.UserMessage(text)}}
+	output, err := t.askGuardrail(ctx, g.Agent, fmt.Sprintf("%s/%s-guardrail-%s", rc.WorkflowID, kind, g.Name), in, &st.Usage)
 	if err != nil {
-		st.Usage = st.Usage.Add(usage)
 		return nil, err
 	}
-	st.Usage = st.Usage.Add(rr.Usage)
 	var v agents.GuardrailVerdict
-	if err := json.Unmarshal(rr.Output, &v); err != nil {
+	if err := json.Unmarshal(output, &v); err != nil {
 		return nil, nonRetryable(ErrGuardrailFailed, "guardrail agent %s gave no verdict: %v", g.Agent, err)
 	}
 	if !v.Tripwire {
@@ -526,87 +586,248 @@ func (t *turnCalls) askAgent(ctx workflow.Context, rc agents.RunContext, st *run
 	return &runtime.GuardrailOutcome{Guardrail: g.Name, Kind: kind, Action: runtime.GuardrailTrip, Reason: v.Reason}, nil
 }
 
+// askGuardrail runs agent, a guardrail, as a child agent workflow (its
+// chain's ids under prefix) on in, which says what it reads, and returns
+// its structured output. Its usage is added to usage: a guardrail agent's
+// usage is the agent's, as an agent tool's is.
+func (t *turnCalls) askGuardrail(ctx workflow.Context, agent, prefix string, in AgentInput, usage *model.Usage) (json.RawMessage, error) {
+	in.Graph, in.RunID, in.Vars, in.Depth, in.Spec = t.in.Graph, t.in.RunID, t.in.Vars, t.in.Depth+1, t.in.Spec
+	rr, err := t.r.route(ctx, t.rec, t.spec, agent, in, prefix, nil)
+	var failed model.Usage
+	var spent error // A spent budget is err itself, which undecided passes on.
+	t.countTool(rr, err, &failed, &spent)
+	if err != nil {
+		*usage = usage.Add(failed)
+		return nil, err
+	}
+	*usage = usage.Add(rr.Usage)
+	return rr.Output, nil
+}
+
+// askToolAgent runs tool guardrail g's agent on call c: its check of the
+// call (result nil) or of the call's output, result (as the model would
+// read it). It returns the verdict's outcome, nil when the call or its
+// output goes through. round tells a check of a call again (once its
+// approval changed its arguments) from the first.
+func (t *turnCalls) askToolAgent(ctx workflow.Context, rc agents.RunContext, g runtime.GuardrailSpec, c agents.Item, result *agents.Item, round string, usage *model.Usage) (*runtime.GuardrailOutcome, error) {
+	before := result == nil
+	kind, agent := agents.GuardrailToolBefore, g.BeforeAgent
+	if !before {
+		kind, agent = agents.GuardrailToolAfter, g.AfterAgent
+	}
+	if workflow.GetVersion(ctx, versionToolGuardrailAgents, workflow.DefaultVersion, 1) != 1 {
+		return nil, nonRetryable(ErrGuardrailFailed, "tool guardrail %s: this run's history ran no tool guardrail agents", g.Name)
+	}
+	prefix := fmt.Sprintf("%s/t%d.%s-%s%s-guardrail-%s", rc.WorkflowID, rc.Turn, c.CallID, kind, round, g.Name)
+	check := toolCheck(kind, g.Name, t.agent.Name, c)
+	var in AgentInput
+	if before {
+		in.Pending = []agents.Item{agents.UserMessage(checkMessage(check))}
+	} else {
+		// The output may be stored apart: the activity reads it, and
+		// writes the message where the guardrail agent's transcript
+		// begins (route's key for its first agent).
+		pi := GuardrailPromptInput{Check: check, Result: *result, Transcript: "transcripts/" + prefix + "/0-" + agent}
+		lctx := guardrailOptions(ctx, "the input of tool guardrail "+g.Name)
+		if err := workflow.ExecuteLocalActivity(lctx, GuardrailPromptActivityName, pi).Get(ctx, &in.Transcript); err != nil {
+			return nil, err
+		}
+	}
+	output, err := t.askGuardrail(ctx, agent, prefix, in, usage)
+	if err != nil {
+		return nil, err
+	}
+	var v agents.ToolVerdict
+	if before {
+		var cv agents.ToolCallVerdict
+		if err = json.Unmarshal(output, &cv); err == nil {
+			v, err = cv.ToolVerdict()
+		}
+	} else {
+		var ov agents.ToolOutputVerdict
+		if err = json.Unmarshal(output, &ov); err == nil {
+			v, err = ov.ToolVerdict()
+		}
+	}
+	if err != nil {
+		return nil, nonRetryable(ErrGuardrailFailed, "tool guardrail agent %s gave no verdict: %v", agent, err)
+	}
+	return runtime.ToolOutcome(g.Name, c.CallID, before, v), nil
+}
+
+// guardedCall is a call and the tool guardrails that check it before it
+// runs, in order.
+type guardedCall struct {
+	call       agents.Item
+	guardrails []runtime.GuardrailSpec
+}
+
 // screening is a check of a turn's calls by the tool guardrails that
-// check calls before they run, under way.
+// check calls before they run, under way: the funcs' in one activity,
+// each agent's as a child workflow.
 type screening struct {
-	calls  []GuardrailCall
-	future workflow.Future
+	calls  []guardedCall
+	future workflow.Future // the funcs' activity; nil when no call has a func
+	checks []*agentCheck   // the agents', each set when its child ended
+	wg     workflow.WaitGroup
+}
+
+// agentCheck is a tool guardrail agent's check of a call.
+type agentCheck struct {
+	callID, guardrail string
+	outcome           *runtime.GuardrailOutcome
+	err               error
 }
 
 // startScreen starts the check of the turn's calls in d that have tool
 // guardrails checking them before they run, before their approvals: the
 // check and the approval policies run at once, and a call whose approval
 // changed its arguments is checked again (screen). Nil when no call has
-// any.
-func (t *turnCalls) startScreen(ctx workflow.Context, rc agents.RunContext, d runtime.Dispatch) *screening {
+// any. The usage of guardrail agents is added to usage.
+func (t *turnCalls) startScreen(ctx workflow.Context, rc agents.RunContext, d runtime.Dispatch, usage *model.Usage) *screening {
 	calls := t.guardedCalls(d)
 	if len(calls) == 0 || !guarding(ctx) {
 		return nil
 	}
-	return &screening{calls: calls, future: t.screenCalls(ctx, rc, calls)}
+	return t.screenCalls(ctx, rc, calls, "", usage)
 }
 
 // guardedCalls are the calls of d that tool guardrails check before they
 // run, each with those guardrails.
-func (t *turnCalls) guardedCalls(d runtime.Dispatch) []GuardrailCall {
-	var calls []GuardrailCall
+func (t *turnCalls) guardedCalls(d runtime.Dispatch) []guardedCall {
+	var calls []guardedCall
 	for _, list := range [][]agents.Item{d.Functions, d.MCP, d.AgentTools} {
 		for _, c := range list {
 			if gs := t.agent.ToolGuardrails(c.Name, true); len(gs) > 0 {
-				calls = append(calls, GuardrailCall{Call: c, Guardrails: guardrailNames(gs)})
+				calls = append(calls, guardedCall{call: c, guardrails: gs})
 			}
 		}
 	}
 	return calls
 }
 
-func (t *turnCalls) screenCalls(ctx workflow.Context, rc agents.RunContext, calls []GuardrailCall) workflow.Future {
-	in := GuardrailInput{Graph: t.in.Graph, Agent: t.agent.Name, Run: rc, Kind: agents.GuardrailToolBefore, Calls: calls}
-	return workflow.ExecuteLocalActivity(guardrailOptions(ctx, "tool guardrails of "+t.agent.Name), GuardrailActivityName, in)
+// screenCalls starts the checks of calls: the funcs of all of them in one
+// activity (the calls that have none left out), then each agent of each
+// call as a child workflow, in a coroutine of its own.
+func (t *turnCalls) screenCalls(ctx workflow.Context, rc agents.RunContext, calls []guardedCall, round string, usage *model.Usage) *screening {
+	sc := &screening{calls: calls, wg: workflow.NewWaitGroup(ctx)}
+	var funcs []GuardrailCall
+	for _, c := range calls {
+		var names []string
+		for _, g := range c.guardrails {
+			if g.BeforeAgent == "" {
+				names = append(names, g.Name)
+			}
+		}
+		if len(names) > 0 {
+			funcs = append(funcs, GuardrailCall{Call: c.call, Guardrails: names})
+		}
+	}
+	if len(funcs) > 0 {
+		in := GuardrailInput{Graph: t.in.Graph, Agent: t.agent.Name, Run: rc, Kind: agents.GuardrailToolBefore, Calls: funcs}
+		sc.future = workflow.ExecuteLocalActivity(guardrailOptions(ctx, "tool guardrails of "+t.agent.Name), GuardrailActivityName, in)
+	}
+	for _, c := range calls {
+		for _, g := range c.guardrails {
+			if g.BeforeAgent == "" {
+				continue
+			}
+			ac := &agentCheck{callID: c.call.CallID, guardrail: g.Name}
+			sc.checks = append(sc.checks, ac)
+			sc.wg.Add(1)
+			workflow.Go(ctx, func(gctx workflow.Context) {
+				defer sc.wg.Done()
+				ac.outcome, ac.err = t.askToolAgent(gctx, rc, g, c.call, nil, round, usage)
+			})
+		}
+	}
+	return sc
+}
+
+// wait waits for sc's checks. It returns their outcomes, the calls' in
+// order and each call's in the order of its guardrails; the agents'
+// checks that could not decide; and the funcs' activity's failure.
+func (sc *screening) wait(ctx workflow.Context) ([]runtime.GuardrailOutcome, []*agentCheck, error) {
+	var out GuardrailOutput
+	var err error
+	if sc.future != nil {
+		err = sc.future.Get(ctx, &out)
+	}
+	sc.wg.Wait(ctx)
+	var outcomes []runtime.GuardrailOutcome
+	var failed []*agentCheck
+	for _, c := range sc.calls {
+		for _, g := range c.guardrails {
+			if g.BeforeAgent == "" {
+				for _, o := range out.Outcomes {
+					if o.CallID == c.call.CallID && o.Guardrail == g.Name {
+						outcomes = append(outcomes, o)
+					}
+				}
+				continue
+			}
+			for _, ac := range sc.checks {
+				switch {
+				case ac.callID != c.call.CallID || ac.guardrail != g.Name:
+				case ac.err != nil:
+					failed = append(failed, ac)
+				case ac.outcome != nil:
+					outcomes = append(outcomes, *ac.outcome)
+				}
+			}
+		}
+	}
+	return outcomes, failed, err
 }
 
 // screen takes the verdicts of sc (started by startScreen) on the turn's
 // calls in d, once approved, before any call starts; it checks again the
 // calls whose approval changed their arguments. A call one rejects is
 // answered at the gate (its verdict in t.screened); one that trips ends
-// the agent. Verdicts on calls the approvals rejected do not count.
-func (t *turnCalls) screen(ctx workflow.Context, rc agents.RunContext, d runtime.Dispatch, sc *screening) error {
+// the agent, as one that could not decide does. Verdicts on calls the
+// approvals rejected do not count.
+func (t *turnCalls) screen(ctx workflow.Context, rc agents.RunContext, d runtime.Dispatch, sc *screening, usage *model.Usage) error {
 	t.screened = nil
 	if sc == nil {
 		return nil
 	}
-	var out GuardrailOutput
-	if err := sc.future.Get(ctx, &out); err != nil {
-		return t.undecided(agents.GuardrailToolBefore, err)
-	}
+	current := t.guardedCalls(d)
+	outcomes, failed, err := sc.wait(ctx)
 	checked := map[string]string{} // call id → arguments checked
 	for _, c := range sc.calls {
-		checked[c.Call.CallID] = c.Call.Arguments
+		checked[c.call.CallID] = c.call.Arguments
 	}
-	current := t.guardedCalls(d)
-	var again []GuardrailCall
+	var again []guardedCall
 	for _, c := range current {
-		if args, ok := checked[c.Call.CallID]; !ok || args != c.Call.Arguments {
+		if args, ok := checked[c.call.CallID]; !ok || args != c.call.Arguments {
 			again = append(again, c)
 		}
 	}
-	outcomes := out.Outcomes
-	if len(again) > 0 {
-		var more GuardrailOutput
-		if err := t.screenCalls(ctx, rc, again).Get(ctx, &more); err != nil {
-			return t.undecided(agents.GuardrailToolBefore, err)
-		}
-		outcomes = slices.DeleteFunc(outcomes, func(o runtime.GuardrailOutcome) bool { return callNamed(again, o.CallID) != "" })
-		outcomes = append(outcomes, more.Outcomes...)
+	// What was said of calls that do not run, or run with other
+	// arguments, does not count.
+	stale := func(id string) bool { return callNamed(current, id) == "" || callNamed(again, id) != "" }
+	outcomes = slices.DeleteFunc(outcomes, func(o runtime.GuardrailOutcome) bool { return stale(o.CallID) })
+	failed = slices.DeleteFunc(failed, func(ac *agentCheck) bool { return stale(ac.callID) })
+	if err != nil {
+		return t.screenFailed(ctx, rc, current, outcomes, err)
 	}
-	outcomes = slices.DeleteFunc(outcomes, func(o runtime.GuardrailOutcome) bool { return callNamed(current, o.CallID) == "" })
+	if len(again) > 0 {
+		more, moreFailed, err := t.screenCalls(ctx, rc, again, "-again", usage).wait(ctx)
+		if err != nil {
+			return t.screenFailed(ctx, rc, current, more, err)
+		}
+		outcomes, failed = append(outcomes, more...), append(failed, moreFailed...)
+	}
 	for _, o := range outcomes {
 		if o.Action == runtime.GuardrailTrip {
 			return t.tripped(ctx, rc, o, callNamed(current, o.CallID))
 		}
 	}
+	if len(failed) > 0 {
+		return t.undecided(agents.GuardrailToolBefore, failed[0].err)
+	}
 	for _, o := range outcomes {
-		if o.Action == runtime.GuardrailReject {
+		if o.Action == runtime.GuardrailReject && t.screened[o.CallID] == nil {
 			if t.screened == nil {
 				t.screened = map[string]*runtime.GuardrailOutcome{}
 			}
@@ -616,6 +837,18 @@ func (t *turnCalls) screen(ctx workflow.Context, rc agents.RunContext, d runtime
 		}
 	}
 	return nil
+}
+
+// screenFailed is the error that ends the agent when the funcs checking
+// its calls failed (err): a trip among the verdicts of the agents that
+// checked them beside the funcs, outcomes, ends it as a trip.
+func (t *turnCalls) screenFailed(ctx workflow.Context, rc agents.RunContext, current []guardedCall, outcomes []runtime.GuardrailOutcome, err error) error {
+	for _, o := range outcomes {
+		if o.Action == runtime.GuardrailTrip {
+			return t.tripped(ctx, rc, o, callNamed(current, o.CallID))
+		}
+	}
+	return t.undecided(agents.GuardrailToolBefore, err)
 }
 
 // rejected is the outcome of the tool guardrail that rejected call c
@@ -634,8 +867,9 @@ func rejection(o *runtime.GuardrailOutcome) string {
 
 // checkOutput is f, the future of call c's output, checked by the tool
 // guardrails that check c's outputs as soon as it is set: a tripped one
-// sets *fatal (first come), and the model reads a note instead.
-func (t *turnCalls) checkOutput(ctx workflow.Context, rc agents.RunContext, c agents.Item, f workflow.Future, fatal *error) workflow.Future {
+// sets *fatal (first come), and the model reads a note instead. The usage
+// of guardrail agents is added to usage.
+func (t *turnCalls) checkOutput(ctx workflow.Context, rc agents.RunContext, c agents.Item, f workflow.Future, fatal *error, usage *model.Usage) workflow.Future {
 	gs := t.agent.ToolGuardrails(c.Name, false)
 	if len(gs) == 0 || t.rejected(c) != nil {
 		return f
@@ -647,57 +881,88 @@ func (t *turnCalls) checkOutput(ctx workflow.Context, rc agents.RunContext, c ag
 			set.Set(nil, err) // A failed call's report is the runtime's, not the tool's.
 			return
 		}
-		set.Set(t.after(gctx, rc, c, gs, item, t.outputKey(rc, c)+"-guarded", fatal), nil)
+		set.Set(t.after(gctx, rc, c, gs, item, t.outputKey(rc, c)+"-guarded", fatal, usage), nil)
 	})
 	return checked
 }
 
-// after runs tool guardrails gs on call c's output item and returns what
-// the model reads.
-func (t *turnCalls) after(ctx workflow.Context, rc agents.RunContext, c agents.Item, gs []runtime.GuardrailSpec, item agents.Item, key string, fatal *error) agents.Item {
+// after runs tool guardrails gs on call c's output item, in order, and
+// returns what the model reads: consecutive funcs in one activity, each
+// agent as a child workflow, each on the output as the ones before left
+// it, until one withholds it or trips.
+func (t *turnCalls) after(ctx workflow.Context, rc agents.RunContext, c agents.Item, gs []runtime.GuardrailSpec, item agents.Item, key string, fatal *error, usage *model.Usage) agents.Item {
 	if !guarding(ctx) {
 		return item
 	}
-	in := GuardrailInput{Graph: t.in.Graph, Agent: t.agent.Name, Run: rc, Kind: agents.GuardrailToolAfter,
-		Calls: []GuardrailCall{{Call: c, Guardrails: guardrailNames(gs)}}, Result: &item, OutputKey: key}
-	var out GuardrailOutput
-	err := workflow.ExecuteLocalActivity(guardrailOptions(ctx, "tool guardrails of "+c.Name), GuardrailActivityName, in).Get(ctx, &out)
-	if err != nil {
-		if *fatal == nil {
-			*fatal = t.undecided(agents.GuardrailToolAfter, err)
-		}
-		return t.output(c, "Error: the output of this call was withheld: its guardrails could not check it.")
-	}
-	for _, o := range out.Outcomes {
-		switch o.Action {
-		case runtime.GuardrailTrip:
-			err := t.tripped(ctx, rc, o, c.Name)
-			if *fatal == nil {
-				*fatal = err
+	for len(gs) > 0 {
+		var out GuardrailOutput
+		var err error
+		if g := gs[0]; g.AfterAgent != "" {
+			gs = gs[1:]
+			var o *runtime.GuardrailOutcome
+			if o, err = t.askToolAgent(ctx, rc, g, c, &item, "", usage); o != nil {
+				out.Outcomes = []runtime.GuardrailOutcome{*o}
+				switch o.Action {
+				case runtime.GuardrailReplace:
+					r := t.output(c, o.Message)
+					out.Result = &r
+				case runtime.GuardrailWithhold:
+					r := t.output(c, withheld(g.Name, o.Message))
+					out.Result = &r
+				}
 			}
-			return t.output(c, "Error: the output of this call was withheld: guardrail "+o.Guardrail+" tripped.")
-		case runtime.GuardrailReplace:
-			t.rec.add(ctx, Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
-				Detail: preview(o.Guardrail+" replaced the output: "+cmpReason(o), 300)})
-		case runtime.GuardrailWithhold:
-			t.rec.add(ctx, Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
-				Detail: preview(o.Guardrail+" withheld the output: "+cmpReason(o), 300)})
+		} else {
+			n := slices.IndexFunc(gs, func(g runtime.GuardrailSpec) bool { return g.AfterAgent != "" })
+			if n < 0 {
+				n = len(gs)
+			}
+			in := GuardrailInput{Graph: t.in.Graph, Agent: t.agent.Name, Run: rc, Kind: agents.GuardrailToolAfter,
+				Calls: []GuardrailCall{{Call: c, Guardrails: guardrailNames(gs[:n])}}, Result: &item, OutputKey: key}
+			gs = gs[n:]
+			err = workflow.ExecuteLocalActivity(guardrailOptions(ctx, "tool guardrails of "+c.Name), GuardrailActivityName, in).Get(ctx, &out)
 		}
-	}
-	if out.Result != nil {
-		return *out.Result
+		if err != nil {
+			if *fatal == nil {
+				*fatal = t.undecided(agents.GuardrailToolAfter, err)
+			}
+			return t.output(c, "Error: the output of this call was withheld: its guardrails could not check it.")
+		}
+		done := false
+		for _, o := range out.Outcomes {
+			switch o.Action {
+			case runtime.GuardrailTrip:
+				err := t.tripped(ctx, rc, o, c.Name)
+				if *fatal == nil {
+					*fatal = err
+				}
+				return t.output(c, "Error: the output of this call was withheld: guardrail "+o.Guardrail+" tripped.")
+			case runtime.GuardrailReplace:
+				t.rec.add(ctx, Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+					Detail: preview(o.Guardrail+" replaced the output: "+cmpReason(o), 300)})
+			case runtime.GuardrailWithhold:
+				t.rec.add(ctx, Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+					Detail: preview(o.Guardrail+" withheld the output: "+cmpReason(o), 300)})
+				done = true // No later guardrail checks a note.
+			}
+		}
+		if out.Result != nil {
+			item = *out.Result
+		}
+		if done {
+			break
+		}
 	}
 	return item
 }
 
 // checkAgentOutput is checkOutput for an agent tool's output text, in
 // the tool's coroutine.
-func (t *turnCalls) checkAgentOutput(ctx workflow.Context, rc agents.RunContext, c agents.Item, output string, fatal *error) string {
+func (t *turnCalls) checkAgentOutput(ctx workflow.Context, rc agents.RunContext, c agents.Item, output string, fatal *error, usage *model.Usage) string {
 	gs := t.agent.ToolGuardrails(c.Name, false)
 	if len(gs) == 0 {
 		return output
 	}
-	return t.after(ctx, rc, c, gs, t.output(c, output), "", fatal).Output
+	return t.after(ctx, rc, c, gs, t.output(c, output), "", fatal, usage).Output
 }
 
 func guardrailNames(gs []runtime.GuardrailSpec) []string {
@@ -709,10 +974,10 @@ func guardrailNames(gs []runtime.GuardrailSpec) []string {
 }
 
 // callNamed is the tool name of the call with id among calls.
-func callNamed(calls []GuardrailCall, id string) string {
+func callNamed(calls []guardedCall, id string) string {
 	for _, c := range calls {
-		if c.Call.CallID == id {
-			return c.Call.Name
+		if c.call.CallID == id {
+			return c.call.Name
 		}
 	}
 	return ""

@@ -24,8 +24,11 @@ import (
 
 // guarded configures the guardrail tests' graph: the guardrails of its
 // "main" agent (its model calls lookup when the user's message says
-// "call", and ask, an agent tool, when it says "ask"), and of "helper",
-// the agent behind ask.
+// "call", with the key "key:KEY" says, and again with the key k2 when it
+// says "twice"; ask, an agent tool, when it says "ask"), and of "helper",
+// the agent behind ask. Its guardrail agents are judge (input and output
+// guardrails), call_judge and output_judge (tool guardrails, see
+// judgeTool).
 type guarded struct {
 	input        []agents.InputGuardrail
 	output       []agents.OutputGuardrail
@@ -55,6 +58,10 @@ func guardGraph(cfg guarded, ran *lookups) *agents.Graph {
 		Key string `json:"key"`
 	}) (string, error) {
 		ran.add(a.Key)
+		if strings.HasPrefix(a.Key, "big") {
+			// Over runtime.InlineLimit: the output is stored apart.
+			return strings.Repeat("x", 2000) + "secret-" + a.Key, nil
+		}
 		return "secret-" + a.Key, nil
 	})
 	return agents.MustGraph("guards", "main",
@@ -70,6 +77,11 @@ func guardGraph(cfg guarded, ran *lookups) *agents.Graph {
 				return agents.Trip("second's input guardrail ran"), nil
 			}}}},
 		&agents.Agent{Name: "judge", Instructions: "judge: judges", Output: agents.MustOutput[agents.GuardrailVerdict]()},
+		&agents.Agent{Name: "call_judge", Instructions: "calls: judges calls", Output: agents.MustOutput[agents.ToolCallVerdict]()},
+		&agents.Agent{Name: "output_judge", Instructions: "outputs: judges outputs", Output: agents.MustOutput[agents.ToolOutputVerdict]()},
+		// relay_judge hands the check on to helper, whose answer is text.
+		&agents.Agent{Name: "relay_judge", Instructions: "relay: hands checks on", Output: agents.MustOutput[agents.ToolCallVerdict](),
+			Handoffs: []agents.Handoff{agents.HandoffTo("helper")}},
 	)
 }
 
@@ -93,12 +105,25 @@ func guardModel(req model.Request) []agents.Item {
 		return []agents.Item{agents.AssistantMessage("helped: " + user)}
 	case "second:":
 		return []agents.Item{agents.AssistantMessage("second answers")}
+	case "calls:", "outputs:":
+		return []agents.Item{agents.AssistantMessage(judgeTool(firstWord(req.Instructions) == "calls:", user))}
+	case "relay:":
+		return []agents.Item{call("r1", "transfer_to_helper", `{}`)}
 	}
 	outs := outputsOf(req)
 	if len(outs) == 0 {
 		var calls []agents.Item
 		if strings.Contains(user, "call") {
-			calls = append(calls, call("c1", "lookup", `{"key":"k"}`))
+			key := "k"
+			for _, w := range strings.Fields(user) {
+				if k, ok := strings.CutPrefix(w, "key:"); ok {
+					key = k
+				}
+			}
+			calls = append(calls, call("c1", "lookup", `{"key":"`+key+`"}`))
+		}
+		if strings.Contains(user, "twice") {
+			calls = append(calls, call("c2", "lookup", `{"key":"k2"}`))
 		}
 		if strings.Contains(user, "ask") {
 			calls = append(calls, call("a1", "ask", `{"input":"help me"}`))
@@ -111,13 +136,59 @@ func guardModel(req model.Request) []agents.Item {
 		}
 	}
 	var parts []string
-	for _, id := range []string{"c1", "a1"} {
+	for _, id := range []string{"c1", "c2", "a1"} {
 		if o, ok := outs[id]; ok {
 			parts = append(parts, id+"="+o)
 		}
 	}
 	text, _ := json.Marshal(answer{Text: cmp.Or(strings.Join(parts, "|"), "answer to "+user)})
 	return []agents.Item{agents.AssistantMessage(string(text))}
+}
+
+// judgeTool is the verdict of call_judge (calls) or output_judge on check,
+// the JSON of an agents.ToolCheck of main's call. call_judge rejects the
+// key "root", trips on "stop" and gives no verdict on "broken";
+// output_judge replaces outputs that end in "-redact", withholds those
+// that end in "-hide", trips on "secret-leak" and gives no verdict on
+// "secret-broken". A check that lacks what they read trips.
+func judgeTool(calls bool, check string) string {
+	verdict := func(action, message, reason string) string {
+		data, _ := json.Marshal(map[string]string{"action": action, "message": message, "reason": reason})
+		return string(data)
+	}
+	var c agents.ToolCheck
+	var args struct {
+		Key   string `json:"key"`
+		Input string `json:"input"`
+	}
+	if json.Unmarshal([]byte(check), &c) != nil || json.Unmarshal(c.Arguments, &args) != nil || c.Agent != "main" || c.CallID == "" ||
+		c.Tool != "lookup" && c.Tool != "ask" || args.Key == "" && args.Input == "" ||
+		calls != (c.Check == agents.GuardrailToolBefore) || calls != (c.Output == nil) {
+		return verdict("trip", "", "not a check of main's calls: "+check)
+	}
+	if calls {
+		switch args.Key {
+		case "root":
+			return verdict(agents.ToolCallReject, "The root key is off limits.", "the root key")
+		case "stop":
+			return verdict(agents.ToolCallTrip, "", "the key says stop")
+		case "broken":
+			return "no verdict"
+		}
+		return verdict(agents.ToolCallAllow, "", "fine")
+	}
+	out := *c.Output
+	switch {
+	case strings.HasSuffix(out, "-redact"):
+		return verdict(agents.ToolOutputReplace, "[redacted]", "a secret")
+	case strings.HasSuffix(out, "-hide"):
+		return verdict(agents.ToolOutputWithhold, "Secrets stay private.", "a secret")
+	case strings.Contains(out, "secret-leak"):
+		return verdict(agents.ToolOutputTrip, "", "the output leaks a secret")
+	case strings.Contains(out, "secret-broken"):
+		return "no verdict"
+	}
+	return verdict(agents.ToolOutputKeep, "", "fine")
 }
 
 // trips and passes are input guardrail funcs.
@@ -168,9 +239,11 @@ func TestGuardrails(t *testing.T) {
 		wantErr       string
 		trip          string
 		tripKind      string
-		ran           []string // lookups that ran
-		mainCalls     int      // main's model calls, when not -1
-		noModelAtTrip bool     // the model was not called
+		ran           []string       // lookups that ran
+		mainCalls     int            // main's model calls, when not -1
+		noModelAtTrip bool           // the model was not called
+		judged        map[string]int // the tool judges' model calls ("calls:", "outputs:"), when set
+		requests      int            // the run's model calls, its guardrail agents' included, when set
 	}{
 		{name: "input passes in parallel", cfg: guarded{input: []agents.InputGuardrail{{Name: "ok", Func: passes}}},
 			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
@@ -243,6 +316,51 @@ func TestGuardrails(t *testing.T) {
 				return agents.Trip("helpers must not answer"), nil
 			}}}},
 			input: "ask", wantErr: workflows.ErrGuardrailTripped, trip: "helper_quiet", tripKind: agents.GuardrailOutput, mainCalls: 1},
+		// Tool guardrails that are agents: call_judge checks calls,
+		// output_judge outputs (see judgeTool).
+		{name: "tool agent before allows", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
+			input: "call key:k", want: []string{"c1=secret-k"}, ran: []string{"k"}, mainCalls: 2, judged: map[string]int{"calls:": 1}, requests: 3},
+		{name: "tool agent before rejects, and the model reads its message", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", BeforeAgent: "call_judge"}}},
+			input: "call key:root", want: []string{"c1=Error: guardrail judged rejected this call; it was not run. The root key is off limits."}, mainCalls: 2},
+		{name: "tool agent before trips", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
+			input: "call key:stop", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
+		{name: "tool agent before gives no verdict", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
+			input: "call key:broken", wantErr: workflows.ErrGuardrailFailed, mainCalls: 1},
+		{name: "tool agent before whose chain ends in no verdict", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "relay_judge"}}},
+			input: "call key:k", wantErr: workflows.ErrGuardrailFailed, mainCalls: 1},
+		{name: "tool agent before trips beside a func that passes", cfg: guarded{tools: []agents.ToolGuardrail{
+			{Name: "ok", Before: func(context.Context, agents.ToolCall) (agents.ToolVerdict, error) { return agents.ToolVerdict{}, nil }},
+			{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
+			input: "call key:stop", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
+		{name: "tool agent before trips beside a func that fails", cfg: guarded{tools: []agents.ToolGuardrail{
+			{Name: "broken", Before: func(context.Context, agents.ToolCall) (agents.ToolVerdict, error) {
+				return agents.ToolVerdict{}, errors.New("policy service down")
+			}},
+			{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
+			input: "call key:stop", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
+		{name: "tool agent after keeps", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", AfterAgent: "output_judge"}}},
+			input: "call key:k", want: []string{"c1=secret-k"}, ran: []string{"k"}, mainCalls: 2, judged: map[string]int{"outputs:": 1}, requests: 3},
+		{name: "tool agent after replaces", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", AfterAgent: "output_judge"}}},
+			input: "call key:redact", want: []string{"c1=[redacted]"}, ran: []string{"redact"}, mainCalls: 2},
+		{name: "tool agent after replaces an output stored apart", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", AfterAgent: "output_judge"}}},
+			input: "call key:big-redact", want: []string{"c1=[redacted]"}, ran: []string{"big-redact"}, mainCalls: 2},
+		{name: "tool agent after withholds", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", AfterAgent: "output_judge"}}},
+			input: "call key:hide", want: []string{"c1=The output of this call was withheld by guardrail judged. Secrets stay private."}, ran: []string{"hide"}, mainCalls: 2},
+		{name: "tool agent after trips", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", AfterAgent: "output_judge"}}},
+			input: "call key:leak", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolAfter, ran: []string{"leak"}, mainCalls: 1},
+		{name: "tool agent after gives no verdict", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", AfterAgent: "output_judge"}}},
+			input: "call key:broken", wantErr: workflows.ErrGuardrailFailed, ran: []string{"broken"}, mainCalls: 1},
+		{name: "tool agent after checks the output a func before it left", cfg: guarded{tools: []agents.ToolGuardrail{noSecrets(""), {Name: "judged", AfterAgent: "output_judge"}}},
+			input: "call key:leak", want: []string{"c1=[redacted]-leak"}, ran: []string{"leak"}, mainCalls: 2},
+		{name: "a func after checks the output a tool agent before it left", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", AfterAgent: "output_judge"},
+			{Name: "suffix", After: func(_ context.Context, _ agents.ToolCall, out string) (agents.ToolVerdict, error) {
+				return agents.ReplaceOutput(out + "-checked"), nil
+			}}}},
+			input: "call key:redact", want: []string{"c1=[redacted]-checked"}, ran: []string{"redact"}, mainCalls: 2},
+		{name: "tool agents check an agent tool's call and output, and no output of a rejected call",
+			cfg:   guarded{tools: []agents.ToolGuardrail{{Name: "judged", BeforeAgent: "call_judge", AfterAgent: "output_judge"}}},
+			input: "call key:root and ask", want: []string{"c1=Error: guardrail judged rejected this call", "a1=helped: help me"}, mainCalls: 2,
+			judged: map[string]int{"calls:": 2, "outputs:": 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -265,6 +383,11 @@ func TestGuardrails(t *testing.T) {
 			}
 			if got := ran.list(); !slices.Equal(got, tc.ran) {
 				t.Errorf("lookups ran: %v, want %v", got, tc.ran)
+			}
+			for judge, n := range tc.judged {
+				if m.count(judge) != n {
+					t.Errorf("%s model calls: %d, want %d", judge, m.count(judge), n)
+				}
 			}
 			if tc.wantErr != "" {
 				if workflows.ErrorType(err) != tc.wantErr {
@@ -295,6 +418,9 @@ func TestGuardrails(t *testing.T) {
 			var res workflows.RunResult
 			if err := env.GetWorkflowResult(&res); err != nil {
 				t.Fatal(err)
+			}
+			if tc.requests > 0 && res.Usage.Requests != tc.requests {
+				t.Errorf("the run's usage counts %d model calls, want %d", res.Usage.Requests, tc.requests)
 			}
 			var text string
 			if a, err := agents.Decode[answer](res.Output); err == nil {
@@ -411,7 +537,8 @@ func TestSessionTurnInputGuardrail(t *testing.T) {
 
 // A call that needs approval is checked by its tool guardrails beside
 // the approval policies, and again when its decision changes its
-// arguments; a verdict on a call a human rejected does not count.
+// arguments; a verdict on a call a human rejected does not count. So for
+// a guardrail func as for a guardrail agent (prod_judge).
 func TestToolGuardrailsAfterApproval(t *testing.T) {
 	noProd := agents.ToolGuardrail{Name: "no_prod", Tool: "deploy", Before: func(_ context.Context, c agents.ToolCall) (agents.ToolVerdict, error) {
 		if strings.Contains(string(c.Arguments), "prod") {
@@ -419,16 +546,23 @@ func TestToolGuardrailsAfterApproval(t *testing.T) {
 		}
 		return agents.ToolVerdict{}, nil
 	}}
+	noProdAgent := agents.ToolGuardrail{Name: "no_prod", Tool: "deploy", BeforeAgent: "prod_judge"}
 	for _, tc := range []struct {
-		name     string
-		decision runtime.ApprovalDecision
-		trip     bool
-		want     string
-		ran      []string
+		name      string
+		guardrail agents.ToolGuardrail
+		decision  runtime.ApprovalDecision
+		trip      bool
+		want      string
+		ran       []string
 	}{
-		{"approved as asked: the guardrail trips", runtime.ApprovalDecision{Approve: true}, true, "", nil},
-		{"approved for staging: checked again, it passes", runtime.ApprovalDecision{Approve: true, Arguments: `{"env":"staging"}`}, false, "deployed staging", []string{"staging"}},
-		{"rejected: the guardrail's verdict does not count", runtime.ApprovalDecision{Message: "no"}, false, "the user rejected this call", nil},
+		{"approved as asked: the guardrail trips", noProd, runtime.ApprovalDecision{Approve: true}, true, "", nil},
+		{"approved for staging: checked again, it passes", noProd, runtime.ApprovalDecision{Approve: true, Arguments: `{"env":"staging"}`}, false, "deployed staging", []string{"staging"}},
+		{"approved for production: checked again, it trips", noProd, runtime.ApprovalDecision{Approve: true, Arguments: `{"env":"production"}`}, true, "", nil},
+		{"rejected: the guardrail's verdict does not count", noProd, runtime.ApprovalDecision{Message: "no"}, false, "the user rejected this call", nil},
+		{"approved as asked: the guardrail agent trips", noProdAgent, runtime.ApprovalDecision{Approve: true}, true, "", nil},
+		{"approved for staging: the guardrail agent checks again, it passes", noProdAgent, runtime.ApprovalDecision{Approve: true, Arguments: `{"env":"staging"}`}, false, "deployed staging", []string{"staging"}},
+		{"approved for production: the guardrail agent checks again, it trips", noProdAgent, runtime.ApprovalDecision{Approve: true, Arguments: `{"env":"production"}`}, true, "", nil},
+		{"rejected: the guardrail agent's verdict does not count", noProdAgent, runtime.ApprovalDecision{Message: "no"}, false, "the user rejected this call", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &ran{}
@@ -437,10 +571,17 @@ func TestToolGuardrailsAfterApproval(t *testing.T) {
 				return "deployed " + a.Env, nil
 			})
 			g := agents.MustGraph("approvals", "ops", &agents.Agent{Name: "ops", Instructions: "ops: deploys", Tools: []agents.Tool{deploy},
-				Approvals: []agents.Approval{agents.Always("deploy")}, ToolGuardrails: []agents.ToolGuardrail{noProd}})
+				Approvals: []agents.Approval{agents.Always("deploy")}, ToolGuardrails: []agents.ToolGuardrail{tc.guardrail}},
+				&agents.Agent{Name: "prod_judge", Instructions: "prod: judges deploys", Output: agents.MustOutput[agents.ToolCallVerdict]()})
 			env := quietEnv()
 			store, _ := blob.Open(context.Background(), "mem://")
 			m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+				if firstWord(req.Instructions) == "prod:" {
+					if strings.Contains(req.Input[0].Content, `"arguments":{"env":"prod`) {
+						return []agents.Item{agents.AssistantMessage(`{"action":"trip","message":"","reason":"deploys to prod are not for agents"}`)}
+					}
+					return []agents.Item{agents.AssistantMessage(`{"action":"allow","message":"","reason":"not prod"}`)}
+				}
 				if out := outputsOf(req); len(out) > 0 {
 					return []agents.Item{agents.AssistantMessage(out["c1"])}
 				}
@@ -473,4 +614,64 @@ func TestToolGuardrailsAfterApproval(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The tool guardrail agents of a turn's calls run at once, as the calls
+// do: each judge's model call waits until the other call's judge has
+// asked too; so do the checks of their outputs. (Checks one after the
+// other would wait in vain, until the test environment's timeout fails
+// the test.)
+func TestToolGuardrailAgentsRunInParallel(t *testing.T) {
+	ran := &lookups{}
+	env := quietEnv()
+	store, _ := blob.Open(context.Background(), "mem://")
+	cfg := guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge", AfterAgent: "output_judge"}}}
+	m := &meetingModel{met: map[string]chan struct{}{"calls:": make(chan struct{}), "outputs:": make(chan struct{})}, asked: map[string]int{}}
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{guardGraph(cfg, ran)}, Model: m, Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Register(env)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "guards", Input: "call twice"})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res workflows.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := agents.Decode[answer](res.Output); err != nil || a.Text != "c1=secret-k|c2=secret-k2" {
+		t.Errorf("output %s, want both lookups' outputs", res.Output)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.asked["calls:"] != 2 || m.asked["outputs:"] != 2 {
+		t.Errorf("the judges were asked %v, want each twice", m.asked)
+	}
+}
+
+// meetingModel answers as guardModel does, but holds each judge's first
+// two model calls (of "calls:", of "outputs:") until both were made.
+type meetingModel struct {
+	mu    sync.Mutex
+	met   map[string]chan struct{}
+	asked map[string]int
+}
+
+func (m *meetingModel) Respond(ctx context.Context, req model.Request) (*model.Response, error) {
+	judge := firstWord(req.Instructions)
+	if met, ok := m.met[judge]; ok {
+		m.mu.Lock()
+		m.asked[judge]++
+		if m.asked[judge] == 2 {
+			close(met)
+		}
+		m.mu.Unlock()
+		select {
+		case <-met:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &model.Response{Output: guardModel(req)}, nil
 }

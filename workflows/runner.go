@@ -420,6 +420,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.ApprovalCheck, activity.RegisterOptions{Name: ApprovalCheckActivityName})
 	w.RegisterActivityWithOptions(r.acts.WorkspaceGuidance, activity.RegisterOptions{Name: WorkspaceGuidanceActivityName})
 	w.RegisterActivityWithOptions(r.acts.Guardrails, activity.RegisterOptions{Name: GuardrailActivityName})
+	w.RegisterActivityWithOptions(r.acts.GuardrailPrompt, activity.RegisterOptions{Name: GuardrailPromptActivityName})
 	w.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
 	w.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
 	w.RegisterActivityWithOptions(r.acts.SaveEvents, activity.RegisterOptions{Name: SaveEventsActivityName})
