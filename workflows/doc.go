@@ -224,8 +224,10 @@
 //  8. Fork. A fork of a session with memory copies each scope's memories/
 //     files to a scope of its own (memory.ForkScope) in an activity, and
 //     starts with a spec that names the new scopes; after the fork, either
-//     side's memory changes alone. Versioned troupe.memory-fork, asked only
-//     when the spec has a memory scope.
+//     side's memory changes alone. The copy is of one generation: it reads
+//     again when a writer claimed a generation while it read, and waits
+//     for one that is being written. Versioned troupe.memory-fork, asked
+//     only when the spec has a memory scope.
 //
 // Budgets (budget.go): a run, or a session over all its turns, spends at
 // most its budget (agents.Budget: input and output tokens, model calls,

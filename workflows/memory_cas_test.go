@@ -2,7 +2,8 @@ package workflows_test
 
 // The memory writers' compare-and-swap (memory_generations.go) on each
 // store backend: a write-back racing a phase 2 either way, a claim that
-// went stale, and writers that crash after their claim. The
+// went stale, writers that crash after their claim, and a fork copy
+// racing a phase 2. The
 // interleavings are driven by the writers' hook (SetMemoryHook), which
 // holds a writer at a step until the test lets it go: no timing.
 
@@ -15,6 +16,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -460,6 +462,84 @@ func TestMemoryCrashedWriterLeftovers(t *testing.T) {
 			if got := w.get(t, "team", memory.HandbookPath); got != phase2Handbook("consolidated") {
 				t.Errorf("handbook %q, want phase 2's", got)
 			}
+		})
+	}
+}
+
+// A fork copies one generation of its source's memory, even while a
+// phase 2 of the source writes: a copy that a phase 2 overtook reads
+// again, and one that finds a phase 2 writing waits for it.
+func TestMemoryForkCopyRacesPhase2(t *testing.T) {
+	fork := memory.ForkScope("team", "branch")
+	consistent := func(t *testing.T, w *casWorld, label string) {
+		t.Helper()
+		want := map[string]string{memory.HandbookPath: phase2Handbook(label), memory.SummaryPath: "- " + label + "\n",
+			memory.SelectionPath: w.get(t, "team", memory.SelectionPath)}
+		for p, data := range want {
+			if got := w.get(t, fork, p); got != data || data == "" {
+				t.Errorf("the fork's %s = %q, want %q (one generation: phase 2's)", p, got, data)
+			}
+		}
+	}
+	for _, b := range casBackends(t) {
+		t.Run(b.name+"/phase 2 while the copy reads", func(t *testing.T) {
+			w := newCASWorld(t, b.open(t))
+			g := newGate()
+			w.hook(func(step string) error {
+				if step == "fork: read "+memory.HandbookPath {
+					g.hold()
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() {
+				done <- w.activity(workflows.MemoryForkActivityName, w.r.Activities().MemoryFork, workflows.MemoryForkInput{From: "team", To: fork}, nil)
+			}()
+			<-g.reached
+			// The copy has the old handbook; phase 2 rewrites everything.
+			if _, err := w.phase2(t, "consolidated"); err != nil {
+				t.Fatal(err)
+			}
+			close(g.release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			consistent(t, w, "consolidated")
+		})
+		t.Run(b.name+"/the copy while phase 2 writes", func(t *testing.T) {
+			w := newCASWorld(t, b.open(t))
+			writing := newGate()
+			var waited atomic.Bool
+			var release sync.Once
+			w.hook(func(step string) error {
+				switch step {
+				case "wrote " + memory.HandbookPath:
+					writing.hold()
+				case "wait":
+					waited.Store(true)
+					release.Do(func() { close(writing.release) })
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() {
+				_, err := w.phase2(t, "consolidated")
+				done <- err
+			}()
+			<-writing.reached
+			// Phase 2 wrote its handbook, not yet its summary or selection.
+			err := w.activity(workflows.MemoryForkActivityName, w.r.Activities().MemoryFork, workflows.MemoryForkInput{From: "team", To: fork}, nil)
+			release.Do(func() { close(writing.release) }) // Had the copy not waited.
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !waited.Load() {
+				t.Error("the copy did not wait for the phase 2 that was writing")
+			}
+			consistent(t, w, "consolidated")
 		})
 	}
 }
