@@ -14,6 +14,7 @@
 //	memories/MEMORY.md                            phase 2: the grep-friendly handbook
 //	memories/memory_summary.md                    phase 2: compact, bounded
 //	memories/skills/<name>/SKILL.md               phase 2: procedures it found
+//	generations/<seq>.json, <seq>.applied         how the consolidated files changed
 //
 // The contract a caller relies on:
 //
@@ -32,6 +33,11 @@
 //     [Phase2Input], and parses its answer strictly ([ParsePhase2]). The
 //     selection file is written last, and only when the phase succeeded, so
 //     a failed phase 2 leaves the scope as it was.
+//  4. The consolidated files (MEMORY.md, the summary, the selection, the
+//     skills) change only as a [Generation]: a numbered, whole change that
+//     one writer creates once (phase 2's files, or an agent's live edit
+//     written back) and then applies. [ParseGenerationPath] and
+//     [Consolidated] say which names and paths belong to them.
 //
 // Everything the model writes is validated before it is written: sizes are
 // bounded, slugs and skill names follow [SlugPattern] and [SkillNamePattern],

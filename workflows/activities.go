@@ -28,6 +28,11 @@ type Activities struct {
 	sessions sessions
 	// mcpSpecs caches MCP tool specs by blob key.
 	mcpSpecs sync.Map
+	// memoryHook and clock are tests' (export_test.go): a hook at the
+	// steps of the memory writers (memory_generations.go), and the clock
+	// they go by; nil in production.
+	memoryHook func(ctx context.Context, step, scope string) error
+	clock      func() time.Time
 }
 
 // SaveEvents writes a page of a workflow's events to the blob store, as

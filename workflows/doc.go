@@ -212,18 +212,33 @@
 //     read-write agent's edits of MEMORY.md and memory_summary.md back to
 //     the scope: regular files only, bounded, UTF-8, nothing else of the
 //     workspace. A file the store changed since it was materialised (a
-//     phase 2 ran) is not overwritten: the edit is skipped and logged,
-//     since phase 2 has seen the turn's rollout anyway.
-//  5. Plain agents get the memory_search (grep-like over MEMORY.md) and
+//     phase 2, another agent's edit) is not overwritten: the edit is
+//     skipped and logged, and the turn's rollout reaches the next phase 2
+//     anyway.
+//  5. Generations (memory_generations.go). Phase 2 and the write-backs
+//     change a scope's consolidated files (MEMORY.md, the summary, the
+//     skills, the selection) as numbered generations, each created once
+//     with the store's create-only write (blob.Store.Create): a
+//     compare-and-swap of the scope, so that whichever writer loses a race
+//     learns it, re-checks on what the winner wrote, and never overwrites
+//     it unseen. Phase 2 wins over a live edit written back while it ran:
+//     it replaces it and reports it (MemoryPhase2Output.Replaced). A
+//     writer that crashed after its claim leaves its generation unapplied;
+//     the next writer applies it (a retried phase 2 at once, and without
+//     asking its model again; others once the crashed writer's window is
+//     over, about a minute), so nothing waits forever.
+//  6. Plain agents get the memory_search (grep-like over MEMORY.md) and
 //     memory_read (one memory file) tools, both bounded.
-//  6. NewRunner refuses a sandbox agent that reads memory without the
+//  7. NewRunner refuses a sandbox agent that reads memory without the
 //     shell (exec_command), or updates it live without the filesystem
 //     (apply_patch), naming the agent and what is missing.
-//  7. Fork. A fork of a session with memory copies each scope's memories/
+//  8. Fork. A fork of a session with memory copies each scope's memories/
 //     files to a scope of its own (memory.ForkScope) in an activity, and
 //     starts with a spec that names the new scopes; after the fork, either
-//     side's memory changes alone. Versioned troupe.memory-fork, asked only
-//     when the spec has a memory scope.
+//     side's memory changes alone. The copy is of one generation: it reads
+//     again when a writer claimed a generation while it read, and waits
+//     for one that is being written. Versioned troupe.memory-fork, asked
+//     only when the spec has a memory scope.
 //
 // Budgets (budget.go): a run, or a session over all its turns, spends at
 // most its budget (agents.Budget: input and output tokens, model calls,

@@ -21,8 +21,11 @@ package workflows
 //     keyed by its id, written once.
 //  4. When phase 1 wrote something, or on the final signal, it runs phase 2
 //     (troupe.MemoryPhase2), one at a time: signals that arrive meanwhile
-//     wait for the next batch. The selection file is written only when
-//     phase 2 succeeds.
+//     wait for the next batch. Phase 2 writes its files (handbook, summary,
+//     skills, and the selection last) as one generation of the scope
+//     (memory_generations.go), only when it succeeds; an attempt retried
+//     after it claimed its generation finishes writing it and asks no
+//     model again.
 //  5. It continues as new after MemorySettings.BatchesPerRun batches (or
 //     when its history grows), carrying only the rollouts not yet taken
 //     (ids and line counts) and whether a phase 2 is owed.
@@ -175,14 +178,19 @@ type MemoryPhase2Input struct {
 }
 
 // MemoryPhase2Output is what phase 2 did: the selection's changes by
-// rollout id, the skills written, and Unchanged when nothing changed
-// since the last selection (no model call, no file written).
+// rollout id, the skills written, Unchanged when nothing changed since
+// the last selection (no model call, no file written), and the live
+// edits it replaced.
 type MemoryPhase2Output struct {
 	Added     []string `json:"added,omitempty"`
 	Kept      []string `json:"kept,omitempty"`
 	Removed   []string `json:"removed,omitempty"`
 	Skills    []string `json:"skills,omitempty"`
 	Unchanged bool     `json:"unchanged,omitempty"`
+	// Replaced are the files of agents' live edits, written back while
+	// phase 2 ran, that its consolidation replaced (phase 2 wins; the
+	// edits' turns reach a later phase 2 through their rollouts).
+	Replaced []string `json:"replaced,omitempty"`
 }
 
 // memoryRun is a running MemoryWorkflow.

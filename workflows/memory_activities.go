@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -253,6 +254,14 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
 	}
 	store := a.r.cfg.Store
+	// The scope's single consolidator: a generation of phase 2 left
+	// unapplied is this workflow's (an attempt that crashed after its
+	// claim), applied now, so that its selection is read below and its
+	// model is not asked again.
+	head, err := a.settleMemory(ctx, in.Scope, isPhase2)
+	if err != nil {
+		return nil, err
+	}
 	keys, _, err := store.List(ctx, memory.Key(in.Scope, memory.RawMemoriesDir), 0)
 	if err != nil {
 		return nil, err
@@ -323,22 +332,79 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 			agents.UserMessage(fmt.Sprintf("Your answer was rejected: %v. Answer again with exactly one JSON object with the fields memory_md, memory_summary and skills.", err)))
 	}
 	files := memory.Phase2Files(res)
-	for _, p := range []string{memory.HandbookPath, memory.SummaryPath} {
-		if err := store.Put(ctx, memory.Key(in.Scope, p), files[p]); err != nil {
-			return nil, err
-		}
+	gen := memory.Generation{By: memory.ByPhase2}
+	if activity.IsActivity(ctx) {
+		gen.Source = activity.GetInfo(ctx).WorkflowExecution.ID
 	}
+	add := func(p string, data []byte) {
+		gen.Files = append(gen.Files, memory.GenerationFile{Path: p, Data: string(data)})
+	}
+	add(memory.HandbookPath, files[memory.HandbookPath])
+	add(memory.SummaryPath, files[memory.SummaryPath])
 	for _, s := range res.Skills {
-		if err := store.Put(ctx, memory.Key(in.Scope, memory.SkillPath(s.Name)), files[memory.SkillPath(s.Name)]); err != nil {
-			return nil, err
-		}
+		add(memory.SkillPath(s.Name), files[memory.SkillPath(s.Name)])
 		out.Skills = append(out.Skills, s.Name)
 	}
 	// Last: the selection says this phase 2 is done.
-	if err := store.Put(ctx, memory.Key(in.Scope, memory.SelectionPath), memory.SelectionOf(selected, time.Now()).Encode()); err != nil {
+	add(memory.SelectionPath, memory.SelectionOf(selected, time.Now()).Encode())
+	if err := a.commitPhase2(ctx, in.Scope, head.seq, gen, out); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// isPhase2 reports a generation of phase 2.
+func isPhase2(g memory.Generation) bool { return g.By == memory.ByPhase2 }
+
+// commitPhase2 claims gen as the scope's next generation after base, the
+// one phase 2 read, and applies it. Phase 2 wins over live edits written
+// back meanwhile: it claims again on top of them, replacing their files,
+// and says so (out.Replaced, and the log); the turns that made them reach
+// a later phase 2 through their rollouts. A generation of another phase 2
+// meanwhile (an attempt of this activity that outlived its timeout) did
+// this one's work: this answer is dropped.
+func (a *Activities) commitPhase2(ctx context.Context, scope string, base int64, gen memory.Generation, out *MemoryPhase2Output) error {
+	log := activity.GetLogger(ctx)
+	for range memoryClaims {
+		if err := a.memoryStep(ctx, "phase 2: answered", scope); err != nil {
+			return err
+		}
+		won, err := a.claimGeneration(ctx, scope, base, &gen)
+		if err != nil {
+			return err
+		}
+		if won {
+			if len(out.Replaced) > 0 {
+				log.Warn("memory phase 2 replaced live edits written back while it ran; the turns that made them reach the next phase 2 through their rollouts",
+					"scope", scope, "paths", out.Replaced)
+			}
+			return a.applyGeneration(ctx, scope, gen, true)
+		}
+		head, err := a.settleMemory(ctx, scope, isPhase2)
+		if err != nil {
+			return err
+		}
+		for seq := base + 1; seq <= head.seq; seq++ {
+			g, err := a.readGeneration(ctx, scope, seq)
+			if errors.Is(err, blob.ErrNotFound) {
+				continue // Deleted as old: its files are in the newer ones'.
+			}
+			if err != nil {
+				return err
+			}
+			if g.By == memory.ByPhase2 {
+				log.Warn("memory phase 2 dropped its answer: another phase 2 of the scope wrote a generation meanwhile", "scope", scope, "generation", seq)
+				return nil
+			}
+			for _, p := range g.Paths() {
+				if !slices.Contains(out.Replaced, p) {
+					out.Replaced = append(out.Replaced, p)
+				}
+			}
+		}
+		base = head.seq
+	}
+	return memoryBusy(scope)
 }
 
 // maxMemoryFile bounds a memory file read whole (a rollout is the

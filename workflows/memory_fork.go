@@ -4,7 +4,9 @@ package workflows
 // forks, each of its scopes gets a scope of the fork's own
 // (memory.ForkScope(scope, fork id)), initialised by copying the source
 // scope's memories/ files (not its rollouts: those are the source's
-// conversations) in an activity; the fork's spec names the new scopes,
+// conversations) in an activity: the files of one generation of the
+// source (memory_generations.go), never a phase 2's new handbook with the
+// summary or selection it replaced. The fork's spec names the new scopes,
 // and the spec is what the fork's turns, rollouts, instructions and
 // workspaces go by, so from the fork on either side's memory changes
 // alone. The commands are gated by the version troupe.memory-fork, asked
@@ -13,6 +15,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/blob"
 )
 
 // versionMemoryFork marks the change to forks of sessions with memory:
@@ -41,31 +45,88 @@ type MemoryForkInput struct {
 // maxForkBytes bounds what a fork copies of one scope.
 const maxForkBytes = 64 << 20
 
-// MemoryFork copies the memories/ files of scope From to scope To. A
-// retry copies again; the result is the same.
+// memoryCopies bounds the fork copy's attempts at one generation.
+const memoryCopies = 16
+
+// MemoryFork copies the memories/ files of scope From to scope To: the
+// files of one generation of From (memory_generations.go). It settles on
+// From's newest generation, reads the files, and checks that the newest
+// is still the one it settled on; if a writer claimed another meanwhile
+// (a phase 2, a live edit), it reads again. Files of To that the copy
+// does not hold (an earlier attempt's, of another generation) are
+// deleted. A retry copies again; the result is one generation of From.
 func (a *Activities) MemoryFork(ctx context.Context, in MemoryForkInput) error {
 	if err := errors.Join(memory.CheckScope(in.From), memory.CheckScope(in.To)); err != nil {
 		return badMemory(err)
 	}
 	store := a.r.cfg.Store
-	keys, _, err := store.List(ctx, memory.Key(in.From, memory.MemoryDir), 0)
-	if err != nil {
-		return err
-	}
-	total := 0
-	for _, k := range keys {
-		data, err := readMemoryFile(ctx, store, k)
+	never := func(memory.Generation) bool { return false }
+	for range memoryCopies {
+		head, err := a.settleMemory(ctx, in.From, never)
 		if err != nil {
 			return err
 		}
-		if total += len(data); total > maxForkBytes {
-			return temporal.NewNonRetryableApplicationError("memory scope "+in.From+" is too large to fork", ErrPayloadTooLarge, nil)
-		}
-		if err := store.Put(ctx, memory.Key(in.To, strings.TrimPrefix(k, memory.Prefix(in.From))), data); err != nil {
+		files, err := a.readScopeFiles(ctx, in.From)
+		if err != nil {
 			return err
 		}
+		after, err := a.memoryHeadOf(ctx, in.From)
+		if err != nil {
+			return err
+		}
+		if after.seq != head.seq {
+			continue // A writer claimed a generation while this one was read.
+		}
+		for p, data := range files {
+			if err := store.Put(ctx, memory.Key(in.To, p), data); err != nil {
+				return err
+			}
+		}
+		keys, _, err := store.List(ctx, memory.Key(in.To, memory.MemoryDir), 0)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if _, ok := files[strings.TrimPrefix(k, memory.Prefix(in.To))]; !ok {
+				if err := store.Delete(ctx, k); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
-	return nil
+	return temporal.NewApplicationError(fmt.Sprintf("memory scope %s changed under each of %d copies", in.From, memoryCopies), ErrMemoryBusy)
+}
+
+// readScopeFiles reads scope's memories/ files, by path, bounded by
+// maxForkBytes. A file deleted since the listing (phase 1 replacing a
+// rollout summary) is left out.
+func (a *Activities) readScopeFiles(ctx context.Context, scope string) (map[string][]byte, error) {
+	store := a.r.cfg.Store
+	keys, _, err := store.List(ctx, memory.Key(scope, memory.MemoryDir), 0)
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	total := 0
+	for _, k := range keys {
+		data, err := readMemoryFile(ctx, store, k)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if total += len(data); total > maxForkBytes {
+			return nil, temporal.NewNonRetryableApplicationError("memory scope "+scope+" is too large to fork", ErrPayloadTooLarge, nil)
+		}
+		p := strings.TrimPrefix(k, memory.Prefix(scope))
+		files[p] = data
+		if err := a.memoryStep(ctx, "fork: read "+p, scope); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
 }
 
 // specScopes are the memory scopes a spec's agents read or feed, in

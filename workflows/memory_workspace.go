@@ -12,14 +12,21 @@ package workflows
 //   - Write-back: SandboxSnapshot, which runs at the end of every turn that
 //     used the sandbox and before it is suspended, first writes the
 //     agent's edits of MEMORY.md and memory_summary.md back to the store
-//     (read-write agents only): regular files, bounded, UTF-8. A file the
-//     store changed since the base (a phase 2 that ran meanwhile) is not
-//     overwritten: the edit is skipped and logged, and the next
-//     materialisation brings the consolidated version. Phase 2 wins
-//     because it has seen every rollout, the agent's turn included. (The
-//     store has no compare-and-swap: a phase 2 that writes between the
-//     check and the write, a window of one blob read, loses its file to
-//     the edit until the scope's next phase 2.) SandboxStop deletes the record.
+//     (read-write agents only): regular files, bounded, UTF-8. It is a
+//     compare-and-swap, through the scope's generations
+//     (memory_generations.go), against phase 2 and the write-backs of
+//     other sandboxes: an edit of a file that changed since the base (a
+//     phase 2, or another agent's edit) is skipped and logged, and the
+//     next materialisation brings the store's version; the edits that
+//     stand are written as the scope's next generation only if no other
+//     writer claimed it since the check, else the check is made again on
+//     what that writer wrote. Phase 2 wins: its generation stands over an
+//     edit, and one that finds an edit written back while it ran replaces
+//     it and says so (MemoryPhase2Output.Replaced, and its log). Either
+//     way the edit's turn is a rollout, which the scope's next phase 2
+//     consolidates; and phase 2's files (handbook, summary, skills,
+//     selection) are one whole, not mixed with a partial edit. SandboxStop
+//     deletes the record.
 //   - Plain agents read through the memory_search and memory_read tools.
 //
 // None of this adds a workflow command: it runs inside activities the
@@ -146,7 +153,8 @@ func (a *Activities) forgetMemory(ctx context.Context, sandboxID string) {
 // conflict.
 func (a *Activities) writeBackMemory(ctx context.Context, s sandbox.Session) (written, conflicts []string, err error) {
 	store := a.r.cfg.Store
-	key := memoryWorkspaceKey(s.State().ID)
+	sandboxID := s.State().ID
+	key := memoryWorkspaceKey(sandboxID)
 	raw, err := readMemoryFile(ctx, store, key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, nil, nil
@@ -159,7 +167,8 @@ func (a *Activities) writeBackMemory(ctx context.Context, s sandbox.Session) (wr
 		return nil, nil, nil
 	}
 	log := activity.GetLogger(ctx)
-	changed := false
+	edits := map[string][]byte{}
+	var paths []string
 	for _, p := range []string{memory.HandbookPath, memory.SummaryPath} {
 		wp := memory.WorkspacePath(rec.Dir, p)
 		infos, err := s.List(ctx, path.Dir(wp))
@@ -183,31 +192,78 @@ func (a *Activities) writeBackMemory(ctx context.Context, s sandbox.Session) (wr
 			log.Warn("memory file not written back", "scope", rec.Scope, "error", err)
 			continue
 		}
-		h := memory.Hash(data)
-		if h == rec.Base[p] {
-			continue
+		if memory.Hash(data) != rec.Base[p] {
+			edits[p] = data
+			paths = append(paths, p)
 		}
-		cur, err := readMemoryFile(ctx, store, memory.Key(rec.Scope, p))
-		curHash := ""
-		switch {
-		case err == nil:
-			curHash = memory.Hash(cur)
-		case !errors.Is(err, blob.ErrNotFound):
-			return written, conflicts, err
+	}
+	if len(paths) == 0 {
+		return nil, nil, nil
+	}
+	// A compare-and-swap through the scope's generations
+	// (memory_generations.go): on the files as the settled store holds
+	// them, an edit of a file that changed since the workspace got it is
+	// a conflict; the others are claimed as the next generation, and a
+	// lost claim starts over on what the winner wrote.
+	mine := func(g memory.Generation) bool { return g.By == memory.ByWriteBack && g.Source == sandboxID }
+	changed, done := false, false
+	for range memoryClaims {
+		head, err := a.settleMemory(ctx, rec.Scope, mine)
+		if err != nil {
+			return nil, nil, err
 		}
-		if curHash != rec.Base[p] && curHash != h {
-			log.Warn("memory edit not written back: the scope's file changed since the workspace got it (consolidation ran); its version stands",
-				"scope", rec.Scope, "path", p)
-			conflicts = append(conflicts, p)
-			continue
-		}
-		if curHash != h {
-			if err := store.Put(ctx, memory.Key(rec.Scope, p), data); err != nil {
-				return written, conflicts, err
+		gen := memory.Generation{By: memory.ByWriteBack, Source: sandboxID}
+		conflicts = nil
+		for _, p := range paths {
+			h := memory.Hash(edits[p])
+			cur, err := readMemoryFile(ctx, store, memory.Key(rec.Scope, p))
+			curHash := ""
+			switch {
+			case err == nil:
+				curHash = memory.Hash(cur)
+			case !errors.Is(err, blob.ErrNotFound):
+				return nil, nil, err
 			}
-			written = append(written, p)
+			switch {
+			case curHash == h:
+				// The store has it (an earlier attempt wrote it).
+				rec.Base[p], changed = h, true
+			case curHash != rec.Base[p]:
+				conflicts = append(conflicts, p)
+			default:
+				gen.Files = append(gen.Files, memory.GenerationFile{Path: p, Data: string(edits[p])})
+			}
 		}
-		rec.Base[p], changed = h, true
+		if len(gen.Files) == 0 {
+			done = true
+			break
+		}
+		if err := a.memoryStep(ctx, "write-back: checked", rec.Scope); err != nil {
+			return nil, nil, err
+		}
+		won, err := a.claimGeneration(ctx, rec.Scope, head.seq, &gen)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !won {
+			continue
+		}
+		if err := a.applyGeneration(ctx, rec.Scope, gen, true); err != nil {
+			return nil, nil, err
+		}
+		for _, f := range gen.Files {
+			written = append(written, f.Path)
+			rec.Base[f.Path], changed = memory.Hash(edits[f.Path]), true
+		}
+		done = true
+		break
+	}
+	if !done {
+		return nil, nil, memoryBusy(rec.Scope)
+	}
+	for _, p := range conflicts {
+		log.Warn("memory edit not written back: the scope's file changed since the workspace got it (a phase 2, or another agent's edit); its version stands",
+			"scope", rec.Scope, "path", p)
 	}
 	if changed {
 		out, err := json.Marshal(rec)

@@ -1,6 +1,12 @@
 // Package s3test starts a real S3-compatible server for tests: versitygw
 // (github.com/versity/versitygw, built from its Go module into tools/bin by
 // scripts/setup.sh) over a POSIX directory, on a loopback port.
+//
+// The server keeps its objects' metadata in a sidecar directory: without
+// metadata (versitygw's --nometa) it cannot tell that an object exists
+// when it checks a conditional write, and lets every PutObject with
+// If-None-Match: * through, so the create-only writes that memory's
+// compare-and-swap is built on (blob.Store.Create) would all win.
 package s3test
 
 import (
@@ -45,6 +51,19 @@ func Binary() string {
 // the test ends. A missing binary fails the test, saying how to build it.
 func Start(t testing.TB, buckets ...string) *Server {
 	t.Helper()
+	return start(t, []string{"--sidecar", t.TempDir()}, buckets)
+}
+
+// StartWithoutMetadata is Start with a server that keeps no metadata
+// (--nometa): one that ignores If-None-Match, for tests of what finds
+// such a server.
+func StartWithoutMetadata(t testing.TB, buckets ...string) *Server {
+	t.Helper()
+	return start(t, []string{"--nometa"}, buckets)
+}
+
+func start(t testing.TB, posixFlags, buckets []string) *Server {
+	t.Helper()
 	bin := Binary()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("versitygw is missing (%v): run scripts/setup.sh (make test does)", err)
@@ -61,7 +80,7 @@ func Start(t testing.TB, buckets ...string) *Server {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, "--port", addr, "posix", "--nometa", root)
+	cmd := exec.Command(bin, append(append([]string{"--port", addr, "posix"}, posixFlags...), root)...)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+Access, "ROOT_SECRET_ACCESS_KEY="+Secret)
 	proctest.Serve(t, "versitygw", cmd, filepath.Join(t.TempDir(), "versitygw.log"), 30*time.Second, func() bool {
 		c, err := net.Dial("tcp", addr)

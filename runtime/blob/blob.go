@@ -14,6 +14,10 @@
 // transcripts/RUN/, outputs/RUN/, snapshots/RUN/ and events/RUN/, where
 // RUN is the run's workflow id, so a run's data can be found and deleted
 // (see [Store.DeletePrefix] and the sweeper in package workflows).
+//
+// Writes are whole (a reader sees the old blob or the new one) and the
+// last one stands; [Store.Create] is the one conditional write, which
+// succeeds for exactly one of the writers that race to create a key.
 package blob
 
 import (
@@ -47,6 +51,9 @@ var ErrNotFound = errors.New("blob: not found")
 type Store struct {
 	bucket *blob.Bucket
 	url    string
+	// dir is the directory of a file:// store, which creates blobs itself
+	// (see Create); "" for the others.
+	dir string
 
 	mu       sync.Mutex
 	cache    map[string][]byte
@@ -65,8 +72,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		}
 		url = "file://" + abs
 	}
+	fileDir := ""
 	if dir, ok := strings.CutPrefix(url, "file://"); ok {
 		dir, _, _ = strings.Cut(dir, "?")
+		fileDir = filepath.Clean(dir)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("blob: %w", err)
 		}
@@ -80,7 +89,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blob: open %s: %w", url, err)
 	}
-	return &Store{bucket: b, url: url, cache: map[string][]byte{}, maxCache: 64 << 20}, nil
+	return &Store{bucket: b, url: url, dir: fileDir, cache: map[string][]byte{}, maxCache: 64 << 20}, nil
 }
 
 // URL is the URL the store was opened with.
@@ -295,7 +304,10 @@ const CheckTimeout = 15 * time.Second
 // Check writes, reads back and deletes a small blob, so that a store that
 // cannot be used (a wrong URL, no credentials, a bucket that does not
 // exist) is found when a worker starts rather than at a run's first turn.
-// It gives up after CheckTimeout.
+// It also creates a blob twice (Create), so that a store that does not
+// honour create-only writes (an S3-compatible server that ignores
+// If-None-Match), on which memory's compare-and-swap would let every
+// writer win, is found too. It gives up after CheckTimeout.
 func (s *Store) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
@@ -311,6 +323,9 @@ func (s *Store) Check(ctx context.Context) error {
 			err = derr
 		}
 	}
+	if err == nil {
+		err = s.checkCreate(ctx, key+"-create")
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("blob: store %s did not answer within %s: %w", s.url, CheckTimeout, err)
@@ -318,6 +333,27 @@ func (s *Store) Check(ctx context.Context) error {
 		return fmt.Errorf("blob: store %s cannot be used: %w", s.url, err)
 	}
 	return nil
+}
+
+// checkCreate creates key twice: the second must find it taken.
+func (s *Store) checkCreate(ctx context.Context, key string) error {
+	err := s.Create(ctx, key, []byte("first"))
+	if err == nil {
+		err = s.Create(ctx, key, []byte("second"))
+		switch {
+		case err == nil:
+			err = errors.New("a create-only write (If-None-Match: *) replaced the blob it found: the store does not honour conditional writes, which memory needs")
+		case errors.Is(err, ErrExists):
+			err = nil
+		}
+		if got, rerr := s.bucket.ReadAll(ctx, key); err == nil && (rerr != nil || string(got) != "first") {
+			err = fmt.Errorf("after a create that lost, the blob reads %q (%v), want the first one's", got, rerr)
+		}
+		if derr := s.bucket.Delete(ctx, key); err == nil {
+			err = derr
+		}
+	}
+	return err
 }
 
 // Close releases the bucket.

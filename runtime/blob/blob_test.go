@@ -3,10 +3,13 @@ package blob_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -175,7 +178,8 @@ func TestRunsData(t *testing.T) {
 }
 
 // TestCheck: a usable store passes and keeps nothing of the check; one
-// whose directory became a file fails, naming the store.
+// whose directory became a file fails, naming the store; so does one that
+// does not honour create-only writes.
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	for _, url := range []string{"mem://", t.TempDir()} {
@@ -191,6 +195,19 @@ func TestCheck(t *testing.T) {
 		}
 		s.Close()
 	}
+	// An S3-compatible server that ignores If-None-Match (versitygw
+	// without metadata) fails the check: memory's compare-and-swap would
+	// let every writer win there.
+	lax := s3test.StartWithoutMetadata(t, "lax")
+	lax.SetEnv(t)
+	ls, err := blob.Open(ctx, lax.URL("lax"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Check(ctx); err == nil || !strings.Contains(err.Error(), "does not honour conditional writes") {
+		t.Errorf("a server that ignores If-None-Match: %v", err)
+	}
+	ls.Close()
 	dir := filepath.Join(t.TempDir(), "store")
 	s, err := blob.Open(ctx, dir)
 	if err != nil {
@@ -205,6 +222,110 @@ func TestCheck(t *testing.T) {
 	}
 	if err := s.Check(ctx); err == nil || !strings.Contains(err.Error(), "cannot be used") || !strings.Contains(err.Error(), "store") {
 		t.Errorf("a store whose directory is a file: %v", err)
+	}
+}
+
+// TestCreate: Create writes a key once. Of writers racing to create one
+// key, from one store or two over one directory (two workers), exactly
+// one wins, and the key holds its data; the others get ErrExists. On S3
+// this is versitygw honouring If-None-Match: * on PutObject (it does when
+// it keeps metadata: see package s3test). A file store leaves no
+// temporary file behind. (The races are a stress check: with fileblob's
+// own IfNotExist, a stat then a rename, a key got two winners in about 1
+// run of 15.)
+func TestCreate(t *testing.T) {
+	ctx := context.Background()
+	s3 := s3test.Start(t, "troupe")
+	s3.SetEnv(t)
+	dir := t.TempDir()
+	for _, tc := range []struct{ name, url, second string }{
+		{"mem", "mem://", ""}, {"file", dir, dir}, {"s3", s3.URL("troupe"), s3.URL("troupe")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := blob.Open(ctx, tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			other := s
+			if tc.second != "" {
+				if other, err = blob.Open(ctx, tc.second); err != nil {
+					t.Fatal(err)
+				}
+				defer other.Close()
+			}
+			if err := s.Create(ctx, "c/gen/1.json", []byte("first")); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Create(ctx, "c/gen/1.json", []byte("second")); !errors.Is(err, blob.ErrExists) {
+				t.Errorf("a second create = %v, want ErrExists", err)
+			}
+			if got, err := s.Get(ctx, "c/gen/1.json"); err != nil || string(got) != "first" {
+				t.Errorf("after a create that lost: %q, %v; want the first", got, err)
+			}
+			// A create after a Put of the key loses too.
+			if err := s.Put(ctx, "c/put", []byte("put")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Create(ctx, "c/put", []byte("create")); !errors.Is(err, blob.ErrExists) {
+				t.Errorf("create over a put = %v, want ErrExists", err)
+			}
+			// Races: 8 writers on each of 20 keys, half through each store.
+			const writers, keys = 8, 20
+			var wg sync.WaitGroup
+			wins := make([][]int, keys)
+			var mu sync.Mutex
+			for k := range keys {
+				for w := range writers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						st := s
+						if w%2 == 1 {
+							st = other
+						}
+						err := st.Create(ctx, fmt.Sprintf("c/race/%d", k), []byte(strconv.Itoa(w)))
+						switch {
+						case err == nil:
+							mu.Lock()
+							wins[k] = append(wins[k], w)
+							mu.Unlock()
+						case !errors.Is(err, blob.ErrExists):
+							t.Error(err)
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			for k, ws := range wins {
+				if len(ws) != 1 {
+					t.Errorf("key %d: writers %v won, want exactly one", k, ws)
+					continue
+				}
+				if got, err := s.Get(ctx, fmt.Sprintf("c/race/%d", k)); err != nil || string(got) != strconv.Itoa(ws[0]) {
+					t.Errorf("key %d holds %q (%v), want the winner's %d", k, got, err, ws[0])
+				}
+			}
+			listed, _, err := s.List(ctx, "c/", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range listed {
+				if strings.HasSuffix(k, ".tmp") {
+					t.Errorf("temporary file left: %s", k)
+				}
+			}
+		})
+	}
+	s, err := blob.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// A key fileblob would store escaped is refused, not created under
+	// another path.
+	if err := s.Create(ctx, "c/../escape", nil); err == nil || errors.Is(err, blob.ErrExists) {
+		t.Errorf("a file store created a key with a .. element: %v", err)
 	}
 }
 

@@ -1,0 +1,112 @@
+package blob
+
+// Create: the store's one conditional write, on which writers that share
+// keys build their compare-and-swap (memory generations, in package
+// workflows).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// ErrExists reports a key that Create found taken.
+var ErrExists = errors.New("blob: key exists")
+
+// Create writes data under key only if the store holds nothing there, in
+// one atomic step: of writers racing to create a key, in this process or
+// any other, exactly one succeeds and the others get an error wrapping
+// ErrExists, the key keeping the winner's data; no reader sees a partly
+// written blob.
+//
+// mem://, s3:// (a PutObject with If-None-Match: *), gs:// and azblob://
+// create with gocloud's IfNotExist. file:// does not: fileblob checks that
+// the file is missing and then renames its temporary file over it, two
+// steps another writer can come between. A file store writes a temporary
+// file beside the blob and hard-links it to the blob's path, which fails
+// if the path exists; it needs a file system with hard links, and takes
+// keys whose every element is made of letters, digits, '.', '_' and '-'
+// (those fileblob stores unescaped). A crash leaves at most a temporary
+// file, named .<name>.<random>.tmp beside the blob.
+//
+// An S3-compatible server that ignores If-None-Match would let every
+// writer win: [Store.Check] creates a key twice, so a worker finds such a
+// server when it starts.
+func (s *Store) Create(ctx context.Context, key string, data []byte) error {
+	var err error
+	if s.dir != "" {
+		err = s.createFile(ctx, key, data)
+	} else {
+		err = s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{IfNotExist: true})
+		if err != nil && gcerrors.Code(err) == gcerrors.FailedPrecondition {
+			err = ErrExists
+		}
+	}
+	if errors.Is(err, ErrExists) {
+		return fmt.Errorf("%w: %s", ErrExists, key)
+	}
+	if err != nil {
+		return fmt.Errorf("blob: create %s: %w", key, err)
+	}
+	s.forget(key)
+	return nil
+}
+
+// plainKey is a key that fileblob maps to a path unescaped.
+var plainKey = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+
+// createFile is Create in a file store: a temporary file, then a hard
+// link, which fails if the blob exists.
+func (s *Store) createFile(ctx context.Context, key string, data []byte) error {
+	elems := strings.Split(key, "/")
+	if !plainKey.MatchString(key) || strings.HasSuffix(key, ".attrs") || slices.Contains(elems, ".") || slices.Contains(elems, "..") {
+		return fmt.Errorf("a file store creates keys of letters, digits, '.', '_' and '-' only")
+	}
+	path := filepath.Join(s.dir, filepath.FromSlash(key))
+	dir := filepath.Dir(path)
+	err := os.MkdirAll(dir, 0o777)
+	if err != nil {
+		return err
+	}
+	// Mode 0666 and the umask, as fileblob's blobs (os.CreateTemp would
+	// make it 0600).
+	var tmp *os.File
+	for {
+		name := filepath.Join(dir, "."+filepath.Base(path)+"."+strconv.FormatUint(rand.Uint64(), 36)+".tmp")
+		if tmp, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666); !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return ErrExists
+		}
+		return err
+	}
+	return nil
+}
