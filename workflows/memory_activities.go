@@ -364,7 +364,7 @@ func isPhase2(g memory.Generation) bool { return g.By == memory.ByPhase2 }
 // meanwhile (an attempt of this activity that outlived its timeout) did
 // this one's work: this answer is dropped.
 func (a *Activities) commitPhase2(ctx context.Context, scope string, base int64, gen memory.Generation, out *MemoryPhase2Output) error {
-	log := activity.GetLogger(ctx)
+	log := logFor(ctx)
 	for range memoryClaims {
 		if err := a.memoryStep(ctx, "phase 2: answered", scope); err != nil {
 			return err

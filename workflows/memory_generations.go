@@ -247,7 +247,7 @@ func (a *Activities) applyGeneration(ctx context.Context, scope string, g memory
 func (a *Activities) dropOldGenerations(ctx context.Context, scope string, seq int64) {
 	_, bySeq, err := a.listGenerations(ctx, scope)
 	if err != nil {
-		activity.GetLogger(ctx).Warn("old memory generations not deleted", "scope", scope, "error", err)
+		logFor(ctx).Warn("old memory generations not deleted", "scope", scope, "error", err)
 		return
 	}
 	var old []int64
@@ -260,7 +260,7 @@ func (a *Activities) dropOldGenerations(ctx context.Context, scope string, seq i
 	for _, s := range old {
 		for _, k := range bySeq[s] {
 			if err := a.r.cfg.Store.Delete(ctx, k); err != nil {
-				activity.GetLogger(ctx).Warn("old memory generation not deleted", "scope", scope, "key", k, "error", err)
+				logFor(ctx).Warn("old memory generation not deleted", "scope", scope, "key", k, "error", err)
 				return
 			}
 		}

@@ -44,7 +44,6 @@ import (
 	"slices"
 	"strings"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -121,7 +120,7 @@ func (a *Activities) materialiseMemory(ctx context.Context, s sandbox.Session, a
 			return err
 		}
 		if total+len(data) > memory.MaxWorkspaceBytes || files >= memory.MaxWorkspaceFiles {
-			activity.GetLogger(ctx).Warn("memory files left out of the workspace: over its bound", "scope", scope, "path", p)
+			logFor(ctx).Warn("memory files left out of the workspace: over its bound", "scope", scope, "path", p)
 			continue
 		}
 		if err := s.WriteFile(ctx, memory.WorkspacePath(rec.Dir, p), data, 0o644); err != nil {
@@ -143,7 +142,7 @@ func (a *Activities) materialiseMemory(ctx context.Context, s sandbox.Session, a
 // stopped (a restored sandbox has a new id and record); best effort.
 func (a *Activities) forgetMemory(ctx context.Context, sandboxID string) {
 	if err := a.r.cfg.Store.Delete(ctx, memoryWorkspaceKey(sandboxID)); err != nil && !errors.Is(err, blob.ErrNotFound) {
-		activity.GetLogger(ctx).Warn("memory workspace record not deleted", "sandbox", sandboxID, "error", err)
+		logFor(ctx).Warn("memory workspace record not deleted", "sandbox", sandboxID, "error", err)
 	}
 }
 
@@ -166,7 +165,7 @@ func (a *Activities) writeBackMemory(ctx context.Context, s sandbox.Session) (wr
 	if err := json.Unmarshal(raw, &rec); err != nil || !rec.Live || memory.CheckScope(rec.Scope) != nil || memory.CheckDir(rec.Dir) != nil {
 		return nil, nil, nil
 	}
-	log := activity.GetLogger(ctx)
+	log := logFor(ctx)
 	edits := map[string][]byte{}
 	var paths []string
 	for _, p := range []string{memory.HandbookPath, memory.SummaryPath} {
