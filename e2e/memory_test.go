@@ -280,6 +280,7 @@ rules:
 // model call per rollout and per phase 2, one raw memory and one summary
 // per rollout, and the selection written once phase 2 is done.
 func TestMemoryWorkerKilledInPhases(t *testing.T) {
+	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
 	srv, url := scenarioServer(t, crashScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("crash-%d", os.Getpid())

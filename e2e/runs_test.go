@@ -127,6 +127,7 @@ var (
 // leaves its run RUNNING on the home's server, and `troupe runs resume`
 // finishes it with the result `troupe run` would have printed.
 func TestRunInterruptedAndResumed(t *testing.T) {
+	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
 	for _, tc := range []struct {
 		name string
 		sig  os.Signal
@@ -177,6 +178,7 @@ func TestRunInterruptedAndResumed(t *testing.T) {
 // server. The first, which started the server, finishes first and keeps
 // the server up until the second is done; both print their results.
 func TestTwoRunsOneHome(t *testing.T) {
+	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
 	home := t.TempDir()
 	first := startCLI(t, home, "run", "--graph", "plod", "medium")
 	firstID := first.waitLine(t, runStarted)
@@ -213,6 +215,7 @@ func TestTwoRunsOneHome(t *testing.T) {
 // runs left going by a Ctrl-C, refuse the id of one of a run's agents and
 // a run that has closed, and `runs show` says how each ended, typed.
 func TestRunsCancelAndTerminate(t *testing.T) {
+	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
 	home := t.TempDir()
 	interrupted := func() string {
 		r := startCLI(t, home, "run", "--graph", "plod", "go")
