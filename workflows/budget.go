@@ -106,11 +106,11 @@ import (
 // (another task of the root's, off the agent's path); an agent that gives the ledger back pays a signal's round trip
 // before its agents start, and its ask after. BenchmarkBudgetOverhead
 // measures both, on a shared 2-core machine: a turn of the looper (201
-// turns, one agent) 7.1 ms without a budget, 7.8 ms with one (ratio 1.1;
-// it was 6.9 against 54.5 ms, ratio 7.9, when every call asked the root
-// by signal and waited for its answer by signal); a turn that runs 50
-// agents-as-tools, each asking, 1.3 to 1.5 times as long as without (it
-// was 2.2 to 2.6 times).
+// turns, one agent) costs what it costs without a budget (ratio 0.84 to
+// 1.06 over three runs, about 5 ms a turn; it was 6.8 to 15.6, 34 to 90
+// ms a turn, when every call asked the root by signal and waited for its
+// answer by signal); a turn that runs 50 agents-as-tools, each asking,
+// takes 1.2 to 1.4 times as long as without (it took 2.2 to 2.8 times).
 //
 // What a loan does not keep: a holder that is terminated (not cancelled)
 // takes with it what it spent since the ledger was lent, which the root
