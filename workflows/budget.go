@@ -33,14 +33,14 @@ import (
 //     own.
 //  3. The ledger is lent to the one agent of the tree at work, which
 //     decides its model calls itself, as the root would, asking no one
-//     (BudgetLoan, a runtime.BudgetLease: the root's ledger, and what
-//     the holder spent since). The root lends it to each agent of its
-//     chain when it starts it (AgentInput.Budget): the agents of a run's
-//     chain of handoffs, or of a session's turn, run one at a time, so
-//     while one holds the ledger no other agent of the tree lives but
-//     those it starts. Before it starts any (agents-as-tools, guardrail
-//     agents) the holder gives the ledger back, with what it spent, and
-//     waits until the root has it (BudgetReturnSignal, sent by a local
+//     (BudgetLoan, a runtime.BudgetLease: the root's ledger, and what the
+//     holder spent since). The root lends it to each agent of its chain
+//     when it starts it (AgentInput.Budget): the agents of a run's chain
+//     of handoffs, or of a session's turn, run one at a time, so while
+//     one holds the ledger no other agent of the tree lives but those it
+//     starts. Before it starts any (agents-as-tools, guardrail agents)
+//     the holder gives the ledger back, with what it spent, and waits
+//     until the root has it (BudgetReturnSignal, sent by a local
 //     activity, or by the workflow when that cannot go); it gets it back
 //     by asking again once they have ended (BudgetAsk.Alone). It gives it
 //     back for good in its result, or its failure's or cancellation's
@@ -50,10 +50,10 @@ import (
 //     call's usage is known only once it ends, so shares of a token or
 //     cost budget could not keep point 5. While it is lent, the root's
 //     own ledger (BudgetQuery, a session's info) lacks what the holder
-//     spent since. A session's budget command
-//     changes the root's ledger at once and tells the holder
-//     (BudgetChangeSignal), which gives the ledger back before its next
-//     call, so that the root decides that call on the new budget.
+//     spent since. A session's budget command changes the root's ledger
+//     at once and tells the holder (BudgetChangeSignal), which gives the
+//     ledger back before its next call, so that the root decides that
+//     call on the new budget.
 //  4. Every other agent (those that run beside others: agents-as-tools,
 //     guardrail agents) asks the root before each model call and waits
 //     for the answer: by update (BudgetAskUpdate), sent from a local
@@ -79,10 +79,10 @@ import (
 //     the root had them all when it lent it and no other agent lives
 //     while it holds it. A call is thus let start only if every call the
 //     one who decided had news of left the budget unspent: once it is
-//     spent, no agent of the tree
-//     starts another, however many run in parallel; calls already running
-//     finish and count (a ModelCalls limit is never passed; a token or
-//     cost limit by what those calls used).
+//     spent, no agent of the tree starts another, however many run in
+//     parallel; calls already running finish and count (a ModelCalls
+//     limit is never passed; a token or cost limit by what those calls
+//     used).
 //  6. An agent refused fails with troupe.BudgetExceeded; an agent whose
 //     agent-as-tool fails so fails too (agents working in parallel stop
 //     at their next ask), and the root ends the run with
@@ -98,19 +98,20 @@ import (
 //
 // What it costs: a run without a budget exchanges no message and records
 // no marker; it pays nothing. With one, an agent that holds the ledger
-// pays nothing per call (two version markers when it starts, the ledger
-// in its input and result): a run of one agent, or of a chain of them,
-// costs what it costs without a budget. An agent that asks pays, per
-// call, the update's round trip through the root (a workflow task of the
-// root's, about five history events there) and the report's signal
-// (another task of the root's, off the agent's path); an agent that gives the ledger back pays a signal's round trip
-// before its agents start, and its ask after. BenchmarkBudgetOverhead
-// measures both, on a shared 2-core machine: a turn of the looper (201
-// turns, one agent) costs what it costs without a budget (ratio 0.84 to
-// 1.06 over three runs, about 5 ms a turn; it was 6.8 to 15.6, 34 to 90
-// ms a turn, when every call asked the root by signal and waited for its
-// answer by signal); a turn that runs 50 agents-as-tools, each asking,
-// takes 1.2 to 1.4 times as long as without (it took 2.2 to 2.8 times).
+// pays nothing per call (two version markers when it starts, the ledger in
+// its input and result): a run of one agent, or of a chain of them, costs
+// what it costs without a budget. An agent that asks pays, per call, the
+// update's round trip through the root (a workflow task of the root's,
+// about five history events there) and the report's signal (another task
+// of the root's, off the agent's path); an agent that gives the ledger
+// back pays a signal's round trip before its agents start, and its ask
+// after. BenchmarkBudgetOverhead measures both, on a shared 2-core
+// machine: a turn of the looper (201 turns, one agent) costs what it costs
+// without a budget (ratio 0.84 to 1.06 over three runs, about 5 ms a turn;
+// it was 6.8 to 15.6, 34 to 90 ms a turn, when every call asked the root
+// by signal and waited for its answer by signal); a turn that runs 50
+// agents-as-tools, each asking, takes 1.2 to 1.4 times as long as without
+// (it took 2.2 to 2.8 times).
 //
 // What a loan does not keep: a holder that is terminated (not cancelled)
 // takes with it what it spent since the ledger was lent, which the root
