@@ -35,8 +35,10 @@
 //     plain HTTP client in the same run; and the time a delta takes
 //     through the relay once the model has sent it.
 //   - BenchmarkBudgetOverhead: the looper's 201 turns without a budget and
-//     with one it stays under, on one worker: what a turn's round trip to
-//     the run's root (ask, answer, usage report) adds.
+//     with one it stays under, on one worker (the looper holds the run's
+//     ledger and asks no one: goal ratio ≤ 1.1), and the boss's fan-out
+//     to 50 agents-as-tools likewise (each asks the run's root by update
+//     before its call and reports after it).
 //
 // The tracing benchmark holds a turn traced against one that is not:
 //

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -179,14 +180,26 @@ func spawnWorkerTo(t *testing.T, stderr io.Writer, modelURL, blobDir, queue stri
 // TestWorkerCrash kills the worker process (SIGKILL) while four agents-as-
 // tools run, two of them finished and two waiting on the model; a new
 // worker process finishes the run with the same output, and the finished
-// children's model calls are not made again.
+// children's model calls are not made again. With a budget of exactly
+// the run's model calls, the run still ends within it: the asks of the
+// children cut off, which the new worker sends again (by update, with
+// the same ids), count once.
 func TestWorkerCrash(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget *agents.Budget
+	}{{"no budget", nil}, {"a budget of its calls", &agents.Budget{ModelCalls: 6}}} {
+		t.Run(tc.name, func(t *testing.T) { crashWorker(t, tc.budget) })
+	}
+}
+
+func crashWorker(t *testing.T, budget *agents.Budget) {
 	c := dial(t)
 	ms, url := modelServer(t)
-	blobDir, queue := t.TempDir(), fmt.Sprintf("crash-%d", os.Getpid())
+	blobDir, queue := t.TempDir(), fmt.Sprintf("crash-%d-%d", os.Getpid(), queues.Add(1))
 	first := spawnWorker(t, url, blobDir, queue)
 
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "crash", Input: "go"})
+	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "crash", Input: "go", Budget: budget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +247,13 @@ func TestWorkerCrash(t *testing.T) {
 		if got := ms.Count(rule); got != want {
 			t.Errorf("%s answered %d times, want %d", rule, got, want)
 		}
+	}
+	if budget == nil {
+		return
+	}
+	// The four children's asks and the boss's second went by update.
+	if tr := trafficOf(t, c, run.GetID(), nil); res.Budget == nil || res.Budget.Calls != 6 || tr.asksByUpdate != 5 {
+		t.Errorf("budget %+v, %d asks by update; want the 6 calls counted once, 5 asks by update", res.Budget, tr.asksByUpdate)
 	}
 }
 

@@ -22,6 +22,9 @@ import (
 // the replay tests of package workflows:
 //
 //	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio|TestRunContinuesAsNew|TestLongRunContinuesAsNew|TestDealDeskSession' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
+//
+// (and so do the tests of other sets: TestBudgetEndToEnd's
+// v11-budget-asks, TestGuardrailsEndToEnd's v10-guardrails, ...).
 var historiesDir = flag.String("histories", "", "save the deal-desk and MCP runs' workflow histories to this directory")
 
 // saveHistories writes the histories of the workflows ids to dir, named

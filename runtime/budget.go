@@ -13,8 +13,8 @@ import (
 // This file holds the model usage of an agent tree as plain Go: per agent,
 // priced by the run's price table, and the ledger the root of a run or
 // session keeps against its budget (agents.Budget). The workflows carry
-// the messages: each agent asks the root before a model call (Ask) and
-// tells it what the call used after (Count).
+// the messages: each agent asks the root before a model call (AskCall)
+// and tells it what the call used after (CountCall).
 
 // AgentUsage is what one agent of a tree used of the model: its own calls
 // (every workflow of the agent in the tree, not the agents it ran as
@@ -90,6 +90,11 @@ type BudgetLedger struct {
 	// usage twice (right after the call, and with its next ask, whichever
 	// comes first), and the second is not counted again.
 	Counted map[string]int `json:"counted,omitempty"`
+	// Started is, per agent workflow of the tree that may still ask, the
+	// last turn whose call it let start (AskCall): an ask that comes
+	// twice (an update retried, then sent again as a signal) counts
+	// once.
+	Started map[string]int `json:"started,omitempty"`
 }
 
 // NewBudgetLedger is the ledger of a tree with budget b that has spent
@@ -137,6 +142,26 @@ func (l *BudgetLedger) Ask() (refused string) {
 	return ""
 }
 
+// AskCall is Ask for the model call of turn of the agent workflow wf: a
+// call it let start already is let start again, and not counted again
+// (each turn's call counts once, however many times it is asked for).
+func (l *BudgetLedger) AskCall(wf string, turn int) (refused string) {
+	if l == nil {
+		return ""
+	}
+	if last, ok := l.Started[wf]; ok && last >= turn {
+		return ""
+	}
+	if why := l.Ask(); why != "" {
+		return why
+	}
+	if l.Started == nil {
+		l.Started = map[string]int{}
+	}
+	l.Started[wf] = turn
+	return ""
+}
+
 // Count takes what a call that ended used.
 func (l *BudgetLedger) Count(u AgentUsage) {
 	if l != nil {
@@ -160,18 +185,67 @@ func (l *BudgetLedger) CountCall(wf string, turn int, u AgentUsage) {
 	l.Count(u)
 }
 
-// Settle forgets which turns were counted, once no agent of the tree
-// lives to tell one again (between a session's turns, before a run
-// continues as new).
+// Settle forgets which turns were asked for and counted, once no agent
+// of the tree lives to ask or tell one again (between a session's turns,
+// before a run continues as new).
 func (l *BudgetLedger) Settle() {
 	if l != nil {
-		l.Counted = nil
+		l.Counted, l.Started = nil, nil
 	}
 }
 
 // SetBudget replaces the budget, keeping what was spent: a session's
 // budget raised, or lifted (the zero Budget).
 func (l *BudgetLedger) SetBudget(b agents.Budget) { l.Budget = b }
+
+// BudgetLease is a tree's ledger lent by its root to the one agent of the
+// tree at work, which decides its own model calls while it holds it
+// (Ask, Count) and gives it back with what it spent (Repay). The root
+// lends it only where no other agent of the tree can spend meanwhile, so
+// the holder decides as the root would.
+type BudgetLease struct {
+	// Ledger is the root's ledger as lent, with what the holder spent
+	// since.
+	Ledger BudgetLedger `json:"ledger"`
+	// Calls and Agents are what the holder spent since it was lent: the
+	// calls it let start, and the usage of those that ended.
+	Calls  int64  `json:"calls,omitempty"`
+	Agents Usages `json:"agents,omitempty"`
+}
+
+// Lend is a lease of the ledger, which spent nothing yet; nil for a nil
+// ledger.
+func (l *BudgetLedger) Lend() *BudgetLease {
+	if l == nil {
+		return nil
+	}
+	return &BudgetLease{Ledger: BudgetLedger{Budget: l.Budget, Calls: l.Calls, Agents: slices.Clone(l.Agents)}}
+}
+
+// Ask lets the holder's model call start, and counts it, unless the
+// budget is spent: then it returns which limits are reached.
+func (s *BudgetLease) Ask() (refused string) {
+	if why := s.Ledger.Ask(); why != "" {
+		return why
+	}
+	s.Calls++
+	return ""
+}
+
+// Count takes what a call of the holder's used.
+func (s *BudgetLease) Count(u AgentUsage) {
+	s.Ledger.Count(u)
+	s.Agents = s.Agents.Add(u)
+}
+
+// Repay takes a lease of the ledger back: what its holder spent counts.
+func (l *BudgetLedger) Repay(s *BudgetLease) {
+	if l == nil || s == nil {
+		return
+	}
+	l.Calls += s.Calls
+	l.Agents = l.Agents.Add(s.Agents...)
+}
 
 // BudgetReport is a tree's budget and what it spent: what a
 // troupe.BudgetExceeded error carries, and what runs and sessions

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -108,4 +109,73 @@ func TestBudgetLedger(t *testing.T) {
 	if why := l.Ask(); why != "" || l.Calls != 2 {
 		t.Errorf("raised: %q, %d calls", why, l.Calls)
 	}
+}
+
+// An ask for a call let start already (an update retried, then sent again
+// as a signal) lets it start again without counting it, even once the
+// budget is spent; Settle forgets the asks, with the reports.
+func TestBudgetLedgerAskCallOnce(t *testing.T) {
+	l := runtime.NewBudgetLedger(&agents.Budget{ModelCalls: 2})
+	for i, step := range []struct {
+		wf      string
+		turn    int
+		refused bool
+		calls   int64
+	}{
+		{"a", 1, false, 1},
+		{"a", 1, false, 1}, // the same ask again
+		{"b", 1, false, 2},
+		{"b", 1, false, 2}, // again, the budget spent
+		{"a", 1, false, 2}, // an ask of an earlier turn, late
+		{"a", 2, true, 2},
+	} {
+		if why := l.AskCall(step.wf, step.turn); (why != "") != step.refused || l.Calls != step.calls {
+			t.Errorf("ask %d (%s, turn %d): refused %q, %d calls; want refused %v, %d calls", i, step.wf, step.turn, why, l.Calls, step.refused, step.calls)
+		}
+	}
+	l.Settle()
+	l.SetBudget(agents.Budget{ModelCalls: 3})
+	if why := l.AskCall("a", 1); why != "" || l.Calls != 3 || len(l.Started) != 1 {
+		t.Errorf("after Settle, a new tree's ask: %q, %d calls, started %v", why, l.Calls, l.Started)
+	}
+	var none *runtime.BudgetLedger
+	if none.AskCall("a", 1) != "" {
+		t.Error("a nil ledger refused a call")
+	}
+}
+
+// A lease decides as its ledger would, and what its holder spent counts
+// once it is repaid, over what the ledger counted meanwhile.
+func TestBudgetLease(t *testing.T) {
+	call := func(agent string, cost float64) runtime.AgentUsage {
+		return runtime.AgentUsage{Agent: agent, Usage: model.Usage{Requests: 1, InputTokens: 10}, Cost: cost}
+	}
+	l := runtime.NewBudgetLedger(&agents.Budget{ModelCalls: 4, Cost: 1})
+	l.Ask()
+	l.Count(call("a", 0.25))
+	s := l.Lend()
+	for i := 0; i < 2; i++ {
+		if why := s.Ask(); why != "" {
+			t.Fatalf("call %d under the lease refused: %s", i, why)
+		}
+		s.Count(call("b", 0.25))
+	}
+	if why := s.Ask(); why != "" {
+		t.Fatalf("the fourth call (3 of 4 calls, cost 0.75 of 1 spent) refused: %s", why)
+	}
+	if why := s.Ask(); !strings.Contains(why, "4 of 4 model calls") {
+		t.Errorf("the fifth call under the lease: %q, want refused on model calls", why)
+	}
+	if l.Calls != 1 || len(l.Agents) != 1 {
+		t.Errorf("the ledger changed while lent: %+v", l)
+	}
+	l.Repay(s)
+	if l.Calls != 4 || l.Agents.Cost() != 0.75 || len(l.Agents) != 2 || l.Spent() != "4 of 4 model calls" {
+		t.Errorf("repaid: %d calls, cost %v, agents %+v, spent %q", l.Calls, l.Agents.Cost(), l.Agents, l.Spent())
+	}
+	var none *runtime.BudgetLedger
+	if none.Lend() != nil {
+		t.Error("a nil ledger lent a lease")
+	}
+	none.Repay(s)
 }

@@ -33,6 +33,8 @@ type Activities struct {
 	// they go by; nil in production.
 	memoryHook func(ctx context.Context, step, scope string) error
 	clock      func() time.Time
+	// asks bounds the budget asks in flight to a root (budget_asks.go).
+	asks *askSlots
 }
 
 // SaveEvents writes a page of a workflow's events to the blob store, as
@@ -124,14 +126,18 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	for i := range resp.Output {
 		resp.Output[i].Agent = agent.Name
 	}
+	resp.Usage.Requests = max(resp.Usage.Requests, 1)
+	step := runtime.Decide(agent, resp.Output)
+	// The root hears of the call while its output is stored.
+	told := a.tellRoot(ctx, in, req.Model, resp.Usage, step)
 	segment := append(append([]agents.Item(nil), in.Pending...), resp.Output...)
 	ref, err := a.r.transcripts.Append(ctx, in.Transcript, segment)
 	if err != nil {
+		<-told
 		return nil, err
 	}
 	ref.View = view
-	out := &ModelOutput{Transcript: ref, Step: runtime.Decide(agent, resp.Output), Usage: resp.Usage, Model: req.Model}
-	out.Usage.Requests = max(out.Usage.Requests, 1)
+	out := &ModelOutput{Transcript: ref, Step: step, Usage: resp.Usage, Model: req.Model, Told: <-told}
 	for _, it := range resp.Output {
 		if it.Type == agents.ItemMessage {
 			out.Text = preview(it.Content, 200)

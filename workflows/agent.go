@@ -80,7 +80,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	if len(agent.MCPServers) > 0 {
 		calls.mt = &mcpTools{r: r, agent: agent, in: in, rc: &rc, cat: st.MCP, lost: st.MCPLost}
 	}
-	calls.budget, calls.tree = newAgentBudget(ctx, spec, in, wfID, agent.Name), &st.Agents
+	calls.budget, calls.tree = newAgentBudget(ctx, spec, in, wfID, agent, carry.Budget), &st.Agents
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
 	// the agent's own and a follower that stops there misses nothing.
@@ -95,9 +95,14 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		case calls.sb != nil:
 			calls.sb.end(ctx)
 		}
-		// A failure carries the lease and the usage back to the caller;
-		// the root has the reports of the agent's calls first.
-		err = withFailure(err, lease, st.Agents)
+		// The result, or the failure, carries the lease, the usage and
+		// the root's budget ledger (when lent to the agent) back to the
+		// caller; the root has the reports of the agent's calls first.
+		loan := calls.budget.giveBack()
+		if err == nil {
+			res.Budget = loan
+		}
+		err = withFailure(err, lease, st.Agents, loan)
 		calls.budget.flush(ctx)
 		e.Agent = agent.Name
 		rec.add(ctx, e)
@@ -150,7 +155,8 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 			}
 			var mo ModelOutput
 			if err := checked(r.callModel(mctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
-				MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.guidance()}, &mo)); err != nil {
+				MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.guidance(),
+				Budget: calls.budget.forModel()}, &mo)); err != nil {
 				return fail(err)
 			}
 			detail := mo.Text
@@ -265,8 +271,8 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.
 	calls.ctl.drain(ctx)
 	carry.Paused, carry.Interrupted = calls.ctl.paused, calls.ctl.interrupted
 	next := in
-	next.Transcript, next.Pending, next.Carry = st.Transcript, nil, carry
-	calls.budget.flush(ctx) // The next run asks with no report of this one's.
+	next.Transcript, next.Pending, next.Carry, next.Budget = st.Transcript, nil, carry, nil
+	carry.Budget = calls.budget.carry(ctx)
 	return workflow.NewContinueAsNewError(ctx, AgentWorkflowName, next)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
@@ -24,11 +28,16 @@ import (
 // what usage gives its agent (by the first word of its instructions,
 // "boss", "left", ...; 10 input and 5 output tokens otherwise). The first
 // calls of left and right wait for each other (up to 10 s), so that both
-// run at once.
+// run at once. A user message that says "stuck" has the third call of its
+// turn, and every call after, fail as an unreachable model does, so that
+// the agent waits between retries; one that says "hiccup" only that
+// call's first attempt.
 type budgetModel struct {
 	mu    sync.Mutex
 	usage map[string]model.Usage
 	calls map[string]int
+	// turnCalls counts the calls by user message.
+	turnCalls map[string]int
 	// both is closed once left and right have both started a call.
 	both chan struct{}
 }
@@ -37,12 +46,18 @@ func (m *budgetModel) Respond(_ context.Context, req model.Request) (*model.Resp
 	agent := strings.TrimSuffix(firstWord(req.Instructions), ":")
 	m.mu.Lock()
 	m.calls[agent]++
+	user := lastUser(req)
+	m.turnCalls[user]++
+	n := m.turnCalls[user]
 	u, ok := m.usage[agent]
 	first := (agent == "left" || agent == "right") && m.calls[agent] == 1
 	if first && m.calls["left"] >= 1 && m.calls["right"] >= 1 {
 		close(m.both)
 	}
 	m.mu.Unlock()
+	if strings.Contains(user, "stuck") && n >= 3 || strings.Contains(user, "hiccup") && n == 3 {
+		return nil, errors.New("model: Post: dial tcp 127.0.0.1:9: connect: connection refused")
+	}
 	if first {
 		select {
 		case <-m.both:
@@ -114,16 +129,20 @@ func budgetGraph(lookups *int) *agents.Graph {
 	).WithPrices(budgetPrices)
 }
 
-func budgetEnv(t *testing.T, usage map[string]model.Usage) (*testsuite.TestWorkflowEnvironment, *budgetModel, *int) {
+func budgetEnv(t *testing.T, usage map[string]model.Usage, tweaks ...func(*workflows.Config)) (*testsuite.TestWorkflowEnvironment, *budgetModel, *int) {
 	t.Helper()
 	env := quietEnv()
 	store, err := blob.Open(context.Background(), "mem://")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &budgetModel{usage: usage, calls: map[string]int{}, both: make(chan struct{})}
+	m := &budgetModel{usage: usage, calls: map[string]int{}, turnCalls: map[string]int{}, both: make(chan struct{})}
 	lookups := new(int)
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{budgetGraph(lookups)}, Model: m, Store: store})
+	cfg := workflows.Config{Graphs: []*agents.Graph{budgetGraph(lookups)}, Model: m, Store: store}
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
+	r, err := workflows.NewRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,6 +394,24 @@ func TestGoldenBudgetPayloads(t *testing.T) {
 		"run_result_budget": workflows.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`),
 			Path: []string{"triage", "coordinator"}, Usage: usage.Usage, Agents: runtime.Usages{usage}, Cost: usage.Cost, Budget: ledger.Report()},
 	}
+	coordinator := "run-1/1-coordinator"
+	lease := runtime.BudgetLease{Ledger: runtime.BudgetLedger{Budget: budget, Calls: 9, Agents: runtime.Usages{usage}}, Calls: 2, Agents: runtime.Usages{usage}}
+	loan := workflows.BudgetLoan{Lease: lease, What: "session", Hint: "raise it with the session's budget command",
+		Refused: &workflows.BudgetRefusal{Agent: "coordinator", Turn: 3, Reason: "the session's budget is spent (cost 0.25 of 0.25)"}}
+	ref := runtime.TranscriptRef{Key: "transcripts/run-1/1-coordinator", Segments: 3}
+	last := workflows.BudgetUsage{Workflow: coordinator, Turn: 2, Usage: usage}
+	payloads["budget_loan"] = loan
+	payloads["budget_ask_input"] = workflows.BudgetAskInput{Root: "run-1", Ask: workflows.BudgetAsk{Workflow: coordinator, Agent: "coordinator", Turn: 3, Last: &last, Alone: true}}
+	payloads["budget_ask_output"] = workflows.BudgetAskOutput{Answer: &workflows.BudgetAnswer{Turn: 3, Loan: &workflows.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}}
+	payloads["budget_ask_unsent"] = workflows.BudgetAskOutput{Unsent: "no Temporal client: the activity does not run on a worker"}
+	payloads["budget_return_input"] = workflows.BudgetReturnInput{Root: "run-1", Return: workflows.BudgetReturn{Workflow: coordinator, Loan: loan}}
+	payloads["model_input_budget"] = workflows.ModelInput{Graph: "dealdesk", Agent: "pricing_reviewer", Run: agents.RunContext{WorkflowID: coordinator + "/t1.0/0-pricing_reviewer", RunID: "run-1", Agent: "pricing_reviewer", Turn: 1},
+		Transcript: ref, Budget: &workflows.ModelBudget{Root: "run-1", Workflow: coordinator + "/t1.0/0-pricing_reviewer", Prices: agents.Prices{"gpt-4.1": {InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}}}
+	payloads["model_output_told"] = workflows.ModelOutput{Transcript: ref, Usage: usage.Usage, Model: "gpt-4.1", Told: "sent"}
+	payloads["agent_input_budget"] = workflows.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "run-1", Transcript: ref, Budget: &workflows.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}
+	payloads["agent_result_budget"] = workflows.AgentResult{Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Transcript: ref, Turns: 3, Usage: usage.Usage, Budget: &loan}
+	payloads["agent_carry_budget"] = workflows.AgentCarry{State: runtime.AgentState{Agent: "coordinator", Transcript: ref, Turn: 101}, NextEvent: 611,
+		Budget: &workflows.AgentBudgetCarry{Loan: &loan, Last: &last}}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.MarshalIndent(v, "", "  ")
@@ -397,4 +434,189 @@ func TestGoldenBudgetPayloads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loanWatch counts, in env, the budget asks and returns the agents' local
+// activities made, and records the ledger each agent workflow of the
+// run's chain was lent when it started.
+type loanWatch struct {
+	mu            sync.Mutex
+	asks, returns int
+	lent          map[string]*workflows.BudgetLoan
+}
+
+func watchLoans(env *testsuite.TestWorkflowEnvironment) *loanWatch {
+	w := &loanWatch{lent: map[string]*workflows.BudgetLoan{}}
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		switch info.ActivityType.Name {
+		case workflows.BudgetAskActivityName:
+			w.asks++
+		case workflows.BudgetReturnActivityName:
+			w.returns++
+		}
+	})
+	env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, args converter.EncodedValues) {
+		var in workflows.AgentInput
+		if args.Get(&in) != nil || in.Carry != nil {
+			return
+		}
+		w.mu.Lock()
+		w.lent[in.Agent] = in.Budget
+		w.mu.Unlock()
+	})
+	return w
+}
+
+// refusals are the agents whose refusals the root recorded.
+func refusals(t *testing.T, env *testsuite.TestWorkflowEnvironment) []string {
+	var out []string
+	for _, e := range recorded(t, env, 0) {
+		if e.Kind == workflows.EventBudgetExceeded {
+			out = append(out, e.Agent)
+		}
+	}
+	return out
+}
+
+// The root lends its ledger to the one agent of its tree at work, an
+// agent of the run's chain, which then decides its model calls itself,
+// asking no one, as the root would: the call that would pass the budget
+// does not start, whatever the limit, through continue-as-new too; the
+// ledger comes back with every call counted, and the refusal recorded at
+// the root.
+func TestBudgetLoans(t *testing.T) {
+	big := model.Usage{InputTokens: 100, OutputTokens: 50} // 0.02 a call
+	tests := []struct {
+		name          string
+		budget        agents.Budget
+		usage         map[string]model.Usage
+		continueAfter int
+		calls         int
+		spent         string
+	}{
+		{name: "model calls", budget: agents.Budget{ModelCalls: 5}, calls: 5, spent: "5 of 5 model calls"},
+		{name: "input tokens", budget: agents.Budget{InputTokens: 350}, usage: map[string]model.Usage{"solo": big}, calls: 4, spent: "400 of 350 input tokens"},
+		{name: "cost", budget: agents.Budget{Cost: 0.05}, usage: map[string]model.Usage{"solo": big}, calls: 3, spent: "cost 0.06 of 0.05"},
+		{name: "through continue-as-new", budget: agents.Budget{ModelCalls: 5}, continueAfter: 2, calls: 5, spent: "5 of 5 model calls"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env, m, _ := budgetEnv(t, tc.usage, func(c *workflows.Config) { c.ContinueAfterTurns = tc.continueAfter })
+			w := watchLoans(env)
+			b := tc.budget
+			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Agent: "solo", Input: "loop", Budget: &b})
+			err := env.GetWorkflowError()
+			if workflows.ErrorType(err) != workflows.ErrBudgetExceeded || !strings.Contains(err.Error(), "the run's budget is spent ("+tc.spent+")") {
+				t.Fatalf("run ended with %v, want %s, %q spent", err, workflows.ErrBudgetExceeded, tc.spent)
+			}
+			if n := m.count("solo"); n != tc.calls {
+				t.Errorf("solo called the model %d times, want %d", n, tc.calls)
+			}
+			rep, ok := workflows.BudgetReportOf(err)
+			if !ok || rep.Calls != int64(tc.calls) || byAgent(rep.Agents)["solo"] != tc.calls || rep.Spent != tc.spent {
+				t.Errorf("report %+v, want %d calls, each counted, %q spent", rep, tc.calls, tc.spent)
+			}
+			if r := refusals(t, env); len(r) != 1 || r[0] != "solo" {
+				t.Errorf("refusals recorded for %v, want solo's", r)
+			}
+			if loan := w.lent["solo"]; loan == nil || loan.Lease.Ledger.Budget != tc.budget || loan.What != "run" {
+				t.Errorf("solo was lent %+v, want the run's ledger", loan)
+			}
+			if w.asks != 0 || w.returns != 0 {
+				t.Errorf("solo asked its root %d times and gave the ledger back %d times, want neither", w.asks, w.returns)
+			}
+		})
+	}
+}
+
+// An agent that holds its root's ledger gives it back before it runs
+// agents as tools, with the call it made counted: they and it ask the
+// root after, which stops them all at the budget.
+func TestBudgetLoanGivenBack(t *testing.T) {
+	env, m, _ := budgetEnv(t, nil)
+	w := watchLoans(env)
+	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Input: "fan out", Budget: &agents.Budget{ModelCalls: 5}})
+	err := env.GetWorkflowError()
+	if workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
+		t.Fatalf("run ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+	}
+	calls := map[string]int{"boss": m.count("boss"), "left": m.count("left"), "right": m.count("right")}
+	if want := map[string]int{"boss": 1, "left": 2, "right": 2}; !sameCalls(calls, want) {
+		t.Errorf("calls %v, want %v: boss's second call refused", calls, want)
+	}
+	if rep, _ := workflows.BudgetReportOf(err); rep == nil || rep.Calls != 5 {
+		t.Errorf("report %+v, want 5 calls", rep)
+	}
+	if r := refusals(t, env); len(r) != 1 || r[0] != "boss" {
+		t.Errorf("refusals recorded for %v, want boss's", r)
+	}
+	// left's two, right's two, boss's second; boss gave the ledger back
+	// once.
+	if w.lent["boss"] == nil || w.asks != 5 || w.returns != 1 {
+		t.Errorf("boss lent %v; %d asks, %d returns; want 5 asks, 1 return", w.lent["boss"] != nil, w.asks, w.returns)
+	}
+}
+
+// In a session, the agent of a turn holds the session's ledger: a turn
+// rolled back gives it back with the calls it made, which count; a budget
+// lowered during a turn stops the turn's agent at its next call.
+func TestSessionBudgetLoans(t *testing.T) {
+	t.Run("a turn rolled back", func(t *testing.T) {
+		env, m, _ := budgetEnv(t, nil)
+		var stuck, after *updateCall
+		env.RegisterDelayedCallback(func() {
+			stuck = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "loop, then stuck", Wait: true})
+		}, time.Second)
+		env.RegisterDelayedCallback(func() {
+			after = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "one", Wait: true})
+		}, 30*time.Second)
+		var info workflows.SessionInfo
+		env.RegisterDelayedCallback(func() { info = sessionInfo(t, env) }, time.Minute)
+		env.RegisterDelayedCallback(func() { sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop}) }, time.Hour)
+		env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "budget", Agent: "solo", Policy: runtime.PolicyRollback,
+			Budget: &agents.Budget{ModelCalls: 20}})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		var rs, ra workflows.SendResult
+		stuck.decode(t, &rs)
+		after.decode(t, &ra)
+		if rs.Record == nil || rs.Record.Outcome != runtime.TurnRolledBack || ra.Record == nil || ra.Record.Outcome != runtime.TurnAnswered {
+			t.Fatalf("turns %+v and %+v, want the first rolled back, the second answered", rs.Record, ra.Record)
+		}
+		// Three calls let start in the turn rolled back (the third
+		// failing), two in the next.
+		if b := info.Budget; b == nil || b.Calls != 5 || b.Usage.Requests != 4 {
+			t.Errorf("session budget %+v, want 5 calls, 4 of them ended (model saw %d)", b, m.count("solo"))
+		}
+	})
+	t.Run("a budget lowered during a turn", func(t *testing.T) {
+		env, m, _ := budgetEnv(t, nil)
+		var turn, cmd *updateCall
+		env.RegisterDelayedCallback(func() {
+			turn = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "loop, then hiccup", Wait: true})
+		}, time.Second)
+		// The turn's third call waits a second for its retry.
+		env.RegisterDelayedCallback(func() {
+			cmd = sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandBudget, Arg: "model_calls=4"})
+		}, 1500*time.Millisecond)
+		env.RegisterDelayedCallback(func() { sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop}) }, time.Hour)
+		env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "budget", Agent: "solo", Budget: &agents.Budget{ModelCalls: 20}})
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.err != nil {
+			t.Fatal(cmd.err)
+		}
+		var rs workflows.SendResult
+		turn.decode(t, &rs)
+		// Calls 1 to 3 (the third's retry included) under the old
+		// budget, the fourth under the new one, and no fifth.
+		if rs.Record == nil || rs.Record.ErrorType != workflows.ErrBudgetExceeded || rs.Record.Usage.Requests != 4 ||
+			!strings.Contains(rs.Record.Error, "4 of 4 model calls") {
+			t.Errorf("turn %+v, want it stopped by the budget after 4 calls (model saw %d)", rs.Record, m.count("solo"))
+		}
+	})
 }

@@ -132,6 +132,10 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		}
 		fns = append(fns, pendingCall{c, t.checkOutput(ctx, rc, c, t.mt.call(ctx, c, t.outputKey(rc, c)), &fatal, &usage)})
 	}
+	if len(d.AgentTools) > 0 {
+		// The agent is no longer alone in its tree: its root decides.
+		t.budget.release(ctx)
+	}
 	wg := workflow.NewWaitGroup(ctx)
 	for i, c := range d.AgentTools {
 		t.agentTool(ctx, rc, wg, i, c, done, &usage, &fatal)

@@ -245,14 +245,18 @@
 // cost by a price table) across its whole tree. The budget and the prices
 // are fixed in the run's spec when it starts (the run's own, or the
 // graph's default; a session's budget command changes it). The root of
-// the tree (orchestrator or session) keeps the ledger; every agent of a
-// run with a budget asks it before each model call and reports the
-// call's usage after, so no model call starts anywhere in the tree once
-// the budget is spent, agents-as-tools in parallel included, and the run
-// ends with troupe.BudgetExceeded and the usage per agent. Runs without a
-// budget exchange nothing (the version troupe.budgets is asked only with
-// one). Every run reports its usage per agent and its cost
-// (RunResult.Agents, Cost), a failed agent-as-tool's included.
+// the tree (orchestrator or session) keeps the ledger and lends it to the
+// one agent at work, an agent of its chain, which decides its own calls
+// with it and gives it back before it starts agents of its own and when
+// it ends; the other agents (agents-as-tools, guardrail agents) ask the
+// root before each model call, by update from a local activity, and
+// their model activity reports the call's usage after. So no model call
+// starts anywhere in the tree once the budget is spent, agents-as-tools
+// in parallel included, and the run ends with troupe.BudgetExceeded and
+// the usage per agent. Runs without a budget exchange nothing (the
+// versions troupe.budgets, troupe.budget-asks and troupe.budget-loans are
+// asked only with one). Every run reports its usage per agent and its
+// cost (RunResult.Agents, Cost), a failed agent-as-tool's included.
 //
 // Guardrails (agents.InputGuardrail, OutputGuardrail, ToolGuardrail): the
 // run's spec records each agent's guardrails, their kinds, whether an

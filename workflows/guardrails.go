@@ -527,6 +527,10 @@ func (t *turnCalls) check(ctx workflow.Context, rc agents.RunContext, st *runtim
 		}
 		fut = workflow.ExecuteLocalActivity(guardrailOptions(ctx, kind+" guardrails of "+t.agent.Name), GuardrailActivityName, in)
 	}
+	if slices.ContainsFunc(gs, func(g runtime.GuardrailSpec) bool { return g.Agent != "" }) {
+		// The agent is no longer alone in its tree: its root decides.
+		t.budget.release(ctx)
+	}
 	wg := workflow.NewWaitGroup(ctx)
 	for i, g := range gs {
 		if g.Agent == "" {

@@ -108,7 +108,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 		next.Carry.Budget = *budget.ledger
 		return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)
 	}
-	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil, nil)
+	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil, nil, budget)
 	if err != nil {
 		if _, ok := err.(*workflow.ContinueAsNewError); ok {
 			return nil, err
@@ -170,7 +170,7 @@ type routeState struct {
 // prefix/<n>-<agent>. An agent routes each of its agent-tool calls with
 // it.
 func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, start string, in AgentInput, prefix string, ctl *control) (*routeResult, error) {
-	return r.routeFrom(ctx, rec, spec, routeState{Current: start, Input: in}, prefix, nil, nil, ctl)
+	return r.routeFrom(ctx, rec, spec, routeState{Current: start, Input: in}, prefix, nil, nil, ctl, nil)
 }
 
 // routeFrom goes on with a chain of agents from rs. Before each child but
@@ -180,8 +180,11 @@ func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphS
 // lent its lease and gives it back, and a cancelled turn waits for its
 // agents to have ended. A session's controls (ctl, nil outside sessions)
 // hold the chain while paused, stop it before its next agent when
-// interrupted, and reach each agent workflow it starts.
-func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes, ctl *control) (*routeResult, error) {
+// interrupted, and reach each agent workflow it starts. The root of the
+// tree (a run's orchestrator, a session) gives its budget (tb, nil
+// elsewhere): it lends its ledger to each agent of the chain, the one
+// agent of the tree at work, and takes it back when the agent ends.
+func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes, ctl *control, tb *treeBudget) (*routeResult, error) {
 	maxHandoffs := spec.MaxHandoffs
 	res := &rs.Done
 	current, in := rs.Current, rs.Input
@@ -217,17 +220,21 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID, WorkflowTaskTimeout: agentTaskTimeout,
 			StaticSummary: "agent " + current, WaitForCancellation: boxes != nil})
 		var ar AgentResult
+		in.Budget = tb.lend(ctx, childID)
 		child := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in)
+		in.Budget = nil
 		if in.Session != nil {
 			// A child that never started got nothing: the lease goes back
 			// as lent (a live sandbox is no one's otherwise).
 			if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 				boxes.unlend(current)
+				tb.ended(ctx, childID, nil, err)
 				return res, err
 			}
 		}
 		ctl.track(ctx, childID, child)
 		err := child.Get(ctx, &ar)
+		tb.ended(ctx, childID, &ar, err)
 		if in.Session != nil {
 			given := ar.Lease
 			if err != nil {

@@ -128,6 +128,13 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// that precedes it, cannot decide: the agent fails at once
 		// rather than start the guardrail agent's workflow.
 		{mustFail, "tool-guardrail-agents-version-renamed.json", today, "an agent whose tool guardrail agent ran after a marker of another change id", ""},
+		// Replayed without its marker, the agent asks its root by signal
+		// where it asked by update, from a local activity: the SDK's
+		// nondeterminism error (TMPRL1100) names the local activity's
+		// marker it cannot match. (The roots' troupe.budget-loans
+		// changes no command of theirs, only what they put in their
+		// agents' inputs and count, so no replay can tell it renamed.)
+		{mustFail, "budget-asks-version-renamed.json", today, "an agent tool that asked its root by update, its budget-asks version renamed", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := replay(t, filepath.Join(tc.set, tc.file), readIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -140,7 +147,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 	// Every must-fail fixture is in the table above, with why it must fail.
 	for f := range readIndex(t, mustFail) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
-			"tool-guardrail-agents-version-renamed.json"}, f) {
+			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

@@ -164,6 +164,10 @@ type Runner struct {
 	storeServed atomic.Bool
 	// activityWorkers counts the workers RegisterActivities registered on.
 	activityWorkers atomic.Int32
+	// onWorker is set once RegisterActivities registered on a Temporal
+	// worker, whose activities have a client (activity.GetClient) to ask
+	// a run's root for its budget with; a test environment's have none.
+	onWorker atomic.Bool
 }
 
 func (r *Runner) mcpQueue() string {
@@ -272,7 +276,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		}
 		r.graphs[g.Name()] = g
 	}
-	r.acts = &Activities{r: r, sessions: sessions{live: map[string]sandbox.Session{}}}
+	r.acts = &Activities{r: r, sessions: sessions{live: map[string]sandbox.Session{}}, asks: newAskSlots()}
 	return r, nil
 }
 
@@ -406,10 +410,16 @@ func (r *Runner) checkStore(st sandbox.State) error {
 // at once with ErrStoreNotServed, saying so, rather than letting the run
 // go on with "sandbox lost" answers.
 func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
-	if _, real := w.(worker.Worker); !real || r.activityWorkers.Add(1) > 1 {
+	_, real := w.(worker.Worker)
+	if !real || r.activityWorkers.Add(1) > 1 {
 		r.storeServed.Store(true)
 	}
+	if real {
+		r.onWorker.Store(true)
+	}
 	w.RegisterActivityWithOptions(r.acts.Model, activity.RegisterOptions{Name: ModelActivityName})
+	w.RegisterActivityWithOptions(r.acts.BudgetAsk, activity.RegisterOptions{Name: BudgetAskActivityName})
+	w.RegisterActivityWithOptions(r.acts.BudgetReturn, activity.RegisterOptions{Name: BudgetReturnActivityName})
 	w.RegisterActivityWithOptions(r.acts.SandboxCreate, activity.RegisterOptions{Name: SandboxCreateActivityName})
 	w.RegisterActivityWithOptions(r.acts.SandboxTool, activity.RegisterOptions{Name: SandboxToolActivityName})
 	w.RegisterActivityWithOptions(r.acts.SandboxSnapshot, activity.RegisterOptions{Name: SandboxSnapshotActivityName})

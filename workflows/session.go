@@ -659,7 +659,7 @@ func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, 
 		// The main loop switches between turns, before the next one.
 		s.switchTo = c.Arg
 	case CommandBudget:
-		err = s.setBudget(c.Arg)
+		err = s.setBudget(ctx, c.Arg)
 	case CommandStop:
 		for _, m := range s.st.Stop() {
 			s.rec.add(ctx, Event{Kind: EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})

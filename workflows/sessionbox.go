@@ -284,30 +284,39 @@ func keepsFailedWorkspace(ctx workflow.Context, err error) bool {
 // and the agents it ran as tools used of the model (a failed agent's
 // usage still counts).
 type agentFailure struct {
-	Lease *runtime.SandboxLease `json:"troupe_lease_back,omitempty"`
-	Usage runtime.Usages        `json:"troupe_usage,omitempty"`
+	Lease  *runtime.SandboxLease `json:"troupe_lease_back,omitempty"`
+	Usage  runtime.Usages        `json:"troupe_usage,omitempty"`
+	Budget *BudgetLoan           `json:"troupe_budget_back,omitempty"`
 }
 
-// withFailure is err carrying lease and usage to the caller, its type and
-// text as err's: an application error whose details hold them and whose
-// cause is err. A cancellation, or an error with nothing to carry, stays
+// withFailure is err carrying lease, usage and the root's budget ledger
+// (loan) to the caller, its type and text as err's: an application error
+// whose details hold them and whose cause is err. A cancellation carries
+// the ledger alone, as its details. An error with nothing to carry stays
 // as it is.
-func withFailure(err error, lease *runtime.SandboxLease, usage runtime.Usages) error {
-	if err == nil || temporal.IsCanceledError(err) || lease == nil && len(usage) == 0 {
+func withFailure(err error, lease *runtime.SandboxLease, usage runtime.Usages, loan *BudgetLoan) error {
+	if err != nil && temporal.IsCanceledError(err) && loan != nil {
+		return temporal.NewCanceledError(agentFailure{Budget: loan})
+	}
+	if err == nil || temporal.IsCanceledError(err) || lease == nil && len(usage) == 0 && loan == nil {
 		return err
 	}
 	typ, text := ErrorType(err), failureText(err)
 	text = strings.TrimPrefix(text, typ+": ")
 	return temporal.NewApplicationErrorWithOptions(text, typ, temporal.ApplicationErrorOptions{
-		NonRetryable: true, Cause: err, Details: []any{agentFailure{Lease: lease, Usage: usage}}})
+		NonRetryable: true, Cause: err, Details: []any{agentFailure{Lease: lease, Usage: usage, Budget: loan}}})
 }
 
-// failureOf is what a failed agent's error carries back.
+// failureOf is what a failed or cancelled agent's error carries back.
 func failureOf(err error) agentFailure {
 	var ae *temporal.ApplicationError
+	var ce *temporal.CanceledError
 	var d agentFailure
-	if errors.As(err, &ae) && ae.HasDetails() {
+	switch {
+	case errors.As(err, &ae) && ae.HasDetails():
 		_ = ae.Details(&d)
+	case errors.As(err, &ce) && ce.HasDetails():
+		_ = ce.Details(&d)
 	}
 	return d
 }

@@ -122,6 +122,10 @@ type AgentInput struct {
 	// session turn's, an agent tool's) that has input guardrails: they
 	// check the last user message of Pending.
 	CheckInput bool `json:"check_input,omitempty"`
+	// Budget, in a run with a budget, is the root's budget ledger lent to
+	// the agent, the one agent of the tree at work: it decides its own
+	// model calls with it, and gives it back.
+	Budget *BudgetLoan `json:"budget,omitempty"`
 }
 
 // SessionLink is what an agent of a session's turn gets from its session:
@@ -152,6 +156,10 @@ type AgentCarry struct {
 	// control), which a signal may have set while the run continued.
 	Paused      bool `json:"paused,omitempty"`
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Budget is what the agent holds of its run's budget: the root's
+	// ledger, when lent to it, and the last call's usage until the root
+	// is known to have it.
+	Budget *AgentBudgetCarry `json:"budget,omitempty"`
 	// Lease, MCP and MCPLost are where carries written before they were
 	// part of State held them: read, never written.
 	Lease   *runtime.SandboxLease `json:"lease,omitempty"`
@@ -181,6 +189,9 @@ type AgentResult struct {
 	// Interrupted says the agent stopped at a step boundary on its
 	// session's interrupt: Transcript and Pending are what it did.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// Budget is the root's budget ledger given back, with what the agent
+	// spent of it, when the root lent it to the agent.
+	Budget *BudgetLoan `json:"budget,omitempty"`
 }
 
 // ModelInput is the model activity's input.
@@ -201,6 +212,10 @@ type ModelInput struct {
 	// workspace, once it is provisioned: the model activity adds it to
 	// the instructions.
 	Guidance string `json:"guidance,omitempty"`
+	// Budget, for an agent of a run with a budget that asks its root by
+	// update, has the activity tell the root what the call used, right
+	// after it.
+	Budget *ModelBudget `json:"budget,omitempty"`
 }
 
 // ModelOutput is the model activity's result.
@@ -213,6 +228,10 @@ type ModelOutput struct {
 	Text string `json:"text,omitempty"`
 	// Model is the model the call asked for, which prices it.
 	Model string `json:"model,omitempty"`
+	// Told says how the activity told the root what the call used
+	// (ModelInput.Budget): "delivered", "sent" (not waited for), or not
+	// at all ("").
+	Told string `json:"told,omitempty"`
 }
 
 // ToolInput is the function-tool activity's input.
