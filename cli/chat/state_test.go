@@ -634,6 +634,12 @@ func TestApprovals(t *testing.T) {
 	if !strings.Contains(last(s).Text, "pricing_reviewer wants to run exec_command") || len(s.Approvals) != 2 {
 		t.Fatalf("after two requests: %+v; shown %q", s.Approvals, last(s).Text)
 	}
+	// The session's info may be read before its root took the requests:
+	// the header says the session waits all the same.
+	s.Apply(Refreshed{Info: troupeclient.SessionInfo{ID: sid, Status: runtime.SessionThinking}})
+	if h := s.Header(200); !strings.Contains(h, "· waiting ·") {
+		t.Errorf("the header while calls wait, the session's info still thinking: %q", h)
+	}
 	for _, tc := range []struct {
 		line string
 		want troupeclient.Decision

@@ -12,6 +12,8 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/troupe-dev/troupe/runtime"
 )
 
 var (
@@ -36,7 +38,14 @@ func (s *State) Header(width int) string {
 		return ansi.Truncate(styleTitle.Render("troupe chat")+" · no session open · /new [graph], /sessions, /help", width, "…")
 	}
 	in := s.Info
-	parts := []string{styleTitle.Render("troupe chat"), describeInfo(in), "graph " + in.Graph, styleStatus.Render(string(in.Status))}
+	status := in.Status
+	if status == runtime.SessionThinking && len(s.Approvals) > 0 {
+		// A call waits: the session says so once its root has taken the
+		// request, which may be after the chat read it (the request's
+		// event comes from the agent that asks, not from the root).
+		status = runtime.SessionWaiting
+	}
+	parts := []string{styleTitle.Render("troupe chat"), describeInfo(in), "graph " + in.Graph, styleStatus.Render(string(status))}
 	if in.Agent != "" {
 		parts = append(parts, "next: "+in.Agent)
 	}
