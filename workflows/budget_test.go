@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -619,4 +620,75 @@ func TestSessionBudgetLoans(t *testing.T) {
 			t.Errorf("turn %+v, want it stopped by the budget after 4 calls (model saw %d)", rs.Record, m.count("solo"))
 		}
 	})
+}
+
+// guardedLoopModel answers "looper" with a lookup call, for ever, and
+// "vet", a tool guardrail agent, with verdict; it counts the calls of each.
+type guardedLoopModel struct {
+	verdict any
+	mu      sync.Mutex
+	calls   map[string]int
+}
+
+func (m *guardedLoopModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
+	agent := strings.TrimSuffix(firstWord(req.Instructions), ":")
+	m.mu.Lock()
+	m.calls[agent]++
+	n := m.calls[agent]
+	m.mu.Unlock()
+	out := []agents.Item{call(fmt.Sprintf("c%d", n), "lookup", `{"key":"k"}`)}
+	if agent == "vet" {
+		v, _ := json.Marshal(m.verdict)
+		out = []agents.Item{agents.AssistantMessage(string(v))}
+	}
+	return &model.Response{Output: out, Usage: model.Usage{Requests: 1, InputTokens: 10, OutputTokens: 5, TotalTokens: 15}}, nil
+}
+
+// A ModelCalls limit is never passed when the agent at work, which holds
+// its root's ledger, has tool guardrail agents, checking its calls before
+// they run or their outputs: it gives the ledger back before they start,
+// so the root counts both theirs and its own.
+func TestBudgetCountsToolGuardrailAgents(t *testing.T) {
+	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
+		Key string `json:"key"`
+	}) (string, error) {
+		return "value", nil
+	})
+	for _, tc := range []struct {
+		name    string
+		guard   agents.ToolGuardrail
+		output  *agents.OutputType
+		verdict any
+	}{
+		{"before", agents.ToolGuardrail{Name: "vetted", Tool: "lookup", BeforeAgent: "vet"}, agents.MustOutput[agents.ToolCallVerdict](),
+			agents.ToolCallVerdict{Action: agents.ToolCallAllow, Reason: "fine"}},
+		{"after", agents.ToolGuardrail{Name: "vetted", Tool: "lookup", AfterAgent: "vet"}, agents.MustOutput[agents.ToolOutputVerdict](),
+			agents.ToolOutputVerdict{Action: agents.ToolOutputKeep, Reason: "fine"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := agents.MustGraph("rg", "looper",
+				&agents.Agent{Name: "looper", Instructions: "looper: loops", Tools: []agents.Tool{lookup}, MaxTurns: 50, ToolGuardrails: []agents.ToolGuardrail{tc.guard}},
+				&agents.Agent{Name: "vet", Instructions: "vet: vets", Output: tc.output},
+			)
+			store, _ := blob.Open(context.Background(), "mem://")
+			m := &guardedLoopModel{verdict: tc.verdict, calls: map[string]int{}}
+			r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := quietEnv()
+			r.Register(env)
+			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "rg", Input: "go", Budget: &agents.Budget{ModelCalls: 4}})
+			err = env.GetWorkflowError()
+			rep, ok := workflows.BudgetReportOf(err)
+			if !ok || workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
+				t.Fatalf("run ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if m.calls["looper"]+m.calls["vet"] != 4 || rep.Calls != 4 {
+				t.Errorf("the model was called %v under a budget of 4 calls; the report counts %d", m.calls, rep.Calls)
+			}
+		})
+	}
 }

@@ -102,6 +102,11 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		done[o.CallID] = o
 	}
 	var usage model.Usage
+	if t.guardedByAgents(d) {
+		// The agent is no longer alone in its tree (its tool guardrail
+		// agents ask the root too): its root decides, before any starts.
+		t.budget.release(ctx)
+	}
 	screening := t.startScreen(ctx, rc, d, &usage)
 	if err := t.approve(ctx, rc, &d, done); err != nil {
 		return nil, nil, usage, err

@@ -710,6 +710,21 @@ func (t *turnCalls) guardedCalls(d runtime.Dispatch) []guardedCall {
 	return calls
 }
 
+// guardedByAgents reports whether a tool guardrail agent checks a call of
+// d, before it runs or after.
+func (t *turnCalls) guardedByAgents(d runtime.Dispatch) bool {
+	for _, list := range [][]agents.Item{d.Functions, d.MCP, d.AgentTools} {
+		for _, c := range list {
+			for _, before := range []bool{true, false} {
+				if slices.ContainsFunc(t.agent.ToolGuardrails(c.Name, before), func(g runtime.GuardrailSpec) bool { return g.BeforeAgent != "" || g.AfterAgent != "" }) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // screenCalls starts the checks of calls: the funcs of all of them in one
 // activity (the calls that have none left out), then each agent of each
 // call as a child workflow, in a coroutine of its own.
