@@ -5,8 +5,9 @@ package workflows
 // tool first needs it, often after the first model call; so, before that
 // call, the agent workflow asks a local activity for the guidance the
 // manifest would put there (sandbox.ManifestFile: inline content, a host
-// file or directory, a git tree), read on the host without making
-// anything. Its key goes into the lease (SandboxLease.Guidance), as the
+// file or directory, a local git tree; not a git_repo URL, which the
+// create activity reads once it cloned it), read on the host without
+// making anything. Its key goes into the lease (SandboxLease.Guidance), as the
 // create activity's reading of the real workspace does later; the lease
 // remembers it was asked (GuidanceRead), so it is asked once per lease.
 // A workspace restored from a snapshot already has its guidance in the
@@ -77,14 +78,16 @@ func (a *Activities) WorkspaceGuidance(ctx context.Context, in WorkspaceGuidance
 		a.logGuidance(ctx, in, err)
 		return "", nil
 	}
-	data, err := sandbox.ManifestFile(ctx, m, ph.Policy(), capabilities.AgentsFile, sandbox.MaxReadBytes)
+	// A remote git_repo is not cloned for this: the create activity reads
+	// its AGENTS.md once it made the workspace.
+	data, err := sandbox.ManifestFile(ctx, m, ph.Policy(), capabilities.AgentsFile, sandbox.MaxReadBytes, sandbox.LocalSourcesOnly())
 	var text string
 	switch {
 	case err == nil:
 		text = capabilities.BoundGuidance(string(data))
 	case errors.Is(err, sandbox.ErrTooLarge):
 		text = capabilities.TooLargeGuidance()
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, sandbox.ErrNotRegular):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, sandbox.ErrNotRegular), errors.Is(err, sandbox.ErrRemoteSource):
 		return "", nil
 	case ctx.Err() != nil:
 		return "", ctx.Err()
@@ -125,9 +128,10 @@ func (s *sandboxLife) readGuidance(ctx workflow.Context) {
 	}
 	s.lease.GuidanceRead = true
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		// A git_repo entry from a URL is cloned to read it.
-		StartToCloseTimeout: 10 * time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		// It reads host files only (no clone of a git_repo URL), and it
+		// only saves the model a turn: it is given a minute, once.
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:             "read " + capabilities.AgentsFile + " of " + s.agent + "'s workspace from its manifest",
 	})
 	in := WorkspaceGuidanceInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Run: s.run, Backend: s.backend}

@@ -23,6 +23,19 @@ type PolicyHolder interface {
 	Policy() Policy
 }
 
+// ErrRemoteSource reports that ManifestFile, asked with LocalSourcesOnly,
+// would have to fetch a remote source (a git_repo URL) to answer.
+var ErrRemoteSource = errors.New("sandbox: the file is in a remote source")
+
+// A ManifestReadOption changes what ManifestFile may do.
+type ManifestReadOption func(*manifestRead)
+
+type manifestRead struct{ localOnly bool }
+
+// LocalSourcesOnly keeps ManifestFile from cloning a git_repo URL: when
+// such an entry could hold the path, it fails with ErrRemoteSource.
+func LocalSourcesOnly() ManifestReadOption { return func(r *manifestRead) { r.localOnly = true } }
+
 // ManifestFile returns what a workspace made from m would hold at the
 // workspace path name, at most max bytes, reading the entries' sources
 // (inline content, host files and directories under p, git trees) and
@@ -36,7 +49,11 @@ type PolicyHolder interface {
 // over max bytes fails with ErrTooLarge. A manifest that Validate refuses
 // fails as Materialize would. A git_repo entry from a URL is cloned, as
 // Materialize would, when it could hold name.
-func ManifestFile(ctx context.Context, m Manifest, p Policy, name string, max int64) ([]byte, error) {
+func ManifestFile(ctx context.Context, m Manifest, p Policy, name string, max int64, opts ...ManifestReadOption) ([]byte, error) {
+	var o manifestRead
+	for _, opt := range opts {
+		opt(&o)
+	}
 	name, err := CleanPath(name)
 	if err != nil {
 		return nil, err
@@ -51,7 +68,7 @@ func ManifestFile(ctx context.Context, m Manifest, p Policy, name string, max in
 			continue
 		}
 		rel := relTo(at, name)
-		data, err := entryFile(ctx, e, p, rel, name, max)
+		data, err := entryFile(ctx, e, p, rel, name, max, o)
 		if errors.Is(err, errNotHeld) {
 			continue
 		}
@@ -80,7 +97,7 @@ func relTo(at, name string) string {
 
 // entryFile reads the file at rel inside entry e (rel is "." when e is
 // at the path itself), or fails with errNotHeld when e has nothing there.
-func entryFile(ctx context.Context, e Entry, p Policy, rel, name string, max int64) ([]byte, error) {
+func entryFile(ctx context.Context, e Entry, p Policy, rel, name string, max int64, o manifestRead) ([]byte, error) {
 	switch e.Kind {
 	case EntryFile:
 		if rel != "." {
@@ -121,6 +138,9 @@ func entryFile(ctx context.Context, e Entry, p Policy, rel, name string, max int
 	case EntryGitRepo:
 		if rel == "." {
 			return nil, fmt.Errorf("%w: %q is a directory", ErrNotRegular, name)
+		}
+		if _, remote, _ := gitSource(e.Source); remote != "" && o.localOnly {
+			return nil, ErrRemoteSource
 		}
 		t, err := openGitTree(ctx, e, p)
 		if err != nil {

@@ -42,6 +42,10 @@ func TestManifestFile(t *testing.T) {
 		path    string
 		want    string
 		wantErr error
+		// localOnly reads with LocalSourcesOnly; noMaterialize skips the
+		// comparison with a made workspace (whose remote source cannot be
+		// fetched here).
+		localOnly, noMaterialize bool
 	}{
 		{name: "inline", entries: []sandbox.Entry{file("AGENTS.md", "inline")}, path: "AGENTS.md", want: "inline"},
 		{name: "later-wins", entries: []sandbox.Entry{file("AGENTS.md", "inline"), {Kind: sandbox.EntryLocalDir, Path: ".", Source: tree}}, path: "AGENTS.md", want: "from the tree"},
@@ -59,11 +63,20 @@ func TestManifestFile(t *testing.T) {
 		{name: "outside-the-policy", entries: []sandbox.Entry{{Kind: sandbox.EntryLocalDir, Path: ".", Source: outside}}, path: "AGENTS.md", wantErr: sandbox.ErrSourceNotAllowed},
 		{name: "escaping-path", entries: []sandbox.Entry{file("AGENTS.md", "inline")}, path: "../AGENTS.md", wantErr: sandbox.ErrPathEscape},
 		{name: "empty", path: "AGENTS.md", wantErr: fs.ErrNotExist},
+		{name: "remote-refused", entries: []sandbox.Entry{file("AGENTS.md", "inline"), {Kind: sandbox.EntryGitRepo, Path: ".", Source: "https://git.invalid/repo.git"}}, path: "AGENTS.md",
+			localOnly: true, wantErr: sandbox.ErrRemoteSource},
+		{name: "remote-elsewhere", entries: []sandbox.Entry{file("AGENTS.md", "inline"), {Kind: sandbox.EntryGitRepo, Path: "vendor/x", Source: "https://git.invalid/repo.git"}}, path: "AGENTS.md",
+			localOnly: true, want: "inline", noMaterialize: true},
+		{name: "local-git-while-local-only", entries: []sandbox.Entry{{Kind: sandbox.EntryGitRepo, Path: ".", Source: r.dir, Ref: "v1"}}, path: "version.txt", localOnly: true, want: "1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := sandbox.Manifest{Entries: tc.entries}
-			got, err := sandbox.ManifestFile(context.Background(), m, p, tc.path, 64)
+			var opts []sandbox.ManifestReadOption
+			if tc.localOnly {
+				opts = append(opts, sandbox.LocalSourcesOnly())
+			}
+			got, err := sandbox.ManifestFile(context.Background(), m, p, tc.path, 64, opts...)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("ManifestFile = %q, %v; want %v", got, err, tc.wantErr)
@@ -72,6 +85,9 @@ func TestManifestFile(t *testing.T) {
 			}
 			if err != nil || string(got) != tc.want {
 				t.Fatalf("ManifestFile = %q, %v; want %q", got, err, tc.want)
+			}
+			if tc.noMaterialize {
+				return
 			}
 			// The workspace made from the manifest holds the same.
 			dir := t.TempDir()
