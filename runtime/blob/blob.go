@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,8 +53,9 @@ type Store struct {
 	bucket *blob.Bucket
 	url    string
 	// dir is the directory of a file:// store, which creates blobs itself
-	// (see Create); "" for the others.
-	dir string
+	// (see Create), and prefix the prefix its URL puts its keys under; ""
+	// for the others.
+	dir, prefix string
 
 	mu       sync.Mutex
 	cache    map[string][]byte
@@ -72,10 +74,15 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		}
 		url = "file://" + abs
 	}
-	fileDir := ""
+	fileDir, filePrefix := "", ""
 	if dir, ok := strings.CutPrefix(url, "file://"); ok {
-		dir, _, _ = strings.Cut(dir, "?")
+		dir, query, _ := strings.Cut(dir, "?")
 		fileDir = filepath.Clean(dir)
+		// gocloud's prefix parameter, which it honours for every scheme,
+		// puts the keys under a prefix: Create does too.
+		if q, err := neturl.ParseQuery(query); err == nil {
+			filePrefix = q.Get("prefix")
+		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("blob: %w", err)
 		}
@@ -89,7 +96,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blob: open %s: %w", url, err)
 	}
-	return &Store{bucket: b, url: url, dir: fileDir, cache: map[string][]byte{}, maxCache: 64 << 20}, nil
+	return &Store{bucket: b, url: url, dir: fileDir, prefix: filePrefix, cache: map[string][]byte{}, maxCache: 64 << 20}, nil
 }
 
 // URL is the URL the store was opened with.

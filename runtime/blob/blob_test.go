@@ -367,3 +367,28 @@ func TestListDelete(t *testing.T) {
 		})
 	}
 }
+
+// A file store opened with gocloud's prefix parameter keeps its blobs
+// under the prefix, those Create makes too: the store passes its Check,
+// and a created blob reads back.
+func TestCreateUnderFilePrefix(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := blob.Open(ctx, "file://"+dir+"?prefix=team-a/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Check(ctx); err != nil {
+		t.Errorf("Check refuses a prefixed file store: %v", err)
+	}
+	if err := s.Create(ctx, "k/created", []byte("y")); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if got, err := s.Get(ctx, "k/created"); err != nil || string(got) != "y" {
+		t.Errorf("a created blob reads %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "team-a", "k", "created")); err != nil {
+		t.Errorf("the created blob is not under the prefix: %v", err)
+	}
+}

@@ -69,6 +69,7 @@ var plainKey = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
 // createFile is Create in a file store: a temporary file, then a hard
 // link, which fails if the blob exists.
 func (s *Store) createFile(ctx context.Context, key string, data []byte) error {
+	key = s.prefix + key
 	elems := strings.Split(key, "/")
 	if !plainKey.MatchString(key) || strings.HasSuffix(key, ".attrs") || slices.Contains(elems, ".") || slices.Contains(elems, "..") {
 		return fmt.Errorf("a file store creates keys of letters, digits, '.', '_' and '-' only")
