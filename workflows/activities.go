@@ -126,6 +126,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	for i := range resp.Output {
 		resp.Output[i].Agent = agent.Name
 	}
+	uniqueCallIDs(resp.Output)
 	resp.Usage.Requests = max(resp.Usage.Requests, 1)
 	step := runtime.Decide(agent, resp.Output)
 	// The root hears of the call while its output is stored.
@@ -463,4 +464,37 @@ func toolOutputText(out json.RawMessage) string {
 		return s
 	}
 	return string(out)
+}
+
+// uniqueCallIDs gives each function call of a model's answer a call id of
+// its own: some OpenAI-compatible servers leave it empty, or repeat one,
+// and the runtime keys a call's output, approval and guardrail workflows
+// by it. A missing or repeated id becomes call_<index>, unused in the
+// answer (call_<index>_<n> if the answer has that too); the transcript
+// keeps it, so the model reads its outputs under the ids it is shown.
+func uniqueCallIDs(items []agents.Item) {
+	seen := map[string]bool{}
+	for _, it := range items {
+		if it.Type == agents.ItemFunctionCall && it.CallID != "" {
+			seen[it.CallID] = false
+		}
+	}
+	for i := range items {
+		it := &items[i]
+		if it.Type != agents.ItemFunctionCall {
+			continue
+		}
+		if taken, known := seen[it.CallID]; it.CallID != "" && known && !taken {
+			seen[it.CallID] = true
+			continue
+		}
+		id := fmt.Sprintf("call_%d", i)
+		for n := 2; ; n++ {
+			if _, used := seen[id]; !used {
+				break
+			}
+			id = fmt.Sprintf("call_%d_%d", i, n)
+		}
+		it.CallID, seen[id] = id, true
+	}
 }

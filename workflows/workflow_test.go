@@ -314,6 +314,43 @@ func TestToolErrorsReachTheModel(t *testing.T) {
 	}
 }
 
+// A model that leaves its calls' ids empty, or repeats one (as some
+// OpenAI-compatible servers do), gets each call run and answered under an
+// id of its own, which the next turn shows it with its call.
+func TestCallsWithoutTheirOwnIDs(t *testing.T) {
+	var seen []agents.Item
+	env, _ := newEnv(t, func(req model.Request) []agents.Item {
+		if lastItem(req).Type == agents.ItemFunctionCallOutput {
+			seen = req.Input
+			return []agents.Item{agents.AssistantMessage("done")}
+		}
+		return []agents.Item{call("", "lookup", `{"key":"a"}`), call("", "lookup", `{"key":"b"}`), call("x", "lookup", `{"key":"c"}`), call("x", "lookup", `{"key":"d"}`)}
+	})
+	res, err := run(t, env, "loop", "go")
+	if err != nil || string(res.Output) != `"done"` {
+		t.Fatalf("run: %v, %v", res, err)
+	}
+	calls, outputs := map[string]string{}, map[string]string{}
+	for _, it := range seen {
+		switch it.Type {
+		case agents.ItemFunctionCall:
+			calls[it.CallID] = it.Arguments
+		case agents.ItemFunctionCallOutput:
+			outputs[it.CallID] = it.Output
+		}
+	}
+	if len(calls) != 4 || len(outputs) != 4 {
+		t.Fatalf("the model saw calls %q and outputs %q; want 4 of each, under 4 ids", calls, outputs)
+	}
+	for id, args := range calls {
+		var a struct{ Key string }
+		_ = json.Unmarshal([]byte(args), &a)
+		if outputs[id] != "value-of-"+a.Key {
+			t.Errorf("call %s (%s) answered %q", id, args, outputs[id])
+		}
+	}
+}
+
 // extrasGraph exercises the Go funcs an agent may carry: dynamic
 // instructions, an on-handoff callback, an output extractor.
 func extrasGraph(handoffs *[]string) *agents.Graph {
