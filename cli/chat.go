@@ -14,45 +14,52 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli/chat"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
 func chatCommand(graphs []Graph) *cobra.Command {
-	var session, graph string
+	var session, graph, budgetSpec string
 	var vars []string
 	cmd := &cobra.Command{
 		Use:   "chat",
 		Short: "Talk to sessions in a terminal UI: watch each turn live, fork, switch backend, pause, resume",
 		Long: "troupe chat opens a session (--session, or /sessions, or /new [graph]) and shows each turn as it happens:\n" +
 			"the agents' replies as they stream, the agent at work, tool calls and their results, handoffs, agents-as-tools\n" +
-			"with their own steps indented under them, and sandboxes. /help lists the commands; /done leaves, and the\n" +
-			"session stays. A worker (`troupe dev` or `troupe worker`) serves the sessions.",
+			"with their own steps indented under them, and sandboxes. The header shows what the session spent and its\n" +
+			"budget; /budget shows them per agent, /budget SPEC changes the budget. /help lists the commands; /done leaves,\n" +
+			"and the session stays. A worker (`troupe dev` or `troupe worker`) serves the sessions.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f, ok := cmd.InOrStdin().(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
-				return errors.New("troupe chat needs a terminal; scripts use `troupe sessions`")
-			}
 			vs, err := parseVars(vars)
 			if err != nil {
 				return err
 			}
-			return withTemporal(cmd, func(cn *conn) error { return runChat(cmd, cn, graphs, session, graph, vs) })
+			budget, err := budgetFlag(cmd, budgetSpec)
+			if err != nil {
+				return err
+			}
+			if f, ok := cmd.InOrStdin().(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+				return errors.New("troupe chat needs a terminal; scripts use `troupe sessions`")
+			}
+			return withTemporal(cmd, func(cn *conn) error { return runChat(cmd, cn, graphs, session, graph, vs, budget) })
 		},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "the session to open")
 	cmd.Flags().StringVar(&graph, "graph", "", "the graph of /new when it names none")
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "variable KEY=VALUE of the sessions /new starts (repeatable), as for troupe sessions new")
+	cmd.Flags().StringVar(&budgetSpec, "budget", "", "the budget of the sessions /new starts, "+budgetUsage)
 	return cmd
 }
 
-func runChat(cmd *cobra.Command, cn *conn, graphs []Graph, session, graph string, vars map[string]string) error {
+func runChat(cmd *cobra.Command, cn *conn, graphs []Graph, session, graph string, vars map[string]string, budget *agents.Budget) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	st := chat.NewState(chat.Options{Graph: graph, Graphs: names(graphs)})
 	r := chat.NewRunner(ctx, cn.runs("", nil), func(ctx context.Context) bool { return served(ctx, cn, workflows.DefaultTaskQueue) })
-	r.Vars = vars
+	r.Vars, r.Budget = vars, budget
 	start := []chat.Effect{{Do: chat.DoCheckServed}}
 	if session != "" {
 		start = append(start, chat.Effect{Do: chat.DoOpen, Session: session})

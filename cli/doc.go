@@ -5,7 +5,7 @@
 // gives your binary the same commands as troupe: dev (embedded Temporal
 // server, Web UI and a worker), worker (against TEMPORAL_ADDRESS), run
 // (one run with live progress), runs ls|show|follow|cancel|terminate|resume
-// (the runs of the server, --json for scripts), sessions new|ls|show|send|pause|resume|stop|rename|policy
+// (the runs of the server, --json for scripts), sessions new|ls|show|send|budget|fork|switch|pause|resume|stop|rename|policy
 // (conversations, for scripts), chat (the terminal UI over sessions: open one,
 // talk, watch each turn live; see package cli/chat), mcp serve (the exposed agents as MCP
 // tools, over stdio or streamable HTTP; see package mcp/server), and model
@@ -31,4 +31,20 @@
 // and worker serve on --deltas-addr (TROUPE_DELTAS_ADDR; loopback on a
 // free port by default, "off" for none) and advertise in their identity on
 // the task queue (see package workflows).
+//
+// Budgets (see package workflows): run --budget SPEC, sessions new --budget
+// SPEC and chat --budget SPEC (for the sessions /new starts) replace the
+// graph's default budget with SPEC, limits as agents.Budget.Change takes
+// them ("cost=0.5,model_calls=40") or "off" for none; a bad SPEC is refused
+// before anything starts. sessions budget SESSION [SPEC] shows a session's
+// budget and, with SPEC, changes the limits it names (the chat's
+// /budget [SPEC]). What runs and sessions spent shows where users look, in
+// the words of package cli/spend: run prints on stderr, once its output is
+// out, the usage and cost per agent and in all and where the budget stands
+// (runs show and sessions show print the same); a run its budget stopped
+// (troupe.BudgetExceeded) prints that report, how to give a run more, and
+// one line of error, and exits with status 1; a session's turn the budget
+// stopped, or a message it refused, says which limit is reached and how to
+// raise it (sessions budget). Under --json, the run's result or failure
+// carries the report.
 package cli

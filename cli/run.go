@@ -21,7 +21,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
+	"github.com/troupe-dev/troupe/cli/spend"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -37,6 +39,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 		asJSON, quiet    bool
 		verbose          bool
 		vars             []string
+		budgetSpec       string
 	)
 	graphFlags := map[string]*string{}
 	cmd := &cobra.Command{
@@ -50,13 +53,17 @@ func runCommand(graphs []Graph) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			budget, err := budgetFlag(cmd, budgetSpec)
+			if err != nil {
+				return err
+			}
 			input := strings.Join(args, " ")
 			if strings.TrimSpace(input) == "" {
 				if input = g.DefaultInput; input == "" {
 					return fmt.Errorf("graph %s needs an input: troupe run --graph %s \"what to do\"", g.Graph.Name(), g.Graph.Name())
 				}
 			}
-			in := workflows.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: input, Vars: map[string]string{}}
+			in := workflows.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: input, Vars: map[string]string{}, Budget: budget}
 			var roots []string
 			for _, f := range g.Flags {
 				v := graphFlags[f.Name]
@@ -114,6 +121,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "do not show progress")
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "on failure, show the whole chain of errors and where the log is")
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "run variable KEY=VALUE (repeatable)")
+	cmd.Flags().StringVar(&budgetSpec, "budget", "", "the run's budget, "+budgetUsage)
 	cmd.Flags().StringVar(&wo.taskQueue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
 	addSandboxFlags(cmd.Flags(), &wo)
 	return cmd
@@ -301,6 +309,10 @@ func awaitRun(ctx context.Context, run *troupeclient.Run, out runOutput, logPath
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			_ = enc.Encode(f)
+		} else if rep := f.Budget; rep != nil {
+			// What the run spent, and how to give a run more.
+			printSpend(stderr, "", rep.Usage, rep.Cost, rep.Agents, rep)
+			fmt.Fprintf(stderr, "a run with more: troupe run --budget %s ... (N the new limit; --budget off runs with none)\n", spend.Raise(rep))
 		}
 		if out.verbose {
 			fmt.Fprintf(stderr, "troupe: run %s failed:\n  %s\n  the SDK's log: %s\n", id, err, logPath)
@@ -308,7 +320,13 @@ func awaitRun(ctx context.Context, run *troupeclient.Run, out runOutput, logPath
 		return f
 	}
 	<-followed
-	return printResult(stdout, *res, out.json)
+	if err := printResult(stdout, *res, out.json); err != nil {
+		return err
+	}
+	if !out.json {
+		printSpend(progress, "", res.Usage, res.Cost, res.Agents, res.Budget)
+	}
+	return nil
 }
 
 // workerStopWait bounds how long a troupe command waits for its worker to
@@ -591,6 +609,8 @@ func printEvent(w io.Writer, e workflows.Event) {
 		fmt.Fprintf(w, "  %s %s: %s\n", tag, strings.ReplaceAll(e.Kind, "_", " "), oneLine(e.Detail))
 	case workflows.EventFailed:
 		fmt.Fprintf(w, "  %s failed: %s\n", tag, oneLine(e.Detail))
+	case workflows.EventBudgetExceeded:
+		fmt.Fprintf(w, "  %s ✗ %s\n", tag, oneLine(e.Detail))
 	case workflows.EventApprovalRequested:
 		root, _, _ := strings.Cut(e.WorkflowID, "/")
 		fmt.Fprintf(w, "  %s ⏸ %s waits for approval (%s): %s\n", tag, e.Tool, e.Approval, oneLine(e.Detail))
@@ -657,6 +677,9 @@ type RunFailure struct {
 	WorkflowID string      `json:"workflow_id"`
 	Agent      string      `json:"agent,omitempty"`
 	Err        FailureInfo `json:"error"`
+	// Budget, for a run its budget stopped (troupe.BudgetExceeded), is
+	// the budget and what the run spent, per agent.
+	Budget *runtime.BudgetReport `json:"budget,omitempty"`
 }
 
 // FailureInfo is a run failure's typed error.
@@ -676,6 +699,11 @@ func (f *RunFailure) Error() string {
 		return fmt.Sprintf("%s failed: %s", who, msg)
 	case TypeCanceled, TypeTerminated, TypeTimedOut:
 		return fmt.Sprintf("the run %s", msg)
+	case workflows.ErrBudgetExceeded:
+		// No agent failed: the budget stopped them.
+		return fmt.Sprintf("the run stopped: %s: %s", f.Err.Type, msg)
+	case workflows.ErrBadBudget:
+		msg = spend.Refusal(msg)
 	}
 	return fmt.Sprintf("%s failed: %s: %s", who, f.Err.Type, msg)
 }
@@ -716,6 +744,7 @@ func describeFailure(id string, err error) *RunFailure {
 	switch {
 	case errors.As(err, &ae):
 		f.Err = FailureInfo{Type: ae.Type(), Message: ae.Message()}
+		f.Budget, _ = workflows.BudgetReportOf(err)
 		if !strings.HasPrefix(ae.Type(), "troupe.") {
 			f.Err.Type = "" // A Go type's name (an untyped error), not one of ours.
 		}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -200,12 +201,14 @@ func withTemporal(cmd *cobra.Command, fn func(*conn) error) error {
 }
 
 // shown is `troupe runs show --json`: the run and, once it has closed,
-// its result or its error.
+// its result (with its usage, cost and budget) or its error (with, for a
+// run its budget stopped, the budget and what the run spent).
 type shown struct {
 	workflows.RunInfo
-	Result *workflows.RunResult `json:"result,omitempty"`
-	Error  *FailureInfo         `json:"error,omitempty"`
-	Agent  string               `json:"agent,omitempty"`
+	Result *workflows.RunResult  `json:"result,omitempty"`
+	Error  *FailureInfo          `json:"error,omitempty"`
+	Agent  string                `json:"agent,omitempty"`
+	Budget *runtime.BudgetReport `json:"budget,omitempty"`
 }
 
 func showRun(ctx context.Context, cn *conn, id string, asJSON bool, stdout io.Writer) error {
@@ -218,7 +221,7 @@ func showRun(ctx context.Context, cn *conn, id string, asJSON bool, stdout io.Wr
 	if info.Close != nil {
 		if res, err := run.Result(ctx); err != nil {
 			f := describeFailure(id, err)
-			s.Error, s.Agent = &f.Err, f.Agent
+			s.Error, s.Agent, s.Budget = &f.Err, f.Agent, f.Budget
 		} else {
 			s.Result = res
 		}
@@ -233,11 +236,17 @@ func showRun(ctx context.Context, cn *conn, id string, asJSON bool, stdout io.Wr
 	}
 	switch {
 	case s.Result != nil:
-		fmt.Fprintf(stdout, "agent:      %s\noutput:\n", s.Result.Agent)
-		return printResult(stdout, *s.Result, false)
+		r := s.Result
+		fmt.Fprintf(stdout, "agent:      %s\n", r.Agent)
+		printSpend(stdout, "", r.Usage, r.Cost, r.Agents, r.Budget)
+		fmt.Fprintln(stdout, "output:")
+		return printResult(stdout, *r, false)
 	case s.Error != nil:
 		f := RunFailure{WorkflowID: id, Agent: s.Agent, Err: *s.Error}
 		fmt.Fprintf(stdout, "error:      %s\n", f.Error())
+		if rep := s.Budget; rep != nil {
+			printSpend(stdout, "", rep.Usage, rep.Cost, rep.Agents, rep)
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe/cli/spend"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
@@ -22,14 +25,14 @@ func sessionsCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "sessions",
-		Short: "Create, list, show, message, pause, resume, rename and stop sessions",
+		Short: "Create, list, show, message, pause, resume, rename and stop sessions, and set their budgets",
 		Long: "A session is a conversation with a graph that lives as long as you keep it: each message is a turn, answered by\n" +
 			"the agent that ended the last one, with the conversation and the workspaces so far. A worker (`troupe dev` or\n" +
 			"`troupe worker`) serves them; they idle at no cost between messages.",
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
 
-	var agent, name, policy, id string
+	var agent, name, policy, id, budgetSpec string
 	var vars []string
 	create := &cobra.Command{
 		Use:   "new GRAPH",
@@ -44,12 +47,16 @@ func sessionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			budget, err := budgetFlag(cmd, budgetSpec)
+			if err != nil {
+				return err
+			}
 			return withTemporal(cmd, func(cn *conn) error {
 				var opts []troupeclient.StartOption
 				if id != "" {
 					opts = append(opts, troupeclient.WithID(id))
 				}
-				_, e, err := cn.runs("", nil).CreateSession(cmd.Context(), troupeclient.SessionInput{Graph: args[0], Agent: agent, Name: name, Policy: p, Vars: vs}, opts...)
+				_, e, err := cn.runs("", nil).CreateSession(cmd.Context(), troupeclient.SessionInput{Graph: args[0], Agent: agent, Name: name, Policy: p, Vars: vs, Budget: budget}, opts...)
 				if err != nil {
 					return err
 				}
@@ -66,6 +73,7 @@ func sessionsCommand() *cobra.Command {
 	create.Flags().StringVar(&name, "name", "", "the session's name")
 	create.Flags().StringVar(&policy, "policy", "enqueue", "what a message sent during a turn does: enqueue, reject, interrupt or rollback")
 	create.Flags().StringVar(&id, "id", "", "the session's id (default: a fresh one)")
+	create.Flags().StringVar(&budgetSpec, "budget", "", "the session's budget over all its turns (troupe sessions budget changes it), "+budgetUsage)
 	create.Flags().StringArrayVar(&vars, "var", nil, "session variable KEY=VALUE, as the graph's flags of troupe run (repeatable; host paths absolute, and under the worker's --allow-root)")
 
 	ls := &cobra.Command{
@@ -101,7 +109,7 @@ func sessionsCommand() *cobra.Command {
 
 	show := &cobra.Command{
 		Use:   "show SESSION",
-		Short: "Show a session: status, agent, policy, usage, sandboxes and its last turns",
+		Short: "Show a session: status, agent, policy, usage and cost per agent, budget, sandboxes and its last turns",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withTemporal(cmd, func(cn *conn) error {
@@ -149,11 +157,17 @@ func sessionsCommand() *cobra.Command {
 				}
 				rec, err := s.Ask(cmd.Context(), args[1], progress, opts...)
 				printer.endLine()
+				if workflows.ErrorType(err) == workflows.ErrBudgetExceeded {
+					return budgetSpent(cmd, s, "message refused")
+				}
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), rec)
+				}
+				if rec.ErrorType == workflows.ErrBudgetExceeded {
+					return budgetSpent(cmd, s, "turn "+rec.Turn+" stopped")
 				}
 				return printTurn(cmd.OutOrStdout(), rec)
 			})
@@ -205,7 +219,51 @@ func sessionsCommand() *cobra.Command {
 		},
 	}
 	fork.Flags().StringVar(&forkName, "name", "", "the fork's name (default: the session's, \"(fork)\")")
-	cmd.AddCommand(create, ls, show, send, fork,
+	budget := &cobra.Command{
+		Use:   "budget SESSION [SPEC]",
+		Short: "Show a session's budget and what it spent; with SPEC (cost=N,model_calls=N,... or off), raise, lower or lift it",
+		Long: "A session's budget spans all its turns. Once it is spent, the turn at work stops and the session answers no\n" +
+			"message until its budget is raised or lifted. SPEC changes the limits it names (cost, model_calls,\n" +
+			"input_tokens, output_tokens; 0 lifts one) and keeps the others; off lifts them all. What the session spent so\n" +
+			"far counts against the new budget.",
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				if _, err := spend.Parse(args[1]); err != nil {
+					return fmt.Errorf("budget %w (want %s)", err, spend.Syntax)
+				}
+			}
+			return withTemporal(cmd, func(cn *conn) error {
+				s := cn.runs("", nil).Session(args[0])
+				var info troupeclient.SessionInfo
+				var err error
+				if len(args) == 2 {
+					warnUnserved(cmd, cn, "session "+args[0])
+					info, err = s.SetBudget(cmd.Context(), args[1])
+					var ae *temporal.ApplicationError
+					if workflows.ErrorType(err) == workflows.ErrBadBudget && errors.As(err, &ae) {
+						return fmt.Errorf("session %s refused the budget: %s", args[0], spend.Refusal(ae.Message()))
+					}
+				} else {
+					info, err = s.Info(cmd.Context())
+				}
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), info)
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "session %s: budget %s\n", info.ID, spend.Budget(info.Budget))
+				printSpend(w, "  ", info.Usage, info.Cost, info.Agents, nil)
+				if spent := spend.Spent(info.Budget); spent != "" {
+					fmt.Fprintf(w, "  the budget is spent (%s): %s\n", spent, raiseHint(info))
+				}
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(create, ls, show, send, fork, budget,
 		command("switch SESSION BACKEND", "Move every workspace of a session to another sandbox backend (local, bwrap, docker), files intact", workflows.CommandSwitch, 2),
 		command("pause SESSION", "Pause a session: no turn starts, and a running turn's agents start no model call or tool", workflows.CommandPause, 1),
 		command("resume SESSION", "Resume a paused session where it stopped", workflows.CommandResume, 1),
@@ -244,6 +302,10 @@ func printSession(w io.Writer, info troupeclient.SessionInfo) {
 	}
 	fmt.Fprintf(w, "\n  graph %s, %s, next answered by %s, policy %s\n", info.Graph, info.Status, info.Agent, info.Policy)
 	fmt.Fprintf(w, "  %d turns, %d queued, %d tokens; last activity %s\n", info.Turns, info.Queued, info.Usage.TotalTokens, info.LastActivity.Local().Format(time.DateTime))
+	printSpend(w, "  ", info.Usage, info.Cost, info.Agents, info.Budget)
+	if spent := spend.Spent(info.Budget); spent != "" {
+		fmt.Fprintf(w, "  the budget is spent (%s): %s\n", spent, raiseHint(info))
+	}
 	for _, sb := range info.Sandboxes {
 		fmt.Fprintf(w, "  sandbox of %s: %s", sb.Agent, sb.State)
 		if sb.ID != "" {
@@ -252,8 +314,37 @@ func printSession(w io.Writer, info troupeclient.SessionInfo) {
 		fmt.Fprintln(w)
 	}
 	for _, r := range info.Recent {
-		fmt.Fprintf(w, "  %s %s: %s → %s\n", r.Turn, r.Outcome, oneLine(r.Message), oneLine(string(r.Output)+r.Error))
+		cost := ""
+		if r.Cost != 0 {
+			cost = " (" + spend.Cost(r.Cost) + ")"
+		}
+		what := string(r.Output) + r.Error
+		if r.ErrorType == workflows.ErrBudgetExceeded {
+			what = "stopped by the budget"
+		}
+		fmt.Fprintf(w, "  %s %s%s: %s → %s\n", r.Turn, r.Outcome, cost, oneLine(r.Message), oneLine(what))
 	}
+}
+
+// raiseHint says how to go on with a session whose budget is spent.
+func raiseHint(info troupeclient.SessionInfo) string {
+	return fmt.Sprintf("troupe sessions budget %s %s raises it (N the new limit), troupe sessions budget %s off lifts it",
+		info.ID, spend.Raise(info.Budget), info.ID)
+}
+
+// budgetSpent is the error of a message that session s refused, or of
+// its turn that stopped (what), because the session's budget is spent:
+// which limits are reached, and how to go on.
+func budgetSpent(cmd *cobra.Command, s *troupeclient.Session, what string) error {
+	info, err := s.Info(cmd.Context())
+	if err != nil {
+		return fmt.Errorf("%s: session %s's budget is spent: troupe sessions budget %s shows it", what, s.ID(), s.ID())
+	}
+	spent := spend.Spent(info.Budget)
+	if spent == "" {
+		spent = spend.Budget(info.Budget)
+	}
+	return fmt.Errorf("%s: session %s's budget is spent (%s): %s", what, s.ID(), spent, raiseHint(info))
 }
 
 // parseVars reads --var KEY=VALUE flags.

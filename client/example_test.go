@@ -90,3 +90,23 @@ func ExampleRun_FollowFrom() {
 		log.Fatal(err)
 	}
 }
+
+// Raise the budget of a session whose budget is spent, so that it takes
+// messages again, and say what it spent. It needs a Temporal server and
+// a worker.
+func ExampleSession_SetBudget() {
+	tc, err := temporalclient.Dial(temporalclient.Options{HostPort: "127.0.0.1:7233"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tc.Close()
+	c, err := client.New(client.Config{Temporal: tc})
+	if err != nil {
+		log.Fatal(err)
+	}
+	info, err := c.Session("session-dealdesk-1a2b3c4d").SetBudget(context.Background(), "cost=1,model_calls=100")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("budget %s: spent %v in %d model calls\n", info.Budget.Budget, info.Budget.Cost, info.Budget.Calls)
+}

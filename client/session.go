@@ -29,7 +29,7 @@ type (
 	// TurnRecord is a turn that ended: its outcome, answer, usage.
 	TurnRecord = runtime.TurnRecord
 	// SessionCommand is a lifecycle command: pause, resume, stop,
-	// rename, policy.
+	// rename, policy, switch (SetBudget sends the budget command).
 	SessionCommand = workflows.SessionCommand
 )
 
@@ -121,7 +121,8 @@ func WithMessageID(id string) SendOption {
 // from; with wait, once the turn has ended, with its record too. A
 // message the session refuses fails with an error whose
 // workflows.ErrorType is workflows.ErrSessionBusy (the reject policy),
-// workflows.ErrSessionStopped or workflows.ErrBadCommand.
+// workflows.ErrSessionStopped, workflows.ErrBudgetExceeded (the session's
+// budget is spent: SetBudget raises it) or workflows.ErrBadCommand.
 func (s *Session) Send(ctx context.Context, message string, wait bool, opts ...SendOption) (SendResult, error) {
 	var o sendOptions
 	for _, opt := range opts {
@@ -270,6 +271,33 @@ func (s *Session) Fork(ctx context.Context, name string) (*Session, SessionEntry
 // that needs a sandbox, with a clear error; switch again to go on.
 func (s *Session) SwitchBackend(ctx context.Context, backend string) (SessionEntry, error) {
 	return s.Command(ctx, SessionCommand{Op: workflows.CommandSwitch, Arg: backend})
+}
+
+// SetBudget changes the session's budget as change says, from its next
+// model call on: limits as agents.Budget.Change takes them ("cost=2",
+// "model_calls=100,cost=1"; those change does not name keep their value,
+// 0 lifts one) or "off", which lifts them all. What the session spent so
+// far counts against the new budget; a session whose budget was spent
+// takes messages again once the change leaves some. It returns where the
+// session stands then (SessionInfo.Budget: the budget, and what was spent
+// of it).
+//
+// The session itself takes the change (a budget is none of the
+// registry's business, unlike the commands of Command), so that a change
+// it cannot keep fails here, with an error whose workflows.ErrorType is
+// workflows.ErrBadBudget: a bad limit, or a cost limit for a graph with a
+// model that has no price.
+func (s *Session) SetBudget(ctx context.Context, change string) (SessionInfo, error) {
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.id, UpdateName: workflows.CommandUpdate,
+		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{SessionCommand{Op: workflows.CommandBudget, Arg: change}}})
+	if err != nil {
+		return SessionInfo{}, fmt.Errorf("budget of session %s: %w", s.id, err)
+	}
+	var info SessionInfo
+	if err := h.Get(ctx, &info); err != nil {
+		return SessionInfo{}, fmt.Errorf("budget of session %s: %w", s.id, err)
+	}
+	return info, nil
 }
 
 // FollowFrom calls fn with each event of the session and of the agents of

@@ -10,6 +10,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 )
 
@@ -31,6 +32,9 @@ type Runner struct {
 	Send func(tea.Msg)
 	// Vars are the variables of the sessions /new creates.
 	Vars map[string]string
+	// Budget, when set, is the budget of the sessions /new creates, over
+	// their graph's default (the zero Budget lifts it).
+	Budget *agents.Budget
 
 	mu     sync.Mutex
 	follow context.CancelFunc // stops the follower of the open session
@@ -56,7 +60,7 @@ func (r *Runner) Do(e Effect) tea.Cmd {
 		}
 	case DoCreate:
 		return func() tea.Msg {
-			_, entry, err := r.cl.CreateSession(ctx, troupeclient.SessionInput{Graph: e.Arg, Vars: r.Vars})
+			_, entry, err := r.cl.CreateSession(ctx, troupeclient.SessionInput{Graph: e.Arg, Vars: r.Vars, Budget: r.Budget})
 			if err != nil {
 				return failed(err)
 			}
@@ -117,6 +121,14 @@ func (r *Runner) Do(e Effect) tea.Cmd {
 				return failed(err)
 			}
 			return Forked{From: e.Session, Entry: entry}
+		}
+	case DoBudget:
+		return func() tea.Msg {
+			info, err := r.cl.Session(e.Session).SetBudget(ctx, e.Arg)
+			if err != nil {
+				return failed(err)
+			}
+			return Budgeted{Session: e.Session, Info: info}
 		}
 	case DoSwitch:
 		return func() tea.Msg {

@@ -16,6 +16,12 @@
 // agents indented under them, sandboxes, and the turn's answer, whose full
 // text is read from the session's record of the turn (SessionInfo.Recent)
 // once the session says the turn ended.
+//
+// What the session spent shows in the header (its cost, against its
+// budget when it has one) and, per agent, with /budget; /budget SPEC
+// changes the budget. A turn the budget stopped, or a message it refused,
+// says which limit is reached and how to raise it. The words are package
+// spend's, as the troupe commands' are.
 package chat
 
 import (
@@ -29,6 +35,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe/cli/spend"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
@@ -142,7 +149,7 @@ type (
 	Failed struct {
 		Do      Do
 		Session string
-		// Text is the message of a DoSend.
+		// Text is the message of a DoSend, the change of a DoBudget.
 		Text string
 		Err  error
 	}
@@ -156,6 +163,12 @@ type (
 	Decided struct {
 		Session   string
 		Decisions []troupeclient.Decision
+	}
+	// Budgeted is a session's budget changed (DoBudget): where the
+	// session stands now.
+	Budgeted struct {
+		Session string
+		Info    troupeclient.SessionInfo
 	}
 )
 
@@ -174,6 +187,7 @@ func (Served) chatMsg()      {}
 func (Failed) chatMsg()      {}
 func (FollowEnded) chatMsg() {}
 func (Decided) chatMsg()     {}
+func (Budgeted) chatMsg()    {}
 
 // Do is a client call an Effect asks for.
 type Do string
@@ -208,6 +222,9 @@ const (
 	// DoDecide takes Decision on a call of session Session that waits
 	// for approval (Decided).
 	DoDecide Do = "decide"
+	// DoBudget changes session Session's budget as Arg says (agents.
+	// Budget.Change: "cost=2", "off") (Budgeted).
+	DoBudget Do = "budget"
 	// DoQuit ends the chat; the sessions go on.
 	DoQuit Do = "quit"
 )
@@ -253,6 +270,9 @@ type State struct {
 
 	unserved bool
 	inflight map[Do]int
+	// budgetAsked says /budget waits for where the session stands
+	// (DoInfo) to show its budget.
+	budgetAsked bool
 	// Of the open session's turns:
 	depth     map[string]int    // workflow → depth
 	announced map[string]bool   // children an agent_tool_started showed
@@ -261,6 +281,8 @@ type State struct {
 	working   []worker          // agents at work, in order of start
 	echoes    []string          // messages sent from here whose message event has not come
 	sent      map[string]string // turn id → message sent from here
+	failures  map[string]int    // turn id → index of the line of its failure, which its record explains
+	budgets   []string          // budget changes sent from here whose command event has not come
 }
 
 // Approval is a call that waits for a decision, as the chat shows it.
@@ -284,6 +306,7 @@ func NewState(o Options) *State {
 func (s *State) resetTurns() {
 	s.Approvals = nil
 	s.depth, s.announced, s.streams, s.awaiting, s.sent = map[string]int{}, map[string]bool{}, map[string]int{}, map[string]int{}, map[string]string{}
+	s.failures, s.budgets = map[string]int{}, nil
 	s.working, s.echoes = nil, nil
 }
 
@@ -304,7 +327,7 @@ func (s *State) Waiting() []string {
 		do   Do
 		what string
 	}{{DoCreate, "creating a session"}, {DoOpen, "opening the session"}, {DoList, "listing sessions"}, {DoSend, "sending"},
-		{DoCommand, "asking the session manager"}, {DoFork, "forking"}, {DoSwitch, "switching backend"}}
+		{DoCommand, "asking the session manager"}, {DoFork, "forking"}, {DoSwitch, "switching backend"}, {DoBudget, "changing the budget"}}
 	var out []string
 	for _, l := range labels {
 		if s.inflight[l.do] > 0 {
@@ -337,6 +360,16 @@ func (s *State) Apply(m Msg) []Effect {
 		return effects
 	case Refreshed:
 		s.refreshed(m.Info)
+		if m.Info.ID == s.Session && s.budgetAsked {
+			s.budgetAsked = false
+			s.showBudget()
+		}
+	case Budgeted:
+		s.done(DoBudget)
+		if m.Info.ID == s.Session {
+			s.refreshed(m.Info)
+			s.showBudget()
+		}
 	case Listed:
 		s.done(DoList)
 		s.listed(m.Sessions)
@@ -466,6 +499,17 @@ func (s *State) line(text string) []Effect {
 	switch name {
 	case "/approve", "/reject", "/always":
 		return s.decide(name, arg)
+	case "/budget":
+		if arg == "" {
+			s.budgetAsked = true
+			return []Effect{{Do: DoInfo, Session: s.Session}}
+		}
+		if _, err := spend.Parse(arg); err != nil {
+			s.problem(fmt.Sprintf("/budget %v: usage: %s", err, usage.text))
+			return nil
+		}
+		s.budgets = append(s.budgets, arg)
+		return []Effect{s.call(Effect{Do: DoBudget, Session: s.Session, Arg: arg})}
 	case "/fork":
 		return []Effect{s.call(Effect{Do: DoFork, Session: s.Session, Arg: arg})}
 	case "/switch":
@@ -493,6 +537,7 @@ var sessionCommands = map[string]struct {
 	"/approve": {false, "/approve [CALL] (default: the oldest call that waits)"},
 	"/reject":  {false, "/reject [CALL] [MESSAGE FOR THE MODEL]"},
 	"/always":  {false, "/always [CALL]: approve, and every later call of the tool by that agent"},
+	"/budget":  {false, "/budget [" + spend.Syntax + "]"},
 }
 
 // approvalAnswers are the short answers to the oldest call that waits.
@@ -552,6 +597,9 @@ const Help = `Type a message and press Enter to send it to the open session. Com
   /switch BACKEND     move the open session's workspaces to bwrap, docker or local
   /pause, /resume     pause the session's whole agent tree; resume where it stopped
   /policy P           what a message sent during a turn does: enqueue, reject or rollback
+  /budget             show the session's budget and what it spent, per agent
+  /budget SPEC        change the budget from the next model call on: cost=N, model_calls=N, input_tokens=N,
+                      output_tokens=N (comma-separated; the others stay; 0 lifts one), or off for none
   /stop               stop the session for good (its sandboxes too)
   /approve [CALL]     approve a call that waits for approval (y does it for the oldest)
   /reject [CALL] [M]  reject it, telling the model M (n does it for the oldest)
@@ -647,6 +695,10 @@ func (s *State) record(rec troupeclient.TurnRecord) {
 	case runtime.TurnAnswered:
 		s.add(Entry{Kind: KindAnswer, Agent: rec.Agent, Text: FormatOutput(rec.Output)})
 	case runtime.TurnFailed:
+		if rec.ErrorType == workflows.ErrBudgetExceeded {
+			s.problem(s.budgetStopped(rec.Turn))
+			return
+		}
 		s.problem(fmt.Sprintf("turn %s failed: %s", rec.Turn, rec.Error))
 	default:
 		s.note(fmt.Sprintf("turn %s: %s", rec.Turn, strings.ReplaceAll(rec.Outcome, "_", " ")))
@@ -659,6 +711,12 @@ func (s *State) refreshed(info troupeclient.SessionInfo) {
 	}
 	s.Info = info
 	for _, rec := range info.Recent {
+		if i, ok := s.failures[rec.Turn]; ok && rec.Outcome == runtime.TurnFailed {
+			if rec.ErrorType == workflows.ErrBudgetExceeded && i < len(s.Entries) {
+				s.Entries[i].Text = s.budgetStopped(rec.Turn)
+			}
+			delete(s.failures, rec.Turn)
+		}
 		i, ok := s.awaiting[rec.Turn]
 		if !ok || rec.Outcome != runtime.TurnAnswered {
 			continue
@@ -701,7 +759,9 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 		return nil // a follower of a session left behind
 	}
 	top := e.WorkflowID == s.Session
-	if e.Child != "" {
+	// A budget_exceeded event names the agent the root refused, not a
+	// child it started.
+	if e.Child != "" && e.Kind != workflows.EventBudgetExceeded {
 		if top {
 			s.depth[e.Child] = 0
 		} else if _, ok := s.depth[e.Child]; !ok {
@@ -755,9 +815,16 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 		} else {
 			s.stopWork(e.WorkflowID)
 		}
+	case workflows.EventBudgetExceeded:
+		// The agent fails next, for that reason.
+		s.add(Entry{Kind: KindStep, Depth: s.depth[e.Child], Agent: e.Agent, Text: e.Agent + ": no model call, the budget is spent"})
 	case workflows.EventFailed:
 		if top {
 			s.working = nil
+			if e.Turn > 0 {
+				// Its record says whether the budget stopped it.
+				s.failures[fmt.Sprintf("t%d", e.Turn)] = len(s.Entries)
+			}
 			switch {
 			case e.Turn > 0 && s.shownSinceMessage(KindProblem, e.Detail):
 				s.problem(fmt.Sprintf("turn t%d failed", e.Turn)) // the agent's failure says why
@@ -768,7 +835,12 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 			}
 		} else {
 			s.stopWork(e.WorkflowID)
-			s.add(Entry{Kind: KindProblem, Depth: d, Agent: e.Agent, Text: e.Agent + " failed: " + e.Detail})
+			text := e.Agent + " failed: " + e.Detail
+			if strings.HasPrefix(e.Detail, workflows.ErrBudgetExceeded+": ") {
+				// The turn's line says which limit, and how to go on.
+				text = e.Agent + " stopped: the budget is spent"
+			}
+			s.add(Entry{Kind: KindProblem, Depth: d, Agent: e.Agent, Text: text})
 		}
 	case workflows.EventTurnRolledBack:
 		s.working = nil
@@ -898,6 +970,12 @@ func (s *State) command(detail string) {
 		s.note("renamed " + arg)
 	case workflows.CommandPolicy:
 		s.note("input policy " + arg)
+	case workflows.CommandBudget:
+		if i := slices.Index(s.budgets, arg); i >= 0 {
+			s.budgets = slices.Delete(s.budgets, i, i+1) // this chat's: Budgeted shows it
+			return
+		}
+		s.note("budget changed: " + arg + " (from the next model call on; /budget shows it)")
 	default:
 		s.note(detail)
 	}
@@ -921,10 +999,59 @@ func (s *State) failed(m Failed) {
 			s.echoes = slices.Delete(s.echoes, i, i+1)
 		}
 	}
+	if m.Do == DoBudget {
+		if i := slices.Index(s.budgets, m.Text); i >= 0 {
+			s.budgets = slices.Delete(s.budgets, i, i+1)
+		}
+	}
 	if m.Do == DoInfo && (m.Session != s.Session || s.Info.Status == runtime.SessionStopped) {
 		return // a stopped session need not answer
 	}
+	if m.Do == DoInfo {
+		s.budgetAsked = false
+	}
+	if m.Do == DoSend && m.Session == s.Session && workflows.ErrorType(m.Err) == workflows.ErrBudgetExceeded {
+		s.problem("message refused: " + s.budgetSpent())
+		return
+	}
 	s.problem(Describe(m.Session, m.Err))
+}
+
+// budgetSpent says which limits of the open session's budget are
+// reached, as it last said, and how to go on.
+func (s *State) budgetSpent() string {
+	rep := s.Info.Budget
+	spent := spend.Spent(rep)
+	if spent == "" {
+		return "the session's budget is spent: /budget shows it, /budget off lifts it"
+	}
+	return fmt.Sprintf("the session's budget is spent (%s): /budget %s raises it (N the new limit), /budget off lifts it", spent, spend.Raise(rep))
+}
+
+// budgetStopped is the line of a turn the budget stopped.
+func (s *State) budgetStopped(turn string) string {
+	if spend.Spent(s.Info.Budget) == "" {
+		// Raised since: the turn's record does not say which limit.
+		return fmt.Sprintf("turn %s stopped: the session's budget was spent (/budget shows it now)", turn)
+	}
+	return fmt.Sprintf("turn %s stopped: %s", turn, s.budgetSpent())
+}
+
+// showBudget shows the open session's budget, and what it spent in all
+// and per agent.
+func (s *State) showBudget() {
+	in := s.Info
+	lines := []string{"budget " + spend.Budget(in.Budget)}
+	if spend.Spent(in.Budget) != "" {
+		lines[0] += ": spent; /budget " + spend.Raise(in.Budget) + " raises it, /budget off lifts it"
+	}
+	lines = append(lines, "usage: "+spend.Usage(in.Usage, in.Cost))
+	if len(in.Agents) > 1 {
+		for _, l := range spend.Table(in.Agents) {
+			lines = append(lines, "  "+l)
+		}
+	}
+	s.note(strings.Join(lines, "\n"))
 }
 
 // Describe says what went wrong with a call about session (empty for
@@ -944,6 +1071,8 @@ func Describe(session string, err error) string {
 		return fmt.Sprintf("no session %s: /sessions lists them", session)
 	case workflows.ErrBadCommand:
 		return msg
+	case workflows.ErrBadBudget:
+		return "the session refused the budget: " + spend.Refusal(msg)
 	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) && session != "" {

@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/troupe-dev/troupe/cli/spend"
 	"github.com/troupe-dev/troupe/runtime"
 )
 
@@ -32,7 +33,7 @@ var (
 const maxIndent = 6
 
 // Header is the line that says which session is open and where it
-// stands.
+// stands, with what it spent: tokens, cost, and its budget's limits.
 func (s *State) Header(width int) string {
 	if s.Session == "" {
 		return ansi.Truncate(styleTitle.Render("troupe chat")+" · no session open · /new [graph], /sessions, /help", width, "…")
@@ -49,11 +50,19 @@ func (s *State) Header(width int) string {
 	if in.Agent != "" {
 		parts = append(parts, "next: "+in.Agent)
 	}
-	parts = append(parts, "policy "+string(in.Policy), fmt.Sprintf("%d %s", in.Turns, plural(in.Turns, "turn", "turns")),
-		fmt.Sprintf("%d tokens", in.Usage.TotalTokens))
+	// What the session spent comes before its settings, which a narrow
+	// terminal cuts first.
+	parts = append(parts, fmt.Sprintf("%d %s", in.Turns, plural(in.Turns, "turn", "turns")), fmt.Sprintf("%d tokens", in.Usage.TotalTokens))
+	if spent := spend.Brief(in.Cost, in.Budget); spent != "" {
+		parts = append(parts, spent)
+	}
+	if spend.Spent(in.Budget) != "" {
+		parts = append(parts, styleProblem.Render("budget spent"))
+	}
 	if in.Queued > 0 {
 		parts = append(parts, fmt.Sprintf("%d queued", in.Queued))
 	}
+	parts = append(parts, "policy "+string(in.Policy))
 	var backends []string
 	for _, sb := range in.Sandboxes {
 		if sb.Backend != "" && !slices.Contains(backends, sb.Backend) {
