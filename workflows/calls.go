@@ -267,13 +267,13 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		case err != nil && guardrailEnds(err):
 			// A guardrail of the tool's agents ended the run.
 			*fatal = err
-			output = fmt.Sprintf("Error: agent tool %s failed: %v", c.Name, err)
+			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, failureText(err))
 		case err != nil && workerFault(err) && workflow.GetVersion(gctx, versionWorkerFaults, workflow.DefaultVersion, 1) == 1:
 			// Not the model's to work around: the worker is wired wrong.
 			*fatal = err
-			output = fmt.Sprintf("Error: agent tool %s failed: %v", c.Name, err)
+			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, failureText(err))
 		case err != nil:
-			output = fmt.Sprintf("Error: agent tool %s failed: %v", c.Name, err)
+			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, failureText(err))
 		case tool.Extractor:
 			*usage = usage.Add(rr.Usage)
 			lctx := workflow.WithLocalActivityOptions(gctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, Summary: "extract the output of " + c.Name})

@@ -351,6 +351,29 @@ func TestCallsWithoutTheirOwnIDs(t *testing.T) {
 	}
 }
 
+// An agent tool that fails reaches its caller's model as what caused it,
+// not as the workflow error that carried it.
+func TestAgentToolFailureReadsPlainly(t *testing.T) {
+	var saw string
+	env, _ := newEnv(t, func(req model.Request) []agents.Item {
+		switch firstWord(req.Instructions) {
+		case "rev:":
+			return []agents.Item{agents.AssistantMessage("not JSON")}
+		}
+		if last := lastItem(req); last.Type == agents.ItemFunctionCallOutput {
+			saw = last.Output
+			return []agents.Item{agents.AssistantMessage("noted")}
+		}
+		return []agents.Item{call("p1", "review_pricing", `{"input":"the deal"}`)}
+	})
+	if _, err := run(t, env, "boss", "review"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(saw, "Error: agent tool review_pricing failed: "+workflows.ErrOutputInvalid+": ") || strings.Contains(saw, "child workflow") || strings.Contains(saw, "workflowID") {
+		t.Errorf("the caller's model read %q", saw)
+	}
+}
+
 // extrasGraph exercises the Go funcs an agent may carry: dynamic
 // instructions, an on-handoff callback, an output extractor.
 func extrasGraph(handoffs *[]string) *agents.Graph {
