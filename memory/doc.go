@@ -36,8 +36,10 @@
 //  4. The consolidated files (MEMORY.md, the summary, the selection, the
 //     skills) change only as a [Generation]: a numbered, whole change that
 //     one writer creates once (phase 2's files, or an agent's live edit
-//     written back) and then applies. [ParseGenerationPath] and
-//     [Consolidated] say which names and paths belong to them.
+//     written back) and then applies, within a window; a writer whose
+//     window ended is taken over ([Takeover]). [ParseGenerationPath],
+//     [ParseTakeoverPath] and [Consolidated] say which names and paths
+//     belong to them.
 //
 // Everything the model writes is validated before it is written: sizes are
 // bounded, slugs and skill names follow [SlugPattern] and [SkillNamePattern],

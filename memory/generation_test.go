@@ -49,6 +49,7 @@ func TestGeneration(t *testing.T) {
 		{memory.GenerationPath(12), 12, false, true},
 		{memory.AppliedPath(12), 12, true, true},
 		{"generations/.00000000000000000012.json.k3j.tmp", 0, false, false},
+		{memory.TakeoverPath(12, 3), 0, false, false},
 		{"generations/12.json", 0, false, false},
 		{"generations/00000000000000000000.json", 0, false, false},
 		{"memories/MEMORY.md", 0, false, false},
@@ -56,6 +57,45 @@ func TestGeneration(t *testing.T) {
 		seq, applied, ok := memory.ParseGenerationPath(tc.path)
 		if seq != tc.seq || applied != tc.applied || ok != tc.isOK {
 			t.Errorf("ParseGenerationPath(%s) = %d %v %v", tc.path, seq, applied, ok)
+		}
+	}
+}
+
+// A takeover encodes and parses back; its path is told apart from a
+// generation's, a mark's and a temporary file's.
+func TestTakeover(t *testing.T) {
+	at := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	tk := memory.Takeover{Version: 1, Seq: 12, N: 2, Writer: "memory-acme/5#2/X7", At: at, ApplyBy: at.Add(30 * time.Second)}
+	data, err := tk.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := memory.ParseTakeover(data); err != nil || back != tk {
+		t.Errorf("parsed back %+v, %v", back, err)
+	}
+	for _, bad := range []string{`{"version":1,"seq":12,"n":0}`, `{"version":2,"seq":12,"n":1}`, `{`} {
+		if _, err := memory.ParseTakeover([]byte(bad)); !errors.Is(err, memory.ErrBadGeneration) {
+			t.Errorf("parse of %s: %v, want ErrBadGeneration", bad, err)
+		}
+	}
+	for _, tc := range []struct {
+		path string
+		seq  int64
+		n    int
+		isOK bool
+	}{
+		{memory.TakeoverPath(12, 3), 12, 3, true},
+		{memory.TakeoverPath(12, 10), 12, 10, true},
+		{memory.GenerationPath(12), 0, 0, false},
+		{memory.AppliedPath(12), 0, 0, false},
+		{"generations/00000000000000000012.takeover.0.json", 0, 0, false},
+		{"generations/00000000000000000012.takeover.03.json", 0, 0, false},
+		{"generations/00000000000000000012.takeover.3", 0, 0, false},
+		{"generations/.00000000000000000012.takeover.3.json.k3j.tmp", 0, 0, false},
+	} {
+		seq, n, ok := memory.ParseTakeoverPath(tc.path)
+		if seq != tc.seq || n != tc.n || ok != tc.isOK {
+			t.Errorf("ParseTakeoverPath(%s) = %d %d %v", tc.path, seq, n, ok)
 		}
 	}
 }

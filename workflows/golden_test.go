@@ -101,9 +101,13 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["memory_phase2_output"] = workflows.MemoryPhase2Output{Added: []string{"session-2"}, Kept: []string{"session-1"}, Removed: []string{"run-9"}, Skills: []string{"price-review"},
 		Replaced: []string{memory.HandbookPath}}
 	// Not a Temporal payload, but what every worker on a store reads and
-	// writes: a scope's generation (memory_generations.go).
-	payloads["memory_generation"] = memory.Generation{Version: 1, Seq: 7, By: memory.ByWriteBack, Source: "session-1/t3-sandbox-2", At: at, ApplyBy: at.Add(30 * time.Second),
+	// writes: a scope's generation and a takeover of it
+	// (memory_generations.go).
+	payloads["memory_generation"] = memory.Generation{Version: 1, Seq: 7, By: memory.ByWriteBack, Source: "session-1/t3-sandbox-2",
+		Writer: "session-1/t3/12#1/N4QUVBLDJ7YS2XTRM6OHKE5PGW", At: at, ApplyBy: at.Add(30 * time.Second),
 		Files: []memory.GenerationFile{{Path: memory.HandbookPath, Data: "# Handbook\n- discount: escalate above 25%\n"}}}
+	payloads["memory_takeover"] = memory.Takeover{Version: 1, Seq: 7, N: 1, Writer: "memory-acme/5#2/B2ZJ6QWNXK3R7TLOV4M5YHPCAE",
+		At: at.Add(time.Minute), ApplyBy: at.Add(90 * time.Second)}
 	payloads["graph_spec_memory"] = runtime.SpecOf(agents.MustGraph("mem", "m", &agents.Agent{Name: "m", Memory: &agents.MemoryConfig{Scope: "acme"}}), runtime.RunSettings{MaxHandoffs: 5})
 	payloads["memory_fork_input"] = workflows.MemoryForkInput{From: "acme", To: memory.ForkScope("acme", "session-1-fork")}
 	// Guardrails: a spec with one of each kind, the guardrail activity's

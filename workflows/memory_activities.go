@@ -255,10 +255,11 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 	}
 	store := a.r.cfg.Store
 	// The scope's single consolidator: a generation of phase 2 left
-	// unapplied is this workflow's (an attempt that crashed after its
-	// claim), applied now, so that its selection is read below and its
-	// model is not asked again.
-	head, err := a.settleMemory(ctx, in.Scope, isPhase2)
+	// unapplied is this workflow's, of an earlier attempt that crashed or
+	// stalled after its claim. Settling applies it, once that attempt's
+	// window is over (it may still be writing), so that its selection is
+	// read below and its model is not asked again.
+	head, err := a.settleMemory(ctx, in.Scope)
 	if err != nil {
 		return nil, err
 	}
@@ -353,9 +354,6 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 	return out, nil
 }
 
-// isPhase2 reports a generation of phase 2.
-func isPhase2(g memory.Generation) bool { return g.By == memory.ByPhase2 }
-
 // commitPhase2 claims gen as the scope's next generation after base, the
 // one phase 2 read, and applies it. Phase 2 wins over live edits written
 // back meanwhile: it claims again on top of them, replacing their files,
@@ -378,9 +376,9 @@ func (a *Activities) commitPhase2(ctx context.Context, scope string, base int64,
 				log.Warn("memory phase 2 replaced live edits written back while it ran; the turns that made them reach the next phase 2 through their rollouts",
 					"scope", scope, "paths", out.Replaced)
 			}
-			return a.applyGeneration(ctx, scope, gen, true)
+			return a.applyClaim(ctx, scope, gen)
 		}
-		head, err := a.settleMemory(ctx, scope, isPhase2)
+		head, err := a.settleMemory(ctx, scope)
 		if err != nil {
 			return err
 		}

@@ -2,10 +2,11 @@ package workflows_test
 
 // The memory writers' compare-and-swap (memory_generations.go) on each
 // store backend: a write-back racing a phase 2 either way, a claim that
-// went stale, writers that crash after their claim, and a fork copy
-// racing a phase 2. The
-// interleavings are driven by the writers' hook (SetMemoryHook), which
-// holds a writer at a step until the test lets it go: no timing.
+// went stale, writers that crash after their claim, writers that stall
+// past their window while others go on, and a fork copy racing a phase
+// 2. The interleavings are driven by the writers' hook (SetMemoryHook),
+// which holds a writer at a step until the test lets it go, and by their
+// clock (SetMemoryClock), which the test moves past a window: no timing.
 
 import (
 	"bytes"
@@ -22,6 +23,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -190,6 +192,32 @@ func (w *casWorld) phase2(t *testing.T, label string) (workflows.MemoryPhase2Out
 	err := w.activity(workflows.MemoryPhase2ActivityName, w.r.Activities().MemoryPhase2,
 		workflows.MemoryPhase2Input{Scope: "team", Settings: workflows.MemorySettings{Phase2Model: "big", Newest: 64, Phase2Turns: 1}}, &out)
 	return out, err
+}
+
+// retryPhase2 runs phase 2 again with no new raw memory, as Temporal's
+// retry of an attempt.
+func (w *casWorld) retryPhase2() (workflows.MemoryPhase2Output, error) {
+	var out workflows.MemoryPhase2Output
+	err := w.activity(workflows.MemoryPhase2ActivityName, w.r.Activities().MemoryPhase2,
+		workflows.MemoryPhase2Input{Scope: "team", Settings: workflows.MemorySettings{Phase2Model: "big", Newest: 64, Phase2Turns: 1}}, &out)
+	return out, err
+}
+
+// testClock is a worker's clock that a test moves on, by skip: the
+// windows of the memory writers pass without waiting.
+type testClock struct{ ahead atomic.Int64 }
+
+func (c *testClock) now() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
+
+// skip moves the clock on by more than a writer's window and the
+// takeover margin after it.
+func (c *testClock) skip() { c.ahead.Add(int64(2 * time.Minute)) }
+
+// clock gives w's worker a clock the test moves on.
+func (w *casWorld) clock() *testClock {
+	c := &testClock{}
+	workflows.SetMemoryClock(w.r, c.now)
+	return c
 }
 
 // phase2Handbook is what phase 2 answering label writes.
@@ -375,10 +403,10 @@ func TestMemoryStaleClaimIsVoid(t *testing.T) {
 }
 
 // A writer that crashes after claiming a generation, before writing its
-// files, leaves it unapplied; that blocks no one. A retried phase 2
-// applies its own at once and does not ask its model again; another
-// writer applies it once its writer's time is up, and then decides on
-// what it wrote.
+// files, leaves it unapplied; that blocks no one. Once its writer's
+// window is over, a retried phase 2 applies its own and does not ask its
+// model again; another writer applies it, and then decides on what it
+// wrote.
 func TestMemoryCrashedWriterLeftovers(t *testing.T) {
 	crash := errors.New("the worker died")
 	later := func() time.Time { return time.Now().Add(2 * time.Minute) }
@@ -399,9 +427,8 @@ func TestMemoryCrashedWriterLeftovers(t *testing.T) {
 			if got := w.get(t, "team", memory.HandbookPath); got != casHandbook {
 				t.Fatalf("the crashed phase 2 wrote its handbook: %q", got)
 			}
-			var out workflows.MemoryPhase2Output
-			err := w.activity(workflows.MemoryPhase2ActivityName, w.r.Activities().MemoryPhase2,
-				workflows.MemoryPhase2Input{Scope: "team", Settings: workflows.MemorySettings{Phase2Model: "big", Newest: 64, Phase2Turns: 1}}, &out)
+			workflows.SetMemoryClock(w.r, later) // Past the crashed attempt's window.
+			out, err := w.retryPhase2()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -464,6 +491,286 @@ func TestMemoryCrashedWriterLeftovers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A writer that stalls while it applies a generation (a stalled store
+// write, a worker cut off from Temporal, whose activity Temporal then
+// retries) writes no file of it once others went on: a retry or another
+// writer waits out its window before taking the generation over, a
+// writer past its window writes nothing more, and one that finds a newer
+// generation claimed stops, whatever its clock says.
+func TestMemoryStalledWriters(t *testing.T) {
+	for _, b := range casBackends(t) {
+		t.Run(b.name+"/phase 2 retried while its first attempt writes", func(t *testing.T) {
+			w := newCASWorld(t, b.open(t))
+			clock := w.clock()
+			first := newGate()
+			var waited atomic.Bool
+			w.hook(func(step string) error {
+				switch step {
+				case "claimed phase2":
+					first.hold()
+				case "wait":
+					// The retry waits for the first attempt's window: end it.
+					if !waited.Swap(true) {
+						clock.skip()
+					}
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() {
+				_, err := w.phase2(t, "consolidated")
+				done <- err
+			}()
+			<-first.reached
+			// Attempt 1 timed out on heartbeats, but lives; its retry:
+			out, err := w.retryPhase2()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !waited.Load() {
+				t.Error("the retry applied the generation of its first attempt, still in its window, without waiting")
+			}
+			if asked := w.questions(); len(asked) != 1 || !out.Unchanged {
+				t.Errorf("the retry asked the model %d times in all (want 1) and returned %+v (want unchanged)", len(asked), out)
+			}
+			// An agent's sandbox made now gets generation 1, whose handbook
+			// its edit then replaces as generation 2.
+			if err := w.snapshot(w.sandbox(t, "wb-retry")); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != casEdit {
+				t.Fatalf("the edit was not written back: %q", got)
+			}
+			close(first.release)
+			if err := <-done; err != nil {
+				t.Errorf("the first attempt, whose generation the retry applied: %v", err)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != casEdit {
+				t.Errorf("generation 2 (the edit) was overwritten by the first attempt of generation 1: handbook %q", got)
+			}
+		})
+		t.Run(b.name+"/write-back retried while its first attempt writes", func(t *testing.T) {
+			w := newCASWorld(t, b.open(t))
+			clock := w.clock()
+			st := w.sandbox(t, "wb-retried")
+			first := newGate()
+			var waited atomic.Bool
+			w.hook(func(step string) error {
+				switch step {
+				case "claimed write-back":
+					first.hold()
+				case "wait":
+					if !waited.Swap(true) {
+						clock.skip()
+					}
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() { done <- w.snapshot(st) }()
+			<-first.reached
+			// The retry of the same sandbox's snapshot.
+			if err := w.snapshot(st); err != nil {
+				t.Fatal(err)
+			}
+			if !waited.Load() {
+				t.Error("the retry applied the generation of its first attempt, still in its window, without waiting")
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != casEdit {
+				t.Fatalf("the retry did not apply the edit: %q", got)
+			}
+			if _, err := w.phase2(t, "consolidated"); err != nil {
+				t.Fatal(err)
+			}
+			close(first.release)
+			if err := <-done; err != nil {
+				t.Errorf("the first attempt, whose generation the retry applied: %v", err)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != phase2Handbook("consolidated") {
+				t.Errorf("generation 2 (phase 2's) was overwritten by the first attempt of generation 1 (the edit): handbook %q", got)
+			}
+		})
+		t.Run(b.name+"/a slow taker of a crashed generation", func(t *testing.T) {
+			w := newCASWorld(t, b.open(t))
+			clock := w.clock()
+			st := w.sandbox(t, "wb-slow")
+			slow := newGate()
+			var crashed atomic.Bool
+			w.hook(func(step string) error {
+				switch {
+				case step == "claimed phase2" && !crashed.Swap(true):
+					return errors.New("the worker died")
+				case step == "wrote "+memory.HandbookPath:
+					slow.hold()
+				}
+				return nil
+			})
+			if _, err := w.phase2(t, "consolidated"); err == nil {
+				t.Fatal("phase 2 did not crash")
+			}
+			clock.skip() // Past the crashed writer's window.
+			done := make(chan error, 1)
+			go func() { done <- w.snapshot(st) }()
+			<-slow.reached
+			// The write-back took generation 1 over and wrote its handbook;
+			// it stalls past its own window, and a phase 2 takes over from it
+			// and goes on to generation 2.
+			clock.skip()
+			if _, err := w.phase2(t, "second"); err != nil {
+				t.Fatal(err)
+			}
+			close(slow.release)
+			if err := <-done; err != nil {
+				t.Errorf("the slow taker, whose generation was applied: %v", err)
+			}
+			if got := w.get(t, "team", memory.SummaryPath); got != "- second\n" {
+				t.Errorf("generation 2's summary was overwritten by the slow taker of generation 1: %q", got)
+			}
+			if sel, err := memory.ParseSelection([]byte(w.get(t, "team", memory.SelectionPath))); err != nil || len(sel.Selected) != 2 {
+				t.Errorf("selection %+v %v, want generation 2's (two raw memories)", sel, err)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != phase2Handbook("second") {
+				t.Errorf("handbook %q, want generation 2's", got)
+			}
+		})
+		t.Run(b.name+"/a writer past its window writes nothing", func(t *testing.T) {
+			w := newCASWorld(t, b.open(t))
+			clock := w.clock()
+			stalled := newGate()
+			w.hook(func(step string) error {
+				if step == "claimed phase2" {
+					stalled.hold()
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() {
+				_, err := w.phase2(t, "consolidated")
+				done <- err
+			}()
+			<-stalled.reached
+			clock.skip()
+			close(stalled.release)
+			if err := <-done; !isMemoryLate(err) {
+				t.Fatalf("phase 2 past its window = %v, want %s", err, workflows.ErrMemoryLate)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != casHandbook {
+				t.Fatalf("phase 2 wrote its handbook past its window: %q", got)
+			}
+			// Its retry takes the generation over, and asks nothing.
+			out, err := w.retryPhase2()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if asked := w.questions(); len(asked) != 1 || !out.Unchanged {
+				t.Errorf("the retry asked the model %d times in all (want 1) and returned %+v (want unchanged)", len(asked), out)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != phase2Handbook("consolidated") {
+				t.Errorf("handbook %q, want the stalled attempt's", got)
+			}
+		})
+		t.Run(b.name+"/a writer whose clock is behind stops at a newer generation", func(t *testing.T) {
+			store := b.open(t)
+			w := newCASWorld(t, store)
+			// A second worker on the store, whose clock is ahead: by it,
+			// the first worker's window is over.
+			ahead := newCASWorld(t, store)
+			ahead.clock().skip()
+			stalled := newGate()
+			w.hook(func(step string) error {
+				if step == "claimed phase2" {
+					stalled.hold()
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() {
+				_, err := w.phase2(t, "consolidated")
+				done <- err
+			}()
+			<-stalled.reached
+			// The second worker's fork copy takes generation 1 over; an
+			// agent's sandbox of that worker edits its handbook as
+			// generation 2.
+			if err := ahead.activity(workflows.MemoryForkActivityName, ahead.r.Activities().MemoryFork,
+				workflows.MemoryForkInput{From: "team", To: memory.ForkScope("team", "skew")}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := ahead.snapshot(ahead.sandbox(t, "wb-ahead")); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != casEdit {
+				t.Fatalf("the edit was not written back: %q", got)
+			}
+			close(stalled.release)
+			if err := <-done; err != nil {
+				t.Errorf("the first worker's phase 2, whose generation was applied: %v", err)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != casEdit {
+				t.Errorf("generation 2 (the edit) was overwritten by generation 1's writer: handbook %q", got)
+			}
+		})
+		t.Run(b.name+"/a writer whose clock is behind stops at a takeover", func(t *testing.T) {
+			store := b.open(t)
+			w := newCASWorld(t, store)
+			ahead := newCASWorld(t, store)
+			ahead.clock().skip()
+			stalled, taking := newGate(), newGate()
+			w.hook(func(step string) error {
+				if step == "claimed phase2" {
+					stalled.hold()
+				}
+				return nil
+			})
+			ahead.hook(func(step string) error {
+				if step == "took over phase2" {
+					taking.hold()
+				}
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() {
+				_, err := w.phase2(t, "consolidated")
+				done <- err
+			}()
+			<-stalled.reached
+			// The second worker's fork copy takes generation 1 over, and is
+			// held before it writes; the first worker's phase 2 goes on.
+			forked := make(chan error, 1)
+			go func() {
+				forked <- ahead.activity(workflows.MemoryForkActivityName, ahead.r.Activities().MemoryFork,
+					workflows.MemoryForkInput{From: "team", To: memory.ForkScope("team", "skew")}, nil)
+			}()
+			select {
+			case <-taking.reached:
+			case err := <-forked:
+				close(stalled.release)
+				t.Fatalf("the fork copy applied generation 1 without taking it over (%v)", err)
+			}
+			close(stalled.release)
+			if err := <-done; !isMemoryLate(err) {
+				t.Errorf("phase 2 whose generation was taken over = %v, want %s", err, workflows.ErrMemoryLate)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != casHandbook {
+				t.Errorf("phase 2 wrote its handbook after it was taken over: %q", got)
+			}
+			close(taking.release)
+			if err := <-forked; err != nil {
+				t.Fatal(err)
+			}
+			if got := w.get(t, "team", memory.HandbookPath); got != phase2Handbook("consolidated") {
+				t.Errorf("handbook %q, want the generation the taker applied", got)
+			}
+		})
+	}
+}
+
+// isMemoryLate reports an error of type ErrMemoryLate.
+func isMemoryLate(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.Type() == workflows.ErrMemoryLate
 }
 
 // A fork copies one generation of its source's memory, even while a

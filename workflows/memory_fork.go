@@ -60,9 +60,8 @@ func (a *Activities) MemoryFork(ctx context.Context, in MemoryForkInput) error {
 		return badMemory(err)
 	}
 	store := a.r.cfg.Store
-	never := func(memory.Generation) bool { return false }
 	for range memoryCopies {
-		head, err := a.settleMemory(ctx, in.From, never)
+		head, err := a.settleMemory(ctx, in.From)
 		if err != nil {
 			return err
 		}

@@ -8,43 +8,72 @@ package workflows
 // log of changes, each created once, under generations/ of the scope.
 //
 //  1. Settle. A writer lists the generations. If the newest is not marked
-//     applied, its writer may still be writing its files: the writer waits
-//     for the mark, and applies the generation itself when it is its own
-//     (an earlier attempt that crashed) or past its ApplyBy plus
-//     memoryTakeover (its writer crashed, or is cut off). Applying writes
-//     each file of the generation whose content differs, in order, then
-//     the mark. Every generation below the newest is applied.
+//     applied, the writer that holds it may still be writing its files:
+//     the writer waits for the mark while that writer's window lasts, and
+//     memoryTakeover more. Then it takes the generation over: it creates
+//     the generation's next takeover (memory.Takeover), which gives it a
+//     window of its own, and applies the generation in it. Of writers
+//     that race to take over, one creates the takeover; the others wait
+//     for its window in turn. Every generation below the newest is
+//     applied.
 //  2. Decide, on the files as the settled store holds them: a write-back
 //     skips a file that changed since its workspace got it; phase 2 builds
 //     on what it read when it started.
 //  3. Claim generation newest+1 with a create-only write of the whole
-//     change. Of writers that read the same newest, exactly one creates
-//     it; the others learn so, and go back to 1 with what it changed. A
-//     claim is also void when a generation KeepGenerations newer already
-//     stands (its number was one the scope had deleted).
-//  4. Apply its own generation, within memoryApplyWindow of the claim (its
-//     context's deadline, so that a writer that stalls does not write after
-//     others took over), mark it applied, and delete generations older than
-//     the kept ones.
+//     change, naming the claiming attempt (Writer: its activity, attempt
+//     and a nonce) and the end of its window (ApplyBy, memoryApplyWindow
+//     on). Of writers that read the same newest, exactly one creates it;
+//     the others learn so, and go back to 1 with what it changed. A claim
+//     is also void when a generation KeepGenerations newer already stands
+//     (its number was one the scope had deleted).
+//  4. Apply its own generation, mark it applied, and delete generations
+//     older than the kept ones.
+//
+// Applying (4, or a takeover in 1) writes each file of the generation
+// whose content differs, in order, then the mark, within the writer's
+// window, the claim's or its takeover's. Before each write the writer
+// lists the generations, and stops when another writer applied the
+// generation (it is marked, or a newer one is claimed: the newer one is
+// the truth), when a later takeover of it exists, or when its window has
+// ended by its clock; each request it sends is cut off at the window's
+// end (its context's deadline). The window is generous next to one write
+// of the store: a writer that runs out of it was stalled (a store that
+// hangs, a worker cut off), and fails retryably (ErrMemoryLate), its
+// generation left for a taker. A generation is its writer's only in the
+// attempt that claimed it: a retried activity that finds its earlier
+// attempt's generation unapplied waits out that attempt's window as any
+// writer would, since Temporal retries an activity whose heartbeats
+// stopped while its attempt may still run.
 //
 // Files change only after a claim, so whatever a writer read after
 // settling on generation n is still current if it creates generation
 // n+1: a compare-and-swap of the scope as a whole. A crash leaves at
-// most an unapplied generation (the next writer applies it) or a
-// temporary file of the store (ignored). A reader that needs the files
-// of one generation (the fork copy) settles, reads, and checks that the
-// newest generation is still the one it settled on.
+// most an unapplied generation or takeover (the next writer takes it
+// over once its window is over) or a temporary file of the store
+// (ignored). A reader that needs the files of one generation (the fork
+// copy) settles, reads, and checks that the newest generation is still
+// the one it settled on.
 //
-// What is left rests on clocks: a writer that stalls past its window and
-// memoryTakeover (or an S3 request of it that the server completes that
-// late) could still write a file of its generation after others applied
-// a newer one; that file stays stale until a generation rewrites it.
-// Writes to the scope that bypass generations (an operator's, a test's)
-// are taken as the files' content: nothing rewrites them but a
-// generation.
+// What is left rests on clocks and on the store. Windows of one
+// generation do not overlap by one clock, and a taker starts
+// memoryTakeover after the window before its own ended; a newer
+// generation is claimed only after its predecessor is marked. So a
+// writer's file lands after another writer went on only when (a) the
+// store completes a request that the writer sent within its window more
+// than memoryTakeover after that window ended, less the clocks'
+// disagreement (an S3 PUT whose body was all sent before the writer cut
+// it off, which the server commits that late), or (b) two workers'
+// clocks disagree by more than memoryTakeover, and then only if a taker
+// applies the generation and a newer one is claimed and applied, all
+// between the writer's last listing and its write: one request's span.
+// Such a file stays stale until a generation rewrites it. Writes to the
+// scope that bypass generations (an operator's, a test's) are taken as
+// the files' content: nothing rewrites them but a generation.
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -58,12 +87,14 @@ import (
 )
 
 const (
-	// memoryApplyWindow is how long after its claim the writer of a
-	// generation writes its files; its writes are cut off after it.
+	// memoryApplyWindow is how long a writer of a generation (its
+	// claimer, or a taker) writes its files; its writes are cut off after
+	// it. A healthy writer needs a few requests' time.
 	memoryApplyWindow = 30 * time.Second
-	// memoryTakeover is how long after a generation's ApplyBy another
-	// writer that finds it unapplied applies it itself: a margin for the
-	// clocks of workers that disagree.
+	// memoryTakeover is how long after a writer's window ends another
+	// writer that finds its generation unapplied takes it over: a margin
+	// for the clocks of workers that disagree, and for a request the
+	// store completes after its writer cut it off.
 	memoryTakeover = 30 * time.Second
 	// memoryClaims bounds the claims a writer loses in a row before it
 	// fails (retryably).
@@ -74,6 +105,17 @@ const (
 // memoryClaims claims in a row to other writers; a retry tries again.
 const ErrMemoryBusy = "troupe.MemoryBusy"
 
+// ErrMemoryLate is the error type of a memory write whose window ended
+// (a stalled store, a worker cut off), or that another writer took over,
+// before it applied its generation: it wrote nothing more. Its
+// generation stands; another writer, or a retry, applies it.
+const ErrMemoryLate = "troupe.MemoryLate"
+
+// errGenerationSettled stops a writer whose generation another writer
+// applied meanwhile (after taking it over): it is marked, or a newer one
+// is claimed.
+var errGenerationSettled = errors.New("memory generation applied by another writer")
+
 // memoryHead is where a scope's generations stand.
 type memoryHead struct {
 	// seq is the newest generation, 0 when the scope has none.
@@ -81,6 +123,17 @@ type memoryHead struct {
 	// applied: the newest generation's files are all written (true when
 	// there is none).
 	applied bool
+	// takeovers is the number of the newest generation's newest takeover
+	// (0 for none).
+	takeovers int
+}
+
+// memoryLease is a writer's window to write one generation's files: its
+// claim's (n 0) or its takeover n's, which ends at applyBy.
+type memoryLease struct {
+	seq     int64
+	n       int
+	applyBy time.Time
 }
 
 // generationKey is the blob key of generation seq of scope.
@@ -95,7 +148,7 @@ func (a *Activities) memoryHeadOf(ctx context.Context, scope string) (memoryHead
 }
 
 // listGenerations lists scope's generations: the head, and the keys of
-// each generation and mark by seq.
+// each generation, its takeovers and its mark by seq.
 func (a *Activities) listGenerations(ctx context.Context, scope string) (memoryHead, map[int64][]string, error) {
 	keys, _, err := a.r.cfg.Store.List(ctx, memory.Key(scope, memory.GenerationsDir), 0)
 	if err != nil {
@@ -103,9 +156,16 @@ func (a *Activities) listGenerations(ctx context.Context, scope string) (memoryH
 	}
 	var h memoryHead
 	applied := map[int64]bool{}
+	takeovers := map[int64]int{}
 	bySeq := map[int64][]string{}
 	for _, k := range keys {
-		seq, mark, ok := memory.ParseGenerationPath(k[len(memory.Prefix(scope)):])
+		p := k[len(memory.Prefix(scope)):]
+		if seq, n, ok := memory.ParseTakeoverPath(p); ok {
+			bySeq[seq] = append(bySeq[seq], k)
+			takeovers[seq] = max(takeovers[seq], n)
+			continue
+		}
+		seq, mark, ok := memory.ParseGenerationPath(p)
 		if !ok {
 			continue
 		}
@@ -117,6 +177,7 @@ func (a *Activities) listGenerations(ctx context.Context, scope string) (memoryH
 		}
 	}
 	h.applied = h.seq == 0 || applied[h.seq]
+	h.takeovers = takeovers[h.seq]
 	return h, bySeq, nil
 }
 
@@ -134,33 +195,61 @@ func (a *Activities) readGeneration(ctx context.Context, scope string, seq int64
 	return g, nil
 }
 
+// leaseOf reads the newest generation of scope's head h, unapplied, and
+// the window its writer has now: its claim's, or its newest takeover's.
+// A generation deleted since the listing gives an error wrapping
+// blob.ErrNotFound.
+func (a *Activities) leaseOf(ctx context.Context, scope string, h memoryHead) (memory.Generation, memoryLease, error) {
+	g, err := a.readGeneration(ctx, scope, h.seq)
+	if err != nil {
+		return g, memoryLease{}, err
+	}
+	l := memoryLease{seq: g.Seq, applyBy: g.ApplyBy}
+	if h.takeovers > 0 {
+		data, err := readMemoryFile(ctx, a.r.cfg.Store, memory.Key(scope, memory.TakeoverPath(h.seq, h.takeovers)))
+		if err != nil {
+			return g, l, err
+		}
+		t, err := memory.ParseTakeover(data)
+		if err != nil {
+			return g, l, temporal.NewNonRetryableApplicationError(fmt.Sprintf("scope %s: %v", scope, err), ErrInternal, err)
+		}
+		l.n, l.applyBy = t.N, t.ApplyBy
+	}
+	return g, l, nil
+}
+
 // settleMemory returns scope's head once its newest generation is
 // applied (step 1 of the top of this file): it waits for that
-// generation's writer, or applies the generation itself when mine
-// reports it as its own or its writer's time is up.
-func (a *Activities) settleMemory(ctx context.Context, scope string, mine func(memory.Generation) bool) (memoryHead, error) {
+// generation's writer while its window lasts, and memoryTakeover more,
+// then takes the generation over.
+func (a *Activities) settleMemory(ctx context.Context, scope string) (memoryHead, error) {
 	wait := 50 * time.Millisecond
 	for {
 		h, err := a.memoryHeadOf(ctx, scope)
 		if err != nil || h.applied {
 			return h, err
 		}
-		g, err := a.readGeneration(ctx, scope, h.seq)
+		g, l, err := a.leaseOf(ctx, scope, h)
 		if errors.Is(err, blob.ErrNotFound) {
 			continue // Deleted as old since the listing: list again.
 		}
 		if err != nil {
 			return h, err
 		}
-		if mine(g) || !a.now().Before(g.ApplyBy.Add(memoryTakeover)) {
-			if err := a.applyGeneration(ctx, scope, g, false); err != nil {
+		if !a.now().Before(l.applyBy.Add(memoryTakeover)) {
+			applied, err := a.takeOver(ctx, scope, g, l)
+			if err != nil {
 				return h, err
 			}
-			h.applied = true
-			return h, nil
+			if applied {
+				h.applied = true
+				return h, nil
+			}
+			continue // Another writer took it over first, or applied it.
 		}
 		// Its writer is within its window: it is writing, or it crashed
-		// and the window will end.
+		// (or stalled) and the window will end.
 		if err := a.memoryStep(ctx, "wait", scope); err != nil {
 			return h, err
 		}
@@ -176,21 +265,46 @@ func (a *Activities) settleMemory(ctx context.Context, scope string, mine func(m
 	}
 }
 
+// takeOver creates takeover cur.n+1 of g, whose writer's window cur is
+// over, and, if it won it, applies g within the takeover's own window.
+// It reports whether it applied g: false when another writer took it
+// over first, or applied it meanwhile.
+func (a *Activities) takeOver(ctx context.Context, scope string, g memory.Generation, cur memoryLease) (bool, error) {
+	t := memory.Takeover{Version: 1, Seq: g.Seq, N: cur.n + 1, Writer: memoryWriter(ctx), At: a.now().UTC()}
+	t.ApplyBy = t.At.Add(memoryApplyWindow)
+	data, err := t.Encode()
+	if err != nil {
+		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+	}
+	won, err := a.createOnce(ctx, memory.Key(scope, memory.TakeoverPath(t.Seq, t.N)), data)
+	if err != nil || !won {
+		return false, err
+	}
+	logFor(ctx).Info("memory generation taken over: its writer's window ended before it applied it",
+		"scope", scope, "generation", g.Seq, "by", g.By, "writer", g.Writer, "takeover", t.N)
+	if err := a.memoryStep(ctx, "took over "+g.By, scope); err != nil {
+		return false, err
+	}
+	err = a.applyGeneration(ctx, scope, g, memoryLease{seq: t.Seq, n: t.N, applyBy: t.ApplyBy})
+	if errors.Is(err, errGenerationSettled) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // claimGeneration creates g as generation base+1 of scope (step 3); it
 // reports false when another writer's generation came first.
 func (a *Activities) claimGeneration(ctx context.Context, scope string, base int64, g *memory.Generation) (bool, error) {
 	g.Version, g.Seq = 1, base+1
+	g.Writer = memoryWriter(ctx)
 	g.At = a.now().UTC()
 	g.ApplyBy = g.At.Add(memoryApplyWindow)
 	data, err := g.Encode()
 	if err != nil {
 		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
 	}
-	err = a.r.cfg.Store.Create(ctx, generationKey(scope, g.Seq), data)
-	if errors.Is(err, blob.ErrExists) {
-		return false, nil
-	}
-	if err != nil {
+	won, err := a.createOnce(ctx, generationKey(scope, g.Seq), data)
+	if err != nil || !won {
 		return false, err
 	}
 	// The number was free, but it may have been freed: the scope deleted
@@ -203,43 +317,128 @@ func (a *Activities) claimGeneration(ctx context.Context, scope string, base int
 	return h.seq < g.Seq+memory.KeepGenerations, nil
 }
 
+// createOnce creates key with data, a generation or takeover naming its
+// writer; it reports false when another writer's came first. A create
+// that the store completed though its answer was lost, so that the
+// client's retry of the request found the key taken, is this writer's
+// still: the key holds its data, nonce and all.
+func (a *Activities) createOnce(ctx context.Context, key string, data []byte) (bool, error) {
+	err := a.r.cfg.Store.Create(ctx, key, data)
+	if errors.Is(err, blob.ErrExists) {
+		cur, err := readMemoryFile(ctx, a.r.cfg.Store, key)
+		return err == nil && bytes.Equal(cur, data), nil
+	}
+	return err == nil, err
+}
+
+// applyClaim applies the caller's own claim g (step 4). A claim that
+// another writer took over and applied, the caller having stalled,
+// counts as applied.
+func (a *Activities) applyClaim(ctx context.Context, scope string, g memory.Generation) error {
+	if err := a.memoryStep(ctx, "claimed "+g.By, scope); err != nil {
+		return err
+	}
+	err := a.applyGeneration(ctx, scope, g, memoryLease{seq: g.Seq, applyBy: g.ApplyBy})
+	if errors.Is(err, errGenerationSettled) {
+		logFor(ctx).Warn("memory generation applied by another writer: its writer's window ended first", "scope", scope, "generation", g.Seq, "by", g.By)
+		return nil
+	}
+	return err
+}
+
 // applyGeneration writes g's files that differ from the store's, in
-// order, then marks g applied. own: g is the caller's claim, whose writes
-// end at its ApplyBy, and which then deletes the generations older than
-// the kept ones.
-func (a *Activities) applyGeneration(ctx context.Context, scope string, g memory.Generation, own bool) error {
+// order, then marks g applied and deletes the generations older than the
+// kept ones, all within window l: it checks l before each file
+// (mayWrite), and its requests are cut off at l's end. It returns
+// errGenerationSettled when another writer applied g meanwhile, and an
+// ErrMemoryLate error when l ended, or g was taken over, before g was
+// applied.
+func (a *Activities) applyGeneration(ctx context.Context, scope string, g memory.Generation, l memoryLease) error {
 	store := a.r.cfg.Store
-	if own {
-		if err := a.memoryStep(ctx, "claimed "+g.By, scope); err != nil {
-			return err
+	// l's end by this worker's clock, on the time the context goes by.
+	wctx, cancel := context.WithDeadline(ctx, time.Now().Add(l.applyBy.Sub(a.now())))
+	defer cancel()
+	cut := func(err error) error {
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			return memoryLate(scope, l, false)
 		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, g.ApplyBy)
-		defer cancel()
+		return err
 	}
 	for _, f := range g.Files {
+		if err := a.mayWrite(ctx, scope, l); err != nil {
+			return err
+		}
 		key := memory.Key(scope, f.Path)
-		cur, err := readMemoryFile(ctx, store, key)
+		cur, err := readMemoryFile(wctx, store, key)
 		if err == nil && string(cur) == f.Data {
 			continue
 		}
 		if err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return err
+			return cut(err)
 		}
-		if err := store.Put(ctx, key, []byte(f.Data)); err != nil {
-			return err
+		if err := store.Put(wctx, key, []byte(f.Data)); err != nil {
+			return cut(err)
 		}
 		if err := a.memoryStep(ctx, "wrote "+f.Path, scope); err != nil {
 			return err
 		}
 	}
-	if err := store.Put(ctx, memory.Key(scope, memory.AppliedPath(g.Seq)), nil); err != nil {
+	if err := a.mayWrite(ctx, scope, l); err != nil {
 		return err
 	}
-	if own {
-		a.dropOldGenerations(ctx, scope, g.Seq)
+	if err := store.Put(wctx, memory.Key(scope, memory.AppliedPath(g.Seq)), nil); err != nil {
+		return cut(err)
+	}
+	a.dropOldGenerations(ctx, scope, g.Seq)
+	return nil
+}
+
+// mayWrite reports whether the writer of window l may write a file of
+// its generation (or its mark) now: nil when the generation is unapplied and the
+// newest, not taken over since l, and l has not ended by this worker's
+// clock; else errGenerationSettled (another writer applied it) or an
+// ErrMemoryLate error.
+func (a *Activities) mayWrite(ctx context.Context, scope string, l memoryLease) error {
+	h, err := a.memoryHeadOf(ctx, scope)
+	if err != nil {
+		return err
+	}
+	switch {
+	case h.seq > l.seq || (h.seq == l.seq && h.applied):
+		return errGenerationSettled
+	case h.seq < l.seq:
+		// Deleted, by none of the writers here (they delete only old
+		// generations): write nothing.
+		return temporal.NewApplicationError(fmt.Sprintf("memory scope %s: generation %d is gone", scope, l.seq), ErrInternal)
+	case h.takeovers > l.n:
+		return memoryLate(scope, l, true)
+	case !a.now().Before(l.applyBy):
+		return memoryLate(scope, l, false)
 	}
 	return nil
+}
+
+// memoryLate is the error of the writer of window l that stopped
+// applying its generation: its window ended, or it was taken over.
+func memoryLate(scope string, l memoryLease, takenOver bool) error {
+	why := "its window ended at " + l.applyBy.UTC().Format(time.RFC3339)
+	if takenOver {
+		why = "another writer took it over"
+	}
+	return temporal.NewApplicationError(fmt.Sprintf("memory scope %s: generation %d not applied by this writer: %s; another writer applies it",
+		scope, l.seq, why), ErrMemoryLate)
+}
+
+// memoryWriter names this attempt as the writer of a generation or a
+// takeover: its activity and attempt, and a nonce that tells it from any
+// other, even one of the same attempt number.
+func memoryWriter(ctx context.Context) string {
+	w := rand.Text()
+	if activity.IsActivity(ctx) {
+		info := activity.GetInfo(ctx)
+		w = fmt.Sprintf("%s/%s#%d/%s", info.WorkflowExecution.ID, info.ActivityID, info.Attempt, w)
+	}
+	return w
 }
 
 // dropOldGenerations deletes the generations of scope (and their marks)

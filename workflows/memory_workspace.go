@@ -204,10 +204,9 @@ func (a *Activities) writeBackMemory(ctx context.Context, s sandbox.Session) (wr
 	// them, an edit of a file that changed since the workspace got it is
 	// a conflict; the others are claimed as the next generation, and a
 	// lost claim starts over on what the winner wrote.
-	mine := func(g memory.Generation) bool { return g.By == memory.ByWriteBack && g.Source == sandboxID }
 	changed, done := false, false
 	for range memoryClaims {
-		head, err := a.settleMemory(ctx, rec.Scope, mine)
+		head, err := a.settleMemory(ctx, rec.Scope)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -247,7 +246,7 @@ func (a *Activities) writeBackMemory(ctx context.Context, s sandbox.Session) (wr
 		if !won {
 			continue
 		}
-		if err := a.applyGeneration(ctx, rec.Scope, gen, true); err != nil {
+		if err := a.applyClaim(ctx, rec.Scope, gen); err != nil {
 			return nil, nil, err
 		}
 		for _, f := range gen.Files {
