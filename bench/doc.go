@@ -95,6 +95,20 @@
 //     (1.04 s against 0.58 s, ratio 1.8, on a shared 2-core machine: the
 //     activities' blob reads and writes and the workflow's round trips).
 //
+// The learnt-skills benchmark holds the index of an agent's learnt skills
+// (skills.WithLearnt) against the reads it made before it was cached:
+//
+//   - BenchmarkLearntIndex: a model call's index of 100 learnt skills (a
+//     SKILL.md and three 2 KB files each, file:// store): the listing
+//     alone, the work of the index before it was cached (every file of
+//     every skill read one after another, each skill checked whole), an
+//     empty cache (the 100 SKILL.md files read, 8 at once), and the cache
+//     of the skills as they were (the listing, no read). On a shared
+//     2-core machine: list 3.1 ms, before 16.4 ms, cold 9.3 ms, cached
+//     3.5 ms (ratio 0.22 to 0.29 over three runs; cached 1.0 to 1.14
+//     times the listing); on S3, where each of the 400 reads saved is a
+//     request, the saving is that many round trips a call.
+//
 // Run them with
 //
 //	go test -run '^$' -bench . -benchtime 1x ./bench/

@@ -194,13 +194,16 @@
 //     path; bounded). An agent that also has a Lazy or Text skills
 //     capability gets the memory skills from that capability instead
 //     (memory_skills.go): NewRunner binds it to the agent's scope
-//     (skills.WithLearnt), and it reads memories/skills/ from the store at
+//     (skills.WithLearnt), and it lists memories/skills/ in the store at
 //     each model call, for its index (after the bundled skills, marked as
-//     learnt; a bundled skill of one name wins), and at each load_skill
-//     (which copies one into .agents/skills/<name>/ through the sandbox
-//     tool activity) and read_skill call. Each is validated as a bundled
-//     skill is; one that is not valid is left out and logged, and the turn
-//     goes on.
+//     learnt; a bundled skill of one name wins), reading only the SKILL.md
+//     files the worker's cache lacks (by each file's MD5, or size and
+//     time), and at each load_skill (which copies one into
+//     .agents/skills/<name>/ through the sandbox tool activity) and
+//     read_skill call, which read that skill's files. Each is validated as
+//     a bundled skill is; one whose SKILL.md is not valid is left out of
+//     the index, one whose other files are not fails its load with the
+//     reason, each logged once per version, and the turn goes on.
 //  3. Materialise. SandboxCreate, after creating the workspace and any
 //     restore, writes the scope's summary, MEMORY.md, rollout summaries and
 //     skills (never raw memories, the selection or rollouts; at most

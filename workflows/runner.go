@@ -162,6 +162,9 @@ type Runner struct {
 	// (StartWorkers), or may (a second RegisterActivities, or a registry
 	// that is not a worker, such as a test environment).
 	storeServed atomic.Bool
+	// learnt is the cache of learnt skills that every agent's skills
+	// capability bound to its memory scope shares (memory_skills.go).
+	learnt *skills.LearntCache
 	// activityWorkers counts the workers RegisterActivities registered on.
 	activityWorkers atomic.Int32
 	// onWorker is set once RegisterActivities registered on a Temporal
@@ -243,7 +246,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.SandboxQueue = defaultSandboxQueue(cfg.Host, cfg.Sandboxes)
 	}
 	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
-		transcripts: runtime.NewTranscripts(cfg.Store), mcp: cfg.MCP}
+		transcripts: runtime.NewTranscripts(cfg.Store), mcp: cfg.MCP, learnt: skills.NewLearntCache(0)}
 	if r.mcp == nil {
 		r.mcp, r.ownsMCP = mcp.NewPool(mcp.PoolConfig{}), true
 	}

@@ -69,9 +69,12 @@ type Capability struct {
 	manifest     sandbox.Manifest
 	// learnt, when set, finds the learnt skills at each call, and bundled
 	// names every skill of the agent's skills capabilities, which win over
-	// a learnt skill of their name (learnt.go).
-	learnt  Learnt
-	bundled map[string]bool
+	// a learnt skill of their name; cache keeps what the calls read of
+	// them, under limitsKey (learnt.go).
+	learnt    Learnt
+	bundled   map[string]bool
+	cache     *LearntCache
+	limitsKey string
 }
 
 // New loads cfg's sources and returns the capability. It fails, with
@@ -161,11 +164,11 @@ func (c *Capability) DynamicInstructions(ctx context.Context, rc agents.RunConte
 	if c.learnt == nil {
 		return c.instructions, nil
 	}
-	learnt, err := c.learntSkills(agents.WithRunContext(ctx, rc))
+	learnt, err := c.learntIndex(agents.WithRunContext(ctx, rc))
 	if err != nil {
 		return "", err
 	}
-	return instructions(c.mode, c.skills, learnt), nil
+	return instructions(c.mode, c.skills, learnt.skills), nil
 }
 
 // Tools implements agents.Capability: load_skill (Lazy) or read_skill
@@ -186,25 +189,23 @@ func (c *Capability) Skills() []Skill { return append([]Skill(nil), c.skills...)
 func Path(name string) string { return WorkspaceDir + "/" + name }
 
 // skill returns the named skill, a bundled one or else a learnt one (read
-// now, for the call of ctx), or an error wrapping ErrUnknown that lists
-// the names there are.
+// now, for the call of ctx: an *Error when it breaks a rule), or an error
+// wrapping ErrUnknown that lists the names there are.
 func (c *Capability) skill(ctx context.Context, name string) (*Skill, error) {
 	for i := range c.skills {
 		if c.skills[i].Name == name {
 			return &c.skills[i], nil
 		}
 	}
-	learnt, err := c.learntSkills(ctx)
+	learnt, err := c.learntIndex(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for i := range learnt {
-		if learnt[i].Name == name {
-			return &learnt[i], nil
-		}
+	if s, err := c.learntSkill(ctx, learnt, name); s != nil || err != nil {
+		return s, err
 	}
 	var names []string
-	for _, s := range slices.Concat(c.skills, learnt) {
+	for _, s := range slices.Concat(c.skills, learnt.skills) {
 		names = append(names, s.Name)
 	}
 	return nil, fmt.Errorf("%w %q; the skills are: %s", ErrUnknown, name, strings.Join(names, ", "))

@@ -28,13 +28,17 @@
 // (memories/skills/<name>/, package memory). WithLearnt binds a Learnt,
 // which lists them, to the agent's first Lazy or Text capability; the
 // worker does so for every agent that reads memory (package workflows).
-// The bound capability reads them again at every model call, for its
+// The bound capability lists them again at every model call, for its
 // index (DynamicInstructions, which lists them after the bundled ones,
-// marked as learnt from earlier work), and at every load_skill and
-// read_skill call, which serve them as they serve a bundled one (a
-// script, a file that starts with "#!", is written executable: a store
-// keeps no modes). A bundled skill of the agent wins over a learnt one of
-// its name. An Eager capability takes no learnt skills.
+// marked as learnt from earlier work, as their SKILL.md files say them),
+// and at every load_skill and read_skill call, which read the one skill
+// asked for and serve it as they serve a bundled one (a script, a file
+// that starts with "#!", is written executable: a store keeps no modes).
+// The index reads only SKILL.md files, and only those whose version
+// (LearntFile.Version) a LearntCache lacks: a worker shares one cache
+// among its agents (SharedCache), so a call whose learnt skills have not
+// changed costs one listing. A bundled skill of the agent wins over a
+// learnt one of its name. An Eager capability takes no learnt skills.
 //
 // The contract a caller relies on:
 //
@@ -55,11 +59,17 @@
 //     workflow code; the tools run as activities and read only the
 //     skills New loaded, so a bundled skill cannot change under a run's
 //     feet in the middle of a worker's life.
-//  4. Learnt skills are read at each model call and tool call, in those
+//  4. Learnt skills are listed at each model call and tool call, in those
 //     activities, never in workflow code, and pass the rules of 1 (the
 //     capability's Limits, checked as the files are read: a listing gives
-//     no sizes). One that breaks a rule, that a bundled skill's name
-//     shadows, or that is past MaxSkills (bundled and learnt together) is
-//     left out and reported to Learnt.Skipped, and the call goes on; only
-//     a listing that fails fails the call.
+//     no sizes). The index checks what SKILL.md decides (the frontmatter,
+//     the name and its folder, the description, SKILL.md's size): a skill
+//     whose SKILL.md breaks a rule, that a bundled skill's name shadows,
+//     or that is past MaxSkills (bundled and learnt together) is left out
+//     and reported to Learnt.Skipped, and the call goes on; only a listing
+//     that fails fails the call. load_skill and read_skill check the whole
+//     skill they read: one whose other files break a rule (too large, too
+//     many, a path that leaves its folder, one that cannot be read) fails
+//     the tool call with an *Error that says why, reported too. Each is
+//     reported once per version of the skill's files and reason.
 package skills

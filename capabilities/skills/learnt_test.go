@@ -7,8 +7,11 @@ package skills_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -21,15 +24,18 @@ import (
 )
 
 // learntTree is a Learnt over files held in memory, by path from the
-// folder of the skills; it records what it is told of skipped skills and
-// the run contexts it lists for.
+// folder of the skills, each listed with a Version (its content's hash)
+// unless noVersions; it records what it is told of skipped skills, the
+// run contexts it lists for, and how often it lists and opens each file.
 type learntTree struct {
-	mu      sync.Mutex
-	files   map[string]string
-	listErr error
-	skipped []error
-	runs    []agents.RunContext
-	opened  map[string]bool
+	mu         sync.Mutex
+	files      map[string]string
+	noVersions bool
+	listErr    error
+	skipped    []error
+	runs       []agents.RunContext
+	lists      int
+	opened     map[string]int
 }
 
 func (l *learntTree) List(ctx context.Context) ([]skills.LearntFile, error) {
@@ -37,6 +43,7 @@ func (l *learntTree) List(ctx context.Context) ([]skills.LearntFile, error) {
 	defer l.mu.Unlock()
 	rc, _ := agents.RunContextFrom(ctx)
 	l.runs = append(l.runs, rc)
+	l.lists++
 	if l.listErr != nil {
 		return nil, l.listErr
 	}
@@ -46,17 +53,38 @@ func (l *learntTree) List(ctx context.Context) ([]skills.LearntFile, error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if l.opened == nil {
-				l.opened = map[string]bool{}
+				l.opened = map[string]int{}
 			}
-			l.opened[p] = true
+			l.opened[p]++
 			return io.NopCloser(strings.NewReader(content)), nil
 		}
 		if content == "<unreadable>" {
 			open = func(context.Context) (io.ReadCloser, error) { return nil, errors.New("gone since the listing") }
 		}
-		out = append(out, skills.LearntFile{Path: p, Open: open})
+		version := ""
+		if !l.noVersions {
+			version = fmt.Sprintf("%x", sha256.Sum256([]byte(content)))
+		}
+		out = append(out, skills.LearntFile{Path: p, Version: version, Open: open})
 	}
 	return out, nil
+}
+
+// reads returns how many times each file was opened since the last call,
+// and the number of listings.
+func (l *learntTree) reads() (map[string]int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	opened, lists := l.opened, l.lists
+	l.opened, l.lists = nil, 0
+	return opened, lists
+}
+
+// reports returns what Skipped was told.
+func (l *learntTree) reports() []error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.skipped)
 }
 
 func (l *learntTree) Skipped(_ context.Context, err error) {
@@ -79,13 +107,13 @@ var deployCheck = map[string]string{
 }
 
 // bind binds learnt to a capability of mode, with bundle's skills.
-func bind(t *testing.T, mode skills.Mode, learnt skills.Learnt) *skills.Capability {
+func bind(t *testing.T, mode skills.Mode, learnt skills.Learnt, opts ...skills.LearntOption) *skills.Capability {
 	t.Helper()
 	c, err := skills.New(context.Background(), skills.Config{Sources: []skills.Source{bundle}, Mode: mode})
 	if err != nil {
 		t.Fatal(err)
 	}
-	caps, ok := skills.WithLearnt([]agents.Capability{c}, learnt)
+	caps, ok := skills.WithLearnt([]agents.Capability{c}, learnt, opts...)
 	if !ok {
 		t.Fatalf("WithLearnt did not bind a %s capability", mode)
 	}
@@ -204,8 +232,11 @@ func TestLearntLoadAndRead(t *testing.T) {
 	}
 }
 
-// A learnt skill that breaks a rule, or that a bundled skill's name
-// shadows, is left out and reported; the others are offered.
+// A learnt skill whose SKILL.md breaks a rule, or that a bundled skill's
+// name shadows, is left out of the index and reported, once; the others
+// are offered. One whose other files break a rule is in the index (only
+// SKILL.md is read for it), and its load fails with the reason, reported
+// once.
 func TestLearntSkipped(t *testing.T) {
 	good := map[string]string{"deploy-check/SKILL.md": deployCheck["deploy-check/SKILL.md"]}
 	with := func(more map[string]string) map[string]string {
@@ -217,6 +248,7 @@ func TestLearntSkipped(t *testing.T) {
 		}
 		return out
 	}
+	broken := skillMD("broken", "d", "b")
 	for _, tc := range []struct {
 		name   string
 		files  map[string]string
@@ -224,6 +256,8 @@ func TestLearntSkipped(t *testing.T) {
 		other  bool // the agent has a second, Eager, capability with bundle's skills renamed
 		skill  string
 		want   error
+		// atLoad: the skill is in the index, and its load fails.
+		atLoad bool
 	}{
 		{name: "no frontmatter", files: with(map[string]string{"broken/SKILL.md": "Just do it.\n"}), skill: "broken", want: skills.ErrFrontmatter},
 		{name: "frontmatter not closed", files: with(map[string]string{"broken/SKILL.md": "---\nname: broken\ndescription: d\n"}), skill: "broken", want: skills.ErrFrontmatter},
@@ -231,14 +265,15 @@ func TestLearntSkipped(t *testing.T) {
 		{name: "bad name", files: with(map[string]string{"Bad_Name/SKILL.md": skillMD("Bad_Name", "d", "b")}), skill: "Bad_Name", want: skills.ErrInvalidName},
 		{name: "no description", files: with(map[string]string{"broken/SKILL.md": skillMD("broken", "", "b")}), skill: "broken", want: skills.ErrDescription},
 		{name: "description too long", files: with(map[string]string{"broken/SKILL.md": skillMD("broken", strings.Repeat("d", skills.MaxDescription+1), "b")}), skill: "broken", want: skills.ErrDescription},
-		{name: "file too large", limits: skills.Limits{MaxFileBytes: 200}, files: with(map[string]string{"broken/SKILL.md": skillMD("broken", "d", strings.Repeat("x", 300))}), skill: "broken", want: skills.ErrTooLarge},
-		{name: "skill too large", limits: skills.Limits{MaxSkillBytes: 300}, files: with(map[string]string{"broken/SKILL.md": skillMD("broken", "d", "b"), "broken/a": strings.Repeat("a", 200), "broken/b": strings.Repeat("b", 200), "broken/c": strings.Repeat("c", 200)}), skill: "broken", want: skills.ErrTooLarge},
-		{name: "too many files", limits: skills.Limits{MaxFiles: 2}, files: with(map[string]string{"broken/SKILL.md": skillMD("broken", "d", "b"), "broken/a": "a", "broken/b": "b"}), skill: "broken", want: skills.ErrTooLarge},
-		{name: "path leaves the folder", files: with(map[string]string{"broken/SKILL.md": skillMD("broken", "d", "b"), "broken/x/../../y": "y"}), skill: "broken", want: sandbox.ErrPathEscape},
-		{name: "unreadable file", files: with(map[string]string{"broken/SKILL.md": skillMD("broken", "d", "b"), "broken/a": "<unreadable>"}), skill: "broken"},
+		{name: "SKILL.md too large", limits: skills.Limits{MaxFileBytes: 200}, files: with(map[string]string{"broken/SKILL.md": skillMD("broken", "d", strings.Repeat("x", 300))}), skill: "broken", want: skills.ErrTooLarge},
 		{name: "bundled wins", files: with(map[string]string{"review-go/SKILL.md": skillMD("review-go", "A learnt review.", "b")}), skill: "review-go", want: skills.ErrDuplicate},
 		{name: "bundled in another capability wins", other: true, files: with(map[string]string{"eager-review-go/SKILL.md": skillMD("eager-review-go", "A learnt review.", "b")}), skill: "eager-review-go", want: skills.ErrDuplicate},
 		{name: "more than MaxSkills", limits: skills.Limits{MaxSkills: 3}, files: with(map[string]string{"zz-last/SKILL.md": skillMD("zz-last", "d", "b")}), skill: "zz-last", want: skills.ErrTooLarge},
+		{name: "file too large", atLoad: true, files: with(map[string]string{"broken/SKILL.md": broken, "broken/data.bin": strings.Repeat("x", 1<<20+1)}), skill: "broken", want: skills.ErrTooLarge},
+		{name: "skill too large", atLoad: true, limits: skills.Limits{MaxSkillBytes: 300}, files: with(map[string]string{"broken/SKILL.md": broken, "broken/a": strings.Repeat("a", 200), "broken/b": strings.Repeat("b", 200), "broken/c": strings.Repeat("c", 200)}), skill: "broken", want: skills.ErrTooLarge},
+		{name: "too many files", atLoad: true, limits: skills.Limits{MaxFiles: 2}, files: with(map[string]string{"broken/SKILL.md": broken, "broken/a": "a", "broken/b": "b"}), skill: "broken", want: skills.ErrTooLarge},
+		{name: "path leaves the folder", atLoad: true, files: with(map[string]string{"broken/SKILL.md": broken, "broken/x/../../y": "y"}), skill: "broken", want: sandbox.ErrPathEscape},
+		{name: "unreadable file", atLoad: true, files: with(map[string]string{"broken/SKILL.md": broken, "broken/a": "<unreadable>"}), skill: "broken"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := skills.New(context.Background(), skills.Config{Sources: []skills.Source{bundle}, Limits: tc.limits})
@@ -268,54 +303,272 @@ func TestLearntSkipped(t *testing.T) {
 				t.Fatalf("capability %d offers the learnt skills, want the lazy one, %d", i, len(caps)-1)
 			}
 			sc := bound[i].(*skills.Capability)
-			in, err := sc.DynamicInstructions(context.Background(), agents.RunContext{})
-			if err != nil {
-				t.Fatalf("a bad learnt skill failed the call: %v", err)
-			}
-			if !strings.Contains(in, "- deploy-check: Checks a deploy before it goes out. (learnt") {
-				t.Errorf("the good learnt skill is not offered:\n%s", in)
-			}
-			index, _, _ := strings.Cut(in, "\nHow to use skills")
-			if strings.Count(index, "\n- ") != 3 || strings.Count(index, "(learnt from earlier work") != 1 || strings.Contains(in, "A learnt review.") {
-				t.Errorf("the skipped skill %s is in the index, which should list review-go, release-notes and deploy-check:\n%s", tc.skill, in)
-			}
-			if len(learnt.skipped) != 1 {
-				t.Fatalf("skipped = %v, want one report", learnt.skipped)
-			}
-			var se *skills.Error
-			if err := learnt.skipped[0]; !errors.As(err, &se) || se.Skill != tc.skill || se.Source != "learnt" || (tc.want != nil && !errors.Is(err, tc.want)) {
-				t.Errorf("skipped %v, want an *Error of learnt skill %s wrapping %v", err, tc.skill, tc.want)
-			}
-			if tc.name == "skill too large" {
-				// SKILL.md and two of a, b, c cross the limit: the third is
-				// never read.
-				n := 0
-				for p := range learnt.opened {
-					if strings.HasPrefix(p, "broken/") {
-						n++
-					}
+			checkReport := func(when string, want int) {
+				t.Helper()
+				got := learnt.reports()
+				if len(got) != want {
+					t.Fatalf("%s: skipped = %v, want %d report(s)", when, got, want)
 				}
-				if n > 3 {
-					t.Errorf("read %d files of a skill past its limit, want it cut at the file that crossed it: %v", n, learnt.opened)
+				if want == 0 {
+					return
+				}
+				var se *skills.Error
+				if err := got[0]; !errors.As(err, &se) || se.Skill != tc.skill || se.Source != "learnt" || (tc.want != nil && !errors.Is(err, tc.want)) {
+					t.Errorf("%s: skipped %v, want an *Error of learnt skill %s wrapping %v", when, err, tc.skill, tc.want)
+				}
+			}
+			// A skipped skill is reported at the first call, not at the
+			// ones after while it stays as it is.
+			for call := range 2 {
+				in, err := sc.DynamicInstructions(context.Background(), agents.RunContext{})
+				if err != nil {
+					t.Fatalf("a bad learnt skill failed the call: %v", err)
+				}
+				if !strings.Contains(in, "- deploy-check: Checks a deploy before it goes out. (learnt") {
+					t.Errorf("the good learnt skill is not offered:\n%s", in)
+				}
+				index, _, _ := strings.Cut(in, "\nHow to use skills")
+				if tc.atLoad {
+					if !strings.Contains(index, "\n- broken: d (learnt from earlier work") || strings.Count(index, "\n- ") != 4 {
+						t.Errorf("a skill whose SKILL.md is fine is not in the index:\n%s", in)
+					}
+				} else if strings.Count(index, "\n- ") != 3 || strings.Count(index, "(learnt from earlier work") != 1 || strings.Contains(in, "A learnt review.") {
+					t.Errorf("the skipped skill %s is in the index, which should list review-go, release-notes and deploy-check:\n%s", tc.skill, in)
+				}
+				if tc.atLoad {
+					checkReport(fmt.Sprintf("call %d", call+1), 0)
+				} else {
+					checkReport(fmt.Sprintf("call %d", call+1), 1)
+				}
+			}
+			// The index read SKILL.md files only, each once.
+			opened, _ := learnt.reads()
+			for p, n := range opened {
+				if !strings.HasSuffix(p, "/"+skills.SkillFile) || n != 1 {
+					t.Errorf("the index read %s %d time(s)", p, n)
 				}
 			}
 			// The tools find the skill as the index says.
 			load := tool(t, sc, "load_skill")
 			ctx, _ := newSession(t, sandbox.Manifest{})
-			out, err := load.Call(ctx, `{"name":"`+tc.skill+`"}`)
-			switch {
-			case tc.want == skills.ErrDuplicate && tc.other:
-				if !errors.Is(err, skills.ErrUnknown) {
-					t.Errorf("load_skill of a skill bundled in another capability = %q, %v; want ErrUnknown here", out, err)
+			for round := range 2 {
+				out, err := load.Call(ctx, `{"name":"`+tc.skill+`"}`)
+				if opened, _ := learnt.reads(); round == 0 && tc.name == "skill too large" {
+					// SKILL.md and two of a, b, c cross the limit: the third
+					// is never read.
+					n := 0
+					for p := range opened {
+						if strings.HasPrefix(p, "broken/") {
+							n++
+						}
+					}
+					if n > 3 {
+						t.Errorf("read %d files of a skill past its limit, want it cut at the file that crossed it: %v", n, opened)
+					}
 				}
-			case tc.want == skills.ErrDuplicate:
-				if err != nil || !strings.Contains(out, "Run scripts/vet.sh and report.") {
-					t.Errorf("load_skill %s = %q, %v; want the bundled skill", tc.skill, out, err)
+				switch {
+				case tc.atLoad:
+					// The load fails with the reason, reported once.
+					var se *skills.Error
+					if !errors.As(err, &se) || se.Skill != tc.skill || (tc.want != nil && !errors.Is(err, tc.want)) {
+						t.Errorf("load_skill of a skill that breaks a rule = %q, %v; want an *Error wrapping %v", out, err, tc.want)
+					}
+					checkReport("load_skill", 1)
+				case tc.want == skills.ErrDuplicate && tc.other:
+					if !errors.Is(err, skills.ErrUnknown) {
+						t.Errorf("load_skill of a skill bundled in another capability = %q, %v; want ErrUnknown here", out, err)
+					}
+				case tc.want == skills.ErrDuplicate:
+					if err != nil || !strings.Contains(out, "Run scripts/vet.sh and report.") {
+						t.Errorf("load_skill %s = %q, %v; want the bundled skill", tc.skill, out, err)
+					}
+				default:
+					if !errors.Is(err, skills.ErrUnknown) {
+						t.Errorf("load_skill of a skipped skill = %q, %v; want ErrUnknown", out, err)
+					}
 				}
-			default:
-				if !errors.Is(err, skills.ErrUnknown) {
-					t.Errorf("load_skill of a skipped skill = %q, %v; want ErrUnknown", out, err)
-				}
+			}
+		})
+	}
+}
+
+// A call reads only the SKILL.md files whose versions the cache lacks:
+// none when the learnt skills are as they were, the changed and new ones
+// when they changed, all of them every time when the lister gives no
+// versions. A cache shared by capabilities serves them all.
+func TestLearntIndexCached(t *testing.T) {
+	rc := agents.RunContext{Agent: "coder", MemoryScope: "team"}
+	files := map[string]string{
+		"triage/SKILL.md":   skillMD("triage", "Triages a bug report.", "Reproduce first.\n"),
+		"triage/repro.sh":   "#!/bin/sh\nmake repro\n",
+		"triage/big.log":    strings.Repeat("log line\n", 1<<18),
+		"notes/SKILL.md":    "No frontmatter.\n",
+		"README.md":         "not a skill\n",
+		"release/notes.txt": "not a skill either\n",
+	}
+	for p, content := range deployCheck {
+		files[p] = content
+	}
+	learnt := &learntTree{files: files}
+	cache := skills.NewLearntCache(0)
+	c := bind(t, skills.Lazy, learnt, skills.SharedCache(cache))
+	index := func(c *skills.Capability) string {
+		t.Helper()
+		in, err := c.DynamicInstructions(context.Background(), rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in
+	}
+	// reads checks what the last calls read: the files named, once each,
+	// and lists listings.
+	reads := func(when string, lists int, want ...string) {
+		t.Helper()
+		opened, n := learnt.reads()
+		got := slices.Sorted(maps.Keys(opened))
+		slices.Sort(want)
+		if !slices.Equal(got, want) || n != lists {
+			t.Errorf("%s: read %v in %d listing(s), want %v in %d", when, opened, n, want, lists)
+		}
+		for p, n := range opened {
+			if n != 1 {
+				t.Errorf("%s: read %s %d times", when, p, n)
+			}
+		}
+	}
+
+	first := index(c)
+	reads("the first call", 1, "deploy-check/SKILL.md", "notes/SKILL.md", "triage/SKILL.md")
+	if !strings.Contains(first, "- triage: Triages a bug report. (learnt") || !strings.Contains(first, "- deploy-check:") {
+		t.Fatalf("the index:\n%s", first)
+	}
+	if got := learnt.reports(); len(got) != 1 || !errors.Is(got[0], skills.ErrFrontmatter) {
+		t.Errorf("reports = %v, want notes' (no frontmatter)", got)
+	}
+	for i := range 3 {
+		if again := index(c); again != first {
+			t.Fatalf("call %d: the index changed with the learnt skills as they were:\n%s", i+2, again)
+		}
+	}
+	reads("three calls more, nothing changed", 3)
+	if got := learnt.reports(); len(got) != 1 {
+		t.Errorf("reports = %v, want notes' once", got)
+	}
+
+	// Another capability, given the cache, reads nothing either; one with
+	// a cache of its own reads the index for itself.
+	other := bind(t, skills.Text, learnt, skills.SharedCache(cache))
+	if in := index(other); !strings.Contains(in, "- triage: Triages a bug report. (learnt from earlier work)\n") {
+		t.Errorf("the other capability's index:\n%s", in)
+	}
+	reads("a capability sharing the cache", 1)
+	index(bind(t, skills.Lazy, learnt))
+	reads("a capability with a cache of its own", 1, "deploy-check/SKILL.md", "notes/SKILL.md", "triage/SKILL.md")
+
+	// A new version of the skills (consolidation changed triage, wrote
+	// rollback and left deploy-check): what changed is read, the rest is
+	// not.
+	changed := maps.Clone(files)
+	changed["triage/SKILL.md"] = skillMD("triage", "Triages a bug report, with logs.", "Reproduce first.\n")
+	changed["rollback/SKILL.md"] = skillMD("rollback", "Rolls a deploy back.", "Revert, then redeploy.\n")
+	changed["deploy-check/scripts/check.sh"] = "#!/bin/sh\necho deploy checked\n"
+	learnt.set(changed)
+	in := index(c)
+	reads("after a change", 1, "rollback/SKILL.md", "triage/SKILL.md")
+	for _, want := range []string{"- triage: Triages a bug report, with logs. (learnt", "- rollback: Rolls a deploy back. (learnt", "- deploy-check:"} {
+		if !strings.Contains(in, want) {
+			t.Errorf("after a change, the index lacks %q:\n%s", want, in)
+		}
+	}
+	delete(changed, "deploy-check/SKILL.md")
+	learnt.set(changed)
+	if in := index(c); strings.Contains(in, "deploy-check") {
+		t.Errorf("a skill gone is still in the index:\n%s", in)
+	}
+	reads("after a skill went", 1)
+
+	// load_skill reads the skill it loads, all of it, as it is now.
+	load := tool(t, c, "load_skill")
+	ctx, _ := newSession(t, sandbox.Manifest{})
+	if out, err := load.Call(ctx, `{"name":"rollback"}`); err != nil || !strings.Contains(out, "Revert, then redeploy.") {
+		t.Errorf("load_skill rollback = %q, %v", out, err)
+	}
+	reads("load_skill", 1, "rollback/SKILL.md")
+
+	// Without versions, each call reads every SKILL.md, and no other file.
+	plain := &learntTree{files: files, noVersions: true}
+	pc := bind(t, skills.Lazy, plain, skills.SharedCache(cache))
+	for i := range 2 {
+		if _, err := pc.DynamicInstructions(context.Background(), rc); err != nil {
+			t.Fatal(err)
+		}
+		opened, _ := plain.reads()
+		if got := slices.Sorted(maps.Keys(opened)); strings.Join(got, " ") != "deploy-check/SKILL.md notes/SKILL.md triage/SKILL.md" {
+			t.Errorf("call %d without versions read %v", i+1, opened)
+		}
+	}
+	if got := plain.reports(); len(got) != 2 {
+		t.Errorf("without versions, reports = %v, want notes' at each call", got)
+	}
+}
+
+// Calls at once, on a cache they share, give one index, reading each
+// SKILL.md at most once per capability; a cache too small to hold the
+// index still gives the right one, reading again.
+func TestLearntIndexCacheShared(t *testing.T) {
+	files := map[string]string{}
+	var want []string
+	for i := range 40 {
+		name := fmt.Sprintf("skill-%02d", i)
+		files[name+"/SKILL.md"] = skillMD(name, "Does thing "+name+".", "Do it.\n")
+		want = append(want, "- "+name+": Does thing "+name+". (learnt from earlier work)\n")
+	}
+	rc := agents.RunContext{MemoryScope: "team"}
+	for _, tc := range []struct {
+		name  string
+		size  int64
+		caps  int
+		reads func(n int) bool
+	}{
+		{"shared", 0, 8, func(n int) bool { return n >= 40 && n <= 8*40 }},
+		{"too small", 1, 1, func(n int) bool { return n >= 2*40 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			learnt := &learntTree{files: files}
+			cache := skills.NewLearntCache(tc.size)
+			caps := make([]*skills.Capability, tc.caps)
+			for i := range caps {
+				caps[i] = bind(t, skills.Text, learnt, skills.SharedCache(cache))
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, len(caps))
+			for i, c := range caps {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 3 {
+						in, err := c.DynamicInstructions(context.Background(), rc)
+						if err == nil && !strings.Contains(in, strings.Join(want, "")) {
+							err = fmt.Errorf("the index lacks skills:\n%s", in)
+						}
+						if err != nil {
+							errs[i] = err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			opened, _ := learnt.reads()
+			n := 0
+			for _, c := range opened {
+				n += c
+			}
+			if !tc.reads(n) {
+				t.Errorf("%d capabilities, 3 calls each, 40 skills: %d reads of SKILL.md files", tc.caps, n)
 			}
 		})
 	}

@@ -226,11 +226,39 @@ func (s *Store) Dirs(ctx context.Context, prefix string) ([]string, error) {
 // List returns the keys of the blobs under prefix, in key order, at most
 // max of them (0: no bound); more reports that there were more.
 func (s *Store) List(ctx context.Context, prefix string, max int) (keys []string, more bool, err error) {
+	objs, more, err := s.ListObjects(ctx, prefix, max)
+	if err != nil {
+		return nil, false, err
+	}
+	keys = make([]string, len(objs))
+	for i, o := range objs {
+		keys[i] = o.Key
+	}
+	return keys, more, nil
+}
+
+// Object is a blob as a listing gives it, unread.
+type Object struct {
+	Key string
+	// Size is its length in bytes, and ModTime when it was written, by
+	// the store's clock (to the second on S3).
+	Size    int64
+	ModTime time.Time
+	// MD5 is the MD5 of its content when the store's listing gives one
+	// (mem://, GCS, Azure, S3 for a blob written in one request), nil
+	// otherwise (file://, an S3 blob uploaded in parts).
+	MD5 []byte
+}
+
+// ListObjects is List with what the listing says of each blob: a caller
+// can tell which blobs changed since an earlier listing without reading
+// them.
+func (s *Store) ListObjects(ctx context.Context, prefix string, max int) (objs []Object, more bool, err error) {
 	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
 	for {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
-			return keys, false, nil
+			return objs, false, nil
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("blob: list %s: %w", prefix, err)
@@ -238,10 +266,10 @@ func (s *Store) List(ctx context.Context, prefix string, max int) (keys []string
 		if obj.IsDir {
 			continue
 		}
-		if max > 0 && len(keys) == max {
-			return keys, true, nil
+		if max > 0 && len(objs) == max {
+			return objs, true, nil
 		}
-		keys = append(keys, obj.Key)
+		objs = append(objs, Object{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime, MD5: obj.MD5})
 	}
 }
 

@@ -1,7 +1,9 @@
 package blob_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
 	"errors"
 	"fmt"
 	"io"
@@ -390,5 +392,48 @@ func TestCreateUnderFilePrefix(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "team-a", "k", "created")); err != nil {
 		t.Errorf("the created blob is not under the prefix: %v", err)
+	}
+}
+
+// TestListObjects: a listing says each blob's size and time, and its MD5
+// where the store gives one, so that a rewrite shows without a read.
+func TestListObjects(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		url string
+		md5 bool
+	}{{t.TempDir(), false}, {"mem://", true}} {
+		t.Run(tc.url, func(t *testing.T) {
+			s, err := blob.Open(ctx, tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for k, v := range map[string]string{"o/a": "one", "o/b": "three", "p/c": "x"} {
+				if err := s.Put(ctx, k, []byte(v)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			objs, more, err := s.ListObjects(ctx, "o/", 0)
+			if err != nil || more || len(objs) != 2 || objs[0].Key != "o/a" || objs[1].Key != "o/b" {
+				t.Fatalf("ListObjects = %+v %v %v", objs, more, err)
+			}
+			for i, want := range []string{"one", "three"} {
+				o := objs[i]
+				if o.Size != int64(len(want)) || o.ModTime.IsZero() {
+					t.Errorf("%s: size %d, time %v; want %d and a time", o.Key, o.Size, o.ModTime, len(want))
+				}
+				if sum := md5.Sum([]byte(want)); tc.md5 != (len(o.MD5) > 0) || (tc.md5 && !bytes.Equal(o.MD5, sum[:])) {
+					t.Errorf("%s: MD5 %x, want the content's: %v", o.Key, o.MD5, tc.md5)
+				}
+			}
+			if err := s.Put(ctx, "o/a", []byte("other")); err != nil {
+				t.Fatal(err)
+			}
+			again, _, err := s.ListObjects(ctx, "o/", 1)
+			if err != nil || len(again) != 1 || again[0].Size != 5 || (tc.md5 && bytes.Equal(again[0].MD5, objs[0].MD5)) {
+				t.Errorf("after a rewrite ListObjects = %+v, %v", again, err)
+			}
+		})
 	}
 }
