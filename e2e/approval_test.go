@@ -12,11 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/runtime/devserver"
 )
 
 // waitApprovals polls `troupe runs approvals ID --json` until n calls
@@ -110,15 +107,7 @@ func TestApprovalSurvivesWorkerAndServerKill(t *testing.T) {
 // `troupe dev` in home, once they have closed.
 func saveDevHistories(t *testing.T, home string, ids map[string]bool, prefix string) {
 	t.Helper()
-	srv, err := devserver.Running(home)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := devClient(t, home)
 	for id := range ids {
 		_ = c.GetWorkflow(context.Background(), id, "").Get(context.Background(), nil)
 	}

@@ -842,29 +842,11 @@ func TestCodeReviewRemembers(t *testing.T) {
 		}
 		return s, out
 	}
-	security := func(out string) codereview.Finding {
-		t.Helper()
-		data, err := os.ReadFile(filepath.Join(out, codereview.FindingsFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		findings, err := codereview.ParseFindings(string(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range findings {
-			if strings.Contains(f.Message, "password := \"hunter2\"") {
-				return f
-			}
-		}
-		t.Fatalf("no finding on the hard-coded password: %s", data)
-		return codereview.Finding{}
-	}
 	first, out := session()
 	if _, err := first.Ask(ctx, "Review this change", nil); err != nil {
 		t.Fatal(err)
 	}
-	if f := security(out); f.Severity != codereview.SeverityHigh || f.File != "auth/login.go" {
+	if f := securityFinding(t, out); f.Severity != codereview.SeverityHigh || f.File != "auth/login.go" {
 		t.Fatalf("the first review's security finding %+v; want high, in auth/login.go", f)
 	}
 	dismissed, err := first.Ask(ctx, "The credential in auth/login.go is a test fixture: dismiss it as a false positive.", nil)
@@ -884,7 +866,7 @@ func TestCodeReviewRemembers(t *testing.T) {
 	if _, err := second.Ask(ctx, "Review this change", nil); err != nil {
 		t.Fatal(err)
 	}
-	if f := security(out); f.Severity != codereview.SeverityInfo || !strings.Contains(f.Message, "dismissed before as a false positive") {
+	if f := securityFinding(t, out); f.Severity != codereview.SeverityInfo || !strings.Contains(f.Message, "dismissed before as a false positive") {
 		t.Errorf("the second review's security finding %+v; want info: dismissed before", f)
 	}
 	if _, err := second.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {

@@ -49,7 +49,7 @@ func (s *Store) Create(ctx context.Context, key string, data []byte) error {
 		err = s.createFile(ctx, key, data)
 	} else {
 		err = s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{IfNotExist: true})
-		if err != nil && gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		if lostCreate(err) {
 			err = ErrExists
 		}
 	}
@@ -61,6 +61,21 @@ func (s *Store) Create(ctx context.Context, key string, data []byte) error {
 	}
 	s.forget(key)
 	return nil
+}
+
+// lostCreate reports whether err is a conditional write that found its key
+// taken. The service's own error code is asked first: gocloud's s3blob
+// takes any S3 error whose text holds "301" for a missing bucket (a
+// redirect), and a 412's random request or host id can hold it.
+func lostCreate(err error) bool {
+	if err == nil {
+		return false
+	}
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) && coded.ErrorCode() == "PreconditionFailed" {
+		return true
+	}
+	return gcerrors.Code(err) == gcerrors.FailedPrecondition
 }
 
 // plainKey is a key that fileblob maps to a path unescaped.
