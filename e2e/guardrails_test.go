@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -211,15 +209,7 @@ func TestGuardrailsEndToEnd(t *testing.T) {
 // workflow code.
 func replayClosed(t *testing.T, c client.Client, id string) {
 	t.Helper()
-	h := &historypb.History{}
-	it := c.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Events = append(h.Events, e)
-	}
+	h := history(t, c, id)
 	store, _ := blob.Open(context.Background(), "mem://")
 	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{guardrailGraph()}, Model: unusedModel{}, Store: store})
 	if err != nil {
