@@ -298,8 +298,11 @@ func TestSessionRollbackRestoresFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The command's end is read from the agent's history: a query would
+	// wait for the model call's workflow task to be extended (up to two
+	// extensions, near 5 s), by when the slow answer could have come.
 	agent := s.ID() + "/" + slow.Turn + "/0-notekeeper"
-	for deadline := time.Now().Add(time.Minute); !hasEvent(c, agent, workflows.EventToolResult, 1); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); !activityDone(c, agent, workflows.SandboxToolActivityName); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the slow turn's command never ran")
 		}
@@ -321,6 +324,27 @@ func TestSessionRollbackRestoresFiles(t *testing.T) {
 	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// activityDone reports whether workflow id's history, as it stands, has
+// an activity of type name that completed (false while the workflow does
+// not exist yet).
+func activityDone(c client.Client, id, name string) bool {
+	scheduled := map[int64]bool{}
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return false
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == name {
+			scheduled[e.GetEventId()] = true
+		}
+		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] {
+			return true
+		}
+	}
+	return false
 }
 
 // A turn that fails after changing the workspace loses nothing: the

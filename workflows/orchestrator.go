@@ -294,9 +294,10 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 
 // agentTaskTimeout is the workflow task timeout of agent workflows. While
 // a model call runs as a local activity, the SDK holds the workflow task
-// and extends it at 80% of this timeout; a query (the events that MCP
-// progress and `troupe run` show) or a cancellation waits for that. The
-// server's default of 10 s made them wait up to 8 s during a model call;
-// 3 s bounds the wait near 2.4 s, for three more history events per 2.4 s
-// of model call.
+// and extends it at 80% of this timeout; a cancellation or a signal waits
+// for that extension, up to 2.4 s. A query (the events that MCP progress
+// and `troupe run` show) rides on the task the extension opens and is
+// answered when that task ends, so it can wait two extensions, up to
+// 4.8 s. The server's default of 10 s made them wait up to 8 and 16 s; 3 s
+// costs three more history events per 2.4 s of model call.
 const agentTaskTimeout = 3 * time.Second
