@@ -2,7 +2,6 @@ package workflows_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -77,14 +76,7 @@ func (c *capEnv) put(t *testing.T, scope, path, data string) {
 // get is a scope's file, "" when it does not exist.
 func (c *capEnv) get(t *testing.T, scope, path string) string {
 	t.Helper()
-	data, err := c.store.Get(context.Background(), memory.Key(scope, path))
-	if errors.Is(err, blob.ErrNotFound) {
-		return ""
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
+	return scopeFile(t, c.store, scope, path)
 }
 
 func (c *capEnv) run(t *testing.T, graph, input string) {

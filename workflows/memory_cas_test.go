@@ -144,14 +144,7 @@ func (w *casWorld) put(t *testing.T, path, data string) {
 // get is a file of the scope, "" when missing.
 func (w *casWorld) get(t *testing.T, scope, path string) string {
 	t.Helper()
-	data, err := w.store.Get(context.Background(), memory.Key(scope, path))
-	if errors.Is(err, blob.ErrNotFound) {
-		return ""
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data)
+	return scopeFile(t, w.store, scope, path)
 }
 
 // questions are phase 2's inputs so far.

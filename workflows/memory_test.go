@@ -120,7 +120,14 @@ func (f *memoryFixture) put(t *testing.T, path string, data []byte) {
 
 func (f *memoryFixture) get(t *testing.T, path string) string {
 	t.Helper()
-	data, err := f.store.Get(context.Background(), memory.Key("team", path))
+	return scopeFile(t, f.store, "team", path)
+}
+
+// scopeFile is the file at path of memory scope in store, "" when it does
+// not exist.
+func scopeFile(t *testing.T, store *blob.Store, scope, path string) string {
+	t.Helper()
+	data, err := store.Get(context.Background(), memory.Key(scope, path))
 	if errors.Is(err, blob.ErrNotFound) {
 		return ""
 	}
