@@ -19,8 +19,8 @@ import (
 // Its state is one runtime.AgentState, whose transitions decide what comes
 // next; the workflow only carries out the effects (the model turn, the
 // calls) and records the events.
-func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResult, error) {
-	spec, agent, err := r.agentSpec(in)
+func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*AgentResult, error) {
+	spec, agent, err := r.agentSpec(in.AgentInput)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 	} else {
 		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
 	}
-	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in, ctl: newControl(ctx, true)}
+	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in.AgentInput, continued: in.Carry != nil, ctl: newControl(ctx, true)}
 	calls.ctl.paused, calls.ctl.interrupted = carry.Paused, carry.Interrupted
 	// A session's agent takes the sandbox its session keeps for it.
 	kept := in.Session != nil
@@ -78,9 +78,9 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentInput) (*AgentResul
 		}
 	}
 	if len(agent.MCPServers) > 0 {
-		calls.mt = &mcpTools{r: r, agent: agent, in: in, rc: &rc, cat: st.MCP, lost: st.MCPLost}
+		calls.mt = &mcpTools{r: r, agent: agent, in: in.AgentInput, rc: &rc, cat: st.MCP, lost: st.MCPLost}
 	}
-	calls.budget, calls.tree = newAgentBudget(ctx, spec, in, wfID, agent, carry.Budget), &st.Agents
+	calls.budget, calls.tree = newAgentBudget(ctx, spec, in.AgentInput, wfID, agent, carry.Budget), &st.Agents
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
 	// the agent's own and a follower that stops there misses nothing.
@@ -242,7 +242,7 @@ const carriedEvents = 200
 // continueAsNew ends this run of the agent's workflow with its state
 // carried into the next: between turns, with no call running and the
 // sandbox not being suspended (it stays up, its lease carried).
-func (r *Runner) continueAsNew(ctx workflow.Context, in AgentInput, st *runtime.AgentState, calls *turnCalls, rec *recorder) error {
+func (r *Runner) continueAsNew(ctx workflow.Context, in AgentWorkflowInput, st *runtime.AgentState, calls *turnCalls, rec *recorder) error {
 	// A cancellation does not pass to the next run: end here (runs from
 	// before this check continued, and replay so).
 	if ctx.Err() != nil && workflow.GetVersion(ctx, versionCancelNotContinued, workflow.DefaultVersion, 1) == 1 {

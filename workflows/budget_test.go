@@ -459,7 +459,7 @@ func watchLoans(env *testsuite.TestWorkflowEnvironment) *loanWatch {
 		}
 	})
 	env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, args converter.EncodedValues) {
-		var in workflows.AgentInput
+		var in workflows.AgentWorkflowInput
 		if args.Get(&in) != nil || in.Carry != nil {
 			return
 		}

@@ -79,6 +79,9 @@ type turnCalls struct {
 	spec  *runtime.GraphSpec
 	agent *runtime.AgentSpec
 	in    AgentInput
+	// continued says this run of the agent's workflow continued an
+	// earlier one (it was given a carry).
+	continued bool
 	sb    *sandboxLife // nil for an agent without a sandbox
 	mt    *mcpTools    // nil for an agent without MCP servers
 	ctl   *control     // the session's controls, passed to agent tools

@@ -31,9 +31,6 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInpu
 	if taskQueue == "" {
 		taskQueue = DefaultTaskQueue
 	}
-	if in.Carry != nil {
-		return nil, errCarry
-	}
 	if err := checkPayload("the run input", len(in.Input)); err != nil {
 		return nil, err
 	}
@@ -49,10 +46,6 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInpu
 	}
 	return run, nil
 }
-
-// errCarry refuses a run input that carries an orchestrator's state: only
-// a continue-as-new sets it.
-var errCarry = errors.New("workflows: start run: the input carries the state of a run that continued as new (RunInput.Carry); leave it nil")
 
 // Run starts a run and waits for its result.
 func Run(ctx context.Context, c client.Client, taskQueue string, in RunInput) (*RunResult, error) {
@@ -79,9 +72,6 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 	}
 	if id == "" {
 		return nil, errors.New("workflows: start run: empty workflow id")
-	}
-	if in.Carry != nil {
-		return nil, errCarry
 	}
 	if strings.Contains(id, "/") {
 		// The ids of a run's agents are its id and a path: the run is
@@ -1046,6 +1036,5 @@ func RunInputOf(ctx context.Context, c client.Client, id string) (RunInput, erro
 	if err := converter.GetDefaultDataConverter().FromPayloads(payloads, &in); err != nil {
 		return in, fmt.Errorf("workflows: input of run %s: %w", id, err)
 	}
-	in.Carry = nil // where a run that continued as new stood: not its input
 	return in, nil
 }

@@ -53,7 +53,7 @@ func TestContinueAsNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := workflows.AgentInput{Graph: "can", Agent: "worker", RunID: "run", Pending: []agents.Item{agents.UserMessage("count")}}
+	in := workflows.AgentWorkflowInput{AgentInput: workflows.AgentInput{Graph: "can", Agent: "worker", RunID: "run", Pending: []agents.Item{agents.UserMessage("count")}}}
 	var events []workflows.Event
 	runs := 1
 	var res workflows.AgentResult
@@ -73,7 +73,7 @@ func TestContinueAsNew(t *testing.T) {
 		events = append(events, recorded(t, env, after)...)
 		var can *workflow.ContinueAsNewError
 		if errors.As(err, &can) {
-			in = workflows.AgentInput{}
+			in = workflows.AgentWorkflowInput{}
 			if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &in); err != nil {
 				t.Fatal(err)
 			}

@@ -450,7 +450,7 @@ func (t *turnCalls) undecided(kind string, err error) error {
 func (t *turnCalls) guardInput(ctx workflow.Context, rc agents.RunContext, st *runtime.AgentState) (workflow.Context, func(error) error, error) {
 	none := func(err error) error { return err }
 	gs := t.agent.GuardrailsOf(agents.GuardrailInput)
-	if !t.in.CheckInput || t.in.Carry != nil || rc.Turn != 1 || len(gs) == 0 || !guarding(ctx) {
+	if !t.in.CheckInput || t.continued || rc.Turn != 1 || len(gs) == 0 || !guarding(ctx) {
 		return ctx, none, nil
 	}
 	input := ""

@@ -19,7 +19,7 @@ import (
 // bound (GraphSpec.ContinueAfterEvents) or the server suggests it, it
 // continues as new with its routing state and recent events (RunCarry),
 // so a run of any number of handoffs keeps a bounded history.
-func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunResult, error) {
+func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput) (*RunResult, error) {
 	traceRun(ctx, in.Graph)
 	carry := in.Carry
 	var (
@@ -32,7 +32,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 		if spec == nil {
 			return nil, nonRetryable(ErrInternal, "run %s continued without its graph's spec", workflow.GetInfo(ctx).WorkflowExecution.ID)
 		}
-	} else if spec, isPinned, err = r.pin(ctx, in); err != nil {
+	} else if spec, isPinned, err = r.pin(ctx, in.RunInput); err != nil {
 		return nil, err
 	}
 	// Runs recorded before orchestrators continued as new never do.
@@ -79,9 +79,9 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 	}
 	// The Web UI's current details show the run's message and the agent at
 	// work; each run sets them, as continue-as-new keeps no static summary.
-	workflow.SetCurrentDetails(ctx, runDetails(in, rs.Current))
+	workflow.SetCurrentDetails(ctx, runDetails(in.RunInput, rs.Current))
 	cont := func(rs routeState) error {
-		workflow.SetCurrentDetails(ctx, runDetails(in, rs.Current))
+		workflow.SetCurrentDetails(ctx, runDetails(in.RunInput, rs.Current))
 		if !canContinue {
 			return nil
 		}
@@ -115,11 +115,11 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in RunInput) (*RunRe
 		}
 		err = budget.exceeded(ctx, err)
 		rec.add(ctx, Event{Kind: EventFailed, Detail: failureText(err)})
-		r.runRollout(ctx, spec, in, wfID, nil, err)
+		r.runRollout(ctx, spec, in.RunInput, wfID, nil, err)
 		return nil, err
 	}
 	rec.add(ctx, Event{Kind: EventFinal, Agent: rr.Agent, Detail: preview(string(rr.Output), 200)})
-	r.runRollout(ctx, spec, in, wfID, rr, nil)
+	r.runRollout(ctx, spec, in.RunInput, wfID, rr, nil)
 	budget.drain(ctx)
 	return &RunResult{
 		WorkflowID: wfID, Graph: in.Graph, Agent: rr.Agent, Output: rr.Output, Path: rr.Path,

@@ -90,7 +90,7 @@ func sessionInfo(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows
 // messages in the order the agents got them.
 func slowAgents(env *testsuite.TestWorkflowEnvironment, inputs *[]string) {
 	env.OnWorkflow(workflows.AgentWorkflowName, mock.Anything, mock.Anything).Return(
-		func(ctx workflow.Context, in workflows.AgentInput) (*workflows.AgentResult, error) {
+		func(ctx workflow.Context, in workflows.AgentWorkflowInput) (*workflows.AgentResult, error) {
 			msg := in.Pending[len(in.Pending)-1].Content
 			*inputs = append(*inputs, msg)
 			if err := workflow.Sleep(ctx, 2*time.Second); err != nil {

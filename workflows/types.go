@@ -39,9 +39,14 @@ type RunInput struct {
 	// Budget, when set, is the run's budget, over the graph's default
 	// (agents.Graph.WithBudget); the zero Budget lifts it.
 	Budget *agents.Budget `json:"budget,omitempty"`
-	// Carry is what the previous run of the orchestrator carried over
-	// when it continued as new; nil when the run starts. Callers leave it
-	// nil.
+}
+
+// OrchestratorInput is the orchestrator workflow's input: the run's, and
+// what the previous run of the orchestrator carried over when it
+// continued as new (nil when the run starts). Its JSON is the run's input
+// with a "carry" field, so a client starts a run with a RunInput.
+type OrchestratorInput struct {
+	RunInput
 	Carry *RunCarry `json:"carry,omitempty"`
 }
 
@@ -112,9 +117,6 @@ type AgentInput struct {
 	// agent's workflow code branches on; nil for runs started before runs
 	// kept their graph, which use the graph as served.
 	Spec *runtime.GraphSpec `json:"spec,omitempty"`
-	// Carry is what the previous run of this agent's workflow carried over
-	// when it continued as new; nil for the first run.
-	Carry *AgentCarry `json:"carry,omitempty"`
 	// Session is set for an agent that answers a session's turn: the
 	// session owns the agent's sandbox across turns.
 	Session *SessionLink `json:"session,omitempty"`
@@ -126,6 +128,15 @@ type AgentInput struct {
 	// the agent, the one agent of the tree at work: it decides its own
 	// model calls with it, and gives it back.
 	Budget *BudgetLoan `json:"budget,omitempty"`
+}
+
+// AgentWorkflowInput is the agent workflow's input: the agent's, and
+// what the previous run of the agent's workflow carried over when it
+// continued as new (nil for the first run). Its JSON is the agent's input
+// with a "carry" field, so a parent starts an agent with an AgentInput.
+type AgentWorkflowInput struct {
+	AgentInput
+	Carry *AgentCarry `json:"carry,omitempty"`
 }
 
 // SessionLink is what an agent of a session's turn gets from its session:

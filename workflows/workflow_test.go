@@ -504,8 +504,8 @@ func TestRunContinuesAsNew(t *testing.T) {
 		return []agents.Item{call(fmt.Sprintf("h%d", n), "transfer_to_pingpong", "{}")}
 	}
 	store, _ := blob.Open(context.Background(), "mem://")
-	in := workflows.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"}
-	var runs []workflows.RunInput
+	in := workflows.OrchestratorInput{RunInput: workflows.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"}}
+	var runs []workflows.OrchestratorInput
 	var res workflows.RunResult
 	for len(runs) < 2*handoffs {
 		env := quietEnv()
@@ -526,7 +526,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 			if cae.WorkflowType.Name != workflows.OrchestratorWorkflowName {
 				t.Fatalf("continued as %s", cae.WorkflowType.Name)
 			}
-			var next workflows.RunInput
+			var next workflows.OrchestratorInput
 			if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
 				t.Fatal(err)
 			}
