@@ -82,9 +82,9 @@ type turnCalls struct {
 	// continued says this run of the agent's workflow continued an
 	// earlier one (it was given a carry).
 	continued bool
-	sb    *sandboxLife // nil for an agent without a sandbox
-	mt    *mcpTools    // nil for an agent without MCP servers
-	ctl   *control     // the session's controls, passed to agent tools
+	sb        *sandboxLife // nil for an agent without a sandbox
+	mt        *mcpTools    // nil for an agent without MCP servers
+	ctl       *control     // the session's controls, passed to agent tools
 	// screened are the calls of the turn a tool guardrail rejected.
 	screened map[string]*runtime.GuardrailOutcome
 }
