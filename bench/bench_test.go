@@ -111,7 +111,7 @@ func startWorker(b *testing.B, c client.Client, regs ...func(worker.Registry)) s
 
 // troupe returns a registration func for a Runner serving the bench graph
 // with its model at baseURL; tweak, when set, adjusts its Config.
-func troupe(b *testing.B, baseURL string, tweak func(*workflows.Config)) func(worker.Registry) {
+func troupeWorker(b *testing.B, baseURL string, tweak func(*workflows.Config)) func(worker.Registry) {
 	b.Helper()
 	m, err := model.New(model.Config{APIKey: "bench", BaseURL: baseURL, API: model.APIResponses})
 	if err != nil {

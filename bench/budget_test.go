@@ -41,7 +41,7 @@ import (
 func BenchmarkBudgetOverhead(b *testing.B) {
 	c := temporalClient(b)
 	_, url := modelServer(b)
-	queue := startWorker(b, c, troupe(b, url, nil))
+	queue := startWorker(b, c, troupeWorker(b, url, nil))
 	warmUp(b, c, queue, false)
 	run := func(agent string, budget *agents.Budget, turns, calls int) sample {
 		var res workflows.RunResult

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -43,10 +44,10 @@ func registerEcho(w worker.Registry) {
 func BenchmarkEventLatency(b *testing.B) {
 	c := temporalClient(b)
 	srv, url := modelServer(b)
-	queue := startWorker(b, c, registerBaseline, registerEcho, troupe(b, url, nil))
-	aqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
+	queue := startWorker(b, c, registerBaseline, registerEcho, troupeWorker(b, url, nil))
+	aqueue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
 	bus := workflows.NewEventBus()
-	lqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.Events = bus }))
+	lqueue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) { cfg.Events = bus }))
 	warmUp(b, c, queue, false)
 	warmUp(b, c, aqueue, false)
 	warmUp(b, c, lqueue, false)
@@ -122,8 +123,8 @@ func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queu
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = workflows.FollowLive(fctx, c, run.GetID(), 100*time.Millisecond, bus, func(e workflows.Event) {
-			if e.Kind == workflows.EventTurn {
+		_ = workflows.FollowLive(fctx, c, run.GetID(), 100*time.Millisecond, bus, func(e troupe.Event) {
+			if e.Kind == troupe.EventTurn {
 				mu.Lock()
 				arrived[e.Turn] = time.Now()
 				mu.Unlock()

@@ -26,8 +26,8 @@ import (
 func BenchmarkFanOut(b *testing.B) {
 	c := temporalClient(b)
 	_, url := modelServer(b)
-	queue := startWorker(b, c, registerBaseline, troupe(b, url, nil))
-	aqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
+	queue := startWorker(b, c, registerBaseline, troupeWorker(b, url, nil))
+	aqueue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
 	warmUp(b, c, queue, false)
 	warmUp(b, c, aqueue, false)
 	runBaseline(b, c, queue, baselineChildrenName, 1)

@@ -32,7 +32,7 @@ import (
 func BenchmarkGuardrailTurnOverhead(b *testing.B) {
 	c := temporalClient(b)
 	_, url := modelServer(b)
-	queue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) {
+	queue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) {
 		cfg.Graphs = append(cfg.Graphs, guardedGraph())
 	}))
 	warmUp(b, c, queue, false)

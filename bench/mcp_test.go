@@ -85,7 +85,7 @@ func mcpModelServer(b *testing.B) string {
 func BenchmarkMCPCall(b *testing.B) {
 	c := temporalClient(b)
 	url := mcpModelServer(b)
-	queue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) {
+	queue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) {
 		cfg.Graphs = []*agents.Graph{mcpGraph()}
 	}))
 	cs := mcpSession(b, c, queue)

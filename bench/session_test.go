@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	troupeclient "github.com/troupe-dev/troupe/client"
@@ -272,7 +273,7 @@ func wake(b *testing.B, s *troupeclient.Session, cmd string) time.Duration {
 	go func() {
 		defer close(done)
 		_ = s.FollowFrom(ctx, troupeclient.Cursor{s.ID(): info.NextEvent - 1}, func(e troupeclient.Event) {
-			if e.Kind == workflows.EventToolResult {
+			if e.Kind == troupe.EventToolResult {
 				select {
 				case first <- time.Now():
 				default:

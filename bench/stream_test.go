@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -159,8 +160,8 @@ func firstDelta(b *testing.B, c client.Client, srv *scripted.Server, queue strin
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = workflows.FollowLive(fctx, c, run.GetID(), 100*time.Millisecond, bus, func(e workflows.Event) {
-			if e.Kind == workflows.EventTextDelta {
+		_ = workflows.FollowLive(fctx, c, run.GetID(), 100*time.Millisecond, bus, func(e troupe.Event) {
+			if e.Kind == troupe.EventTextDelta {
 				once.Do(func() { first = time.Now() })
 				text.WriteString(e.Detail)
 			}

@@ -50,8 +50,8 @@ func BenchmarkTracingOverhead(b *testing.B) {
 	}
 	b.Cleanup(traced.Close)
 
-	off := startWorker(b, c, troupe(b, url, nil))
-	on := startWorker(b, traced, troupe(b, url, nil))
+	off := startWorker(b, c, troupeWorker(b, url, nil))
+	on := startWorker(b, traced, troupeWorker(b, url, nil))
 	warmUp(b, c, off, false)
 	warmUp(b, traced, on, false)
 	if err := tel.ForceFlush(ctx); err != nil {

@@ -42,8 +42,8 @@ import (
 func BenchmarkTurnOverhead(b *testing.B) {
 	c := temporalClient(b)
 	srv, url := modelServer(b)
-	queue := startWorker(b, c, registerBaseline, troupe(b, url, nil))
-	aqueue := startWorker(b, c, troupe(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
+	queue := startWorker(b, c, registerBaseline, troupeWorker(b, url, nil))
+	aqueue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
 	warmUp(b, c, queue, true)
 	warmUp(b, c, aqueue, false)
 
@@ -184,7 +184,7 @@ func directLoop(b *testing.B, baseURL string) (time.Duration, int) {
 func BenchmarkLongAgent(b *testing.B) {
 	c := temporalClient(b)
 	srv, url := modelServer(b)
-	queue := startWorker(b, c, troupe(b, url, nil))
+	queue := startWorker(b, c, troupeWorker(b, url, nil))
 	warmUp(b, c, queue, false)
 	for _, agent := range []struct{ name, agent string }{{"compacted", "compacted_marathoner"}, {"whole", "marathoner"}} {
 		b.Run(agent.name, func(b *testing.B) { longAgent(b, c, srv, queue, agent.agent) })

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
@@ -131,7 +132,7 @@ func TestBudgetExceededFailure(t *testing.T) {
 	}
 
 	var b bytes.Buffer
-	printEvent(&b, workflows.Event{Kind: workflows.EventBudgetExceeded, WorkflowID: "dealdesk-1", Agent: "pricing_reviewer", Turn: 1,
+	printEvent(&b, troupe.Event{Kind: workflows.EventBudgetExceeded, WorkflowID: "dealdesk-1", Agent: "pricing_reviewer", Turn: 1,
 		Detail: "the model call of pricing_reviewer (turn 1) was refused: the run's budget is spent (3 of 3 model calls)"})
 	if want := "  [pricing_reviewer] ✗ the model call of pricing_reviewer (turn 1) was refused: the run's budget is spent (3 of 3 model calls)\n"; b.String() != want {
 		t.Errorf("event printed %q, want %q", b.String(), want)

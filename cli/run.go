@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/term"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/cli/spend"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
@@ -265,7 +266,7 @@ func awaitRun(ctx context.Context, run *troupeclient.Run, out runOutput, logPath
 	if out.ask != nil && !out.noEvents {
 		a := newAsker(out.ask, progress)
 		go a.loop(fctx, run)
-		show = func(e workflows.Event) {
+		show = func(e troupe.Event) {
 			printer.event(e)
 			switch e.Kind {
 			case workflows.EventApprovalRequested:
@@ -524,10 +525,10 @@ func newEventPrinter(w io.Writer) *eventPrinter {
 // more than a model_turn event's detail holds (200 bytes).
 const streamedKeep = 256
 
-func (p *eventPrinter) event(e workflows.Event) {
+func (p *eventPrinter) event(e troupe.Event) {
 	key := fmt.Sprintf("%s#%d", e.WorkflowID, e.Turn)
 	switch e.Kind {
-	case workflows.EventTextDelta:
+	case troupe.EventTextDelta:
 		if p.open != key {
 			p.endLine()
 			tag := "[" + e.Agent + "]"
@@ -543,7 +544,7 @@ func (p *eventPrinter) event(e workflows.Event) {
 			p.streamed[key] = text + e.Detail[:min(len(e.Detail), streamedKeep-len(text))]
 		}
 		return
-	case workflows.EventTurn:
+	case troupe.EventTurn:
 		if text, ok := p.streamed[key]; ok {
 			// The text is shown already: the turn ends its line, and says
 			// what else the turn did (its tool calls).
@@ -568,46 +569,46 @@ func (p *eventPrinter) endLine() {
 	}
 }
 
-func printEvent(w io.Writer, e workflows.Event) {
+func printEvent(w io.Writer, e troupe.Event) {
 	tag := "[" + e.Agent + "]"
 	if e.Agent == "" {
 		tag = "[run]" // the orchestrator's own
 	}
 	switch e.Kind {
-	case workflows.EventAgentStarted:
+	case troupe.EventAgentStarted:
 		if e.Child != "" {
 			fmt.Fprintf(w, "● %s started\n", e.Agent)
 		}
-	case workflows.EventTurn:
+	case troupe.EventTurn:
 		if e.Detail != "" {
 			fmt.Fprintf(w, "  %s turn %d: %s\n", tag, e.Turn, oneLine(e.Detail))
 		} else {
 			fmt.Fprintf(w, "  %s turn %d\n", tag, e.Turn)
 		}
-	case workflows.EventToolCalled:
+	case troupe.EventToolCalled:
 		fmt.Fprintf(w, "  %s → %s %s\n", tag, e.Tool, oneLine(e.Detail))
-	case workflows.EventToolResult:
+	case troupe.EventToolResult:
 		fmt.Fprintf(w, "  %s ← %s: %s\n", tag, e.Tool, oneLine(e.Detail))
-	case workflows.EventAgentToolStarted:
+	case troupe.EventAgentToolStarted:
 		fmt.Fprintf(w, "  %s ⇉ %s (agent as tool): %s\n", tag, e.Tool, oneLine(e.Detail))
-	case workflows.EventAgentToolFinished:
+	case troupe.EventAgentToolFinished:
 		fmt.Fprintf(w, "  %s ⇇ %s: %s\n", tag, e.Tool, oneLine(e.Detail))
-	case workflows.EventHandoff:
+	case troupe.EventHandoff:
 		if e.Turn == 0 {
 			fmt.Fprintf(w, "  handoff: %s\n", e.Detail)
 		}
-	case workflows.EventOutputInvalid:
+	case troupe.EventOutputInvalid:
 		fmt.Fprintf(w, "  %s invalid output, asking again: %s\n", tag, oneLine(e.Detail))
-	case workflows.EventModelRetry:
+	case troupe.EventModelRetry:
 		fmt.Fprintf(w, "  %s %s\n", tag, oneLine(e.Detail))
-	case workflows.EventFinal:
+	case troupe.EventFinal:
 		if e.Turn > 0 {
 			fmt.Fprintf(w, "  %s final output\n", tag)
 		}
 	case workflows.EventSandboxProvisioned, workflows.EventSandboxRestored, workflows.EventSandboxSuspended,
 		workflows.EventSandboxLost, workflows.EventSandboxStopped:
 		fmt.Fprintf(w, "  %s %s: %s\n", tag, strings.ReplaceAll(e.Kind, "_", " "), oneLine(e.Detail))
-	case workflows.EventFailed:
+	case troupe.EventFailed:
 		fmt.Fprintf(w, "  %s failed: %s\n", tag, oneLine(e.Detail))
 	case workflows.EventBudgetExceeded:
 		fmt.Fprintf(w, "  %s ✗ %s\n", tag, oneLine(e.Detail))

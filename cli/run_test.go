@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe"
 )
 
 // TestEventPrinterStreamsTurns: a turn's deltas print on the turn's line
@@ -12,29 +12,29 @@ import (
 // not show, such as tool calls), and any other event starts a line of its
 // own.
 func TestEventPrinterStreamsTurns(t *testing.T) {
-	delta := func(wf, agent string, turn int, text string) workflows.Event {
-		return workflows.Event{Kind: workflows.EventTextDelta, WorkflowID: wf, Agent: agent, Turn: turn, Detail: text}
+	delta := func(wf, agent string, turn int, text string) troupe.Event {
+		return troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: wf, Agent: agent, Turn: turn, Detail: text}
 	}
-	turn := func(wf, agent string, n int, detail string) workflows.Event {
-		return workflows.Event{Kind: workflows.EventTurn, WorkflowID: wf, Agent: agent, Turn: n, Detail: detail}
+	turn := func(wf, agent string, n int, detail string) troupe.Event {
+		return troupe.Event{Kind: troupe.EventTurn, WorkflowID: wf, Agent: agent, Turn: n, Detail: detail}
 	}
 	tests := []struct {
 		name   string
-		events []workflows.Event
+		events []troupe.Event
 		want   string
 	}{
 		{
 			name: "a streamed answer is one line",
-			events: []workflows.Event{
+			events: []troupe.Event{
 				delta("r/0-a", "a", 1, "Hello, "), delta("r/0-a", "a", 1, "world."),
 				turn("r/0-a", "a", 1, "Hello, world."),
-				{Kind: workflows.EventFinal, WorkflowID: "r/0-a", Agent: "a", Turn: 1},
+				{Kind: troupe.EventFinal, WorkflowID: "r/0-a", Agent: "a", Turn: 1},
 			},
 			want: "  [a] turn 1: Hello, world.\n  [a] final output\n",
 		},
 		{
 			name: "a long answer ends its line once",
-			events: []workflows.Event{
+			events: []troupe.Event{
 				delta("r/0-a", "a", 2, strings.Repeat("x", 150)), delta("r/0-a", "a", 2, strings.Repeat("y", 150)),
 				turn("r/0-a", "a", 2, strings.Repeat("x", 150)+strings.Repeat("y", 50)+"…"),
 			},
@@ -42,16 +42,16 @@ func TestEventPrinterStreamsTurns(t *testing.T) {
 		},
 		{
 			name: "text then tool calls says the calls",
-			events: []workflows.Event{
+			events: []troupe.Event{
 				delta("r/0-a", "a", 1, "Let me look."),
 				turn("r/0-a", "a", 1, "2 tool call(s)"),
-				{Kind: workflows.EventToolCalled, WorkflowID: "r/0-a", Agent: "a", Tool: "get", Detail: "{}"},
+				{Kind: troupe.EventToolCalled, WorkflowID: "r/0-a", Agent: "a", Tool: "get", Detail: "{}"},
 			},
 			want: "  [a] turn 1: Let me look.\n  [a] turn 1: 2 tool call(s)\n  [a] → get {}\n",
 		},
 		{
 			name: "two agents streaming at once take turns on their own lines",
-			events: []workflows.Event{
+			events: []troupe.Event{
 				delta("r/0-a/t1.0/0-w1", "w1", 1, "one "),
 				delta("r/0-a/t1.1/0-w2", "w2", 1, "two "),
 				delta("r/0-a/t1.0/0-w1", "w1", 1, "more"),
@@ -62,7 +62,7 @@ func TestEventPrinterStreamsTurns(t *testing.T) {
 		},
 		{
 			name:   "a turn without deltas prints as before",
-			events: []workflows.Event{turn("r/0-a", "a", 1, "Hi.")},
+			events: []troupe.Event{turn("r/0-a", "a", 1, "Hi.")},
 			want:   "  [a] turn 1: Hi.\n",
 		},
 	}

@@ -20,6 +20,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -33,7 +34,7 @@ type (
 	RunResult = workflows.RunResult
 	// Event is one thing that happened in a run: a turn, a tool call, a
 	// handoff, a retry, the final output.
-	Event = workflows.Event
+	Event = troupe.Event
 	// RunInfo is a run as List and Describe see it.
 	RunInfo = workflows.RunInfo
 	// ListOptions says which runs List returns.
@@ -47,7 +48,7 @@ type (
 // EventTextDelta is the kind of the events that carry a piece of a model
 // turn's text as it is generated (Event.Detail), which followers get with
 // WithDeltas. No workflow records them.
-const EventTextDelta = workflows.EventTextDelta
+const EventTextDelta = troupe.EventTextDelta
 
 // WithDeltas has a follower also get the text of each model turn as the
 // model generates it: EventTextDelta events (Seq 0, ignored by Cursor),

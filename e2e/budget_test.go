@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/workflows"
@@ -106,7 +107,7 @@ func TestBudgetEndToEnd(t *testing.T) {
 		followed := make(chan struct{})
 		go func() {
 			defer close(followed)
-			_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e workflows.Event) { ids[e.WorkflowID] = true })
+			_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) { ids[e.WorkflowID] = true })
 		}()
 		var res workflows.RunResult
 		err = run.Get(ctx, &res)

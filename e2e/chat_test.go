@@ -237,7 +237,7 @@ func waitStatus(t *testing.T, ctx context.Context, s *troupeclient.Session, want
 type tmuxChat struct {
 	t      *testing.T
 	socket string
-	dev    *troupe // whose log a failure shows
+	dev    *troupeProc // whose log a failure shows
 }
 
 var tmuxServers atomic.Int64
@@ -246,14 +246,14 @@ var tmuxServers atomic.Int64
 // command) in a tmux window of 160 columns by 80 rows, with env and no
 // other Temporal, Troupe or OpenAI settings. Once it ends, the window
 // says "chat exited: STATUS". The test's cleanup ends the tmux server.
-func startChat(t *testing.T, dev *troupe, env []string, args ...string) *tmuxChat {
+func startChat(t *testing.T, dev *troupeProc, env []string, args ...string) *tmuxChat {
 	t.Helper()
 	return startTerminal(t, dev, env, append([]string{"chat"}, args...)...)
 }
 
 // startTerminal runs `troupe args` in a tmux window as startChat runs
 // `troupe chat`.
-func startTerminal(t *testing.T, dev *troupe, env []string, args ...string) *tmuxChat {
+func startTerminal(t *testing.T, dev *troupeProc, env []string, args ...string) *tmuxChat {
 	t.Helper()
 	cmd, cliEnv := troupeCommand(t, args...)
 	vars := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8", cliEnv}

@@ -11,8 +11,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // TestClient drives runs through package client, as users' code, the CLI
@@ -54,7 +54,7 @@ func TestClient(t *testing.T) {
 		var story []string
 		agentsSeen := map[string]bool{}
 		for _, e := range events {
-			if e.WorkflowID == run.ID() && e.Kind != workflows.EventRunStarted {
+			if e.WorkflowID == run.ID() && e.Kind != troupe.EventRunStarted {
 				story = append(story, string(e.Kind)+" "+e.Agent)
 			} else if e.WorkflowID != run.ID() {
 				agentsSeen[e.WorkflowID] = true
@@ -130,7 +130,7 @@ func TestClient(t *testing.T) {
 			defer stop()
 			go func() {
 				_ = run.Follow(fctx, func(e troupeclient.Event) {
-					if e.Kind == workflows.EventAgentToolStarted {
+					if e.Kind == troupe.EventAgentToolStarted {
 						once.Do(func() { close(started) })
 					}
 				})

@@ -15,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
 	"github.com/troupe-dev/troupe/examples/builtin"
@@ -128,18 +129,18 @@ func checkReview(t *testing.T, output json.RawMessage, out string) {
 // started, through the events query, each workflow's in order. (Follow
 // stops following an agent at its final output, so it can miss the
 // sandbox_stopped event the agent records after it.)
-func runEvents(t *testing.T, c client.Client, runID string) []workflows.Event {
+func runEvents(t *testing.T, c client.Client, runID string) []troupe.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ids, known := []string{runID}, map[string]bool{runID: true}
-	var all []workflows.Event
+	var all []troupe.Event
 	for i := 0; i < len(ids); i++ {
-		resp, err := c.QueryWorkflow(ctx, ids[i], "", workflows.EventsQuery, 0)
+		resp, err := c.QueryWorkflow(ctx, ids[i], "", troupe.EventsQuery, 0)
 		if err != nil {
 			t.Fatalf("events of %s: %v", ids[i], err)
 		}
-		var evs []workflows.Event
+		var evs []troupe.Event
 		if err := resp.Get(&evs); err != nil {
 			t.Fatal(err)
 		}
@@ -237,10 +238,10 @@ func TestCodeReview(t *testing.T) {
 				}
 			}
 			for kind, want := range map[string]int{
-				workflows.EventAgentToolStarted: 3, workflows.EventAgentToolFinished: 3,
+				troupe.EventAgentToolStarted: 3, troupe.EventAgentToolFinished: 3,
 				workflows.EventSandboxProvisioned: 3, workflows.EventSandboxStopped: 3,
 				// Three exec_command calls, and write_report.
-				workflows.EventToolCalled: 4, workflows.EventToolResult: 4,
+				troupe.EventToolCalled: 4, troupe.EventToolResult: 4,
 			} {
 				if kinds[kind] != want {
 					t.Errorf("%d %s events, want %d (all: %v)", kinds[kind], kind, want, kinds)
@@ -259,9 +260,9 @@ func TestCodeReview(t *testing.T) {
 					continue
 				}
 				switch e.Kind {
-				case workflows.EventAgentToolStarted:
+				case troupe.EventAgentToolStarted:
 					started++
-				case workflows.EventAgentToolFinished:
+				case troupe.EventAgentToolFinished:
 					if started != 3 {
 						t.Errorf("a reviewer finished when %d of 3 had started", started)
 					}

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -213,9 +214,9 @@ func crashWorker(t *testing.T, budget *agents.Budget) {
 		evs, _ := queryEvents(c, bossID)
 		for _, e := range evs {
 			switch e.Kind {
-			case workflows.EventAgentToolStarted:
+			case troupe.EventAgentToolStarted:
 				started++
-			case workflows.EventAgentToolFinished:
+			case troupe.EventAgentToolFinished:
 				finished++
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -88,9 +89,9 @@ func TestDevBesideWorker(t *testing.T) {
 					t.Errorf("%s: sandbox lost: %s", e.Agent, e.Detail)
 				case strings.Contains(e.Detail, workflows.ErrSandboxMisrouted):
 					t.Errorf("%s: %s: %s", e.Agent, e.Kind, e.Detail)
-				case e.Kind == workflows.EventToolResult && sandboxTools[e.Tool] && strings.HasPrefix(e.Detail, "Error"):
+				case e.Kind == troupe.EventToolResult && sandboxTools[e.Tool] && strings.HasPrefix(e.Detail, "Error"):
 					t.Errorf("%s: %s failed: %s", e.Agent, e.Tool, e.Detail)
-				case e.Kind == workflows.EventAgentToolStarted:
+				case e.Kind == troupe.EventAgentToolStarted:
 					by := sandboxHolder(t, c, e.Child, map[int]string{dev.cmd.Process.Pid: "dev", worker.cmd.Process.Pid: "worker"})
 					created[by]++
 				}
@@ -109,8 +110,8 @@ func TestDevBesideWorker(t *testing.T) {
 // sandboxTools are the tools that run in an agent's sandbox.
 var sandboxTools = map[string]bool{"exec_command": true, "apply_patch": true, "view_image": true}
 
-// troupe is a troupe command running as a process of the test.
-type troupe struct {
+// troupeProc is a troupe command running as a process of the test.
+type troupeProc struct {
 	cmd   *exec.Cmd
 	log   *lockedBuffer // its stderr
 	queue string        // its sandbox queue, from its start-up line
@@ -122,7 +123,7 @@ var sandboxQueueLine = regexp.MustCompile(`; sandbox queue (\S+)`)
 // on top of the test's environment less its Temporal, Troupe and OpenAI
 // settings (so the offline scenarios answer), and returns once its
 // stderr shows ready. The test's cleanup stops it with SIGTERM.
-func startTroupe(t *testing.T, name string, env []string, ready string, args ...string) *troupe {
+func startTroupe(t *testing.T, name string, env []string, ready string, args ...string) *troupeProc {
 	t.Helper()
 	cmd, cliEnv := troupeCommand(t, args...)
 	cmd.Env = []string{cliEnv}
@@ -139,7 +140,7 @@ func startTroupe(t *testing.T, name string, env []string, ready string, args ...
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &troupe{cmd: cmd, log: &lockedBuffer{}}
+	p := &troupeProc{cmd: cmd, log: &lockedBuffer{}}
 	exited := make(chan struct{})
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)

@@ -143,7 +143,7 @@ func TestChatCodeReviewDay(t *testing.T) {
 		return strings.Contains(s, "fixer wants to run exec_command") && strings.Contains(s, "rm -rf repo/build/") &&
 			strings.Contains(header(s), "· waiting ·")
 	})
-	for _, p := range []*troupe{worker, dev} {
+	for _, p := range []*troupeProc{worker, dev} {
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

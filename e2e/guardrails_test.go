@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -182,7 +183,7 @@ func TestGuardrailsEndToEnd(t *testing.T) {
 			want := map[string]int{workflows.EventGuardrailTripped: 1}
 			if tc.name == "input" {
 				// The model call was cancelled: no turn was taken.
-				want[workflows.EventTurn] = 0
+				want[troupe.EventTurn] = 0
 			}
 			if tc.trip == "" {
 				want = map[string]int{workflows.EventGuardrailTripped: 0, workflows.EventGuardrailApplied: tc.applied}

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -49,17 +50,17 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	// Two followers: one polling, one also taking the worker's events
 	// from its bus as they are recorded.
 	var mu sync.Mutex
-	var looper, live []workflows.Event
+	var looper, live []troupe.Event
 	fctx, stop := context.WithCancel(ctx)
 	var followed sync.WaitGroup
 	for _, f := range []struct {
 		bus *workflows.EventBus
-		got *[]workflows.Event
+		got *[]troupe.Event
 	}{{nil, &looper}, {bus, &live}} {
 		followed.Add(1)
 		go func() {
 			defer followed.Done()
-			_ = workflows.FollowLive(fctx, c, run.GetID(), 50*time.Millisecond, f.bus, func(e workflows.Event) {
+			_ = workflows.FollowLive(fctx, c, run.GetID(), 50*time.Millisecond, f.bus, func(e troupe.Event) {
 				if e.WorkflowID == run.GetID()+"/0-looper" {
 					mu.Lock()
 					*f.got = append(*f.got, e)
@@ -71,13 +72,13 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	// A third stops at the looper's first continue-as-new (what it reads
 	// after that is dropped, as if its process had died) and goes on from
 	// its cursor as a new follower would.
-	var resumed []workflows.Event
+	var resumed []troupe.Event
 	secondHalf := 0
 	followed.Add(1)
 	go func() {
 		defer followed.Done()
 		cursor := workflows.Cursor{}
-		take := func(e workflows.Event) {
+		take := func(e troupe.Event) {
 			cursor.Add(e)
 			if e.WorkflowID == run.GetID()+"/0-looper" {
 				mu.Lock()
@@ -87,18 +88,18 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 		}
 		first, stopFirst := context.WithCancel(fctx)
 		dead := false
-		_ = workflows.Follow(first, c, run.GetID(), 50*time.Millisecond, func(e workflows.Event) {
+		_ = workflows.Follow(first, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) {
 			if dead {
 				return
 			}
 			take(e)
-			if e.Kind == workflows.EventContinued {
+			if e.Kind == troupe.EventContinued {
 				dead = true
 				stopFirst()
 			}
 		})
 		stopFirst()
-		_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e workflows.Event) {
+		_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) {
 			secondHalf++
 			take(e)
 		}, workflows.From(cursor))
@@ -170,7 +171,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var after []workflows.Event
+	var after []troupe.Event
 	for _, e := range all {
 		if e.WorkflowID == run.GetID()+"/0-looper" {
 			after = append(after, e)
@@ -178,7 +179,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for name, events := range map[string][]workflows.Event{"read after the run": after, "followed live": looper, "followed live with the bus": live, "resumed from a cursor": resumed} {
+	for name, events := range map[string][]troupe.Event{"read after the run": after, "followed live": looper, "followed live with the bus": live, "resumed from a cursor": resumed} {
 		finals := 0
 		for i, e := range events {
 			if e.Seq != i+1 {
@@ -187,7 +188,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 			if a := after[min(i, len(after)-1)]; e.Seq == a.Seq && (e.Kind != a.Kind || e.Detail != a.Detail || e.Turn != a.Turn) {
 				t.Fatalf("%s: event %d is %+v, but the workflow recorded %+v", name, e.Seq, e, a)
 			}
-			if e.Kind == workflows.EventFinal {
+			if e.Kind == troupe.EventFinal {
 				finals++
 			}
 		}
@@ -226,12 +227,12 @@ func TestMarathon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runner []workflows.Event
+	var runner []troupe.Event
 	fctx, stop := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e workflows.Event) {
+		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e troupe.Event) {
 			if e.WorkflowID == run.GetID()+"/0-runner" {
 				runner = append(runner, e)
 			}
@@ -275,7 +276,7 @@ func TestMarathon(t *testing.T) {
 			t.Fatalf("followed: event %d is numbered %d: a gap or a repeat", i+1, e.Seq)
 		}
 	}
-	if n := len(runner); n < 3*marathonTurns || runner[n-1].Kind != workflows.EventFinal {
+	if n := len(runner); n < 3*marathonTurns || runner[n-1].Kind != troupe.EventFinal {
 		t.Errorf("followed %d events of the runner; want every turn's and the final output last", n)
 	}
 	// Every run of the runner, along the chain of continue-as-new.
@@ -310,7 +311,7 @@ func TestMarathon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var again []workflows.Event
+	var again []troupe.Event
 	for _, e := range all {
 		if e.WorkflowID == id {
 			again = append(again, e)
@@ -374,12 +375,12 @@ func TestRunContinuesAsNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var root []workflows.Event
+	var root []troupe.Event
 	fctx, stop := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e workflows.Event) {
+		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e troupe.Event) {
 			if e.WorkflowID == run.GetID() {
 				root = append(root, e)
 			}
@@ -454,15 +455,15 @@ func TestRunContinuesAsNew(t *testing.T) {
 		t.Errorf("listed %d times; its input read back %+v (%v), want the run's own", listed, in, err)
 	}
 	t.Logf("%d runs of the orchestrator; %d events followed: %v", runs, len(root), kinds)
-	if runs < 3 || kinds[workflows.EventContinued] != runs-1 || kinds[workflows.EventHandoff] != handoffs || kinds[workflows.EventFinal] != 1 {
+	if runs < 3 || kinds[troupe.EventContinued] != runs-1 || kinds[troupe.EventHandoff] != handoffs || kinds[troupe.EventFinal] != 1 {
 		t.Errorf("%d runs of the orchestrator; events followed: %v; want at least 3 runs, one continue event between two, %d handoffs and one final", runs, kinds, handoffs)
 	}
 	// The run's events read again from the start, through the pages its
 	// earlier runs saved to the blob store: with a page missing (a save
 	// that failed), the run that holds its events fills the gap; once
 	// Temporal no longer holds the earlier runs, the pages alone.
-	q, err := c.QueryWorkflow(ctx, run.GetID(), "", workflows.EventPagesQuery)
-	var pages []workflows.EventPage
+	q, err := c.QueryWorkflow(ctx, run.GetID(), "", troupe.EventPagesQuery)
+	var pages []troupe.EventPage
 	if err == nil {
 		err = q.Get(&pages)
 	}
@@ -487,7 +488,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 
 // sameEvents checks that the events of workflow id read from the start
 // with store are followed, the events a follower got while it ran.
-func sameEvents(t *testing.T, c client.Client, id string, store *blob.Store, followed []workflows.Event, how string) {
+func sameEvents(t *testing.T, c client.Client, id string, store *blob.Store, followed []troupe.Event, how string) {
 	t.Helper()
 	all, err := workflows.Events(context.Background(), c, id, workflows.WithEventStore(store), workflows.WithPatience(time.Minute))
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
@@ -106,7 +107,7 @@ func waitForCall(t *testing.T, c client.Client, id, tool string) {
 	for {
 		evs, _ := queryEvents(c, id)
 		for _, e := range evs {
-			if e.Kind == workflows.EventToolCalled && e.Tool == tool {
+			if e.Kind == troupe.EventToolCalled && e.Tool == tool {
 				return
 			}
 		}
@@ -197,7 +198,7 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 			}
 			results := map[string][]string{}
 			for _, e := range eventsOf(t, c, agentID) {
-				if e.Kind == workflows.EventToolResult {
+				if e.Kind == troupe.EventToolResult {
 					results[e.Tool] = append(results[e.Tool], e.Detail)
 				}
 			}

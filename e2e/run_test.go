@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -26,12 +27,12 @@ func TestDealDesk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var events []workflows.Event
+			var events []troupe.Event
 			fctx, stop := context.WithCancel(context.Background())
 			followed := make(chan struct{})
 			go func() {
 				defer close(followed)
-				_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e workflows.Event) { events = append(events, e) })
+				_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) { events = append(events, e) })
 			}()
 			var res workflows.RunResult
 			err = run.Get(context.Background(), &res)
@@ -71,14 +72,14 @@ func TestDealDesk(t *testing.T) {
 				saveHistories(t, c, ids, *historiesDir, "dealdesk")
 			}
 			for kind, want := range map[string]int{
-				workflows.EventAgentToolStarted: 2, workflows.EventAgentToolFinished: 2,
-				workflows.EventToolCalled: 2, workflows.EventToolResult: 2,
+				troupe.EventAgentToolStarted: 2, troupe.EventAgentToolFinished: 2,
+				troupe.EventToolCalled: 2, troupe.EventToolResult: 2,
 			} {
 				if kinds[kind] != want {
 					t.Errorf("%d %s events, want %d (all: %v)", kinds[kind], kind, want, kinds)
 				}
 			}
-			if kinds[workflows.EventHandoff] < 1 || kinds[workflows.EventFinal] < 1 {
+			if kinds[troupe.EventHandoff] < 1 || kinds[troupe.EventFinal] < 1 {
 				t.Errorf("events lack a handoff or a final output: %v", kinds)
 			}
 		})
@@ -178,18 +179,18 @@ func TestFollowIsPushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.CancelWorkflow(context.Background(), run.GetID(), "") })
-	got := make(chan workflows.Event, 100)
+	got := make(chan troupe.Event, 100)
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		_ = workflows.Follow(fctx, c, run.GetID(), time.Hour, func(e workflows.Event) { got <- e })
+		_ = workflows.Follow(fctx, c, run.GetID(), time.Hour, func(e troupe.Event) { got <- e })
 	}()
 	// The guard only ends a broken follower's wait: the run hangs longer.
 	guard := time.After(100 * time.Second)
 	for {
 		select {
 		case e := <-got:
-			if e.Kind != workflows.EventToolResult {
+			if e.Kind != troupe.EventToolResult {
 				continue
 			}
 		case <-guard:

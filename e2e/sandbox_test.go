@@ -16,6 +16,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -26,18 +27,18 @@ import (
 )
 
 // queryEvents returns a workflow's events (a closed workflow answers too).
-func queryEvents(c client.Client, id string) ([]workflows.Event, error) {
-	resp, err := c.QueryWorkflow(context.Background(), id, "", workflows.EventsQuery, 0)
+func queryEvents(c client.Client, id string) ([]troupe.Event, error) {
+	resp, err := c.QueryWorkflow(context.Background(), id, "", troupe.EventsQuery, 0)
 	if err != nil {
 		return nil, err
 	}
-	var evs []workflows.Event
+	var evs []troupe.Event
 	err = resp.Get(&evs)
 	return evs, err
 }
 
 // eventsOf is queryEvents for a workflow that must answer.
-func eventsOf(t *testing.T, c client.Client, id string) []workflows.Event {
+func eventsOf(t *testing.T, c client.Client, id string) []troupe.Event {
 	t.Helper()
 	evs, err := queryEvents(c, id)
 	if err != nil {
@@ -46,7 +47,7 @@ func eventsOf(t *testing.T, c client.Client, id string) []workflows.Event {
 	return evs
 }
 
-func countKinds(evs []workflows.Event) map[string]int {
+func countKinds(evs []troupe.Event) map[string]int {
 	n := map[string]int{}
 	for _, e := range evs {
 		n[e.Kind]++
@@ -99,7 +100,7 @@ func TestSandboxIdleSuspend(t *testing.T) {
 	}
 	var sums []string
 	for _, e := range evs {
-		if e.Kind == workflows.EventToolResult && e.Tool == "exec_command" {
+		if e.Kind == troupe.EventToolResult && e.Tool == "exec_command" {
 			sums = append(sums, sha256Line.FindString(e.Detail))
 		}
 	}
@@ -215,7 +216,7 @@ func TestSandboxDiesMidRun(t *testing.T) {
 func waitForHang(t *testing.T, c client.Client, ms *scripted.Server, childID string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for ms.Count("fault-hang") == 0 || !hasEvent(c, childID, workflows.EventToolCalled, 2) {
+	for ms.Count("fault-hang") == 0 || !hasEvent(c, childID, troupe.EventToolCalled, 2) {
 		if time.Now().After(deadline) {
 			t.Fatal("the hanging command never started")
 		}

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/codereview"
@@ -67,7 +68,7 @@ func TestSessionSurvivesWorkerKill(t *testing.T) {
 	if rec.Outcome != runtime.TurnAnswered || string(rec.Output) != `"saved"` {
 		t.Fatalf("first turn %+v", rec)
 	}
-	if got := strings.Join(seen, ","); !strings.Contains(got, workflows.EventSandboxProvisioned) || !strings.HasSuffix(got, workflows.EventFinal) {
+	if got := strings.Join(seen, ","); !strings.Contains(got, workflows.EventSandboxProvisioned) || !strings.HasSuffix(got, troupe.EventFinal) {
 		t.Errorf("the first turn's follower saw %s, want the sandbox provisioned and the answer last", got)
 	}
 
@@ -636,7 +637,7 @@ func TestCodeReviewSession(t *testing.T) {
 	checkReview(t, review.Output, out)
 	var loaded []string
 	fix, err := s.Ask(ctx, "Now fix the finding in auth/login.go and show the diff", func(e troupeclient.Event) {
-		if e.Kind == workflows.EventToolCalled && e.Tool == "load_skill" {
+		if e.Kind == troupe.EventToolCalled && e.Tool == "load_skill" {
 			loaded = append(loaded, e.Detail)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -108,7 +109,7 @@ func TestTextStreamsToFollowers(t *testing.T) {
 		if n := countDeltas(evs); n != 0 {
 			t.Errorf("%d deltas from a relay that does not answer", n)
 		}
-		if len(evs) == 0 || evs[len(evs)-1].Kind != workflows.EventFinal || evs[len(evs)-1].WorkflowID != run {
+		if len(evs) == 0 || evs[len(evs)-1].Kind != troupe.EventFinal || evs[len(evs)-1].WorkflowID != run {
 			t.Errorf("the follower's events end with %+v; want the run's final output", evs[len(evs)-1:])
 		}
 		// A run on a worker that publishes no deltas at all has the same
@@ -154,7 +155,7 @@ func TestSessionsSendStreams(t *testing.T) {
 	if err := json.Unmarshal([]byte(js.stdout.String()), &rec); err != nil || rec.Outcome == "" {
 		t.Errorf("--json output %q (%v); want the turn's record", js.stdout.String(), err)
 	}
-	if strings.Contains(js.stdout.String()+js.errText(), workflows.EventTextDelta) || strings.Contains(js.errText(), "[plodder] turn") {
+	if strings.Contains(js.stdout.String()+js.errText(), troupe.EventTextDelta) || strings.Contains(js.errText(), "[plodder] turn") {
 		t.Errorf("--json shows deltas or progress:\nstdout %s\nstderr %s", js.stdout.String(), js.errText())
 	}
 }
@@ -162,19 +163,19 @@ func TestSessionsSendStreams(t *testing.T) {
 // followedEvents collects what a follower passes its fn, in order.
 type followedEvents struct {
 	mu  sync.Mutex
-	evs []workflows.Event
+	evs []troupe.Event
 }
 
-func (f *followedEvents) add(e workflows.Event) {
+func (f *followedEvents) add(e troupe.Event) {
 	f.mu.Lock()
 	f.evs = append(f.evs, e)
 	f.mu.Unlock()
 }
 
-func (f *followedEvents) all() []workflows.Event {
+func (f *followedEvents) all() []troupe.Event {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]workflows.Event(nil), f.evs...)
+	return append([]troupe.Event(nil), f.evs...)
 }
 
 // waitRelay waits until a worker polling queue advertises a delta relay,
@@ -250,7 +251,7 @@ func follow(t *testing.T, run string, res <-chan streamResult, followers ...func
 // checkStreamed checks what a follower that asked for deltas got: several
 // deltas of the streamer's first turn, numbered 0, adding up to the
 // answer, all before the turn's model_turn event.
-func checkStreamed(t *testing.T, evs []workflows.Event, run, answer string) {
+func checkStreamed(t *testing.T, evs []troupe.Event, run, answer string) {
 	t.Helper()
 	agentWF := run + "/0-streamer"
 	turnAt := -1
@@ -258,9 +259,9 @@ func checkStreamed(t *testing.T, evs []workflows.Event, run, answer string) {
 	n := 0
 	for i, e := range evs {
 		switch {
-		case e.Kind == workflows.EventTurn && e.WorkflowID == agentWF && e.Turn == 1:
+		case e.Kind == troupe.EventTurn && e.WorkflowID == agentWF && e.Turn == 1:
 			turnAt = i
-		case e.Kind == workflows.EventTextDelta:
+		case e.Kind == troupe.EventTextDelta:
 			n++
 			if turnAt >= 0 {
 				t.Errorf("delta %q after the turn's model_turn event", e.Detail)
@@ -279,10 +280,10 @@ func checkStreamed(t *testing.T, evs []workflows.Event, run, answer string) {
 	}
 }
 
-func countDeltas(evs []workflows.Event) int {
+func countDeltas(evs []troupe.Event) int {
 	n := 0
 	for _, e := range evs {
-		if e.Kind == workflows.EventTextDelta {
+		if e.Kind == troupe.EventTextDelta {
 			n++
 		}
 	}
@@ -294,7 +295,7 @@ func countDeltas(evs []workflows.Event) int {
 func checkNoDeltaRecorded(t *testing.T, c client.Client, run string) {
 	t.Helper()
 	for _, e := range runEvents(t, c, run) {
-		if e.Kind == workflows.EventTextDelta {
+		if e.Kind == troupe.EventTextDelta {
 			t.Errorf("recorded event %+v is a delta", e)
 		}
 	}
@@ -307,7 +308,7 @@ func checkNoDeltaRecorded(t *testing.T, c client.Client, run string) {
 				t.Fatal(err)
 			}
 			n++
-			if strings.Contains(ev.String(), workflows.EventTextDelta) {
+			if strings.Contains(ev.String(), troupe.EventTextDelta) {
 				t.Errorf("history event %d of %s holds a delta: %s", ev.GetEventId(), id, ev)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/jaegertest"
@@ -120,7 +121,7 @@ func TestTracesAcrossCrash(t *testing.T) {
 	agentWorkflows := map[string]string{} // workflow id → agent
 	var ids []string
 	pending := []string{run.GetID()}
-	events := map[string][]workflows.Event{}
+	events := map[string][]troupe.Event{}
 	for len(pending) > 0 {
 		id := pending[0]
 		pending = pending[1:]
@@ -130,7 +131,7 @@ func TestTracesAcrossCrash(t *testing.T) {
 		ids = append(ids, id)
 		events[id] = eventsOf(t, c, id)
 		for _, e := range events[id] {
-			if (e.Kind == workflows.EventAgentStarted || e.Kind == workflows.EventAgentToolStarted) && e.Child != "" {
+			if (e.Kind == troupe.EventAgentStarted || e.Kind == troupe.EventAgentToolStarted) && e.Child != "" {
 				agentWorkflows[e.Child] = e.Child[strings.LastIndex(e.Child, "-")+1:]
 				pending = append(pending, e.Child)
 			}
@@ -267,7 +268,7 @@ func TestTracesAcrossCrash(t *testing.T) {
 		// activity: no StartActivity span).
 		turns := map[string]bool{}
 		for _, e := range events[id] {
-			if e.Kind == workflows.EventTurn {
+			if e.Kind == troupe.EventTurn {
 				turns[fmt.Sprint(e.Turn)] = true
 			}
 		}
@@ -300,7 +301,7 @@ func TestTracesAcrossCrash(t *testing.T) {
 		// An execute_tool span per tool call.
 		calls := map[string]string{}
 		for _, e := range events[id] {
-			if e.Kind == workflows.EventToolResult || e.Kind == workflows.EventAgentToolFinished {
+			if e.Kind == troupe.EventToolResult || e.Kind == troupe.EventAgentToolFinished {
 				calls[e.CallID] = e.Tool
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime"
@@ -182,7 +183,7 @@ func (a *Activities) withDeltas(ctx context.Context, in ModelInput, agent string
 	if bus == nil {
 		return ctx, func() {}
 	}
-	base := Event{WorkflowID: in.Run.WorkflowID, Agent: agent, Turn: in.Run.Turn}
+	base := troupe.Event{WorkflowID: in.Run.WorkflowID, Agent: agent, Turn: in.Run.Turn}
 	if base.WorkflowID == "" && activity.IsActivity(ctx) {
 		base.WorkflowID = activity.GetInfo(ctx).WorkflowExecution.ID
 	}
@@ -190,7 +191,7 @@ func (a *Activities) withDeltas(ctx context.Context, in ModelInput, agent string
 	ctx = model.WithDeltas(ctx, func(d model.Delta) {
 		sent.Store(true)
 		e := base
-		e.Kind, e.Detail, e.Time = EventTextDelta, d.Text, time.Now()
+		e.Kind, e.Detail, e.Time = troupe.EventTextDelta, d.Text, time.Now()
 		bus.publishDelta(e)
 	})
 	return ctx, func() {

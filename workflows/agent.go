@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -55,7 +56,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*Ag
 			st.MCP, st.MCPLost = carry.MCP, carry.MCPLost
 		}
 	} else {
-		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: agent.Name})
+		rec.add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: agent.Name})
 	}
 	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in.AgentInput, continued: in.Carry != nil, ctl: newControl(ctx, true)}
 	calls.ctl.paused, calls.ctl.interrupted = carry.Paused, carry.Interrupted
@@ -84,7 +85,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*Ag
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
 	// the agent's own and a follower that stops there misses nothing.
-	finish := func(e Event, res *AgentResult, err error) (*AgentResult, error) {
+	finish := func(e troupe.Event, res *AgentResult, err error) (*AgentResult, error) {
 		var lease *runtime.SandboxLease
 		switch {
 		case calls.sb != nil && kept && err == nil:
@@ -109,7 +110,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*Ag
 		return res, err
 	}
 	fail := func(err error) (*AgentResult, error) {
-		return finish(Event{Kind: EventFailed, Detail: failureText(err)}, nil, err)
+		return finish(troupe.Event{Kind: troupe.EventFailed, Detail: failureText(err)}, nil, err)
 	}
 	result := func() *AgentResult {
 		return &AgentResult{Agent: agent.Name, Transcript: st.Transcript, Turns: st.Turn, ToolCalls: st.ToolCalls, Usage: st.Usage, Agents: st.Agents}
@@ -129,7 +130,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*Ag
 			if calls.ctl.stopping() {
 				res := result()
 				res.Interrupted, res.Pending = true, st.Pending
-				return finish(Event{Kind: EventInterrupted, Turn: next.Turn, Detail: "interrupted by the user before turn " + fmt.Sprint(next.Turn)}, res, nil)
+				return finish(troupe.Event{Kind: troupe.EventInterrupted, Turn: next.Turn, Detail: "interrupted by the user before turn " + fmt.Sprint(next.Turn)}, res, nil)
 			}
 			if canContinue && r.timeToContinue(ctx, spec, turnsInRun) {
 				err := r.continueAsNew(ctx, in, st, calls, rec)
@@ -163,11 +164,11 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*Ag
 			if len(mo.Step.Calls) > 0 {
 				detail = fmt.Sprintf("%d tool call(s)", len(mo.Step.Calls))
 			}
-			rec.add(ctx, Event{Kind: EventTurn, Agent: agent.Name, Turn: rc.Turn, Detail: detail})
+			rec.add(ctx, troupe.Event{Kind: troupe.EventTurn, Agent: agent.Name, Turn: rc.Turn, Detail: detail})
 			next = st.ModelDone(agent, mo.Transcript, mo.Step, mo.Usage)
 			calls.count(ctx, st, rc.Turn, &mo)
 			if next.Correction != "" {
-				rec.add(ctx, Event{Kind: EventOutputInvalid, Agent: agent.Name, Turn: rc.Turn, Detail: next.Correction})
+				rec.add(ctx, troupe.Event{Kind: troupe.EventOutputInvalid, Agent: agent.Name, Turn: rc.Turn, Detail: next.Correction})
 			}
 		case runtime.RunCalls:
 			if err := calls.ctl.hold(ctx, calls.sb); err != nil {
@@ -194,11 +195,11 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*Ag
 			}
 			res := result()
 			res.Output = next.Output
-			return finish(Event{Kind: EventFinal, Turn: rc.Turn, Detail: preview(string(next.Output), 200)}, res, nil)
+			return finish(troupe.Event{Kind: troupe.EventFinal, Turn: rc.Turn, Detail: preview(string(next.Output), 200)}, res, nil)
 		case runtime.HandOff:
 			res := result()
 			res.Handoff, res.Pending = next.Handoff, st.Pending
-			return finish(Event{Kind: EventHandoff, Turn: rc.Turn, Tool: next.Handoff.Name,
+			return finish(troupe.Event{Kind: troupe.EventHandoff, Turn: rc.Turn, Tool: next.Handoff.Name,
 				Detail: agent.Name + " → " + agent.Tool(next.Handoff.Name).Target}, res, nil)
 		case runtime.Fail:
 			typ := ErrMaxTurns
@@ -263,7 +264,7 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentWorkflowInput, st *
 	if err := rec.savePage(ctx); err != nil {
 		return err
 	}
-	rec.add(ctx, Event{Kind: EventContinued, Agent: st.Agent, Turn: st.Turn,
+	rec.add(ctx, troupe.Event{Kind: troupe.EventContinued, Agent: st.Agent, Turn: st.Turn,
 		Detail: fmt.Sprintf("history of %d events: continuing as new before turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), st.Turn)})
 	carry.Events = rec.events[max(0, len(rec.events)-carriedEvents):]
 	carry.NextEvent, carry.Pages = rec.next, rec.pages
@@ -343,7 +344,7 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			what = "model unreachable"
 		}
 		wait := modelBackoff(attempt)
-		rec.add(ctx, Event{Kind: EventModelRetry, Agent: in.Agent, Turn: in.Run.Turn,
+		rec.add(ctx, troupe.Event{Kind: troupe.EventModelRetry, Agent: in.Agent, Turn: in.Run.Turn,
 			Detail: fmt.Sprintf("%s: %s; retry %d of %d in %s", what, preview(rootCause(err), 300), attempt+1, modelAttempts, wait)})
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return err

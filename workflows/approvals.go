@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 )
@@ -303,7 +304,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 	}
 	for _, w := range waits {
 		w.span = traceApproval(ctx, gateCall{Agent: t.agent.Name, Kind: w.req.Kind, Call: agents.FunctionCall(w.req.CallID, w.req.Tool, w.req.Arguments)})
-		t.rec.add(ctx, Event{Kind: EventApprovalRequested, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID,
+		t.rec.add(ctx, troupe.Event{Kind: EventApprovalRequested, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID,
 			Approval: w.req.ID, Detail: preview(w.req.Arguments, 300)})
 		_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", ApprovalRequestSignal, w.req).Get(ctx, nil)
 	}
@@ -331,7 +332,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 		if dec.Message != "" {
 			detail += ": " + dec.Message
 		}
-		t.rec.add(ctx, Event{Kind: EventApprovalDecided, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID, Approval: w.req.ID, Detail: preview(detail, 300)})
+		t.rec.add(ctx, troupe.Event{Kind: EventApprovalDecided, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID, Approval: w.req.ID, Detail: preview(detail, 300)})
 		switch {
 		case !dec.Approve:
 			t.reject(w, t.rejection(dec), done)

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -373,7 +374,7 @@ func (b *treeBudget) refuse(ctx workflow.Context, wf string, r BudgetRefusal) {
 	if b.refused == "" {
 		b.refused = r.Reason
 	}
-	b.rec.add(ctx, Event{Kind: EventBudgetExceeded, Agent: r.Agent, Turn: r.Turn, Child: wf,
+	b.rec.add(ctx, troupe.Event{Kind: EventBudgetExceeded, Agent: r.Agent, Turn: r.Turn, Child: wf,
 		Detail: fmt.Sprintf("the model call of %s (turn %d) was refused: %s", r.Agent, r.Turn, r.Reason)})
 }
 

@@ -3,6 +3,8 @@ package workflows
 import (
 	"strings"
 	"sync"
+
+	"github.com/troupe-dev/troupe"
 )
 
 // EventBus carries the events this process's workflows record, as they
@@ -32,7 +34,7 @@ type EventBus struct {
 
 type busSub struct {
 	root string
-	ch   chan Event
+	ch   chan troupe.Event
 	// events and deltas say what the subscriber takes: recorded events,
 	// and text deltas with their ends.
 	events, deltas bool
@@ -47,17 +49,17 @@ func NewEventBus() *EventBus { return &EventBus{subs: map[*busSub]struct{}{}} }
 
 // publish hands e, an event a workflow records, to the followers of its
 // run.
-func (b *EventBus) publish(e Event) {
+func (b *EventBus) publish(e troupe.Event) {
 	b.send(e, false)
 }
 
 // publishDelta hands e, a text delta or the end of a model call's deltas,
 // to the followers of its run that take deltas.
-func (b *EventBus) publishDelta(e Event) {
+func (b *EventBus) publishDelta(e troupe.Event) {
 	b.send(e, true)
 }
 
-func (b *EventBus) send(e Event, delta bool) {
+func (b *EventBus) send(e troupe.Event, delta bool) {
 	if b == nil {
 		return
 	}
@@ -79,8 +81,8 @@ func (b *EventBus) send(e Event, delta bool) {
 // subscribe returns what the bus carries for the run root and its
 // workflows from now on (recorded events, deltas, or both), with room for
 // buffer of them, and a func that ends the subscription.
-func (b *EventBus) subscribe(root string, events, deltas bool, buffer int) (<-chan Event, func()) {
-	s := &busSub{root: root, ch: make(chan Event, buffer), events: events, deltas: deltas}
+func (b *EventBus) subscribe(root string, events, deltas bool, buffer int) (<-chan troupe.Event, func()) {
+	s := &busSub{root: root, ch: make(chan troupe.Event, buffer), events: events, deltas: deltas}
 	b.mu.Lock()
 	b.subs[s] = struct{}{}
 	b.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -158,7 +159,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		if item.OutputRef != "" {
 			detail = "(large output stored at " + item.OutputRef + ")"
 		}
-		t.rec.add(ctx, Event{Kind: EventToolResult, Agent: t.agent.Name, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID, Detail: preview(detail, 200)})
+		t.rec.add(ctx, troupe.Event{Kind: troupe.EventToolResult, Agent: t.agent.Name, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID, Detail: preview(detail, 200)})
 	}
 	wg.Wait(ctx)
 	if fatal != nil {
@@ -178,7 +179,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 }
 
 func (t *turnCalls) called(ctx workflow.Context, rc agents.RunContext, c agents.Item) {
-	t.rec.add(ctx, Event{Kind: EventToolCalled, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(c.Arguments, 200)})
+	t.rec.add(ctx, troupe.Event{Kind: troupe.EventToolCalled, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(c.Arguments, 200)})
 }
 
 func (t *turnCalls) outputKey(rc agents.RunContext, c agents.Item) string {
@@ -251,7 +252,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		return
 	}
 	prefix := fmt.Sprintf("%s/t%d.%d", rc.WorkflowID, rc.Turn, i)
-	t.rec.add(ctx, Event{Kind: EventAgentToolStarted, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+	t.rec.add(ctx, troupe.Event{Kind: troupe.EventAgentToolStarted, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
 		Detail: preview(args.Input, 200), Child: fmt.Sprintf("%s/0-%s", prefix, tool.Target)})
 	wg.Add(1)
 	workflow.Go(ctx, func(gctx workflow.Context) {
@@ -292,7 +293,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 			output = t.checkAgentOutput(gctx, rc, c, output, fatal, usage)
 		}
 		done[c.CallID] = t.output(c, output)
-		t.rec.add(gctx, Event{Kind: EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(output, 200)})
+		t.rec.add(gctx, troupe.Event{Kind: troupe.EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(output, 200)})
 	})
 }
 

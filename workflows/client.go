@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/blob"
 )
 
@@ -120,7 +121,7 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 // A workflow busy in a long workflow task (an agent waiting on a model
 // call, a local activity) answers queries only when the task ends; it
 // does not hold up the events of the others.
-func Follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event), opts ...FollowOption) error {
+func Follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(troupe.Event), opts ...FollowOption) error {
 	return FollowLive(ctx, c, workflowID, every, nil, fn, opts...)
 }
 
@@ -144,7 +145,7 @@ type Cursor map[string]int
 
 // Add moves c past e, and makes a workflow that e starts known to c. A
 // text delta (Seq 0) moves nothing.
-func (c Cursor) Add(e Event) {
+func (c Cursor) Add(e troupe.Event) {
 	if e.Seq > c[e.WorkflowID] {
 		c[e.WorkflowID] = e.Seq
 	}
@@ -207,7 +208,7 @@ func WithEventStore(store *blob.Store) FollowOption {
 // process's workers, and from the delta relays of the other workers of
 // the run's task queue. A turn's deltas reach fn before the turn's
 // model_turn event, never after it.
-func FollowLive(ctx context.Context, c client.Client, workflowID string, every time.Duration, bus *EventBus, fn func(Event), opts ...FollowOption) error {
+func FollowLive(ctx context.Context, c client.Client, workflowID string, every time.Duration, bus *EventBus, fn func(troupe.Event), opts ...FollowOption) error {
 	var cfg followConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -215,15 +216,15 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	if bus == nil && !cfg.deltas {
 		return follow(ctx, c, workflowID, every, fn, opts)
 	}
-	var live <-chan Event
+	var live <-chan troupe.Event
 	if bus != nil {
 		ch, unsubscribe := bus.subscribe(workflowID, true, cfg.deltas, busBuffer)
 		defer unsubscribe()
 		live = ch
 	}
-	var relayed chan Event
+	var relayed chan troupe.Event
 	if cfg.deltas {
-		relayed = make(chan Event, relayBuffer)
+		relayed = make(chan troupe.Event, relayBuffer)
 		rctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -233,10 +234,10 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		defer func() { stop(); <-done }()
 	}
 	order := newDeltaOrder(fn, relayed, relayHold, ctx.Done())
-	polled := make(chan Event, busBuffer)
+	polled := make(chan troupe.Event, busBuffer)
 	go func() {
 		defer close(polled)
-		_ = follow(ctx, c, workflowID, every, func(e Event) { polled <- e }, opts)
+		_ = follow(ctx, c, workflowID, every, func(e troupe.Event) { polled <- e }, opts)
 	}()
 	// Both streams keep each workflow's order; the polled one has no gap.
 	// An event is passed on when it is the next of its workflow.
@@ -244,8 +245,8 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	if last == nil {
 		last = map[string]int{}
 	}
-	held := map[string]map[int]Event{}
-	take := func(e Event, polled bool) {
+	held := map[string]map[int]troupe.Event{}
+	take := func(e troupe.Event, polled bool) {
 		if e.Seq <= last[e.WorkflowID] {
 			return
 		}
@@ -262,7 +263,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		}
 		h := held[e.WorkflowID]
 		if h == nil {
-			h = map[int]Event{}
+			h = map[int]troupe.Event{}
 			held[e.WorkflowID] = h
 		}
 		h[e.Seq] = e
@@ -276,8 +277,8 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 			order.event(next)
 		}
 	}
-	fromBus := func(e Event) {
-		if e.Kind == EventTextDelta || e.Kind == eventTextEnd {
+	fromBus := func(e troupe.Event) {
+		if e.Kind == troupe.EventTextDelta || e.Kind == eventTextEnd {
 			order.delta(e)
 			return
 		}
@@ -309,12 +310,12 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 }
 
 // follow is Follow without a bus.
-func follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(Event), opts []FollowOption) error {
+func follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(troupe.Event), opts []FollowOption) error {
 	if every <= 0 {
 		every = 250 * time.Millisecond
 	}
 	t := newTree(c, workflowID, opts)
-	emit := func(round []Event) {
+	emit := func(round []troupe.Event) {
 		for _, e := range round {
 			fn(e)
 		}
@@ -443,9 +444,9 @@ func isClose(t enums.EventType) bool {
 // (busy in a long workflow task, or their worker busy replaying another)
 // are left out, unless WithPatience gives them longer; so is whatever ctx
 // cuts short. The error is the run's own query error in the last reading.
-func Events(ctx context.Context, c client.Client, workflowID string, opts ...FollowOption) ([]Event, error) {
+func Events(ctx context.Context, c client.Client, workflowID string, opts ...FollowOption) ([]troupe.Event, error) {
 	t := newTree(c, workflowID, opts)
-	var all []Event
+	var all []troupe.Event
 	deadline := time.Now().Add(t.patience)
 	for {
 		round, err := t.poll(ctx, 2*time.Second)
@@ -516,7 +517,7 @@ func (t *tree) gapped() bool {
 // time order across workflows. wait bounds each query (0: only ctx does);
 // a workflow that does not answer in time is asked again next poll. The
 // error is the root's query error, if any.
-func (t *tree) poll(ctx context.Context, wait time.Duration) ([]Event, error) {
+func (t *tree) poll(ctx context.Context, wait time.Duration) ([]troupe.Event, error) {
 	return t.pollOnly(ctx, wait, nil)
 }
 
@@ -535,8 +536,8 @@ func (t *tree) finished(id string) {
 
 // pollOnly is poll of the workflows in only (all when nil) and the
 // children found on the way.
-func (t *tree) pollOnly(ctx context.Context, wait time.Duration, only map[string]bool) ([]Event, error) {
-	var round []Event
+func (t *tree) pollOnly(ctx context.Context, wait time.Duration, only map[string]bool) ([]troupe.Event, error) {
+	var round []troupe.Event
 	var rootErr error
 	var wave []*followed
 	t.unanswered = 0
@@ -546,7 +547,7 @@ func (t *tree) pollOnly(ctx context.Context, wait time.Duration, only map[string
 		}
 	}
 	for len(wave) > 0 {
-		answers := make([][]Event, len(wave))
+		answers := make([][]troupe.Event, len(wave))
 		errs := make([]error, len(wave))
 		var wg sync.WaitGroup
 		for i, f := range wave {
@@ -579,7 +580,7 @@ func (t *tree) pollOnly(ctx context.Context, wait time.Duration, only map[string
 					next = append(next, child)
 				}
 				switch e.Kind {
-				case EventFinal, EventFailed, EventHandoff:
+				case troupe.EventFinal, troupe.EventFailed, troupe.EventHandoff:
 					if e.WorkflowID != t.root {
 						f.done = true
 					}
@@ -600,7 +601,7 @@ func (t *tree) pollOnly(ctx context.Context, wait time.Duration, only map[string
 // missing one are returned, so the next poll asks again. A gap is given up
 // on only after gapPatience without progress (the earlier runs are gone
 // for good: deleted by retention); the events after it are then returned.
-func (t *tree) query(parent context.Context, f *followed, wait time.Duration) ([]Event, error) {
+func (t *tree) query(parent context.Context, f *followed, wait time.Duration) ([]troupe.Event, error) {
 	ctx := parent
 	if wait > 0 {
 		var cancel context.CancelFunc
@@ -660,12 +661,12 @@ func passing(err error) bool {
 
 // queryRun returns the events after seen of a workflow's run ("" for the
 // latest).
-func (t *tree) queryRun(ctx context.Context, id, runID string, seen int) ([]Event, error) {
-	resp, err := t.c.QueryWorkflow(ctx, id, runID, EventsQuery, seen)
+func (t *tree) queryRun(ctx context.Context, id, runID string, seen int) ([]troupe.Event, error) {
+	resp, err := t.c.QueryWorkflow(ctx, id, runID, troupe.EventsQuery, seen)
 	if err != nil {
 		return nil, err
 	}
-	var evs []Event
+	var evs []troupe.Event
 	err = resp.Get(&evs)
 	return evs, err
 }
@@ -675,8 +676,8 @@ func (t *tree) queryRun(ctx context.Context, id, runID string, seen int) ([]Even
 // runs before the workflow's latest, walking back the chain of
 // continue-as-new until it has them all. When it cannot read them all, it
 // returns those it found, in order, and why the rest are missing.
-func (t *tree) backfill(ctx context.Context, id string, seen, next int) ([]Event, error) {
-	found := map[int]Event{}
+func (t *tree) backfill(ctx context.Context, id string, seen, next int) ([]troupe.Event, error) {
+	found := map[int]troupe.Event{}
 	if t.store != nil {
 		t.fromPages(ctx, id, seen, next, found)
 	}
@@ -704,7 +705,7 @@ func (t *tree) backfill(ctx context.Context, id string, seen, next int) ([]Event
 			return lowest <= seen+1 || holds(found, seen, next), nil
 		})
 	}
-	out := make([]Event, 0, len(found))
+	out := make([]troupe.Event, 0, len(found))
 	first := 0 // the first missing number
 	for n := seen + 1; n < next; n++ {
 		e, ok := found[n]
@@ -754,12 +755,12 @@ func (t *tree) walkBack(ctx context.Context, id string, fn func(run string) (don
 // fromPages adds to found the events numbered after seen and before next
 // that the workflow's pages in the blob store hold. It does its best: a
 // page that cannot be read is left to the earlier runs.
-func (t *tree) fromPages(ctx context.Context, id string, seen, next int, found map[int]Event) {
-	resp, err := t.c.QueryWorkflow(ctx, id, "", EventPagesQuery)
+func (t *tree) fromPages(ctx context.Context, id string, seen, next int, found map[int]troupe.Event) {
+	resp, err := t.c.QueryWorkflow(ctx, id, "", troupe.EventPagesQuery)
 	if err != nil {
 		return // A worker from before pages, or busy: the earlier runs answer.
 	}
-	var pages []EventPage
+	var pages []troupe.EventPage
 	if resp.Get(&pages) != nil {
 		return
 	}
@@ -771,7 +772,7 @@ func (t *tree) fromPages(ctx context.Context, id string, seen, next int, found m
 		if err != nil {
 			continue
 		}
-		var evs []Event
+		var evs []troupe.Event
 		if json.Unmarshal(data, &evs) != nil {
 			continue
 		}
@@ -785,7 +786,7 @@ func (t *tree) fromPages(ctx context.Context, id string, seen, next int, found m
 
 // holds reports whether found has every event numbered after seen and
 // before next.
-func holds(found map[int]Event, seen, next int) bool {
+func holds(found map[int]troupe.Event, seen, next int) bool {
 	for n := seen + 1; n < next; n++ {
 		if _, ok := found[n]; !ok {
 			return false

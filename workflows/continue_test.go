@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -54,7 +55,7 @@ func TestContinueAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := workflows.AgentWorkflowInput{AgentInput: workflows.AgentInput{Graph: "can", Agent: "worker", RunID: "run", Pending: []agents.Item{agents.UserMessage("count")}}}
-	var events []workflows.Event
+	var events []troupe.Event
 	runs := 1
 	var res workflows.AgentResult
 	for ; ; runs++ {
@@ -116,7 +117,7 @@ func TestContinueAsNew(t *testing.T) {
 		}
 		kinds[e.Kind]++
 	}
-	if kinds[workflows.EventContinued] != runs-1 || kinds[workflows.EventSandboxProvisioned] != 1 || kinds[workflows.EventSandboxStopped] != 1 || kinds[workflows.EventAgentStarted] != 1 {
+	if kinds[troupe.EventContinued] != runs-1 || kinds[workflows.EventSandboxProvisioned] != 1 || kinds[workflows.EventSandboxStopped] != 1 || kinds[troupe.EventAgentStarted] != 1 {
 		t.Errorf("event kinds %v: want %d continued_as_new, one sandbox provisioned and stopped, one agent_started", kinds, runs-1)
 	}
 	if left := leftovers(t, root); len(left) != 0 {
@@ -130,7 +131,7 @@ func TestContinueAsNew(t *testing.T) {
 
 // checkPages checks that pages, read from the store, hold the events a
 // follower saw before the last run, each once, in order, from the first.
-func checkPages(t *testing.T, store *blob.Store, pages []workflows.EventPage, followed []workflows.Event) {
+func checkPages(t *testing.T, store *blob.Store, pages []troupe.EventPage, followed []troupe.Event) {
 	t.Helper()
 	next := 1
 	for _, p := range pages {
@@ -138,7 +139,7 @@ func checkPages(t *testing.T, store *blob.Store, pages []workflows.EventPage, fo
 		if err != nil {
 			t.Fatal(err)
 		}
-		var evs []workflows.Event
+		var evs []troupe.Event
 		if err := json.Unmarshal(data, &evs); err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +153,7 @@ func checkPages(t *testing.T, store *blob.Store, pages []workflows.EventPage, fo
 			next++
 		}
 	}
-	if after := followed[next-1]; after.Kind != workflows.EventContinued {
+	if after := followed[next-1]; after.Kind != troupe.EventContinued {
 		t.Errorf("the pages end at event %d, followed by %s; want them to end where the last run continued as new", next-1, after.Kind)
 	}
 }

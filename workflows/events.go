@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 )
@@ -32,40 +33,31 @@ const queryPage = 2500
 // a follower's cursor stays good across runs.
 type recorder struct {
 	id     string
-	events []Event
-	next   int         // the number of the next event
-	pages  []EventPage // the events of earlier runs, in the blob store
-	bus    *EventBus   // nil for none
-}
-
-// EventPage is a page of a workflow's events saved in the blob store when
-// one of its runs continued as new: the events numbered From to To, as a
-// JSON array under Key.
-type EventPage struct {
-	From int    `json:"from"`
-	To   int    `json:"to"`
-	Key  string `json:"key"`
+	events []troupe.Event
+	next   int                // the number of the next event
+	pages  []troupe.EventPage // the events of earlier runs, in the blob store
+	bus    *EventBus          // nil for none
 }
 
 // SaveEventsInput is a page of events to save.
 type SaveEventsInput struct {
-	Key    string  `json:"key"`
-	Events []Event `json:"events"`
+	Key    string         `json:"key"`
+	Events []troupe.Event `json:"events"`
 }
 
 // newRecorder starts the recorder of a workflow run, with the events and
 // pages a previous run of the workflow carried over (none for a first
 // run).
-func newRecorder(ctx workflow.Context, carried []Event, next int, pages []EventPage, bus *EventBus) (*recorder, error) {
+func newRecorder(ctx workflow.Context, carried []troupe.Event, next int, pages []troupe.EventPage, bus *EventBus) (*recorder, error) {
 	rec := &recorder{id: workflow.GetInfo(ctx).WorkflowExecution.ID, events: carried, next: max(next, 1), pages: pages, bus: bus}
-	err := workflow.SetQueryHandler(ctx, EventsQuery, func(after int) ([]Event, error) {
+	err := workflow.SetQueryHandler(ctx, troupe.EventsQuery, func(after int) ([]troupe.Event, error) {
 		return rec.after(after), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	err = workflow.SetQueryHandler(ctx, EventPagesQuery, func() ([]EventPage, error) {
-		return append([]EventPage{}, rec.pages...), nil
+	err = workflow.SetQueryHandler(ctx, troupe.EventPagesQuery, func() ([]troupe.EventPage, error) {
+		return append([]troupe.EventPage{}, rec.pages...), nil
 	})
 	return rec, err
 }
@@ -88,12 +80,12 @@ func (rec *recorder) savePage(ctx workflow.Context) error {
 	if n := len(rec.pages); n > 0 {
 		from = rec.pages[n-1].To + 1
 	}
-	i := slices.IndexFunc(rec.events, func(e Event) bool { return e.Seq >= from })
+	i := slices.IndexFunc(rec.events, func(e troupe.Event) bool { return e.Seq >= from })
 	if i < 0 {
 		return nil
 	}
 	evs := rec.events[i:]
-	page := EventPage{From: evs[0].Seq, To: evs[len(evs)-1].Seq, Key: fmt.Sprintf("events/%s/%09d.json", rec.id, evs[0].Seq)}
+	page := troupe.EventPage{From: evs[0].Seq, To: evs[len(evs)-1].Seq, Key: fmt.Sprintf("events/%s/%09d.json", rec.id, evs[0].Seq)}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
@@ -114,16 +106,16 @@ func (rec *recorder) savePage(ctx workflow.Context) error {
 }
 
 // after returns the events numbered after n, at most queryPage of them.
-func (rec *recorder) after(n int) []Event {
+func (rec *recorder) after(n int) []troupe.Event {
 	for i, e := range rec.events {
 		if e.Seq > n {
 			return rec.events[i:min(len(rec.events), i+queryPage)]
 		}
 	}
-	return []Event{}
+	return []troupe.Event{}
 }
 
-func (rec *recorder) add(ctx workflow.Context, e Event) {
+func (rec *recorder) add(ctx workflow.Context, e troupe.Event) {
 	e.Seq = rec.next
 	rec.next++
 	e.Time = workflow.Now(ctx)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/memory"
@@ -47,11 +48,11 @@ func TestGoldenPayloads(t *testing.T) {
 		"mcp_catalog": workflows.MCPCatalog{Queue: "troupe-mcp-host-1a2b3c4d", Specs: "mcp/tools/5f0c", Tools: []workflows.MCPToolRef{
 			{Name: "gh_create_issue", Server: "github", Remote: "create_issue", Approval: true}, {Name: "gh_search", Server: "github", Remote: "search"}}},
 		"mcp_call_input":    workflows.MCPCallInput{Graph: "dealdesk", Agent: "triage", Run: rc, Server: "github", Call: call, OutputKey: "outputs/run-1/2-call_1"},
-		"save_events_input": workflows.SaveEventsInput{Key: "events/run-1/1-coordinator/000000001.json", Events: []workflows.Event{{Seq: 1, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: workflows.EventAgentStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator"}}},
-		"event_pages":       []workflows.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}},
+		"save_events_input": workflows.SaveEventsInput{Key: "events/run-1/1-coordinator/000000001.json", Events: []troupe.Event{{Seq: 1, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: troupe.EventAgentStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator"}}},
+		"event_pages":       []troupe.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}},
 		"agent_carry": workflows.AgentCarry{State: runtime.AgentState{Agent: "coordinator", Transcript: ref, Turn: 101, ToolCalls: 100, Usage: usage}, NextEvent: 611,
-			Pages: []workflows.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}}},
-		"event": workflows.Event{Seq: 4, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: workflows.EventAgentToolStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator", Turn: 1, Tool: "review_pricing", CallID: "call_1", Detail: "Review pricing", Child: "run-1/1-coordinator/t1.0/0-pricing_reviewer"},
+			Pages: []troupe.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}}},
+		"event": troupe.Event{Seq: 4, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: troupe.EventAgentToolStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator", Turn: 1, Tool: "review_pricing", CallID: "call_1", Detail: "Review pricing", Child: "run-1/1-coordinator/t1.0/0-pricing_reviewer"},
 	}
 	at := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 	lease := runtime.SandboxLease{State: runtime.LeaseSuspended, Snapshot: "snapshots/session-1/9f86d0.tar.zst", Generation: 2, Guidance: "outputs/session-1/t1/0-coordinator/guidance-1f2e3d4c5b6a7988.md"}
@@ -61,7 +62,7 @@ func TestGoldenPayloads(t *testing.T) {
 		Queue: []runtime.SessionMessage{{Turn: "t4", Text: "and at 30%?", At: at}}, Turns: 3, NextTurn: 4, Recent: []runtime.TurnRecord{rec}, Usage: usage,
 		Leases: []runtime.AgentLease{{Agent: "coordinator", Lease: lease}}, LastActivity: at}
 	payloads["session_input"] = workflows.SessionInput{Graph: "dealdesk", Agent: "triage", Name: "acme renewal", Policy: runtime.PolicyRollback, Vars: rc.Vars}
-	payloads["session_carry"] = workflows.SessionCarry{State: state, NextEvent: 40, Pages: []workflows.EventPage{{From: 1, To: 39, Key: "events/session-1/session-1/000000001.json"}}}
+	payloads["session_carry"] = workflows.SessionCarry{State: state, NextEvent: 40, Pages: []troupe.EventPage{{From: 1, To: 39, Key: "events/session-1/session-1/000000001.json"}}}
 	payloads["send_input"] = workflows.SendInput{Message: "what if the discount were 25%?", Wait: true}
 	payloads["send_result"] = workflows.SendResult{Turn: "t3", Ahead: 1, Cursor: workflows.Cursor{"session-1": 31}, Record: &rec}
 	payloads["session_command"] = workflows.SessionCommand{Op: workflows.CommandRename, Arg: "acme renewal"}

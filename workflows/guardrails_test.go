@@ -15,6 +15,7 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -404,9 +405,9 @@ func TestGuardrails(t *testing.T) {
 					// Its work so far stays readable: the agent's events say
 					// which guardrail tripped, and end with the failure.
 					evs := childEvents(t, env, trip.Workflow)
-					i := slices.IndexFunc(evs, func(e workflows.Event) bool { return e.Kind == workflows.EventGuardrailTripped })
+					i := slices.IndexFunc(evs, func(e troupe.Event) bool { return e.Kind == workflows.EventGuardrailTripped })
 					last := evs[len(evs)-1]
-					if i < 0 || !strings.Contains(evs[i].Detail, tc.trip) || last.Kind != workflows.EventFailed || !strings.Contains(last.Detail, workflows.ErrGuardrailTripped) {
+					if i < 0 || !strings.Contains(evs[i].Detail, tc.trip) || last.Kind != troupe.EventFailed || !strings.Contains(last.Detail, workflows.ErrGuardrailTripped) {
 						t.Errorf("events of %s: %+v; want guardrail_tripped naming %s, and failed last", trip.Workflow, evs, tc.trip)
 					}
 				}
@@ -439,13 +440,13 @@ func TestGuardrails(t *testing.T) {
 }
 
 // childEvents are the events the workflow id recorded in env's run.
-func childEvents(t *testing.T, env *testsuite.TestWorkflowEnvironment, id string) []workflows.Event {
+func childEvents(t *testing.T, env *testsuite.TestWorkflowEnvironment, id string) []troupe.Event {
 	t.Helper()
-	q, err := env.QueryWorkflowByID(id, workflows.EventsQuery, 0)
+	q, err := env.QueryWorkflowByID(id, troupe.EventsQuery, 0)
 	if err != nil {
 		t.Fatalf("events of %s: %v", id, err)
 	}
-	var evs []workflows.Event
+	var evs []troupe.Event
 	if err := q.Get(&evs); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -59,7 +60,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 		if rec, err = newRecorder(ctx, nil, 1, nil, r.cfg.Events); err != nil {
 			return nil, err
 		}
-		rec.add(ctx, Event{Kind: EventRunStarted, Agent: start, Detail: preview(in.Input, 200)})
+		rec.add(ctx, troupe.Event{Kind: troupe.EventRunStarted, Agent: start, Detail: preview(in.Input, 200)})
 		rs = routeState{Current: start, Input: AgentInput{Graph: in.Graph, RunID: wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}}
 		if isPinned {
 			rs.Input.Spec = spec
@@ -96,7 +97,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 		if err := rec.savePage(ctx); err != nil {
 			return err // Cancelled while the page was saved.
 		}
-		rec.add(ctx, Event{Kind: EventContinued, Agent: rs.Current,
+		rec.add(ctx, troupe.Event{Kind: troupe.EventContinued, Agent: rs.Current,
 			Detail: fmt.Sprintf("history of %d events: continuing as new before agent %d", info.GetCurrentHistoryLength(), rs.Next)})
 		next := in
 		next.Carry = &RunCarry{Spec: spec, Route: rs, Events: rec.events[max(0, len(rec.events)-carriedEvents):], NextEvent: rec.next, Pages: rec.pages}
@@ -114,11 +115,11 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 			return nil, err
 		}
 		err = budget.exceeded(ctx, err)
-		rec.add(ctx, Event{Kind: EventFailed, Detail: failureText(err)})
+		rec.add(ctx, troupe.Event{Kind: troupe.EventFailed, Detail: failureText(err)})
 		r.runRollout(ctx, spec, in.RunInput, wfID, nil, err)
 		return nil, err
 	}
-	rec.add(ctx, Event{Kind: EventFinal, Agent: rr.Agent, Detail: preview(string(rr.Output), 200)})
+	rec.add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Detail: preview(string(rr.Output), 200)})
 	r.runRollout(ctx, spec, in.RunInput, wfID, rr, nil)
 	budget.drain(ctx)
 	return &RunResult{
@@ -207,7 +208,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			in.Transcript.Key = "transcripts/" + childID
 		}
 		res.Path = append(res.Path, current)
-		rec.add(ctx, Event{Kind: EventAgentStarted, Agent: current, Child: childID})
+		rec.add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: current, Child: childID})
 		in.Session = nil
 		in.CheckInput = n == 0 && len(spec.Agent(current).GuardrailsOf(agents.GuardrailInput)) > 0
 		if a := spec.Agent(current); boxes != nil && a != nil && a.Sandbox {
@@ -269,7 +270,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			return res, nonRetryable(ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
 		}
 		res.Handoffs++
-		rec.add(ctx, Event{Kind: EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})
+		rec.add(ctx, troupe.Event{Kind: troupe.EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})
 		in.Transcript, in.Pending = ar.Transcript, ar.Pending
 		hctx, hspan := traceHandoff(ctx, current, childID, h)
 		if h.Hooks {

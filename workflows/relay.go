@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -264,7 +265,7 @@ var relayClient = &http.Client{Transport: &http.Transport{
 // takes from its bus), every relayDiscovery for new ones. A relay that
 // cannot be reached is tried again later, less and less often; nothing
 // is an error: without relays there are no deltas.
-func followRelays(ctx context.Context, c client.Client, root, own string, out chan<- Event) {
+func followRelays(ctx context.Context, c client.Client, root, own string, out chan<- troupe.Event) {
 	type relayState struct {
 		active bool
 		fails  int
@@ -356,7 +357,7 @@ const pollerFresh = 75 * time.Second
 // out until the relay or ctx ends the stream. Its error says why the
 // relay could not be read (nil when ctx ended it, or the relay closed the
 // stream after answering).
-func subscribeRelay(ctx context.Context, u, root string, out chan<- Event) error {
+func subscribeRelay(ctx context.Context, u, root string, out chan<- troupe.Event) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"?root="+url.QueryEscape(root), nil)
 	if err != nil {
 		return err
@@ -376,11 +377,11 @@ func subscribeRelay(ctx context.Context, u, root string, out chan<- Event) error
 		if len(line) == 0 {
 			continue // keep-alive
 		}
-		var e Event
+		var e troupe.Event
 		if json.Unmarshal(line, &e) != nil {
 			continue
 		}
-		if e.Kind != EventTextDelta && e.Kind != eventTextEnd ||
+		if e.Kind != troupe.EventTextDelta && e.Kind != eventTextEnd ||
 			e.WorkflowID != root && !strings.HasPrefix(e.WorkflowID, root+"/") {
 			continue // not a delta of the run: not the follower's to see
 		}
@@ -409,8 +410,8 @@ func subscribeRelay(ctx context.Context, u, root string, out chan<- Event) error
 // follower is stopping, and its relays with it). Deltas reach fn with Seq
 // 0, which a Cursor ignores.
 type deltaOrder struct {
-	fn      func(Event)
-	relayed <-chan Event // nil: no relay, nothing to wait for
+	fn      func(troupe.Event)
+	relayed <-chan troupe.Event // nil: no relay, nothing to wait for
 	hold    time.Duration
 	done    <-chan struct{}
 	// open are the turns whose deltas came and whose end did not;
@@ -424,12 +425,12 @@ type turnKey struct {
 	turn     int
 }
 
-func newDeltaOrder(fn func(Event), relayed <-chan Event, hold time.Duration, done <-chan struct{}) *deltaOrder {
+func newDeltaOrder(fn func(troupe.Event), relayed <-chan troupe.Event, hold time.Duration, done <-chan struct{}) *deltaOrder {
 	return &deltaOrder{fn: fn, relayed: relayed, hold: hold, done: done, open: map[turnKey]bool{}, recorded: map[string]int{}}
 }
 
 // delta takes a delta or a delta's end, from the bus or a relay.
-func (o *deltaOrder) delta(e Event) {
+func (o *deltaOrder) delta(e troupe.Event) {
 	if e.Turn <= o.recorded[e.WorkflowID] {
 		return // Its turn is recorded: too late to show.
 	}
@@ -437,7 +438,7 @@ func (o *deltaOrder) delta(e Event) {
 	switch e.Kind {
 	case eventTextEnd:
 		delete(o.open, k)
-	case EventTextDelta:
+	case troupe.EventTextDelta:
 		o.open[k] = true
 		e.Seq = 0
 		o.fn(e)
@@ -446,8 +447,8 @@ func (o *deltaOrder) delta(e Event) {
 
 // event passes on an event that a workflow recorded, once the deltas of
 // its turn are in when it is a model_turn.
-func (o *deltaOrder) event(e Event) {
-	if e.Kind == EventTurn {
+func (o *deltaOrder) event(e troupe.Event) {
+	if e.Kind == troupe.EventTurn {
 		k := turnKey{e.WorkflowID, e.Turn}
 		if o.open[k] && o.relayed != nil {
 			t := time.NewTimer(o.hold)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -37,12 +38,12 @@ func servedBus(t *testing.T) (*EventBus, string) {
 
 // subscribed subscribes to the relay at u for root and returns what it
 // brings; it returns once the relay has the subscription.
-func subscribed(t *testing.T, bus *EventBus, root string) <-chan Event {
+func subscribed(t *testing.T, bus *EventBus, root string) <-chan troupe.Event {
 	t.Helper()
 	u := bus.RelayURL()
 	before := relaySubscribers(bus)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan Event, 4096)
+	out := make(chan troupe.Event, 4096)
 	errc := make(chan error, 1)
 	go func() { errc <- subscribeRelay(ctx, u, root, out) }()
 	t.Cleanup(func() {
@@ -131,23 +132,23 @@ func TestRelayCarriesTheDeltasOfOneRun(t *testing.T) {
 		// The run's agents and the run's own id are the run's; another
 		// run, one whose id merely starts the same, and recorded events
 		// are not the relay's to carry.
-		bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: fmt.Sprint("a", i)})
-		bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-10/0-a", Turn: 1, Detail: "other run"})
-		bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-2/0-a", Turn: 1, Detail: "other run"})
-		bus.publish(Event{Seq: i + 1, Kind: EventToolCalled, WorkflowID: "run-1/0-a"})
+		bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: fmt.Sprint("a", i)})
+		bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-10/0-a", Turn: 1, Detail: "other run"})
+		bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-2/0-a", Turn: 1, Detail: "other run"})
+		bus.publish(troupe.Event{Seq: i + 1, Kind: troupe.EventToolCalled, WorkflowID: "run-1/0-a"})
 		want = append(want, fmt.Sprint("a", i))
 		if i == 20 {
-			bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-1/0-a/t1.0/0-b", Turn: 2, Detail: "child"})
+			bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a/t1.0/0-b", Turn: 2, Detail: "child"})
 			want = append(want, "child")
 		}
 	}
-	bus.publishDelta(Event{Kind: eventTextEnd, WorkflowID: "run-1/0-a", Turn: 1})
+	bus.publishDelta(troupe.Event{Kind: eventTextEnd, WorkflowID: "run-1/0-a", Turn: 1})
 	var seen []string
 	for e := range got {
 		if e.Kind == eventTextEnd {
 			break
 		}
-		if e.Seq != 0 || e.Kind != EventTextDelta {
+		if e.Seq != 0 || e.Kind != troupe.EventTextDelta {
 			t.Errorf("relay brought %+v; want deltas only, numbered 0", e)
 		}
 		seen = append(seen, e.Detail)
@@ -173,11 +174,11 @@ func TestRelayDropsForSlowSubscribers(t *testing.T) {
 	defer resp.Body.Close()
 	piece := strings.Repeat("x", 1000)
 	for range 100_000 { // 100 MB, far beyond any socket buffer
-		bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: piece})
+		bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: piece})
 	}
 	// Still serving: a second subscriber gets what is published now.
 	got := subscribed(t, bus, "run-1")
-	bus.publishDelta(Event{Kind: EventTextDelta, WorkflowID: "run-1/0-a", Turn: 2, Detail: "after"})
+	bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 2, Detail: "after"})
 	for e := range got {
 		if e.Turn == 2 {
 			if e.Detail != "after" {
@@ -266,24 +267,26 @@ func TestRelayInIdentity(t *testing.T) {
 }
 
 func TestDeltaOrder(t *testing.T) {
-	delta := func(wf string, turn int, text string) Event {
-		return Event{Kind: EventTextDelta, WorkflowID: wf, Turn: turn, Detail: text}
+	delta := func(wf string, turn int, text string) troupe.Event {
+		return troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: wf, Turn: turn, Detail: text}
 	}
-	end := func(wf string, turn int) Event { return Event{Kind: eventTextEnd, WorkflowID: wf, Turn: turn} }
-	turn := func(wf string, turn, seq int) Event {
-		return Event{Kind: EventTurn, WorkflowID: wf, Turn: turn, Seq: seq}
+	end := func(wf string, turn int) troupe.Event {
+		return troupe.Event{Kind: eventTextEnd, WorkflowID: wf, Turn: turn}
 	}
-	show := func(e Event) string {
-		if e.Kind == EventTextDelta {
+	turn := func(wf string, turn, seq int) troupe.Event {
+		return troupe.Event{Kind: troupe.EventTurn, WorkflowID: wf, Turn: turn, Seq: seq}
+	}
+	show := func(e troupe.Event) string {
+		if e.Kind == troupe.EventTextDelta {
 			return e.Detail
 		}
 		return fmt.Sprintf("%s#%d", e.Kind, e.Turn)
 	}
 
 	t.Run("a model_turn waits for the rest of its deltas from a relay", func(t *testing.T) {
-		relayed := make(chan Event, 8)
+		relayed := make(chan troupe.Event, 8)
 		var got []string
-		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
+		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
 		o.delta(delta("a", 1, "one "))
 		relayed <- delta("a", 1, "two ")
 		relayed <- delta("b", 4, "other ")
@@ -296,7 +299,7 @@ func TestDeltaOrder(t *testing.T) {
 	})
 	t.Run("deltas after their model_turn are dropped", func(t *testing.T) {
 		var got []string
-		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, nil, time.Hour, nil)
+		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, nil, time.Hour, nil)
 		o.event(turn("a", 1, 3))
 		o.delta(delta("a", 1, "late"))
 		o.delta(delta("a", 2, "next turn"))
@@ -308,14 +311,14 @@ func TestDeltaOrder(t *testing.T) {
 		}
 	})
 	t.Run("a turn whose deltas ended, or that had none, goes at once", func(t *testing.T) {
-		relayed := make(chan Event) // nothing ever comes
+		relayed := make(chan troupe.Event) // nothing ever comes
 		var got []string
-		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
+		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
 		o.delta(delta("a", 1, "x"))
 		o.delta(end("a", 1))
 		o.event(turn("a", 1, 1))
 		o.event(turn("a", 2, 2))
-		o.event(Event{Kind: EventToolCalled, WorkflowID: "a", Seq: 3})
+		o.event(troupe.Event{Kind: troupe.EventToolCalled, WorkflowID: "a", Seq: 3})
 		want := "x|model_turn#1|model_turn#2|tool_called#0"
 		if strings.Join(got, "|") != want {
 			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
@@ -325,7 +328,7 @@ func TestDeltaOrder(t *testing.T) {
 		done := make(chan struct{})
 		close(done)
 		var got []string
-		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, make(chan Event), time.Hour, done)
+		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, make(chan troupe.Event), time.Hour, done)
 		o.delta(delta("a", 1, "cut "))
 		o.event(turn("a", 1, 1)) // would wait an hour for the end
 		if want := "cut |model_turn#1"; strings.Join(got, "|") != want {
@@ -333,12 +336,12 @@ func TestDeltaOrder(t *testing.T) {
 		}
 	})
 	t.Run("a retried call's deltas all precede the turn", func(t *testing.T) {
-		relayed := make(chan Event, 8)
+		relayed := make(chan troupe.Event, 8)
 		var got []string
-		o := newDeltaOrder(func(e Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
+		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
 		o.delta(delta("a", 1, "attempt1 "))
 		o.delta(end("a", 1))
-		o.event(Event{Kind: EventModelRetry, WorkflowID: "a", Turn: 1, Seq: 2})
+		o.event(troupe.Event{Kind: troupe.EventModelRetry, WorkflowID: "a", Turn: 1, Seq: 2})
 		o.delta(delta("a", 1, "attempt2 "))
 		relayed <- end("a", 1)
 		o.event(turn("a", 1, 3))
@@ -398,7 +401,7 @@ func TestModelActivityPublishesDeltas(t *testing.T) {
 				select {
 				case e := <-deltas:
 					switch e.Kind {
-					case EventTextDelta:
+					case troupe.EventTextDelta:
 						n++
 						text.WriteString(e.Detail)
 						if e.WorkflowID != "run-1/0-talker" || e.Agent != "talker" || e.Turn != 3 || e.Seq != 0 {
@@ -418,7 +421,7 @@ func TestModelActivityPublishesDeltas(t *testing.T) {
 				t.Errorf("the activity published %d recorded events; want none", len(events))
 			}
 			res, _ := json.Marshal(out)
-			if strings.Contains(string(res), EventTextDelta) || out.Text != answer {
+			if strings.Contains(string(res), troupe.EventTextDelta) || out.Text != answer {
 				t.Errorf("activity result %s: want the turn, and no delta", res)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -60,7 +61,7 @@ func TestModelRetriesAreEvents(t *testing.T) {
 			}
 			var retries []string
 			for _, e := range recorded(t, env, 0) {
-				if e.Kind == workflows.EventModelRetry {
+				if e.Kind == troupe.EventModelRetry {
 					retries = append(retries, e.Detail)
 				}
 			}
@@ -100,7 +101,7 @@ func TestDeadModelIsNamed(t *testing.T) {
 	events := recorded(t, env, 0)
 	retries := 0
 	for _, e := range events {
-		if e.Kind == workflows.EventModelRetry {
+		if e.Kind == troupe.EventModelRetry {
 			retries++
 			if !strings.HasPrefix(e.Detail, "model unreachable: connection refused; retry ") {
 				t.Errorf("retry event %q; want it to say the model is unreachable and why", e.Detail)
@@ -112,7 +113,7 @@ func TestDeadModelIsNamed(t *testing.T) {
 	}
 	// The failed event tells the cause, not the chain of errors that
 	// carried it.
-	if last := events[len(events)-1]; last.Kind != workflows.EventFailed || last.Detail != workflows.ErrModelRetryable+": "+unreachable+" after 10 attempts" {
+	if last := events[len(events)-1]; last.Kind != troupe.EventFailed || last.Detail != workflows.ErrModelRetryable+": "+unreachable+" after 10 attempts" {
 		t.Errorf("last event %+v; want the failure, typed, with its cause", last)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime"
@@ -495,7 +496,7 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 	if snapshot != "" {
 		kind, detail = EventSandboxRestored, detail+" from "+snapshot
 	}
-	s.rec.add(ctx, Event{Kind: kind, Agent: s.agent, Detail: detail})
+	s.rec.add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
 	return nil
 }
 
@@ -556,7 +557,7 @@ func (s *sandboxLife) lost(ctx workflow.Context, err error) {
 	}
 	dead := *s.lease.Sandbox
 	_ = s.lease.Lost()
-	s.rec.add(ctx, Event{Kind: EventSandboxLost, Agent: s.agent, Detail: err.Error()})
+	s.rec.add(ctx, troupe.Event{Kind: EventSandboxLost, Agent: s.agent, Detail: err.Error()})
 	// The host is there but the sandbox died, or the worker that ran the
 	// call died (its heartbeats stopped) and the host may have another:
 	// clear what is left of the sandbox (a container, its workspace) on
@@ -600,7 +601,7 @@ func (s *sandboxLife) snapshotSafely(ctx workflow.Context) error {
 		if workflow.GetVersion(ctx, versionSnapshotRetry, workflow.DefaultVersion, 1) != 1 {
 			break
 		}
-		s.rec.add(ctx, Event{Kind: EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()})
+		s.rec.add(ctx, troupe.Event{Kind: EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()})
 		err = s.snapshotNow(ctx)
 	}
 	return err
@@ -673,7 +674,7 @@ func (s *sandboxLife) stopNow(ctx workflow.Context, kind string) {
 	if s.lease.Live() {
 		_ = s.lease.Stopped()
 	}
-	s.rec.add(ctx, Event{Kind: kind, Agent: s.agent, Detail: detail})
+	s.rec.add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
 }
 
 // end stops the sandbox when the agent ends, however it ends: it runs on

@@ -39,6 +39,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -123,9 +124,9 @@ type SessionInput struct {
 type SessionCarry struct {
 	Spec      *runtime.GraphSpec   `json:"spec"`
 	State     runtime.SessionState `json:"state"`
-	Events    []Event              `json:"events,omitempty"`
+	Events    []troupe.Event       `json:"events,omitempty"`
 	NextEvent int                  `json:"next_event"`
-	Pages     []EventPage          `json:"pages,omitempty"`
+	Pages     []troupe.EventPage   `json:"pages,omitempty"`
 }
 
 // SessionImage is a session as a fork of it starts: its spec and its
@@ -348,7 +349,7 @@ func (s *session) begin(ctx workflow.Context) error {
 		if s.rec, err = newRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
 			return err
 		}
-		s.rec.add(ctx, Event{Kind: EventSessionStarted, Agent: s.st.Agent, Detail: "forked from " + f.From + ": " + sessionDetails(s.in.Graph, s.st)})
+		s.rec.add(ctx, troupe.Event{Kind: EventSessionStarted, Agent: s.st.Agent, Detail: "forked from " + f.From + ": " + sessionDetails(s.in.Graph, s.st)})
 		s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
 		s.ctl = newControl(ctx, false)
 		s.changed(ctx) // The manager registers the fork.
@@ -382,7 +383,7 @@ func (s *session) begin(ctx workflow.Context) error {
 		if s.rec, err = newRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
 			return err
 		}
-		s.rec.add(ctx, Event{Kind: EventSessionStarted, Agent: start, Detail: sessionDetails(s.in.Graph, s.st)})
+		s.rec.add(ctx, troupe.Event{Kind: EventSessionStarted, Agent: start, Detail: sessionDetails(s.in.Graph, s.st)})
 	}
 	s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
 	s.ctl = newControl(ctx, false)
@@ -454,7 +455,7 @@ func (s *session) handle(ctx workflow.Context) error {
 				return false
 			}
 			if err := s.checkCommand(cmd); err != nil {
-				s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", cmd.Op, err)})
+				s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", cmd.Op, err)})
 			} else {
 				_, _ = s.command(ctx, cmd)
 			}
@@ -466,7 +467,7 @@ func (s *session) handle(ctx workflow.Context) error {
 				return false
 			}
 			if _, err := s.submit(ctx, in.Message); err != nil {
-				s.rec.add(ctx, Event{Kind: EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, preview(in.Message, 200))})
+				s.rec.add(ctx, troupe.Event{Kind: EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, preview(in.Message, 200))})
 			}
 			return true
 		}},
@@ -536,7 +537,7 @@ func (s *session) submit(ctx workflow.Context, text string) (SendResult, error) 
 	if err != nil {
 		return SendResult{}, sessionErr(err)
 	}
-	s.rec.add(ctx, Event{Kind: EventMessage, Turn: turnNumber(m.Turn), Detail: preview(text, 200)})
+	s.rec.add(ctx, troupe.Event{Kind: EventMessage, Turn: turnNumber(m.Turn), Detail: preview(text, 200)})
 	switch {
 	case p == runtime.PreemptRollback && s.cancelTurn != nil:
 		s.rollback = true
@@ -662,7 +663,7 @@ func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, 
 		err = s.setBudget(ctx, c.Arg)
 	case CommandStop:
 		for _, m := range s.st.Stop() {
-			s.rec.add(ctx, Event{Kind: EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
+			s.rec.add(ctx, troupe.Event{Kind: EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
 		}
 		if s.cancelTurn != nil {
 			s.cancelTurn()
@@ -675,7 +676,7 @@ func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, 
 	if c.Arg != "" {
 		detail += " " + c.Arg
 	}
-	s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: detail})
+	s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: detail})
 	s.changed(ctx)
 	return s.info(), nil
 }
@@ -759,12 +760,12 @@ func (s *session) fork(ctx workflow.Context, req ForkRequest) {
 		s.forkFailed(ctx, req, err)
 		return
 	}
-	s.rec.add(ctx, Event{Kind: EventSessionForked, Agent: s.st.Agent, Detail: "forked as " + req.NewID})
+	s.rec.add(ctx, troupe.Event{Kind: EventSessionForked, Agent: s.st.Agent, Detail: "forked as " + req.NewID})
 }
 
 // forkFailed tells the manager a fork could not be made.
 func (s *session) forkFailed(ctx workflow.Context, req ForkRequest, err error) {
-	s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("fork as %s failed: %v", req.NewID, err)})
+	s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("fork as %s failed: %v", req.NewID, err)})
 	if m := cmp.Or(req.Manager, s.in.Manager); m != "" {
 		_ = workflow.SignalExternalWorkflow(ctx, m, "", ForkFailedSignal, ForkFailure{NewID: req.NewID, Error: failureText(err)})
 	}
@@ -840,12 +841,12 @@ func (s *session) turn(ctx workflow.Context) error {
 		// What the turn did is kept: the next message is answered with it.
 		rec.Outcome, rec.Agent = runtime.TurnInterrupted, rr.Agent
 		agent, transcript, left = rr.Agent, *rr.Transcript, rr.Pending
-		s.rec.add(ctx, Event{Kind: EventInterrupted, Agent: rr.Agent, Turn: n, Detail: "a new message interrupted the turn: what it did is kept"})
+		s.rec.add(ctx, troupe.Event{Kind: troupe.EventInterrupted, Agent: rr.Agent, Turn: n, Detail: "a new message interrupted the turn: what it did is kept"})
 	case err == nil:
 		left = nil
 		rec.Outcome, rec.Agent, rec.Output = runtime.TurnAnswered, rr.Agent, rr.Output
 		agent, transcript = rr.Agent, *rr.Transcript
-		s.rec.add(ctx, Event{Kind: EventFinal, Agent: rr.Agent, Turn: n, Detail: preview(string(rr.Output), 200)})
+		s.rec.add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Turn: n, Detail: preview(string(rr.Output), 200)})
 	case s.rollback:
 		// The turn's agents stopped the sandboxes they held; those given
 		// back during the turn are stopped here; each workspace restarts
@@ -855,7 +856,7 @@ func (s *session) turn(ctx workflow.Context) error {
 		s.boxes.restore(ctx, startLeases)
 		transcript = s.st.Transcript.Fork("transcripts/" + prefix + "/rolled-back")
 		rec.Outcome, rec.Agent = runtime.TurnRolledBack, s.st.Agent
-		s.rec.add(ctx, Event{Kind: EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
+		s.rec.add(ctx, troupe.Event{Kind: EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
 	default:
 		// A failed turn leaves the conversation as it was before it. The
 		// failing agent stopped its sandbox: its workspace goes back to
@@ -865,7 +866,7 @@ func (s *session) turn(ctx workflow.Context) error {
 		if s.st.Stopped {
 			rec.Error = "the session stopped during the turn"
 		}
-		s.rec.add(ctx, Event{Kind: EventFailed, Agent: s.st.Agent, Turn: n, Detail: rec.Error})
+		s.rec.add(ctx, troupe.Event{Kind: troupe.EventFailed, Agent: s.st.Agent, Turn: n, Detail: rec.Error})
 	}
 	rec.Ended = workflow.Now(ctx)
 	if err := s.st.TurnEnded(rec, agent, transcript); err != nil {
@@ -898,7 +899,7 @@ const sessionTurnsPerRun = 100
 
 // continueAsNew carries the session, idle, into its next run.
 func (s *session) continueAsNew(ctx workflow.Context) error {
-	s.rec.add(ctx, Event{Kind: EventContinued, Agent: s.st.Agent,
+	s.rec.add(ctx, troupe.Event{Kind: troupe.EventContinued, Agent: s.st.Agent,
 		Detail: fmt.Sprintf("history of %d events: continuing as new after turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), s.st.Turns)})
 	next := s.in
 	next.Fork = nil // The state carried holds what the fork gave.
@@ -915,7 +916,7 @@ func (s *session) end(ctx workflow.Context) (*SessionInfo, error) {
 	s.forks = nil
 	s.boxes.stopAll(ctx)
 	s.finalMemory(ctx)
-	s.rec.add(ctx, Event{Kind: EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
+	s.rec.add(ctx, troupe.Event{Kind: EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
 	s.changed(ctx)
 	// The callers waiting on turns are told before the workflow ends, and
 	// fork requests that came in meanwhile are answered.
@@ -938,10 +939,10 @@ func (s *session) switchBackend(ctx workflow.Context) {
 	to := s.switchTo
 	s.switchTo = ""
 	if err := s.boxes.suspendEach(ctx); err != nil {
-		s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
+		s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
 		return
 	}
 	s.st.Backend = to
-	s.rec.add(ctx, Event{Kind: EventSessionCommand, Detail: "switched to " + to})
+	s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: "switched to " + to})
 	s.changed(ctx)
 }

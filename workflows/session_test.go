@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -293,7 +294,7 @@ func dirs(entries []string) []string {
 }
 
 // kinds counts the events of each kind.
-func kinds(evs []workflows.Event) map[string]int {
+func kinds(evs []troupe.Event) map[string]int {
 	n := map[string]int{}
 	for _, e := range evs {
 		n[e.Kind]++

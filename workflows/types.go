@@ -2,25 +2,28 @@ package workflows
 
 import (
 	"encoding/json"
-	"time"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 )
 
-// Names of the workflows, activities and query this package registers.
-// They are stable: histories and clients refer to them.
+// Names of the workflows of a run. They are stable: histories and
+// clients refer to them.
 const (
 	OrchestratorWorkflowName = "troupe.Orchestrator"
 	AgentWorkflowName        = "troupe.Agent"
-	ModelActivityName        = "troupe.Model"
-	ToolActivityName         = "troupe.FunctionTool"
-	HandoffActivityName      = "troupe.Handoff"
-	ExtractActivityName      = "troupe.ExtractOutput"
-	EventsQuery              = "troupe.events"
-	EventPagesQuery          = "troupe.event-pages"
-	SaveEventsActivityName   = "troupe.SaveEvents"
+)
+
+// Names of the activities of a run's agents. They are stable: histories
+// refer to them.
+const (
+	ModelActivityName      = "troupe.Model"
+	ToolActivityName       = "troupe.FunctionTool"
+	HandoffActivityName    = "troupe.Handoff"
+	ExtractActivityName    = "troupe.ExtractOutput"
+	SaveEventsActivityName = "troupe.SaveEvents"
 )
 
 // RunInput starts a run.
@@ -58,9 +61,9 @@ type OrchestratorInput struct {
 type RunCarry struct {
 	Spec      *runtime.GraphSpec `json:"spec"`
 	Route     routeState         `json:"route"`
-	Events    []Event            `json:"events,omitempty"`
+	Events    []troupe.Event     `json:"events,omitempty"`
 	NextEvent int                `json:"next_event"`
-	Pages     []EventPage        `json:"pages,omitempty"`
+	Pages     []troupe.EventPage `json:"pages,omitempty"`
 	// Approvals are the decisions the run remembers (no call waits
 	// between two agents of the chain).
 	Approvals *runtime.ApprovalDesk `json:"approvals,omitempty"`
@@ -160,9 +163,9 @@ type SessionLink struct {
 // follower's cursor stays good.
 type AgentCarry struct {
 	State     runtime.AgentState `json:"state"`
-	Events    []Event            `json:"events,omitempty"`
+	Events    []troupe.Event     `json:"events,omitempty"`
 	NextEvent int                `json:"next_event"`
-	Pages     []EventPage        `json:"pages,omitempty"`
+	Pages     []troupe.EventPage `json:"pages,omitempty"`
 	// Paused and Interrupted are the session's controls in force (see
 	// control), which a signal may have set while the run continued.
 	Paused      bool `json:"paused,omitempty"`
@@ -281,55 +284,3 @@ type ExtractInput struct {
 	Tool   string               `json:"tool"`
 	Result agents.ToolRunResult `json:"result"`
 }
-
-// Event is one step of a run, kept in workflow state for the events query.
-// A text delta (EventTextDelta) is the one kind that no workflow records:
-// a piece of a model turn's text on its way, which only followers that ask
-// for deltas see (WithDeltas), numbered 0.
-type Event struct {
-	// Seq numbers the events of one workflow from 1; it is 0 for a text
-	// delta, which a Cursor ignores.
-	Seq int `json:"seq"`
-	// Time is the workflow time of the event (a delta's: the worker's
-	// clock when the piece arrived).
-	Time time.Time `json:"time"`
-	// Kind is one of the Event* constants.
-	Kind string `json:"kind"`
-	// WorkflowID is the workflow that recorded the event.
-	WorkflowID string `json:"workflow_id"`
-	Agent      string `json:"agent,omitempty"`
-	Turn       int    `json:"turn,omitempty"`
-	Tool       string `json:"tool,omitempty"`
-	CallID     string `json:"call_id,omitempty"`
-	// Detail is a short, human-readable description.
-	Detail string `json:"detail,omitempty"`
-	// Child is the workflow id of a child this event started or finished.
-	Child string `json:"child,omitempty"`
-	// Approval is the id of the approval a call waits for
-	// (approval_requested, approval_decided): what a decision names.
-	Approval string `json:"approval,omitempty"`
-}
-
-// Event kinds.
-const (
-	EventRunStarted        = "run_started"
-	EventAgentStarted      = "agent_started"
-	EventTurn              = "model_turn"
-	EventToolCalled        = "tool_called"
-	EventToolResult        = "tool_result"
-	EventAgentToolStarted  = "agent_tool_started"
-	EventAgentToolFinished = "agent_tool_finished"
-	EventHandoff           = "handoff"
-	EventOutputInvalid     = "output_invalid"
-	EventModelRetry        = "model_retry"
-	EventContinued         = "continued_as_new"
-	EventFinal             = "final_output"
-	EventInterrupted       = "interrupted"
-	EventFailed            = "failed"
-	// EventTextDelta is a piece of a model turn's text as the model
-	// generates it (Detail), for the turn (Turn) of the agent (Agent,
-	// WorkflowID) that the turn's model_turn event then records. It is
-	// never recorded: not in workflow state, not in history, not in the
-	// events query. Followers see deltas only with WithDeltas.
-	EventTextDelta = "text_delta"
-)

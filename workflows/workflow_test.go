@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/handoff"
@@ -89,13 +90,13 @@ func testGraph(t *testing.T) *agents.Graph {
 
 // recorded returns the events that env's workflow recorded after the
 // one numbered after, as the events query answers.
-func recorded(t *testing.T, env *testsuite.TestWorkflowEnvironment, after int) []workflows.Event {
+func recorded(t *testing.T, env *testsuite.TestWorkflowEnvironment, after int) []troupe.Event {
 	t.Helper()
-	q, err := env.QueryWorkflow(workflows.EventsQuery, after)
+	q, err := env.QueryWorkflow(troupe.EventsQuery, after)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var evs []workflows.Event
+	var evs []troupe.Event
 	if err := q.Get(&evs); err != nil {
 		t.Fatal(err)
 	}
@@ -572,13 +573,13 @@ func TestRunContinuesAsNew(t *testing.T) {
 	next := 1
 	for _, p := range pages {
 		data, err := store.Get(context.Background(), p.Key)
-		var evs []workflows.Event
+		var evs []troupe.Event
 		if err == nil {
 			err = json.Unmarshal(data, &evs)
 		}
-		first := workflows.EventRunStarted
+		first := troupe.EventRunStarted
 		if next > 1 {
-			first = workflows.EventContinued
+			first = troupe.EventContinued
 		}
 		if err != nil || p.From != next || len(evs) != p.To-p.From+1 || evs[0].Seq != next || evs[0].Kind != first {
 			t.Fatalf("page %+v (%v): want the events from %d on, starting with %s", p, err, next, first)
@@ -745,11 +746,11 @@ func TestAgentCancelWhileSavingEvents(t *testing.T) {
 	}
 	evs := recorded(t, env, 0)
 	for _, e := range evs {
-		if e.Kind == workflows.EventContinued {
+		if e.Kind == troupe.EventContinued {
 			t.Errorf("event %d says the agent continued as new: %+v", e.Seq, e)
 		}
 	}
-	if last := evs[len(evs)-1]; last.Kind != workflows.EventFailed {
+	if last := evs[len(evs)-1]; last.Kind != troupe.EventFailed {
 		t.Errorf("last event %+v, want the agent's failure (cancelled)", last)
 	}
 }

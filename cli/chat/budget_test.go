@@ -9,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
@@ -143,12 +144,12 @@ func TestBudgetStops(t *testing.T) {
 	s := opened(t, spentInfo(&agents.Budget{ModelCalls: 40}))
 	effects := apply(s,
 		Followed{Session: sid, Event: ev("", workflows.EventMessage, "", 2, "what if 25%?")},
-		Followed{Session: sid, Event: withChild(ev("", workflows.EventAgentStarted, "coordinator", 0, ""), coordinator, "")},
-		Followed{Session: sid, Event: withChild(ev(coordinator, workflows.EventAgentToolStarted, "coordinator", 1, "review"), pricing, "review_pricing")},
+		Followed{Session: sid, Event: withChild(ev("", troupe.EventAgentStarted, "coordinator", 0, ""), coordinator, "")},
+		Followed{Session: sid, Event: withChild(ev(coordinator, troupe.EventAgentToolStarted, "coordinator", 1, "review"), pricing, "review_pricing")},
 		Followed{Session: sid, Event: withChild(ev("", workflows.EventBudgetExceeded, "pricing_reviewer", 1, "the model call of pricing_reviewer (turn 1) was refused: "+long), pricing, "")},
-		Followed{Session: sid, Event: ev(pricing, workflows.EventFailed, "pricing_reviewer", 0, long)},
-		Followed{Session: sid, Event: ev(coordinator, workflows.EventFailed, "coordinator", 0, long)},
-		Followed{Session: sid, Event: ev("", workflows.EventFailed, "coordinator", 2, long)},
+		Followed{Session: sid, Event: ev(pricing, troupe.EventFailed, "pricing_reviewer", 0, long)},
+		Followed{Session: sid, Event: ev(coordinator, troupe.EventFailed, "coordinator", 0, long)},
+		Followed{Session: sid, Event: ev("", troupe.EventFailed, "coordinator", 2, long)},
 	)
 	if !slices.EqualFunc(effects, []Effect{{Do: DoInfo, Session: sid}}, sameEffect) {
 		t.Errorf("effects %+v", effects)

@@ -35,6 +35,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/cli/spend"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
@@ -44,7 +45,7 @@ import (
 // EventTextDelta is the kind of the ephemeral events of live streaming:
 // each carries a fragment of an agent's reply (Detail) as the model
 // generates it, before the turn's model_turn event.
-const EventTextDelta = workflows.EventTextDelta
+const EventTextDelta = troupe.EventTextDelta
 
 // Kind is what an Entry of the transcript is.
 type Kind int
@@ -777,39 +778,39 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 		s.message(e)
 	case workflows.EventMessageRefused:
 		s.problem("message refused: " + e.Detail)
-	case workflows.EventAgentStarted:
+	case troupe.EventAgentStarted:
 		switch {
 		case e.Child == "":
 			s.startWork(e.WorkflowID, e.Agent, d)
 		case !s.announced[e.Child]:
 			s.add(Entry{Kind: KindStep, Depth: s.depth[e.Child], Agent: e.Agent, Text: "● " + e.Agent})
 		}
-	case workflows.EventTurn:
+	case troupe.EventTurn:
 		s.startWork(e.WorkflowID, e.Agent, d)
 		s.modelTurn(e, d)
-	case workflows.EventToolCalled:
+	case troupe.EventToolCalled:
 		step(fmt.Sprintf("%s → %s %s", e.Agent, e.Tool, e.Detail))
-	case workflows.EventToolResult:
+	case troupe.EventToolResult:
 		step(fmt.Sprintf("%s ← %s: %s", e.Agent, e.Tool, e.Detail))
-	case workflows.EventAgentToolStarted:
+	case troupe.EventAgentToolStarted:
 		s.announced[e.Child] = true
 		step(fmt.Sprintf("%s ⇉ %s (agent as tool): %s", e.Agent, e.Tool, e.Detail))
-	case workflows.EventAgentToolFinished:
+	case troupe.EventAgentToolFinished:
 		step(fmt.Sprintf("%s ⇇ %s: %s", e.Agent, e.Tool, e.Detail))
-	case workflows.EventHandoff:
+	case troupe.EventHandoff:
 		if e.Turn == 0 { // the route's, not the agent's own
 			step("↪ handoff: " + e.Detail)
 		} else {
 			s.stopWork(e.WorkflowID)
 		}
-	case workflows.EventOutputInvalid:
+	case troupe.EventOutputInvalid:
 		step(e.Agent + ": invalid output, asking again: " + e.Detail)
-	case workflows.EventModelRetry:
+	case troupe.EventModelRetry:
 		step(e.Agent + ": " + e.Detail)
 	case workflows.EventSandboxProvisioned, workflows.EventSandboxRestored, workflows.EventSandboxSuspended,
 		workflows.EventSandboxLost, workflows.EventSandboxStopped:
 		step(fmt.Sprintf("▣ %s: %s: %s", e.Agent, strings.ReplaceAll(e.Kind, "_", " "), e.Detail))
-	case workflows.EventFinal:
+	case troupe.EventFinal:
 		if top {
 			s.answer(e)
 		} else {
@@ -818,7 +819,7 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 	case workflows.EventBudgetExceeded:
 		// The agent fails next, for that reason.
 		s.add(Entry{Kind: KindStep, Depth: s.depth[e.Child], Agent: e.Agent, Text: e.Agent + ": no model call, the budget is spent"})
-	case workflows.EventFailed:
+	case troupe.EventFailed:
 		if top {
 			s.working = nil
 			if e.Turn > 0 {

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
@@ -188,31 +189,31 @@ func TestTurn(t *testing.T) {
 		atWork []string
 	}{
 		{ev("", workflows.EventMessage, "", 1, "Review the Acme deal"), nil},
-		{withChild(ev("", workflows.EventAgentStarted, "triage", 0, ""), triage, ""), nil},
-		{ev(triage, workflows.EventAgentStarted, "triage", 0, ""), []string{"triage"}},
-		{ev(triage, workflows.EventTurn, "triage", 1, "1 tool call(s)"), []string{"triage"}},
-		{withTool(ev(triage, workflows.EventHandoff, "triage", 1, "triage → coordinator"), "transfer_to_coordinator"), nil},
-		{withTool(ev("", workflows.EventHandoff, "triage", 0, "triage → coordinator"), "transfer_to_coordinator"), nil},
-		{withChild(ev("", workflows.EventAgentStarted, "coordinator", 0, ""), coordinator, ""), nil},
-		{ev(coordinator, workflows.EventAgentStarted, "coordinator", 0, ""), []string{"coordinator"}},
-		{ev(coordinator, workflows.EventTurn, "coordinator", 1, "2 tool call(s)"), []string{"coordinator"}},
-		{withChild(ev(coordinator, workflows.EventAgentToolStarted, "coordinator", 1, "Review the pricing"), pricing, "review_pricing"), []string{"coordinator"}},
-		{withChild(ev(coordinator, workflows.EventAgentStarted, "pricing_reviewer", 0, ""), pricing, ""), []string{"coordinator"}},
-		{withChild(ev(coordinator, workflows.EventAgentToolStarted, "coordinator", 1, "Review the rollout"), rollout, "review_rollout"), []string{"coordinator"}},
-		{withChild(ev(coordinator, workflows.EventAgentStarted, "rollout_reviewer", 0, ""), rollout, ""), []string{"coordinator"}},
-		{ev(pricing, workflows.EventAgentStarted, "pricing_reviewer", 0, ""), []string{"coordinator", "pricing_reviewer"}},
-		{ev(rollout, workflows.EventAgentStarted, "rollout_reviewer", 0, ""), []string{"coordinator", "pricing_reviewer", "rollout_reviewer"}},
+		{withChild(ev("", troupe.EventAgentStarted, "triage", 0, ""), triage, ""), nil},
+		{ev(triage, troupe.EventAgentStarted, "triage", 0, ""), []string{"triage"}},
+		{ev(triage, troupe.EventTurn, "triage", 1, "1 tool call(s)"), []string{"triage"}},
+		{withTool(ev(triage, troupe.EventHandoff, "triage", 1, "triage → coordinator"), "transfer_to_coordinator"), nil},
+		{withTool(ev("", troupe.EventHandoff, "triage", 0, "triage → coordinator"), "transfer_to_coordinator"), nil},
+		{withChild(ev("", troupe.EventAgentStarted, "coordinator", 0, ""), coordinator, ""), nil},
+		{ev(coordinator, troupe.EventAgentStarted, "coordinator", 0, ""), []string{"coordinator"}},
+		{ev(coordinator, troupe.EventTurn, "coordinator", 1, "2 tool call(s)"), []string{"coordinator"}},
+		{withChild(ev(coordinator, troupe.EventAgentToolStarted, "coordinator", 1, "Review the pricing"), pricing, "review_pricing"), []string{"coordinator"}},
+		{withChild(ev(coordinator, troupe.EventAgentStarted, "pricing_reviewer", 0, ""), pricing, ""), []string{"coordinator"}},
+		{withChild(ev(coordinator, troupe.EventAgentToolStarted, "coordinator", 1, "Review the rollout"), rollout, "review_rollout"), []string{"coordinator"}},
+		{withChild(ev(coordinator, troupe.EventAgentStarted, "rollout_reviewer", 0, ""), rollout, ""), []string{"coordinator"}},
+		{ev(pricing, troupe.EventAgentStarted, "pricing_reviewer", 0, ""), []string{"coordinator", "pricing_reviewer"}},
+		{ev(rollout, troupe.EventAgentStarted, "rollout_reviewer", 0, ""), []string{"coordinator", "pricing_reviewer", "rollout_reviewer"}},
 		{ev(pricing, workflows.EventSandboxProvisioned, "pricing_reviewer", 0, "bwrap sandbox on vm"), nil},
-		{ev(pricing, workflows.EventTurn, "pricing_reviewer", 1, "1 tool call(s)"), nil},
-		{withTool(ev(pricing, workflows.EventToolCalled, "pricing_reviewer", 1, `{"cmd":"cat deal/pricing.json"}`), "exec_command"), nil},
-		{withTool(ev(pricing, workflows.EventToolResult, "pricing_reviewer", 1, "Process exited with code 0\nOutput: {}"), "exec_command"), nil},
-		{ev(pricing, workflows.EventFinal, "pricing_reviewer", 2, `{"risk_level":"high"}`), []string{"coordinator", "rollout_reviewer"}},
-		{withTool(ev(coordinator, workflows.EventAgentToolFinished, "coordinator", 1, `{"risk_level":"high"}`), "review_pricing"), nil},
-		{ev(rollout, workflows.EventFailed, "rollout_reviewer", 0, "troupe.ModelError: model: HTTP 400"), []string{"coordinator"}},
-		{withTool(ev(coordinator, workflows.EventAgentToolFinished, "coordinator", 1, "Error: agent tool review_rollout failed"), "review_rollout"), nil},
-		{ev(coordinator, workflows.EventTurn, "coordinator", 2, output[:80]), nil},
-		{ev(coordinator, workflows.EventFinal, "coordinator", 2, cut), []string{}},
-		{ev("", workflows.EventFinal, "coordinator", 1, cut), []string{}},
+		{ev(pricing, troupe.EventTurn, "pricing_reviewer", 1, "1 tool call(s)"), nil},
+		{withTool(ev(pricing, troupe.EventToolCalled, "pricing_reviewer", 1, `{"cmd":"cat deal/pricing.json"}`), "exec_command"), nil},
+		{withTool(ev(pricing, troupe.EventToolResult, "pricing_reviewer", 1, "Process exited with code 0\nOutput: {}"), "exec_command"), nil},
+		{ev(pricing, troupe.EventFinal, "pricing_reviewer", 2, `{"risk_level":"high"}`), []string{"coordinator", "rollout_reviewer"}},
+		{withTool(ev(coordinator, troupe.EventAgentToolFinished, "coordinator", 1, `{"risk_level":"high"}`), "review_pricing"), nil},
+		{ev(rollout, troupe.EventFailed, "rollout_reviewer", 0, "troupe.ModelError: model: HTTP 400"), []string{"coordinator"}},
+		{withTool(ev(coordinator, troupe.EventAgentToolFinished, "coordinator", 1, "Error: agent tool review_rollout failed"), "review_rollout"), nil},
+		{ev(coordinator, troupe.EventTurn, "coordinator", 2, output[:80]), nil},
+		{ev(coordinator, troupe.EventFinal, "coordinator", 2, cut), []string{}},
+		{ev("", troupe.EventFinal, "coordinator", 1, cut), []string{}},
 	}
 	var infos int
 	for i, st := range steps {
@@ -281,7 +282,7 @@ func TestStreaming(t *testing.T) {
 	apply(s,
 		Line{Text: "say hello"},
 		Followed{Session: sid, Event: ev("", workflows.EventMessage, "", 1, "say hello")},
-		Followed{Session: sid, Event: withChild(ev("", workflows.EventAgentStarted, "assistant", 0, ""), agent, "")},
+		Followed{Session: sid, Event: withChild(ev("", troupe.EventAgentStarted, "assistant", 0, ""), agent, "")},
 		delta(agent, "assistant", 1, "Let me "),
 		delta(agent, "assistant", 1, "ask."),
 	)
@@ -293,12 +294,12 @@ func TestStreaming(t *testing.T) {
 		t.Errorf("at work %v", s.AtWork())
 	}
 	apply(s,
-		Followed{Session: sid, Event: ev(agent, workflows.EventTurn, "assistant", 1, "1 tool call(s)")},
-		Followed{Session: sid, Event: withChild(ev(agent, workflows.EventAgentToolStarted, "assistant", 1, "greet"), helper, "ask_helper")},
+		Followed{Session: sid, Event: ev(agent, troupe.EventTurn, "assistant", 1, "1 tool call(s)")},
+		Followed{Session: sid, Event: withChild(ev(agent, troupe.EventAgentToolStarted, "assistant", 1, "greet"), helper, "ask_helper")},
 		delta(helper, "helper", 1, "Hel"),
 		delta(helper, "helper", 1, "lo!"),
-		Followed{Session: sid, Event: ev(helper, workflows.EventTurn, "helper", 1, "Hello!")},
-		Followed{Session: sid, Event: withTool(ev(agent, workflows.EventAgentToolFinished, "assistant", 1, "Hello!"), "ask_helper")},
+		Followed{Session: sid, Event: ev(helper, troupe.EventTurn, "helper", 1, "Hello!")},
+		Followed{Session: sid, Event: withTool(ev(agent, troupe.EventAgentToolFinished, "assistant", 1, "Hello!"), "ask_helper")},
 		delta(agent, "assistant", 2, "The helper "),
 		delta(agent, "assistant", 2, "says: Hello!"),
 	)
@@ -314,9 +315,9 @@ func TestStreaming(t *testing.T) {
 		t.Fatalf("shows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	apply(s,
-		Followed{Session: sid, Event: ev(agent, workflows.EventTurn, "assistant", 2, "The helper says: Hello!")},
-		Followed{Session: sid, Event: ev(agent, workflows.EventFinal, "assistant", 2, `"The helper says: Hello!"`)},
-		Followed{Session: sid, Event: ev("", workflows.EventFinal, "assistant", 1, `"The helper says: Hello!"`)},
+		Followed{Session: sid, Event: ev(agent, troupe.EventTurn, "assistant", 2, "The helper says: Hello!")},
+		Followed{Session: sid, Event: ev(agent, troupe.EventFinal, "assistant", 2, `"The helper says: Hello!"`)},
+		Followed{Session: sid, Event: ev("", troupe.EventFinal, "assistant", 1, `"The helper says: Hello!"`)},
 	)
 	want[len(want)-1] = "answer/0 assistant: The helper says: Hello!"
 	if got := show(s.Entries); !slices.Equal(got, want) {
@@ -390,12 +391,12 @@ func TestSessionNews(t *testing.T) {
 			[]string{"problem/0 the session refused resume: the session is not paused"}},
 		{ev("", workflows.EventMessageRefused, "", 2, "the session stopped before this message's turn"),
 			[]string{"problem/0 message refused: the session stopped before this message's turn"}},
-		{ev("", workflows.EventFailed, "coordinator", 3, "troupe.MaxTurns: too many turns"), []string{"problem/0 turn t3 failed: troupe.MaxTurns: too many turns"}},
+		{ev("", troupe.EventFailed, "coordinator", 3, "troupe.MaxTurns: too many turns"), []string{"problem/0 turn t3 failed: troupe.MaxTurns: too many turns"}},
 		{ev("", workflows.EventTurnRolledBack, "coordinator", 3, "a new message rolled the turn back"), []string{"note/0 turn t3 rolled back: a new message rolled the turn back"}},
 		{ev("", workflows.EventSessionStopped, "coordinator", 0, "after 3 turns"), []string{"note/0 session stopped after 3 turns"}},
 		{ev("", workflows.EventSandboxSuspended, "pricing_reviewer", 0, "snapshot s1"), []string{"step/0 ▣ pricing_reviewer: sandbox suspended: snapshot s1"}},
 		{ev("", workflows.EventSessionStarted, "triage", 0, ""), nil},
-		{ev("", workflows.EventContinued, "triage", 0, "history of 10000 events"), nil},
+		{ev("", troupe.EventContinued, "triage", 0, "history of 10000 events"), nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.event.Kind+" "+tc.event.Detail, func(t *testing.T) {
@@ -418,9 +419,9 @@ func TestTurnFailsOnce(t *testing.T) {
 	why := "troupe.ModelError: model: HTTP 400 invalid_request_error"
 	apply(s,
 		Followed{Session: sid, Event: ev("", workflows.EventMessage, "", 2, "what if 25%?")},
-		Followed{Session: sid, Event: withChild(ev("", workflows.EventAgentStarted, "coordinator", 0, ""), coordinator, "")},
-		Followed{Session: sid, Event: ev(coordinator, workflows.EventFailed, "coordinator", 0, why)},
-		Followed{Session: sid, Event: ev("", workflows.EventFailed, "coordinator", 2, why)},
+		Followed{Session: sid, Event: withChild(ev("", troupe.EventAgentStarted, "coordinator", 0, ""), coordinator, "")},
+		Followed{Session: sid, Event: ev(coordinator, troupe.EventFailed, "coordinator", 0, why)},
+		Followed{Session: sid, Event: ev("", troupe.EventFailed, "coordinator", 2, why)},
 	)
 	want := []string{"user/0 what if 25%?", "step/0 ● coordinator", "problem/0 coordinator failed: " + why, "problem/0 turn t2 failed"}
 	if got := show(s.Entries); !slices.Equal(got, want) {

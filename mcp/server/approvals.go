@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
@@ -133,7 +134,7 @@ func (s *Server) watchApprovals(req *mcp.CallToolRequest, root string, elicit bo
 
 // event takes an event of the tree. It never blocks: the follower's
 // other work goes on.
-func (w *approvalWatch) event(e workflows.Event) {
+func (w *approvalWatch) event(e troupe.Event) {
 	if w == nil || e.Approval == "" {
 		return
 	}
@@ -589,7 +590,7 @@ func (s *Server) awaitTurn(ctx context.Context, req *mcp.CallToolRequest, p *pro
 			p.send(msg, nil)
 		}
 		switch e.Kind {
-		case workflows.EventFinal, workflows.EventFailed, workflows.EventTurnRolledBack, workflows.EventInterrupted, workflows.EventSessionStopped:
+		case troupe.EventFinal, troupe.EventFailed, workflows.EventTurnRolledBack, troupe.EventInterrupted, workflows.EventSessionStopped:
 			if e.Turn == n || e.Kind == workflows.EventSessionStopped {
 				select {
 				case ended <- struct{}{}:

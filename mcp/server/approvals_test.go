@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime"
@@ -170,12 +171,12 @@ func TestWaitingResult(t *testing.T) {
 
 func TestApprovalEventMessages(t *testing.T) {
 	tests := []struct {
-		e    workflows.Event
+		e    troupe.Event
 		want string
 	}{
-		{workflows.Event{Kind: workflows.EventApprovalRequested, Agent: "keeper", Tool: "rm_rf", Approval: "a1", Detail: `{"path":"x"}`},
+		{troupe.Event{Kind: workflows.EventApprovalRequested, Agent: "keeper", Tool: "rm_rf", Approval: "a1", Detail: `{"path":"x"}`},
 			`keeper: rm_rf waits for approval (call a1): {"path":"x"}`},
-		{workflows.Event{Kind: workflows.EventApprovalDecided, Agent: "keeper", Tool: "rm_rf", Approval: "a1", Detail: "rejected by user: " + msgDeclined},
+		{troupe.Event{Kind: workflows.EventApprovalDecided, Agent: "keeper", Tool: "rm_rf", Approval: "a1", Detail: "rejected by user: " + msgDeclined},
 			"keeper: rm_rf rejected by user: " + msgDeclined},
 	}
 	for _, tc := range tests {
@@ -189,15 +190,15 @@ func TestApprovalEventMessages(t *testing.T) {
 // not decided, and withdraws the question on one decided elsewhere.
 func TestApprovalWatchEvents(t *testing.T) {
 	w := &approvalWatch{poke: make(chan struct{}, 1), open: map[string]time.Time{}, decided: map[string]bool{}}
-	w.event(workflows.Event{Kind: workflows.EventApprovalRequested, Approval: "a1"})
-	w.event(workflows.Event{Kind: workflows.EventApprovalRequested, Approval: "a2"})
+	w.event(troupe.Event{Kind: workflows.EventApprovalRequested, Approval: "a1"})
+	w.event(troupe.Event{Kind: workflows.EventApprovalRequested, Approval: "a2"})
 	if !w.waitsFor() || len(w.poke) != 1 {
 		t.Fatalf("after two requests: waits %v, pokes %d", w.waitsFor(), len(w.poke))
 	}
 	withdrawn := false
 	w.asking, w.stopAsking = "a1", func() { withdrawn = true }
-	w.event(workflows.Event{Kind: workflows.EventApprovalDecided, Approval: "a1"})
-	w.event(workflows.Event{Kind: workflows.EventApprovalDecided, Approval: "a2"})
+	w.event(troupe.Event{Kind: workflows.EventApprovalDecided, Approval: "a1"})
+	w.event(troupe.Event{Kind: workflows.EventApprovalDecided, Approval: "a2"})
 	if w.waitsFor() || !withdrawn || !w.isDecided("a1") {
 		t.Errorf("after the decisions: waits %v, question withdrawn %v", w.waitsFor(), withdrawn)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -104,15 +105,15 @@ func (p *progress) settle() {
 	}
 }
 
-func (p *progress) event(e workflows.Event) {
+func (p *progress) event(e troupe.Event) {
 	if p == nil {
 		return
 	}
-	if e.Kind == workflows.EventTextDelta {
+	if e.Kind == troupe.EventTextDelta {
 		p.delta(e)
 		return
 	}
-	if e.Kind == workflows.EventTurn {
+	if e.Kind == troupe.EventTurn {
 		p.mu.Lock()
 		delete(p.text, e.WorkflowID) // The turn's event sums it up.
 		p.mu.Unlock()
@@ -124,7 +125,7 @@ func (p *progress) event(e workflows.Event) {
 
 // delta takes a piece of a streaming reply: the reply so far goes out as
 // progress ("agent: …the text's end"), at most every textEvery per agent.
-func (p *progress) delta(e workflows.Event) {
+func (p *progress) delta(e troupe.Event) {
 	p.mu.Lock()
 	if p.text == nil {
 		p.text, p.shown = map[string]*strings.Builder{}, map[string]time.Time{}
@@ -163,33 +164,33 @@ func tail(s string, n int) string {
 // eventMessage words an event for a person following the run, e.g.
 // "coordinator: calling review_pricing" or "handoff: triage → coordinator".
 // ok is false for events that repeat another one.
-func eventMessage(e workflows.Event) (msg string, ok bool) {
+func eventMessage(e troupe.Event) (msg string, ok bool) {
 	who := e.Agent
 	if who == "" {
 		who = "run"
 	}
 	switch e.Kind {
-	case workflows.EventRunStarted:
+	case troupe.EventRunStarted:
 		return "", false // the call says "run <id> started" itself
-	case workflows.EventTextDelta:
+	case troupe.EventTextDelta:
 		return "", false // pieces of a reply: progress.delta sends them
-	case workflows.EventAgentStarted:
+	case troupe.EventAgentStarted:
 		if e.Child == "" {
 			return "", false // the agent's own record of what its parent said
 		}
 		return e.Agent + " started", true
-	case workflows.EventTurn:
+	case troupe.EventTurn:
 		if e.Detail != "" {
 			return fmt.Sprintf("%s: turn %d: %s", who, e.Turn, short(e.Detail)), true
 		}
 		return fmt.Sprintf("%s: turn %d", who, e.Turn), true
-	case workflows.EventToolCalled, workflows.EventAgentToolStarted:
+	case troupe.EventToolCalled, troupe.EventAgentToolStarted:
 		return fmt.Sprintf("%s: calling %s", who, e.Tool), true
-	case workflows.EventToolResult:
+	case troupe.EventToolResult:
 		return fmt.Sprintf("%s: %s returned", who, e.Tool), true
-	case workflows.EventAgentToolFinished:
+	case troupe.EventAgentToolFinished:
 		return fmt.Sprintf("%s: %s finished", who, e.Tool), true
-	case workflows.EventHandoff:
+	case troupe.EventHandoff:
 		if e.Turn != 0 {
 			return "", false // the orchestrator records the same handoff
 		}
@@ -202,14 +203,14 @@ func eventMessage(e workflows.Event) (msg string, ok bool) {
 		return msg, true
 	case workflows.EventApprovalDecided:
 		return fmt.Sprintf("%s: %s %s", who, e.Tool, short(e.Detail)), true
-	case workflows.EventOutputInvalid:
+	case troupe.EventOutputInvalid:
 		return who + ": invalid output, asking again", true
-	case workflows.EventFinal:
+	case troupe.EventFinal:
 		if e.Agent == "" || e.Turn == 0 {
 			return "run finished", true
 		}
 		return who + ": final output", true
-	case workflows.EventFailed:
+	case troupe.EventFailed:
 		if e.Agent == "" {
 			return "run failed: " + short(e.Detail), true
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -273,7 +274,7 @@ func (s *Server) status(ctx context.Context, info *runInfo, res *workflows.RunRe
 		st.EventsUnavailable = err.Error()
 	}
 	for _, e := range evs {
-		if e.Kind == workflows.EventAgentStarted && e.WorkflowID == info.id {
+		if e.Kind == troupe.EventAgentStarted && e.WorkflowID == info.id {
 			st.Agent = e.Agent // the run's agents, in order: the last is current
 		}
 	}

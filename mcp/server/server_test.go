@@ -11,10 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 type verdict struct {
@@ -112,19 +112,19 @@ func TestStructured(t *testing.T) {
 
 func TestEventMessage(t *testing.T) {
 	tests := []struct {
-		e    workflows.Event
+		e    troupe.Event
 		want string // "" when the event is left out
 	}{
-		{workflows.Event{Kind: workflows.EventRunStarted, Agent: "triage"}, ""},
-		{workflows.Event{Kind: workflows.EventAgentStarted, Agent: "coordinator", Child: "x/1-coordinator"}, "coordinator started"},
-		{workflows.Event{Kind: workflows.EventAgentStarted, Agent: "coordinator"}, ""},
-		{workflows.Event{Kind: workflows.EventAgentToolStarted, Agent: "coordinator", Tool: "review_pricing"}, "coordinator: calling review_pricing"},
-		{workflows.Event{Kind: workflows.EventToolCalled, Agent: "pricing_reviewer", Tool: "exec_command"}, "pricing_reviewer: calling exec_command"},
-		{workflows.Event{Kind: workflows.EventHandoff, Agent: "triage", Detail: "triage → coordinator"}, "handoff: triage → coordinator"},
-		{workflows.Event{Kind: workflows.EventHandoff, Agent: "triage", Turn: 1, Detail: "triage → coordinator"}, ""},
-		{workflows.Event{Kind: workflows.EventFinal, Agent: "coordinator", Turn: 2}, "coordinator: final output"},
-		{workflows.Event{Kind: workflows.EventFinal, Agent: "coordinator"}, "run finished"},
-		{workflows.Event{Kind: "sandbox_provisioned", Agent: "pricing_reviewer", Detail: "local"}, "pricing_reviewer: sandbox provisioned: local"},
+		{troupe.Event{Kind: troupe.EventRunStarted, Agent: "triage"}, ""},
+		{troupe.Event{Kind: troupe.EventAgentStarted, Agent: "coordinator", Child: "x/1-coordinator"}, "coordinator started"},
+		{troupe.Event{Kind: troupe.EventAgentStarted, Agent: "coordinator"}, ""},
+		{troupe.Event{Kind: troupe.EventAgentToolStarted, Agent: "coordinator", Tool: "review_pricing"}, "coordinator: calling review_pricing"},
+		{troupe.Event{Kind: troupe.EventToolCalled, Agent: "pricing_reviewer", Tool: "exec_command"}, "pricing_reviewer: calling exec_command"},
+		{troupe.Event{Kind: troupe.EventHandoff, Agent: "triage", Detail: "triage → coordinator"}, "handoff: triage → coordinator"},
+		{troupe.Event{Kind: troupe.EventHandoff, Agent: "triage", Turn: 1, Detail: "triage → coordinator"}, ""},
+		{troupe.Event{Kind: troupe.EventFinal, Agent: "coordinator", Turn: 2}, "coordinator: final output"},
+		{troupe.Event{Kind: troupe.EventFinal, Agent: "coordinator"}, "run finished"},
+		{troupe.Event{Kind: "sandbox_provisioned", Agent: "pricing_reviewer", Detail: "local"}, "pricing_reviewer: sandbox provisioned: local"},
 	}
 	for _, tc := range tests {
 		got, ok := eventMessage(tc.e)

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
@@ -473,18 +474,18 @@ func sessionInterrupted(ctx context.Context, id string, cancelled, sent bool) *m
 // sessionEventMessage words an event of session id's turn for a person
 // following it: the session's own events as the turn's steps, its agents'
 // as in a run.
-func sessionEventMessage(id string, e workflows.Event) (string, bool) {
+func sessionEventMessage(id string, e troupe.Event) (string, bool) {
 	if e.WorkflowID != id {
 		return eventMessage(e)
 	}
 	switch e.Kind {
-	case workflows.EventSessionStarted, workflows.EventContinued:
+	case workflows.EventSessionStarted, troupe.EventContinued:
 		return "", false
 	case workflows.EventMessage:
 		return fmt.Sprintf("turn %d: message taken", e.Turn), true
-	case workflows.EventFinal:
+	case troupe.EventFinal:
 		return fmt.Sprintf("turn %d answered by %s", e.Turn, e.Agent), true
-	case workflows.EventFailed:
+	case troupe.EventFailed:
 		return fmt.Sprintf("turn %d failed: %s", e.Turn, short(e.Detail)), true
 	case workflows.EventTurnRolledBack:
 		return fmt.Sprintf("turn %d rolled back", e.Turn), true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/codereview"
@@ -314,18 +315,18 @@ func TestSessionIDs(t *testing.T) {
 func TestSessionEventMessage(t *testing.T) {
 	const id = "mcp-session-g-x"
 	tests := []struct {
-		e    workflows.Event
+		e    troupe.Event
 		want string // "" when the event is left out
 	}{
-		{workflows.Event{WorkflowID: id, Kind: workflows.EventSessionStarted, Agent: "a"}, ""},
-		{workflows.Event{WorkflowID: id, Kind: workflows.EventMessage, Turn: 2, Detail: "hi"}, "turn 2: message taken"},
-		{workflows.Event{WorkflowID: id, Kind: workflows.EventAgentStarted, Agent: "a", Child: id + "/t2/0-a"}, "a started"},
-		{workflows.Event{WorkflowID: id + "/t2/0-a", Kind: workflows.EventFinal, Agent: "a", Turn: 1}, "a: final output"},
-		{workflows.Event{WorkflowID: id, Kind: workflows.EventFinal, Agent: "a", Turn: 2}, "turn 2 answered by a"},
-		{workflows.Event{WorkflowID: id, Kind: workflows.EventFailed, Agent: "a", Turn: 2, Detail: "boom"}, "turn 2 failed: boom"},
-		{workflows.Event{WorkflowID: id, Kind: workflows.EventTurnRolledBack, Turn: 2}, "turn 2 rolled back"},
-		{workflows.Event{WorkflowID: id, Kind: workflows.EventSessionStopped}, "session stopped"},
-		{workflows.Event{WorkflowID: id, Kind: workflows.EventHandoff, Agent: "a", Detail: "a → b"}, "handoff: a → b"},
+		{troupe.Event{WorkflowID: id, Kind: workflows.EventSessionStarted, Agent: "a"}, ""},
+		{troupe.Event{WorkflowID: id, Kind: workflows.EventMessage, Turn: 2, Detail: "hi"}, "turn 2: message taken"},
+		{troupe.Event{WorkflowID: id, Kind: troupe.EventAgentStarted, Agent: "a", Child: id + "/t2/0-a"}, "a started"},
+		{troupe.Event{WorkflowID: id + "/t2/0-a", Kind: troupe.EventFinal, Agent: "a", Turn: 1}, "a: final output"},
+		{troupe.Event{WorkflowID: id, Kind: troupe.EventFinal, Agent: "a", Turn: 2}, "turn 2 answered by a"},
+		{troupe.Event{WorkflowID: id, Kind: troupe.EventFailed, Agent: "a", Turn: 2, Detail: "boom"}, "turn 2 failed: boom"},
+		{troupe.Event{WorkflowID: id, Kind: workflows.EventTurnRolledBack, Turn: 2}, "turn 2 rolled back"},
+		{troupe.Event{WorkflowID: id, Kind: workflows.EventSessionStopped}, "session stopped"},
+		{troupe.Event{WorkflowID: id, Kind: troupe.EventHandoff, Agent: "a", Detail: "a → b"}, "handoff: a → b"},
 	}
 	for _, tc := range tests {
 		got, ok := sessionEventMessage(id, tc.e)

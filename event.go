@@ -1,0 +1,72 @@
+package troupe
+
+import "time"
+
+// EventPage is a page of a workflow's events saved in the blob store when
+// one of its runs continued as new: the events numbered From to To, as a
+// JSON array under Key.
+type EventPage struct {
+	From int    `json:"from"`
+	To   int    `json:"to"`
+	Key  string `json:"key"`
+}
+
+// Names of the queries every workflow of a run or session answers: its
+// events after a number ([]Event), and the pages of its earlier runs'
+// events in the blob store ([]EventPage).
+const (
+	EventsQuery     = "troupe.events"
+	EventPagesQuery = "troupe.event-pages"
+)
+
+// Event is one step of a run, kept in workflow state for the events query.
+// A text delta (EventTextDelta) is the one kind that no workflow records:
+// a piece of a model turn's text on its way, which only followers that ask
+// for deltas see (WithDeltas), numbered 0.
+type Event struct {
+	// Seq numbers the events of one workflow from 1; it is 0 for a text
+	// delta, which a Cursor ignores.
+	Seq int `json:"seq"`
+	// Time is the workflow time of the event (a delta's: the worker's
+	// clock when the piece arrived).
+	Time time.Time `json:"time"`
+	// Kind is one of the Event* constants.
+	Kind string `json:"kind"`
+	// WorkflowID is the workflow that recorded the event.
+	WorkflowID string `json:"workflow_id"`
+	Agent      string `json:"agent,omitempty"`
+	Turn       int    `json:"turn,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	CallID     string `json:"call_id,omitempty"`
+	// Detail is a short, human-readable description.
+	Detail string `json:"detail,omitempty"`
+	// Child is the workflow id of a child this event started or finished.
+	Child string `json:"child,omitempty"`
+	// Approval is the id of the approval a call waits for
+	// (approval_requested, approval_decided): what a decision names.
+	Approval string `json:"approval,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventRunStarted        = "run_started"
+	EventAgentStarted      = "agent_started"
+	EventTurn              = "model_turn"
+	EventToolCalled        = "tool_called"
+	EventToolResult        = "tool_result"
+	EventAgentToolStarted  = "agent_tool_started"
+	EventAgentToolFinished = "agent_tool_finished"
+	EventHandoff           = "handoff"
+	EventOutputInvalid     = "output_invalid"
+	EventModelRetry        = "model_retry"
+	EventContinued         = "continued_as_new"
+	EventFinal             = "final_output"
+	EventInterrupted       = "interrupted"
+	EventFailed            = "failed"
+	// EventTextDelta is a piece of a model turn's text as the model
+	// generates it (Detail), for the turn (Turn) of the agent (Agent,
+	// WorkflowID) that the turn's model_turn event then records. It is
+	// never recorded: not in workflow state, not in history, not in the
+	// events query. Followers see deltas only with WithDeltas.
+	EventTextDelta = "text_delta"
+)
