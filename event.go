@@ -70,3 +70,24 @@ const (
 	// events query. Followers see deltas only with WithDeltas.
 	EventTextDelta = "text_delta"
 )
+
+// Cursor is where a follower stands in a run: for each workflow of the
+// run it knows of, the number of the last event of it that the follower
+// got (0: none yet). Keep one with Add as events arrive; From(cursor)
+// then has a follower go on from there, also after a continue-as-new or
+// from another process, with no event repeated or skipped. It encodes as
+// JSON.
+type Cursor map[string]int
+
+// Add moves c past e, and makes a workflow that e starts known to c. A
+// text delta (Seq 0) moves nothing.
+func (c Cursor) Add(e Event) {
+	if e.Seq > c[e.WorkflowID] {
+		c[e.WorkflowID] = e.Seq
+	}
+	if e.Child != "" {
+		if _, ok := c[e.Child]; !ok {
+			c[e.Child] = 0
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -64,7 +65,7 @@ func BenchmarkWaitingApprovals(b *testing.B) {
 			}
 		}
 		each(func(j int) error {
-			r, err := cl.Start(ctx, workflows.RunInput{Graph: sessionGraphName, Agent: "guard", Input: "clean up"})
+			r, err := cl.Start(ctx, troupe.RunInput{Graph: sessionGraphName, Agent: "guard", Input: "clean up"})
 			runs[j] = r
 			return err
 		})

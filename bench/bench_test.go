@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -243,11 +244,11 @@ func runBaseline(b *testing.B, c client.Client, queue, name string, n int) sampl
 }
 
 // runTroupe runs agent of the bench graph to its final output.
-func runTroupe(b *testing.B, c client.Client, queue, agent string) (*workflows.RunResult, sample) {
+func runTroupe(b *testing.B, c client.Client, queue, agent string) (*troupe.RunResult, sample) {
 	b.Helper()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
-		return workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: agent, Input: "go"})
+		return workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: agent, Input: "go"})
 	}, &res)
 	return &res, s
 }

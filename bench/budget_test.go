@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -44,9 +45,9 @@ func BenchmarkBudgetOverhead(b *testing.B) {
 	queue := startWorker(b, c, troupeWorker(b, url, nil))
 	warmUp(b, c, queue, false)
 	run := func(agent string, budget *agents.Budget, turns, calls int) sample {
-		var res workflows.RunResult
+		var res troupe.RunResult
 		s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
-			return workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: agent, Input: "go", Budget: budget})
+			return workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: agent, Input: "go", Budget: budget})
 		}, &res)
 		if res.Turns != turns || res.Usage.Requests != calls || (budget != nil) != (res.Budget != nil) {
 			b.Fatalf("%s ran %d turns and %d model calls (want %d and %d), budget %+v", agent, res.Turns, res.Usage.Requests, turns, calls, res.Budget)

@@ -113,7 +113,7 @@ func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queu
 	b.Helper()
 	ctx := context.Background()
 	skip := len(srv.Calls())
-	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: "looper", Input: "go"})
+	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: "looper", Input: "go"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queu
 			}
 		})
 	}()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	err = run.Get(ctx, &res)
 	cancel()
 	<-done

@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -92,9 +93,9 @@ func guardedGraph() *agents.Graph {
 // guardedLoop runs the looper of graph once and returns its sample.
 func guardedLoop(b *testing.B, c client.Client, queue, graph string) (sample, int, time.Duration) {
 	b.Helper()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
-		return workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: graph, Agent: "looper", Input: "go"})
+		return workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graph, Agent: "looper", Input: "go"})
 	}, &res)
 	if res.Turns != loopTurns+1 || res.ToolCalls != loopTurns {
 		b.Fatalf("%s looper ran %d turns and %d tool calls, want %d and %d", graph, res.Turns, res.ToolCalls, loopTurns+1, loopTurns)

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	mem "github.com/troupe-dev/troupe/memory"
@@ -98,7 +99,7 @@ func BenchmarkMemoryTurnLatency(b *testing.B) {
 			}
 		}
 		for _, s := range sessions {
-			if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+			if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -525,9 +526,9 @@ func startReviewWorkers(b *testing.B, c client.Client, baseURL string, sc sandbo
 // its own file.
 func runReview(b *testing.B, c client.Client, queue, coordinator string) sample {
 	b.Helper()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
-		return workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: reviewGraphName, Agent: coordinator, Input: "review the change"})
+		return workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: reviewGraphName, Agent: coordinator, Input: "review the change"})
 	}, &res)
 	var out string
 	if err := json.Unmarshal(res.Output, &out); err != nil {

@@ -166,7 +166,7 @@ func BenchmarkSessionTurns(b *testing.B) {
 			earlySum += send(young, early+k)
 		}
 		for _, s := range []*troupeclient.Session{old, young} {
-			if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+			if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -221,7 +221,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 				s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: sessionGraphName, Agent: "keeper"})
 				if err == nil {
 					sessions[j] = s
-					var res workflows.SendResult
+					var res troupe.SendResult
 					if res, err = s.Send(ctx, "run: echo kept > f.txt", true); err == nil && string(res.Record.Output) != `"ran"` {
 						err = fmt.Errorf("session %s answered %+v", s.ID(), res.Record)
 					}
@@ -378,7 +378,7 @@ func BenchmarkForkSwitch(b *testing.B) {
 		}
 		tarSum += time.Since(began)
 		for _, x := range []*troupeclient.Session{s, fork} {
-			if _, err := x.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+			if _, err := x.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 				b.Fatal(err)
 			}
 		}

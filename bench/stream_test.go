@@ -149,7 +149,7 @@ func firstDelta(b *testing.B, c client.Client, srv *scripted.Server, queue strin
 	defer cancel()
 	skip := len(srv.Calls())
 	start := time.Now()
-	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: graphName, Agent: "streamer", Input: "go"})
+	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: "streamer", Input: "go"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func firstDelta(b *testing.B, c client.Client, srv *scripted.Server, queue strin
 			}
 		}, workflows.WithDeltas())
 	}()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	err = run.Get(ctx, &res)
 	stop()
 	<-done

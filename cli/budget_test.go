@@ -16,7 +16,6 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // A --budget flag gives the budget it says, or none when it is not set;
@@ -118,8 +117,8 @@ func TestBudgetExceededFailure(t *testing.T) {
 	rep := runtime.BudgetReport{Budget: agents.Budget{ModelCalls: 3}, Calls: 3, Usage: reviewUsage.Total(), Cost: reviewUsage.Cost(), Agents: reviewUsage,
 		Spent: "3 of 3 model calls"}
 	cause := temporal.NewNonRetryableApplicationError("agent pricing_reviewer stopped before its model call of turn 1: the run's budget is spent (3 of 3 model calls)",
-		workflows.ErrBudgetExceeded, nil)
-	err := fmt.Errorf("workflow failed: %w", temporal.NewNonRetryableApplicationError("the run's budget is spent (3 of 3 model calls)", workflows.ErrBudgetExceeded, cause, rep))
+		troupe.ErrBudgetExceeded, nil)
+	err := fmt.Errorf("workflow failed: %w", temporal.NewNonRetryableApplicationError("the run's budget is spent (3 of 3 model calls)", troupe.ErrBudgetExceeded, cause, rep))
 	f := describeFailure("dealdesk-1", err)
 	if want := "the run stopped: troupe.BudgetExceeded: the run's budget is spent (3 of 3 model calls)"; f.Error() != want {
 		t.Errorf("Error() = %q, want %q", f.Error(), want)
@@ -127,12 +126,12 @@ func TestBudgetExceededFailure(t *testing.T) {
 	if f.Budget == nil || f.Budget.Calls != 3 || len(f.Budget.Agents) != 2 {
 		t.Errorf("the failure's budget: %+v", f.Budget)
 	}
-	if f := describeFailure("dealdesk-1", fmt.Errorf("workflow failed: %w", temporal.NewNonRetryableApplicationError("bad", workflows.ErrModel, nil))); f.Budget != nil {
+	if f := describeFailure("dealdesk-1", fmt.Errorf("workflow failed: %w", temporal.NewNonRetryableApplicationError("bad", troupe.ErrModel, nil))); f.Budget != nil {
 		t.Errorf("a model error carries a budget: %+v", f.Budget)
 	}
 
 	var b bytes.Buffer
-	printEvent(&b, troupe.Event{Kind: workflows.EventBudgetExceeded, WorkflowID: "dealdesk-1", Agent: "pricing_reviewer", Turn: 1,
+	printEvent(&b, troupe.Event{Kind: troupe.EventBudgetExceeded, WorkflowID: "dealdesk-1", Agent: "pricing_reviewer", Turn: 1,
 		Detail: "the model call of pricing_reviewer (turn 1) was refused: the run's budget is spent (3 of 3 model calls)"})
 	if want := "  [pricing_reviewer] ✗ the model call of pricing_reviewer (turn 1) was refused: the run's budget is spent (3 of 3 model calls)\n"; b.String() != want {
 		t.Errorf("event printed %q, want %q", b.String(), want)
@@ -146,7 +145,7 @@ func TestPrintSessionSpend(t *testing.T) {
 		Turns: 1, Usage: reviewUsage.Total(), Agents: reviewUsage, Cost: reviewUsage.Cost(),
 		Budget: &runtime.BudgetReport{Budget: agents.Budget{ModelCalls: 3}, Calls: 3, Usage: reviewUsage.Total(), Cost: reviewUsage.Cost(), Agents: reviewUsage},
 		Recent: []troupeclient.TurnRecord{{Turn: "t1", Message: "Review the Acme Corp deal", Outcome: runtime.TurnFailed, Cost: reviewUsage.Cost(),
-			Error: "troupe.BudgetExceeded: agent coordinator stopped before its model call of turn 2: the session's budget is spent", ErrorType: workflows.ErrBudgetExceeded}}}
+			Error: "troupe.BudgetExceeded: agent coordinator stopped before its model call of turn 2: the session's budget is spent", ErrorType: troupe.ErrBudgetExceeded}}}
 	var b bytes.Buffer
 	printSession(&b, info)
 	want := []string{

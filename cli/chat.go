@@ -14,10 +14,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli/chat"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 func chatCommand(graphs []Graph) *cobra.Command {
@@ -58,7 +58,7 @@ func runChat(cmd *cobra.Command, cn *conn, graphs []Graph, session, graph string
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	st := chat.NewState(chat.Options{Graph: graph, Graphs: names(graphs)})
-	r := chat.NewRunner(ctx, cn.runs("", nil), func(ctx context.Context) bool { return served(ctx, cn, workflows.DefaultTaskQueue) })
+	r := chat.NewRunner(ctx, cn.runs("", nil), func(ctx context.Context) bool { return served(ctx, cn, troupe.DefaultTaskQueue) })
 	r.Vars, r.Budget = vars, budget
 	start := []chat.Effect{{Do: chat.DoCheckServed}}
 	if session != "" {

@@ -64,7 +64,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 					return fmt.Errorf("graph %s needs an input: troupe run --graph %s \"what to do\"", g.Graph.Name(), g.Graph.Name())
 				}
 			}
-			in := workflows.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: input, Vars: map[string]string{}, Budget: budget}
+			in := troupe.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: input, Vars: map[string]string{}, Budget: budget}
 			var roots []string
 			for _, f := range g.Flags {
 				v := graphFlags[f.Name]
@@ -144,7 +144,7 @@ type runOutput struct {
 
 // runGraph runs in on the workers of wo.taskQueue or, when it is empty, on
 // a worker of this process.
-func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo workerOptions, out runOutput, stdout, progress, stderr io.Writer) error {
+func runGraph(ctx context.Context, graphs []Graph, in troupe.RunInput, wo workerOptions, out runOutput, stdout, progress, stderr io.Writer) error {
 	logger, logPath, closeLog := runLog(stderr)
 	defer closeLog()
 	conn, err := dialTemporal(ctx, logger, stderr)
@@ -157,7 +157,7 @@ func runGraph(ctx context.Context, graphs []Graph, in workflows.RunInput, wo wor
 	if ownWorker {
 		// The queue `troupe dev` serves, so that a run this process
 		// cannot finish goes on on any worker of the same graphs.
-		taskQueue = workflows.DefaultTaskQueue
+		taskQueue = troupe.DefaultTaskQueue
 		wo.taskQueue = taskQueue
 		wo.events = workflows.NewEventBus()
 		wo.brief = !out.verbose
@@ -269,9 +269,9 @@ func awaitRun(ctx context.Context, run *troupeclient.Run, out runOutput, logPath
 		show = func(e troupe.Event) {
 			printer.event(e)
 			switch e.Kind {
-			case workflows.EventApprovalRequested:
+			case troupe.EventApprovalRequested:
 				a.waits(e.Approval)
-			case workflows.EventApprovalDecided:
+			case troupe.EventApprovalDecided:
 				a.decided(e.Approval)
 			}
 		}
@@ -361,7 +361,7 @@ func isClosedStatus(err error) bool {
 
 // printResult prints a run's result: the output (a string as text, a
 // document indented) or, as JSON, the whole result.
-func printResult(stdout io.Writer, res workflows.RunResult, asJSON bool) error {
+func printResult(stdout io.Writer, res troupe.RunResult, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -605,18 +605,18 @@ func printEvent(w io.Writer, e troupe.Event) {
 		if e.Turn > 0 {
 			fmt.Fprintf(w, "  %s final output\n", tag)
 		}
-	case workflows.EventSandboxProvisioned, workflows.EventSandboxRestored, workflows.EventSandboxSuspended,
-		workflows.EventSandboxLost, workflows.EventSandboxStopped:
+	case troupe.EventSandboxProvisioned, troupe.EventSandboxRestored, troupe.EventSandboxSuspended,
+		troupe.EventSandboxLost, troupe.EventSandboxStopped:
 		fmt.Fprintf(w, "  %s %s: %s\n", tag, strings.ReplaceAll(e.Kind, "_", " "), oneLine(e.Detail))
 	case troupe.EventFailed:
 		fmt.Fprintf(w, "  %s failed: %s\n", tag, oneLine(e.Detail))
-	case workflows.EventBudgetExceeded:
+	case troupe.EventBudgetExceeded:
 		fmt.Fprintf(w, "  %s ✗ %s\n", tag, oneLine(e.Detail))
-	case workflows.EventApprovalRequested:
+	case troupe.EventApprovalRequested:
 		root, _, _ := strings.Cut(e.WorkflowID, "/")
 		fmt.Fprintf(w, "  %s ⏸ %s waits for approval (%s): %s\n", tag, e.Tool, e.Approval, oneLine(e.Detail))
 		fmt.Fprintf(w, "      troupe runs approve %s %s   (or reject, with --message)\n", root, e.Approval)
-	case workflows.EventApprovalDecided:
+	case troupe.EventApprovalDecided:
 		fmt.Fprintf(w, "  %s %s %s\n", tag, e.Tool, oneLine(e.Detail))
 	}
 }
@@ -700,10 +700,10 @@ func (f *RunFailure) Error() string {
 		return fmt.Sprintf("%s failed: %s", who, msg)
 	case TypeCanceled, TypeTerminated, TypeTimedOut:
 		return fmt.Sprintf("the run %s", msg)
-	case workflows.ErrBudgetExceeded:
+	case troupe.ErrBudgetExceeded:
 		// No agent failed: the budget stopped them.
 		return fmt.Sprintf("the run stopped: %s: %s", f.Err.Type, msg)
-	case workflows.ErrBadBudget:
+	case troupe.ErrBadBudget:
 		msg = spend.Refusal(msg)
 	}
 	return fmt.Sprintf("%s failed: %s: %s", who, f.Err.Type, msg)
@@ -745,7 +745,7 @@ func describeFailure(id string, err error) *RunFailure {
 	switch {
 	case errors.As(err, &ae):
 		f.Err = FailureInfo{Type: ae.Type(), Message: ae.Message()}
-		f.Budget, _ = workflows.BudgetReportOf(err)
+		f.Budget, _ = troupe.BudgetReportOf(err)
 		if !strings.HasPrefix(ae.Type(), "troupe.") {
 			f.Err.Type = "" // A Go type's name (an untyped error), not one of ours.
 		}

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
 
+	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows"
@@ -205,7 +206,7 @@ func withTemporal(cmd *cobra.Command, fn func(*conn) error) error {
 // run its budget stopped, the budget and what the run spent).
 type shown struct {
 	workflows.RunInfo
-	Result *workflows.RunResult  `json:"result,omitempty"`
+	Result *troupe.RunResult     `json:"result,omitempty"`
 	Error  *FailureInfo          `json:"error,omitempty"`
 	Agent  string                `json:"agent,omitempty"`
 	Budget *runtime.BudgetReport `json:"budget,omitempty"`

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // backends are the sandbox backends the CLI knows.
@@ -127,7 +127,7 @@ func backendFix(backend string, usable map[string]sandbox.Client) string {
 func describeSandboxes(clients map[string]sandbox.Client, def string) string {
 	var parts []string
 	for _, b := range slices.Sorted(maps.Keys(clients)) {
-		p := workflows.BackendLabel(b)
+		p := troupe.BackendLabel(b)
 		if b == def {
 			p += " [default]"
 		}

@@ -11,10 +11,10 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/cli/spend"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // sessionsCommand is `troupe sessions`: conversations that live on the
@@ -157,7 +157,7 @@ func sessionsCommand() *cobra.Command {
 				}
 				rec, err := s.Ask(cmd.Context(), args[1], progress, opts...)
 				printer.endLine()
-				if workflows.ErrorType(err) == workflows.ErrBudgetExceeded {
+				if troupe.ErrorType(err) == troupe.ErrBudgetExceeded {
 					return budgetSpent(cmd, s, "message refused")
 				}
 				if err != nil {
@@ -166,7 +166,7 @@ func sessionsCommand() *cobra.Command {
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), rec)
 				}
-				if rec.ErrorType == workflows.ErrBudgetExceeded {
+				if rec.ErrorType == troupe.ErrBudgetExceeded {
 					return budgetSpent(cmd, s, "turn "+rec.Turn+" stopped")
 				}
 				return printTurn(cmd.OutOrStdout(), rec)
@@ -241,7 +241,7 @@ func sessionsCommand() *cobra.Command {
 					warnUnserved(cmd, cn, "session "+args[0])
 					info, err = s.SetBudget(cmd.Context(), args[1])
 					var ae *temporal.ApplicationError
-					if workflows.ErrorType(err) == workflows.ErrBadBudget && errors.As(err, &ae) {
+					if troupe.ErrorType(err) == troupe.ErrBadBudget && errors.As(err, &ae) {
 						return fmt.Errorf("session %s refused the budget: %s", args[0], spend.Refusal(ae.Message()))
 					}
 				} else {
@@ -264,12 +264,12 @@ func sessionsCommand() *cobra.Command {
 		},
 	}
 	cmd.AddCommand(create, ls, show, send, fork, budget,
-		command("switch SESSION BACKEND", "Move every workspace of a session to another sandbox backend (local, bwrap, docker), files intact", workflows.CommandSwitch, 2),
-		command("pause SESSION", "Pause a session: no turn starts, and a running turn's agents start no model call or tool", workflows.CommandPause, 1),
-		command("resume SESSION", "Resume a paused session where it stopped", workflows.CommandResume, 1),
-		command("stop SESSION", "Stop a session for good: a running turn is cancelled, its sandboxes stopped", workflows.CommandStop, 1),
-		command("rename SESSION NAME", "Rename a session", workflows.CommandRename, 2),
-		command("policy SESSION enqueue|reject|interrupt|rollback", "Set what a message sent during a turn does", workflows.CommandPolicy, 2),
+		command("switch SESSION BACKEND", "Move every workspace of a session to another sandbox backend (local, bwrap, docker), files intact", troupe.CommandSwitch, 2),
+		command("pause SESSION", "Pause a session: no turn starts, and a running turn's agents start no model call or tool", troupe.CommandPause, 1),
+		command("resume SESSION", "Resume a paused session where it stopped", troupe.CommandResume, 1),
+		command("stop SESSION", "Stop a session for good: a running turn is cancelled, its sandboxes stopped", troupe.CommandStop, 1),
+		command("rename SESSION NAME", "Rename a session", troupe.CommandRename, 2),
+		command("policy SESSION enqueue|reject|interrupt|rollback", "Set what a message sent during a turn does", troupe.CommandPolicy, 2),
 	)
 	return cmd
 }
@@ -277,8 +277,8 @@ func sessionsCommand() *cobra.Command {
 // warnUnserved says so on stderr when no worker serves the sessions: the
 // session waits for one.
 func warnUnserved(cmd *cobra.Command, cn *conn, what string) {
-	if !served(cmd.Context(), cn, workflows.DefaultTaskQueue) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "troupe: no worker serves task queue %s: %s waits until `troupe dev` or `troupe worker` runs\n", workflows.DefaultTaskQueue, what)
+	if !served(cmd.Context(), cn, troupe.DefaultTaskQueue) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "troupe: no worker serves task queue %s: %s waits until `troupe dev` or `troupe worker` runs\n", troupe.DefaultTaskQueue, what)
 	}
 }
 
@@ -286,7 +286,7 @@ func warnUnserved(cmd *cobra.Command, cn *conn, what string) {
 func printTurn(w io.Writer, rec troupeclient.TurnRecord) error {
 	switch rec.Outcome {
 	case runtime.TurnAnswered:
-		return printResult(w, workflows.RunResult{Output: rec.Output}, false)
+		return printResult(w, troupe.RunResult{Output: rec.Output}, false)
 	case runtime.TurnFailed:
 		return fmt.Errorf("turn %s failed: %s", rec.Turn, rec.Error)
 	}
@@ -319,7 +319,7 @@ func printSession(w io.Writer, info troupeclient.SessionInfo) {
 			cost = " (" + spend.Cost(r.Cost) + ")"
 		}
 		what := string(r.Output) + r.Error
-		if r.ErrorType == workflows.ErrBudgetExceeded {
+		if r.ErrorType == troupe.ErrBudgetExceeded {
 			what = "stopped by the budget"
 		}
 		fmt.Fprintf(w, "  %s %s%s: %s → %s\n", r.Turn, r.Outcome, cost, oneLine(r.Message), oneLine(what))

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -242,7 +243,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.taskQueue, "task-queue", workflows.DefaultTaskQueue, "task queue to listen on")
+	cmd.Flags().StringVar(&o.taskQueue, "task-queue", troupe.DefaultTaskQueue, "task queue to listen on")
 	addSandboxFlags(cmd.Flags(), &o)
 	addDeltaFlag(cmd.Flags(), &o)
 	return cmd
@@ -251,7 +252,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 func devCommand(graphs []Graph) *cobra.Command {
 	var port, uiPort int
 	var noWorker bool
-	o := workerOptions{taskQueue: workflows.DefaultTaskQueue}
+	o := workerOptions{taskQueue: troupe.DefaultTaskQueue}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run an embedded Temporal server, its Web UI and a worker for the graphs",

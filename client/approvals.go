@@ -6,8 +6,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 type (
@@ -26,7 +26,7 @@ type (
 // Approvals lists the calls that wait for a decision anywhere in the
 // agent tree of the run or session id, oldest first.
 func (c *Client) Approvals(ctx context.Context, id string) ([]Approval, error) {
-	v, err := c.query(ctx, id, workflows.ApprovalsQuery)
+	v, err := c.query(ctx, id, troupe.ApprovalsQuery)
 	if err != nil {
 		return nil, fmt.Errorf("approvals of %s: %w", id, err)
 	}
@@ -42,7 +42,7 @@ func (c *Client) Approvals(ctx context.Context, id string) ([]Approval, error) {
 // with an error whose workflows.ErrorType is workflows.ErrBadDecision,
 // and changes nothing.
 func (c *Client) Decide(ctx context.Context, id string, d Decision) ([]Decision, error) {
-	h, err := c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: workflows.DecideUpdate,
+	h, err := c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: troupe.DecideUpdate,
 		Args: []any{d}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err != nil {
 		return nil, fmt.Errorf("decide %s of %s: %w", d.ID, id, err)

@@ -28,10 +28,10 @@ import (
 // The types a caller of this package sees, from the workflows package.
 type (
 	// RunInput is what a run starts with: graph, agent, message, vars.
-	RunInput = workflows.RunInput
+	RunInput = troupe.RunInput
 	// RunResult is what a run ends with: the agent that answered, its
 	// output, usage.
-	RunResult = workflows.RunResult
+	RunResult = troupe.RunResult
 	// Event is one thing that happened in a run: a turn, a tool call, a
 	// handoff, a retry, the final output.
 	Event = troupe.Event
@@ -40,7 +40,7 @@ type (
 	// ListOptions says which runs List returns.
 	ListOptions = workflows.ListOptions
 	// Cursor is where a follower stands in a run (FollowFrom).
-	Cursor = workflows.Cursor
+	Cursor = troupe.Cursor
 	// FollowOption changes what Follow, FollowFrom and Ask pass on.
 	FollowOption = workflows.FollowOption
 )
@@ -99,7 +99,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, errors.New("client: Config.Temporal is required")
 	}
 	if cfg.TaskQueue == "" {
-		cfg.TaskQueue = workflows.DefaultTaskQueue
+		cfg.TaskQueue = troupe.DefaultTaskQueue
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval

@@ -10,27 +10,27 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // The types of sessions, from the workflows and runtime packages.
 type (
 	// SessionInput is what a session starts with: graph, agent, name,
 	// input policy, vars.
-	SessionInput = workflows.SessionInput
+	SessionInput = troupe.SessionInput
 	// SessionEntry is a session as the session manager lists it.
-	SessionEntry = workflows.SessionEntry
+	SessionEntry = troupe.SessionEntry
 	// SessionInfo is where a session stands, as it says itself.
-	SessionInfo = workflows.SessionInfo
+	SessionInfo = troupe.SessionInfo
 	// SendResult is a session's answer to a message: the turn's id, and
 	// its record when the caller waited.
-	SendResult = workflows.SendResult
+	SendResult = troupe.SendResult
 	// TurnRecord is a turn that ended: its outcome, answer, usage.
 	TurnRecord = runtime.TurnRecord
 	// SessionCommand is a lifecycle command: pause, resume, stop,
 	// rename, policy, switch (SetBudget sends the budget command).
-	SessionCommand = workflows.SessionCommand
+	SessionCommand = troupe.SessionCommand
 )
 
 // CreateSession creates a session of in through the session manager of
@@ -44,14 +44,14 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 		opt(&o)
 	}
 	start := c.cfg.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: workflows.SessionManagerIDFor(c.cfg.TaskQueue), TaskQueue: c.cfg.TaskQueue,
+		ID: troupe.SessionManagerIDFor(c.cfg.TaskQueue), TaskQueue: c.cfg.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		StaticSummary:            "the registry of sessions",
-	}, workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+	}, troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 	h, err := c.cfg.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.CreateSessionUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
-			Args: []any{workflows.CreateSessionInput{ID: o.id, Session: in}}},
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: troupe.CreateSessionUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+			Args: []any{troupe.CreateSessionInput{ID: o.id, Session: in}}},
 	})
 	if err != nil {
 		return nil, SessionEntry{}, fmt.Errorf("create session of %s: %w", in.Graph, err)
@@ -67,7 +67,7 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 // queue holds, stopped ones included, oldest first; none when no session
 // was ever created there.
 func (c *Client) Sessions(ctx context.Context) ([]SessionEntry, error) {
-	v, err := c.query(ctx, workflows.SessionManagerIDFor(c.cfg.TaskQueue), workflows.SessionsQuery)
+	v, err := c.query(ctx, troupe.SessionManagerIDFor(c.cfg.TaskQueue), troupe.SessionsQuery)
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return nil, nil
@@ -128,8 +128,8 @@ func (s *Session) Send(ctx context.Context, message string, wait bool, opts ...S
 	for _, opt := range opts {
 		opt(&o)
 	}
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: o.id, WorkflowID: s.id, UpdateName: workflows.SendUpdate,
-		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{workflows.SendInput{Message: message, Wait: wait}}})
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: o.id, WorkflowID: s.id, UpdateName: troupe.SendUpdate,
+		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{troupe.SendInput{Message: message, Wait: wait}}})
 	if err != nil {
 		return SendResult{}, fmt.Errorf("send to session %s: %w", s.id, err)
 	}
@@ -140,7 +140,7 @@ func (s *Session) Send(ctx context.Context, message string, wait bool, opts ...S
 	// The session continued as new before the turn ended: wait on its
 	// next run.
 	for wait && res.Continued && res.Record == nil {
-		h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.id, UpdateName: workflows.AwaitUpdate,
+		h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.id, UpdateName: troupe.AwaitUpdate,
 			WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{res.Turn}})
 		if err != nil {
 			return SendResult{}, fmt.Errorf("wait for turn %s of session %s: %w", res.Turn, s.id, err)
@@ -208,7 +208,7 @@ func (s *Session) Input(ctx context.Context) (SessionInput, error) {
 		return SessionInput{}, fmt.Errorf("session %s: %w", s.id, err)
 	}
 	started := first.GetWorkflowExecutionStartedEventAttributes()
-	if typ := started.GetWorkflowType().GetName(); typ != workflows.SessionWorkflowName {
+	if typ := started.GetWorkflowType().GetName(); typ != troupe.SessionWorkflowName {
 		return SessionInput{}, fmt.Errorf("session %s: %w (a %q workflow)", s.id, ErrNoSession, typ)
 	}
 	var in SessionInput
@@ -221,7 +221,7 @@ func (s *Session) Input(ctx context.Context) (SessionInput, error) {
 
 // Info returns where the session stands, as it says itself.
 func (s *Session) Info(ctx context.Context) (SessionInfo, error) {
-	v, err := s.c.query(ctx, s.id, workflows.SessionQuery)
+	v, err := s.c.query(ctx, s.id, troupe.SessionQuery)
 	if err != nil {
 		return SessionInfo{}, fmt.Errorf("session %s: %w", s.id, err)
 	}
@@ -233,8 +233,8 @@ func (s *Session) Info(ctx context.Context) (SessionInfo, error) {
 // manager of the client's task queue (the one door for the lifecycle), and
 // returns its entry.
 func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateName: workflows.LifecycleUpdate,
-		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{workflows.LifecycleInput{ID: s.id, Command: cmd}}})
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: troupe.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateName: troupe.LifecycleUpdate,
+		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{troupe.LifecycleInput{ID: s.id, Command: cmd}}})
 	if err != nil {
 		return SessionEntry{}, fmt.Errorf("%s session %s: %w", cmd.Op, s.id, err)
 	}
@@ -252,8 +252,8 @@ func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry
 // settings; independent from then on. It returns the fork's handle and
 // entry once the fork has started.
 func (s *Session) Fork(ctx context.Context, name string) (*Session, SessionEntry, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateName: workflows.ForkUpdate,
-		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{workflows.ForkInput{ID: s.id, Name: name}}})
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: troupe.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateName: troupe.ForkUpdate,
+		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{troupe.ForkInput{ID: s.id, Name: name}}})
 	if err != nil {
 		return nil, SessionEntry{}, fmt.Errorf("fork session %s: %w", s.id, err)
 	}
@@ -270,7 +270,7 @@ func (s *Session) Fork(ctx context.Context, name string) (*Session, SessionEntry
 // unchanged. A backend the workers do not serve fails the next command
 // that needs a sandbox, with a clear error; switch again to go on.
 func (s *Session) SwitchBackend(ctx context.Context, backend string) (SessionEntry, error) {
-	return s.Command(ctx, SessionCommand{Op: workflows.CommandSwitch, Arg: backend})
+	return s.Command(ctx, SessionCommand{Op: troupe.CommandSwitch, Arg: backend})
 }
 
 // SetBudget changes the session's budget as change says, from its next
@@ -288,8 +288,8 @@ func (s *Session) SwitchBackend(ctx context.Context, backend string) (SessionEnt
 // workflows.ErrBadBudget: a bad limit, or a cost limit for a graph with a
 // model that has no price.
 func (s *Session) SetBudget(ctx context.Context, change string) (SessionInfo, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.id, UpdateName: workflows.CommandUpdate,
-		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{SessionCommand{Op: workflows.CommandBudget, Arg: change}}})
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.id, UpdateName: troupe.CommandUpdate,
+		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{SessionCommand{Op: troupe.CommandBudget, Arg: change}}})
 	if err != nil {
 		return SessionInfo{}, fmt.Errorf("budget of session %s: %w", s.id, err)
 	}

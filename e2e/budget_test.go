@@ -50,7 +50,7 @@ func trafficOf(t *testing.T, c client.Client, root string, agents map[string]boo
 			if a := e.GetWorkflowExecutionStartedEventAttributes(); a != nil {
 				runID = a.GetContinuedExecutionRunId()
 			}
-			if a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && a.GetAcceptedRequest().GetInput().GetName() == workflows.BudgetAskUpdate {
+			if a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil && a.GetAcceptedRequest().GetInput().GetName() == troupe.BudgetAskUpdate {
 				tr.asksByUpdate++
 			}
 			if a := e.GetWorkflowExecutionSignaledEventAttributes(); a != nil && strings.HasPrefix(a.GetSignalName(), "troupe.budget-") {
@@ -96,9 +96,9 @@ func TestBudgetEndToEnd(t *testing.T) {
 	// start runs the deal desk on input, following its events to know
 	// its workflows, and returns its result, or its error, and them (the
 	// run's first).
-	start := func(input string, budget *agents.Budget) (*workflows.RunResult, []string, error) {
+	start := func(input string, budget *agents.Budget) (*troupe.RunResult, []string, error) {
 		t.Helper()
-		run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "dealdesk", Input: input, Budget: budget})
+		run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "dealdesk", Input: input, Budget: budget})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestBudgetEndToEnd(t *testing.T) {
 			defer close(followed)
 			_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) { ids[e.WorkflowID] = true })
 		}()
-		var res workflows.RunResult
+		var res troupe.RunResult
 		err = run.Get(ctx, &res)
 		// The events of the last workflows to end reach the follower
 		// shortly after the run's end.
@@ -158,7 +158,7 @@ func TestBudgetEndToEnd(t *testing.T) {
 		// Two calls of each reviewer, and the coordinator's second; the
 		// coordinator gave the ledger back once.
 		tr := trafficOf(t, c, ids[0], set(ids))
-		if tr.asksByUpdate != 5 || tr.signals[workflows.BudgetReturnSignal] != 1 || tr.signals[workflows.BudgetAskSignal] != 0 || tr.agentSignals != 0 {
+		if tr.asksByUpdate != 5 || tr.signals[troupe.BudgetReturnSignal] != 1 || tr.signals[troupe.BudgetAskSignal] != 0 || tr.agentSignals != 0 {
 			t.Errorf("%d asks by update, signals %v at the root, %d sent by agents; want 5 asks, 1 return, no ask signal, none sent by agents", tr.asksByUpdate, tr.signals, tr.agentSignals)
 		}
 		if *historiesDir != "" {
@@ -170,14 +170,14 @@ func TestBudgetEndToEnd(t *testing.T) {
 		// Rounds of eight reviewers at once, every one asking the root.
 		before := calls()
 		_, ids, err := start("Review every deal in the pipeline, again and again", &agents.Budget{ModelCalls: 30})
-		if workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
-			t.Fatalf("the runaway ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+		if troupe.ErrorType(err) != troupe.ErrBudgetExceeded {
+			t.Fatalf("the runaway ended with %v, want %s", err, troupe.ErrBudgetExceeded)
 		}
-		rep, ok := workflows.BudgetReportOf(err)
+		rep, ok := troupe.BudgetReportOf(err)
 		if n := calls() - before; !ok || n != 30 || rep.Calls != 30 || rep.Spent != "30 of 30 model calls" {
 			t.Errorf("%d model calls, report %+v; want exactly the 30 of the budget", n, rep)
 		}
-		if tr := trafficOf(t, c, ids[0], set(ids)); tr.asksByUpdate < 16 || tr.signals[workflows.BudgetAskSignal] != 0 || tr.agentSignals != 0 {
+		if tr := trafficOf(t, c, ids[0], set(ids)); tr.asksByUpdate < 16 || tr.signals[troupe.BudgetAskSignal] != 0 || tr.agentSignals != 0 {
 			t.Errorf("%d asks by update, signals %v at the root, %d sent by agents; want the reviewers' asks by update, none by signal", tr.asksByUpdate, tr.signals, tr.agentSignals)
 		}
 		if *historiesDir != "" {
@@ -187,10 +187,10 @@ func TestBudgetEndToEnd(t *testing.T) {
 
 	t.Run("a runaway, cost", func(t *testing.T) {
 		_, _, err := start("Review every deal in the pipeline, again and again", nil)
-		if workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
-			t.Fatalf("the runaway ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+		if troupe.ErrorType(err) != troupe.ErrBudgetExceeded {
+			t.Fatalf("the runaway ended with %v, want %s", err, troupe.ErrBudgetExceeded)
 		}
-		rep, ok := workflows.BudgetReportOf(err)
+		rep, ok := troupe.BudgetReportOf(err)
 		if !ok || rep.Budget != dealdesk.Budget {
 			t.Fatalf("report %+v, want the graph's budget", rep)
 		}
@@ -221,20 +221,20 @@ func TestBudgetAcrossContinueAsNew(t *testing.T) {
 	}{{41, true}, {40, false}} {
 		t.Run(fmt.Sprintf("%d calls", tc.calls), func(t *testing.T) {
 			before := len(ms.Calls())
-			run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "bounce", Input: "bounce", Budget: &agents.Budget{ModelCalls: tc.calls}})
+			run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "bounce", Input: "bounce", Budget: &agents.Budget{ModelCalls: tc.calls}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var res workflows.RunResult
+			var res troupe.RunResult
 			err = run.Get(ctx, &res)
 			made := int64(len(ms.Calls()) - before)
 			switch {
 			case tc.ok && (err != nil || res.Budget == nil || res.Budget.Calls != 41 || res.Handoffs != 40):
 				t.Fatalf("run: %v, %+v; want 41 calls through 40 handoffs, within the budget", err, res.Budget)
-			case !tc.ok && workflows.ErrorType(err) != workflows.ErrBudgetExceeded:
-				t.Fatalf("run ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+			case !tc.ok && troupe.ErrorType(err) != troupe.ErrBudgetExceeded:
+				t.Fatalf("run ended with %v, want %s", err, troupe.ErrBudgetExceeded)
 			case !tc.ok:
-				if rep, _ := workflows.BudgetReportOf(err); rep == nil || rep.Calls != tc.calls {
+				if rep, _ := troupe.BudgetReportOf(err); rep == nil || rep.Calls != tc.calls {
 					t.Errorf("report %+v, want %d calls", rep, tc.calls)
 				}
 			}

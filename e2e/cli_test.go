@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // TestCLIRun runs `troupe run` as a user does, with no OPENAI_API_KEY (so
@@ -40,7 +40,7 @@ func TestCLIRun(t *testing.T) {
 			if err := cmd.ExecuteContext(context.Background()); err != nil {
 				t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
 			}
-			var res workflows.RunResult
+			var res troupe.RunResult
 			if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 				t.Fatalf("stdout is not a run result: %v\n%s", err, stdout.String())
 			}
@@ -72,7 +72,7 @@ func TestCLIRunRemembers(t *testing.T) {
 		if err := cmd.ExecuteContext(context.Background()); err != nil {
 			t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
 		}
-		var res workflows.RunResult
+		var res troupe.RunResult
 		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 			t.Fatalf("stdout is not a run result: %v\n%s", err, stdout.String())
 		}
@@ -217,7 +217,7 @@ func TestCLIRunFailure(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &f); err != nil {
 		t.Fatalf("stdout is not a failure: %v\n%s", err, stdout.String())
 	}
-	if f.WorkflowID == "" || f.Agent != "triage" || f.Err.Type != workflows.ErrModel || !strings.Contains(f.Err.Message, "HTTP 401") {
+	if f.WorkflowID == "" || f.Agent != "triage" || f.Err.Type != troupe.ErrModel || !strings.Contains(f.Err.Message, "HTTP 401") {
 		t.Errorf("--json failure = %+v", f)
 	}
 	if strings.Contains(stderr.String(), "level=") {

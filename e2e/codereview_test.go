@@ -206,7 +206,7 @@ func TestCodeReview(t *testing.T) {
 				cfg.Sandboxes = map[string]sandbox.Client{local.Backend: lc}
 			})
 			out := filepath.Join(t.TempDir(), "review")
-			run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{
+			run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{
 				Graph: "codereview", Input: "Review this change",
 				Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: tc.ref, codereview.VarOut: out},
 			})
@@ -215,7 +215,7 @@ func TestCodeReview(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			var res workflows.RunResult
+			var res troupe.RunResult
 			if err := run.Get(ctx, &res); err != nil {
 				t.Fatal(err)
 			}
@@ -233,13 +233,13 @@ func TestCodeReview(t *testing.T) {
 			sandboxAgents := map[string]bool{}
 			for _, e := range events {
 				kinds[e.Kind]++
-				if e.Kind == workflows.EventSandboxProvisioned {
+				if e.Kind == troupe.EventSandboxProvisioned {
 					sandboxAgents[e.Agent] = true
 				}
 			}
 			for kind, want := range map[string]int{
 				troupe.EventAgentToolStarted: 3, troupe.EventAgentToolFinished: 3,
-				workflows.EventSandboxProvisioned: 3, workflows.EventSandboxStopped: 3,
+				troupe.EventSandboxProvisioned: 3, troupe.EventSandboxStopped: 3,
 				// Three exec_command calls, and write_report.
 				troupe.EventToolCalled: 4, troupe.EventToolResult: 4,
 			} {
@@ -290,7 +290,7 @@ func TestCodeReviewCLI(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
 	}
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		t.Fatalf("stdout is not a run result: %v\n%s", err, stdout.String())
 	}
@@ -329,7 +329,7 @@ func TestCodeReviewSandboxDenied(t *testing.T) {
 		cfg.Sandboxes = map[string]sandbox.Client{local.Backend: lc}
 	})
 	out := t.TempDir()
-	res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "codereview", Input: "Review this change",
+	res, err := runGraph(t, c, queue, troupe.RunInput{Graph: "codereview", Input: "Review this change",
 		Vars: map[string]string{codereview.VarRepo: repo, codereview.VarOut: out}})
 	if err != nil {
 		t.Fatal(err)
@@ -346,7 +346,7 @@ func TestCodeReviewSandboxDenied(t *testing.T) {
 		t.Errorf("report shows %d failed reviews, want 3 saying why:\n%s", n, md)
 	}
 	for _, e := range runEvents(t, c, res.WorkflowID) {
-		if e.Kind == workflows.EventSandboxProvisioned {
+		if e.Kind == troupe.EventSandboxProvisioned {
 			t.Errorf("a sandbox was provisioned: %+v", e)
 		}
 	}
@@ -388,7 +388,7 @@ func TestCodeReviewMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if typ := d.GetWorkflowExecutionInfo().GetType().GetName(); typ != workflows.OrchestratorWorkflowName {
+	if typ := d.GetWorkflowExecutionInfo().GetType().GetName(); typ != troupe.OrchestratorWorkflowName {
 		t.Errorf("run %s is a %s", res.runID(), typ)
 	}
 }

@@ -200,7 +200,7 @@ func crashWorker(t *testing.T, budget *agents.Budget) {
 	blobDir, queue := t.TempDir(), fmt.Sprintf("crash-%d-%d", os.Getpid(), queues.Add(1))
 	first := spawnWorker(t, url, blobDir, queue)
 
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "crash", Input: "go", Budget: budget})
+	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "crash", Input: "go", Budget: budget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func crashWorker(t *testing.T, budget *agents.Budget) {
 	spawnWorker(t, url, blobDir, queue)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestHostLost(t *testing.T) {
 	ms, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("hostlost-%d", os.Getpid())
 	first := spawnWorker(t, url, blobDir, queue)
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "fault", Input: "go"})
+	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "fault", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestHostLost(t *testing.T) {
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -317,11 +317,11 @@ func TestHostLost(t *testing.T) {
 	kinds := map[string]int{}
 	for _, e := range eventsOf(t, c, childID) {
 		kinds[e.Kind]++
-		if e.Kind == workflows.EventSandboxRestored {
+		if e.Kind == troupe.EventSandboxRestored {
 			restoredOn = e.Detail
 		}
 	}
-	if kinds[workflows.EventSandboxLost] != 1 || kinds[workflows.EventSandboxRestored] != 1 {
+	if kinds[troupe.EventSandboxLost] != 1 || kinds[troupe.EventSandboxRestored] != 1 {
 		t.Errorf("sandbox events = %v, want it lost once and restored once", kinds)
 	}
 	if left := dirEntries(t, root); len(left) != 0 {
@@ -345,7 +345,7 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Remove(hold); os.Remove(hold + ".id") })
 	first := spawnWorker(t, url, blobDir, queue, envBackend+"=bwrap", envHold+"="+hold)
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "recreate", Input: "go"})
+	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "recreate", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 	// fit.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 	if n := ms.Count("recreate-read"); n != 1 {
 		t.Errorf("recreate-read answered %d times, want 1", n)
 	}
-	if kinds := countKinds(eventsOf(t, c, run.GetID()+"/0-phoenix")); kinds[workflows.EventSandboxProvisioned] != 1 || kinds[workflows.EventSandboxStopped] != 1 {
+	if kinds := countKinds(eventsOf(t, c, run.GetID()+"/0-phoenix")); kinds[troupe.EventSandboxProvisioned] != 1 || kinds[troupe.EventSandboxStopped] != 1 {
 		t.Errorf("sandbox events = %v, want one provisioned and stopped", kinds)
 	}
 	entries, err := os.ReadDir(root)

@@ -25,6 +25,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -278,7 +279,7 @@ func killInPhase(t *testing.T, backend, phase string) {
 	t.Cleanup(func() { os.Remove(hold); os.Remove(hold + ".in"); os.Remove(ids) })
 	env := []string{envBackend + "=" + backend, envPhaseIDs + "=" + ids}
 	first := spawnWorker(t, url, blobDir, queue, append(env, envPhase+"="+phase, envPhaseHold+"="+hold)...)
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "phases", Input: "go"})
+	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "phases", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ func killInPhase(t *testing.T, backend, phase string) {
 	spawnWorker(t, url, blobDir, queue, append(env, envReap+"=1s")...)
 	ctx, cancel := context.WithTimeout(context.Background(), phaseBound)
 	defer cancel()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("the run, %v after the kill: %v", time.Since(killed).Round(time.Millisecond), err)
 	}

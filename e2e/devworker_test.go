@@ -63,7 +63,7 @@ func TestDevBesideWorker(t *testing.T) {
 	var all []started
 	for i := range runs {
 		out := filepath.Join(t.TempDir(), "review")
-		run, err := workflows.StartRun(context.Background(), c, workflows.DefaultTaskQueue, workflows.RunInput{
+		run, err := workflows.StartRun(context.Background(), c, troupe.DefaultTaskQueue, troupe.RunInput{
 			Graph: "codereview", Input: "Review this change",
 			Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: "HEAD", codereview.VarOut: out},
 		})
@@ -77,7 +77,7 @@ func TestDevBesideWorker(t *testing.T) {
 	defer cancel()
 	created := map[string]int{} // sandboxes by the process that created them
 	for i, s := range all {
-		var res workflows.RunResult
+		var res troupe.RunResult
 		if err := s.run.Get(ctx, &res); err != nil {
 			t.Fatalf("run %d: %v\ndev:\n%s\nworker:\n%s", i, err, dev.log.String(), worker.log.String())
 		}
@@ -85,9 +85,9 @@ func TestDevBesideWorker(t *testing.T) {
 			checkReview(t, res.Output, s.out)
 			for _, e := range runEvents(t, c, s.run.GetID()) {
 				switch {
-				case e.Kind == workflows.EventSandboxLost:
+				case e.Kind == troupe.EventSandboxLost:
 					t.Errorf("%s: sandbox lost: %s", e.Agent, e.Detail)
-				case strings.Contains(e.Detail, workflows.ErrSandboxMisrouted):
+				case strings.Contains(e.Detail, troupe.ErrSandboxMisrouted):
 					t.Errorf("%s: %s: %s", e.Agent, e.Kind, e.Detail)
 				case e.Kind == troupe.EventToolResult && sandboxTools[e.Tool] && strings.HasPrefix(e.Detail, "Error"):
 					t.Errorf("%s: %s failed: %s", e.Agent, e.Tool, e.Detail)

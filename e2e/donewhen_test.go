@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -68,7 +69,7 @@ func TestChatCodeReviewDay(t *testing.T) {
 	chat := startChat(t, dev, env, chatArgs...)
 	chat.waitFor("the chat", func(s string) bool { return strings.Contains(s, "no session open") })
 	c := devClient(t, home)
-	memoryID := workflows.MemoryWorkflowID(workflows.DefaultTaskQueue, codereview.MemoryScope)
+	memoryID := workflows.MemoryWorkflowID(troupe.DefaultTaskQueue, codereview.MemoryScope)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang detector
 	defer cancel()
 

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
@@ -176,7 +177,7 @@ func newRunner(t testing.TB, baseURL string, api model.API, host string, tweak f
 	return r
 }
 
-func runGraph(t testing.TB, c client.Client, queue string, in workflows.RunInput) (*workflows.RunResult, error) {
+func runGraph(t testing.TB, c client.Client, queue string, in troupe.RunInput) (*troupe.RunResult, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -149,13 +149,13 @@ func TestGuardrailsEndToEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "guards", Agent: tc.agent, Input: tc.input})
+			run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "guards", Agent: tc.agent, Input: tc.input})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var res workflows.RunResult
+			var res troupe.RunResult
 			err = run.Get(ctx, &res)
-			trip, tripped := workflows.TrippedGuardrail(err)
+			trip, tripped := troupe.TrippedGuardrail(err)
 			switch {
 			case tc.trip != "" && (!tripped || trip.Guardrail != tc.trip):
 				t.Fatalf("err = %v, want %s tripped", err, tc.trip)
@@ -180,13 +180,13 @@ func TestGuardrailsEndToEnd(t *testing.T) {
 					ids[e.Child] = true
 				}
 			}
-			want := map[string]int{workflows.EventGuardrailTripped: 1}
+			want := map[string]int{troupe.EventGuardrailTripped: 1}
 			if tc.name == "input" {
 				// The model call was cancelled: no turn was taken.
 				want[troupe.EventTurn] = 0
 			}
 			if tc.trip == "" {
-				want = map[string]int{workflows.EventGuardrailTripped: 0, workflows.EventGuardrailApplied: tc.applied}
+				want = map[string]int{troupe.EventGuardrailTripped: 0, troupe.EventGuardrailApplied: tc.applied}
 			}
 			for k, n := range want {
 				if kinds[k] != n {

@@ -43,7 +43,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 		cfg.ContinueAfterTurns, cfg.ContinueAfterEvents, cfg.Events = 100, 1000, bus
 	})
 	ctx := context.Background()
-	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "long", Input: "loop"})
+	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "long", Input: "loop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	followed.Add(1)
 	go func() {
 		defer followed.Done()
-		cursor := workflows.Cursor{}
+		cursor := troupe.Cursor{}
 		take := func(e troupe.Event) {
 			cursor.Add(e)
 			if e.WorkflowID == run.GetID()+"/0-looper" {
@@ -104,7 +104,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 			take(e)
 		}, workflows.From(cursor))
 	}()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	err = run.Get(ctx, &res)
 	stop()
 	followed.Wait()
@@ -223,7 +223,7 @@ func TestMarathon(t *testing.T) {
 	var store *blob.Store
 	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) { store = cfg.Store })
 	ctx := context.Background()
-	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "marathon", Input: "run"})
+	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "marathon", Input: "run"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestMarathon(t *testing.T) {
 			}
 		})
 	}()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	err = run.Get(ctx, &res)
 	stop()
 	<-followed
@@ -371,7 +371,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "bounce", Input: "bounce"})
+	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "bounce", Input: "bounce"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 			}
 		})
 	}()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	err = c.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &res)
 	stop()
 	<-followed

@@ -33,6 +33,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -141,7 +142,7 @@ func TestHostileWorkspace(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a hang detector
 			defer cancel()
-			res, err := workflows.Run(ctx, c, queue, workflows.RunInput{Graph: "hostile", Input: "go"})
+			res, err := workflows.Run(ctx, c, queue, troupe.RunInput{Graph: "hostile", Input: "go"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +180,7 @@ func TestHostileWorkspace(t *testing.T) {
 			childID := res.WorkflowID + "/0-vandal"
 			evs := eventsOf(t, c, childID)
 			for _, e := range evs {
-				if e.Kind == workflows.EventSandboxLost {
+				if e.Kind == troupe.EventSandboxLost {
 					t.Errorf("sandbox lost: %s", e.Detail)
 				}
 			}

@@ -166,7 +166,7 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 			// A second worker process of the same host: the calls must
 			// still reach the process that holds the session.
 			startWorkerOn(t, c, url, model.APIResponses, queue, withGraph)
-			run, err := workflows.StartRun(t.Context(), c, queue, workflows.RunInput{Graph: g.Name(), Input: "use the tools"})
+			run, err := workflows.StartRun(t.Context(), c, queue, troupe.RunInput{Graph: g.Name(), Input: "use the tools"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +189,7 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 				_ = httpServer.Wait()
 				startEverythingHTTP(t, port)
 			}
-			var res workflows.RunResult
+			var res troupe.RunResult
 			if err := run.Get(t.Context(), &res); err != nil {
 				t.Fatalf("run: %v", err)
 			}
@@ -260,7 +260,7 @@ func TestMCPCallCancelled(t *testing.T) {
 		cfg.Graphs = append(cfg.Graphs, g)
 		cfg.HeartbeatTimeout = 2 * time.Second
 	})
-	run, err := workflows.StartRun(t.Context(), c, queue, workflows.RunInput{Graph: g.Name(), Input: "hang"})
+	run, err := workflows.StartRun(t.Context(), c, queue, troupe.RunInput{Graph: g.Name(), Input: "hang"})
 	if err != nil {
 		t.Fatal(err)
 	}

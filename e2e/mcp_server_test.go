@@ -29,6 +29,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
 	"github.com/troupe-dev/troupe/examples/builtin"
@@ -584,7 +585,7 @@ func TestMCPServeRunToolsRefuseForeignRuns(t *testing.T) {
 	// The foreign runs wait on a queue no worker polls, until cleanup.
 	const idle = "e2e-mcp-no-workers"
 	var foreign []string
-	start := func(id string, in workflows.RunInput) {
+	start := func(id string, in troupe.RunInput) {
 		t.Helper()
 		var run client.WorkflowRun
 		var err error
@@ -599,9 +600,9 @@ func TestMCPServeRunToolsRefuseForeignRuns(t *testing.T) {
 		foreign = append(foreign, run.GetID())
 		t.Cleanup(func() { _ = f.c.TerminateWorkflow(context.Background(), run.GetID(), "", "test over") })
 	}
-	start("", workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"}) // `troupe run`
-	start("mcp-unserved-0123456789abcdef0123456789abcdef", workflows.RunInput{Graph: "unserved", Agent: "a", Input: "x"})
-	start("mcp-dealdesk-0123456789abcdef0123456789abcdef", workflows.RunInput{Graph: "dealdesk", Agent: "triage", Input: "x"})
+	start("", troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"}) // `troupe run`
+	start("mcp-unserved-0123456789abcdef0123456789abcdef", troupe.RunInput{Graph: "unserved", Agent: "a", Input: "x"})
+	start("mcp-dealdesk-0123456789abcdef0123456789abcdef", troupe.RunInput{Graph: "dealdesk", Agent: "triage", Input: "x"})
 
 	s := newRawMCP(t, f.url, "")
 	s.initialize()

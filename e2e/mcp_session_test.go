@@ -13,10 +13,10 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 
+	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 var mcpSessionID = regexp.MustCompile(`^mcp-session-(mcpchat|mcpwait)-[0-9a-f]{32}$`)
@@ -152,7 +152,7 @@ func TestMCPServeSession(t *testing.T) {
 			if s == "" {
 				continue
 			}
-			if _, err := cl.Session(s).Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+			if _, err := cl.Session(s).Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 				t.Errorf("stop session %s: %v", s, err)
 			}
 		}

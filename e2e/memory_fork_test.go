@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/memory"
@@ -105,10 +106,10 @@ func TestMemoryForkEndToEnd(t *testing.T) {
 		}
 	}
 	for _, s := range []*troupeclient.Session{src, fork} {
-		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 			t.Fatal(err)
 		}
-		var info workflows.SessionInfo
+		var info troupe.SessionInfo
 		if err := c.GetWorkflow(ctx, s.ID(), "").Get(ctx, &info); err != nil {
 			t.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/memory"
@@ -62,7 +63,7 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 	})
 	var answered []time.Time
 	for _, msg := range []string{"I prefer tabs.", "Really, tabs."} {
-		res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "memtest", Input: msg})
+		res, err := runGraph(t, c, queue, troupe.RunInput{Graph: "memtest", Input: msg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +137,7 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 	}
 	// A later run (which starts the scope's workflow again) reads what
 	// the first two taught.
-	res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "memtest", Input: "Format this file."})
+	res, err := runGraph(t, c, queue, troupe.RunInput{Graph: "memtest", Input: "Format this file."})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +177,10 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
-	var session workflows.SessionInfo
+	var session troupe.SessionInfo
 	if err := c.GetWorkflow(ctx, s.ID(), "").Get(ctx, &session); err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +340,7 @@ func TestMemoryWorkerKilledInPhases(t *testing.T) {
 
 	// Phase 1.
 	first := spawnWorker(t, url, blobDir, queue, env)
-	if _, err := runGraph(t, c, queue, workflows.RunInput{Graph: "memcrash", Input: "lesson one"}); err != nil {
+	if _, err := runGraph(t, c, queue, troupe.RunInput{Graph: "memcrash", Input: "lesson one"}); err != nil {
 		t.Fatal(err)
 	}
 	waitPhase("phase1")
@@ -351,7 +352,7 @@ func TestMemoryWorkerKilledInPhases(t *testing.T) {
 	waitFile(memory.SelectionPath, func(s string) bool { return strings.Contains(s, "rollout_id") })
 
 	// Phase 2, on a second rollout.
-	if _, err := runGraph(t, c, queue, workflows.RunInput{Graph: "memcrash", Input: "lesson two"}); err != nil {
+	if _, err := runGraph(t, c, queue, troupe.RunInput{Graph: "memcrash", Input: "lesson two"}); err != nil {
 		t.Fatal(err)
 	}
 	waitPhase("phase2")
@@ -432,7 +433,7 @@ func TestMemoryTwoSessionsStopTogether(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, s := range sessions {
 		go func() {
-			_, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop})
+			_, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop})
 			errs <- err
 		}()
 	}

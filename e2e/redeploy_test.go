@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/testgraphs"
@@ -116,7 +117,7 @@ func TestRedeployMidRun(t *testing.T) {
 	held := filepath.Join(t.TempDir(), "held")
 	first := spawnWorker(t, url, blobDir, queue, envHoldModel+"=rollout reviewer", envHoldModelFile+"="+held)
 
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestRedeployMidRun(t *testing.T) {
 	spawnWorkerTo(t, &log, url, blobDir, queue, envEdited+"=1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("the run after the redeploy: %v", err)
 	}
@@ -173,13 +174,13 @@ func TestRegisterAloneFailsLoudly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = run.Get(context.Background(), nil)
-	if workflows.ErrorType(err) != workflows.ErrStoreNotServed || !strings.Contains(err.Error(), "StartWorkers") {
-		t.Fatalf("run on a worker wired with Register alone: %v, want %s naming StartWorkers", err, workflows.ErrStoreNotServed)
+	if troupe.ErrorType(err) != troupe.ErrStoreNotServed || !strings.Contains(err.Error(), "StartWorkers") {
+		t.Fatalf("run on a worker wired with Register alone: %v, want %s naming StartWorkers", err, troupe.ErrStoreNotServed)
 	}
 	// With -histories, its workflows' histories are a replay fixture: the
 	// agents that fail on a worker fault (go test ./e2e -run

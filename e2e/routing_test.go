@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -25,7 +26,7 @@ func TestSandboxRoutingByStore(t *testing.T) {
 		})
 	}
 	for i := range 8 {
-		res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "recreate", Input: "go"})
+		res, err := runGraph(t, c, queue, troupe.RunInput{Graph: "recreate", Input: "go"})
 		if err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}

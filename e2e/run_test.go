@@ -23,7 +23,7 @@ func TestDealDesk(t *testing.T) {
 		t.Run(string(api), func(t *testing.T) {
 			ms, url := modelServer(t)
 			queue := startWorker(t, c, url, api, nil)
-			run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+			run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -34,7 +34,7 @@ func TestDealDesk(t *testing.T) {
 				defer close(followed)
 				_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) { events = append(events, e) })
 			}()
-			var res workflows.RunResult
+			var res troupe.RunResult
 			err = run.Get(context.Background(), &res)
 			stop()
 			<-followed
@@ -92,7 +92,7 @@ func TestHandoffChain(t *testing.T) {
 		t.Run(string(api), func(t *testing.T) {
 			ms, url := modelServer(t)
 			queue := startWorker(t, c, url, api, nil)
-			res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "chain", Input: "hello there"})
+			res, err := runGraph(t, c, queue, troupe.RunInput{Graph: "chain", Input: "hello there"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestAgentsAsToolsOverlap(t *testing.T) {
 		t.Run(string(api), func(t *testing.T) {
 			ms, url := modelServer(t)
 			queue := startWorker(t, c, url, api, nil)
-			res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "fan", Input: "split the work"})
+			res, err := runGraph(t, c, queue, troupe.RunInput{Graph: "fan", Input: "split the work"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +150,7 @@ func TestStructuredOutputCorrected(t *testing.T) {
 		t.Run(string(api), func(t *testing.T) {
 			ms, url := modelServer(t)
 			queue := startWorker(t, c, url, api, nil)
-			res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "fix", Input: "assess"})
+			res, err := runGraph(t, c, queue, troupe.RunInput{Graph: "fix", Input: "assess"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestFollowIsPushed(t *testing.T) {
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, "", nil)
 	ctx := context.Background()
-	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "watch", Input: "go"})
+	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "watch", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -165,7 +166,7 @@ func TestRunInterruptedAndResumed(t *testing.T) {
 			}
 			var after struct {
 				workflows.RunInfo
-				Result workflows.RunResult `json:"result"`
+				Result troupe.RunResult `json:"result"`
 			}
 			if err := json.Unmarshal([]byte(runCLI(t, home, "runs", "show", "--json", id)), &after); err != nil || after.Status != "COMPLETED" || after.Result.Turns != 41 || after.Result.ToolCalls != 40 {
 				t.Errorf("after resume the run is %+v (%v), want COMPLETED after 41 turns and 40 tool calls", after, err)

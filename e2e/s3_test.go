@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/cli"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/s3test"
@@ -45,7 +46,7 @@ func TestDealDeskOnS3(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
 	}
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || res.Agent != "coordinator" {
 		t.Fatalf("result %+v (%v):\n%s", res, err, stdout.String())
 	}
@@ -96,11 +97,11 @@ func TestBlobRetention(t *testing.T) {
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) { cfg.Store = store })
 
-	closed, err := runGraph(t, c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	closed, err := runGraph(t, c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	running, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "long", Input: "loop"})
+	running, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "long", Input: "loop"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,13 +89,13 @@ func TestSandboxIdleSuspend(t *testing.T) {
 		cfg.Sandboxes = map[string]sandbox.Client{"local": lc}
 		cfg.SandboxIdleTimeout = time.Second
 	})
-	res, err := runGraph(t, c, queue, workflows.RunInput{Graph: "idle", Input: "go"})
+	res, err := runGraph(t, c, queue, troupe.RunInput{Graph: "idle", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	evs := eventsOf(t, c, res.WorkflowID+"/0-keeper")
 	kinds := countKinds(evs)
-	if kinds[workflows.EventSandboxSuspended] != 1 || kinds[workflows.EventSandboxRestored] != 1 || kinds[workflows.EventSandboxStopped] != 1 {
+	if kinds[troupe.EventSandboxSuspended] != 1 || kinds[troupe.EventSandboxRestored] != 1 || kinds[troupe.EventSandboxStopped] != 1 {
 		t.Errorf("sandbox events = %v, want one suspend, one restore, one stop", kinds)
 	}
 	var sums []string
@@ -144,7 +144,7 @@ func TestSandboxDiesMidRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			out, err := exec.Command("docker", "ps", "-q", "--filter", "label=troupe.workflow="+childID,
-				"--filter", "label="+workflows.LabelCluster+"="+cluster, "--filter", "label="+workflows.LabelNamespace+"=default").Output()
+				"--filter", "label="+troupe.LabelCluster+"="+cluster, "--filter", "label="+troupe.LabelNamespace+"=default").Output()
 			ids := strings.Fields(string(out))
 			if err != nil || len(ids) != 1 {
 				t.Fatalf("containers of %s: %q, %v", childID, out, err)
@@ -175,7 +175,7 @@ func TestSandboxDiesMidRun(t *testing.T) {
 				cfg.Graphs = append(cfg.Graphs, sandboxGraphs(tc.backend)...)
 				cfg.Sandboxes[tc.backend] = tc.client(t, root)
 			})
-			run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "fault", Input: "go"})
+			run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "fault", Input: "go"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +184,7 @@ func TestSandboxDiesMidRun(t *testing.T) {
 			waitForHang(t, c, ms, childID)
 			time.Sleep(500 * time.Millisecond)
 			tc.kill(t, childID)
-			var res workflows.RunResult
+			var res troupe.RunResult
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			if err := run.Get(ctx, &res); err != nil {
@@ -194,7 +194,7 @@ func TestSandboxDiesMidRun(t *testing.T) {
 				t.Errorf("output = %s, want the file written before the kill", res.Output)
 			}
 			kinds := countKinds(eventsOf(t, c, childID))
-			if tc.lost && (kinds[workflows.EventSandboxLost] != 1 || kinds[workflows.EventSandboxRestored] != 1) {
+			if tc.lost && (kinds[troupe.EventSandboxLost] != 1 || kinds[troupe.EventSandboxRestored] != 1) {
 				// The kill shows either in the command in flight or in
 				// the next one; either way, once.
 				t.Errorf("sandbox events = %v, want it lost once and restored once", kinds)
@@ -276,7 +276,7 @@ func TestSandboxStoppedOnCancel(t *testing.T) {
 		cfg.Graphs = append(cfg.Graphs, sandboxGraphs("local")...)
 		cfg.Sandboxes = map[string]sandbox.Client{"local": lc}
 	})
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "fault", Input: "go"})
+	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "fault", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestSandboxStoppedOnCancel(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if kinds := countKinds(eventsOf(t, c, childID)); kinds[workflows.EventSandboxStopped] != 1 {
+	if kinds := countKinds(eventsOf(t, c, childID)); kinds[troupe.EventSandboxStopped] != 1 {
 		t.Errorf("sandbox events = %v, want it stopped", kinds)
 	}
 	if left := dirEntries(t, root); len(left) != 0 {
@@ -318,12 +318,12 @@ func TestReapOrphans(t *testing.T) {
 	c := dial(t)
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, model.APIResponses, nil)
-	closed, err := runGraph(t, c, queue, workflows.RunInput{Graph: "chain", Input: "hi"})
+	closed, err := runGraph(t, c, queue, troupe.RunInput{Graph: "chain", Input: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No worker listens on this queue: the run stays open.
-	open, err := workflows.StartRun(ctx, c, "nobody-listens", workflows.RunInput{Graph: "chain", Input: "hi"})
+	open, err := workflows.StartRun(ctx, c, "nobody-listens", troupe.RunInput{Graph: "chain", Input: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,15 +341,15 @@ func TestReapOrphans(t *testing.T) {
 		t.Fatalf("cluster id %q: %v", cluster, err)
 	}
 	ours := func(wf string) map[string]string {
-		return map[string]string{"troupe.workflow": wf, workflows.LabelCluster: cluster, workflows.LabelNamespace: "default"}
+		return map[string]string{"troupe.workflow": wf, troupe.LabelCluster: cluster, troupe.LabelNamespace: "default"}
 	}
 	specs := map[string]map[string]string{
 		"orphan": ours(closed.WorkflowID),
 		"owned":  ours(open.GetID()),
 		// Sandboxes of another server's or namespace's workflows are not
 		// this reaper's to judge, though it does not know their workflows.
-		"foreign-cluster":   {"troupe.workflow": "elsewhere", workflows.LabelCluster: "another-cluster", workflows.LabelNamespace: "default"},
-		"foreign-namespace": {"troupe.workflow": "elsewhere", workflows.LabelCluster: cluster, workflows.LabelNamespace: "other"},
+		"foreign-cluster":   {"troupe.workflow": "elsewhere", troupe.LabelCluster: "another-cluster", troupe.LabelNamespace: "default"},
+		"foreign-namespace": {"troupe.workflow": "elsewhere", troupe.LabelCluster: cluster, troupe.LabelNamespace: "other"},
 	}
 	lc, err := local.New(local.Config{Root: t.TempDir()})
 	if err != nil {

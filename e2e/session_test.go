@@ -68,7 +68,7 @@ func TestSessionSurvivesWorkerKill(t *testing.T) {
 	if rec.Outcome != runtime.TurnAnswered || string(rec.Output) != `"saved"` {
 		t.Fatalf("first turn %+v", rec)
 	}
-	if got := strings.Join(seen, ","); !strings.Contains(got, workflows.EventSandboxProvisioned) || !strings.HasSuffix(got, troupe.EventFinal) {
+	if got := strings.Join(seen, ","); !strings.Contains(got, troupe.EventSandboxProvisioned) || !strings.HasSuffix(got, troupe.EventFinal) {
 		t.Errorf("the first turn's follower saw %s, want the sandbox provisioned and the answer last", got)
 	}
 
@@ -124,7 +124,7 @@ func TestSessionSurvivesWorkerKill(t *testing.T) {
 		t.Errorf("the manager lists %+v, want the session after 3 turns", list)
 	}
 
-	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
 	end, err := s.Result(ctx)
@@ -200,7 +200,7 @@ func TestDealDeskSession(t *testing.T) {
 		t.Errorf("the fork's turn %+v", third)
 	}
 	for _, x := range []*troupeclient.Session{s, fork} {
-		if _, err := x.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		if _, err := x.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := x.Result(ctx); err != nil {
@@ -210,7 +210,7 @@ func TestDealDeskSession(t *testing.T) {
 	if *historiesDir != "" {
 		saveHistories(t, c, ids, *historiesDir, "dealdesk-session")
 		saveHistories(t, c, forkIDs, *historiesDir, "dealdesk-fork")
-		saveHistories(t, c, map[string]bool{workflows.SessionManagerIDFor(queue): true}, *historiesDir, "session-manager")
+		saveHistories(t, c, map[string]bool{troupe.SessionManagerIDFor(queue): true}, *historiesDir, "session-manager")
 	}
 }
 
@@ -322,7 +322,7 @@ func TestSessionRollbackRestoresFiles(t *testing.T) {
 	if r, ok := turnOf(info, slow.Turn); !ok || r.Outcome != runtime.TurnRolledBack {
 		t.Errorf("turn %s: %+v, want rolled back", slow.Turn, r)
 	}
-	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -369,8 +369,8 @@ func TestSessionFailedTurnKeepsFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if failed.Outcome != runtime.TurnFailed || failed.ErrorType != workflows.ErrMaxTurns {
-		t.Fatalf("the looping turn: %+v; want it failed with %s", failed, workflows.ErrMaxTurns)
+	if failed.Outcome != runtime.TurnFailed || failed.ErrorType != troupe.ErrMaxTurns {
+		t.Fatalf("the looping turn: %+v; want it failed with %s", failed, troupe.ErrMaxTurns)
 	}
 	rec, err := s.Ask(ctx, "run: wc -l < f.txt", follow)
 	if err != nil {
@@ -379,7 +379,7 @@ func TestSessionFailedTurnKeepsFiles(t *testing.T) {
 	if want := fmt.Sprintf(`"%d\n"`, 1+agents.DefaultMaxTurns); string(rec.Output) != want {
 		t.Errorf("after the failed turn wc -l reads %s, want %s: the first line and one per turn of the failed agent", rec.Output, want)
 	}
-	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Result(ctx); err != nil {
@@ -463,7 +463,7 @@ func TestSessionSwitchDockerBwrap(t *testing.T) {
 			t.Errorf("after switching to %s the workspace is on %q", to, b)
 		}
 	}
-	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Result(ctx); err != nil {
@@ -556,7 +556,7 @@ func TestSessionScale(t *testing.T) {
 	// The manager took the session's news of every turn: it continued as
 	// new along the way, carrying its registry in blob pages, and lists
 	// the session as it stands.
-	mgr := workflows.SessionManagerIDFor(cl.TaskQueue())
+	mgr := troupe.SessionManagerIDFor(cl.TaskQueue())
 	var mgrRuns []string // newest first
 	for runID := ""; ; {
 		it := c.GetWorkflowHistory(ctx, mgr, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -596,7 +596,7 @@ func TestSessionScale(t *testing.T) {
 		t.Errorf("%d runs; largest history %d events, %d bytes; largest event %d bytes: want several runs of at most %d events and 4 MB, no event over 512 KB (Temporal's limits: 51,200 events, 50 MB, 2 MB)",
 			runs, largest, largestBytes, largestPayload, 2*bound)
 	}
-	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -696,7 +696,7 @@ func TestCodeReviewSession(t *testing.T) {
 	if got := <-cleaned; got.err != nil || string(got.rec.Output) != `"Removed build/."` {
 		t.Errorf("the cleaning turn %+v, %v", got.rec, got.err)
 	}
-	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Result(ctx); err != nil {
@@ -762,7 +762,7 @@ func TestSessionForkDiverges(t *testing.T) {
 		}
 	}
 	for _, s := range []*troupeclient.Session{src, fork} {
-		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -802,7 +802,7 @@ func TestDealDeskRemembers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("review of %s: %+v: %v", deal, rec, err)
 		}
-		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+		if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 			t.Fatal(err)
 		}
 		return out
@@ -878,7 +878,7 @@ func TestCodeReviewRemembers(t *testing.T) {
 	if err != nil || dismissed.Outcome != runtime.TurnAnswered {
 		t.Fatalf("dismissal %+v, %v", dismissed, err)
 	}
-	if _, err := first.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+	if _, err := first.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
 	st := memoryDone(ctx, t, c, workflows.MemoryWorkflowID(queue, codereview.MemoryScope))
@@ -894,7 +894,7 @@ func TestCodeReviewRemembers(t *testing.T) {
 	if f := securityFinding(t, out); f.Severity != codereview.SeverityInfo || !strings.Contains(f.Message, "dismissed before as a false positive") {
 		t.Errorf("the second review's security finding %+v; want info: dismissed before", f)
 	}
-	if _, err := second.Command(ctx, troupeclient.SessionCommand{Op: workflows.CommandStop}); err != nil {
+	if _, err := second.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
 }

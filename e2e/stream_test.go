@@ -202,7 +202,7 @@ func waitRelay(t *testing.T, c client.Client, queue string) string {
 // channel gets its result's output (the answer) or its error.
 func startStream(t *testing.T, c client.Client, queue, input string) (string, <-chan streamResult) {
 	t.Helper()
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "stream", Input: input})
+	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "stream", Input: input})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func startStream(t *testing.T, c client.Client, queue, input string) (string, <-
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		var r workflows.RunResult
+		var r troupe.RunResult
 		err := run.Get(ctx, &r)
 		var text string
 		if err == nil {

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -20,7 +21,7 @@ func TestWebUISummaries(t *testing.T) {
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, model.APIResponses, nil)
 	ctx := context.Background()
-	run, err := workflows.StartRun(ctx, c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,7 +85,7 @@ func TestTracesAcrossCrash(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 
-	run, err := workflows.StartRun(context.Background(), c, queue, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestTracesAcrossCrash(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatalf("the run after the crash: %v", err)
 	}
@@ -145,7 +145,7 @@ func TestTracesAcrossCrash(t *testing.T) {
 	var root *tracetest.SpanStub
 	mem := exp.GetSpans()
 	for i, s := range mem {
-		if s.Name == "StartWorkflow:"+workflows.OrchestratorWorkflowName {
+		if s.Name == "StartWorkflow:"+troupe.OrchestratorWorkflowName {
 			root = &mem[i]
 		}
 	}

@@ -43,7 +43,7 @@ type Activities struct {
 func (a *Activities) SaveEvents(ctx context.Context, in SaveEventsInput) error {
 	data, err := json.Marshal(in.Events)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("events that do not encode", ErrInternal, err)
+		return temporal.NewNonRetryableApplicationError("events that do not encode", troupe.ErrInternal, err)
 	}
 	return a.r.cfg.Store.Put(ctx, in.Key, data)
 }
@@ -58,7 +58,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	}
 	instructions, err := agent.ResolveInstructions(ctx, in.Run)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInstructions, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInstructions, err)
 	}
 	for _, c := range agent.Capabilities {
 		extra := c.Instructions()
@@ -118,11 +118,11 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 			return nil, err
 		}
 		if !model.IsRetryable(err) {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrModel, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrModel, err)
 		}
 		// The innermost cause ("connection refused") goes along as the
 		// error's details, for the retry events.
-		return nil, temporal.NewApplicationErrorWithCause(modelErrorMessage(err), ErrModelRetryable, err, innermost(err))
+		return nil, temporal.NewApplicationErrorWithCause(modelErrorMessage(err), troupe.ErrModelRetryable, err, innermost(err))
 	}
 	for i := range resp.Output {
 		resp.Output[i].Agent = agent.Name
@@ -409,7 +409,7 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (*HandoffOutp
 	if h.OnHandoff != nil {
 		if err := h.OnHandoff(ctx, in.Run); err != nil {
 			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("on-handoff callback of %s: %v", h.Name(), err), ErrHandoff, err)
+				fmt.Sprintf("on-handoff callback of %s: %v", h.Name(), err), troupe.ErrHandoff, err)
 		}
 	}
 	if h.InputFilter == nil {
@@ -422,7 +422,7 @@ func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (*HandoffOutp
 	filtered, err := h.InputFilter(ctx, agents.HandoffInput{History: history})
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("input filter of %s: %v", h.Name(), err), ErrHandoff, err)
+			fmt.Sprintf("input filter of %s: %v", h.Name(), err), troupe.ErrHandoff, err)
 	}
 	ref2, err := a.r.transcripts.Append(ctx, runtime.TranscriptRef{Key: in.NewKey}, filtered.History)
 	if err != nil {

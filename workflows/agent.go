@@ -20,7 +20,7 @@ import (
 // Its state is one runtime.AgentState, whose transitions decide what comes
 // next; the workflow only carries out the effects (the model turn, the
 // calls) and records the events.
-func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*AgentResult, error) {
+func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*troupe.AgentResult, error) {
 	spec, agent, err := r.agentSpec(in.AgentInput)
 	if err != nil {
 		return nil, err
@@ -85,7 +85,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*Ag
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
 	// the agent's own and a follower that stops there misses nothing.
-	finish := func(e troupe.Event, res *AgentResult, err error) (*AgentResult, error) {
+	finish := func(e troupe.Event, res *troupe.AgentResult, err error) (*troupe.AgentResult, error) {
 		var lease *runtime.SandboxLease
 		switch {
 		case calls.sb != nil && kept && err == nil:
@@ -103,17 +103,17 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*Ag
 		if err == nil {
 			res.Budget = loan
 		}
-		err = withFailure(err, lease, st.Agents, loan)
+		err = troupe.WithFailure(err, lease, st.Agents, loan)
 		calls.budget.flush(ctx)
 		e.Agent = agent.Name
 		rec.add(ctx, e)
 		return res, err
 	}
-	fail := func(err error) (*AgentResult, error) {
-		return finish(troupe.Event{Kind: troupe.EventFailed, Detail: failureText(err)}, nil, err)
+	fail := func(err error) (*troupe.AgentResult, error) {
+		return finish(troupe.Event{Kind: troupe.EventFailed, Detail: troupe.FailureText(err)}, nil, err)
 	}
-	result := func() *AgentResult {
-		return &AgentResult{Agent: agent.Name, Transcript: st.Transcript, Turns: st.Turn, ToolCalls: st.ToolCalls, Usage: st.Usage, Agents: st.Agents}
+	result := func() *troupe.AgentResult {
+		return &troupe.AgentResult{Agent: agent.Name, Transcript: st.Transcript, Turns: st.Turn, ToolCalls: st.ToolCalls, Usage: st.Usage, Agents: st.Agents}
 	}
 	// The turn the previous run was about to take, or the first.
 	next := runtime.Next{Action: runtime.CallModel, Turn: st.Turn}
@@ -202,13 +202,13 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*Ag
 			return finish(troupe.Event{Kind: troupe.EventHandoff, Turn: rc.Turn, Tool: next.Handoff.Name,
 				Detail: agent.Name + " → " + agent.Tool(next.Handoff.Name).Target}, res, nil)
 		case runtime.Fail:
-			typ := ErrMaxTurns
+			typ := troupe.ErrMaxTurns
 			if next.Failure.Kind == runtime.FailOutputInvalid {
-				typ = ErrOutputInvalid
+				typ = troupe.ErrOutputInvalid
 			}
 			return fail(nonRetryable(typ, "%s", next.Failure.Message))
 		default:
-			return fail(nonRetryable(ErrInternal, "agent %s: unknown next action %d", agent.Name, next.Action))
+			return fail(nonRetryable(troupe.ErrInternal, "agent %s: unknown next action %d", agent.Name, next.Action))
 		}
 	}
 }
@@ -274,7 +274,7 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentWorkflowInput, st *
 	next := in
 	next.Transcript, next.Pending, next.Carry, next.Budget = st.Transcript, nil, carry, nil
 	carry.Budget = calls.budget.carry(ctx)
-	return workflow.NewContinueAsNewError(ctx, AgentWorkflowName, next)
+	return workflow.NewContinueAsNewError(ctx, troupe.AgentWorkflowName, next)
 }
 
 // Model calls are retried on a schedule the workflow keeps, so that each
@@ -327,7 +327,7 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}
-		unreachable := ErrorType(err) == ErrModelRetryable
+		unreachable := troupe.ErrorType(err) == troupe.ErrModelRetryable
 		if attempt == modelAttempts {
 			if !unreachable {
 				return err
@@ -337,7 +337,7 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			if errors.As(err, &ae) {
 				msg = ae.Message()
 			}
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s after %d attempts", msg, attempt), ErrModelRetryable, err)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s after %d attempts", msg, attempt), troupe.ErrModelRetryable, err)
 		}
 		what := "model call failed" // The blob store, say.
 		if unreachable {

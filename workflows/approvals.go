@@ -36,38 +36,9 @@ import (
 //     the rejection, which the model sees. Its sandbox is not provisioned
 //     for the wait, and one it has is suspended by its idle timer.
 
-// Names of the approvals' messages and activity.
-const (
-	// ApprovalsQuery answers, at the root of a run or session, with the
-	// calls of its tree that wait ([]runtime.ApprovalRequest).
-	ApprovalsQuery = "troupe.approvals"
-	// DecideUpdate takes a decision (runtime.ApprovalDecision) at the
-	// root and answers with the decisions it routed
-	// ([]runtime.ApprovalDecision, the one asked first).
-	DecideUpdate = "troupe.decide"
-	// ApprovalRequestSignal asks the root for a decision
-	// (runtime.ApprovalRequest).
-	ApprovalRequestSignal = "troupe.approval-request"
-	// ApprovalSettledSignal tells the root a call waits no more
-	// (runtime.ApprovalRequest), decided by its timeout.
-	ApprovalSettledSignal = "troupe.approval-settled"
-	// ApprovalDecisionSignal brings a decision to the agent workflow that
-	// waits (runtime.ApprovalDecision).
-	ApprovalDecisionSignal = "troupe.approval-decision"
-	// ApprovalCheckActivityName runs the approval policies that decide
-	// per call.
-	ApprovalCheckActivityName = "troupe.ApprovalCheck"
-)
-
-// Event kinds of approvals.
-const (
-	EventApprovalRequested = "approval_requested"
-	EventApprovalDecided   = "approval_decided"
-)
-
-// ErrBadDecision is the error type of a decision the root refuses: no such
-// approval waits, or it cannot be taken as given.
-const ErrBadDecision = "troupe.BadDecision"
+// ApprovalCheckActivityName runs the approval policies that decide per
+// call.
+const ApprovalCheckActivityName = "troupe.ApprovalCheck"
 
 // versionApprovals marks the change of calls that need approval from
 // refused (MCP tools whose server required it, the only ones then) to
@@ -113,17 +84,17 @@ type treeApprovals struct {
 // newTreeApprovals sets the root's approval handlers up on desk.
 func newTreeApprovals(ctx workflow.Context, desk *runtime.ApprovalDesk, changed func(workflow.Context)) (*treeApprovals, error) {
 	a := &treeApprovals{desk: desk, changed: changed,
-		requests: workflow.GetSignalChannel(ctx, ApprovalRequestSignal),
-		settled:  workflow.GetSignalChannel(ctx, ApprovalSettledSignal)}
-	if err := workflow.SetQueryHandler(ctx, ApprovalsQuery, func() ([]runtime.ApprovalRequest, error) {
+		requests: workflow.GetSignalChannel(ctx, troupe.ApprovalRequestSignal),
+		settled:  workflow.GetSignalChannel(ctx, troupe.ApprovalSettledSignal)}
+	if err := workflow.SetQueryHandler(ctx, troupe.ApprovalsQuery, func() ([]runtime.ApprovalRequest, error) {
 		return slices.Clone(a.desk.Pending), nil
 	}); err != nil {
 		return nil, err
 	}
-	err := workflow.SetUpdateHandlerWithOptions(ctx, DecideUpdate, a.decide, workflow.UpdateHandlerOptions{
+	err := workflow.SetUpdateHandlerWithOptions(ctx, troupe.DecideUpdate, a.decide, workflow.UpdateHandlerOptions{
 		Validator: func(_ workflow.Context, dec runtime.ApprovalDecision) error {
 			if err := a.desk.Check(dec); err != nil {
-				return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadDecision, nil)
+				return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadDecision, nil)
 			}
 			return nil
 		},
@@ -176,7 +147,7 @@ func (a *treeApprovals) takeSettled(ctx workflow.Context) bool {
 func (a *treeApprovals) decide(ctx workflow.Context, dec runtime.ApprovalDecision) ([]runtime.ApprovalDecision, error) {
 	routed, err := a.desk.Decide(dec)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadDecision, nil)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadDecision, nil)
 	}
 	a.notify(ctx)
 	out := make([]runtime.ApprovalDecision, 0, len(routed))
@@ -190,7 +161,7 @@ func (a *treeApprovals) decide(ctx workflow.Context, dec runtime.ApprovalDecisio
 // route brings a decision to the workflow that waits. One that ended
 // meanwhile (its turn was cancelled) needs it no more.
 func (a *treeApprovals) route(ctx workflow.Context, r runtime.Routed) {
-	_ = workflow.SignalExternalWorkflow(ctx, r.Workflow, "", ApprovalDecisionSignal, r.Decision).Get(ctx, nil)
+	_ = workflow.SignalExternalWorkflow(ctx, r.Workflow, "", troupe.ApprovalDecisionSignal, r.Decision).Get(ctx, nil)
 }
 
 func (a *treeApprovals) notify(ctx workflow.Context) {
@@ -304,9 +275,9 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 	}
 	for _, w := range waits {
 		w.span = traceApproval(ctx, gateCall{Agent: t.agent.Name, Kind: w.req.Kind, Call: agents.FunctionCall(w.req.CallID, w.req.Tool, w.req.Arguments)})
-		t.rec.add(ctx, troupe.Event{Kind: EventApprovalRequested, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID,
+		t.rec.add(ctx, troupe.Event{Kind: troupe.EventApprovalRequested, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID,
 			Approval: w.req.ID, Detail: preview(w.req.Arguments, 300)})
-		_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", ApprovalRequestSignal, w.req).Get(ctx, nil)
+		_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", troupe.ApprovalRequestSignal, w.req).Get(ctx, nil)
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("agent %s, turn %d: waiting for approval of %d call(s)", t.agent.Name, rc.Turn, len(waits)))
 	if err := t.awaitDecisions(ctx, waits); err != nil {
@@ -315,7 +286,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 		defer cancel()
 		for _, w := range waits {
 			if w.decided == nil {
-				_ = workflow.SignalExternalWorkflow(dctx, t.in.RunID, "", ApprovalSettledSignal, w.req).Get(dctx, nil)
+				_ = workflow.SignalExternalWorkflow(dctx, t.in.RunID, "", troupe.ApprovalSettledSignal, w.req).Get(dctx, nil)
 			}
 			w.span("cancelled", err)
 		}
@@ -332,7 +303,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 		if dec.Message != "" {
 			detail += ": " + dec.Message
 		}
-		t.rec.add(ctx, troupe.Event{Kind: EventApprovalDecided, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID, Approval: w.req.ID, Detail: preview(detail, 300)})
+		t.rec.add(ctx, troupe.Event{Kind: troupe.EventApprovalDecided, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID, Approval: w.req.ID, Detail: preview(detail, 300)})
 		switch {
 		case !dec.Approve:
 			t.reject(w, t.rejection(dec), done)
@@ -351,7 +322,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 // awaitDecisions waits until every call of waits is decided: by the root,
 // or by its policy's timeout.
 func (t *turnCalls) awaitDecisions(ctx workflow.Context, waits []*waitingCall) error {
-	ch := workflow.GetSignalChannel(ctx, ApprovalDecisionSignal)
+	ch := workflow.GetSignalChannel(ctx, troupe.ApprovalDecisionSignal)
 	open := func() []*waitingCall {
 		var out []*waitingCall
 		for _, w := range waits {
@@ -394,13 +365,13 @@ func (t *turnCalls) awaitDecisions(ctx workflow.Context, waits []*waitingCall) e
 				// wait are not run, as a turn's calls are not once
 				// interrupted.
 				w.decided = &runtime.ApprovalDecision{ID: w.req.ID, CallID: w.req.CallID, By: runtime.DecidedByInterrupt}
-				_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", ApprovalSettledSignal, w.req).Get(ctx, nil)
+				_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", troupe.ApprovalSettledSignal, w.req).Get(ctx, nil)
 				continue
 			}
 			if w.decided == nil && !w.deadline.IsZero() && !now.Before(w.deadline) {
 				w.decided = &runtime.ApprovalDecision{ID: w.req.ID, CallID: w.req.CallID, Approve: w.policy.ApproveOnTimeout, By: runtime.DecidedByTimeout,
 					Message: fmt.Sprintf("no one decided within %s", w.policy.Timeout)}
-				_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", ApprovalSettledSignal, w.req).Get(ctx, nil)
+				_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", troupe.ApprovalSettledSignal, w.req).Get(ctx, nil)
 			}
 		}
 	}

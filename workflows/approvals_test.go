@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -84,7 +85,7 @@ func outputsOf(req model.Request) map[string]string {
 // pending is what the root lists as waiting.
 func pending(t *testing.T, env *testsuite.TestWorkflowEnvironment) []runtime.ApprovalRequest {
 	t.Helper()
-	v, err := env.QueryWorkflow(workflows.ApprovalsQuery)
+	v, err := env.QueryWorkflow(troupe.ApprovalsQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ type decision struct {
 // root answers when the workflow next runs.
 func decide(env *testsuite.TestWorkflowEnvironment, dec runtime.ApprovalDecision) *decision {
 	d := &decision{}
-	env.UpdateWorkflow(workflows.DecideUpdate, fmt.Sprintf("decide-%s-%d", dec.ID, time.Now().UnixNano()), &testsuite.TestUpdateCallback{
+	env.UpdateWorkflow(troupe.DecideUpdate, fmt.Sprintf("decide-%s-%d", dec.ID, time.Now().UnixNano()), &testsuite.TestUpdateCallback{
 		OnAccept: func() {},
 		OnReject: func(e error) { d.err, d.done = e, true },
 		OnComplete: func(v any, e error) {
@@ -137,7 +138,7 @@ func finalOutput(t *testing.T, env *testsuite.TestWorkflowEnvironment) string {
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestApprovalDecisions(t *testing.T) {
 						check = tc.decide(t, env, seen, later)
 					}
 				}, time.Minute)
-				env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "approvals", Agent: root, Input: "deploy"})
+				env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "approvals", Agent: root, Input: "deploy"})
 				out := finalOutput(t, env)
 				check()
 				for _, w := range tc.want {
@@ -350,13 +351,13 @@ func TestApprovalBadDecisions(t *testing.T) {
 		}
 		good = decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
 	}, 2*time.Minute)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "approvals", Input: "deploy"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "approvals", Input: "deploy"})
 	if out := finalOutput(t, env); !strings.Contains(out, "c1=deployed prod") || len(r.list()) != 1 {
 		t.Errorf("output %q, ran %v", out, r.list())
 	}
 	for i, d := range bads {
-		if !d.done || workflows.ErrorType(d.err) != workflows.ErrBadDecision {
-			t.Errorf("bad decision %d: done %v, err %v, want %s", i, d.done, d.err, workflows.ErrBadDecision)
+		if !d.done || troupe.ErrorType(d.err) != troupe.ErrBadDecision {
+			t.Errorf("bad decision %d: done %v, err %v, want %s", i, d.done, d.err, troupe.ErrBadDecision)
 		}
 	}
 	good.ok(t)
@@ -382,10 +383,10 @@ func TestSessionApprovals(t *testing.T) {
 	t.Run("remembered across turns", func(t *testing.T) {
 		env, r := approvalEnv(t, agents.Approval{}, deployTurns)
 		var first, second *updateCall
-		var waitingInfo workflows.SessionInfo
+		var waitingInfo troupe.SessionInfo
 		var d *decision
 		env.RegisterDelayedCallback(func() {
-			first = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "deploy eu", Wait: true})
+			first = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "deploy eu", Wait: true})
 		}, time.Second)
 		env.RegisterDelayedCallback(func() {
 			waitingInfo = sessionInfo(t, env)
@@ -396,12 +397,12 @@ func TestSessionApprovals(t *testing.T) {
 			d = decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberTool})
 		}, time.Minute)
 		env.RegisterDelayedCallback(func() {
-			second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "deploy us", Wait: true})
+			second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "deploy us", Wait: true})
 		}, 2*time.Minute)
 		env.RegisterDelayedCallback(func() {
-			sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+			sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 		}, time.Hour)
-		env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "approvals"})
+		env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "approvals"})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
@@ -409,7 +410,7 @@ func TestSessionApprovals(t *testing.T) {
 		if waitingInfo.Status != runtime.SessionWaiting {
 			t.Errorf("status while the call waited: %s", waitingInfo.Status)
 		}
-		var r1, r2 workflows.SendResult
+		var r1, r2 troupe.SendResult
 		first.decode(t, &r1)
 		second.decode(t, &r2)
 		if r1.Record == nil || string(r1.Record.Output) != `"saw: deployed eu"` || r2.Record == nil || string(r2.Record.Output) != `"saw: deployed us"` {
@@ -424,20 +425,20 @@ func TestSessionApprovals(t *testing.T) {
 		var first, second *updateCall
 		var after []runtime.ApprovalRequest
 		env.RegisterDelayedCallback(func() {
-			first = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "deploy eu", Wait: true})
+			first = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "deploy eu", Wait: true})
 		}, time.Second)
 		env.RegisterDelayedCallback(func() {
-			second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "never mind", Wait: true})
+			second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "never mind", Wait: true})
 		}, time.Minute)
 		env.RegisterDelayedCallback(func() { after = pending(t, env) }, 2*time.Minute)
 		env.RegisterDelayedCallback(func() {
-			sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+			sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 		}, time.Hour)
-		env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "approvals", Policy: runtime.PolicyInterrupt})
+		env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "approvals", Policy: runtime.PolicyInterrupt})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
-		var r1, r2 workflows.SendResult
+		var r1, r2 troupe.SendResult
 		first.decode(t, &r1)
 		second.decode(t, &r2)
 		if r1.Record == nil || r1.Record.Outcome != runtime.TurnInterrupted {

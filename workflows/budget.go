@@ -133,39 +133,6 @@ import (
 // holder's ledger comes back in its cancellation's details). Memory
 // consolidation's model calls belong to the memory scope, not the run.
 
-// Names of the budgets' messages and query.
-const (
-	// BudgetAskUpdate asks the root whether a model call may start
-	// (BudgetAsk) and returns its answer (BudgetAnswer): the ask the
-	// budget-ask activity sends (BudgetAskActivityName).
-	BudgetAskUpdate = "troupe.budget-ask-update"
-	// BudgetAskSignal asks the root whether a model call may start
-	// (BudgetAsk), to be answered by BudgetAnswerSignal: the ask of an
-	// agent whose update could not go, and of runs from before updates.
-	BudgetAskSignal = "troupe.budget-ask"
-	// BudgetAnswerSignal answers an ask (BudgetAnswer).
-	BudgetAnswerSignal = "troupe.budget-answer"
-	// BudgetUsageSignal tells the root what a model call used
-	// (BudgetUsage).
-	BudgetUsageSignal = "troupe.budget-usage"
-	// BudgetReturnSignal gives the root back its ledger, lent to an agent
-	// (BudgetReturn).
-	BudgetReturnSignal = "troupe.budget-return"
-	// BudgetChangeSignal tells the agent that holds its root's ledger
-	// that the budget changed (a session's budget command), so that it
-	// gives the ledger back.
-	BudgetChangeSignal = "troupe.budget-change"
-	// BudgetQuery answers, at the root of a run or session, with what it
-	// spent of its budget (*runtime.BudgetReport, nil for no budget).
-	BudgetQuery = "troupe.budget"
-	// CommandBudget changes a session's budget (SessionCommand.Arg: see
-	// agents.Budget.Change), from its next model call on.
-	CommandBudget = "budget"
-	// EventBudgetExceeded records, at the root, a model call refused
-	// because the budget is spent.
-	EventBudgetExceeded = "budget_exceeded"
-)
-
 // versionBudgets marks agent workflows that ask their root before each
 // model call. The marker is written only in runs with a budget.
 const versionBudgets = "troupe.budgets"
@@ -173,89 +140,6 @@ const versionBudgets = "troupe.budgets"
 // versionBudgetLoans marks roots that lend their ledger to the agent at
 // work (BudgetLoan). The marker is written only in runs with a budget.
 const versionBudgetLoans = "troupe.budget-loans"
-
-// BudgetAsk asks the root whether the model call of an agent's turn may
-// start.
-type BudgetAsk struct {
-	Workflow string `json:"workflow"`
-	Agent    string `json:"agent"`
-	Turn     int    `json:"turn"`
-	// Last is the usage of the agent's last call, when its report is not
-	// known delivered.
-	Last *BudgetUsage `json:"last,omitempty"`
-	// Alone says the agent is the one agent of its tree at work (an
-	// agent of the run's chain, or the session turn's, with none of its
-	// own running), so the root may lend it its ledger with the answer.
-	Alone bool `json:"alone,omitempty"`
-}
-
-// BudgetAnswer is the root's answer to an ask: the call starts, or not.
-type BudgetAnswer struct {
-	Turn int `json:"turn"`
-	// Refused, when set, says why the call may not start.
-	Refused string `json:"refused,omitempty"`
-	// Loan, to an agent alone (BudgetAsk.Alone), is the root's ledger,
-	// lent with the call let start.
-	Loan *BudgetLoan `json:"loan,omitempty"`
-}
-
-// BudgetUsage tells the root what the model call of an agent's turn used.
-type BudgetUsage struct {
-	Workflow string             `json:"workflow"`
-	Turn     int                `json:"turn"`
-	Usage    runtime.AgentUsage `json:"usage"`
-}
-
-// BudgetLoan is a root's ledger lent to the one agent of its tree at
-// work (a runtime.BudgetLease), which decides its own model calls with
-// it, asking no one: on its way to the agent (AgentInput.Budget,
-// BudgetAnswer.Loan) and back (AgentResult.Budget, a failed or cancelled
-// agent's details, BudgetReturnSignal).
-type BudgetLoan struct {
-	Lease runtime.BudgetLease `json:"lease"`
-	// What and Hint word a refusal as the root would: "the <What>'s
-	// budget is spent (...): <Hint>".
-	What string `json:"what"`
-	Hint string `json:"hint,omitempty"`
-	// Refused is the call the holder refused, if it did, which the root
-	// records.
-	Refused *BudgetRefusal `json:"refused,omitempty"`
-}
-
-// BudgetRefusal is a model call an agent that held its root's ledger
-// refused: the agent, the turn, and why.
-type BudgetRefusal struct {
-	Agent  string `json:"agent"`
-	Turn   int    `json:"turn"`
-	Reason string `json:"reason"`
-}
-
-// BudgetReturn gives a root its ledger back from the agent workflow it
-// lent it to, before the agent starts agents of its own.
-type BudgetReturn struct {
-	Workflow string     `json:"workflow"`
-	Loan     BudgetLoan `json:"loan"`
-}
-
-// BudgetReportOf returns the report a troupe.BudgetExceeded error carries:
-// the budget, and what the tree spent, per agent.
-func BudgetReportOf(err error) (*runtime.BudgetReport, bool) {
-	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != ErrBudgetExceeded || !ae.HasDetails() {
-		return nil, false
-	}
-	var rep runtime.BudgetReport
-	if ae.Details(&rep) != nil {
-		return nil, false
-	}
-	if rep.Agents == nil {
-		// An agent's own failure (of a tree with no root to report):
-		// its usage.
-		rep.Agents = failureOf(err).Usage
-		rep.Usage, rep.Cost = rep.Agents.Total(), rep.Agents.Cost()
-	}
-	return &rep, true
-}
 
 // refusal words a refusal of a model call: the root's kind ("run",
 // "session"), why (which limits are reached) and how to go on.
@@ -292,9 +176,9 @@ type treeBudget struct {
 // that can have no budget takes none).
 func newTreeBudget(ctx workflow.Context, ledger **runtime.BudgetLedger, listen bool, rec *recorder, what, hint string) (*treeBudget, error) {
 	b := &treeBudget{ledger: ledger, rec: rec, what: what, hint: hint,
-		asks: workflow.GetSignalChannel(ctx, BudgetAskSignal), usage: workflow.GetSignalChannel(ctx, BudgetUsageSignal),
-		returns: workflow.GetSignalChannel(ctx, BudgetReturnSignal)}
-	if err := workflow.SetQueryHandler(ctx, BudgetQuery, func() (*runtime.BudgetReport, error) {
+		asks: workflow.GetSignalChannel(ctx, troupe.BudgetAskSignal), usage: workflow.GetSignalChannel(ctx, troupe.BudgetUsageSignal),
+		returns: workflow.GetSignalChannel(ctx, troupe.BudgetReturnSignal)}
+	if err := workflow.SetQueryHandler(ctx, troupe.BudgetQuery, func() (*runtime.BudgetReport, error) {
 		return (*b.ledger).Report(), nil
 	}); err != nil {
 		return nil, err
@@ -302,7 +186,7 @@ func newTreeBudget(ctx workflow.Context, ledger **runtime.BudgetLedger, listen b
 	if !listen {
 		return b, nil
 	}
-	if err := workflow.SetUpdateHandler(ctx, BudgetAskUpdate, func(ctx workflow.Context, ask BudgetAsk) (BudgetAnswer, error) {
+	if err := workflow.SetUpdateHandler(ctx, troupe.BudgetAskUpdate, func(ctx workflow.Context, ask troupe.BudgetAsk) (troupe.BudgetAnswer, error) {
 		return b.answer(ctx, ask), nil
 	}); err != nil {
 		return nil, err
@@ -330,21 +214,21 @@ func (b *treeBudget) drain(ctx workflow.Context) {
 // budget is spent. An ask always gets an answer, or its agent would wait
 // for ever.
 func (b *treeBudget) takeAsk(ctx workflow.Context) bool {
-	var ask BudgetAsk
+	var ask troupe.BudgetAsk
 	if !b.asks.ReceiveAsync(&ask) {
 		return false
 	}
 	ans := b.answer(ctx, ask)
 	// No wait for the signal's delivery: the root answers the next ask
 	// at once. An agent that ended meanwhile needs no answer.
-	workflow.SignalExternalWorkflow(ctx, ask.Workflow, "", BudgetAnswerSignal, ans)
+	workflow.SignalExternalWorkflow(ctx, ask.Workflow, "", troupe.BudgetAnswerSignal, ans)
 	return true
 }
 
 // answer answers an ask, by signal or by update: the call starts, and
 // counts, unless the budget is spent (a call asked for again is let
 // start again, uncounted). An agent alone is lent the ledger with it.
-func (b *treeBudget) answer(ctx workflow.Context, ask BudgetAsk) BudgetAnswer {
+func (b *treeBudget) answer(ctx workflow.Context, ask troupe.BudgetAsk) troupe.BudgetAnswer {
 	// What came before the ask counts first: the reports of calls that
 	// ended before it was sent, the ledger given back.
 	for b.takeReturn(ctx) || b.takeUsage() {
@@ -357,10 +241,10 @@ func (b *treeBudget) answer(ctx workflow.Context, ask BudgetAsk) BudgetAnswer {
 	if u := ask.Last; u != nil {
 		(*b.ledger).CountCall(u.Workflow, u.Turn, u.Usage)
 	}
-	ans := BudgetAnswer{Turn: ask.Turn}
+	ans := troupe.BudgetAnswer{Turn: ask.Turn}
 	if why := (*b.ledger).AskCall(ask.Workflow, ask.Turn); why != "" {
 		ans.Refused = refusal(b.what, why, b.hint)
-		b.refuse(ctx, ask.Workflow, BudgetRefusal{Agent: ask.Agent, Turn: ask.Turn, Reason: ans.Refused})
+		b.refuse(ctx, ask.Workflow, troupe.BudgetRefusal{Agent: ask.Agent, Turn: ask.Turn, Reason: ans.Refused})
 		return ans
 	}
 	if ask.Alone {
@@ -370,16 +254,16 @@ func (b *treeBudget) answer(ctx workflow.Context, ask BudgetAsk) BudgetAnswer {
 }
 
 // refuse records a refused call.
-func (b *treeBudget) refuse(ctx workflow.Context, wf string, r BudgetRefusal) {
+func (b *treeBudget) refuse(ctx workflow.Context, wf string, r troupe.BudgetRefusal) {
 	if b.refused == "" {
 		b.refused = r.Reason
 	}
-	b.rec.add(ctx, troupe.Event{Kind: EventBudgetExceeded, Agent: r.Agent, Turn: r.Turn, Child: wf,
+	b.rec.add(ctx, troupe.Event{Kind: troupe.EventBudgetExceeded, Agent: r.Agent, Turn: r.Turn, Child: wf,
 		Detail: fmt.Sprintf("the model call of %s (turn %d) was refused: %s", r.Agent, r.Turn, r.Reason)})
 }
 
 func (b *treeBudget) takeUsage() bool {
-	var u BudgetUsage
+	var u troupe.BudgetUsage
 	if !b.usage.ReceiveAsync(&u) {
 		return false
 	}
@@ -390,7 +274,7 @@ func (b *treeBudget) takeUsage() bool {
 // lend lends the ledger to the agent workflow wf, the one agent of the
 // tree at work: nil when there is no budget, or the ledger is lent
 // already, or for a root that does not lend (recorded before loans).
-func (b *treeBudget) lend(ctx workflow.Context, wf string) *BudgetLoan {
+func (b *treeBudget) lend(ctx workflow.Context, wf string) *troupe.BudgetLoan {
 	if b == nil || *b.ledger == nil || b.lent != "" {
 		return nil
 	}
@@ -398,12 +282,12 @@ func (b *treeBudget) lend(ctx workflow.Context, wf string) *BudgetLoan {
 		return nil
 	}
 	b.lent = wf
-	return &BudgetLoan{Lease: *(*b.ledger).Lend(), What: b.what, Hint: b.hint}
+	return &troupe.BudgetLoan{Lease: *(*b.ledger).Lend(), What: b.what, Hint: b.hint}
 }
 
 // repay takes the ledger lent to wf back with loan, what wf spent of it
 // (nil: lost, with the agent).
-func (b *treeBudget) repay(ctx workflow.Context, wf string, loan *BudgetLoan) {
+func (b *treeBudget) repay(ctx workflow.Context, wf string, loan *troupe.BudgetLoan) {
 	if b.lent != wf {
 		return
 	}
@@ -419,7 +303,7 @@ func (b *treeBudget) repay(ctx workflow.Context, wf string, loan *BudgetLoan) {
 }
 
 func (b *treeBudget) takeReturn(ctx workflow.Context) bool {
-	var r BudgetReturn
+	var r troupe.BudgetReturn
 	if !b.returns.ReceiveAsync(&r) {
 		return false
 	}
@@ -430,7 +314,7 @@ func (b *treeBudget) takeReturn(ctx workflow.Context) bool {
 // ended takes back the ledger lent to the child agent workflow wf, which
 // ended with res or err: its result carries the loan, as does its
 // failure or cancellation, unless it gave it back before.
-func (b *treeBudget) ended(ctx workflow.Context, wf string, res *AgentResult, err error) {
+func (b *treeBudget) ended(ctx workflow.Context, wf string, res *troupe.AgentResult, err error) {
 	if b == nil {
 		return
 	}
@@ -439,7 +323,7 @@ func (b *treeBudget) ended(ctx workflow.Context, wf string, res *AgentResult, er
 	if b.lent != wf {
 		return
 	}
-	loan := failureOf(err).Budget
+	loan := troupe.FailureOf(err).Budget
 	if err == nil {
 		loan = res.Budget
 	}
@@ -453,7 +337,7 @@ func (b *treeBudget) changed(ctx workflow.Context) {
 	if b == nil || b.lent == "" {
 		return
 	}
-	workflow.SignalExternalWorkflow(ctx, b.lent, "", BudgetChangeSignal, nil)
+	workflow.SignalExternalWorkflow(ctx, b.lent, "", troupe.BudgetChangeSignal, nil)
 }
 
 // settle forgets which calls were counted, once no agent of the tree
@@ -467,15 +351,15 @@ func (b *treeBudget) settle(ctx workflow.Context) {
 // exceeded is the root's error for a tree that failed with err: a
 // troupe.BudgetExceeded one gets the ledger's report as its details.
 func (b *treeBudget) exceeded(ctx workflow.Context, err error) error {
-	if ErrorType(err) != ErrBudgetExceeded || *b.ledger == nil {
+	if troupe.ErrorType(err) != troupe.ErrBudgetExceeded || *b.ledger == nil {
 		return err
 	}
 	b.drain(ctx)
 	msg := b.refused
 	if msg == "" {
-		msg = strings.TrimPrefix(failureText(err), ErrBudgetExceeded+": ")
+		msg = strings.TrimPrefix(troupe.FailureText(err), troupe.ErrBudgetExceeded+": ")
 	}
-	return temporal.NewNonRetryableApplicationError(msg, ErrBudgetExceeded, err, (*b.ledger).Report())
+	return temporal.NewNonRetryableApplicationError(msg, troupe.ErrBudgetExceeded, err, (*b.ledger).Report())
 }
 
 // runBudget sets a run's budget up at its root: the ledger it carried, or
@@ -507,30 +391,30 @@ type agentBudget struct {
 	// loan is the root's ledger while lent to the agent, which then asks
 	// no one; changes says the root's budget changed since (a session's
 	// budget command), so the agent gives the ledger back and asks.
-	loan    *BudgetLoan
+	loan    *troupe.BudgetLoan
 	changes workflow.ReceiveChannel
 	// report is the last usage report sent by signal, and last what the
 	// agent's last call used, until it is known delivered.
 	report workflow.Future
-	last   *BudgetUsage
+	last   *troupe.BudgetUsage
 }
 
 // newAgentBudget is the budget of an agent workflow of a run with one;
 // nil otherwise (and for an agent with no root to ask, or replayed from
 // before budgets). carry is what the agent's previous run carried.
-func newAgentBudget(ctx workflow.Context, spec *runtime.GraphSpec, in AgentInput, wf string, agent *runtime.AgentSpec, carry *AgentBudgetCarry) *agentBudget {
+func newAgentBudget(ctx workflow.Context, spec *runtime.GraphSpec, in troupe.AgentInput, wf string, agent *runtime.AgentSpec, carry *AgentBudgetCarry) *agentBudget {
 	if spec.Budget == nil || in.RunID == "" {
 		return nil
 	}
 	if workflow.GetVersion(ctx, versionBudgets, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
-	b := &agentBudget{root: in.RunID, wf: wf, agent: agent.Name, answers: workflow.GetSignalChannel(ctx, BudgetAnswerSignal)}
+	b := &agentBudget{root: in.RunID, wf: wf, agent: agent.Name, answers: workflow.GetSignalChannel(ctx, troupe.BudgetAnswerSignal)}
 	if workflow.GetVersion(ctx, versionBudgetAsks, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return b
 	}
 	b.byUpdate, b.prices, b.alone = true, spec.Prices, in.Depth == 0
-	b.changes = workflow.GetSignalChannel(ctx, BudgetChangeSignal)
+	b.changes = workflow.GetSignalChannel(ctx, troupe.BudgetChangeSignal)
 	for _, t := range agent.Tools {
 		if t.Kind == agents.ToolHandoff {
 			b.handoffs = append(b.handoffs, t.Name)
@@ -560,7 +444,7 @@ func (b *agentBudget) ask(ctx workflow.Context, turn int) error {
 	if b.loan != nil {
 		return b.decide(turn)
 	}
-	ask := BudgetAsk{Workflow: b.wf, Agent: b.agent, Turn: turn, Alone: b.byUpdate && b.alone}
+	ask := troupe.BudgetAsk{Workflow: b.wf, Agent: b.agent, Turn: turn, Alone: b.byUpdate && b.alone}
 	if b.last != nil && (b.report == nil || !b.report.IsReady()) {
 		ask.Last = b.last // Rather than wait for the report.
 	}
@@ -574,17 +458,17 @@ func (b *agentBudget) ask(ctx workflow.Context, turn int) error {
 			return b.answered(ans, turn)
 		}
 	}
-	if err := workflow.SignalExternalWorkflow(ctx, b.root, "", BudgetAskSignal, ask).Get(ctx, nil); err != nil {
+	if err := workflow.SignalExternalWorkflow(ctx, b.root, "", troupe.BudgetAskSignal, ask).Get(ctx, nil); err != nil {
 		if ctx.Err() != nil {
 			return temporal.NewCanceledError()
 		}
-		return nonRetryable(ErrInternal, "agent %s could not ask the root of its run (%s) for its model call: %v", b.agent, b.root, err)
+		return nonRetryable(troupe.ErrInternal, "agent %s could not ask the root of its run (%s) for its model call: %v", b.agent, b.root, err)
 	}
 	for {
 		if err := workflow.Await(ctx, func() bool { return b.answers.Len() > 0 }); err != nil {
 			return err
 		}
-		var ans BudgetAnswer
+		var ans troupe.BudgetAnswer
 		b.answers.ReceiveAsync(&ans)
 		if ans.Turn != turn {
 			continue // An answer to an ask of an earlier run: none waits for it.
@@ -610,16 +494,16 @@ func (b *agentBudget) decide(turn int) error {
 	if why == "" {
 		return nil
 	}
-	r := BudgetRefusal{Agent: b.agent, Turn: turn, Reason: refusal(b.loan.What, why, b.loan.Hint)}
+	r := troupe.BudgetRefusal{Agent: b.agent, Turn: turn, Reason: refusal(b.loan.What, why, b.loan.Hint)}
 	b.loan.Refused = &r
-	return nonRetryable(ErrBudgetExceeded, "agent %s stopped before its model call of turn %d: %s", b.agent, turn, r.Reason)
+	return nonRetryable(troupe.ErrBudgetExceeded, "agent %s stopped before its model call of turn %d: %s", b.agent, turn, r.Reason)
 }
 
 // answered is the root's answer to the ask of turn as ask returns it,
 // and takes the ledger it lends.
-func (b *agentBudget) answered(ans BudgetAnswer, turn int) error {
+func (b *agentBudget) answered(ans troupe.BudgetAnswer, turn int) error {
 	if ans.Refused != "" {
-		return nonRetryable(ErrBudgetExceeded, "agent %s stopped before its model call of turn %d: %s", b.agent, turn, ans.Refused)
+		return nonRetryable(troupe.ErrBudgetExceeded, "agent %s stopped before its model call of turn %d: %s", b.agent, turn, ans.Refused)
 	}
 	if ans.Loan != nil && b.byUpdate {
 		b.loan = ans.Loan
@@ -629,7 +513,7 @@ func (b *agentBudget) answered(ans BudgetAnswer, turn int) error {
 
 // askByUpdate asks the root by update, from the budget-ask activity: the
 // answer, and whether there is one (false when the ask could not go so).
-func (b *agentBudget) askByUpdate(ctx workflow.Context, ask BudgetAsk) (BudgetAnswer, bool, error) {
+func (b *agentBudget) askByUpdate(ctx workflow.Context, ask troupe.BudgetAsk) (troupe.BudgetAnswer, bool, error) {
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: budgetAskTimeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary: fmt.Sprintf("budget: may turn %d of %s call the model?", ask.Turn, b.agent),
@@ -638,14 +522,14 @@ func (b *agentBudget) askByUpdate(ctx workflow.Context, ask BudgetAsk) (BudgetAn
 	err := workflow.ExecuteLocalActivity(lctx, BudgetAskActivityName, BudgetAskInput{Root: b.root, Ask: ask}).Get(ctx, &out)
 	switch {
 	case ctx.Err() != nil:
-		return BudgetAnswer{}, false, temporal.NewCanceledError()
+		return troupe.BudgetAnswer{}, false, temporal.NewCanceledError()
 	case err == nil && out.Answer != nil:
 		return *out.Answer, true, nil
 	case err != nil:
 		out.Unsent = err.Error()
 	}
 	workflow.GetLogger(ctx).Warn("a budget ask could not go by update: it goes by signal", "agent", b.agent, "turn", ask.Turn, "why", out.Unsent)
-	return BudgetAnswer{}, false, nil
+	return troupe.BudgetAnswer{}, false, nil
 }
 
 // release gives the root its ledger back, if the agent holds it, before
@@ -655,7 +539,7 @@ func (b *agentBudget) release(ctx workflow.Context) {
 	if b == nil || b.loan == nil {
 		return
 	}
-	ret := BudgetReturn{Workflow: b.wf, Loan: *b.loan}
+	ret := troupe.BudgetReturn{Workflow: b.wf, Loan: *b.loan}
 	b.loan = nil
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: budgetAskTimeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
@@ -669,12 +553,12 @@ func (b *agentBudget) release(ctx workflow.Context) {
 		return
 	}
 	// A root that is gone takes nothing back.
-	_ = workflow.SignalExternalWorkflow(ctx, b.root, "", BudgetReturnSignal, ret).Get(ctx, nil)
+	_ = workflow.SignalExternalWorkflow(ctx, b.root, "", troupe.BudgetReturnSignal, ret).Get(ctx, nil)
 }
 
 // giveBack is the root's ledger, if the agent holds it, for its result:
 // the agent ends, and the root (which started it) takes it back.
-func (b *agentBudget) giveBack() *BudgetLoan {
+func (b *agentBudget) giveBack() *troupe.BudgetLoan {
 	if b == nil {
 		return nil
 	}
@@ -705,7 +589,7 @@ func (b *agentBudget) tell(ctx workflow.Context, turn int, u runtime.AgentUsage,
 		b.loan.Lease.Count(u)
 		return
 	}
-	usage := &BudgetUsage{Workflow: b.wf, Turn: turn, Usage: u}
+	usage := &troupe.BudgetUsage{Workflow: b.wf, Turn: turn, Usage: u}
 	switch told {
 	case toldDelivered:
 		b.report, b.last = nil, nil
@@ -713,7 +597,7 @@ func (b *agentBudget) tell(ctx workflow.Context, turn int, u runtime.AgentUsage,
 		b.report, b.last = nil, usage
 	default:
 		b.last = usage
-		b.report = workflow.SignalExternalWorkflow(ctx, b.root, "", BudgetUsageSignal, *b.last)
+		b.report = workflow.SignalExternalWorkflow(ctx, b.root, "", troupe.BudgetUsageSignal, *b.last)
 	}
 }
 
@@ -742,7 +626,7 @@ func (b *agentBudget) flush(ctx workflow.Context) {
 		return
 	}
 	if b.report == nil && b.last != nil {
-		b.report = workflow.SignalExternalWorkflow(ctx, b.root, "", BudgetUsageSignal, *b.last)
+		b.report = workflow.SignalExternalWorkflow(ctx, b.root, "", troupe.BudgetUsageSignal, *b.last)
 	}
 	if b.report != nil {
 		_ = b.report.Get(ctx, nil) // A root that is gone counts nothing more.
@@ -777,7 +661,7 @@ func (t *turnCalls) countTool(rr *routeResult, err error, usage *model.Usage, fa
 			*usage = usage.Add(rr.Usage) // Those that succeeded add theirs below.
 		}
 	}
-	if ErrorType(err) == ErrBudgetExceeded {
+	if troupe.ErrorType(err) == troupe.ErrBudgetExceeded {
 		*fatal = err
 	}
 }
@@ -878,7 +762,7 @@ const budgetHint = `raise it with the session's budget command ("budget cost=N",
 func (s *session) route(ctx workflow.Context, rs routeState, prefix string) (*routeResult, error) {
 	if why := s.st.Budget.Spent(); why != "" {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session's budget is spent (%s): %s", why, budgetHint),
-			ErrBudgetExceeded, nil, s.st.Budget.Report())
+			troupe.ErrBudgetExceeded, nil, s.st.Budget.Report())
 	}
 	budgeted := s.spec.Budget != nil
 	rr, err := s.r.routeFrom(ctx, s.rec, s.spec, rs, prefix, nil, s.boxes, s.ctl, s.budget)

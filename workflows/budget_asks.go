@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -35,15 +36,15 @@ const BudgetAskActivityName = "troupe.BudgetAsk"
 // BudgetAskInput is the budget-ask activity's input: the ask, and the
 // root's workflow id.
 type BudgetAskInput struct {
-	Root string    `json:"root"`
-	Ask  BudgetAsk `json:"ask"`
+	Root string           `json:"root"`
+	Ask  troupe.BudgetAsk `json:"ask"`
 }
 
 // BudgetAskOutput is the budget-ask activity's result: the root's answer,
 // or why the ask could not go by update (the agent then asks by signal).
 type BudgetAskOutput struct {
-	Answer *BudgetAnswer `json:"answer,omitempty"`
-	Unsent string        `json:"unsent,omitempty"`
+	Answer *troupe.BudgetAnswer `json:"answer,omitempty"`
+	Unsent string               `json:"unsent,omitempty"`
 }
 
 // BudgetReturnActivityName is the local activity that gives the root of
@@ -53,8 +54,8 @@ const BudgetReturnActivityName = "troupe.BudgetReturn"
 
 // BudgetReturnInput is the budget-return activity's input.
 type BudgetReturnInput struct {
-	Root   string       `json:"root"`
-	Return BudgetReturn `json:"return"`
+	Root   string              `json:"root"`
+	Return troupe.BudgetReturn `json:"return"`
 }
 
 // ModelBudget is what the model activity of an agent of a run with a
@@ -85,8 +86,8 @@ const (
 // its next run: its root's ledger, when lent to it, and the usage of its
 // last call, until known delivered.
 type AgentBudgetCarry struct {
-	Loan *BudgetLoan  `json:"loan,omitempty"`
-	Last *BudgetUsage `json:"last,omitempty"`
+	Loan *troupe.BudgetLoan  `json:"loan,omitempty"`
+	Last *troupe.BudgetUsage `json:"last,omitempty"`
 }
 
 // budgetAskTimeout bounds the budget-ask activity; the update it sends
@@ -128,23 +129,23 @@ func (a *Activities) BudgetReturn(ctx context.Context, in BudgetReturnInput) (bo
 	}
 	// A signal the server took is in the root's history before any ask
 	// sent after it.
-	err := activity.GetClient(ctx).SignalWorkflow(ctx, in.Root, "", BudgetReturnSignal, in.Return)
+	err := activity.GetClient(ctx).SignalWorkflow(ctx, in.Root, "", troupe.BudgetReturnSignal, in.Return)
 	return err == nil, nil
 }
 
 // askRoot sends ask to root by update and waits for the answer, up to
 // budgetAskWait.
-func (a *Activities) askRoot(ctx context.Context, c client.Client, root string, ask BudgetAsk) (BudgetAnswer, error) {
+func (a *Activities) askRoot(ctx context.Context, c client.Client, root string, ask troupe.BudgetAsk) (troupe.BudgetAnswer, error) {
 	release, err := a.asks.take(ctx, root)
 	if err != nil {
-		return BudgetAnswer{}, err
+		return troupe.BudgetAnswer{}, err
 	}
 	defer release()
 	ctx, cancel := context.WithTimeout(ctx, budgetAskWait)
 	defer cancel()
-	var ans BudgetAnswer
+	var ans troupe.BudgetAnswer
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: root, UpdateName: BudgetAskUpdate, UpdateID: budgetAskID(ask),
+		WorkflowID: root, UpdateName: troupe.BudgetAskUpdate, UpdateID: budgetAskID(ask),
 		Args: []any{ask}, WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
@@ -155,7 +156,7 @@ func (a *Activities) askRoot(ctx context.Context, c client.Client, root string, 
 
 // budgetAskID is the update id of an ask: one per agent workflow and
 // turn, which its retries share.
-func budgetAskID(ask BudgetAsk) string {
+func budgetAskID(ask troupe.BudgetAsk) string {
 	return fmt.Sprintf("budget-ask/%s/%d", ask.Workflow, ask.Turn)
 }
 
@@ -177,12 +178,12 @@ func (a *Activities) tellRoot(ctx context.Context, in ModelInput, modelName stri
 		return told
 	}
 	cost, _ := runtime.CallCost(mb.Prices, modelName, u)
-	report := BudgetUsage{Workflow: mb.Workflow, Turn: in.Run.Turn, Usage: runtime.AgentUsage{Agent: in.Agent, Usage: u, Cost: cost}}
+	report := troupe.BudgetUsage{Workflow: mb.Workflow, Turn: in.Run.Turn, Usage: runtime.AgentUsage{Agent: in.Agent, Usage: u, Cost: cost}}
 	c, log := activity.GetClient(ctx), activity.GetLogger(ctx)
 	ends := step.Final != nil || slices.ContainsFunc(step.Calls, func(it agents.Item) bool { return slices.Contains(mb.Handoffs, it.Name) })
 	if ends {
 		go func() {
-			if err := c.SignalWorkflow(ctx, mb.Root, "", BudgetUsageSignal, report); err != nil {
+			if err := c.SignalWorkflow(ctx, mb.Root, "", troupe.BudgetUsageSignal, report); err != nil {
 				log.Warn("the root of the run did not take a model call's usage: the agent workflow tells it", "root", mb.Root, "error", err)
 				told <- toldNot
 				return
@@ -195,7 +196,7 @@ func (a *Activities) tellRoot(ctx context.Context, in ModelInput, modelName stri
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budgetAskWait)
 	go func() {
 		defer cancel()
-		if err := c.SignalWorkflow(bctx, mb.Root, "", BudgetUsageSignal, report); err != nil {
+		if err := c.SignalWorkflow(bctx, mb.Root, "", troupe.BudgetUsageSignal, report); err != nil {
 			log.Debug("a model call's usage did not go: the agent's next ask carries it", "root", mb.Root, "error", err)
 		}
 	}()

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -194,10 +195,10 @@ func TestBudgetStopsParallelAgentTools(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env, m, lookups := budgetEnv(t, tc.usage)
 			b := tc.budget
-			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Input: "fan out and loop", Budget: &b})
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "budget", Input: "fan out and loop", Budget: &b})
 			err := env.GetWorkflowError()
-			if workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
-				t.Fatalf("run ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+			if troupe.ErrorType(err) != troupe.ErrBudgetExceeded {
+				t.Fatalf("run ended with %v, want %s", err, troupe.ErrBudgetExceeded)
 			}
 			for _, agent := range []string{"boss", "left", "right"} {
 				if n := m.count(agent); n != 1 {
@@ -207,7 +208,7 @@ func TestBudgetStopsParallelAgentTools(t *testing.T) {
 			if *lookups != 2 {
 				t.Errorf("lookup ran %d times, want once for each worker", *lookups)
 			}
-			rep, ok := workflows.BudgetReportOf(err)
+			rep, ok := troupe.BudgetReportOf(err)
 			if !ok {
 				t.Fatalf("no budget report in %v", err)
 			}
@@ -222,7 +223,7 @@ func TestBudgetStopsParallelAgentTools(t *testing.T) {
 			}
 			var refused []string
 			for _, e := range recorded(t, env, 0) {
-				if e.Kind == workflows.EventBudgetExceeded {
+				if e.Kind == troupe.EventBudgetExceeded {
 					refused = append(refused, e.Agent)
 				}
 			}
@@ -250,11 +251,11 @@ func TestBudgetUsagePerAgent(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			env, _, _ := budgetEnv(t, nil)
-			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Input: tc.input, Budget: tc.budget})
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "budget", Input: tc.input, Budget: tc.budget})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
-			var res workflows.RunResult
+			var res troupe.RunResult
 			if err := env.GetWorkflowResult(&res); err != nil {
 				t.Fatal(err)
 			}
@@ -287,20 +288,20 @@ func TestSessionBudget(t *testing.T) {
 	at := func(d time.Duration, name string, arg any) {
 		env.RegisterDelayedCallback(func() { u = append(u, sendUpdate(env, name, arg)) }, d)
 	}
-	var spentInfo, endInfo workflows.SessionInfo
+	var spentInfo, endInfo troupe.SessionInfo
 	// solo calls lookup once and answers: two calls a turn, or, told to
 	// loop, one call after another.
-	at(time.Second, workflows.SendUpdate, workflows.SendInput{Message: "one", Wait: true}) // u[0]: 2 calls, spent
-	at(time.Minute, workflows.SendUpdate, workflows.SendInput{Message: "two", Wait: true}) // u[1]: refused
+	at(time.Second, troupe.SendUpdate, troupe.SendInput{Message: "one", Wait: true}) // u[0]: 2 calls, spent
+	at(time.Minute, troupe.SendUpdate, troupe.SendInput{Message: "two", Wait: true}) // u[1]: refused
 	env.RegisterDelayedCallback(func() { spentInfo = sessionInfo(t, env) }, 90*time.Second)
-	at(2*time.Minute, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandBudget, Arg: "nope=1"})        // u[2]: refused
-	at(3*time.Minute, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandBudget, Arg: "model_calls=3"}) // u[3]
-	at(4*time.Minute, workflows.SendUpdate, workflows.SendInput{Message: "loop", Wait: true})                               // u[4]: 1 call, then refused
-	at(5*time.Minute, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandBudget, Arg: "off"})           // u[5]
-	at(6*time.Minute, workflows.SendUpdate, workflows.SendInput{Message: "four", Wait: true})                               // u[6]: 2 calls
+	at(2*time.Minute, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandBudget, Arg: "nope=1"})        // u[2]: refused
+	at(3*time.Minute, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandBudget, Arg: "model_calls=3"}) // u[3]
+	at(4*time.Minute, troupe.SendUpdate, troupe.SendInput{Message: "loop", Wait: true})                            // u[4]: 1 call, then refused
+	at(5*time.Minute, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandBudget, Arg: "off"})           // u[5]
+	at(6*time.Minute, troupe.SendUpdate, troupe.SendInput{Message: "four", Wait: true})                            // u[6]: 2 calls
 	env.RegisterDelayedCallback(func() { endInfo = sessionInfo(t, env) }, 7*time.Minute)
-	env.RegisterDelayedCallback(func() { sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop}) }, time.Hour)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "budget", Agent: "solo", Budget: &agents.Budget{ModelCalls: 2}})
+	env.RegisterDelayedCallback(func() { sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop}) }, time.Hour)
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "budget", Agent: "solo", Budget: &agents.Budget{ModelCalls: 2}})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func TestSessionBudget(t *testing.T) {
 		if u[i].err != nil {
 			t.Fatalf("update %d: %v", i, u[i].err)
 		}
-		var r workflows.SendResult
+		var r troupe.SendResult
 		u[i].decode(t, &r)
 		if r.Record == nil {
 			t.Fatalf("update %d: no record", i)
@@ -319,19 +320,19 @@ func TestSessionBudget(t *testing.T) {
 	if r := outcome(0); r.Outcome != runtime.TurnAnswered || r.Usage.Requests != 2 {
 		t.Errorf("turn one: %+v, want it answered in two calls", r)
 	}
-	if workflows.ErrorType(u[1].err) != workflows.ErrBudgetExceeded || !strings.Contains(u[1].err.Error(), "budget model_calls=N") {
+	if troupe.ErrorType(u[1].err) != troupe.ErrBudgetExceeded || !strings.Contains(u[1].err.Error(), "budget model_calls=N") {
 		t.Errorf("a message once the budget was spent: %v, want refused, saying how to go on", u[1].err)
 	}
 	if spentInfo.Budget == nil || spentInfo.Budget.Calls != 2 || spentInfo.Budget.Spent != "2 of 2 model calls" || !sameCalls(byAgent(spentInfo.Agents), map[string]int{"solo": 2}) {
 		t.Errorf("session once spent: budget %+v, agents %+v", spentInfo.Budget, spentInfo.Agents)
 	}
-	if workflows.ErrorType(u[2].err) != workflows.ErrBadBudget {
+	if troupe.ErrorType(u[2].err) != troupe.ErrBadBudget {
 		t.Errorf("a bad budget command: %v", u[2].err)
 	}
 	if u[3].err != nil || u[5].err != nil {
 		t.Errorf("budget commands: %v, %v", u[3].err, u[5].err)
 	}
-	if r := outcome(4); r.Outcome != runtime.TurnFailed || r.ErrorType != workflows.ErrBudgetExceeded || !sameCalls(byAgent(r.Agents), map[string]int{"solo": 1}) {
+	if r := outcome(4); r.Outcome != runtime.TurnFailed || r.ErrorType != troupe.ErrBudgetExceeded || !sameCalls(byAgent(r.Agents), map[string]int{"solo": 1}) {
 		t.Errorf("a turn that runs out: %+v, want failed on the budget after one call", r)
 	}
 	if r := outcome(6); r.Outcome != runtime.TurnAnswered {
@@ -342,7 +343,7 @@ func TestSessionBudget(t *testing.T) {
 	}
 	refused := 0
 	for _, e := range recorded(t, env, 0) {
-		if e.Kind == workflows.EventBudgetExceeded {
+		if e.Kind == troupe.EventBudgetExceeded {
 			refused++
 		}
 	}
@@ -371,8 +372,8 @@ func TestBadBudgets(t *testing.T) {
 		t.Errorf("a cost budget priced by the worker: %v", err)
 	}
 	env, _, _ := budgetEnv(t, nil)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Agent: "solo", Input: "hi", Budget: &agents.Budget{InputTokens: -5}})
-	if err := env.GetWorkflowError(); workflows.ErrorType(err) != workflows.ErrBadBudget {
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "budget", Agent: "solo", Input: "hi", Budget: &agents.Budget{InputTokens: -5}})
+	if err := env.GetWorkflowError(); troupe.ErrorType(err) != troupe.ErrBadBudget {
 		t.Errorf("a run with a negative budget: %v", err)
 	}
 }
@@ -384,33 +385,33 @@ func TestGoldenBudgetPayloads(t *testing.T) {
 	budget := agents.Budget{Cost: 0.25, ModelCalls: 40}
 	ledger := runtime.BudgetLedger{Budget: budget, Calls: 7, Agents: runtime.Usages{usage}, Counted: map[string]int{"run-1/1-coordinator/t1.0/0-pricing_reviewer": 1}}
 	payloads := map[string]any{
-		"budget_ask": workflows.BudgetAsk{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Agent: "pricing_reviewer", Turn: 2,
-			Last: &workflows.BudgetUsage{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Turn: 1, Usage: usage}},
-		"budget_answer": workflows.BudgetAnswer{Turn: 2, Refused: "the run's budget is spent (40 of 40 model calls)"},
-		"budget_usage":  workflows.BudgetUsage{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Turn: 2, Usage: usage},
+		"budget_ask": troupe.BudgetAsk{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Agent: "pricing_reviewer", Turn: 2,
+			Last: &troupe.BudgetUsage{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Turn: 1, Usage: usage}},
+		"budget_answer": troupe.BudgetAnswer{Turn: 2, Refused: "the run's budget is spent (40 of 40 model calls)"},
+		"budget_usage":  troupe.BudgetUsage{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Turn: 2, Usage: usage},
 		"budget_report": ledger.Report(),
 		"run_carry_budget": workflows.RunCarry{Budget: &ledger, NextEvent: 12,
 			Spec: &runtime.GraphSpec{Graph: "dealdesk", Entry: "triage", RunSettings: runtime.RunSettings{MaxHandoffs: 10, Budget: &budget,
 				Prices: agents.Prices{"gpt-4.1": {InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}, Unpriced: []string{"gpt-5"}}}},
-		"run_result_budget": workflows.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`),
+		"run_result_budget": troupe.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`),
 			Path: []string{"triage", "coordinator"}, Usage: usage.Usage, Agents: runtime.Usages{usage}, Cost: usage.Cost, Budget: ledger.Report()},
 	}
 	coordinator := "run-1/1-coordinator"
 	lease := runtime.BudgetLease{Ledger: runtime.BudgetLedger{Budget: budget, Calls: 9, Agents: runtime.Usages{usage}}, Calls: 2, Agents: runtime.Usages{usage}}
-	loan := workflows.BudgetLoan{Lease: lease, What: "session", Hint: "raise it with the session's budget command",
-		Refused: &workflows.BudgetRefusal{Agent: "coordinator", Turn: 3, Reason: "the session's budget is spent (cost 0.25 of 0.25)"}}
+	loan := troupe.BudgetLoan{Lease: lease, What: "session", Hint: "raise it with the session's budget command",
+		Refused: &troupe.BudgetRefusal{Agent: "coordinator", Turn: 3, Reason: "the session's budget is spent (cost 0.25 of 0.25)"}}
 	ref := runtime.TranscriptRef{Key: "transcripts/run-1/1-coordinator", Segments: 3}
-	last := workflows.BudgetUsage{Workflow: coordinator, Turn: 2, Usage: usage}
+	last := troupe.BudgetUsage{Workflow: coordinator, Turn: 2, Usage: usage}
 	payloads["budget_loan"] = loan
-	payloads["budget_ask_input"] = workflows.BudgetAskInput{Root: "run-1", Ask: workflows.BudgetAsk{Workflow: coordinator, Agent: "coordinator", Turn: 3, Last: &last, Alone: true}}
-	payloads["budget_ask_output"] = workflows.BudgetAskOutput{Answer: &workflows.BudgetAnswer{Turn: 3, Loan: &workflows.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}}
+	payloads["budget_ask_input"] = workflows.BudgetAskInput{Root: "run-1", Ask: troupe.BudgetAsk{Workflow: coordinator, Agent: "coordinator", Turn: 3, Last: &last, Alone: true}}
+	payloads["budget_ask_output"] = workflows.BudgetAskOutput{Answer: &troupe.BudgetAnswer{Turn: 3, Loan: &troupe.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}}
 	payloads["budget_ask_unsent"] = workflows.BudgetAskOutput{Unsent: "no Temporal client: the activity does not run on a worker"}
-	payloads["budget_return_input"] = workflows.BudgetReturnInput{Root: "run-1", Return: workflows.BudgetReturn{Workflow: coordinator, Loan: loan}}
+	payloads["budget_return_input"] = workflows.BudgetReturnInput{Root: "run-1", Return: troupe.BudgetReturn{Workflow: coordinator, Loan: loan}}
 	payloads["model_input_budget"] = workflows.ModelInput{Graph: "dealdesk", Agent: "pricing_reviewer", Run: agents.RunContext{WorkflowID: coordinator + "/t1.0/0-pricing_reviewer", RunID: "run-1", Agent: "pricing_reviewer", Turn: 1},
 		Transcript: ref, Budget: &workflows.ModelBudget{Root: "run-1", Workflow: coordinator + "/t1.0/0-pricing_reviewer", Prices: agents.Prices{"gpt-4.1": {InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}}}
 	payloads["model_output_told"] = workflows.ModelOutput{Transcript: ref, Usage: usage.Usage, Model: "gpt-4.1", Told: "sent"}
-	payloads["agent_input_budget"] = workflows.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "run-1", Transcript: ref, Budget: &workflows.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}
-	payloads["agent_result_budget"] = workflows.AgentResult{Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Transcript: ref, Turns: 3, Usage: usage.Usage, Budget: &loan}
+	payloads["agent_input_budget"] = troupe.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "run-1", Transcript: ref, Budget: &troupe.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}
+	payloads["agent_result_budget"] = troupe.AgentResult{Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Transcript: ref, Turns: 3, Usage: usage.Usage, Budget: &loan}
 	payloads["agent_carry_budget"] = workflows.AgentCarry{State: runtime.AgentState{Agent: "coordinator", Transcript: ref, Turn: 101}, NextEvent: 611,
 		Budget: &workflows.AgentBudgetCarry{Loan: &loan, Last: &last}}
 	for name, v := range payloads {
@@ -443,11 +444,11 @@ func TestGoldenBudgetPayloads(t *testing.T) {
 type loanWatch struct {
 	mu            sync.Mutex
 	asks, returns int
-	lent          map[string]*workflows.BudgetLoan
+	lent          map[string]*troupe.BudgetLoan
 }
 
 func watchLoans(env *testsuite.TestWorkflowEnvironment) *loanWatch {
-	w := &loanWatch{lent: map[string]*workflows.BudgetLoan{}}
+	w := &loanWatch{lent: map[string]*troupe.BudgetLoan{}}
 	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -474,7 +475,7 @@ func watchLoans(env *testsuite.TestWorkflowEnvironment) *loanWatch {
 func refusals(t *testing.T, env *testsuite.TestWorkflowEnvironment) []string {
 	var out []string
 	for _, e := range recorded(t, env, 0) {
-		if e.Kind == workflows.EventBudgetExceeded {
+		if e.Kind == troupe.EventBudgetExceeded {
 			out = append(out, e.Agent)
 		}
 	}
@@ -507,15 +508,15 @@ func TestBudgetLoans(t *testing.T) {
 			env, m, _ := budgetEnv(t, tc.usage, func(c *workflows.Config) { c.ContinueAfterTurns = tc.continueAfter })
 			w := watchLoans(env)
 			b := tc.budget
-			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Agent: "solo", Input: "loop", Budget: &b})
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "budget", Agent: "solo", Input: "loop", Budget: &b})
 			err := env.GetWorkflowError()
-			if workflows.ErrorType(err) != workflows.ErrBudgetExceeded || !strings.Contains(err.Error(), "the run's budget is spent ("+tc.spent+")") {
-				t.Fatalf("run ended with %v, want %s, %q spent", err, workflows.ErrBudgetExceeded, tc.spent)
+			if troupe.ErrorType(err) != troupe.ErrBudgetExceeded || !strings.Contains(err.Error(), "the run's budget is spent ("+tc.spent+")") {
+				t.Fatalf("run ended with %v, want %s, %q spent", err, troupe.ErrBudgetExceeded, tc.spent)
 			}
 			if n := m.count("solo"); n != tc.calls {
 				t.Errorf("solo called the model %d times, want %d", n, tc.calls)
 			}
-			rep, ok := workflows.BudgetReportOf(err)
+			rep, ok := troupe.BudgetReportOf(err)
 			if !ok || rep.Calls != int64(tc.calls) || byAgent(rep.Agents)["solo"] != tc.calls || rep.Spent != tc.spent {
 				t.Errorf("report %+v, want %d calls, each counted, %q spent", rep, tc.calls, tc.spent)
 			}
@@ -538,16 +539,16 @@ func TestBudgetLoans(t *testing.T) {
 func TestBudgetLoanGivenBack(t *testing.T) {
 	env, m, _ := budgetEnv(t, nil)
 	w := watchLoans(env)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "budget", Input: "fan out", Budget: &agents.Budget{ModelCalls: 5}})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "budget", Input: "fan out", Budget: &agents.Budget{ModelCalls: 5}})
 	err := env.GetWorkflowError()
-	if workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
-		t.Fatalf("run ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+	if troupe.ErrorType(err) != troupe.ErrBudgetExceeded {
+		t.Fatalf("run ended with %v, want %s", err, troupe.ErrBudgetExceeded)
 	}
 	calls := map[string]int{"boss": m.count("boss"), "left": m.count("left"), "right": m.count("right")}
 	if want := map[string]int{"boss": 1, "left": 2, "right": 2}; !sameCalls(calls, want) {
 		t.Errorf("calls %v, want %v: boss's second call refused", calls, want)
 	}
-	if rep, _ := workflows.BudgetReportOf(err); rep == nil || rep.Calls != 5 {
+	if rep, _ := troupe.BudgetReportOf(err); rep == nil || rep.Calls != 5 {
 		t.Errorf("report %+v, want 5 calls", rep)
 	}
 	if r := refusals(t, env); len(r) != 1 || r[0] != "boss" {
@@ -568,20 +569,20 @@ func TestSessionBudgetLoans(t *testing.T) {
 		env, m, _ := budgetEnv(t, nil)
 		var stuck, after *updateCall
 		env.RegisterDelayedCallback(func() {
-			stuck = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "loop, then stuck", Wait: true})
+			stuck = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "loop, then stuck", Wait: true})
 		}, time.Second)
 		env.RegisterDelayedCallback(func() {
-			after = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "one", Wait: true})
+			after = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "one", Wait: true})
 		}, 30*time.Second)
-		var info workflows.SessionInfo
+		var info troupe.SessionInfo
 		env.RegisterDelayedCallback(func() { info = sessionInfo(t, env) }, time.Minute)
-		env.RegisterDelayedCallback(func() { sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop}) }, time.Hour)
-		env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "budget", Agent: "solo", Policy: runtime.PolicyRollback,
+		env.RegisterDelayedCallback(func() { sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop}) }, time.Hour)
+		env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "budget", Agent: "solo", Policy: runtime.PolicyRollback,
 			Budget: &agents.Budget{ModelCalls: 20}})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
-		var rs, ra workflows.SendResult
+		var rs, ra troupe.SendResult
 		stuck.decode(t, &rs)
 		after.decode(t, &ra)
 		if rs.Record == nil || rs.Record.Outcome != runtime.TurnRolledBack || ra.Record == nil || ra.Record.Outcome != runtime.TurnAnswered {
@@ -597,25 +598,25 @@ func TestSessionBudgetLoans(t *testing.T) {
 		env, m, _ := budgetEnv(t, nil)
 		var turn, cmd *updateCall
 		env.RegisterDelayedCallback(func() {
-			turn = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "loop, then hiccup", Wait: true})
+			turn = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "loop, then hiccup", Wait: true})
 		}, time.Second)
 		// The turn's third call waits a second for its retry.
 		env.RegisterDelayedCallback(func() {
-			cmd = sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandBudget, Arg: "model_calls=4"})
+			cmd = sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandBudget, Arg: "model_calls=4"})
 		}, 1500*time.Millisecond)
-		env.RegisterDelayedCallback(func() { sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop}) }, time.Hour)
-		env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "budget", Agent: "solo", Budget: &agents.Budget{ModelCalls: 20}})
+		env.RegisterDelayedCallback(func() { sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop}) }, time.Hour)
+		env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "budget", Agent: "solo", Budget: &agents.Budget{ModelCalls: 20}})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
 		if cmd.err != nil {
 			t.Fatal(cmd.err)
 		}
-		var rs workflows.SendResult
+		var rs troupe.SendResult
 		turn.decode(t, &rs)
 		// Calls 1 to 3 (the third's retry included) under the old
 		// budget, the fourth under the new one, and no fifth.
-		if rs.Record == nil || rs.Record.ErrorType != workflows.ErrBudgetExceeded || rs.Record.Usage.Requests != 4 ||
+		if rs.Record == nil || rs.Record.ErrorType != troupe.ErrBudgetExceeded || rs.Record.Usage.Requests != 4 ||
 			!strings.Contains(rs.Record.Error, "4 of 4 model calls") {
 			t.Errorf("turn %+v, want it stopped by the budget after 4 calls (model saw %d)", rs.Record, m.count("solo"))
 		}
@@ -678,11 +679,11 @@ func TestBudgetCountsToolGuardrailAgents(t *testing.T) {
 			}
 			env := quietEnv()
 			r.Register(env)
-			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "rg", Input: "go", Budget: &agents.Budget{ModelCalls: 4}})
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "rg", Input: "go", Budget: &agents.Budget{ModelCalls: 4}})
 			err = env.GetWorkflowError()
-			rep, ok := workflows.BudgetReportOf(err)
-			if !ok || workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
-				t.Fatalf("run ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+			rep, ok := troupe.BudgetReportOf(err)
+			if !ok || troupe.ErrorType(err) != troupe.ErrBudgetExceeded {
+				t.Fatalf("run ended with %v, want %s", err, troupe.ErrBudgetExceeded)
 			}
 			m.mu.Lock()
 			defer m.mu.Unlock()

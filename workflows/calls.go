@@ -79,7 +79,7 @@ type turnCalls struct {
 	rec   *recorder
 	spec  *runtime.GraphSpec
 	agent *runtime.AgentSpec
-	in    AgentInput
+	in    troupe.AgentInput
 	// continued says this run of the agent's workflow continued an
 	// earlier one (it was given a carry).
 	continued bool
@@ -257,7 +257,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 	wg.Add(1)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer wg.Done()
-		child := AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
+		child := troupe.AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
 			Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: t.in.Spec}
 		sctx, span := traceAgentTool(gctx, t.agent.Name, c)
 		rr, err := t.r.route(sctx, t.rec, t.spec, tool.Target, child, prefix, t.ctl)
@@ -271,13 +271,13 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		case err != nil && guardrailEnds(err):
 			// A guardrail of the tool's agents ended the run.
 			*fatal = err
-			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, failureText(err))
+			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, troupe.FailureText(err))
 		case err != nil && workerFault(err) && workflow.GetVersion(gctx, versionWorkerFaults, workflow.DefaultVersion, 1) == 1:
 			// Not the model's to work around: the worker is wired wrong.
 			*fatal = err
-			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, failureText(err))
+			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, troupe.FailureText(err))
 		case err != nil:
-			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, failureText(err))
+			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, troupe.FailureText(err))
 		case tool.Extractor:
 			*usage = usage.Add(rr.Usage)
 			lctx := workflow.WithLocalActivityOptions(gctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, Summary: "extract the output of " + c.Name})
@@ -305,7 +305,7 @@ const versionWorkerFaults = "troupe.worker-faults-fail-callers"
 // workerFault reports whether err is a fault of the worker's wiring, which
 // a model cannot work around: it fails every agent up the chain.
 func workerFault(err error) bool {
-	return ErrorType(err) == ErrStoreNotServed
+	return troupe.ErrorType(err) == troupe.ErrStoreNotServed
 }
 
 // handoff takes the turn's handoff call, if any and the gate lets it: its

@@ -28,9 +28,9 @@ import (
 
 // StartRun starts a run's OrchestratorWorkflow on taskQueue (the default
 // queue when empty) with a fresh workflow id, and returns its handle.
-func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInput) (client.WorkflowRun, error) {
+func StartRun(ctx context.Context, c client.Client, taskQueue string, in troupe.RunInput) (client.WorkflowRun, error) {
 	if taskQueue == "" {
-		taskQueue = DefaultTaskQueue
+		taskQueue = troupe.DefaultTaskQueue
 	}
 	if err := checkPayload("the run input", len(in.Input)); err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInpu
 		StaticSummary: runSummary(in),
 		Memo:          runMemo(in),
 	}
-	run, err := c.ExecuteWorkflow(ctx, opts, OrchestratorWorkflowName, in)
+	run, err := c.ExecuteWorkflow(ctx, opts, troupe.OrchestratorWorkflowName, in)
 	if err != nil {
 		return nil, fmt.Errorf("workflows: start run of %s: %w", in.Graph, err)
 	}
@@ -49,12 +49,12 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in RunInpu
 }
 
 // Run starts a run and waits for its result.
-func Run(ctx context.Context, c client.Client, taskQueue string, in RunInput) (*RunResult, error) {
+func Run(ctx context.Context, c client.Client, taskQueue string, in troupe.RunInput) (*troupe.RunResult, error) {
 	run, err := StartRun(ctx, c, taskQueue, in)
 	if err != nil {
 		return nil, err
 	}
-	var res RunResult
+	var res troupe.RunResult
 	if err := run.Get(ctx, &res); err != nil {
 		return nil, err
 	}
@@ -67,9 +67,9 @@ func Run(ctx context.Context, c client.Client, taskQueue string, in RunInput) (*
 // one (reuse policy REJECT_DUPLICATE, so a closed run is never replaced and
 // its handle's Get returns its result or error). Starting twice with one id
 // therefore gives one run, which makes a derived id an idempotency key.
-func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, in RunInput) (client.WorkflowRun, error) {
+func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, in troupe.RunInput) (client.WorkflowRun, error) {
 	if taskQueue == "" {
-		taskQueue = DefaultTaskQueue
+		taskQueue = troupe.DefaultTaskQueue
 	}
 	if id == "" {
 		return nil, errors.New("workflows: start run: empty workflow id")
@@ -90,7 +90,7 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 		StaticSummary:            runSummary(in),
 		Memo:                     runMemo(in),
 	}
-	run, err := c.ExecuteWorkflow(ctx, opts, OrchestratorWorkflowName, in)
+	run, err := c.ExecuteWorkflow(ctx, opts, troupe.OrchestratorWorkflowName, in)
 	if err != nil {
 		return nil, fmt.Errorf("workflows: start run %s of %s: %w", id, in.Graph, err)
 	}
@@ -131,34 +131,13 @@ type FollowOption func(*followConfig)
 type followConfig struct {
 	store    *blob.Store
 	patience time.Duration
-	from     Cursor
+	from     troupe.Cursor
 	deltas   bool
-}
-
-// Cursor is where a follower stands in a run: for each workflow of the
-// run it knows of, the number of the last event of it that the follower
-// got (0: none yet). Keep one with Add as events arrive; From(cursor)
-// then has a follower go on from there, also after a continue-as-new or
-// from another process, with no event repeated or skipped. It encodes as
-// JSON.
-type Cursor map[string]int
-
-// Add moves c past e, and makes a workflow that e starts known to c. A
-// text delta (Seq 0) moves nothing.
-func (c Cursor) Add(e troupe.Event) {
-	if e.Seq > c[e.WorkflowID] {
-		c[e.WorkflowID] = e.Seq
-	}
-	if e.Child != "" {
-		if _, ok := c[e.Child]; !ok {
-			c[e.Child] = 0
-		}
-	}
 }
 
 // From has Follow, FollowLive and Events start after the events c has
 // seen, and follow the workflows c knows besides the run's own.
-func From(c Cursor) FollowOption {
+func From(c troupe.Cursor) FollowOption {
 	return func(cfg *followConfig) { cfg.from = maps.Clone(c) }
 }
 
@@ -798,15 +777,6 @@ func holds(found map[int]troupe.Event, seen, next int) bool {
 // maxRuns bounds how far back a follower walks a workflow's runs.
 const maxRuns = 1000
 
-// Labels a sandbox carries besides troupe.workflow and troupe.agent: the
-// Temporal cluster and namespace of the workflow that made it, so a
-// reaper answering to another server (a second installation, a test's own
-// server) never takes a live sandbox for an orphan.
-const (
-	LabelCluster   = "troupe.cluster"
-	LabelNamespace = "troupe.namespace"
-)
-
 // ClusterID returns the id of the Temporal cluster c talks to.
 func ClusterID(ctx context.Context, c client.Client) (string, error) {
 	info, err := c.WorkflowService().GetClusterInfo(ctx, &workflowservice.GetClusterInfoRequest{})
@@ -834,10 +804,10 @@ func KeepOpen(ctx context.Context, c client.Client, namespace string) func(label
 		if id == "" {
 			return true
 		}
-		if cl := labels[LabelCluster]; cl != "" && (clusterErr != nil || cl != cluster) {
+		if cl := labels[troupe.LabelCluster]; cl != "" && (clusterErr != nil || cl != cluster) {
 			return true
 		}
-		if ns := labels[LabelNamespace]; ns != "" && ns != namespace {
+		if ns := labels[troupe.LabelNamespace]; ns != "" && ns != namespace {
 			return true
 		}
 		d, err := c.DescribeWorkflowExecution(ctx, id, "")
@@ -851,13 +821,13 @@ func KeepOpen(ctx context.Context, c client.Client, namespace string) func(label
 
 // runSummary is what the Web UI shows of a run: its graph and the user's
 // message.
-func runSummary(in RunInput) string {
+func runSummary(in troupe.RunInput) string {
 	return in.Graph + ": " + preview(strings.Join(strings.Fields(in.Input), " "), 200)
 }
 
 // runDetails is a run's current details in the Web UI: its summary and
 // the agent at work.
-func runDetails(in RunInput, agent string) string {
+func runDetails(in troupe.RunInput, agent string) string {
 	return runSummary(in) + "\n\nagent at work: " + agent
 }
 
@@ -867,7 +837,7 @@ const (
 	MemoSummary = "troupe.summary"
 )
 
-func runMemo(in RunInput) map[string]any {
+func runMemo(in troupe.RunInput) map[string]any {
 	return map[string]any{MemoGraph: in.Graph, MemoSummary: runSummary(in)}
 }
 
@@ -908,7 +878,7 @@ func ListRuns(ctx context.Context, c client.Client, o ListOptions) ([]RunInfo, e
 	}
 	// A run that continued as new is one run: its earlier runs are not
 	// listed.
-	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'ContinuedAsNew'", OrchestratorWorkflowName)
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'ContinuedAsNew'", troupe.OrchestratorWorkflowName)
 	if o.Running {
 		query += " AND ExecutionStatus = 'Running'"
 	}
@@ -954,7 +924,7 @@ func DescribeRun(ctx context.Context, c client.Client, id string) (RunInfo, erro
 		return RunInfo{}, fmt.Errorf("describe run %s: %w", id, err)
 	}
 	e := d.GetWorkflowExecutionInfo()
-	if typ := e.GetType().GetName(); typ != OrchestratorWorkflowName {
+	if typ := e.GetType().GetName(); typ != troupe.OrchestratorWorkflowName {
 		if run := RunOf(id); run != id {
 			return RunInfo{}, fmt.Errorf("%s is %w but a workflow of run %s (%s)", id, ErrNotRun, run, typ)
 		}
@@ -1023,8 +993,8 @@ func statusName(s enums.WorkflowExecutionStatus) string {
 }
 
 // RunInputOf returns the input the run id started with.
-func RunInputOf(ctx context.Context, c client.Client, id string) (RunInput, error) {
-	var in RunInput
+func RunInputOf(ctx context.Context, c client.Client, id string) (troupe.RunInput, error) {
+	var in troupe.RunInput
 	it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
 		return in, fmt.Errorf("workflows: run %s has no history", id)

@@ -54,17 +54,17 @@ func TestContinueAsNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := workflows.AgentWorkflowInput{AgentInput: workflows.AgentInput{Graph: "can", Agent: "worker", RunID: "run", Pending: []agents.Item{agents.UserMessage("count")}}}
+	in := workflows.AgentWorkflowInput{AgentInput: troupe.AgentInput{Graph: "can", Agent: "worker", RunID: "run", Pending: []agents.Item{agents.UserMessage("count")}}}
 	var events []troupe.Event
 	runs := 1
-	var res workflows.AgentResult
+	var res troupe.AgentResult
 	for ; ; runs++ {
 		if runs > 10 {
 			t.Fatal("more than 10 runs")
 		}
 		env := quietEnv()
 		r.Register(env)
-		env.ExecuteWorkflow(workflows.AgentWorkflowName, in)
+		env.ExecuteWorkflow(troupe.AgentWorkflowName, in)
 		err := env.GetWorkflowError()
 		// A follower's cursor: the events after the last one seen.
 		after := 0
@@ -117,7 +117,7 @@ func TestContinueAsNew(t *testing.T) {
 		}
 		kinds[e.Kind]++
 	}
-	if kinds[troupe.EventContinued] != runs-1 || kinds[workflows.EventSandboxProvisioned] != 1 || kinds[workflows.EventSandboxStopped] != 1 || kinds[troupe.EventAgentStarted] != 1 {
+	if kinds[troupe.EventContinued] != runs-1 || kinds[troupe.EventSandboxProvisioned] != 1 || kinds[troupe.EventSandboxStopped] != 1 || kinds[troupe.EventAgentStarted] != 1 {
 		t.Errorf("event kinds %v: want %d continued_as_new, one sandbox provisioned and stopped, one agent_started", kinds, runs-1)
 	}
 	if left := leftovers(t, root); len(left) != 0 {

@@ -4,27 +4,9 @@ import (
 	"slices"
 
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe"
 )
-
-// ControlSignal carries a Control to an agent workflow: a session passes
-// its pause, resume and interrupt down the agent tree of its running turn,
-// each agent workflow to the agent workflows it runs.
-const ControlSignal = "troupe.control"
-
-// Controls (Control.Op).
-const (
-	ControlPause     = "pause"
-	ControlResume    = "resume"
-	ControlInterrupt = "interrupt"
-)
-
-// Control is a command for the agent tree of a session's turn. Seq
-// numbers a session's pauses and resumes: signals may arrive out of
-// order, and an agent ignores one older than the last it took.
-type Control struct {
-	Op  string `json:"op"`
-	Seq int    `json:"seq,omitempty"`
-}
 
 // control is where a workflow of a session's turn stands on its
 // session's commands, and the agent workflows it passes them to:
@@ -56,10 +38,10 @@ func newControl(ctx workflow.Context, listen bool) *control {
 	if !listen {
 		return c
 	}
-	c.ch = workflow.GetSignalChannel(ctx, ControlSignal)
+	c.ch = workflow.GetSignalChannel(ctx, troupe.ControlSignal)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		for {
-			var cmd Control
+			var cmd troupe.Control
 			if !c.ch.Receive(gctx, &cmd) {
 				return
 			}
@@ -75,7 +57,7 @@ func (c *control) drain(ctx workflow.Context) {
 	if c == nil || c.ch == nil {
 		return
 	}
-	var cmd Control
+	var cmd troupe.Control
 	for c.ch.ReceiveAsync(&cmd) {
 		c.apply(ctx, cmd)
 	}
@@ -83,21 +65,21 @@ func (c *control) drain(ctx workflow.Context) {
 
 // apply takes a control and passes it on to the running children (a
 // child that has just ended does not get it, which is as well).
-func (c *control) apply(ctx workflow.Context, cmd Control) {
+func (c *control) apply(ctx workflow.Context, cmd troupe.Control) {
 	switch cmd.Op {
-	case ControlPause, ControlResume:
+	case troupe.ControlPause, troupe.ControlResume:
 		if cmd.Seq != 0 && cmd.Seq <= c.seq {
 			return // An older one, come late.
 		}
 		c.seq = max(c.seq, cmd.Seq)
-		c.paused = cmd.Op == ControlPause
-	case ControlInterrupt:
+		c.paused = cmd.Op == troupe.ControlPause
+	case troupe.ControlInterrupt:
 		c.interrupted = true
 	default:
 		return
 	}
 	for _, id := range c.children {
-		_ = workflow.SignalExternalWorkflow(ctx, id, "", ControlSignal, cmd)
+		_ = workflow.SignalExternalWorkflow(ctx, id, "", troupe.ControlSignal, cmd)
 	}
 }
 
@@ -114,10 +96,10 @@ func (c *control) track(ctx workflow.Context, id string, f workflow.ChildWorkflo
 		}
 		c.children = append(c.children, id)
 		if c.paused {
-			_ = workflow.SignalExternalWorkflow(gctx, id, "", ControlSignal, Control{Op: ControlPause, Seq: c.seq})
+			_ = workflow.SignalExternalWorkflow(gctx, id, "", troupe.ControlSignal, troupe.Control{Op: troupe.ControlPause, Seq: c.seq})
 		}
 		if c.interrupted {
-			_ = workflow.SignalExternalWorkflow(gctx, id, "", ControlSignal, Control{Op: ControlInterrupt})
+			_ = workflow.SignalExternalWorkflow(gctx, id, "", troupe.ControlSignal, troupe.Control{Op: troupe.ControlInterrupt})
 		}
 		_ = f.Get(gctx, nil)
 		c.children = slices.DeleteFunc(c.children, func(s string) bool { return s == id })

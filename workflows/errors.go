@@ -1,57 +1,12 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/temporal"
-)
 
-// Application error types a run can fail with. They are stable: callers
-// branch on them with ErrorType.
-const (
-	ErrMaxTurns        = "troupe.MaxTurnsExceeded"
-	ErrMaxHandoffs     = "troupe.MaxHandoffsExceeded"
-	ErrOutputInvalid   = "troupe.OutputInvalid"
-	ErrModel           = "troupe.ModelError"
-	ErrModelRetryable  = "troupe.ModelUnavailable"
-	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
-	ErrUnknownAgent    = "troupe.UnknownAgent"
-	// ErrGraphChanged: an agent a run needs is no longer in the graph the
-	// worker serves (it was edited since the run started).
-	ErrGraphChanged = "troupe.GraphChanged"
-	ErrToolDepth    = "troupe.ToolDepthExceeded"
-	ErrHandoff      = "troupe.HandoffFailed"
-	ErrInstructions = "troupe.InstructionsFailed"
-	ErrInternal     = "troupe.Internal"
-	// ErrStoreNotServed: a sandbox was asked of a worker whose sandbox
-	// store's queue nothing serves (wired with Runner.Register alone):
-	// its commands could reach no worker.
-	ErrStoreNotServed = "troupe.SandboxStoreNotServed"
-	// ErrBudgetExceeded: the budget of the run (or session) is spent, and
-	// an agent of its tree was about to call the model; its details are a
-	// runtime.BudgetReport (see BudgetReportOf).
-	ErrBudgetExceeded = "troupe.BudgetExceeded"
-	// ErrBadBudget: a budget the run cannot keep (a negative limit, a cost
-	// limit with a model the price table lacks).
-	ErrBadBudget = "troupe.BadBudget"
-	// ErrGuardrailTripped: a guardrail tripped (its details a
-	// GuardrailTrip: see TrippedGuardrail).
-	ErrGuardrailTripped = "troupe.GuardrailTripped"
-	// ErrGuardrailFailed: a guardrail could not decide (its func failed,
-	// or its agent did), so the run does not go on.
-	ErrGuardrailFailed = "troupe.GuardrailFailed"
+	"github.com/troupe-dev/troupe"
 )
-
-// ErrorType returns the Type of the first Temporal application error in
-// err's chain (for example ErrMaxTurns), or "" when there is none.
-func ErrorType(err error) string {
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) {
-		return ae.Type()
-	}
-	return ""
-}
 
 func nonRetryable(typ, format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), typ, nil)
@@ -63,7 +18,7 @@ const payloadLimit = 512 << 10
 
 func checkPayload(what string, n int) error {
 	if n > payloadLimit {
-		return nonRetryable(ErrPayloadTooLarge,
+		return nonRetryable(troupe.ErrPayloadTooLarge,
 			"%s is %d bytes, over Troupe's %d-byte bound for one Temporal payload; return less, or store it and pass a reference", what, n, payloadLimit)
 	}
 	return nil

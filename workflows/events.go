@@ -1,15 +1,14 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/troupe-dev/troupe"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe"
 )
 
 // queryPage bounds the events one answer of the events query holds; a
@@ -124,45 +123,4 @@ func (rec *recorder) add(ctx workflow.Context, e troupe.Event) {
 	if !workflow.IsReplaying(ctx) {
 		rec.bus.publish(e) //workflowcheck:ignore a side channel, like a log: it changes no workflow state
 	}
-}
-
-// failureText is a failure as a failed event tells it: what caused it,
-// under the child workflow and activity errors that carried it, e.g.
-// "troupe.ModelUnavailable: model unreachable at URL (connection refused)
-// after 10 attempts" or "timed out (START_TO_CLOSE): …".
-func failureText(err error) string {
-	e := err
-	for {
-		switch e.(type) {
-		case *temporal.ActivityError, *temporal.ChildWorkflowExecutionError:
-			if inner := errors.Unwrap(e); inner != nil {
-				e = inner
-				continue
-			}
-		}
-		break
-	}
-	var ae *temporal.ApplicationError
-	switch v := e.(type) {
-	case *temporal.TimeoutError:
-		text := "timed out (" + v.TimeoutType().String() + ")"
-		if cause := errors.Unwrap(v); cause != nil {
-			text += ": " + failureText(cause)
-		}
-		return text
-	case *temporal.CanceledError:
-		return "cancelled"
-	case *temporal.TerminatedError:
-		return "terminated"
-	case *temporal.ApplicationError:
-		ae = v
-	default:
-		if !errors.As(e, &ae) {
-			return e.Error()
-		}
-	}
-	if strings.HasPrefix(ae.Type(), "troupe.") {
-		return ae.Type() + ": " + ae.Message()
-	}
-	return ae.Message()
 }

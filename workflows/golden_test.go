@@ -31,13 +31,13 @@ func TestGoldenPayloads(t *testing.T) {
 	out := agents.Item{Type: agents.ItemFunctionCallOutput, CallID: "call_1", OutputRef: "outputs/run-1/2-call_1", Agent: "triage"}
 	usage := model.Usage{Requests: 2, InputTokens: 100, OutputTokens: 20, TotalTokens: 120}
 	payloads := map[string]any{
-		"run_input":   workflows.RunInput{Graph: "dealdesk", Agent: "triage", Input: "Review the deal", Vars: rc.Vars, MaxHandoffs: 3},
-		"run_result":  workflows.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"triage", "coordinator"}, Turns: 4, ToolCalls: 3, Handoffs: 1, Usage: usage},
-		"agent_input": workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Vars: rc.Vars, Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, Depth: 1},
+		"run_input":   troupe.RunInput{Graph: "dealdesk", Agent: "triage", Input: "Review the deal", Vars: rc.Vars, MaxHandoffs: 3},
+		"run_result":  troupe.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"triage", "coordinator"}, Turns: 4, ToolCalls: 3, Handoffs: 1, Usage: usage},
+		"agent_input": troupe.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Vars: rc.Vars, Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, Depth: 1},
 		// The pinned spec is recorded in histories (a side effect, agent
 		// inputs): its shape must not change.
 		"graph_spec":      runtime.SpecOf(dealdesk.Graph(), runtime.RunSettings{MaxHandoffs: 5, MaxToolDepth: 3, ContinueAfterTurns: 100, ContinueAfterEvents: 2000}),
-		"agent_result":    workflows.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
+		"agent_result":    troupe.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
 		"model_input":     workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}, MCPTools: "mcp/tools/5f0c", Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"},
 		"model_output":    workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},
 		"tool_input":      workflows.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
@@ -61,28 +61,28 @@ func TestGoldenPayloads(t *testing.T) {
 	state := runtime.SessionState{Name: "acme renewal", Agent: "coordinator", Transcript: ref, Policy: runtime.PolicyEnqueue,
 		Queue: []runtime.SessionMessage{{Turn: "t4", Text: "and at 30%?", At: at}}, Turns: 3, NextTurn: 4, Recent: []runtime.TurnRecord{rec}, Usage: usage,
 		Leases: []runtime.AgentLease{{Agent: "coordinator", Lease: lease}}, LastActivity: at}
-	payloads["session_input"] = workflows.SessionInput{Graph: "dealdesk", Agent: "triage", Name: "acme renewal", Policy: runtime.PolicyRollback, Vars: rc.Vars}
-	payloads["session_carry"] = workflows.SessionCarry{State: state, NextEvent: 40, Pages: []troupe.EventPage{{From: 1, To: 39, Key: "events/session-1/session-1/000000001.json"}}}
-	payloads["send_input"] = workflows.SendInput{Message: "what if the discount were 25%?", Wait: true}
-	payloads["send_result"] = workflows.SendResult{Turn: "t3", Ahead: 1, Cursor: workflows.Cursor{"session-1": 31}, Record: &rec}
-	payloads["session_command"] = workflows.SessionCommand{Op: workflows.CommandRename, Arg: "acme renewal"}
-	payloads["session_info"] = workflows.SessionInfo{ID: "session-1", Graph: "dealdesk", Name: "acme renewal", Status: runtime.SessionIdle, Agent: "coordinator",
+	payloads["session_input"] = troupe.SessionInput{Graph: "dealdesk", Agent: "triage", Name: "acme renewal", Policy: runtime.PolicyRollback, Vars: rc.Vars}
+	payloads["session_carry"] = troupe.SessionCarry{State: state, NextEvent: 40, Pages: []troupe.EventPage{{From: 1, To: 39, Key: "events/session-1/session-1/000000001.json"}}}
+	payloads["send_input"] = troupe.SendInput{Message: "what if the discount were 25%?", Wait: true}
+	payloads["send_result"] = troupe.SendResult{Turn: "t3", Ahead: 1, Cursor: troupe.Cursor{"session-1": 31}, Record: &rec}
+	payloads["session_command"] = troupe.SessionCommand{Op: troupe.CommandRename, Arg: "acme renewal"}
+	payloads["session_info"] = troupe.SessionInfo{ID: "session-1", Graph: "dealdesk", Name: "acme renewal", Status: runtime.SessionIdle, Agent: "coordinator",
 		Policy: runtime.PolicyEnqueue, Turns: 3, Usage: usage, LastActivity: at, Recent: []runtime.TurnRecord{rec},
-		Sandboxes: []workflows.SessionSandbox{{Agent: "coordinator", State: runtime.LeaseSuspended, Snapshot: lease.Snapshot}}, NextEvent: 40}
-	payloads["agent_input_session"] = workflows.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "session-1", Transcript: ref,
-		Pending: []agents.Item{agents.UserMessage("and at 30%?")}, Session: &workflows.SessionLink{ID: "session-1", Lease: &lease}}
-	payloads["fork_input"] = workflows.ForkInput{ID: "session-1", NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%"}
-	payloads["fork_request"] = workflows.ForkRequest{NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%", Manager: workflows.SessionManagerID}
-	payloads["fork_failure"] = workflows.ForkFailure{NewID: "session-1-fork-1a2b3c4d", Error: "the session stopped"}
+		Sandboxes: []troupe.SessionSandbox{{Agent: "coordinator", State: runtime.LeaseSuspended, Snapshot: lease.Snapshot}}, NextEvent: 40}
+	payloads["agent_input_session"] = troupe.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "session-1", Transcript: ref,
+		Pending: []agents.Item{agents.UserMessage("and at 30%?")}, Session: &troupe.SessionLink{ID: "session-1", Lease: &lease}}
+	payloads["fork_input"] = troupe.ForkInput{ID: "session-1", NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%"}
+	payloads["fork_request"] = troupe.ForkRequest{NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%", Manager: troupe.SessionManagerID}
+	payloads["fork_failure"] = troupe.ForkFailure{NewID: "session-1-fork-1a2b3c4d", Error: "the session stopped"}
 	forked := state
 	forked.Queue, forked.Transcript = nil, ref.Fork("transcripts/session-1-fork-1a2b3c4d/forked")
-	payloads["session_image"] = workflows.SessionImage{From: "session-1", State: forked}
+	payloads["session_image"] = troupe.SessionImage{From: "session-1", State: forked}
 	payloads["keep_input"] = workflows.KeepInput{For: "session-1-fork-1a2b3c4d", Runs: []string{"session-1"}}
-	payloads["control"] = workflows.Control{Op: workflows.ControlInterrupt}
+	payloads["control"] = troupe.Control{Op: troupe.ControlInterrupt}
 	payloads["sandbox_info"] = workflows.SandboxInfo{State: sandbox.State{Backend: "bwrap", Host: "host-1", ID: "run-1-0-triage-1a2b3c4d-g1", Workspace: "/var/troupe/sandboxes/bwrap/run-1-0-triage-1a2b3c4d-g1"},
 		Queue: "troupe-sandbox-host-1-1234abcd", NotInForce: []string{"memory_bytes: no cgroup v2 delegation"}, Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"}
-	payloads["lifecycle_input"] = workflows.LifecycleInput{ID: "session-1", Command: workflows.SessionCommand{Op: workflows.CommandSwitch, Arg: "bwrap"}}
-	payloads["session_entry"] = workflows.SessionEntry{ID: "session-1", Name: "acme renewal", Graph: "dealdesk", Agent: "coordinator", Status: runtime.SessionIdle,
+	payloads["lifecycle_input"] = troupe.LifecycleInput{ID: "session-1", Command: troupe.SessionCommand{Op: troupe.CommandSwitch, Arg: "bwrap"}}
+	payloads["session_entry"] = troupe.SessionEntry{ID: "session-1", Name: "acme renewal", Graph: "dealdesk", Agent: "coordinator", Status: runtime.SessionIdle,
 		Policy: runtime.PolicyEnqueue, Turns: 3, Usage: usage, Backends: []string{"bwrap"}, Created: at, LastActivity: at}
 	// Memory: the scope's workflow input (carried through continue-as-new),
 	// its signals, its activities' payloads, and a spec with a scope.
@@ -118,8 +118,8 @@ func TestGoldenPayloads(t *testing.T) {
 		Calls: []workflows.GuardrailCall{{Call: call, Guardrails: []string{"no_secrets"}}}, Result: &out, OutputKey: "outputs/run-1/2-call_1-guarded"}
 	payloads["guardrail_output"] = workflows.GuardrailOutput{Outcomes: []runtime.GuardrailOutcome{{Guardrail: "no_secrets", Kind: agents.GuardrailToolAfter,
 		Action: runtime.GuardrailReplace, CallID: "call_1", Reason: "a key", Message: "[redacted]"}}, Result: &out}
-	payloads["guardrail_trip"] = workflows.GuardrailTrip{Guardrail: "on_topic", Kind: agents.GuardrailInput, Agent: "triage", Workflow: "run-1/0-triage", Reason: "not about a deal"}
-	payloads["agent_input_check"] = workflows.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, CheckInput: true}
+	payloads["guardrail_trip"] = troupe.GuardrailTrip{Guardrail: "on_topic", Kind: agents.GuardrailInput, Agent: "triage", Workflow: "run-1/0-triage", Reason: "not about a deal"}
+	payloads["agent_input_check"] = troupe.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, CheckInput: true}
 	// Tool guardrail agents: a spec with one, the prompt activity's input,
 	// and what the guardrail agent reads (a ToolCheck) and answers.
 	payloads["graph_spec_tool_guardrail_agents"] = runtime.SpecOf(toolGuardrailAgentsGolden(), runtime.RunSettings{MaxHandoffs: 5})

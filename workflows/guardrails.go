@@ -76,16 +76,6 @@ const GuardrailActivityName = "troupe.Guardrails"
 // that checks a call's output (GuardrailPromptInput).
 const GuardrailPromptActivityName = "troupe.GuardrailPrompt"
 
-// Event kinds of guardrails.
-const (
-	// EventGuardrailTripped: a guardrail tripped; the run ends. Detail
-	// names the guardrail and its reason.
-	EventGuardrailTripped = "guardrail_tripped"
-	// EventGuardrailApplied: a tool guardrail rejected a call, or
-	// replaced or withheld its output; the run goes on.
-	EventGuardrailApplied = "guardrail_applied"
-)
-
 // versionGuardrails marks runs that run guardrails. The marker is written
 // only when an agent has a guardrail to run.
 const versionGuardrails = "troupe.guardrails"
@@ -100,68 +90,11 @@ const versionGuardrails = "troupe.guardrails"
 // through (the check could not decide).
 const versionToolGuardrailAgents = "troupe.tool-guardrail-agents"
 
-// GuardrailTrip is the details of an ErrGuardrailTripped error: which
-// guardrail tripped, where, and why.
-type GuardrailTrip struct {
-	// Guardrail is the guardrail's name; Kind its kind
-	// (agents.GuardrailInput, GuardrailOutput, GuardrailToolBefore,
-	// GuardrailToolAfter).
-	Guardrail string `json:"guardrail"`
-	Kind      string `json:"kind"`
-	// Agent is the agent whose guardrail it is, Workflow that agent's
-	// workflow id.
-	Agent    string `json:"agent"`
-	Workflow string `json:"workflow"`
-	// Tool and CallID are the call a tool guardrail checked.
-	Tool   string `json:"tool,omitempty"`
-	CallID string `json:"call_id,omitempty"`
-	// Reason is the guardrail's.
-	Reason string `json:"reason,omitempty"`
-}
-
-func (g GuardrailTrip) message() string {
-	where := g.Kind + " guardrail " + g.Guardrail + " of agent " + g.Agent
-	if g.Tool != "" {
-		where += " (call of " + g.Tool + ")"
-	}
-	if g.Reason == "" {
-		return where + " tripped"
-	}
-	return where + " tripped: " + g.Reason
-}
-
-// TrippedGuardrail returns the guardrail that ended a run, when err (a
-// run's, a session turn's, or an agent's error) is ErrGuardrailTripped.
-//
-// The trip is the details of the error as the guardrail's agent raised
-// it, which the agents that carried it up the chain wrap (with their
-// usage and leases, see withFailure): the chain is searched for it.
-func TrippedGuardrail(err error) (*GuardrailTrip, bool) {
-	var first *temporal.ApplicationError
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		ae, ok := e.(*temporal.ApplicationError)
-		if !ok || ae.Type() != ErrGuardrailTripped {
-			continue
-		}
-		if first == nil {
-			first = ae
-		}
-		var trip GuardrailTrip
-		if ae.HasDetails() && ae.Details(&trip) == nil && trip.Guardrail != "" {
-			return &trip, true
-		}
-	}
-	if first == nil {
-		return nil, false
-	}
-	return &GuardrailTrip{Reason: first.Message()}, true
-}
-
 // guardrailEnds reports whether err, an agent tool's, ends its caller
 // too: a guardrail tripped, or could not decide.
 func guardrailEnds(err error) bool {
-	t := ErrorType(err)
-	return t == ErrGuardrailTripped || t == ErrGuardrailFailed
+	t := troupe.ErrorType(err)
+	return t == troupe.ErrGuardrailTripped || t == troupe.ErrGuardrailFailed
 }
 
 // GuardrailInput asks the guardrail activity to run guardrail funcs of an
@@ -260,7 +193,7 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 	}
 	ctx = agents.WithRunContext(ctx, in.Run)
 	gone := func(name string) error {
-		return nonRetryable(ErrGraphChanged, "%s guardrail %q of agent %q is no longer in graph %q as this worker serves it; the run started with it", in.Kind, name, in.Agent, in.Graph)
+		return nonRetryable(troupe.ErrGraphChanged, "%s guardrail %q of agent %q is no longer in graph %q as this worker serves it; the run started with it", in.Kind, name, in.Agent, in.Graph)
 	}
 	out := &GuardrailOutput{}
 	var errs []error
@@ -318,7 +251,7 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 		}
 	case agents.GuardrailToolAfter:
 		if len(in.Calls) != 1 || in.Result == nil {
-			return nil, nonRetryable(ErrInternal, "tool_after guardrails need one call and its result")
+			return nil, nonRetryable(troupe.ErrInternal, "tool_after guardrails need one call and its result")
 		}
 		c, item := in.Calls[0], *in.Result
 		text := item.Output
@@ -368,13 +301,13 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 			out.Result = &item
 		}
 	default:
-		return nil, nonRetryable(ErrInternal, "unknown guardrail kind %q", in.Kind)
+		return nil, nonRetryable(troupe.ErrInternal, "unknown guardrail kind %q", in.Kind)
 	}
 	if slices.ContainsFunc(out.Outcomes, func(o runtime.GuardrailOutcome) bool { return o.Action == runtime.GuardrailTrip }) {
 		return out, nil // A trip decides; a failure beside it does not matter.
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, temporal.NewApplicationError(err.Error(), ErrGuardrailFailed)
+		return nil, temporal.NewApplicationError(err.Error(), troupe.ErrGuardrailFailed)
 	}
 	return out, nil
 }
@@ -426,20 +359,20 @@ func guardrailOptions(ctx workflow.Context, summary string) workflow.Context {
 // tripped records that a guardrail tripped and returns the error that
 // ends the agent.
 func (t *turnCalls) tripped(ctx workflow.Context, rc agents.RunContext, o runtime.GuardrailOutcome, tool string) error {
-	trip := GuardrailTrip{Guardrail: o.Guardrail, Kind: o.Kind, Agent: t.agent.Name, Workflow: rc.WorkflowID, Tool: tool, CallID: o.CallID, Reason: o.Reason}
-	t.rec.add(ctx, troupe.Event{Kind: EventGuardrailTripped, Agent: t.agent.Name, Turn: rc.Turn, Tool: tool, CallID: o.CallID,
+	trip := troupe.GuardrailTrip{Guardrail: o.Guardrail, Kind: o.Kind, Agent: t.agent.Name, Workflow: rc.WorkflowID, Tool: tool, CallID: o.CallID, Reason: o.Reason}
+	t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailTripped, Agent: t.agent.Name, Turn: rc.Turn, Tool: tool, CallID: o.CallID,
 		Detail: preview(o.Kind+" guardrail "+o.Guardrail+": "+o.Reason, 300)})
-	return temporal.NewNonRetryableApplicationError(trip.message(), ErrGuardrailTripped, nil, trip)
+	return temporal.NewNonRetryableApplicationError(trip.Message(), troupe.ErrGuardrailTripped, nil, trip)
 }
 
 // undecided is the error of a check that could not decide: err as it is
 // when the graph changed, the run's budget is spent or it was cancelled;
 // ErrGuardrailFailed otherwise.
 func (t *turnCalls) undecided(kind string, err error) error {
-	if typ := ErrorType(err); typ == ErrGraphChanged || typ == ErrBudgetExceeded || temporal.IsCanceledError(err) {
+	if typ := troupe.ErrorType(err); typ == troupe.ErrGraphChanged || typ == troupe.ErrBudgetExceeded || temporal.IsCanceledError(err) {
 		return err
 	}
-	return nonRetryable(ErrGuardrailFailed, "%s guardrails of agent %s could not decide: %s", kind, t.agent.Name, failureText(err))
+	return nonRetryable(troupe.ErrGuardrailFailed, "%s guardrails of agent %s could not decide: %s", kind, t.agent.Name, troupe.FailureText(err))
 }
 
 // guardInput starts the input guardrails of an agent that answers the
@@ -576,14 +509,14 @@ func (t *turnCalls) check(ctx workflow.Context, rc agents.RunContext, st *runtim
 
 // askAgent runs guardrail g, an agent, on text, and reads its verdict.
 func (t *turnCalls) askAgent(ctx workflow.Context, rc agents.RunContext, st *runtime.AgentState, kind string, g runtime.GuardrailSpec, text string) (*runtime.GuardrailOutcome, error) {
-	in := AgentInput{Pending: []agents.Item{agents.UserMessage(text)}}
+	in := troupe.AgentInput{Pending: []agents.Item{agents.UserMessage(text)}}
 	output, err := t.askGuardrail(ctx, g.Agent, fmt.Sprintf("%s/%s-guardrail-%s", rc.WorkflowID, kind, g.Name), in, &st.Usage)
 	if err != nil {
 		return nil, err
 	}
 	var v agents.GuardrailVerdict
 	if err := json.Unmarshal(output, &v); err != nil {
-		return nil, nonRetryable(ErrGuardrailFailed, "guardrail agent %s gave no verdict: %v", g.Agent, err)
+		return nil, nonRetryable(troupe.ErrGuardrailFailed, "guardrail agent %s gave no verdict: %v", g.Agent, err)
 	}
 	if !v.Tripwire {
 		return nil, nil
@@ -595,7 +528,7 @@ func (t *turnCalls) askAgent(ctx workflow.Context, rc agents.RunContext, st *run
 // chain's ids under prefix) on in, which says what it reads, and returns
 // its structured output. Its usage is added to usage: a guardrail agent's
 // usage is the agent's, as an agent tool's is.
-func (t *turnCalls) askGuardrail(ctx workflow.Context, agent, prefix string, in AgentInput, usage *model.Usage) (json.RawMessage, error) {
+func (t *turnCalls) askGuardrail(ctx workflow.Context, agent, prefix string, in troupe.AgentInput, usage *model.Usage) (json.RawMessage, error) {
 	in.Graph, in.RunID, in.Vars, in.Depth, in.Spec = t.in.Graph, t.in.RunID, t.in.Vars, t.in.Depth+1, t.in.Spec
 	rr, err := t.r.route(ctx, t.rec, t.spec, agent, in, prefix, nil)
 	var failed model.Usage
@@ -621,11 +554,11 @@ func (t *turnCalls) askToolAgent(ctx workflow.Context, rc agents.RunContext, g r
 		kind, agent = agents.GuardrailToolAfter, g.AfterAgent
 	}
 	if workflow.GetVersion(ctx, versionToolGuardrailAgents, workflow.DefaultVersion, 1) != 1 {
-		return nil, nonRetryable(ErrGuardrailFailed, "tool guardrail %s: this run's history ran no tool guardrail agents", g.Name)
+		return nil, nonRetryable(troupe.ErrGuardrailFailed, "tool guardrail %s: this run's history ran no tool guardrail agents", g.Name)
 	}
 	prefix := fmt.Sprintf("%s/t%d.%s-%s%s-guardrail-%s", rc.WorkflowID, rc.Turn, c.CallID, kind, round, g.Name)
 	check := toolCheck(kind, g.Name, t.agent.Name, c)
-	var in AgentInput
+	var in troupe.AgentInput
 	if before {
 		in.Pending = []agents.Item{agents.UserMessage(checkMessage(check))}
 	} else {
@@ -655,7 +588,7 @@ func (t *turnCalls) askToolAgent(ctx workflow.Context, rc agents.RunContext, g r
 		}
 	}
 	if err != nil {
-		return nil, nonRetryable(ErrGuardrailFailed, "tool guardrail agent %s gave no verdict: %v", agent, err)
+		return nil, nonRetryable(troupe.ErrGuardrailFailed, "tool guardrail agent %s gave no verdict: %v", agent, err)
 	}
 	return runtime.ToolOutcome(g.Name, c.CallID, before, v), nil
 }
@@ -852,7 +785,7 @@ func (t *turnCalls) screen(ctx workflow.Context, rc agents.RunContext, d runtime
 				t.screened = map[string]*runtime.GuardrailOutcome{}
 			}
 			t.screened[o.CallID] = &o
-			t.rec.add(ctx, troupe.Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: callNamed(current, o.CallID), CallID: o.CallID,
+			t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: callNamed(current, o.CallID), CallID: o.CallID,
 				Detail: preview(o.Guardrail+" rejected the call: "+cmpReason(o), 300)})
 		}
 	}
@@ -957,10 +890,10 @@ func (t *turnCalls) after(ctx workflow.Context, rc agents.RunContext, c agents.I
 				}
 				return t.output(c, "Error: the output of this call was withheld: guardrail "+o.Guardrail+" tripped.")
 			case runtime.GuardrailReplace:
-				t.rec.add(ctx, troupe.Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+				t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
 					Detail: preview(o.Guardrail+" replaced the output: "+cmpReason(o), 300)})
 			case runtime.GuardrailWithhold:
-				t.rec.add(ctx, troupe.Event{Kind: EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+				t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
 					Detail: preview(o.Guardrail+" withheld the output: "+cmpReason(o), 300)})
 				done = true // No later guardrail checks a note.
 			}

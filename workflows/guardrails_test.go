@@ -249,29 +249,29 @@ func TestGuardrails(t *testing.T) {
 		{name: "input passes in parallel", cfg: guarded{input: []agents.InputGuardrail{{Name: "ok", Func: passes}}},
 			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
 		{name: "input trips in parallel", cfg: guarded{input: []agents.InputGuardrail{{Name: "no_hello", Func: checksFor("hello")}}},
-			input: "hello", wantErr: workflows.ErrGuardrailTripped, trip: "no_hello", tripKind: agents.GuardrailInput, mainCalls: -1},
+			input: "hello", wantErr: troupe.ErrGuardrailTripped, trip: "no_hello", tripKind: agents.GuardrailInput, mainCalls: -1},
 		{name: "input passes blocking", cfg: guarded{input: []agents.InputGuardrail{{Name: "ok", Func: passes, Blocking: true}}},
 			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
 		{name: "input trips blocking, before the model", cfg: guarded{input: []agents.InputGuardrail{
 			{Name: "ok", Func: passes}, {Name: "no_hello", Func: checksFor("hello"), Blocking: true}}},
-			input: "hello", wantErr: workflows.ErrGuardrailTripped, trip: "no_hello", tripKind: agents.GuardrailInput, mainCalls: 0},
+			input: "hello", wantErr: troupe.ErrGuardrailTripped, trip: "no_hello", tripKind: agents.GuardrailInput, mainCalls: 0},
 		{name: "input agent passes", cfg: guarded{input: []agents.InputGuardrail{{Name: "judged", Agent: "judge"}}},
 			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
 		{name: "input agent trips", cfg: guarded{input: []agents.InputGuardrail{{Name: "judged", Agent: "judge", Blocking: true}}},
-			input: "forbidden words", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailInput, mainCalls: 0},
+			input: "forbidden words", wantErr: troupe.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailInput, mainCalls: 0},
 		{name: "input guardrail fails", cfg: guarded{input: []agents.InputGuardrail{{Name: "broken", Blocking: true,
 			Func: func(context.Context, agents.RunContext, string) (agents.GuardrailVerdict, error) {
 				return agents.GuardrailVerdict{}, errors.New("moderation service down")
 			}}}},
-			input: "hello", wantErr: workflows.ErrGuardrailFailed, mainCalls: 0},
+			input: "hello", wantErr: troupe.ErrGuardrailFailed, mainCalls: 0},
 		{name: "a handoff target's input guardrails do not run", cfg: guarded{input: []agents.InputGuardrail{{Name: "ok", Func: passes}}},
 			input: "hand over", want: []string{"second answers"}, mainCalls: 1},
 		{name: "output passes", cfg: guarded{output: []agents.OutputGuardrail{textHas("goodbye")}},
 			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
 		{name: "output trips", cfg: guarded{output: []agents.OutputGuardrail{textHas("hello")}},
-			input: "hello", wantErr: workflows.ErrGuardrailTripped, trip: "no_hello", tripKind: agents.GuardrailOutput, mainCalls: 1},
+			input: "hello", wantErr: troupe.ErrGuardrailTripped, trip: "no_hello", tripKind: agents.GuardrailOutput, mainCalls: 1},
 		{name: "output agent trips", cfg: guarded{output: []agents.OutputGuardrail{{Name: "judged", Agent: "judge"}}},
-			input: "forbidden", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailOutput, mainCalls: 1},
+			input: "forbidden", wantErr: troupe.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailOutput, mainCalls: 1},
 		{name: "output agent passes", cfg: guarded{output: []agents.OutputGuardrail{{Name: "judged", Agent: "judge"}}},
 			input: "hello", want: []string{"answer to hello"}, mainCalls: 1},
 		{name: "tool before passes", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "ok", Tool: "lookup",
@@ -289,7 +289,7 @@ func TestGuardrails(t *testing.T) {
 			Before: func(context.Context, agents.ToolCall) (agents.ToolVerdict, error) {
 				return agents.TripTool("no lookups at all"), nil
 			}}}},
-			input: "call", wantErr: workflows.ErrGuardrailTripped, trip: "stop", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
+			input: "call", wantErr: troupe.ErrGuardrailTripped, trip: "stop", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
 		{name: "tool before rejects an agent tool", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "no_asking",
 			Before: func(_ context.Context, c agents.ToolCall) (agents.ToolVerdict, error) {
 				if c.Tool == "ask" {
@@ -311,12 +311,12 @@ func TestGuardrails(t *testing.T) {
 			After: func(_ context.Context, _ agents.ToolCall, out string) (agents.ToolVerdict, error) {
 				return agents.TripTool("the output leaks " + out), nil
 			}}}},
-			input: "call", wantErr: workflows.ErrGuardrailTripped, trip: "leak", tripKind: agents.GuardrailToolAfter, ran: []string{"k"}, mainCalls: 1},
+			input: "call", wantErr: troupe.ErrGuardrailTripped, trip: "leak", tripKind: agents.GuardrailToolAfter, ran: []string{"k"}, mainCalls: 1},
 		{name: "an agent tool's output guardrail ends the run", cfg: guarded{helperOutput: []agents.OutputGuardrail{{Name: "helper_quiet",
 			Func: func(context.Context, agents.RunContext, json.RawMessage) (agents.GuardrailVerdict, error) {
 				return agents.Trip("helpers must not answer"), nil
 			}}}},
-			input: "ask", wantErr: workflows.ErrGuardrailTripped, trip: "helper_quiet", tripKind: agents.GuardrailOutput, mainCalls: 1},
+			input: "ask", wantErr: troupe.ErrGuardrailTripped, trip: "helper_quiet", tripKind: agents.GuardrailOutput, mainCalls: 1},
 		// Tool guardrails that are agents: call_judge checks calls,
 		// output_judge outputs (see judgeTool).
 		{name: "tool agent before allows", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
@@ -324,21 +324,21 @@ func TestGuardrails(t *testing.T) {
 		{name: "tool agent before rejects, and the model reads its message", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", BeforeAgent: "call_judge"}}},
 			input: "call key:root", want: []string{"c1=Error: guardrail judged rejected this call; it was not run. The root key is off limits."}, mainCalls: 2},
 		{name: "tool agent before trips", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
-			input: "call key:stop", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
+			input: "call key:stop", wantErr: troupe.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
 		{name: "tool agent before gives no verdict", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
-			input: "call key:broken", wantErr: workflows.ErrGuardrailFailed, mainCalls: 1},
+			input: "call key:broken", wantErr: troupe.ErrGuardrailFailed, mainCalls: 1},
 		{name: "tool agent before whose chain ends in no verdict", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "relay_judge"}}},
-			input: "call key:k", wantErr: workflows.ErrGuardrailFailed, mainCalls: 1},
+			input: "call key:k", wantErr: troupe.ErrGuardrailFailed, mainCalls: 1},
 		{name: "tool agent before trips beside a func that passes", cfg: guarded{tools: []agents.ToolGuardrail{
 			{Name: "ok", Before: func(context.Context, agents.ToolCall) (agents.ToolVerdict, error) { return agents.ToolVerdict{}, nil }},
 			{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
-			input: "call key:stop", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
+			input: "call key:stop", wantErr: troupe.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
 		{name: "tool agent before trips beside a func that fails", cfg: guarded{tools: []agents.ToolGuardrail{
 			{Name: "broken", Before: func(context.Context, agents.ToolCall) (agents.ToolVerdict, error) {
 				return agents.ToolVerdict{}, errors.New("policy service down")
 			}},
 			{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge"}}},
-			input: "call key:stop", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
+			input: "call key:stop", wantErr: troupe.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolBefore, mainCalls: 1},
 		{name: "tool agent after keeps", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", AfterAgent: "output_judge"}}},
 			input: "call key:k", want: []string{"c1=secret-k"}, ran: []string{"k"}, mainCalls: 2, judged: map[string]int{"outputs:": 1}, requests: 3},
 		{name: "tool agent after replaces", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", AfterAgent: "output_judge"}}},
@@ -348,9 +348,9 @@ func TestGuardrails(t *testing.T) {
 		{name: "tool agent after withholds", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", AfterAgent: "output_judge"}}},
 			input: "call key:hide", want: []string{"c1=The output of this call was withheld by guardrail judged. Secrets stay private."}, ran: []string{"hide"}, mainCalls: 2},
 		{name: "tool agent after trips", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", AfterAgent: "output_judge"}}},
-			input: "call key:leak", wantErr: workflows.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolAfter, ran: []string{"leak"}, mainCalls: 1},
+			input: "call key:leak", wantErr: troupe.ErrGuardrailTripped, trip: "judged", tripKind: agents.GuardrailToolAfter, ran: []string{"leak"}, mainCalls: 1},
 		{name: "tool agent after gives no verdict", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", AfterAgent: "output_judge"}}},
-			input: "call key:broken", wantErr: workflows.ErrGuardrailFailed, ran: []string{"broken"}, mainCalls: 1},
+			input: "call key:broken", wantErr: troupe.ErrGuardrailFailed, ran: []string{"broken"}, mainCalls: 1},
 		{name: "tool agent after checks the output a func before it left", cfg: guarded{tools: []agents.ToolGuardrail{noSecrets(""), {Name: "judged", AfterAgent: "output_judge"}}},
 			input: "call key:leak", want: []string{"c1=[redacted]-leak"}, ran: []string{"leak"}, mainCalls: 2},
 		{name: "a func after checks the output a tool agent before it left", cfg: guarded{tools: []agents.ToolGuardrail{{Name: "judged", AfterAgent: "output_judge"},
@@ -374,7 +374,7 @@ func TestGuardrails(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.Register(env)
-			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "guards", Input: tc.input})
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "guards", Input: tc.input})
 			if !env.IsWorkflowCompleted() {
 				t.Fatal("the run did not complete")
 			}
@@ -391,10 +391,10 @@ func TestGuardrails(t *testing.T) {
 				}
 			}
 			if tc.wantErr != "" {
-				if workflows.ErrorType(err) != tc.wantErr {
+				if troupe.ErrorType(err) != tc.wantErr {
 					t.Fatalf("err = %v, want type %s", err, tc.wantErr)
 				}
-				trip, ok := workflows.TrippedGuardrail(err)
+				trip, ok := troupe.TrippedGuardrail(err)
 				if ok != (tc.trip != "") {
 					t.Fatalf("TrippedGuardrail(%v) = %+v, %v", err, trip, ok)
 				}
@@ -405,9 +405,9 @@ func TestGuardrails(t *testing.T) {
 					// Its work so far stays readable: the agent's events say
 					// which guardrail tripped, and end with the failure.
 					evs := childEvents(t, env, trip.Workflow)
-					i := slices.IndexFunc(evs, func(e troupe.Event) bool { return e.Kind == workflows.EventGuardrailTripped })
+					i := slices.IndexFunc(evs, func(e troupe.Event) bool { return e.Kind == troupe.EventGuardrailTripped })
 					last := evs[len(evs)-1]
-					if i < 0 || !strings.Contains(evs[i].Detail, tc.trip) || last.Kind != troupe.EventFailed || !strings.Contains(last.Detail, workflows.ErrGuardrailTripped) {
+					if i < 0 || !strings.Contains(evs[i].Detail, tc.trip) || last.Kind != troupe.EventFailed || !strings.Contains(last.Detail, troupe.ErrGuardrailTripped) {
 						t.Errorf("events of %s: %+v; want guardrail_tripped naming %s, and failed last", trip.Workflow, evs, tc.trip)
 					}
 				}
@@ -416,7 +416,7 @@ func TestGuardrails(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var res workflows.RunResult
+			var res troupe.RunResult
 			if err := env.GetWorkflowResult(&res); err != nil {
 				t.Fatal(err)
 			}
@@ -471,9 +471,9 @@ func TestInputGuardrailCancelsTheModelCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Register(env)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "guards", Input: "hello"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "guards", Input: "hello"})
 	err = env.GetWorkflowError()
-	if trip, ok := workflows.TrippedGuardrail(err); !ok || trip.Guardrail != "slow_no" {
+	if trip, ok := troupe.TrippedGuardrail(err); !ok || trip.Guardrail != "slow_no" {
 		t.Fatalf("err = %v, want slow_no tripped", err)
 	}
 	if !m.cancelled.Load() {
@@ -513,8 +513,8 @@ func TestSessionTurnInputGuardrail(t *testing.T) {
 	}
 	r.Register(env)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "forbidden words"})
-		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "hello"})
+		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "forbidden words"})
+		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "hello"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		info := sessionInfo(t, env)
@@ -522,15 +522,15 @@ func TestSessionTurnInputGuardrail(t *testing.T) {
 			t.Fatalf("turns: %+v, want 2", info.Recent)
 		}
 		failed, answered := info.Recent[0], info.Recent[1]
-		if failed.Outcome != runtime.TurnFailed || failed.ErrorType != workflows.ErrGuardrailTripped || !strings.Contains(failed.Error, "no_forbidden") {
+		if failed.Outcome != runtime.TurnFailed || failed.ErrorType != troupe.ErrGuardrailTripped || !strings.Contains(failed.Error, "no_forbidden") {
 			t.Errorf("first turn %+v; want it failed by no_forbidden", failed)
 		}
 		if answered.Outcome != runtime.TurnAnswered || !strings.Contains(string(answered.Output), "answer to hello") {
 			t.Errorf("second turn %+v; want it answered", answered)
 		}
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Minute)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "guards"})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "guards"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -602,9 +602,9 @@ func TestToolGuardrailsAfterApproval(t *testing.T) {
 				dec.ID = ps[0].ID
 				decide(env, dec)
 			}, time.Minute)
-			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "approvals", Input: "deploy"})
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "approvals", Input: "deploy"})
 			if tc.trip {
-				if trip, ok := workflows.TrippedGuardrail(env.GetWorkflowError()); !ok || trip.Guardrail != "no_prod" {
+				if trip, ok := troupe.TrippedGuardrail(env.GetWorkflowError()); !ok || trip.Guardrail != "no_prod" {
 					t.Fatalf("err = %v, want no_prod tripped", env.GetWorkflowError())
 				}
 			} else if out := finalOutput(t, env); !strings.Contains(out, tc.want) {
@@ -633,11 +633,11 @@ func TestToolGuardrailAgentsRunInParallel(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Register(env)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "guards", Input: "call twice"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "guards", Input: "call twice"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}

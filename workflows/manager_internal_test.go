@@ -5,12 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime"
 )
 
 func TestPruneStopped(t *testing.T) {
 	at := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
-	var sessions []SessionEntry
+	var sessions []troupe.SessionEntry
 	for i := range 10 {
 		status := runtime.SessionIdle
 		if i%2 == 0 {
@@ -21,7 +22,7 @@ func TestPruneStopped(t *testing.T) {
 		if i == 4 {
 			last = at.Add(100 * time.Hour)
 		}
-		sessions = append(sessions, SessionEntry{ID: fmt.Sprintf("s%d", i), Status: status, LastActivity: last})
+		sessions = append(sessions, troupe.SessionEntry{ID: fmt.Sprintf("s%d", i), Status: status, LastActivity: last})
 	}
 	for _, tc := range []struct {
 		max  int
@@ -50,7 +51,7 @@ func TestPruneStopped(t *testing.T) {
 func TestManagerChecksBudgetCommands(t *testing.T) {
 	s := session{st: &runtime.SessionState{}}
 	for arg, ok := range map[string]bool{"cost=1": true, "model_calls=10 input_tokens=500": true, "off": true, "cost=-1": false, "pennies=3": false} {
-		if err := s.checkCommand(SessionCommand{Op: CommandBudget, Arg: arg}); (err == nil) != ok {
+		if err := s.checkCommand(troupe.SessionCommand{Op: troupe.CommandBudget, Arg: arg}); (err == nil) != ok {
 			t.Errorf("budget %q: %v", arg, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/mcp"
@@ -37,11 +38,6 @@ const (
 	MCPToolsActivityName = "troupe.MCPTools"
 	MCPCallActivityName  = "troupe.MCPCall"
 )
-
-// ErrMCP is the application error type (see ErrorType) of an agent whose
-// MCP tools cannot be listed: a server that does not start or answer, or
-// tool names that clash.
-const ErrMCP = "troupe.MCPError"
 
 // MCPToolsInput is the MCP listing activity's input.
 type MCPToolsInput struct {
@@ -73,7 +69,7 @@ type MCPCallInput struct {
 type mcpTools struct {
 	r     *Runner
 	agent *runtime.AgentSpec
-	in    AgentInput
+	in    troupe.AgentInput
 	rc    *agents.RunContext
 	cat   *MCPCatalog
 	// lost says the process holding the sessions is gone.
@@ -232,13 +228,13 @@ func (a *Activities) MCPTools(ctx context.Context, in MCPToolsInput) (*MCPCatalo
 			msg := fmt.Sprintf("agent %s: listing the tools of MCP server %s: %v", agent.Name, srv.Name, err)
 			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 				// A command that cannot run will not run on a retry either.
-				return nil, temporal.NewNonRetryableApplicationError(msg, ErrMCP, err)
+				return nil, temporal.NewNonRetryableApplicationError(msg, troupe.ErrMCP, err)
 			}
-			return nil, temporal.NewApplicationErrorWithCause(msg, ErrMCP, err)
+			return nil, temporal.NewApplicationErrorWithCause(msg, troupe.ErrMCP, err)
 		}
 		for _, t := range l.Tools {
 			if other, dup := owner[t.Name]; dup {
-				return nil, nonRetryable(ErrMCP, "agent %s: tool %s of MCP server %s is named %q like %s; set a Prefix on the server",
+				return nil, nonRetryable(troupe.ErrMCP, "agent %s: tool %s of MCP server %s is named %q like %s; set a Prefix on the server",
 					agent.Name, t.Remote, srv.Name, t.Name, other)
 			}
 			owner[t.Name] = "tool " + t.Remote + " of MCP server " + srv.Name
@@ -302,7 +298,7 @@ func (a *Activities) MCPCall(ctx context.Context, in MCPCallInput) (agents.Item,
 		}
 	}
 	if srv == nil {
-		return agents.Item{}, nonRetryable(ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
+		return agents.Item{}, nonRetryable(troupe.ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
 	}
 	mctx, span := startMCP(ctx, in)
 	res, err := heartbeating(ctx, func() (*mcp.Result, error) { return a.r.mcp.Call(mctx, srv, in.Call.Name, in.Call.Arguments) })

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -140,7 +141,7 @@ func TestMCPTools(t *testing.T) {
 			rejected = decide(env, runtime.ApprovalDecision{ID: waiting[0].ID, Message: "never wipe"})
 		}
 	}, time.Minute)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "mcp", Input: "go"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "mcp", Input: "go"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -184,10 +185,10 @@ func TestMCPToolClash(t *testing.T) {
 	t.Cleanup(func() { r.Close() })
 	env := quietEnv()
 	r.Register(env)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "clash", Input: "go"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "clash", Input: "go"})
 	err = env.GetWorkflowError()
-	if workflows.ErrorType(err) != workflows.ErrMCP || !strings.Contains(err.Error(), "set a Prefix") {
-		t.Fatalf("error = %v (type %q), want %s naming the fix", err, workflows.ErrorType(err), workflows.ErrMCP)
+	if troupe.ErrorType(err) != troupe.ErrMCP || !strings.Contains(err.Error(), "set a Prefix") {
+		t.Fatalf("error = %v (type %q), want %s naming the fix", err, troupe.ErrorType(err), troupe.ErrMCP)
 	}
 }
 
@@ -235,7 +236,7 @@ func TestMCPHostLost(t *testing.T) {
 			}
 			return r.Activities().MCPCall(ctx, in)
 		})
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "lost", Input: "go"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "lost", Input: "go"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -276,8 +277,8 @@ func TestMCPCommandMissing(t *testing.T) {
 		}
 		_, err = r.Activities().MCPTools(context.Background(), workflows.MCPToolsInput{Graph: "mcp_missing", Agent: "user"})
 		var ae *temporal.ApplicationError
-		if !errors.As(err, &ae) || !ae.NonRetryable() || ae.Type() != workflows.ErrMCP {
-			t.Errorf("MCPTools with the command %s = %v, want a non-retryable %s", command, err, workflows.ErrMCP)
+		if !errors.As(err, &ae) || !ae.NonRetryable() || ae.Type() != troupe.ErrMCP {
+			t.Errorf("MCPTools with the command %s = %v, want a non-retryable %s", command, err, troupe.ErrMCP)
 		}
 	}
 }

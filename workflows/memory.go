@@ -39,6 +39,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/memory"
 )
 
@@ -76,7 +77,7 @@ const versionMemoryRollouts = "troupe.memory-rollouts"
 // blob store, so each queue consolidates its own scopes, as each has its
 // own session manager (SessionManagerIDFor).
 func MemoryWorkflowID(queue, scope string) string {
-	if queue == "" || queue == DefaultTaskQueue {
+	if queue == "" || queue == troupe.DefaultTaskQueue {
 		return "troupe-memory-" + scope
 	}
 	return "troupe-memory-" + queue + "-" + scope
@@ -205,7 +206,7 @@ type memoryRun struct {
 // MemoryWorkflow consolidates a memory scope: see the top of this file.
 func (r *Runner) MemoryWorkflow(ctx workflow.Context, in MemoryInput) (*MemoryStatus, error) {
 	if err := memory.CheckScope(in.Scope); err != nil {
-		return nil, nonRetryable(ErrBadCommand, "%v", err)
+		return nil, nonRetryable(troupe.ErrBadCommand, "%v", err)
 	}
 	in.Settings = in.Settings.withDefaults()
 	m := &memoryRun{in: in, pending: in.Pending,
@@ -374,7 +375,7 @@ func (m *memoryRun) phase1(ctx workflow.Context, r *Runner, batch []MemoryRollou
 				done++
 				var out MemoryPhase1Output
 				if err := f.Get(ctx, &out); err != nil {
-					m.status.LastError = fmt.Sprintf("phase 1 of rollout %s: %s", ref.ID, failureText(err))
+					m.status.LastError = fmt.Sprintf("phase 1 of rollout %s: %s", ref.ID, troupe.FailureText(err))
 					workflow.GetLogger(ctx).Warn("memory phase 1 failed", "scope", m.in.Scope, "rollout", ref.ID, "error", err)
 					return
 				}
@@ -399,7 +400,7 @@ func (m *memoryRun) phase2(ctx workflow.Context, r *Runner) {
 	if err := workflow.ExecuteActivity(actx, MemoryPhase2ActivityName, MemoryPhase2Input{Scope: m.in.Scope, Settings: m.in.Settings}).Get(ctx, &out); err != nil {
 		m.status.Owed = true
 		m.status.Phase2Failures++
-		m.status.LastError = "phase 2: " + failureText(err)
+		m.status.LastError = "phase 2: " + troupe.FailureText(err)
 		workflow.GetLogger(ctx).Warn("memory phase 2 failed", "scope", m.in.Scope, "error", err)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
@@ -100,7 +101,7 @@ type MemorySignalInput struct {
 // appended again.
 func (a *Activities) MemoryAppendRollout(ctx context.Context, in MemoryAppendInput) (*MemoryRollout, error) {
 	if err := errors.Join(memory.CheckScope(in.Scope), memory.CheckRolloutID(in.Rollout)); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 	}
 	line := in.Line
 	if in.Transcript != nil {
@@ -118,7 +119,7 @@ func (a *Activities) MemoryAppendRollout(ctx context.Context, in MemoryAppendInp
 	}
 	out, n, added, err := memory.AppendLine(data, line)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
 	if added {
 		if err := store.Put(ctx, key, out); err != nil {
@@ -152,14 +153,14 @@ func (a *Activities) turnItems(ctx context.Context, start *runtime.TranscriptRef
 // worker's memory settings).
 func (a *Activities) MemorySignal(ctx context.Context, in MemorySignalInput) error {
 	if err := memory.CheckScope(in.Scope); err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 	}
 	name, arg := MemoryRolloutSignal, any(in.Rollout)
 	switch {
 	case in.Final != nil:
 		name, arg = MemoryFinalSignal, *in.Final
 	case in.Rollout == nil:
-		return temporal.NewNonRetryableApplicationError("a memory signal names a rollout or is final", ErrBadCommand, nil)
+		return temporal.NewNonRetryableApplicationError("a memory signal names a rollout or is final", troupe.ErrBadCommand, nil)
 	}
 	queue := activity.GetInfo(ctx).TaskQueue
 	id := MemoryWorkflowID(queue, in.Scope)
@@ -183,19 +184,19 @@ func (a *Activities) MemorySignal(ctx context.Context, in MemorySignalInput) err
 // another slug of the rollout is deleted.
 func (a *Activities) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*MemoryPhase1Output, error) {
 	if err := errors.Join(memory.CheckScope(in.Scope), memory.CheckRolloutID(in.Rollout.ID)); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 	}
 	store := a.r.cfg.Store
 	data, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.RolloutPath(in.Rollout.ID)))
 	if err != nil {
 		if errors.Is(err, blob.ErrNotFound) {
-			return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+			return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 		}
 		return nil, err
 	}
 	lines, err := memory.ParseLines(data)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
 	rawKey := memory.Key(in.Scope, memory.RawMemoryPath(in.Rollout.ID))
 	if old, err := readMemoryFile(ctx, store, rawKey); err == nil {
@@ -221,7 +222,7 @@ func (a *Activities) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*M
 	}
 	rawPath, raw, sumPath, sum, err := memory.Phase1Files(in.Rollout.ID, len(lines), time.Now(), res)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
 	if err := store.Put(ctx, memory.Key(in.Scope, sumPath), sum); err != nil {
 		return nil, err
@@ -251,7 +252,7 @@ func (a *Activities) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*M
 // Nothing changed since the last selection: nothing is asked or written.
 func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*MemoryPhase2Output, error) {
 	if err := memory.CheckScope(in.Scope); err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 	}
 	store := a.r.cfg.Store
 	// The scope's single consolidator: a generation of phase 2 left
@@ -286,7 +287,7 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 	}
 	last, err := memory.ParseSelection(lastData)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
 	selected := memory.Newest(raws, in.Settings.Newest)
 	changes := memory.Diff(last, selected)
@@ -425,7 +426,7 @@ func readMemoryFile(ctx context.Context, store *blob.Store, key string) ([]byte,
 		return nil, fmt.Errorf("memory: read %s: %w", key, err)
 	}
 	if len(data) > maxMemoryFile {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("memory file %s is larger than %d bytes", key, maxMemoryFile), ErrPayloadTooLarge, nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("memory file %s is larger than %d bytes", key, maxMemoryFile), troupe.ErrPayloadTooLarge, nil)
 	}
 	return data, nil
 }
@@ -438,9 +439,9 @@ func (a *Activities) memoryAsk(ctx context.Context, req model.Request) (string, 
 	endChat(chat, resp, err)
 	if err != nil {
 		if ctx.Err() != nil || model.IsRetryable(err) {
-			return "", temporal.NewApplicationErrorWithCause(modelErrorMessage(err), ErrModelRetryable, err)
+			return "", temporal.NewApplicationErrorWithCause(modelErrorMessage(err), troupe.ErrModelRetryable, err)
 		}
-		return "", temporal.NewNonRetryableApplicationError(err.Error(), ErrModel, err)
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrModel, err)
 	}
 	var text string
 	for _, it := range resp.Output {

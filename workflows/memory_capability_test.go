@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/memory"
@@ -81,7 +82,7 @@ func (c *capEnv) get(t *testing.T, scope, path string) string {
 
 func (c *capEnv) run(t *testing.T, graph, input string) {
 	t.Helper()
-	c.env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: graph, Input: input})
+	c.env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: graph, Input: input})
 	if err := c.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -381,11 +382,11 @@ func TestMemoryForkIndependent(t *testing.T) {
 
 	var first, forked, src, branch *updateCall
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "src", Session: workflows.SessionInput{Graph: "code"}})
+		sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() { first = askSession(t, env, "src", "run: cat memories/MEMORY.md") }, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		forked = sendUpdate(env, workflows.ForkUpdate, workflows.ForkInput{ID: "src", NewID: "branch"})
+		forked = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		src = askSession(t, env, "src", "run: echo '- src lesson' >> memories/MEMORY.md && echo edited")
@@ -399,11 +400,11 @@ func TestMemoryForkIndependent(t *testing.T) {
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		for _, id := range []string{"src", "branch"} {
-			sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: id, Command: workflows.SessionCommand{Op: workflows.CommandStop}})
+			sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: id, Command: troupe.SessionCommand{Op: troupe.CommandStop}})
 		}
 	}, time.Hour)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
-	env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 
 	if got := output(t, first); !strings.Contains(got, "base lesson") {
 		t.Fatalf("the session's workspace lacks its memory: %s", got)

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -117,7 +118,7 @@ func (a *Activities) readScopeFiles(ctx context.Context, scope string) (map[stri
 			return nil, err
 		}
 		if total += len(data); total > maxForkBytes {
-			return nil, temporal.NewNonRetryableApplicationError("memory scope "+scope+" is too large to fork", ErrPayloadTooLarge, nil)
+			return nil, temporal.NewNonRetryableApplicationError("memory scope "+scope+" is too large to fork", troupe.ErrPayloadTooLarge, nil)
 		}
 		p := strings.TrimPrefix(k, memory.Prefix(scope))
 		files[p] = data

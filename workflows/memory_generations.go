@@ -82,6 +82,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
 )
@@ -190,7 +191,7 @@ func (a *Activities) readGeneration(ctx context.Context, scope string, seq int64
 	}
 	g, err := memory.ParseGeneration(data)
 	if err != nil {
-		return memory.Generation{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("scope %s: %v", scope, err), ErrInternal, err)
+		return memory.Generation{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("scope %s: %v", scope, err), troupe.ErrInternal, err)
 	}
 	return g, nil
 }
@@ -212,7 +213,7 @@ func (a *Activities) leaseOf(ctx context.Context, scope string, h memoryHead) (m
 		}
 		t, err := memory.ParseTakeover(data)
 		if err != nil {
-			return g, l, temporal.NewNonRetryableApplicationError(fmt.Sprintf("scope %s: %v", scope, err), ErrInternal, err)
+			return g, l, temporal.NewNonRetryableApplicationError(fmt.Sprintf("scope %s: %v", scope, err), troupe.ErrInternal, err)
 		}
 		l.n, l.applyBy = t.N, t.ApplyBy
 	}
@@ -274,7 +275,7 @@ func (a *Activities) takeOver(ctx context.Context, scope string, g memory.Genera
 	t.ApplyBy = t.At.Add(memoryApplyWindow)
 	data, err := t.Encode()
 	if err != nil {
-		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+		return false, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
 	won, err := a.createOnce(ctx, memory.Key(scope, memory.TakeoverPath(t.Seq, t.N)), data)
 	if err != nil || !won {
@@ -301,7 +302,7 @@ func (a *Activities) claimGeneration(ctx context.Context, scope string, base int
 	g.ApplyBy = g.At.Add(memoryApplyWindow)
 	data, err := g.Encode()
 	if err != nil {
-		return false, temporal.NewNonRetryableApplicationError(err.Error(), ErrInternal, err)
+		return false, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
 	won, err := a.createOnce(ctx, generationKey(scope, g.Seq), data)
 	if err != nil || !won {
@@ -409,7 +410,7 @@ func (a *Activities) mayWrite(ctx context.Context, scope string, l memoryLease) 
 	case h.seq < l.seq:
 		// Deleted, by none of the writers here (they delete only old
 		// generations): write nothing.
-		return temporal.NewApplicationError(fmt.Sprintf("memory scope %s: generation %d is gone", scope, l.seq), ErrInternal)
+		return temporal.NewApplicationError(fmt.Sprintf("memory scope %s: generation %d is gone", scope, l.seq), troupe.ErrInternal)
 	case h.takeovers > l.n:
 		return memoryLate(scope, l, true)
 	case !a.now().Before(l.applyBy):

@@ -27,6 +27,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 )
@@ -99,7 +100,7 @@ func (r *Runner) feedRollout(ctx workflow.Context, in MemoryAppendInput, local b
 
 // runRollout records a run that ended as its rollout (one line), when
 // its agents have memory.
-func (r *Runner) runRollout(ctx workflow.Context, spec *runtime.GraphSpec, in RunInput, wfID string, rr *routeResult, runErr error) {
+func (r *Runner) runRollout(ctx workflow.Context, spec *runtime.GraphSpec, in troupe.RunInput, wfID string, rr *routeResult, runErr error) {
 	start := cmp.Or(in.Agent, spec.Entry)
 	var path []string
 	if rr != nil {
@@ -112,7 +113,7 @@ func (r *Runner) runRollout(ctx workflow.Context, spec *runtime.GraphSpec, in Ru
 	line := memory.Line{Seq: 1, Workflow: wfID, Agent: start, Input: in.Input, Outcome: memory.OutcomeAnswered, Ended: workflow.Now(ctx).UTC()}
 	app := MemoryAppendInput{Scope: scope, Rollout: memory.RolloutID(wfID)}
 	if runErr != nil {
-		line.Outcome, line.Error = memory.OutcomeFailed, failureText(runErr)
+		line.Outcome, line.Error = memory.OutcomeFailed, troupe.FailureText(runErr)
 	} else {
 		line.Agent, line.Output, app.Transcript = rr.Agent, rr.Output, rr.Transcript
 	}

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -147,15 +148,15 @@ func TestMemorySessionRollouts(t *testing.T) {
 				}
 			})
 			w.env.RegisterDelayedCallback(func() {
-				first = sendUpdate(w.env, workflows.SendUpdate, workflows.SendInput{Message: "I prefer tabs", Wait: true})
+				first = sendUpdate(w.env, troupe.SendUpdate, troupe.SendInput{Message: "I prefer tabs", Wait: true})
 			}, time.Second)
 			w.env.RegisterDelayedCallback(func() {
-				sendUpdate(w.env, workflows.SendUpdate, workflows.SendInput{Message: "and short names", Wait: true})
+				sendUpdate(w.env, troupe.SendUpdate, troupe.SendInput{Message: "and short names", Wait: true})
 			}, time.Minute)
 			w.env.RegisterDelayedCallback(func() {
-				sendUpdate(w.env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+				sendUpdate(w.env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 			}, 2*time.Minute)
-			w.env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "mem"})
+			w.env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "mem"})
 			if err := w.env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +215,7 @@ func TestMemoryRunRollout(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
 			w := newWiredMemory(t, on)
-			w.env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "mem", Input: "use tabs"})
+			w.env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "mem", Input: "use tabs"})
 			if err := w.env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
@@ -261,7 +262,7 @@ func TestMemoryModes(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				w.env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "mem", Input: "format this"})
+				w.env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "mem", Input: "format this"})
 				if err := w.env.GetWorkflowError(); err != nil {
 					t.Fatal(err)
 				}
@@ -306,10 +307,10 @@ func TestMemorySessionContinuesAfterFeeding(t *testing.T) {
 	var inputs []string
 	slowAgents(w.env, &inputs)
 	w.env.RegisterDelayedCallback(func() {
-		sendUpdate(w.env, workflows.SendUpdate, workflows.SendInput{Message: "I prefer tabs"})
+		sendUpdate(w.env, troupe.SendUpdate, troupe.SendInput{Message: "I prefer tabs"})
 	}, time.Second)
 	w.env.RegisterDelayedCallback(func() { w.env.SetCurrentHistoryLength(1000) }, 2*time.Second)
-	w.env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "mem"})
+	w.env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "mem"})
 	var cont *workflow.ContinueAsNewError
 	if err := w.env.GetWorkflowError(); !errors.As(err, &cont) {
 		t.Fatalf("session ended with %v, want continue-as-new", err)

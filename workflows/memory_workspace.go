@@ -46,6 +46,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -362,5 +363,5 @@ func (a *Activities) memorySkills(ctx context.Context, scope string) ([]memory.S
 // badMemory is a non-retryable error of a memory request that cannot be
 // served.
 func badMemory(err error) error {
-	return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, err)
+	return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 }

@@ -20,7 +20,7 @@ import (
 // bound (GraphSpec.ContinueAfterEvents) or the server suggests it, it
 // continues as new with its routing state and recent events (RunCarry),
 // so a run of any number of handoffs keeps a bounded history.
-func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput) (*RunResult, error) {
+func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput) (*troupe.RunResult, error) {
 	traceRun(ctx, in.Graph)
 	carry := in.Carry
 	var (
@@ -31,7 +31,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 	if carry != nil {
 		spec, isPinned = carry.Spec, carry.Spec != nil
 		if spec == nil {
-			return nil, nonRetryable(ErrInternal, "run %s continued without its graph's spec", workflow.GetInfo(ctx).WorkflowExecution.ID)
+			return nil, nonRetryable(troupe.ErrInternal, "run %s continued without its graph's spec", workflow.GetInfo(ctx).WorkflowExecution.ID)
 		}
 	} else if spec, isPinned, err = r.pin(ctx, in.RunInput); err != nil {
 		return nil, err
@@ -52,7 +52,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 			start = spec.Entry
 		}
 		if spec.Agent(start) == nil {
-			return nil, nonRetryable(ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, in.Graph)
+			return nil, nonRetryable(troupe.ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, in.Graph)
 		}
 		if err := checkPayload("the run input", len(in.Input)); err != nil {
 			return nil, err
@@ -61,7 +61,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 			return nil, err
 		}
 		rec.add(ctx, troupe.Event{Kind: troupe.EventRunStarted, Agent: start, Detail: preview(in.Input, 200)})
-		rs = routeState{Current: start, Input: AgentInput{Graph: in.Graph, RunID: wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}}
+		rs = routeState{Current: start, Input: troupe.AgentInput{Graph: in.Graph, RunID: wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}}
 		if isPinned {
 			rs.Input.Spec = spec
 		}
@@ -107,7 +107,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 		}
 		budget.settle(ctx)
 		next.Carry.Budget = *budget.ledger
-		return workflow.NewContinueAsNewError(ctx, OrchestratorWorkflowName, next)
+		return workflow.NewContinueAsNewError(ctx, troupe.OrchestratorWorkflowName, next)
 	}
 	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil, nil, budget)
 	if err != nil {
@@ -115,14 +115,14 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 			return nil, err
 		}
 		err = budget.exceeded(ctx, err)
-		rec.add(ctx, troupe.Event{Kind: troupe.EventFailed, Detail: failureText(err)})
+		rec.add(ctx, troupe.Event{Kind: troupe.EventFailed, Detail: troupe.FailureText(err)})
 		r.runRollout(ctx, spec, in.RunInput, wfID, nil, err)
 		return nil, err
 	}
 	rec.add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Detail: preview(string(rr.Output), 200)})
 	r.runRollout(ctx, spec, in.RunInput, wfID, rr, nil)
 	budget.drain(ctx)
-	return &RunResult{
+	return &troupe.RunResult{
 		WorkflowID: wfID, Graph: in.Graph, Agent: rr.Agent, Output: rr.Output, Path: rr.Path,
 		Turns: rr.Turns, ToolCalls: rr.ToolCalls, Handoffs: rr.Handoffs, Usage: rr.Usage,
 		Agents: rr.Agents, Cost: rr.Agents.Cost(), Budget: (*budget.ledger).Report(),
@@ -160,17 +160,17 @@ type routeResult struct {
 // input, and what the chain did so far. It is all an orchestrator carries
 // through continue-as-new.
 type routeState struct {
-	Current string      `json:"current"`
-	Next    int         `json:"next"`
-	Input   AgentInput  `json:"input"`
-	Done    routeResult `json:"done"`
+	Current string            `json:"current"`
+	Next    int               `json:"next"`
+	Input   troupe.AgentInput `json:"input"`
+	Done    routeResult       `json:"done"`
 }
 
 // route runs agent start as a child workflow, then each handoff target in
 // turn, until one gives a final output, on the run's spec. Child ids are
 // prefix/<n>-<agent>. An agent routes each of its agent-tool calls with
 // it.
-func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, start string, in AgentInput, prefix string, ctl *control) (*routeResult, error) {
+func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, start string, in troupe.AgentInput, prefix string, ctl *control) (*routeResult, error) {
 	return r.routeFrom(ctx, rec, spec, routeState{Current: start, Input: in}, prefix, nil, nil, ctl, nil)
 }
 
@@ -220,9 +220,9 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		}
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID, WorkflowTaskTimeout: agentTaskTimeout,
 			StaticSummary: "agent " + current, WaitForCancellation: boxes != nil})
-		var ar AgentResult
+		var ar troupe.AgentResult
 		in.Budget = tb.lend(ctx, childID)
-		child := workflow.ExecuteChildWorkflow(cctx, AgentWorkflowName, in)
+		child := workflow.ExecuteChildWorkflow(cctx, troupe.AgentWorkflowName, in)
 		in.Budget = nil
 		if in.Session != nil {
 			// A child that never started got nothing: the lease goes back
@@ -260,14 +260,14 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			return res, nil
 		}
 		if res.Handoffs >= maxHandoffs {
-			return res, nonRetryable(ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, current, ar.Handoff.Name)
+			return res, nonRetryable(troupe.ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, current, ar.Handoff.Name)
 		}
 		var h runtime.ToolSpec
 		if a := spec.Agent(current); a != nil {
 			h = a.Tool(ar.Handoff.Name)
 		}
 		if h.Kind != agents.ToolHandoff {
-			return res, nonRetryable(ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
+			return res, nonRetryable(troupe.ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
 		}
 		res.Handoffs++
 		rec.add(ctx, troupe.Event{Kind: troupe.EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})

@@ -5,6 +5,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime"
 )
 
@@ -34,7 +35,7 @@ type pinned struct {
 // pin returns the spec the run branches on, and whether it is fixed for
 // the run (in its history) or, for runs from before pinning, taken from
 // the graph served now.
-func (r *Runner) pin(ctx workflow.Context, in RunInput) (*runtime.GraphSpec, bool, error) {
+func (r *Runner) pin(ctx workflow.Context, in troupe.RunInput) (*runtime.GraphSpec, bool, error) {
 	if workflow.GetVersion(ctx, versionPinnedGraph, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		spec, err := r.liveSpec(in.Graph, in.MaxHandoffs)
 		return spec, false, err
@@ -51,7 +52,7 @@ func (r *Runner) pin(ctx workflow.Context, in RunInput) (*runtime.GraphSpec, boo
 			spec.Budget = budgetOrNil(*in.Budget)
 		}
 		if err := checkBudget(spec, spec.Budget); err != nil {
-			return pinned{Err: err.Error(), ErrType: ErrBadBudget}
+			return pinned{Err: err.Error(), ErrType: troupe.ErrBadBudget}
 		}
 		return pinned{Spec: spec}
 	}).Get(&p)
@@ -59,7 +60,7 @@ func (r *Runner) pin(ctx workflow.Context, in RunInput) (*runtime.GraphSpec, boo
 		return nil, false, err
 	}
 	if p.Err != "" {
-		return nil, false, nonRetryable(cmp.Or(p.ErrType, ErrUnknownAgent), "%s", p.Err)
+		return nil, false, nonRetryable(cmp.Or(p.ErrType, troupe.ErrUnknownAgent), "%s", p.Err)
 	}
 	return p.Spec, true, nil
 }
@@ -82,7 +83,7 @@ func (r *Runner) liveSpec(graph string, maxHandoffs int) (*runtime.GraphSpec, er
 // agentSpec returns the run's spec and agent in's spec: the run's own, or
 // for an agent of a run from before pinning, the graph's as served now.
 // An agent the spec does not hold fails with troupe.GraphChanged.
-func (r *Runner) agentSpec(in AgentInput) (*runtime.GraphSpec, *runtime.AgentSpec, error) {
+func (r *Runner) agentSpec(in troupe.AgentInput) (*runtime.GraphSpec, *runtime.AgentSpec, error) {
 	spec := in.Spec
 	if spec == nil {
 		var err error
@@ -92,7 +93,7 @@ func (r *Runner) agentSpec(in AgentInput) (*runtime.GraphSpec, *runtime.AgentSpe
 	}
 	a := spec.Agent(in.Agent)
 	if a == nil {
-		return nil, nil, nonRetryable(ErrGraphChanged, "agent %q is not in graph %q as this worker serves it", in.Agent, in.Graph)
+		return nil, nil, nonRetryable(troupe.ErrGraphChanged, "agent %q is not in graph %q as this worker serves it", in.Agent, in.Graph)
 	}
 	return spec, a, nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -36,8 +37,8 @@ func redeployed(t *testing.T, fn turnFunc, before, after *agents.Graph) *testsui
 	if err != nil {
 		t.Fatal(err)
 	}
-	env.RegisterWorkflowWithOptions(old.OrchestratorWorkflow, workflow.RegisterOptions{Name: workflows.OrchestratorWorkflowName})
-	env.RegisterWorkflowWithOptions(now.AgentWorkflow, workflow.RegisterOptions{Name: workflows.AgentWorkflowName})
+	env.RegisterWorkflowWithOptions(old.OrchestratorWorkflow, workflow.RegisterOptions{Name: troupe.OrchestratorWorkflowName})
+	env.RegisterWorkflowWithOptions(now.AgentWorkflow, workflow.RegisterOptions{Name: troupe.AgentWorkflowName})
 	now.RegisterActivities(env)
 	return env
 }
@@ -83,11 +84,11 @@ func TestRunKeepsItsGraph(t *testing.T) {
 			return []agents.Item{call("l1", "lookup", `{"key":"k"}`)}
 		}
 	}, before, after)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "pin", Input: "go"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "pin", Input: "go"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("the run failed after the redeploy: %v", err)
 	}
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +123,9 @@ func TestGraphChangedAgentGone(t *testing.T) {
 		}
 		return []agents.Item{agents.AssistantMessage("b answers")}
 	}, before, after)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "pin", Input: "go"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "pin", Input: "go"})
 	err := env.GetWorkflowError()
-	if workflows.ErrorType(err) != workflows.ErrGraphChanged || !strings.Contains(err.Error(), `agent "b"`) {
-		t.Fatalf("run error = %v (type %q), want %s naming agent b", err, workflows.ErrorType(err), workflows.ErrGraphChanged)
+	if troupe.ErrorType(err) != troupe.ErrGraphChanged || !strings.Contains(err.Error(), `agent "b"`) {
+		t.Fatalf("run error = %v (type %q), want %s naming agent b", err, troupe.ErrorType(err), troupe.ErrGraphChanged)
 	}
 }

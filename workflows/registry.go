@@ -15,6 +15,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe"
 )
 
 // RegistryActivityName is the local activity that saves, loads and drops
@@ -35,14 +37,14 @@ const registryPageBytes = 256 << 10
 // writes Entries as the page Key, "load" reads the page Key, "drop"
 // deletes the pages under Prefix.
 type RegistryInput struct {
-	Op      string         `json:"op"`
-	Key     string         `json:"key,omitempty"`
-	Prefix  string         `json:"prefix,omitempty"`
-	Entries []SessionEntry `json:"entries,omitempty"`
+	Op      string                `json:"op"`
+	Key     string                `json:"key,omitempty"`
+	Prefix  string                `json:"prefix,omitempty"`
+	Entries []troupe.SessionEntry `json:"entries,omitempty"`
 }
 
 // RegistryPages saves, loads or drops registry pages.
-func (a *Activities) RegistryPages(ctx context.Context, in RegistryInput) ([]SessionEntry, error) {
+func (a *Activities) RegistryPages(ctx context.Context, in RegistryInput) ([]troupe.SessionEntry, error) {
 	store := a.r.cfg.Store
 	switch in.Op {
 	case "save":
@@ -56,16 +58,16 @@ func (a *Activities) RegistryPages(ctx context.Context, in RegistryInput) ([]Ses
 		if err != nil {
 			return nil, err
 		}
-		var out []SessionEntry
+		var out []troupe.SessionEntry
 		if err := json.Unmarshal(data, &out); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("registry page %s: %v", in.Key, err), ErrInternal, nil)
+			return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("registry page %s: %v", in.Key, err), troupe.ErrInternal, nil)
 		}
 		return out, nil
 	case "drop":
 		_, err := store.DeletePrefix(ctx, in.Prefix)
 		return nil, err
 	}
-	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("registry: unknown op %q", in.Op), ErrInternal, nil)
+	return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("registry: unknown op %q", in.Op), troupe.ErrInternal, nil)
 }
 
 // registryPrefix is where a run of the manager saves its pages.
@@ -80,10 +82,10 @@ func registryCtx(ctx workflow.Context, summary string) workflow.Context {
 }
 
 // loadRegistry reads the pages a manager's previous run saved, in order.
-func loadRegistry(ctx workflow.Context, pages []string) ([]SessionEntry, error) {
-	var all []SessionEntry
+func loadRegistry(ctx workflow.Context, pages []string) ([]troupe.SessionEntry, error) {
+	var all []troupe.SessionEntry
 	for _, key := range pages {
-		var page []SessionEntry
+		var page []troupe.SessionEntry
 		if err := workflow.ExecuteLocalActivity(registryCtx(ctx, "load the session registry"), RegistryActivityName,
 			RegistryInput{Op: "load", Key: key}).Get(ctx, &page); err != nil {
 			return nil, err
@@ -95,10 +97,10 @@ func loadRegistry(ctx workflow.Context, pages []string) ([]SessionEntry, error) 
 
 // saveRegistry saves sessions in pages of at most registryPageBytes
 // under this run's prefix and returns their keys.
-func saveRegistry(ctx workflow.Context, sessions []SessionEntry) ([]string, error) {
+func saveRegistry(ctx workflow.Context, sessions []troupe.SessionEntry) ([]string, error) {
 	prefix := registryPrefix(ctx)
 	var keys []string
-	save := func(page []SessionEntry) error {
+	save := func(page []troupe.SessionEntry) error {
 		key := fmt.Sprintf("%spage-%06d.json", prefix, len(keys))
 		if err := workflow.ExecuteLocalActivity(registryCtx(ctx, "save the session registry"), RegistryActivityName,
 			RegistryInput{Op: "save", Key: key, Entries: page}).Get(ctx, nil); err != nil {

@@ -53,8 +53,8 @@ func TestModelRetriesAreEvents(t *testing.T) {
 			if tc.ok != (err == nil) {
 				t.Fatalf("agent error = %v, want ok %v", err, tc.ok)
 			}
-			if !tc.ok && (workflows.ErrorType(err) != workflows.ErrModelRetryable || !strings.Contains(err.Error(), "connection refused after 10 attempts")) {
-				t.Errorf("error %v of type %q, want %s saying why, after 10 attempts", err, workflows.ErrorType(err), workflows.ErrModelRetryable)
+			if !tc.ok && (troupe.ErrorType(err) != troupe.ErrModelRetryable || !strings.Contains(err.Error(), "connection refused after 10 attempts")) {
+				t.Errorf("error %v of type %q, want %s saying why, after 10 attempts", err, troupe.ErrorType(err), troupe.ErrModelRetryable)
 			}
 			if got, want := int(m.calls.Load()), tc.retries+1; got != want {
 				t.Errorf("%d model calls, want %d", got, want)
@@ -95,8 +95,8 @@ func TestDeadModelIsNamed(t *testing.T) {
 	err = runOneAgent(t, env, m)
 	const unreachable = "model unreachable at http://127.0.0.1:9/v1/responses (connection refused)"
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != workflows.ErrModelRetryable || ae.Message() != unreachable+" after 10 attempts" {
-		t.Fatalf("agent error %v; want %s saying %q", err, workflows.ErrModelRetryable, unreachable+" after 10 attempts")
+	if !errors.As(err, &ae) || ae.Type() != troupe.ErrModelRetryable || ae.Message() != unreachable+" after 10 attempts" {
+		t.Fatalf("agent error %v; want %s saying %q", err, troupe.ErrModelRetryable, unreachable+" after 10 attempts")
 	}
 	events := recorded(t, env, 0)
 	retries := 0
@@ -113,7 +113,7 @@ func TestDeadModelIsNamed(t *testing.T) {
 	}
 	// The failed event tells the cause, not the chain of errors that
 	// carried it.
-	if last := events[len(events)-1]; last.Kind != troupe.EventFailed || last.Detail != workflows.ErrModelRetryable+": "+unreachable+" after 10 attempts" {
+	if last := events[len(events)-1]; last.Kind != troupe.EventFailed || last.Detail != troupe.ErrModelRetryable+": "+unreachable+" after 10 attempts" {
 		t.Errorf("last event %+v; want the failure, typed, with its cause", last)
 	}
 }
@@ -132,6 +132,6 @@ func runOneAgent(t *testing.T, env *testsuite.TestWorkflowEnvironment, m model.M
 		t.Fatal(err)
 	}
 	r.Register(env)
-	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "one", Agent: "a", RunID: "run", Pending: []agents.Item{agents.UserMessage("hi")}})
+	env.ExecuteWorkflow(troupe.AgentWorkflowName, troupe.AgentInput{Graph: "one", Agent: "a", RunID: "run", Pending: []agents.Item{agents.UserMessage("hi")}})
 	return env.GetWorkflowError()
 }

@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/capabilities/skills"
@@ -31,9 +32,6 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
-
-// DefaultTaskQueue is the task queue workers listen on unless told otherwise.
-const DefaultTaskQueue = "troupe"
 
 // Config configures a Runner. Graphs, Model and Store are required; every
 // other field's zero value works.
@@ -398,7 +396,7 @@ func (r *Runner) checkStore(st sandbox.State) error {
 	if st.Host == machine && err == nil && rel != "." && filepath.IsLocal(rel) {
 		return nil
 	}
-	return nonRetryable(ErrSandboxMisrouted,
+	return nonRetryable(troupe.ErrSandboxMisrouted,
 		"sandbox %s (%s workspace %s on host %s) is not in this worker's store (host %s, root %s, task queue %s): workers with different sandbox stores share the task queue; give each its own --sandbox-queue, or leave it to the default",
 		st.ID, st.Backend, st.Workspace, st.Host, machine, rc.Root(), r.hostQueue)
 }
@@ -449,10 +447,10 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 // RegisterWorkflows registers the workflows only, for example on a
 // worker.WorkflowReplayer that replays checked-in histories.
 func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
-	w.RegisterWorkflowWithOptions(r.OrchestratorWorkflow, workflow.RegisterOptions{Name: OrchestratorWorkflowName})
-	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: AgentWorkflowName})
-	w.RegisterWorkflowWithOptions(r.SessionWorkflow, workflow.RegisterOptions{Name: SessionWorkflowName})
-	w.RegisterWorkflowWithOptions(r.SessionManagerWorkflow, workflow.RegisterOptions{Name: SessionManagerWorkflowName})
+	w.RegisterWorkflowWithOptions(r.OrchestratorWorkflow, workflow.RegisterOptions{Name: troupe.OrchestratorWorkflowName})
+	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: troupe.AgentWorkflowName})
+	w.RegisterWorkflowWithOptions(r.SessionWorkflow, workflow.RegisterOptions{Name: troupe.SessionWorkflowName})
+	w.RegisterWorkflowWithOptions(r.SessionManagerWorkflow, workflow.RegisterOptions{Name: troupe.SessionManagerWorkflowName})
 	w.RegisterWorkflowWithOptions(r.MemoryWorkflow, workflow.RegisterOptions{Name: MemoryWorkflowName})
 }
 
@@ -473,7 +471,7 @@ func (r *Runner) Activities() *Activities { return r.acts }
 func (r *Runner) graph(name string) (*agents.Graph, error) {
 	g, ok := r.graphs[name]
 	if !ok {
-		return nil, nonRetryable(ErrUnknownAgent, "graph %q is not served by this worker", name)
+		return nil, nonRetryable(troupe.ErrUnknownAgent, "graph %q is not served by this worker", name)
 	}
 	return g, nil
 }
@@ -484,7 +482,7 @@ func (r *Runner) graph(name string) (*agents.Graph, error) {
 func (r *Runner) servedGraph(name string) (*agents.Graph, error) {
 	g, ok := r.graphs[name]
 	if !ok {
-		return nil, nonRetryable(ErrGraphChanged, "graph %q is no longer served by this worker; the run started with it", name)
+		return nil, nonRetryable(troupe.ErrGraphChanged, "graph %q is no longer served by this worker; the run started with it", name)
 	}
 	return g, nil
 }
@@ -499,7 +497,7 @@ func (r *Runner) agent(graph, name string) (*agents.Graph, *agents.Agent, error)
 	}
 	a, err := g.Agent(name)
 	if err != nil {
-		return nil, nil, nonRetryable(ErrGraphChanged, "agent %q is no longer in graph %q as this worker serves it; the run started with it", name, graph)
+		return nil, nil, nonRetryable(troupe.ErrGraphChanged, "agent %q is no longer in graph %q as this worker serves it; the run started with it", name, graph)
 	}
 	return g, a, nil
 }
@@ -544,7 +542,7 @@ func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
 // workflow's own queue.)
 func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Options) (stop func(), err error) {
 	if taskQueue == "" {
-		taskQueue = DefaultTaskQueue
+		taskQueue = troupe.DefaultTaskQueue
 	}
 	if err := r.CheckHost(); err != nil {
 		return nil, err

@@ -68,33 +68,6 @@ type SandboxToolInput struct {
 	Sandbox sandbox.State `json:"sandbox"`
 }
 
-// Event kinds of a sandbox's life.
-const (
-	EventSandboxProvisioned = "sandbox_provisioned"
-	EventSandboxRestored    = "sandbox_restored"
-	EventSandboxSuspended   = "sandbox_suspended"
-	EventSandboxLost        = "sandbox_lost"
-	EventSandboxStopped     = "sandbox_stopped"
-	// EventSandboxSnapshotRetry: a snapshot is taken again, its worker
-	// having died.
-	EventSandboxSnapshotRetry = "sandbox_snapshot_retry"
-)
-
-// Sandbox application error types.
-const (
-	// ErrSandbox is a sandbox that cannot be provisioned as declared (an
-	// invalid manifest, an unknown backend).
-	ErrSandbox = "troupe.SandboxError"
-	// ErrSandboxGone is a sandbox that died; the workflow re-provisions it
-	// from its last snapshot.
-	ErrSandboxGone = "troupe.SandboxGone"
-	// ErrSandboxMisrouted is a sandbox activity that reached a worker
-	// whose store does not hold the sandbox (workers with different
-	// sandbox roots sharing a sandbox queue). The call fails; the sandbox
-	// is not taken as lost.
-	ErrSandboxMisrouted = "troupe.SandboxMisrouted"
-)
-
 // Activity names of a sandbox's life.
 const (
 	SandboxCreateActivityName   = "troupe.SandboxCreate"
@@ -115,7 +88,7 @@ func (a *Activities) client(backend string) (sandbox.Client, error) {
 	}
 	c, ok := a.r.cfg.Sandboxes[backend]
 	if !ok {
-		return nil, nonRetryable(ErrSandbox, "sandbox backend %q is not configured on this worker", backend)
+		return nil, nonRetryable(troupe.ErrSandbox, "sandbox backend %q is not configured on this worker", backend)
 	}
 	return c, nil
 }
@@ -159,9 +132,9 @@ func (a *Activities) forget(id string) {
 func sandboxErr(err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrGone):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSandboxGone, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSandboxGone, err)
 	case errors.Is(err, sandbox.ErrPathEscape), errors.Is(err, sandbox.ErrSourceNotAllowed):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSandbox, err)
+		return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSandbox, err)
 	}
 	return err
 }
@@ -212,10 +185,10 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 		return nil, err
 	}
 	if agent.Sandbox == nil {
-		return nil, nonRetryable(ErrSandbox, "agent %s has no sandbox", agent.Name)
+		return nil, nonRetryable(troupe.ErrSandbox, "agent %s has no sandbox", agent.Name)
 	}
 	if activity.IsActivity(ctx) && !a.r.storeServed.Load() {
-		return nil, nonRetryable(ErrStoreNotServed, "agent %s: this worker's sandbox store queue %s has no worker, so the sandbox's commands could reach none: "+
+		return nil, nonRetryable(troupe.ErrStoreNotServed, "agent %s: this worker's sandbox store queue %s has no worker, so the sandbox's commands could reach none: "+
 			"start the worker with Runner.StartWorkers (Runner.Register alone serves one queue), or serve %s with RegisterActivities", agent.Name, a.r.hostQueue, a.r.hostQueue)
 	}
 	c, err := a.client(cmp.Or(in.Backend, agent.Sandbox.Backend))
@@ -227,7 +200,7 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	// throughout, so a dead worker is noticed within its HeartbeatTimeout.
 	m, err := heartbeating(ctx, func() (sandbox.Manifest, error) { return Manifest(ctx, agent, in.Run) })
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), ErrSandbox, err)
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSandbox, err)
 	}
 	spec := sandbox.Spec{
 		ID: sandboxID(in.WorkflowID, in.Generation), Manifest: m, Options: agent.Sandbox.Options,
@@ -400,7 +373,7 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 	defer a.forget(st.ID)
 	s, err := a.session(ctx, st)
 	if err != nil {
-		if ErrorType(err) == ErrSandboxGone {
+		if troupe.ErrorType(err) == troupe.ErrSandboxGone {
 			a.forgetMemory(ctx, st.ID)
 			return nil
 		}
@@ -449,7 +422,7 @@ func (s *sandboxLife) guidance() string {
 // leaseErr is a lease transition refused: a bug in this file, never the
 // model's doing.
 func leaseErr(err error) error {
-	return nonRetryable(ErrInternal, "%v", err)
+	return nonRetryable(troupe.ErrInternal, "%v", err)
 }
 
 func (s *sandboxLife) ensure(ctx workflow.Context) error {
@@ -489,12 +462,12 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 		return leaseErr(err)
 	}
 	s.lease.Guidance = info.Guidance
-	kind, detail := EventSandboxProvisioned, BackendLabel(info.State.Backend)+" sandbox on "+info.State.Host
+	kind, detail := troupe.EventSandboxProvisioned, troupe.BackendLabel(info.State.Backend)+" sandbox on "+info.State.Host
 	if len(info.NotInForce) > 0 {
 		detail += " (limits not in force: " + strings.Join(info.NotInForce, "; ") + ")"
 	}
 	if snapshot != "" {
-		kind, detail = EventSandboxRestored, detail+" from "+snapshot
+		kind, detail = troupe.EventSandboxRestored, detail+" from "+snapshot
 	}
 	s.rec.add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
 	return nil
@@ -538,7 +511,7 @@ func (s *sandboxLife) call(ctx workflow.Context, ti ToolInput, timeout time.Dura
 }
 
 func (s *sandboxLife) isLost(err error) bool {
-	if ErrorType(err) == ErrSandboxGone {
+	if troupe.ErrorType(err) == troupe.ErrSandboxGone {
 		return true
 	}
 	// The host is gone: nobody took the task (schedule-to-start), or the
@@ -557,14 +530,14 @@ func (s *sandboxLife) lost(ctx workflow.Context, err error) {
 	}
 	dead := *s.lease.Sandbox
 	_ = s.lease.Lost()
-	s.rec.add(ctx, troupe.Event{Kind: EventSandboxLost, Agent: s.agent, Detail: err.Error()})
+	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSandboxLost, Agent: s.agent, Detail: err.Error()})
 	// The host is there but the sandbox died, or the worker that ran the
 	// call died (its heartbeats stopped) and the host may have another:
 	// clear what is left of the sandbox (a container, its workspace) on
 	// its host. Best effort: a host that is gone does not take the stop
 	// (schedule-to-start), and its orphans are reaped once the owner
 	// closes, which for a session's sandbox may be weeks away.
-	if ErrorType(err) == ErrSandboxGone || heartbeatTimeout(err) && workflow.GetVersion(ctx, versionClearLostSandbox, workflow.DefaultVersion, 1) == 1 {
+	if troupe.ErrorType(err) == troupe.ErrSandboxGone || heartbeatTimeout(err) && workflow.GetVersion(ctx, versionClearLostSandbox, workflow.DefaultVersion, 1) == 1 {
 		_ = workflow.ExecuteActivity(s.hostCtx(ctx, dead, time.Minute, "clear the lost sandbox"), SandboxStopActivityName, dead.State).Get(ctx, nil)
 	}
 }
@@ -601,7 +574,7 @@ func (s *sandboxLife) snapshotSafely(ctx workflow.Context) error {
 		if workflow.GetVersion(ctx, versionSnapshotRetry, workflow.DefaultVersion, 1) != 1 {
 			break
 		}
-		s.rec.add(ctx, troupe.Event{Kind: EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()})
+		s.rec.add(ctx, troupe.Event{Kind: troupe.EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()})
 		err = s.snapshotNow(ctx)
 	}
 	return err
@@ -655,7 +628,7 @@ func (s *sandboxLife) touch(ctx workflow.Context) {
 		sctx, cancel := workflow.NewDisconnectedContext(gctx)
 		defer cancel()
 		_ = s.snapshotSafely(sctx) // on failure the last snapshot stands
-		s.stopNow(sctx, EventSandboxSuspended)
+		s.stopNow(sctx, troupe.EventSandboxSuspended)
 	})
 }
 
@@ -683,7 +656,7 @@ func (s *sandboxLife) end(ctx workflow.Context) {
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	_ = s.hold(dctx)
-	s.stopNow(dctx, EventSandboxStopped)
+	s.stopNow(dctx, troupe.EventSandboxStopped)
 	_ = s.lease.End()
 }
 
@@ -708,7 +681,7 @@ func (s *sandboxLife) suspendNow(ctx workflow.Context) error {
 		return nil
 	}
 	_ = s.snapshotSafely(ctx) // On failure the last snapshot stands.
-	s.stopNow(ctx, EventSandboxSuspended)
+	s.stopNow(ctx, troupe.EventSandboxSuspended)
 	return nil
 }
 
@@ -729,18 +702,9 @@ func (a *Activities) sandboxLabels(ctx context.Context, workflowID, agent string
 	if !activity.IsActivity(ctx) {
 		return labels
 	}
-	labels[LabelNamespace] = activity.GetInfo(ctx).WorkflowNamespace
+	labels[troupe.LabelNamespace] = activity.GetInfo(ctx).WorkflowNamespace
 	if cluster := a.r.clusterID(); cluster != "" {
-		labels[LabelCluster] = cluster
+		labels[troupe.LabelCluster] = cluster
 	}
 	return labels
-}
-
-// BackendLabel names a sandbox backend wherever a sandbox is shown (events,
-// a worker's start-up lines): the unconfined local backend says so.
-func BackendLabel(backend string) string {
-	if backend == "local" {
-		return "local (UNCONFINED: no isolation)"
-	}
-	return backend
 }

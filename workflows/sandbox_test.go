@@ -8,6 +8,7 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -72,7 +73,7 @@ func TestSandboxAgent(t *testing.T) {
 		return []agents.Item{call("c1", "exec_command", `{"cmd":"cat docs/deal.txt; echo env=$DEAL key=${OPENAI_API_KEY:-none}","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
 	}, 0)
 	t.Setenv("OPENAI_API_KEY", "sk-host-secret")
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "sb", Input: "read the deal"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sb", Input: "read the deal"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +92,8 @@ func TestSandboxStoppedWhenAgentFails(t *testing.T) {
 	env, root := sandboxEnv(t, func(req model.Request) []agents.Item {
 		return []agents.Item{call(strings.Repeat("c", len(req.Input)), "exec_command", `{"cmd":"touch x","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
 	}, 2)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "sb", Input: "loop"})
-	if workflows.ErrorType(env.GetWorkflowError()) != workflows.ErrMaxTurns {
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sb", Input: "loop"})
+	if troupe.ErrorType(env.GetWorkflowError()) != troupe.ErrMaxTurns {
 		t.Fatalf("err = %v, want max turns", env.GetWorkflowError())
 	}
 	if left := leftovers(t, root); len(left) != 0 {

@@ -42,208 +42,14 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/runtime/model"
 )
-
-// Names of the session workflow and the messages it takes.
-const (
-	SessionWorkflowName = "troupe.Session"
-	// SendUpdate sends the session a message (SendInput → SendResult).
-	SendUpdate = "troupe.send"
-	// MessageSignal sends the session a message (SendInput) with no
-	// answer; a refused one is an event (message_refused).
-	MessageSignal = "troupe.message"
-	// ForkSignal asks a session to fork itself (ForkRequest); the session
-	// manager sends it.
-	ForkSignal = "troupe.fork-request"
-	// AwaitUpdate waits for a turn (its id) to end and answers with its
-	// SendResult: what a caller of SendUpdate with Wait that got
-	// Continued asks the session's next run.
-	AwaitUpdate = "troupe.await"
-	// CommandUpdate runs a SessionCommand and answers with SessionInfo.
-	CommandUpdate = "troupe.command"
-	// SessionQuery answers with SessionInfo.
-	SessionQuery = "troupe.session"
-)
-
-// Session error types, on the errors updates and results carry.
-const (
-	// ErrSessionBusy: a message refused by the reject policy.
-	ErrSessionBusy = "troupe.SessionBusy"
-	// ErrSessionStopped: a message or command for a stopped session.
-	ErrSessionStopped = "troupe.SessionStopped"
-	// ErrBadCommand: a command or message the session cannot take (an
-	// empty message, an unknown policy or command).
-	ErrBadCommand = "troupe.BadCommand"
-)
-
-// Event kinds of a session's own life (its turns record the kinds a run
-// does, their Turn the session's turn number).
-const (
-	EventSessionStarted = "session_started"
-	EventMessage        = "message"
-	EventMessageRefused = "message_refused"
-	EventTurnRolledBack = "turn_rolled_back"
-	EventSessionCommand = "session_command"
-	EventSessionStopped = "session_stopped"
-	EventSessionForked  = "session_forked"
-)
-
-// SessionInput starts a session.
-type SessionInput struct {
-	// Graph names the graph, as the worker knows it.
-	Graph string `json:"graph"`
-	// Agent answers the first message; empty means the graph's entry.
-	Agent string `json:"agent,omitempty"`
-	// Name is the session's name for people; it can be changed.
-	Name string `json:"name,omitempty"`
-	// Policy is the input policy; empty means enqueue.
-	Policy runtime.InputPolicy `json:"policy,omitempty"`
-	// Vars are run variables, visible to agents' Go funcs in RunContext.
-	Vars map[string]string `json:"vars,omitempty"`
-	// MaxHandoffs bounds the handoffs of a turn; 0 means the worker's
-	// default.
-	MaxHandoffs int `json:"max_handoffs,omitempty"`
-	// Budget, when set, is the session's budget over all its turns, over
-	// the graph's default (agents.Graph.WithBudget); the zero Budget
-	// lifts it. The budget command changes it.
-	Budget *agents.Budget `json:"budget,omitempty"`
-	// Manager is the workflow id of the session manager that created the
-	// session, which it tells what changed; set by the manager.
-	Manager string `json:"manager,omitempty"`
-	// Fork, when set, is the session this one is forked from, as it
-	// stood then; set by that session.
-	Fork *SessionImage `json:"fork,omitempty"`
-	// Carry is what the session's previous run carried over when it
-	// continued as new; callers leave it nil.
-	Carry *SessionCarry `json:"carry,omitempty"`
-}
-
-// SessionCarry is what a session carries into its next run: its spec, its
-// state, and its recent events with their numbering and pages.
-type SessionCarry struct {
-	Spec      *runtime.GraphSpec   `json:"spec"`
-	State     runtime.SessionState `json:"state"`
-	Events    []troupe.Event       `json:"events,omitempty"`
-	NextEvent int                  `json:"next_event"`
-	Pages     []troupe.EventPage   `json:"pages,omitempty"`
-}
-
-// SessionImage is a session as a fork of it starts: its spec and its
-// state, with its conversation forked (copy-on-write) and each workspace
-// in its latest snapshot.
-type SessionImage struct {
-	From  string               `json:"from"`
-	Spec  *runtime.GraphSpec   `json:"spec"`
-	State runtime.SessionState `json:"state"`
-}
-
-// ForkRequest asks a session to fork itself as the session NewID, named
-// Name, registered with Manager.
-type ForkRequest struct {
-	NewID   string `json:"new_id"`
-	Name    string `json:"name,omitempty"`
-	Manager string `json:"manager,omitempty"`
-}
-
-// SendInput is a message for a session.
-type SendInput struct {
-	Message string `json:"message"`
-	// Wait has the update answer when the message's turn has ended, with
-	// its record; otherwise it answers when the message is queued.
-	Wait bool `json:"wait,omitempty"`
-}
-
-// SendResult is a session's answer to a message.
-type SendResult struct {
-	// Turn is the id of the turn that answers the message.
-	Turn string `json:"turn"`
-	// Ahead counts the turns before it, the running one included, when
-	// it was queued.
-	Ahead int `json:"ahead"`
-	// Cursor is where a follower of the session stands just before the
-	// message's events: follow from it (From) to watch the turn.
-	Cursor Cursor `json:"cursor"`
-	// Record is the turn's outcome, when the caller waited for it.
-	Record *runtime.TurnRecord `json:"record,omitempty"`
-	// Continued says the session continued as new before the turn ended:
-	// wait for it with AwaitUpdate (client.Session.Send does).
-	Continued bool `json:"continued,omitempty"`
-}
-
-// Session commands (SessionCommand.Op).
-const (
-	CommandPause  = "pause"
-	CommandResume = "resume"
-	CommandStop   = "stop"
-	CommandRename = "rename"
-	CommandPolicy = "policy"
-	CommandSwitch = "switch"
-)
-
-// SessionCommand is a command for a session: pause, resume, stop, rename
-// (Arg: the new name), policy (Arg: the policy) or switch (Arg: the
-// sandbox backend every workspace of the session moves to).
-type SessionCommand struct {
-	Op  string `json:"op"`
-	Arg string `json:"arg,omitempty"`
-}
-
-// SessionInfo is where a session stands.
-type SessionInfo struct {
-	ID     string                `json:"id"`
-	Graph  string                `json:"graph"`
-	Name   string                `json:"name,omitempty"`
-	Status runtime.SessionStatus `json:"status"`
-	// Agent answers the next message.
-	Agent  string              `json:"agent"`
-	Policy runtime.InputPolicy `json:"policy"`
-	// Backend is the backend the session switched its workspaces to, if
-	// it did.
-	Backend string `json:"backend,omitempty"`
-	// Turns counts the turns that ended; Queued the messages waiting;
-	// Running is the id of the turn running, if any.
-	Turns   int    `json:"turns"`
-	Queued  int    `json:"queued,omitempty"`
-	Running string `json:"running,omitempty"`
-	// Usage sums the model usage of every turn.
-	Usage        model.Usage `json:"usage"`
-	LastActivity time.Time   `json:"last_activity"`
-	// Agents is the same usage per agent, and Cost its cost.
-	Agents runtime.Usages `json:"agents,omitempty"`
-	Cost   float64        `json:"cost,omitempty"`
-	// Budget, for a session with a budget, is the budget and what the
-	// session spent of it.
-	Budget *runtime.BudgetReport `json:"budget,omitempty"`
-	// Recent are the last turns that ended, oldest first (their events
-	// hold the rest, by reference).
-	Recent []runtime.TurnRecord `json:"recent,omitempty"`
-	// Sandboxes are the workspaces the session keeps, by agent.
-	Sandboxes []SessionSandbox `json:"sandboxes,omitempty"`
-	// NextEvent numbers the session's next event: Cursor{ID: NextEvent-1}
-	// follows what happens from now on.
-	NextEvent int `json:"next_event"`
-}
-
-// SessionSandbox is the workspace a session keeps for one of its agents.
-type SessionSandbox struct {
-	Agent string             `json:"agent"`
-	State runtime.LeaseState `json:"state"`
-	// Backend and ID name the live sandbox, if any.
-	Backend string `json:"backend,omitempty"`
-	ID      string `json:"id,omitempty"`
-	// Snapshot is the last snapshot, which a restore starts from.
-	Snapshot string `json:"snapshot,omitempty"`
-	// Lent says the running turn's agent holds the sandbox now.
-	Lent bool `json:"lent,omitempty"`
-}
 
 // session is a running SessionWorkflow: its state and what carries out
 // its effects.
 type session struct {
 	r     *Runner
 	id    string
-	in    SessionInput
+	in    troupe.SessionInput
 	spec  *runtime.GraphSpec
 	st    *runtime.SessionState
 	rec   *recorder
@@ -256,7 +62,7 @@ type session struct {
 	cancelTurn workflow.CancelFunc
 	rollback   bool
 	// forks are the fork requests waiting for the turn to end.
-	forks []ForkRequest
+	forks []troupe.ForkRequest
 	// signals are the session's signal channels.
 	signals []signalIn
 	// turnsInRun counts the turns of this run.
@@ -277,7 +83,7 @@ type session struct {
 }
 
 // SessionWorkflow runs a session: see the top of this file.
-func (r *Runner) SessionWorkflow(ctx workflow.Context, in SessionInput) (*SessionInfo, error) {
+func (r *Runner) SessionWorkflow(ctx workflow.Context, in troupe.SessionInput) (*troupe.SessionInfo, error) {
 	s := &session{r: r, id: workflow.GetInfo(ctx).WorkflowExecution.ID, in: in}
 	if err := s.begin(ctx); err != nil {
 		return nil, err
@@ -342,14 +148,14 @@ func (s *session) begin(ctx workflow.Context) error {
 	var err error
 	if f := s.in.Fork; f != nil && s.in.Carry == nil {
 		if f.Spec == nil {
-			return nonRetryable(ErrInternal, "session %s forked without its graph's spec", s.id)
+			return nonRetryable(troupe.ErrInternal, "session %s forked without its graph's spec", s.id)
 		}
 		s.spec, s.st = f.Spec, &f.State
 		s.st.LastActivity = workflow.Now(ctx)
 		if s.rec, err = newRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
 			return err
 		}
-		s.rec.add(ctx, troupe.Event{Kind: EventSessionStarted, Agent: s.st.Agent, Detail: "forked from " + f.From + ": " + sessionDetails(s.in.Graph, s.st)})
+		s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionStarted, Agent: s.st.Agent, Detail: "forked from " + f.From + ": " + sessionDetails(s.in.Graph, s.st)})
 		s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
 		s.ctl = newControl(ctx, false)
 		s.changed(ctx) // The manager registers the fork.
@@ -357,14 +163,14 @@ func (s *session) begin(ctx workflow.Context) error {
 	}
 	if c := s.in.Carry; c != nil {
 		if c.Spec == nil {
-			return nonRetryable(ErrInternal, "session %s continued without its graph's spec", s.id)
+			return nonRetryable(troupe.ErrInternal, "session %s continued without its graph's spec", s.id)
 		}
 		s.spec, s.st = c.Spec, &c.State
 		if s.rec, err = newRecorder(ctx, c.Events, c.NextEvent, c.Pages, s.r.cfg.Events); err != nil {
 			return err
 		}
 	} else {
-		if s.spec, _, err = s.r.pin(ctx, RunInput{Graph: s.in.Graph, MaxHandoffs: s.in.MaxHandoffs, Budget: s.in.Budget}); err != nil {
+		if s.spec, _, err = s.r.pin(ctx, troupe.RunInput{Graph: s.in.Graph, MaxHandoffs: s.in.MaxHandoffs, Budget: s.in.Budget}); err != nil {
 			return err
 		}
 		start := s.in.Agent
@@ -372,7 +178,7 @@ func (s *session) begin(ctx workflow.Context) error {
 			start = s.spec.Entry
 		}
 		if s.spec.Agent(start) == nil {
-			return nonRetryable(ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, s.in.Graph)
+			return nonRetryable(troupe.ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, s.in.Graph)
 		}
 		policy, err := supportedPolicy(string(s.in.Policy))
 		if err != nil {
@@ -383,7 +189,7 @@ func (s *session) begin(ctx workflow.Context) error {
 		if s.rec, err = newRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
 			return err
 		}
-		s.rec.add(ctx, troupe.Event{Kind: EventSessionStarted, Agent: start, Detail: sessionDetails(s.in.Graph, s.st)})
+		s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionStarted, Agent: start, Detail: sessionDetails(s.in.Graph, s.st)})
 	}
 	s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
 	s.ctl = newControl(ctx, false)
@@ -403,25 +209,27 @@ func sessionDetails(graph string, st *runtime.SessionState) string {
 
 // handle sets the handlers of the session's updates, signal and query.
 func (s *session) handle(ctx workflow.Context) error {
-	err := workflow.SetUpdateHandlerWithOptions(ctx, SendUpdate, s.send, workflow.UpdateHandlerOptions{
-		Validator: func(ctx workflow.Context, in SendInput) error { return sessionErr(s.st.CheckMessage(in.Message)) },
+	err := workflow.SetUpdateHandlerWithOptions(ctx, troupe.SendUpdate, s.send, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, in troupe.SendInput) error {
+			return sessionErr(s.st.CheckMessage(in.Message))
+		},
 	})
 	if err != nil {
 		return err
 	}
-	err = workflow.SetUpdateHandler(ctx, AwaitUpdate, func(ctx workflow.Context, turn string) (SendResult, error) {
-		return s.await(ctx, SendResult{Turn: turn})
+	err = workflow.SetUpdateHandler(ctx, troupe.AwaitUpdate, func(ctx workflow.Context, turn string) (troupe.SendResult, error) {
+		return s.await(ctx, troupe.SendResult{Turn: turn})
 	})
 	if err != nil {
 		return err
 	}
-	err = workflow.SetUpdateHandlerWithOptions(ctx, CommandUpdate, s.command, workflow.UpdateHandlerOptions{
-		Validator: func(ctx workflow.Context, c SessionCommand) error { return s.checkCommand(c) },
+	err = workflow.SetUpdateHandlerWithOptions(ctx, troupe.CommandUpdate, s.command, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, c troupe.SessionCommand) error { return s.checkCommand(c) },
 	})
 	if err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, SessionQuery, func() (SessionInfo, error) { return s.info(), nil }); err != nil {
+	if err := workflow.SetQueryHandler(ctx, troupe.SessionQuery, func() (troupe.SessionInfo, error) { return s.info(), nil }); err != nil {
 		return err
 	}
 	approvals, err := newTreeApprovals(ctx, &s.st.Approvals, s.changed)
@@ -436,8 +244,8 @@ func (s *session) handle(ctx workflow.Context) error {
 	// commands come from the manager; signalled messages have no caller
 	// to refuse, so a refused one is an event.
 	s.signals = []signalIn{
-		{workflow.GetSignalChannel(ctx, ForkSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
-			var req ForkRequest
+		{workflow.GetSignalChannel(ctx, troupe.ForkSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
+			var req troupe.ForkRequest
 			if !c.ReceiveAsync(&req) {
 				return false
 			}
@@ -449,25 +257,25 @@ func (s *session) handle(ctx workflow.Context) error {
 			s.forks = append(s.forks, req)
 			return true
 		}},
-		{workflow.GetSignalChannel(ctx, CommandSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
-			var cmd SessionCommand
+		{workflow.GetSignalChannel(ctx, troupe.CommandSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
+			var cmd troupe.SessionCommand
 			if !c.ReceiveAsync(&cmd) {
 				return false
 			}
 			if err := s.checkCommand(cmd); err != nil {
-				s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", cmd.Op, err)})
+				s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", cmd.Op, err)})
 			} else {
 				_, _ = s.command(ctx, cmd)
 			}
 			return true
 		}},
-		{workflow.GetSignalChannel(ctx, MessageSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
-			var in SendInput
+		{workflow.GetSignalChannel(ctx, troupe.MessageSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
+			var in troupe.SendInput
 			if !c.ReceiveAsync(&in) {
 				return false
 			}
 			if _, err := s.submit(ctx, in.Message); err != nil {
-				s.rec.add(ctx, troupe.Event{Kind: EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, preview(in.Message, 200))})
+				s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, preview(in.Message, 200))})
 			}
 			return true
 		}},
@@ -513,43 +321,43 @@ func sessionErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, runtime.ErrSessionBusy):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSessionBusy, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSessionBusy, nil)
 	case errors.Is(err, runtime.ErrSessionStopped):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrSessionStopped, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSessionStopped, nil)
 	case errors.Is(err, runtime.ErrBudgetSpent):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrBudgetExceeded, nil)
+		return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBudgetExceeded, nil)
 	}
-	return temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, nil)
+	return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, nil)
 }
 
 // submit queues a message and preempts the running turn as the policy
 // says.
-func (s *session) submit(ctx workflow.Context, text string) (SendResult, error) {
+func (s *session) submit(ctx workflow.Context, text string) (troupe.SendResult, error) {
 	if err := checkPayload("the message", len(text)); err != nil {
-		return SendResult{}, err
+		return troupe.SendResult{}, err
 	}
 	ahead := len(s.st.Queue)
 	if s.st.Running != nil {
 		ahead++
 	}
-	cursor := Cursor{s.id: s.rec.next - 1}
+	cursor := troupe.Cursor{s.id: s.rec.next - 1}
 	m, p, err := s.st.Submit(text, workflow.Now(ctx))
 	if err != nil {
-		return SendResult{}, sessionErr(err)
+		return troupe.SendResult{}, sessionErr(err)
 	}
-	s.rec.add(ctx, troupe.Event{Kind: EventMessage, Turn: turnNumber(m.Turn), Detail: preview(text, 200)})
+	s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessage, Turn: turnNumber(m.Turn), Detail: preview(text, 200)})
 	switch {
 	case p == runtime.PreemptRollback && s.cancelTurn != nil:
 		s.rollback = true
 		s.cancelTurn()
 	case p == runtime.PreemptInterrupt:
-		s.ctl.apply(ctx, Control{Op: ControlInterrupt})
+		s.ctl.apply(ctx, troupe.Control{Op: troupe.ControlInterrupt})
 	}
-	return SendResult{Turn: m.Turn, Ahead: ahead, Cursor: cursor}, nil
+	return troupe.SendResult{Turn: m.Turn, Ahead: ahead, Cursor: cursor}, nil
 }
 
 // send is the troupe.send update.
-func (s *session) send(ctx workflow.Context, in SendInput) (SendResult, error) {
+func (s *session) send(ctx workflow.Context, in troupe.SendInput) (troupe.SendResult, error) {
 	res, err := s.submit(ctx, in.Message)
 	if err != nil || !in.Wait {
 		return res, err
@@ -561,7 +369,7 @@ func (s *session) send(ctx workflow.Context, in SendInput) (SendResult, error) {
 // session is about to continue as new, it answers Continued at once: a
 // caller waiting keeps the run from ending, so it waits again on the next
 // run (AwaitUpdate).
-func (s *session) await(ctx workflow.Context, res SendResult) (SendResult, error) {
+func (s *session) await(ctx workflow.Context, res troupe.SendResult) (troupe.SendResult, error) {
 	var rec runtime.TurnRecord
 	ok := false
 	if err := workflow.Await(ctx, func() bool {
@@ -575,13 +383,13 @@ func (s *session) await(ctx workflow.Context, res SendResult) (SendResult, error
 	case ok:
 		res.Record = &rec
 	case s.st.Stopped:
-		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session stopped before turn %s was answered", res.Turn), ErrSessionStopped, nil)
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session stopped before turn %s was answered", res.Turn), troupe.ErrSessionStopped, nil)
 	case n < 1 || n > s.st.NextTurn:
-		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no turn %s in this session", res.Turn), ErrBadCommand, nil)
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no turn %s in this session", res.Turn), troupe.ErrBadCommand, nil)
 	case s.continuing:
 		res.Continued = true
 	default:
-		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn %s ended longer ago than the session keeps records (its events hold it)", res.Turn), ErrBadCommand, nil)
+		return res, temporal.NewNonRetryableApplicationError(fmt.Sprintf("turn %s ended longer ago than the session keeps records (its events hold it)", res.Turn), troupe.ErrBadCommand, nil)
 	}
 	return res, nil
 }
@@ -604,32 +412,32 @@ func turnNumber(id string) int {
 func supportedPolicy(p string) (runtime.InputPolicy, error) {
 	policy, err := runtime.ParsePolicy(p)
 	if err != nil {
-		return "", temporal.NewNonRetryableApplicationError(err.Error(), ErrBadCommand, nil)
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, nil)
 	}
 	return policy, nil
 }
 
 // checkCommand is the troupe.command update's validator.
-func (s *session) checkCommand(c SessionCommand) error {
+func (s *session) checkCommand(c troupe.SessionCommand) error {
 	switch c.Op {
-	case CommandPause, CommandResume, CommandStop, CommandRename:
-	case CommandSwitch:
+	case troupe.CommandPause, troupe.CommandResume, troupe.CommandStop, troupe.CommandRename:
+	case troupe.CommandSwitch:
 		if !backendName.MatchString(c.Arg) {
-			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("switch: %q is not a sandbox backend's name (local, bwrap, docker, ...)", c.Arg), ErrBadCommand, nil)
+			return temporal.NewNonRetryableApplicationError(fmt.Sprintf("switch: %q is not a sandbox backend's name (local, bwrap, docker, ...)", c.Arg), troupe.ErrBadCommand, nil)
 		}
-	case CommandBudget:
+	case troupe.CommandBudget:
 		if _, err := s.changedBudget(c.Arg); err != nil {
-			return temporal.NewNonRetryableApplicationError("budget: "+err.Error(), ErrBadBudget, nil)
+			return temporal.NewNonRetryableApplicationError("budget: "+err.Error(), troupe.ErrBadBudget, nil)
 		}
-	case CommandPolicy:
+	case troupe.CommandPolicy:
 		if c.Arg == "" {
-			return temporal.NewNonRetryableApplicationError("policy: name one of enqueue, reject, interrupt, rollback", ErrBadCommand, nil)
+			return temporal.NewNonRetryableApplicationError("policy: name one of enqueue, reject, interrupt, rollback", troupe.ErrBadCommand, nil)
 		}
 		if _, err := supportedPolicy(c.Arg); err != nil {
 			return err
 		}
 	default:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("unknown session command %q", c.Op), ErrBadCommand, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("unknown session command %q", c.Op), troupe.ErrBadCommand, nil)
 	}
 	if s.st.Stopped {
 		return sessionErr(runtime.ErrSessionStopped)
@@ -638,45 +446,45 @@ func (s *session) checkCommand(c SessionCommand) error {
 }
 
 // command is the troupe.command update.
-func (s *session) command(ctx workflow.Context, c SessionCommand) (SessionInfo, error) {
+func (s *session) command(ctx workflow.Context, c troupe.SessionCommand) (troupe.SessionInfo, error) {
 	var err error
 	switch c.Op {
-	case CommandPause:
+	case troupe.CommandPause:
 		if err = s.st.Pause(); err == nil {
 			// No model call, tool or agent starts anywhere in the turn's
 			// tree; the workspaces the session holds are suspended.
-			s.ctl.apply(ctx, Control{Op: ControlPause, Seq: s.ctl.seq + 1})
+			s.ctl.apply(ctx, troupe.Control{Op: troupe.ControlPause, Seq: s.ctl.seq + 1})
 			s.boxes.suspendAll()
 		}
-	case CommandResume:
+	case troupe.CommandResume:
 		if err = s.st.Resume(); err == nil {
-			s.ctl.apply(ctx, Control{Op: ControlResume, Seq: s.ctl.seq + 1})
+			s.ctl.apply(ctx, troupe.Control{Op: troupe.ControlResume, Seq: s.ctl.seq + 1})
 		}
-	case CommandRename:
+	case troupe.CommandRename:
 		s.st.Name = c.Arg
-	case CommandPolicy:
+	case troupe.CommandPolicy:
 		err = s.st.SetPolicy(runtime.InputPolicy(c.Arg))
-	case CommandSwitch:
+	case troupe.CommandSwitch:
 		// The main loop switches between turns, before the next one.
 		s.switchTo = c.Arg
-	case CommandBudget:
+	case troupe.CommandBudget:
 		err = s.setBudget(ctx, c.Arg)
-	case CommandStop:
+	case troupe.CommandStop:
 		for _, m := range s.st.Stop() {
-			s.rec.add(ctx, troupe.Event{Kind: EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
+			s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
 		}
 		if s.cancelTurn != nil {
 			s.cancelTurn()
 		}
 	}
 	if err != nil {
-		return SessionInfo{}, sessionErr(err)
+		return troupe.SessionInfo{}, sessionErr(err)
 	}
 	detail := c.Op
 	if c.Arg != "" {
 		detail += " " + c.Arg
 	}
-	s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: detail})
+	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: detail})
 	s.changed(ctx)
 	return s.info(), nil
 }
@@ -688,13 +496,13 @@ func (s *session) changed(ctx workflow.Context) {
 	if s.in.Manager == "" {
 		return
 	}
-	_ = workflow.SignalExternalWorkflow(ctx, s.in.Manager, "", SessionChangedSignal, s.entry())
+	_ = workflow.SignalExternalWorkflow(ctx, s.in.Manager, "", troupe.SessionChangedSignal, s.entry())
 }
 
 // entry is the session as its manager lists it.
-func (s *session) entry() SessionEntry {
+func (s *session) entry() troupe.SessionEntry {
 	st := s.st
-	e := SessionEntry{ID: s.id, Name: st.Name, Graph: s.in.Graph, Agent: st.Agent, Status: st.Status(), Policy: st.Policy,
+	e := troupe.SessionEntry{ID: s.id, Name: st.Name, Graph: s.in.Graph, Agent: st.Agent, Status: st.Status(), Policy: st.Policy,
 		Turns: st.Turns, Usage: st.Usage, LastActivity: st.LastActivity}
 	for _, sb := range s.boxes.describe() {
 		if sb.Backend != "" && !slices.Contains(e.Backends, sb.Backend) {
@@ -717,7 +525,7 @@ var backendName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 // workspace to be restored from its snapshot. The fork tells the manager
 // it exists; a fork that cannot start is reported to the manager, which
 // answers its caller with the error.
-func (s *session) fork(ctx workflow.Context, req ForkRequest) {
+func (s *session) fork(ctx workflow.Context, req troupe.ForkRequest) {
 	leases, err := s.boxes.snapshotEach(ctx)
 	if err != nil {
 		s.forkFailed(ctx, req, err)
@@ -749,25 +557,25 @@ func (s *session) fork(ctx workflow.Context, req ForkRequest) {
 		s.forkFailed(ctx, req, err)
 		return
 	}
-	in := SessionInput{Graph: s.in.Graph, Agent: st.Agent, Name: st.Name, Policy: st.Policy, Vars: s.in.Vars, MaxHandoffs: s.in.MaxHandoffs,
-		Manager: cmp.Or(req.Manager, s.in.Manager), Fork: &SessionImage{From: s.id, Spec: spec, State: st}}
+	in := troupe.SessionInput{Graph: s.in.Graph, Agent: st.Agent, Name: st.Name, Policy: st.Policy, Vars: s.in.Vars, MaxHandoffs: s.in.MaxHandoffs,
+		Manager: cmp.Or(req.Manager, s.in.Manager), Fork: &troupe.SessionImage{From: s.id, Spec: spec, State: st}}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID: req.NewID, ParentClosePolicy: enums.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		StaticSummary:         "session of " + s.in.Graph + " forked from " + s.id, WorkflowTaskTimeout: agentTaskTimeout,
 	})
-	if err := workflow.ExecuteChildWorkflow(cctx, SessionWorkflowName, in).GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteChildWorkflow(cctx, troupe.SessionWorkflowName, in).GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		s.forkFailed(ctx, req, err)
 		return
 	}
-	s.rec.add(ctx, troupe.Event{Kind: EventSessionForked, Agent: s.st.Agent, Detail: "forked as " + req.NewID})
+	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionForked, Agent: s.st.Agent, Detail: "forked as " + req.NewID})
 }
 
 // forkFailed tells the manager a fork could not be made.
-func (s *session) forkFailed(ctx workflow.Context, req ForkRequest, err error) {
-	s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("fork as %s failed: %v", req.NewID, err)})
+func (s *session) forkFailed(ctx workflow.Context, req troupe.ForkRequest, err error) {
+	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("fork as %s failed: %v", req.NewID, err)})
 	if m := cmp.Or(req.Manager, s.in.Manager); m != "" {
-		_ = workflow.SignalExternalWorkflow(ctx, m, "", ForkFailedSignal, ForkFailure{NewID: req.NewID, Error: failureText(err)})
+		_ = workflow.SignalExternalWorkflow(ctx, m, "", troupe.ForkFailedSignal, troupe.ForkFailure{NewID: req.NewID, Error: troupe.FailureText(err)})
 	}
 }
 
@@ -792,9 +600,9 @@ func sharedRuns(st runtime.SessionState) []string {
 }
 
 // info is the session as its query answers.
-func (s *session) info() SessionInfo {
+func (s *session) info() troupe.SessionInfo {
 	st := s.st
-	in := SessionInfo{ID: s.id, Graph: s.in.Graph, Name: st.Name, Status: st.Status(), Agent: st.Agent, Policy: st.Policy, Backend: st.Backend,
+	in := troupe.SessionInfo{ID: s.id, Graph: s.in.Graph, Name: st.Name, Status: st.Status(), Agent: st.Agent, Policy: st.Policy, Backend: st.Backend,
 		Turns: st.Turns, Queued: len(st.Queue), Usage: st.Usage, LastActivity: st.LastActivity,
 		Recent: append([]runtime.TurnRecord(nil), st.Recent...), NextEvent: s.rec.next}
 	if st.Running != nil {
@@ -809,7 +617,7 @@ func (s *session) info() SessionInfo {
 func (s *session) turn(ctx workflow.Context) error {
 	m, err := s.st.StartTurn()
 	if err != nil {
-		return nonRetryable(ErrInternal, "%v", err)
+		return nonRetryable(troupe.ErrInternal, "%v", err)
 	}
 	s.turnsInRun++
 	s.changed(ctx)
@@ -824,7 +632,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	s.ctl.interrupted = false
 	// What an interrupted turn left to say goes first.
 	pending := append(append([]agents.Item(nil), s.st.Pending...), agents.UserMessage(m.Text))
-	in := AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec}
+	in := troupe.AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec}
 	rr, err := s.route(tctx, routeState{Current: s.st.Agent, Input: in}, prefix)
 	span.End(ctx, err)
 	// No call of the turn waits any more, however it ended.
@@ -856,13 +664,13 @@ func (s *session) turn(ctx workflow.Context) error {
 		s.boxes.restore(ctx, startLeases)
 		transcript = s.st.Transcript.Fork("transcripts/" + prefix + "/rolled-back")
 		rec.Outcome, rec.Agent = runtime.TurnRolledBack, s.st.Agent
-		s.rec.add(ctx, troupe.Event{Kind: EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
+		s.rec.add(ctx, troupe.Event{Kind: troupe.EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
 	default:
 		// A failed turn leaves the conversation as it was before it. The
 		// failing agent stopped its sandbox: its workspace goes back to
 		// the snapshot it was lent with; agents the turn passed through
 		// before keep what they gave back.
-		rec.Outcome, rec.Agent, rec.Error, rec.ErrorType = runtime.TurnFailed, s.st.Agent, failureText(err), ErrorType(err)
+		rec.Outcome, rec.Agent, rec.Error, rec.ErrorType = runtime.TurnFailed, s.st.Agent, troupe.FailureText(err), troupe.ErrorType(err)
 		if s.st.Stopped {
 			rec.Error = "the session stopped during the turn"
 		}
@@ -870,7 +678,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	}
 	rec.Ended = workflow.Now(ctx)
 	if err := s.st.TurnEnded(rec, agent, transcript); err != nil {
-		return nonRetryable(ErrInternal, "%v", err)
+		return nonRetryable(troupe.ErrInternal, "%v", err)
 	}
 	s.st.Pending = left
 	s.changed(ctx)
@@ -903,20 +711,20 @@ func (s *session) continueAsNew(ctx workflow.Context) error {
 		Detail: fmt.Sprintf("history of %d events: continuing as new after turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), s.st.Turns)})
 	next := s.in
 	next.Fork = nil // The state carried holds what the fork gave.
-	next.Carry = &SessionCarry{Spec: s.spec, State: *s.st, Events: s.rec.events[max(0, len(s.rec.events)-carriedEvents):],
+	next.Carry = &troupe.SessionCarry{Spec: s.spec, State: *s.st, Events: s.rec.events[max(0, len(s.rec.events)-carriedEvents):],
 		NextEvent: s.rec.next, Pages: s.rec.pages}
-	return workflow.NewContinueAsNewError(ctx, SessionWorkflowName, next)
+	return workflow.NewContinueAsNewError(ctx, troupe.SessionWorkflowName, next)
 }
 
 // end stops the session's sandboxes and ends it.
-func (s *session) end(ctx workflow.Context) (*SessionInfo, error) {
+func (s *session) end(ctx workflow.Context) (*troupe.SessionInfo, error) {
 	for _, req := range s.forks {
 		s.forkFailed(ctx, req, errors.New("the session stopped"))
 	}
 	s.forks = nil
 	s.boxes.stopAll(ctx)
 	s.finalMemory(ctx)
-	s.rec.add(ctx, troupe.Event{Kind: EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
+	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
 	s.changed(ctx)
 	// The callers waiting on turns are told before the workflow ends, and
 	// fork requests that came in meanwhile are answered.
@@ -939,10 +747,10 @@ func (s *session) switchBackend(ctx workflow.Context) {
 	to := s.switchTo
 	s.switchTo = ""
 	if err := s.boxes.suspendEach(ctx); err != nil {
-		s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
+		s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
 		return
 	}
 	s.st.Backend = to
-	s.rec.add(ctx, troupe.Event{Kind: EventSessionCommand, Detail: "switched to " + to})
+	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: "switched to " + to})
 	s.changed(ctx)
 }

@@ -73,13 +73,13 @@ func sendUpdate(env *testsuite.TestWorkflowEnvironment, name string, arg any) *u
 }
 
 // sessionInfo reads env's session query.
-func sessionInfo(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.SessionInfo {
+func sessionInfo(t *testing.T, env *testsuite.TestWorkflowEnvironment) troupe.SessionInfo {
 	t.Helper()
-	q, err := env.QueryWorkflow(workflows.SessionQuery)
+	q, err := env.QueryWorkflow(troupe.SessionQuery)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info workflows.SessionInfo
+	var info troupe.SessionInfo
 	if err := q.Get(&info); err != nil {
 		t.Fatal(err)
 	}
@@ -90,15 +90,15 @@ func sessionInfo(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows
 // "re: MESSAGE" after two seconds of workflow time, and inputs records the
 // messages in the order the agents got them.
 func slowAgents(env *testsuite.TestWorkflowEnvironment, inputs *[]string) {
-	env.OnWorkflow(workflows.AgentWorkflowName, mock.Anything, mock.Anything).Return(
-		func(ctx workflow.Context, in workflows.AgentWorkflowInput) (*workflows.AgentResult, error) {
+	env.OnWorkflow(troupe.AgentWorkflowName, mock.Anything, mock.Anything).Return(
+		func(ctx workflow.Context, in workflows.AgentWorkflowInput) (*troupe.AgentResult, error) {
 			msg := in.Pending[len(in.Pending)-1].Content
 			*inputs = append(*inputs, msg)
 			if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
 				return nil, err
 			}
 			out, _ := json.Marshal("re: " + msg)
-			return &workflows.AgentResult{Agent: in.Agent, Output: out, Transcript: in.Transcript, Turns: 1}, nil
+			return &troupe.AgentResult{Agent: in.Agent, Output: out, Transcript: in.Transcript, Turns: 1}, nil
 		})
 }
 
@@ -110,13 +110,13 @@ func TestSessionQueuesMessagesInOrder(t *testing.T) {
 	slowAgents(env, &inputs)
 	var first, second, third *updateCall
 	env.RegisterDelayedCallback(func() {
-		first = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "one", Wait: true})
+		first = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "one", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		// Turn t1 is running.
-		second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "two"})
-		env.SignalWorkflow(workflows.MessageSignal, workflows.SendInput{Message: "three"})
-		third = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "four", Wait: true})
+		second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "two"})
+		env.SignalWorkflow(troupe.MessageSignal, troupe.SendInput{Message: "three"})
+		third = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "four", Wait: true})
 	}, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
 		if info := sessionInfo(t, env); info.Status != runtime.SessionThinking || info.Running != "t1" || info.Queued != 3 {
@@ -135,16 +135,16 @@ func TestSessionQueuesMessagesInOrder(t *testing.T) {
 		if got, want := strings.Join(order, " "), `t1="re: one" t2="re: two" t3="re: three" t4="re: four"`; got != want {
 			t.Errorf("turns %s, want %s", got, want)
 		}
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Minute)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c"})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "test", Agent: "c"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(inputs, ","); got != "one,two,three,four" {
 		t.Errorf("the agents got %s, want one,two,three,four", got)
 	}
-	var r1, r2, r4 workflows.SendResult
+	var r1, r2, r4 troupe.SendResult
 	first.decode(t, &r1)
 	second.decode(t, &r2)
 	third.decode(t, &r4)
@@ -157,7 +157,7 @@ func TestSessionQueuesMessagesInOrder(t *testing.T) {
 	if r4.Turn != "t4" || r4.Ahead != 3 || r4.Record == nil || string(r4.Record.Output) != `"re: four"` {
 		t.Errorf("the fourth caller got %+v, want turn t4's answer, queued behind three", r4)
 	}
-	var info workflows.SessionInfo
+	var info troupe.SessionInfo
 	if err := env.GetWorkflowResult(&info); err != nil {
 		t.Fatal(err)
 	}
@@ -175,26 +175,26 @@ func TestSessionRejectPolicy(t *testing.T) {
 	slowAgents(env, &inputs)
 	var busy, later *updateCall
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "one"})
+		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "one"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		busy = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "two"})
-		env.SignalWorkflow(workflows.MessageSignal, workflows.SendInput{Message: "signalled"})
+		busy = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "two"})
+		env.SignalWorkflow(troupe.MessageSignal, troupe.SendInput{Message: "signalled"})
 	}, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		later = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "three", Wait: true})
+		later = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "three", Wait: true})
 	}, 10*time.Second)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Minute)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c", Policy: runtime.PolicyReject})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "test", Agent: "c", Policy: runtime.PolicyReject})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if busy.accepted || workflows.ErrorType(busy.err) != workflows.ErrSessionBusy {
-		t.Errorf("a message during a turn: accepted %v, error %v; want it refused as %s", busy.accepted, busy.err, workflows.ErrSessionBusy)
+	if busy.accepted || troupe.ErrorType(busy.err) != troupe.ErrSessionBusy {
+		t.Errorf("a message during a turn: accepted %v, error %v; want it refused as %s", busy.accepted, busy.err, troupe.ErrSessionBusy)
 	}
-	var r workflows.SendResult
+	var r troupe.SendResult
 	later.decode(t, &r)
 	if r.Turn != "t2" || r.Record == nil || string(r.Record.Output) != `"re: three"` {
 		t.Errorf("a message after the turn got %+v, want it answered as t2", r)
@@ -204,7 +204,7 @@ func TestSessionRejectPolicy(t *testing.T) {
 	}
 	refused := 0
 	for _, e := range recorded(t, env, 0) {
-		if e.Kind == workflows.EventMessageRefused && strings.Contains(e.Detail, "signalled") {
+		if e.Kind == troupe.EventMessageRefused && strings.Contains(e.Detail, "signalled") {
 			refused++
 		}
 	}
@@ -311,29 +311,29 @@ func TestSessionKeepsTheWorkspace(t *testing.T) {
 	env, root := sessionSandboxEnv(t, scriptedCoder, nil)
 	var r1, r2, r3 *updateCall
 	var liveBetween, liveIdle []string
-	var idleInfo workflows.SessionInfo
+	var idleInfo troupe.SessionInfo
 	env.RegisterDelayedCallback(func() {
-		r1 = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo first > notes.txt && echo written", Wait: true})
+		r1 = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo first > notes.txt && echo written", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		liveBetween = leftovers(t, root)
-		r2 = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: cat notes.txt && echo second >> notes.txt", Wait: true})
+		r2 = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat notes.txt && echo second >> notes.txt", Wait: true})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		liveIdle = leftovers(t, root)
 		idleInfo = sessionInfo(t, env)
-		r3 = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: cat notes.txt", Wait: true})
+		r3 = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat notes.txt", Wait: true})
 	}, time.Hour)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Hour+time.Minute)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code"})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
 	outputs := []string{}
 	for _, u := range []*updateCall{r1, r2, r3} {
-		var r workflows.SendResult
+		var r troupe.SendResult
 		u.decode(t, &r)
 		if r.Record == nil {
 			t.Fatalf("no record: %+v (err %v)", r, u.err)
@@ -358,7 +358,7 @@ func TestSessionKeepsTheWorkspace(t *testing.T) {
 	// The session suspends and stops (its agents provision and restore,
 	// in their own events).
 	n := kinds(recorded(t, env, 0))
-	if n[workflows.EventSandboxSuspended] != 1 || n[workflows.EventSandboxStopped] != 1 {
+	if n[troupe.EventSandboxSuspended] != 1 || n[troupe.EventSandboxStopped] != 1 {
 		t.Errorf("session's sandbox events %v: want 1 suspended, 1 stopped", n)
 	}
 	if left := leftovers(t, root); len(left) != 0 {
@@ -390,22 +390,22 @@ func TestSessionNextTurnGoesToTheLastAgent(t *testing.T) {
 	}, nil)
 	var second *updateCall
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "talk to plain"})
+		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "talk to plain"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "and again", Wait: true})
+		second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "and again", Wait: true})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		if info := sessionInfo(t, env); info.Agent != "plain" || info.Turns != 2 {
 			t.Errorf("after two turns: %+v; want plain to answer next", info)
 		}
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, 2*time.Minute)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code"})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var r workflows.SendResult
+	var r troupe.SendResult
 	second.decode(t, &r)
 	if r.Record == nil || r.Record.Agent != "plain" || string(r.Record.Output) != `"plain here"` {
 		t.Errorf("second turn %+v, want plain's answer", r.Record)
@@ -472,26 +472,26 @@ func TestSessionRollback(t *testing.T) {
 			env, root := sessionSandboxEnv(t, nil, func(c *workflows.Config) { c.Model = m })
 			var slow, after *updateCall
 			env.RegisterDelayedCallback(func() {
-				sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo kept > a.txt"})
+				sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo kept > a.txt"})
 			}, time.Second)
 			env.RegisterDelayedCallback(func() {
-				slow = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: tc.slow, Wait: true})
+				slow = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: tc.slow, Wait: true})
 			}, time.Minute)
 			env.RegisterDelayedCallback(func() {
 				// The slow turn ran its command and waits on a model's retry.
 				if info := sessionInfo(t, env); info.Running != "t2" {
 					t.Errorf("session %+v, want turn t2 running", info)
 				}
-				after = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: cat a.txt; ls", Wait: true})
+				after = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat a.txt; ls", Wait: true})
 			}, time.Minute+500*time.Millisecond)
 			env.RegisterDelayedCallback(func() {
-				sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+				sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 			}, time.Hour)
-			env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code", Policy: runtime.PolicyRollback})
+			env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code", Policy: runtime.PolicyRollback})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
-			var rs, ra workflows.SendResult
+			var rs, ra troupe.SendResult
 			slow.decode(t, &rs)
 			after.decode(t, &ra)
 			if rs.Record == nil || rs.Record.Outcome != runtime.TurnRolledBack {
@@ -524,26 +524,26 @@ func TestSessionContinueAsNew(t *testing.T) {
 	store, _ := blob.Open(context.Background(), "mem://")
 	tweak := func(c *workflows.Config) { c.ContinueAfterEvents, c.Store = 1000, store }
 	env, _ := sessionSandboxEnv(t, fn, tweak)
-	var before workflows.SessionInfo
+	var before troupe.SessionInfo
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo carried > c.txt"})
+		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo carried > c.txt"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "hello"})
+		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "hello"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		// The history reaches its bound; the rename wakes the session,
 		// which continues as new once the update is done.
 		before = sessionInfo(t, env)
 		env.SetCurrentHistoryLength(1000)
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandRename, Arg: "carried"})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandRename, Arg: "carried"})
 	}, time.Hour)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code", Name: "carry me"})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code", Name: "carry me"})
 	var cae *workflow.ContinueAsNewError
 	if err := env.GetWorkflowError(); !errors.As(err, &cae) {
 		t.Fatalf("session ended with %v, want it to continue as new", err)
 	}
-	var next workflows.SessionInput
+	var next troupe.SessionInput
 	if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
 		t.Fatal(err)
 	}
@@ -559,16 +559,16 @@ func TestSessionContinueAsNew(t *testing.T) {
 		if info := sessionInfo(t, env2); info.Turns != 2 || info.Name != "carried" || info.NextEvent != before.NextEvent+2 {
 			t.Errorf("continued session %+v, want 2 turns, its new name, and events numbered on after %d", info, before.NextEvent+1)
 		}
-		third = sendUpdate(env2, workflows.SendUpdate, workflows.SendInput{Message: "run: cat c.txt", Wait: true})
+		third = sendUpdate(env2, troupe.SendUpdate, troupe.SendInput{Message: "run: cat c.txt", Wait: true})
 	}, time.Second)
 	env2.RegisterDelayedCallback(func() {
-		sendUpdate(env2, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		sendUpdate(env2, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Hour)
-	env2.ExecuteWorkflow(workflows.SessionWorkflowName, next)
+	env2.ExecuteWorkflow(troupe.SessionWorkflowName, next)
 	if err := env2.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var r workflows.SendResult
+	var r troupe.SendResult
 	third.decode(t, &r)
 	if r.Record == nil || string(r.Record.Output) != `"out: carried"` {
 		t.Errorf("third turn %+v, want the carried workspace's file", r.Record)
@@ -588,33 +588,33 @@ func TestSessionStop(t *testing.T) {
 	env, root := sessionSandboxEnv(t, nil, func(c *workflows.Config) { c.Model = m })
 	var running, queued, afterStop, pause *updateCall
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo hi > x"})
-		running = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "stuck", Wait: true})
-		queued = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "two", Wait: true})
+		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo hi > x"})
+		running = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "stuck", Wait: true})
+		queued = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "two", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		if info := sessionInfo(t, env); info.Running != "t2" {
 			t.Errorf("before stop: %+v, want turn t2 running", info)
 		}
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 		// The session takes these after the stop.
-		afterStop = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "three"})
-		pause = sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandPause})
+		afterStop = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "three"})
+		pause = sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandPause})
 	}, 5*time.Second)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code"})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var r workflows.SendResult
+	var r troupe.SendResult
 	running.decode(t, &r)
 	if r.Record == nil || r.Record.Outcome != runtime.TurnFailed || !strings.Contains(r.Record.Error, "stopped") {
 		t.Errorf("the running turn ended %+v, want failed: the session stopped", r.Record)
 	}
-	if workflows.ErrorType(queued.err) != workflows.ErrSessionStopped {
-		t.Errorf("the queued message's caller got %v, want %s", queued.err, workflows.ErrSessionStopped)
+	if troupe.ErrorType(queued.err) != troupe.ErrSessionStopped {
+		t.Errorf("the queued message's caller got %v, want %s", queued.err, troupe.ErrSessionStopped)
 	}
 	for what, u := range map[string]*updateCall{"message": afterStop, "pause": pause} {
-		if u == nil || u.accepted || workflows.ErrorType(u.err) != workflows.ErrSessionStopped {
+		if u == nil || u.accepted || troupe.ErrorType(u.err) != troupe.ErrSessionStopped {
 			t.Errorf("a %s after stop: %+v; want refused as stopped", what, u)
 		}
 	}
@@ -632,68 +632,68 @@ func TestSessionManager(t *testing.T) {
 	var inputs []string
 	slowAgents(env, &inputs)
 	var created, dup, renamed, unknown, paused, afterStop *updateCall
-	var listed [][]workflows.SessionEntry
+	var listed [][]troupe.SessionEntry
 	list := func() {
-		q, err := env.QueryWorkflow(workflows.SessionsQuery)
+		q, err := env.QueryWorkflow(troupe.SessionsQuery)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var es []workflows.SessionEntry
+		var es []troupe.SessionEntry
 		if err := q.Get(&es); err != nil {
 			t.Fatal(err)
 		}
 		listed = append(listed, es)
 	}
 	env.RegisterDelayedCallback(func() {
-		created = sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "s1",
-			Session: workflows.SessionInput{Graph: "test", Agent: "c", Name: "first"}})
+		created = sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s1",
+			Session: troupe.SessionInput{Graph: "test", Agent: "c", Name: "first"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		dup = sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "s1", Session: workflows.SessionInput{Graph: "test"}})
-		renamed = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s1", Command: workflows.SessionCommand{Op: workflows.CommandRename, Arg: "renamed"}})
-		unknown = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "nope", Command: workflows.SessionCommand{Op: workflows.CommandPause}})
-		if err := env.UpdateWorkflowByID("s1", workflows.SendUpdate, "", &testsuite.TestUpdateCallback{
+		dup = sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s1", Session: troupe.SessionInput{Graph: "test"}})
+		renamed = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandRename, Arg: "renamed"}})
+		unknown = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "nope", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
+		if err := env.UpdateWorkflowByID("s1", troupe.SendUpdate, "", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("message refused: %v", err) }, OnComplete: func(any, error) {},
-		}, workflows.SendInput{Message: "hello"}); err != nil {
+		}, troupe.SendInput{Message: "hello"}); err != nil {
 			t.Error(err)
 		}
 	}, 2*time.Second)
 	env.RegisterDelayedCallback(list, 3*time.Second) // The turn runs.
 	env.RegisterDelayedCallback(list, time.Minute)   // It has ended.
 	env.RegisterDelayedCallback(func() {
-		paused = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s1", Command: workflows.SessionCommand{Op: workflows.CommandPause}})
+		paused = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
 	}, 2*time.Minute)
 	env.RegisterDelayedCallback(list, 3*time.Minute)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s1", Command: workflows.SessionCommand{Op: workflows.CommandStop}})
+		sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandStop}})
 	}, 4*time.Minute)
 	env.RegisterDelayedCallback(func() {
-		afterStop = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s1", Command: workflows.SessionCommand{Op: workflows.CommandResume}})
+		afterStop = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandResume}})
 	}, 5*time.Minute)
 	env.RegisterDelayedCallback(list, 6*time.Minute)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 7*time.Minute)
-	env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 
-	var e workflows.SessionEntry
+	var e troupe.SessionEntry
 	created.decode(t, &e)
 	if created.err != nil || e.ID != "s1" || e.Name != "first" || e.Status != runtime.SessionIdle {
 		t.Fatalf("create: %+v, %v", e, created.err)
 	}
-	if dup.accepted || workflows.ErrorType(dup.err) != workflows.ErrBadCommand {
+	if dup.accepted || troupe.ErrorType(dup.err) != troupe.ErrBadCommand {
 		t.Errorf("a second session s1: accepted %v, err %v; want refused", dup.accepted, dup.err)
 	}
 	renamed.decode(t, &e)
 	if e.Name != "renamed" {
 		t.Errorf("rename: %+v", e)
 	}
-	if unknown.accepted || workflows.ErrorType(unknown.err) != workflows.ErrUnknownSession {
+	if unknown.accepted || troupe.ErrorType(unknown.err) != troupe.ErrUnknownSession {
 		t.Errorf("a command for no session: accepted %v, err %v", unknown.accepted, unknown.err)
 	}
 	paused.decode(t, &e)
 	if e.Status != runtime.SessionPaused {
 		t.Errorf("pause: %+v", e)
 	}
-	if afterStop.accepted || workflows.ErrorType(afterStop.err) != workflows.ErrSessionStopped {
+	if afterStop.accepted || troupe.ErrorType(afterStop.err) != troupe.ErrSessionStopped {
 		t.Errorf("resume after stop: accepted %v, err %v", afterStop.accepted, afterStop.err)
 	}
 	want := []struct {
@@ -806,19 +806,19 @@ func TestSessionInterrupt(t *testing.T) {
 			env, root := treeEnv(t, m)
 			var first, second *updateCall
 			env.RegisterDelayedCallback(func() {
-				first = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: tc.first, Wait: true})
+				first = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: tc.first, Wait: true})
 			}, time.Second)
 			env.RegisterDelayedCallback(func() {
-				second = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "what happened?", Wait: true})
+				second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "what happened?", Wait: true})
 			}, time.Second+500*time.Millisecond)
 			env.RegisterDelayedCallback(func() {
-				sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+				sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 			}, time.Hour)
-			env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "tree", Agent: tc.agent, Policy: runtime.PolicyInterrupt})
+			env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "tree", Agent: tc.agent, Policy: runtime.PolicyInterrupt})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
-			var r1, r2 workflows.SendResult
+			var r1, r2 troupe.SendResult
 			first.decode(t, &r1)
 			second.decode(t, &r2)
 			if r1.Record == nil || r1.Record.Outcome != runtime.TurnInterrupted {
@@ -848,24 +848,24 @@ func TestSessionPauseTree(t *testing.T) {
 	env, _ := treeEnv(t, m)
 	var turn *updateCall
 	var atPause, later int
-	var pausedInfo workflows.SessionInfo
+	var pausedInfo troupe.SessionInfo
 	env.RegisterDelayedCallback(func() {
-		turn = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "fan slow", Wait: true})
+		turn = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "fan slow", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		// Both helpers wait on their model's retry.
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandPause})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandPause})
 	}, time.Second+500*time.Millisecond)
 	env.RegisterDelayedCallback(func() { atPause = m.count() }, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		later = m.count()
 		pausedInfo = sessionInfo(t, env)
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandResume})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandResume})
 	}, time.Hour)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, 2*time.Hour)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "tree"})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "tree"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -875,7 +875,7 @@ func TestSessionPauseTree(t *testing.T) {
 	if pausedInfo.Status != runtime.SessionPaused || pausedInfo.Running != "t1" {
 		t.Errorf("during the pause: %+v, want paused with t1 running", pausedInfo)
 	}
-	var r workflows.SendResult
+	var r troupe.SendResult
 	turn.decode(t, &r)
 	if r.Record == nil || r.Record.Outcome != runtime.TurnAnswered || string(r.Record.Output) != `"saw: helped | helped"` {
 		t.Fatalf("the turn ended %+v (err %v), want answered with both helpers' help", r.Record, turn.err)
@@ -911,7 +911,7 @@ var asked int
 func askSession(t *testing.T, env *testsuite.TestWorkflowEnvironment, id, text string) *updateCall {
 	u := &updateCall{}
 	asked++
-	err := env.UpdateWorkflowByID(id, workflows.SendUpdate, fmt.Sprintf("ask-%d", asked), &testsuite.TestUpdateCallback{
+	err := env.UpdateWorkflowByID(id, troupe.SendUpdate, fmt.Sprintf("ask-%d", asked), &testsuite.TestUpdateCallback{
 		OnAccept: func() { u.mu.Lock(); u.accepted = true; u.mu.Unlock() },
 		OnReject: func(err error) { u.mu.Lock(); u.err, u.done = err, true; u.mu.Unlock() },
 		OnComplete: func(v any, err error) {
@@ -919,7 +919,7 @@ func askSession(t *testing.T, env *testsuite.TestWorkflowEnvironment, id, text s
 			u.value, u.err, u.done = v, err, true
 			u.mu.Unlock()
 		},
-	}, workflows.SendInput{Message: text, Wait: true})
+	}, troupe.SendInput{Message: text, Wait: true})
 	if err != nil {
 		t.Errorf("send to %s: %v", id, err)
 	}
@@ -929,7 +929,7 @@ func askSession(t *testing.T, env *testsuite.TestWorkflowEnvironment, id, text s
 // output is a waited-for turn's answer.
 func output(t *testing.T, u *updateCall) string {
 	t.Helper()
-	var r workflows.SendResult
+	var r troupe.SendResult
 	u.decode(t, &r)
 	if r.Record == nil {
 		t.Fatalf("no answer: %+v, err %v", r, u.err)
@@ -956,12 +956,12 @@ func TestSessionFork(t *testing.T) {
 	var forked, again *updateCall
 	var src1, src2, src3, fork1, fork2 *updateCall
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "src", Session: workflows.SessionInput{Graph: "code", Name: "main line"}})
+		sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code", Name: "main line"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() { src1 = askSession(t, env, "src", "run: echo base > f.txt && echo ok") }, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		forked = sendUpdate(env, workflows.ForkUpdate, workflows.ForkInput{ID: "src", NewID: "branch"})
-		again = sendUpdate(env, workflows.ForkUpdate, workflows.ForkInput{ID: "src", NewID: "src"})
+		forked = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
+		again = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "src"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		src2 = askSession(t, env, "src", "run: echo main >> f.txt && cat f.txt")
@@ -973,26 +973,26 @@ func TestSessionFork(t *testing.T) {
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		for _, id := range []string{"src", "branch"} {
-			sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: id, Command: workflows.SessionCommand{Op: workflows.CommandStop}})
+			sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: id, Command: troupe.SessionCommand{Op: troupe.CommandStop}})
 		}
 	}, time.Hour)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
-	var listed []workflows.SessionEntry
+	var listed []troupe.SessionEntry
 	env.RegisterDelayedCallback(func() {
-		q, err := env.QueryWorkflow(workflows.SessionsQuery)
+		q, err := env.QueryWorkflow(troupe.SessionsQuery)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = q.Get(&listed)
 	}, 30*time.Minute)
-	env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 
-	var e workflows.SessionEntry
+	var e troupe.SessionEntry
 	forked.decode(t, &e)
 	if forked.err != nil || e.ID != "branch" || e.Name != "main line (fork)" || e.Turns != 1 {
 		t.Fatalf("fork: %+v, %v; want branch, named after its source, with its one turn", e, forked.err)
 	}
-	if again.accepted || workflows.ErrorType(again.err) != workflows.ErrBadCommand {
+	if again.accepted || troupe.ErrorType(again.err) != troupe.ErrBadCommand {
 		t.Errorf("a fork onto an existing session: accepted %v, err %v", again.accepted, again.err)
 	}
 	if got := output(t, src1); got != `"out: ok"` {
@@ -1030,11 +1030,11 @@ func TestSessionSwitchBackend(t *testing.T) {
 	var switched *updateCall
 	var between []string
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "s", Session: workflows.SessionInput{Graph: "code"}})
+		sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s", Session: troupe.SessionInput{Graph: "code"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() { before = askSession(t, env, "s", "run: echo kept > k.txt && echo ok") }, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		switched = sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s", Command: workflows.SessionCommand{Op: workflows.CommandSwitch, Arg: "other"}})
+		switched = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandSwitch, Arg: "other"}})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		between = dirs(leftovers(t, root))
@@ -1044,11 +1044,11 @@ func TestSessionSwitchBackend(t *testing.T) {
 		if left := dirs(leftovers(t, other)); len(left) != 1 {
 			t.Errorf("workspaces on the new backend after a turn: %v, want one", left)
 		}
-		sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "s", Command: workflows.SessionCommand{Op: workflows.CommandStop}})
+		sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandStop}})
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour)
-	env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
-	var e workflows.SessionEntry
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
+	var e troupe.SessionEntry
 	switched.decode(t, &e)
 	if switched.err != nil || len(e.Backends) != 1 || e.Backends[0] != "other" {
 		t.Errorf("switch: %+v, %v", e, switched.err)
@@ -1090,16 +1090,16 @@ func TestSessionForkFailsBetweenSteps(t *testing.T) {
 				return nil
 			})
 			var forked, after *updateCall
-			var listed []workflows.SessionEntry
+			var listed []troupe.SessionEntry
 			env.RegisterDelayedCallback(func() {
-				sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "src", Session: workflows.SessionInput{Graph: "code"}})
+				sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
 			}, time.Second)
 			env.RegisterDelayedCallback(func() { askSession(t, env, "src", "run: echo base > f.txt && echo ok") }, 2*time.Second)
 			env.RegisterDelayedCallback(func() {
-				forked = sendUpdate(env, workflows.ForkUpdate, workflows.ForkInput{ID: "src", NewID: "branch"})
+				forked = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
 			}, time.Minute)
 			env.RegisterDelayedCallback(func() {
-				q, err := env.QueryWorkflow(workflows.SessionsQuery)
+				q, err := env.QueryWorkflow(troupe.SessionsQuery)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -1107,7 +1107,7 @@ func TestSessionForkFailsBetweenSteps(t *testing.T) {
 				after = askSession(t, env, "src", "run: cat f.txt")
 			}, time.Hour)
 			env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
-			env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+			env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 			if tc.made != (forked.err == nil) {
 				t.Fatalf("fork: err %v, want made %v", forked.err, tc.made)
 			}
@@ -1136,15 +1136,15 @@ func TestControlOutOfOrder(t *testing.T) {
 	env, _ := treeEnv(t, m)
 	env.RegisterDelayedCallback(func() {
 		// The resume (2) before the pause (1) it undoes: the agent runs on.
-		env.SignalWorkflow(workflows.ControlSignal, workflows.Control{Op: workflows.ControlResume, Seq: 2})
-		env.SignalWorkflow(workflows.ControlSignal, workflows.Control{Op: workflows.ControlPause, Seq: 1})
+		env.SignalWorkflow(troupe.ControlSignal, troupe.Control{Op: troupe.ControlResume, Seq: 2})
+		env.SignalWorkflow(troupe.ControlSignal, troupe.Control{Op: troupe.ControlPause, Seq: 1})
 	}, 500*time.Millisecond)
-	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "tree", Agent: "helper", RunID: "run",
+	env.ExecuteWorkflow(troupe.AgentWorkflowName, troupe.AgentInput{Graph: "tree", Agent: "helper", RunID: "run",
 		Pending: []agents.Item{agents.UserMessage("slow help")}})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("agent ended %v; want it to finish, the late pause ignored", err)
 	}
-	var res workflows.AgentResult
+	var res troupe.AgentResult
 	if err := env.GetWorkflowResult(&res); err != nil || string(res.Output) != `"helped"` {
 		t.Errorf("result %+v, %v", res, err)
 	}
@@ -1161,22 +1161,22 @@ func TestSessionWaitersDoNotHoldContinueAsNew(t *testing.T) {
 	var waiters []*updateCall
 	env.RegisterDelayedCallback(func() {
 		for _, m := range []string{"one", "two", "three"} {
-			waiters = append(waiters, sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: m, Wait: true}))
+			waiters = append(waiters, sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: m, Wait: true}))
 		}
 	}, time.Second)
 	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(100000) }, 2500*time.Millisecond)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "test", Agent: "c"})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "test", Agent: "c"})
 	var cae *workflow.ContinueAsNewError
 	if err := env.GetWorkflowError(); !errors.As(err, &cae) {
 		t.Fatalf("session ended %v, want it to continue as new", err)
 	}
-	var next workflows.SessionInput
+	var next troupe.SessionInput
 	if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
 		t.Fatal(err)
 	}
 	answered, continued := 0, 0
 	for _, w := range waiters {
-		var r workflows.SendResult
+		var r troupe.SendResult
 		w.decode(t, &r)
 		switch {
 		case r.Record != nil:
@@ -1196,29 +1196,29 @@ func TestSessionWaitersDoNotHoldContinueAsNew(t *testing.T) {
 func TestSessionForkWhilePausedMidTurn(t *testing.T) {
 	env, _ := sessionSandboxEnv(t, nil, func(c *workflows.Config) { c.Model = &rollbackModel{failed: map[string]bool{}} })
 	var forked *updateCall
-	var listed []workflows.SessionEntry
+	var listed []troupe.SessionEntry
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.CreateSessionUpdate, workflows.CreateSessionInput{ID: "src", Session: workflows.SessionInput{Graph: "code"}})
+		sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		// A turn whose model is unreachable: it retries for minutes.
 		askSession(t, env, "src", "stuck")
 	}, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.LifecycleUpdate, workflows.LifecycleInput{ID: "src", Command: workflows.SessionCommand{Op: workflows.CommandPause}})
+		sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "src", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
 	}, 2*time.Second+200*time.Millisecond)
 	env.RegisterDelayedCallback(func() {
-		forked = sendUpdate(env, workflows.ForkUpdate, workflows.ForkInput{ID: "src", NewID: "branch"})
+		forked = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
 	}, 2*time.Second+400*time.Millisecond)
 	env.RegisterDelayedCallback(func() {
-		q, err := env.QueryWorkflow(workflows.SessionsQuery)
+		q, err := env.QueryWorkflow(troupe.SessionsQuery)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = q.Get(&listed)
 	}, time.Minute)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Minute)
-	env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, workflows.ManagerInput{})
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 	if forked == nil || !forked.done || forked.err == nil || !strings.Contains(forked.err.Error(), "paused in the middle of a turn") {
 		t.Fatalf("fork of a session paused mid-turn: %+v; want it refused at once, saying why", forked)
 	}
@@ -1248,25 +1248,25 @@ func TestSessionFailedTurnKeepsWorkspace(t *testing.T) {
 	env, _ := sessionSandboxEnv(t, coder, nil)
 	var base, failed, after *updateCall
 	env.RegisterDelayedCallback(func() {
-		base = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: echo base > f.txt && echo ok", Wait: true})
+		base = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo base > f.txt && echo ok", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		failed = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "loop: echo x >> f.txt", Wait: true})
+		failed = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "loop: echo x >> f.txt", Wait: true})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		after = sendUpdate(env, workflows.SendUpdate, workflows.SendInput{Message: "run: wc -l < f.txt", Wait: true})
+		after = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: wc -l < f.txt", Wait: true})
 	}, 2*time.Minute)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, workflows.CommandUpdate, workflows.SessionCommand{Op: workflows.CommandStop})
+		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, 3*time.Minute)
-	env.ExecuteWorkflow(workflows.SessionWorkflowName, workflows.SessionInput{Graph: "code"})
+	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code"})
 	if got := output(t, base); got != `"out: ok"` {
 		t.Fatalf("first turn: %s", got)
 	}
-	var r workflows.SendResult
+	var r troupe.SendResult
 	failed.decode(t, &r)
-	if r.Record == nil || r.Record.Outcome != runtime.TurnFailed || r.Record.ErrorType != workflows.ErrMaxTurns {
-		t.Fatalf("the looping turn: %+v, %v; want it failed with %s", r.Record, failed.err, workflows.ErrMaxTurns)
+	if r.Record == nil || r.Record.Outcome != runtime.TurnFailed || r.Record.ErrorType != troupe.ErrMaxTurns {
+		t.Fatalf("the looping turn: %+v, %v; want it failed with %s", r.Record, failed.err, troupe.ErrMaxTurns)
 	}
 	if !strings.Contains(r.Record.Error, "troupe.MaxTurnsExceeded: ") || strings.Count(r.Record.Error, "troupe.MaxTurnsExceeded") != 1 {
 		t.Errorf("the failure reads %q", r.Record.Error)
@@ -1296,16 +1296,16 @@ func TestSessionManagerCarriesRegistryInPages(t *testing.T) {
 	// continued runs a manager from in until it continues as new (a
 	// session's news wakes it at its bound) and returns the next run's
 	// input, and what the run listed first.
-	continued := func(env *testsuite.TestWorkflowEnvironment, in workflows.ManagerInput, news workflows.SessionEntry) (workflows.ManagerInput, []workflows.SessionEntry) {
+	continued := func(env *testsuite.TestWorkflowEnvironment, in troupe.ManagerInput, news troupe.SessionEntry) (troupe.ManagerInput, []troupe.SessionEntry) {
 		t.Helper()
-		var listed []workflows.SessionEntry
+		var listed []troupe.SessionEntry
 		// The registry's pages load in local activities, which on a
 		// loaded machine may outlast a few seconds of the test's clock:
 		// the query asks again until they have.
 		var list func()
 		tries := 0
 		list = func() {
-			q, err := env.QueryWorkflow(workflows.SessionsQuery)
+			q, err := env.QueryWorkflow(troupe.SessionsQuery)
 			if err != nil && strings.Contains(err.Error(), "ask again") && tries < 100 {
 				tries++
 				env.RegisterDelayedCallback(list, time.Second)
@@ -1317,19 +1317,19 @@ func TestSessionManagerCarriesRegistryInPages(t *testing.T) {
 			if err := q.Get(&listed); err != nil {
 				t.Fatal(err)
 			}
-			env.SignalWorkflow(workflows.SessionChangedSignal, news)
+			env.SignalWorkflow(troupe.SessionChangedSignal, news)
 			env.RegisterDelayedCallback(func() {
 				env.SetCurrentHistoryLength(100000)
-				env.SignalWorkflow(workflows.SessionChangedSignal, news) // Wakes the manager at its bound.
+				env.SignalWorkflow(troupe.SessionChangedSignal, news) // Wakes the manager at its bound.
 			}, time.Second)
 		}
 		env.RegisterDelayedCallback(list, time.Second)
-		env.ExecuteWorkflow(workflows.SessionManagerWorkflowName, in)
+		env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, in)
 		var cae *workflow.ContinueAsNewError
 		if err := env.GetWorkflowError(); !errors.As(err, &cae) {
 			t.Fatalf("manager ended with %v, want it to continue as new", err)
 		}
-		var next workflows.ManagerInput
+		var next troupe.ManagerInput
 		if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
 			t.Fatal(err)
 		}
@@ -1338,13 +1338,13 @@ func TestSessionManagerCarriesRegistryInPages(t *testing.T) {
 	// More sessions than fit one payload, whole.
 	const n = 1234
 	long := strings.Repeat("x", 1000)
-	var sessions []workflows.SessionEntry
+	var sessions []troupe.SessionEntry
 	for i := range n {
-		sessions = append(sessions, workflows.SessionEntry{ID: fmt.Sprintf("s%04d", i), Name: long, Graph: "test", Agent: "c", Status: runtime.SessionIdle, Turns: i})
+		sessions = append(sessions, troupe.SessionEntry{ID: fmt.Sprintf("s%04d", i), Name: long, Graph: "test", Agent: "c", Status: runtime.SessionIdle, Turns: i})
 	}
 	news := sessions[7]
 	news.Turns = 1000
-	next, _ := continued(manager(), workflows.ManagerInput{Sessions: sessions}, news)
+	next, _ := continued(manager(), troupe.ManagerInput{Sessions: sessions}, news)
 	if len(next.Sessions) != 0 || len(next.Pages) < 5 {
 		t.Fatalf("continued with %d sessions whole and pages %v; want none whole, 5 pages or more", len(next.Sessions), next.Pages)
 	}
@@ -1383,7 +1383,7 @@ func TestSessionManagerCarriesRegistryInPages(t *testing.T) {
 	if _, err := store.Get(context.Background(), after.Pages[0]); err != nil {
 		t.Errorf("the pages the third run read: %v", err)
 	}
-	var last []workflows.SessionEntry
+	var last []troupe.SessionEntry
 	data, err := store.Get(context.Background(), after.Pages[len(after.Pages)-1])
 	if err != nil || json.Unmarshal(data, &last) != nil || last[len(last)-1].Status != runtime.SessionStopped {
 		t.Errorf("the last page ends with %+v (%v), want s1233 stopped", last[len(last)-1:], err)

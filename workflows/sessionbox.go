@@ -1,13 +1,12 @@
 package workflows
 
 import (
-	"errors"
 	"slices"
-	"strings"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 )
@@ -70,7 +69,7 @@ func (b *sessionSandboxes) agents() []string { return slices.Clone(b.names) }
 // lend takes agent's lease from the session for the agent workflow that
 // answers: its idle timer stops, and a suspension under way finishes
 // first.
-func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*SessionLink, error) {
+func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*troupe.SessionLink, error) {
 	if ctx.Err() != nil {
 		return nil, temporal.NewCanceledError() // The turn is over: nothing to lend to.
 	}
@@ -80,7 +79,7 @@ func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*SessionLin
 	}
 	lease := *l.lease
 	b.lent[agent] = lease
-	return &SessionLink{ID: b.id, Lease: &lease, Backend: b.st.Backend}, nil
+	return &troupe.SessionLink{ID: b.id, Lease: &lease, Backend: b.st.Backend}, nil
 }
 
 // unlend takes agent's lease back as it was lent: the agent workflow it
@@ -145,7 +144,7 @@ func (b *sessionSandboxes) restore(ctx workflow.Context, start map[string]runtim
 			continue // Untouched by the turn.
 		}
 		_ = l.hold(dctx)
-		l.stopNow(dctx, EventSandboxStopped)
+		l.stopNow(dctx, troupe.EventSandboxStopped)
 		if !had {
 			was = *runtime.NewSandboxLease()
 		}
@@ -237,11 +236,11 @@ func (b *sessionSandboxes) stopAll(ctx workflow.Context) {
 }
 
 // describe is the sandboxes as the session's query shows them.
-func (b *sessionSandboxes) describe() []SessionSandbox {
-	var out []SessionSandbox
+func (b *sessionSandboxes) describe() []troupe.SessionSandbox {
+	var out []troupe.SessionSandbox
 	for _, a := range b.agents() {
 		l := b.lives[a].lease
-		sb := SessionSandbox{Agent: a, State: l.State, Snapshot: l.Snapshot}
+		sb := troupe.SessionSandbox{Agent: a, State: l.State, Snapshot: l.Snapshot}
 		_, sb.Lent = b.lent[a]
 		if l.Sandbox != nil {
 			sb.Backend, sb.ID = l.Sandbox.State.Backend, l.Sandbox.State.ID
@@ -279,50 +278,8 @@ func keepsFailedWorkspace(ctx workflow.Context, err error) bool {
 	return workflow.GetVersion(ctx, versionKeepFailedWorkspace, workflow.DefaultVersion, 1) == 1
 }
 
-// agentFailure is what a failed agent's error carries to its caller: the
-// lease of the sandbox it gave back to its session, and what the agent
-// and the agents it ran as tools used of the model (a failed agent's
-// usage still counts).
-type agentFailure struct {
-	Lease  *runtime.SandboxLease `json:"troupe_lease_back,omitempty"`
-	Usage  runtime.Usages        `json:"troupe_usage,omitempty"`
-	Budget *BudgetLoan           `json:"troupe_budget_back,omitempty"`
-}
-
-// withFailure is err carrying lease, usage and the root's budget ledger
-// (loan) to the caller, its type and text as err's: an application error
-// whose details hold them and whose cause is err. A cancellation carries
-// the ledger alone, as its details. An error with nothing to carry stays
-// as it is.
-func withFailure(err error, lease *runtime.SandboxLease, usage runtime.Usages, loan *BudgetLoan) error {
-	if err != nil && temporal.IsCanceledError(err) && loan != nil {
-		return temporal.NewCanceledError(agentFailure{Budget: loan})
-	}
-	if err == nil || temporal.IsCanceledError(err) || lease == nil && len(usage) == 0 && loan == nil {
-		return err
-	}
-	typ, text := ErrorType(err), failureText(err)
-	text = strings.TrimPrefix(text, typ+": ")
-	return temporal.NewApplicationErrorWithOptions(text, typ, temporal.ApplicationErrorOptions{
-		NonRetryable: true, Cause: err, Details: []any{agentFailure{Lease: lease, Usage: usage, Budget: loan}}})
-}
-
-// failureOf is what a failed or cancelled agent's error carries back.
-func failureOf(err error) agentFailure {
-	var ae *temporal.ApplicationError
-	var ce *temporal.CanceledError
-	var d agentFailure
-	switch {
-	case errors.As(err, &ae) && ae.HasDetails():
-		_ = ae.Details(&d)
-	case errors.As(err, &ce) && ce.HasDetails():
-		_ = ce.Details(&d)
-	}
-	return d
-}
-
 // usageFrom is the usage a failed agent's error carries back, per agent.
-func usageFrom(err error) runtime.Usages { return failureOf(err).Usage }
+func usageFrom(err error) runtime.Usages { return troupe.FailureOf(err).Usage }
 
 // leaseFrom is the lease a failed agent's error carries back, or nil.
-func leaseFrom(err error) *runtime.SandboxLease { return failureOf(err).Lease }
+func leaseFrom(err error) *runtime.SandboxLease { return troupe.FailureOf(err).Lease }

@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/capabilities/skills"
@@ -73,7 +74,7 @@ func TestSkillsLazyLoadAndGuidance(t *testing.T) {
 	})
 	env := quietEnv()
 	r.Register(env)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "sk", Input: "$review-go this repository"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "$review-go this repository"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestSkillsReadSkillPlainAgent(t *testing.T) {
 	r := skillsRunner(t, fn, &agents.Agent{Name: "helper", Instructions: "helper", Capabilities: []agents.Capability{text}})
 	env := quietEnv()
 	r.Register(env)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "sk", Input: "use $review-go"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "use $review-go"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestSkillsEager(t *testing.T) {
 		Capabilities: append(capabilities.Default(), eager)})
 	env := quietEnv()
 	r.Register(env)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "sk", Input: "review"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "review"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func TestGuidanceFromManifestOnce(t *testing.T) {
 					reads++
 				}
 			})
-			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "sk", Input: "look k up"})
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "look k up"})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -79,8 +80,8 @@ func TestSandboxStore(t *testing.T) {
 	// Even forced onto one queue, B cannot see A's workspace: it says so.
 	forced := storeRunner(t, rootB, store, a.SandboxQueue())
 	for name, r := range map[string]*workflows.Runner{"other root": b, "same queue, other root": forced} {
-		if _, err := r.Activities().SandboxSnapshot(ctx, info.State); workflows.ErrorType(err) != workflows.ErrSandboxMisrouted {
-			t.Errorf("%s: snapshot of another store's sandbox = %v, want %s", name, err, workflows.ErrSandboxMisrouted)
+		if _, err := r.Activities().SandboxSnapshot(ctx, info.State); troupe.ErrorType(err) != troupe.ErrSandboxMisrouted {
+			t.Errorf("%s: snapshot of another store's sandbox = %v, want %s", name, err, troupe.ErrSandboxMisrouted)
 		}
 	}
 	// Snapshots spool in Config.SpoolDir: one that cannot be written

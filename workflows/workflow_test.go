@@ -133,16 +133,16 @@ func newEnv(t *testing.T, fn turnFunc) (*testsuite.TestWorkflowEnvironment, *fun
 	return env, m
 }
 
-func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, agent, input string) (*workflows.RunResult, error) {
+func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, agent, input string) (*troupe.RunResult, error) {
 	t.Helper()
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "test", Agent: agent, Input: input})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "test", Agent: agent, Input: input})
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
 	}
 	if err := env.GetWorkflowError(); err != nil {
 		return nil, err
 	}
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestStructuredOutputRetry(t *testing.T) {
 		wantCalls int
 	}{
 		{"corrected on retry", 1, "", 2},
-		{"fails after retries", 5, workflows.ErrOutputInvalid, 3},
+		{"fails after retries", 5, troupe.ErrOutputInvalid, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,7 +255,7 @@ func TestStructuredOutputRetry(t *testing.T) {
 				t.Errorf("model calls = %d, want %d", m.count("rev:"), tc.wantCalls)
 			}
 			if tc.wantErr != "" {
-				if workflows.ErrorType(err) != tc.wantErr {
+				if troupe.ErrorType(err) != tc.wantErr {
 					t.Fatalf("err = %v, want type %s", err, tc.wantErr)
 				}
 				return
@@ -275,8 +275,8 @@ func TestMaxTurns(t *testing.T) {
 		return []agents.Item{call(fmt.Sprintf("c%d", len(req.Input)), "lookup", `{"key":"k"}`)}
 	})
 	_, err := run(t, env, "loop", "go")
-	if workflows.ErrorType(err) != workflows.ErrMaxTurns {
-		t.Fatalf("err = %v, want %s", err, workflows.ErrMaxTurns)
+	if troupe.ErrorType(err) != troupe.ErrMaxTurns {
+		t.Fatalf("err = %v, want %s", err, troupe.ErrMaxTurns)
 	}
 	if m.count("loop:") != 3 {
 		t.Errorf("model calls = %d, want 3", m.count("loop:"))
@@ -370,7 +370,7 @@ func TestAgentToolFailureReadsPlainly(t *testing.T) {
 	if _, err := run(t, env, "boss", "review"); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(saw, "Error: agent tool review_pricing failed: "+workflows.ErrOutputInvalid+": ") || strings.Contains(saw, "child workflow") || strings.Contains(saw, "workflowID") {
+	if !strings.HasPrefix(saw, "Error: agent tool review_pricing failed: "+troupe.ErrOutputInvalid+": ") || strings.Contains(saw, "child workflow") || strings.Contains(saw, "workflowID") {
 		t.Errorf("the caller's model read %q", saw)
 	}
 }
@@ -426,7 +426,7 @@ func TestAgentFuncs(t *testing.T) {
 			return []agents.Item{agents.AssistantMessage(`{"risk":"medium","findings":[]}`)}
 		}
 	}, &handoffs)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "extras", Input: "hi", Vars: map[string]string{"tenant": "acme"}})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "extras", Input: "hi", Vars: map[string]string{"tenant": "acme"}})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -445,30 +445,30 @@ func TestMaxHandoffs(t *testing.T) {
 	env := newExtrasEnv(t, func(req model.Request) []agents.Item {
 		return []agents.Item{call(fmt.Sprintf("h%d", len(req.Input)), "transfer_to_pingpong", "{}")}
 	}, new([]string))
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"})
 	err := env.GetWorkflowError()
-	if workflows.ErrorType(err) != workflows.ErrMaxHandoffs || !strings.Contains(err.Error(), "exceeded 3 handoffs") {
-		t.Fatalf("err = %v, want %s", err, workflows.ErrMaxHandoffs)
+	if troupe.ErrorType(err) != troupe.ErrMaxHandoffs || !strings.Contains(err.Error(), "exceeded 3 handoffs") {
+		t.Fatalf("err = %v, want %s", err, troupe.ErrMaxHandoffs)
 	}
 }
 
 func TestBadRunInput(t *testing.T) {
 	tests := []struct {
 		name    string
-		in      workflows.RunInput
+		in      troupe.RunInput
 		wantErr string
 		msg     string
 	}{
-		{"unknown graph", workflows.RunInput{Graph: "nope", Input: "x"}, workflows.ErrUnknownAgent, `graph "nope"`},
-		{"unknown agent", workflows.RunInput{Graph: "extras", Agent: "ghost", Input: "x"}, workflows.ErrUnknownAgent, `"ghost"`},
-		{"oversized input", workflows.RunInput{Graph: "extras", Input: strings.Repeat("x", 600<<10)}, workflows.ErrPayloadTooLarge, "bound for one Temporal payload"},
+		{"unknown graph", troupe.RunInput{Graph: "nope", Input: "x"}, troupe.ErrUnknownAgent, `graph "nope"`},
+		{"unknown agent", troupe.RunInput{Graph: "extras", Agent: "ghost", Input: "x"}, troupe.ErrUnknownAgent, `"ghost"`},
+		{"oversized input", troupe.RunInput{Graph: "extras", Input: strings.Repeat("x", 600<<10)}, troupe.ErrPayloadTooLarge, "bound for one Temporal payload"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newExtrasEnv(t, func(model.Request) []agents.Item { return nil }, new([]string))
-			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, tc.in)
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, tc.in)
 			err := env.GetWorkflowError()
-			if workflows.ErrorType(err) != tc.wantErr || !strings.Contains(err.Error(), tc.msg) {
+			if troupe.ErrorType(err) != tc.wantErr || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("err = %v, want %s with %q", err, tc.wantErr, tc.msg)
 			}
 		})
@@ -480,8 +480,8 @@ func TestOversizedToolArguments(t *testing.T) {
 		return []agents.Item{call("1", "lookup", fmt.Sprintf(`{"key":%q}`, strings.Repeat("k", 600<<10)))}
 	})
 	_, err := run(t, env, "loop", "go")
-	if workflows.ErrorType(err) != workflows.ErrPayloadTooLarge {
-		t.Fatalf("err = %v, want %s", err, workflows.ErrPayloadTooLarge)
+	if troupe.ErrorType(err) != troupe.ErrPayloadTooLarge {
+		t.Fatalf("err = %v, want %s", err, troupe.ErrPayloadTooLarge)
 	}
 }
 
@@ -505,9 +505,9 @@ func TestRunContinuesAsNew(t *testing.T) {
 		return []agents.Item{call(fmt.Sprintf("h%d", n), "transfer_to_pingpong", "{}")}
 	}
 	store, _ := blob.Open(context.Background(), "mem://")
-	in := workflows.OrchestratorInput{RunInput: workflows.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"}}
+	in := workflows.OrchestratorInput{RunInput: troupe.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"}}
 	var runs []workflows.OrchestratorInput
-	var res workflows.RunResult
+	var res troupe.RunResult
 	for len(runs) < 2*handoffs {
 		env := quietEnv()
 		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{extrasGraph(new([]string))}, Model: &funcModel{fn: bounce, calls: map[string]int{}},
@@ -519,12 +519,12 @@ func TestRunContinuesAsNew(t *testing.T) {
 		// Past the bound from the start: each run starts one agent, then
 		// continues as new before the next.
 		env.SetCurrentHistoryLength(25)
-		env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, in)
+		env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, in)
 		runs = append(runs, in)
 		err = env.GetWorkflowError()
 		var cae *workflow.ContinueAsNewError
 		if errors.As(err, &cae) {
-			if cae.WorkflowType.Name != workflows.OrchestratorWorkflowName {
+			if cae.WorkflowType.Name != troupe.OrchestratorWorkflowName {
 				t.Fatalf("continued as %s", cae.WorkflowType.Name)
 			}
 			var next workflows.OrchestratorInput
@@ -631,7 +631,7 @@ func TestHandoffDropsTheWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Register(env)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "windows", Input: "the task"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "windows", Input: "the task"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -666,11 +666,11 @@ func TestCancelAtContinueAsNew(t *testing.T) {
 	}
 	r.Register(env)
 	handoff := agents.FunctionCall("h", "transfer_to_pingpong", "{}")
-	env.OnWorkflow(workflows.AgentWorkflowName, mock.Anything, mock.Anything).
-		Return(&workflows.AgentResult{Agent: "pingpong", Handoff: &handoff}, nil).After(2 * time.Second)
+	env.OnWorkflow(troupe.AgentWorkflowName, mock.Anything, mock.Anything).
+		Return(&troupe.AgentResult{Agent: "pingpong", Handoff: &handoff}, nil).After(2 * time.Second)
 	env.SetCurrentHistoryLength(25)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
-	env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"})
 	err = env.GetWorkflowError()
 	var cae *workflow.ContinueAsNewError
 	var ce *temporal.CanceledError
@@ -704,7 +704,7 @@ func TestAgentCancelAtContinueAsNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Register(env)
-	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "cancel", Agent: "worker", RunID: "run",
+	env.ExecuteWorkflow(troupe.AgentWorkflowName, troupe.AgentInput{Graph: "cancel", Agent: "worker", RunID: "run",
 		Pending: []agents.Item{agents.UserMessage("go")}})
 	err = env.GetWorkflowError()
 	var cae *workflow.ContinueAsNewError
@@ -738,7 +738,7 @@ func TestAgentCancelWhileSavingEvents(t *testing.T) {
 		env.CancelWorkflow()
 		return nil
 	})
-	env.ExecuteWorkflow(workflows.AgentWorkflowName, workflows.AgentInput{Graph: "cancel", Agent: "worker", RunID: "run",
+	env.ExecuteWorkflow(troupe.AgentWorkflowName, troupe.AgentInput{Graph: "cancel", Agent: "worker", RunID: "run",
 		Pending: []agents.Item{agents.UserMessage("go")}})
 	var ce *temporal.CanceledError
 	if err := env.GetWorkflowError(); !errors.As(err, &ce) || saved != 1 {

@@ -14,7 +14,6 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // spentInfo is the open session after a review: seven model calls of
@@ -112,18 +111,18 @@ func TestBudgetCommand(t *testing.T) {
 	}
 	s.Entries = nil
 	s.Apply(Failed{Do: DoBudget, Session: sid, Err: temporal.NewNonRetryableApplicationError(
-		"budget: agents: invalid budget: the budget limits cost, but graph plod has no prices: give it some", workflows.ErrBadBudget, nil)})
+		"budget: agents: invalid budget: the budget limits cost, but graph plod has no prices: give it some", troupe.ErrBadBudget, nil)})
 	if got := show(s.Entries); !slices.Equal(got, []string{"problem/0 the session refused the budget: the budget limits cost, but graph plod has no prices: give it some"}) {
 		t.Errorf("a refused budget shows %q", got)
 	}
 	// This chat's change shows once (Budgeted), another client's is
 	// news.
 	s.Entries = nil
-	s.Apply(Followed{Session: sid, Event: ev("", workflows.EventSessionCommand, "", 0, "budget cost=1,model_calls=40")})
+	s.Apply(Followed{Session: sid, Event: ev("", troupe.EventSessionCommand, "", 0, "budget cost=1,model_calls=40")})
 	if len(s.Entries) != 0 {
 		t.Errorf("this chat's change shows again: %q", show(s.Entries))
 	}
-	s.Apply(Followed{Session: sid, Event: ev("", workflows.EventSessionCommand, "", 0, "budget off")})
+	s.Apply(Followed{Session: sid, Event: ev("", troupe.EventSessionCommand, "", 0, "budget off")})
 	if got := show(s.Entries); !slices.Equal(got, []string{"note/0 budget changed: off (from the next model call on; /budget shows it)"}) {
 		t.Errorf("the budget command's event shows %q", got)
 	}
@@ -143,10 +142,10 @@ func TestBudgetStops(t *testing.T) {
 	long := "troupe.BudgetExceeded: agent pricing_reviewer stopped before its model call of turn 1: the session's budget is spent (3 of 3 model calls): raise it with the session's budget command"
 	s := opened(t, spentInfo(&agents.Budget{ModelCalls: 40}))
 	effects := apply(s,
-		Followed{Session: sid, Event: ev("", workflows.EventMessage, "", 2, "what if 25%?")},
+		Followed{Session: sid, Event: ev("", troupe.EventMessage, "", 2, "what if 25%?")},
 		Followed{Session: sid, Event: withChild(ev("", troupe.EventAgentStarted, "coordinator", 0, ""), coordinator, "")},
 		Followed{Session: sid, Event: withChild(ev(coordinator, troupe.EventAgentToolStarted, "coordinator", 1, "review"), pricing, "review_pricing")},
-		Followed{Session: sid, Event: withChild(ev("", workflows.EventBudgetExceeded, "pricing_reviewer", 1, "the model call of pricing_reviewer (turn 1) was refused: "+long), pricing, "")},
+		Followed{Session: sid, Event: withChild(ev("", troupe.EventBudgetExceeded, "pricing_reviewer", 1, "the model call of pricing_reviewer (turn 1) was refused: "+long), pricing, "")},
 		Followed{Session: sid, Event: ev(pricing, troupe.EventFailed, "pricing_reviewer", 0, long)},
 		Followed{Session: sid, Event: ev(coordinator, troupe.EventFailed, "coordinator", 0, long)},
 		Followed{Session: sid, Event: ev("", troupe.EventFailed, "coordinator", 2, long)},
@@ -155,7 +154,7 @@ func TestBudgetStops(t *testing.T) {
 		t.Errorf("effects %+v", effects)
 	}
 	info := spentInfo(&agents.Budget{ModelCalls: 3})
-	info.Turns, info.Recent = 2, []troupeclient.TurnRecord{{Turn: "t2", Message: "what if 25%?", Outcome: runtime.TurnFailed, Error: long, ErrorType: workflows.ErrBudgetExceeded}}
+	info.Turns, info.Recent = 2, []troupeclient.TurnRecord{{Turn: "t2", Message: "what if 25%?", Outcome: runtime.TurnFailed, Error: long, ErrorType: troupe.ErrBudgetExceeded}}
 	s.Apply(Refreshed{Info: info})
 	want := []string{
 		"user/0 what if 25%?",
@@ -173,7 +172,7 @@ func TestBudgetStops(t *testing.T) {
 	// The next message is refused.
 	s.Entries = nil
 	apply(s, Line{Text: "and now?"}, Failed{Do: DoSend, Session: sid, Text: "and now?",
-		Err: fmt.Errorf("send to session %s: %w", sid, temporal.NewNonRetryableApplicationError("the session's budget is spent (3 of 3 model calls): raise it", workflows.ErrBudgetExceeded, nil))})
+		Err: fmt.Errorf("send to session %s: %w", sid, temporal.NewNonRetryableApplicationError("the session's budget is spent (3 of 3 model calls): raise it", troupe.ErrBudgetExceeded, nil))})
 	want = []string{"user/0 and now?", "problem/0 message refused: the session's budget is spent (3 of 3 model calls): /budget model_calls=N raises it (N the new limit), /budget off lifts it"}
 	if got := show(s.Entries); !slices.Equal(got, want) {
 		t.Errorf("a refused message shows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -189,7 +188,7 @@ func TestBudgetStops(t *testing.T) {
 		{agents.Budget{ModelCalls: 10}, "problem/0 turn t2 stopped: the session's budget was spent (/budget shows it now)"},
 	} {
 		info := spentInfo(&tc.budget)
-		info.Turns, info.Recent = 2, []troupeclient.TurnRecord{{Turn: "t2", Message: "what if 25%?", Outcome: runtime.TurnFailed, Error: long, ErrorType: workflows.ErrBudgetExceeded}}
+		info.Turns, info.Recent = 2, []troupeclient.TurnRecord{{Turn: "t2", Message: "what if 25%?", Outcome: runtime.TurnFailed, Error: long, ErrorType: troupe.ErrBudgetExceeded}}
 		s := NewState(Options{})
 		s.Apply(Opened{Info: info})
 		if got := show(s.Entries); !slices.Contains(got, tc.want) {

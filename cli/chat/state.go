@@ -39,7 +39,6 @@ import (
 	"github.com/troupe-dev/troupe/cli/spend"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // EventTextDelta is the kind of the ephemeral events of live streaming:
@@ -696,7 +695,7 @@ func (s *State) record(rec troupeclient.TurnRecord) {
 	case runtime.TurnAnswered:
 		s.add(Entry{Kind: KindAnswer, Agent: rec.Agent, Text: FormatOutput(rec.Output)})
 	case runtime.TurnFailed:
-		if rec.ErrorType == workflows.ErrBudgetExceeded {
+		if rec.ErrorType == troupe.ErrBudgetExceeded {
 			s.problem(s.budgetStopped(rec.Turn))
 			return
 		}
@@ -713,7 +712,7 @@ func (s *State) refreshed(info troupeclient.SessionInfo) {
 	s.Info = info
 	for _, rec := range info.Recent {
 		if i, ok := s.failures[rec.Turn]; ok && rec.Outcome == runtime.TurnFailed {
-			if rec.ErrorType == workflows.ErrBudgetExceeded && i < len(s.Entries) {
+			if rec.ErrorType == troupe.ErrBudgetExceeded && i < len(s.Entries) {
 				s.Entries[i].Text = s.budgetStopped(rec.Turn)
 			}
 			delete(s.failures, rec.Turn)
@@ -762,7 +761,7 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 	top := e.WorkflowID == s.Session
 	// A budget_exceeded event names the agent the root refused, not a
 	// child it started.
-	if e.Child != "" && e.Kind != workflows.EventBudgetExceeded {
+	if e.Child != "" && e.Kind != troupe.EventBudgetExceeded {
 		if top {
 			s.depth[e.Child] = 0
 		} else if _, ok := s.depth[e.Child]; !ok {
@@ -774,9 +773,9 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 	switch e.Kind {
 	case EventTextDelta:
 		s.delta(e, d)
-	case workflows.EventMessage:
+	case troupe.EventMessage:
 		s.message(e)
-	case workflows.EventMessageRefused:
+	case troupe.EventMessageRefused:
 		s.problem("message refused: " + e.Detail)
 	case troupe.EventAgentStarted:
 		switch {
@@ -807,8 +806,8 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 		step(e.Agent + ": invalid output, asking again: " + e.Detail)
 	case troupe.EventModelRetry:
 		step(e.Agent + ": " + e.Detail)
-	case workflows.EventSandboxProvisioned, workflows.EventSandboxRestored, workflows.EventSandboxSuspended,
-		workflows.EventSandboxLost, workflows.EventSandboxStopped:
+	case troupe.EventSandboxProvisioned, troupe.EventSandboxRestored, troupe.EventSandboxSuspended,
+		troupe.EventSandboxLost, troupe.EventSandboxStopped:
 		step(fmt.Sprintf("▣ %s: %s: %s", e.Agent, strings.ReplaceAll(e.Kind, "_", " "), e.Detail))
 	case troupe.EventFinal:
 		if top {
@@ -816,7 +815,7 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 		} else {
 			s.stopWork(e.WorkflowID)
 		}
-	case workflows.EventBudgetExceeded:
+	case troupe.EventBudgetExceeded:
 		// The agent fails next, for that reason.
 		s.add(Entry{Kind: KindStep, Depth: s.depth[e.Child], Agent: e.Agent, Text: e.Agent + ": no model call, the budget is spent"})
 	case troupe.EventFailed:
@@ -837,24 +836,24 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 		} else {
 			s.stopWork(e.WorkflowID)
 			text := e.Agent + " failed: " + e.Detail
-			if strings.HasPrefix(e.Detail, workflows.ErrBudgetExceeded+": ") {
+			if strings.HasPrefix(e.Detail, troupe.ErrBudgetExceeded+": ") {
 				// The turn's line says which limit, and how to go on.
 				text = e.Agent + " stopped: the budget is spent"
 			}
 			s.add(Entry{Kind: KindProblem, Depth: d, Agent: e.Agent, Text: text})
 		}
-	case workflows.EventTurnRolledBack:
+	case troupe.EventTurnRolledBack:
 		s.working = nil
 		s.note(fmt.Sprintf("turn t%d rolled back: %s", e.Turn, e.Detail))
-	case workflows.EventSessionCommand:
+	case troupe.EventSessionCommand:
 		s.command(e.Detail)
-	case workflows.EventApprovalRequested:
+	case troupe.EventApprovalRequested:
 		s.waits(Approval{ID: e.Approval, Agent: e.Agent, Tool: e.Tool, Arguments: e.Detail})
 		step(question(e.Agent, e.Tool, e.Detail, e.Approval))
-	case workflows.EventApprovalDecided:
+	case troupe.EventApprovalDecided:
 		s.settle(e.Approval)
 		step(fmt.Sprintf("%s %s: %s", e.Agent, e.Tool, e.Detail))
-	case workflows.EventSessionStopped:
+	case troupe.EventSessionStopped:
 		s.working = nil
 		s.note("session stopped " + e.Detail)
 	}
@@ -960,18 +959,18 @@ func (s *State) command(detail string) {
 		return
 	}
 	switch op {
-	case workflows.CommandPause:
+	case troupe.CommandPause:
 		s.note("paused: no turn starts, and a running turn's agents start no model call or tool")
-	case workflows.CommandResume:
+	case troupe.CommandResume:
 		s.note("resumed")
-	case workflows.CommandStop:
+	case troupe.CommandStop:
 		s.working = nil
 		s.note("stopping: a running turn is cancelled, the sandboxes stopped")
-	case workflows.CommandRename:
+	case troupe.CommandRename:
 		s.note("renamed " + arg)
-	case workflows.CommandPolicy:
+	case troupe.CommandPolicy:
 		s.note("input policy " + arg)
-	case workflows.CommandBudget:
+	case troupe.CommandBudget:
 		if i := slices.Index(s.budgets, arg); i >= 0 {
 			s.budgets = slices.Delete(s.budgets, i, i+1) // this chat's: Budgeted shows it
 			return
@@ -1011,7 +1010,7 @@ func (s *State) failed(m Failed) {
 	if m.Do == DoInfo {
 		s.budgetAsked = false
 	}
-	if m.Do == DoSend && m.Session == s.Session && workflows.ErrorType(m.Err) == workflows.ErrBudgetExceeded {
+	if m.Do == DoSend && m.Session == s.Session && troupe.ErrorType(m.Err) == troupe.ErrBudgetExceeded {
 		s.problem("message refused: " + s.budgetSpent())
 		return
 	}
@@ -1063,16 +1062,16 @@ func Describe(session string, err error) string {
 	if errors.As(err, &ae) {
 		msg = ae.Message()
 	}
-	switch workflows.ErrorType(err) {
-	case workflows.ErrSessionBusy:
+	switch troupe.ErrorType(err) {
+	case troupe.ErrSessionBusy:
 		return fmt.Sprintf("session %s is busy with a turn, and its policy refuses messages meanwhile: send it again once the turn ends, or /policy enqueue", session)
-	case workflows.ErrSessionStopped:
+	case troupe.ErrSessionStopped:
 		return fmt.Sprintf("session %s is stopped: /new starts another, /sessions lists them", session)
-	case workflows.ErrUnknownSession:
+	case troupe.ErrUnknownSession:
 		return fmt.Sprintf("no session %s: /sessions lists them", session)
-	case workflows.ErrBadCommand:
+	case troupe.ErrBadCommand:
 		return msg
-	case workflows.ErrBadBudget:
+	case troupe.ErrBadBudget:
 		return "the session refused the budget: " + spend.Refusal(msg)
 	}
 	var nf *serviceerror.NotFound

@@ -14,7 +14,6 @@ import (
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 const sid = "session-dealdesk-1"
@@ -188,7 +187,7 @@ func TestTurn(t *testing.T) {
 		event  troupeclient.Event
 		atWork []string
 	}{
-		{ev("", workflows.EventMessage, "", 1, "Review the Acme deal"), nil},
+		{ev("", troupe.EventMessage, "", 1, "Review the Acme deal"), nil},
 		{withChild(ev("", troupe.EventAgentStarted, "triage", 0, ""), triage, ""), nil},
 		{ev(triage, troupe.EventAgentStarted, "triage", 0, ""), []string{"triage"}},
 		{ev(triage, troupe.EventTurn, "triage", 1, "1 tool call(s)"), []string{"triage"}},
@@ -203,7 +202,7 @@ func TestTurn(t *testing.T) {
 		{withChild(ev(coordinator, troupe.EventAgentStarted, "rollout_reviewer", 0, ""), rollout, ""), []string{"coordinator"}},
 		{ev(pricing, troupe.EventAgentStarted, "pricing_reviewer", 0, ""), []string{"coordinator", "pricing_reviewer"}},
 		{ev(rollout, troupe.EventAgentStarted, "rollout_reviewer", 0, ""), []string{"coordinator", "pricing_reviewer", "rollout_reviewer"}},
-		{ev(pricing, workflows.EventSandboxProvisioned, "pricing_reviewer", 0, "bwrap sandbox on vm"), nil},
+		{ev(pricing, troupe.EventSandboxProvisioned, "pricing_reviewer", 0, "bwrap sandbox on vm"), nil},
 		{ev(pricing, troupe.EventTurn, "pricing_reviewer", 1, "1 tool call(s)"), nil},
 		{withTool(ev(pricing, troupe.EventToolCalled, "pricing_reviewer", 1, `{"cmd":"cat deal/pricing.json"}`), "exec_command"), nil},
 		{withTool(ev(pricing, troupe.EventToolResult, "pricing_reviewer", 1, "Process exited with code 0\nOutput: {}"), "exec_command"), nil},
@@ -281,7 +280,7 @@ func TestStreaming(t *testing.T) {
 	}
 	apply(s,
 		Line{Text: "say hello"},
-		Followed{Session: sid, Event: ev("", workflows.EventMessage, "", 1, "say hello")},
+		Followed{Session: sid, Event: ev("", troupe.EventMessage, "", 1, "say hello")},
 		Followed{Session: sid, Event: withChild(ev("", troupe.EventAgentStarted, "assistant", 0, ""), agent, "")},
 		delta(agent, "assistant", 1, "Let me "),
 		delta(agent, "assistant", 1, "ask."),
@@ -342,7 +341,7 @@ func TestMessages(t *testing.T) {
 		return Sent{Session: sid, Text: text, Result: troupeclient.SendResult{Turn: turn}}
 	}
 	message := func(turn int, text string) Msg {
-		return Followed{Session: sid, Event: ev("", workflows.EventMessage, "", turn, text)}
+		return Followed{Session: sid, Event: ev("", troupe.EventMessage, "", turn, text)}
 	}
 	long := strings.Repeat("y", 250)
 	tests := []struct {
@@ -360,7 +359,7 @@ func TestMessages(t *testing.T) {
 		{"queued", []Msg{Line{Text: "two"}, Sent{Session: sid, Text: "two", Result: troupeclient.SendResult{Turn: "t2", Ahead: 1}}},
 			[]string{"user/0 two", "note/0 queued as turn t2, after 1 turn"}},
 		{"refused", []Msg{Line{Text: "two"}, Failed{Do: DoSend, Session: sid, Text: "two",
-			Err: fmt.Errorf("send to session %s: %w", sid, temporal.NewNonRetryableApplicationError("the session is busy", workflows.ErrSessionBusy, nil))}, message(1, "two")},
+			Err: fmt.Errorf("send to session %s: %w", sid, temporal.NewNonRetryableApplicationError("the session is busy", troupe.ErrSessionBusy, nil))}, message(1, "two")},
 			[]string{"user/0 two",
 				"problem/0 session session-dealdesk-1 is busy with a turn, and its policy refuses messages meanwhile: send it again once the turn ends, or /policy enqueue",
 				"user/0 two"}},
@@ -383,19 +382,19 @@ func TestSessionNews(t *testing.T) {
 		event troupeclient.Event
 		want  []string
 	}{
-		{ev("", workflows.EventSessionCommand, "", 0, "pause"), []string{"note/0 paused: no turn starts, and a running turn's agents start no model call or tool"}},
-		{ev("", workflows.EventSessionCommand, "", 0, "resume"), []string{"note/0 resumed"}},
-		{ev("", workflows.EventSessionCommand, "", 0, "rename Acme renewal"), []string{"note/0 renamed Acme renewal"}},
-		{ev("", workflows.EventSessionCommand, "", 0, "policy reject"), []string{"note/0 input policy reject"}},
-		{ev("", workflows.EventSessionCommand, "", 0, "resume refused: the session is not paused"),
+		{ev("", troupe.EventSessionCommand, "", 0, "pause"), []string{"note/0 paused: no turn starts, and a running turn's agents start no model call or tool"}},
+		{ev("", troupe.EventSessionCommand, "", 0, "resume"), []string{"note/0 resumed"}},
+		{ev("", troupe.EventSessionCommand, "", 0, "rename Acme renewal"), []string{"note/0 renamed Acme renewal"}},
+		{ev("", troupe.EventSessionCommand, "", 0, "policy reject"), []string{"note/0 input policy reject"}},
+		{ev("", troupe.EventSessionCommand, "", 0, "resume refused: the session is not paused"),
 			[]string{"problem/0 the session refused resume: the session is not paused"}},
-		{ev("", workflows.EventMessageRefused, "", 2, "the session stopped before this message's turn"),
+		{ev("", troupe.EventMessageRefused, "", 2, "the session stopped before this message's turn"),
 			[]string{"problem/0 message refused: the session stopped before this message's turn"}},
 		{ev("", troupe.EventFailed, "coordinator", 3, "troupe.MaxTurns: too many turns"), []string{"problem/0 turn t3 failed: troupe.MaxTurns: too many turns"}},
-		{ev("", workflows.EventTurnRolledBack, "coordinator", 3, "a new message rolled the turn back"), []string{"note/0 turn t3 rolled back: a new message rolled the turn back"}},
-		{ev("", workflows.EventSessionStopped, "coordinator", 0, "after 3 turns"), []string{"note/0 session stopped after 3 turns"}},
-		{ev("", workflows.EventSandboxSuspended, "pricing_reviewer", 0, "snapshot s1"), []string{"step/0 ▣ pricing_reviewer: sandbox suspended: snapshot s1"}},
-		{ev("", workflows.EventSessionStarted, "triage", 0, ""), nil},
+		{ev("", troupe.EventTurnRolledBack, "coordinator", 3, "a new message rolled the turn back"), []string{"note/0 turn t3 rolled back: a new message rolled the turn back"}},
+		{ev("", troupe.EventSessionStopped, "coordinator", 0, "after 3 turns"), []string{"note/0 session stopped after 3 turns"}},
+		{ev("", troupe.EventSandboxSuspended, "pricing_reviewer", 0, "snapshot s1"), []string{"step/0 ▣ pricing_reviewer: sandbox suspended: snapshot s1"}},
+		{ev("", troupe.EventSessionStarted, "triage", 0, ""), nil},
 		{ev("", troupe.EventContinued, "triage", 0, "history of 10000 events"), nil},
 	}
 	for _, tc := range tests {
@@ -418,7 +417,7 @@ func TestTurnFailsOnce(t *testing.T) {
 	s := opened(t, troupeclient.SessionInfo{})
 	why := "troupe.ModelError: model: HTTP 400 invalid_request_error"
 	apply(s,
-		Followed{Session: sid, Event: ev("", workflows.EventMessage, "", 2, "what if 25%?")},
+		Followed{Session: sid, Event: ev("", troupe.EventMessage, "", 2, "what if 25%?")},
 		Followed{Session: sid, Event: withChild(ev("", troupe.EventAgentStarted, "coordinator", 0, ""), coordinator, "")},
 		Followed{Session: sid, Event: ev(coordinator, troupe.EventFailed, "coordinator", 0, why)},
 		Followed{Session: sid, Event: ev("", troupe.EventFailed, "coordinator", 2, why)},
@@ -465,7 +464,7 @@ func TestOpen(t *testing.T) {
 		t.Errorf("shows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// The follower of a session left behind is not shown.
-	s.Apply(Followed{Session: sid, Event: ev("", workflows.EventMessage, "", 1, "elsewhere")})
+	s.Apply(Followed{Session: sid, Event: ev("", troupe.EventMessage, "", 1, "elsewhere")})
 	if len(s.Entries) != len(want) {
 		t.Errorf("an event of another session shows: %q", show(s.Entries)[len(want):])
 	}
@@ -564,13 +563,13 @@ func TestProblems(t *testing.T) {
 		msgs []Msg
 		want []string
 	}{
-		{"busy", []Msg{Failed{Do: DoSend, Session: sid, Err: app(workflows.ErrSessionBusy)}},
+		{"busy", []Msg{Failed{Do: DoSend, Session: sid, Err: app(troupe.ErrSessionBusy)}},
 			[]string{"problem/0 session session-dealdesk-1 is busy with a turn, and its policy refuses messages meanwhile: send it again once the turn ends, or /policy enqueue"}},
-		{"stopped", []Msg{Failed{Do: DoCommand, Session: sid, Err: app(workflows.ErrSessionStopped)}},
+		{"stopped", []Msg{Failed{Do: DoCommand, Session: sid, Err: app(troupe.ErrSessionStopped)}},
 			[]string{"problem/0 session session-dealdesk-1 is stopped: /new starts another, /sessions lists them"}},
-		{"unknown session", []Msg{Failed{Do: DoCommand, Session: "x", Err: app(workflows.ErrUnknownSession)}},
+		{"unknown session", []Msg{Failed{Do: DoCommand, Session: "x", Err: app(troupe.ErrUnknownSession)}},
 			[]string{"problem/0 no session x: /sessions lists them"}},
-		{"bad command", []Msg{Failed{Do: DoCommand, Session: sid, Err: app(workflows.ErrBadCommand)}}, []string{"problem/0 the message"}},
+		{"bad command", []Msg{Failed{Do: DoCommand, Session: sid, Err: app(troupe.ErrBadCommand)}}, []string{"problem/0 the message"}},
 		{"gone", []Msg{Failed{Do: DoOpen, Session: "x", Err: fmt.Errorf("session x: %w", serviceerror.NewNotFound("workflow not found"))}},
 			[]string{"problem/0 session x is not running (stopped, or no such session): /sessions lists them"}},
 		{"not built", []Msg{Failed{Do: DoFork, Session: sid, Err: errors.New("fork session s: not built yet")}}, []string{"problem/0 fork session s: not built yet"}},
@@ -623,7 +622,7 @@ func TestFormatOutput(t *testing.T) {
 func TestApprovals(t *testing.T) {
 	s := opened(t, troupeclient.SessionInfo{})
 	asked := func(id, args string) troupeclient.Event {
-		e := withTool(ev(pricing, workflows.EventApprovalRequested, "pricing_reviewer", 1, args), "exec_command")
+		e := withTool(ev(pricing, troupe.EventApprovalRequested, "pricing_reviewer", 1, args), "exec_command")
 		e.Approval = id
 		return e
 	}
@@ -658,7 +657,7 @@ func TestApprovals(t *testing.T) {
 		s.Apply(Failed{Do: DoDecide, Session: sid, Err: errors.New("not taken")})
 	}
 	s.Apply(Decided{Session: sid, Decisions: []troupeclient.Decision{{ID: "a2", Approve: true}}})
-	decided := withTool(ev(pricing, workflows.EventApprovalDecided, "pricing_reviewer", 1, "approved by user"), "exec_command")
+	decided := withTool(ev(pricing, troupe.EventApprovalDecided, "pricing_reviewer", 1, "approved by user"), "exec_command")
 	decided.Approval = "a1"
 	s.Apply(Followed{Session: sid, Event: decided})
 	if len(s.Approvals) != 0 {

@@ -8,10 +8,10 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 func TestRenderEntry(t *testing.T) {
@@ -60,7 +60,7 @@ func TestHeader(t *testing.T) {
 	}
 	s.Apply(Opened{Info: troupeclient.SessionInfo{ID: sid, Name: "acme", Graph: "dealdesk", Status: runtime.SessionPaused, Agent: "coordinator",
 		Policy: runtime.PolicyReject, Turns: 1, Usage: model.Usage{TotalTokens: 4940}, Queued: 2,
-		Sandboxes: []workflows.SessionSandbox{{Agent: "pricing_reviewer", Backend: "bwrap"}, {Agent: "rollout_reviewer", Backend: "bwrap"}}}})
+		Sandboxes: []troupe.SessionSandbox{{Agent: "pricing_reviewer", Backend: "bwrap"}, {Agent: "rollout_reviewer", Backend: "bwrap"}}}})
 	want := "troupe chat · session-dealdesk-1 (acme) · graph dealdesk · paused · next: coordinator · 1 turn · 4940 tokens · 2 queued · policy reject · sandboxes bwrap"
 	if got := ansi.Strip(s.Header(200)); got != want {
 		t.Errorf("header\n%q\nwant\n%q", got, want)

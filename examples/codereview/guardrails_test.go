@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -78,9 +79,9 @@ func TestFindingsGuardrailEndsTheReview(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.Register(env)
-			env.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "review", Input: "Review this change."})
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "review", Input: "Review this change."})
 			err = env.GetWorkflowError()
-			trip, tripped := workflows.TrippedGuardrail(err)
+			trip, tripped := troupe.TrippedGuardrail(err)
 			switch {
 			case tc.trip && (!tripped || trip.Guardrail != "findings_have_files" || trip.Agent != "security_reviewer"):
 				t.Fatalf("err = %v (%+v); want findings_have_files of security_reviewer tripped", err, trip)

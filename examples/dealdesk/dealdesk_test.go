@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -71,11 +72,11 @@ func TestReviewStaysUnderBudget(t *testing.T) {
 		t.Fatalf("the graph's budget is %+v, want a cost limit", b)
 	}
 	e := env(t)
-	e.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	e.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err := e.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var res workflows.RunResult
+	var res troupe.RunResult
 	if err := e.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
@@ -90,12 +91,12 @@ func TestReviewStaysUnderBudget(t *testing.T) {
 // run out, with the usage per agent.
 func TestBudgetStopsRunawayFanOut(t *testing.T) {
 	e := env(t)
-	e.ExecuteWorkflow(workflows.OrchestratorWorkflowName, workflows.RunInput{Graph: "dealdesk", Input: "Review every deal in the pipeline, again and again"})
+	e.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "dealdesk", Input: "Review every deal in the pipeline, again and again"})
 	err := e.GetWorkflowError()
-	if workflows.ErrorType(err) != workflows.ErrBudgetExceeded {
-		t.Fatalf("the runaway ended with %v, want %s", err, workflows.ErrBudgetExceeded)
+	if troupe.ErrorType(err) != troupe.ErrBudgetExceeded {
+		t.Fatalf("the runaway ended with %v, want %s", err, troupe.ErrBudgetExceeded)
 	}
-	rep, ok := workflows.BudgetReportOf(err)
+	rep, ok := troupe.BudgetReportOf(err)
 	if !ok {
 		t.Fatalf("no report in %v", err)
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // StatusWaitingForApproval is the _meta[MetaStatus] (and the structured
@@ -141,7 +140,7 @@ func (w *approvalWatch) event(e troupe.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch e.Kind {
-	case workflows.EventApprovalRequested:
+	case troupe.EventApprovalRequested:
 		if !w.decided[e.Approval] {
 			w.open[e.Approval] = time.Now()
 		}
@@ -149,7 +148,7 @@ func (w *approvalWatch) event(e troupe.Event) {
 		case w.poke <- struct{}{}:
 		default:
 		}
-	case workflows.EventApprovalDecided:
+	case troupe.EventApprovalDecided:
 		w.decided[e.Approval] = true
 		delete(w.open, e.Approval)
 		if w.asking == e.Approval && w.stopAsking != nil {
@@ -274,7 +273,7 @@ func (w *approvalWatch) ask(ctx context.Context, a troupeclient.Approval) bool {
 	dctx, cancelDecide := context.WithTimeout(context.WithoutCancel(ctx), decideTimeout)
 	defer cancelDecide()
 	if _, err := w.s.runs.Decide(dctx, w.root, dec); err != nil {
-		if workflows.ErrorType(err) == workflows.ErrBadDecision {
+		if troupe.ErrorType(err) == troupe.ErrBadDecision {
 			return true // Decided meanwhile, elsewhere or by its timeout.
 		}
 		w.s.log.Warn("mcp: decide", "root", w.root, "approval", a.ID, "error", err)
@@ -590,8 +589,8 @@ func (s *Server) awaitTurn(ctx context.Context, req *mcp.CallToolRequest, p *pro
 			p.send(msg, nil)
 		}
 		switch e.Kind {
-		case troupe.EventFinal, troupe.EventFailed, workflows.EventTurnRolledBack, troupe.EventInterrupted, workflows.EventSessionStopped:
-			if e.Turn == n || e.Kind == workflows.EventSessionStopped {
+		case troupe.EventFinal, troupe.EventFailed, troupe.EventTurnRolledBack, troupe.EventInterrupted, troupe.EventSessionStopped:
+			if e.Turn == n || e.Kind == troupe.EventSessionStopped {
 				select {
 				case ended <- struct{}{}:
 				default:
@@ -669,7 +668,7 @@ func (s *Server) sessionToolOf(ctx context.Context, id string) (*sessionTool, er
 
 // decideErrorResult says why a decision was not taken.
 func decideErrorResult(what, id string, dec troupeclient.Decision, err error, meta mcp.Meta) *mcp.CallToolResult {
-	if workflows.ErrorType(err) == workflows.ErrBadDecision {
+	if troupe.ErrorType(err) == troupe.ErrBadDecision {
 		return errorResult(fmt.Sprintf("%s %s did not take the decision on call %s: %s", what, id, dec.ID, appMessage(err)), meta)
 	}
 	return errorResult(fmt.Sprintf("could not decide call %s of %s %s: %v", dec.ID, what, id, err), meta)

@@ -14,7 +14,6 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // TestElicitApproval: a client with an elicitation handler on a version
@@ -174,9 +173,9 @@ func TestApprovalEventMessages(t *testing.T) {
 		e    troupe.Event
 		want string
 	}{
-		{troupe.Event{Kind: workflows.EventApprovalRequested, Agent: "keeper", Tool: "rm_rf", Approval: "a1", Detail: `{"path":"x"}`},
+		{troupe.Event{Kind: troupe.EventApprovalRequested, Agent: "keeper", Tool: "rm_rf", Approval: "a1", Detail: `{"path":"x"}`},
 			`keeper: rm_rf waits for approval (call a1): {"path":"x"}`},
-		{troupe.Event{Kind: workflows.EventApprovalDecided, Agent: "keeper", Tool: "rm_rf", Approval: "a1", Detail: "rejected by user: " + msgDeclined},
+		{troupe.Event{Kind: troupe.EventApprovalDecided, Agent: "keeper", Tool: "rm_rf", Approval: "a1", Detail: "rejected by user: " + msgDeclined},
 			"keeper: rm_rf rejected by user: " + msgDeclined},
 	}
 	for _, tc := range tests {
@@ -190,15 +189,15 @@ func TestApprovalEventMessages(t *testing.T) {
 // not decided, and withdraws the question on one decided elsewhere.
 func TestApprovalWatchEvents(t *testing.T) {
 	w := &approvalWatch{poke: make(chan struct{}, 1), open: map[string]time.Time{}, decided: map[string]bool{}}
-	w.event(troupe.Event{Kind: workflows.EventApprovalRequested, Approval: "a1"})
-	w.event(troupe.Event{Kind: workflows.EventApprovalRequested, Approval: "a2"})
+	w.event(troupe.Event{Kind: troupe.EventApprovalRequested, Approval: "a1"})
+	w.event(troupe.Event{Kind: troupe.EventApprovalRequested, Approval: "a2"})
 	if !w.waitsFor() || len(w.poke) != 1 {
 		t.Fatalf("after two requests: waits %v, pokes %d", w.waitsFor(), len(w.poke))
 	}
 	withdrawn := false
 	w.asking, w.stopAsking = "a1", func() { withdrawn = true }
-	w.event(troupe.Event{Kind: workflows.EventApprovalDecided, Approval: "a1"})
-	w.event(troupe.Event{Kind: workflows.EventApprovalDecided, Approval: "a2"})
+	w.event(troupe.Event{Kind: troupe.EventApprovalDecided, Approval: "a1"})
+	w.event(troupe.Event{Kind: troupe.EventApprovalDecided, Approval: "a2"})
 	if w.waitsFor() || !withdrawn || !w.isDecided("a1") {
 		t.Errorf("after the decisions: waits %v, question withdrawn %v", w.waitsFor(), withdrawn)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/troupe-dev/troupe"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // progress sends the notifications/progress of one request.
@@ -195,13 +194,13 @@ func eventMessage(e troupe.Event) (msg string, ok bool) {
 			return "", false // the orchestrator records the same handoff
 		}
 		return "handoff: " + e.Detail, true
-	case workflows.EventApprovalRequested:
+	case troupe.EventApprovalRequested:
 		msg = fmt.Sprintf("%s: %s waits for approval (call %s)", who, e.Tool, e.Approval)
 		if e.Detail != "" {
 			msg += ": " + short(e.Detail)
 		}
 		return msg, true
-	case workflows.EventApprovalDecided:
+	case troupe.EventApprovalDecided:
 		return fmt.Sprintf("%s: %s %s", who, e.Tool, short(e.Detail)), true
 	case troupe.EventOutputInvalid:
 		return who + ": invalid output, asking again", true

@@ -100,7 +100,7 @@ type statusEvent struct {
 type runInfo struct {
 	id     string
 	status string // as workflows.RunInfo has it: RUNNING, COMPLETED...
-	in     workflows.RunInput
+	in     troupe.RunInput
 	start  time.Time
 	close  time.Time
 }
@@ -118,7 +118,7 @@ func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if err != nil {
 		return errorResult(err.Error(), nil), nil
 	}
-	var res *workflows.RunResult
+	var res *troupe.RunResult
 	var runErr error
 	if info.closed() {
 		res, runErr = s.closedOutcome(ctx, info.id)
@@ -145,7 +145,7 @@ func (s *Server) runResult(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if err != nil {
 		return errorResult(err.Error(), nil), nil
 	}
-	var res *workflows.RunResult
+	var res *troupe.RunResult
 	var runErr error
 	if info.closed() {
 		res, runErr = s.closedOutcome(ctx, info.id)
@@ -185,7 +185,7 @@ func (s *Server) runResult(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 }
 
 // closedOutcome reads the outcome of a closed run.
-func (s *Server) closedOutcome(ctx context.Context, id string) (*workflows.RunResult, error) {
+func (s *Server) closedOutcome(ctx context.Context, id string) (*troupe.RunResult, error) {
 	return s.runs.Run(id).Result(ctx)
 }
 
@@ -254,7 +254,7 @@ func isLowerHex(s string) bool {
 
 // status builds troupe_run_status's answer; res and runErr are the
 // outcome of a closed run.
-func (s *Server) status(ctx context.Context, info *runInfo, res *workflows.RunResult, runErr error) *runStatus {
+func (s *Server) status(ctx context.Context, info *runInfo, res *troupe.RunResult, runErr error) *runStatus {
 	st := &runStatus{RunID: info.id, Status: statusName(info.status), Graph: info.in.Graph, StartedAt: info.start, Events: []statusEvent{}}
 	if !info.close.IsZero() {
 		st.ClosedAt = &info.close

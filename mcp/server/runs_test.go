@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // TestLookupRefusesForeignRuns: the run tools read only runs the agent
@@ -17,20 +17,20 @@ import (
 func TestLookupRefusesForeignRuns(t *testing.T) {
 	const hex = "0123456789abcdef0123456789abcdef"
 	other := agents.MustGraph("other", "a", &agents.Agent{Name: "a", Instructions: "x", Expose: agents.Expose("", "d")})
-	mine := workflows.RunInput{Graph: "dealdesk", Agent: "coordinator", Input: "deal"}
+	mine := troupe.RunInput{Graph: "dealdesk", Agent: "coordinator", Input: "deal"}
 	known := map[string]fakeWorkflow{
 		"mcp-dealdesk-" + hex: orchestrator(mine),
 		// `troupe run` (workflows.StartRun) of a served graph.
-		"troupe-dealdesk-1a2b3c4d": orchestrator(workflows.RunInput{Graph: "dealdesk", Input: "deal"}),
+		"troupe-dealdesk-1a2b3c4d": orchestrator(troupe.RunInput{Graph: "dealdesk", Input: "deal"}),
 		// An agent's own workflow of a run this server started.
-		"mcp-dealdesk-" + hex + "/0-coordinator": {typ: workflows.AgentWorkflowName, in: mine},
+		"mcp-dealdesk-" + hex + "/0-coordinator": {typ: troupe.AgentWorkflowName, in: mine},
 		// Another workflow type under an id of this server's form.
 		"mcp-dealdesk-" + strings.Repeat("1", 32): {typ: "acme.Billing", in: mine},
 		// Graphs and agents this server does not serve.
-		"mcp-other-" + hex:                        orchestrator(workflows.RunInput{Graph: "other", Agent: "a", Input: "x"}),
-		"mcp-dealdesk-" + strings.Repeat("2", 32): orchestrator(workflows.RunInput{Graph: "other", Agent: "a", Input: "x"}),
-		"mcp-dealdesk-" + strings.Repeat("3", 32): orchestrator(workflows.RunInput{Graph: "dealdesk", Agent: "triage", Input: "x"}),
-		"mcp-dealdesk-" + strings.Repeat("4", 32): orchestrator(workflows.RunInput{Graph: "dealdesk", Input: "x"}),
+		"mcp-other-" + hex:                        orchestrator(troupe.RunInput{Graph: "other", Agent: "a", Input: "x"}),
+		"mcp-dealdesk-" + strings.Repeat("2", 32): orchestrator(troupe.RunInput{Graph: "other", Agent: "a", Input: "x"}),
+		"mcp-dealdesk-" + strings.Repeat("3", 32): orchestrator(troupe.RunInput{Graph: "dealdesk", Agent: "triage", Input: "x"}),
+		"mcp-dealdesk-" + strings.Repeat("4", 32): orchestrator(troupe.RunInput{Graph: "dealdesk", Input: "x"}),
 		// An id that is not of the form, of an exposed agent.
 		"mcp-dealdesk-" + strings.ToUpper(hex): orchestrator(mine),
 	}

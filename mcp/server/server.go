@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
@@ -112,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: Config.Client is required")
 	}
 	if cfg.TaskQueue == "" {
-		cfg.TaskQueue = workflows.DefaultTaskQueue
+		cfg.TaskQueue = troupe.DefaultTaskQueue
 	}
 	if cfg.Name == "" {
 		cfg.Name = "troupe"

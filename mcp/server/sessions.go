@@ -22,7 +22,6 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // SessionToolSuffix ends the name of an agent tool's session tool.
@@ -234,7 +233,7 @@ func (s *Server) callSession(t *sessionTool) mcp.ToolHandler {
 				return errorResult(fmt.Sprintf("could not read session %s: %v", id, err), meta), nil
 			case info.Status == runtime.SessionStopped:
 				return errorResult(fmt.Sprintf("session %s is stopped: call %s without session_id to start a new one", id, t.name),
-					mcp.Meta{MetaSessionID: id, MetaErrorType: workflows.ErrSessionStopped}), nil
+					mcp.Meta{MetaSessionID: id, MetaErrorType: troupe.ErrSessionStopped}), nil
 			case info.Status == runtime.SessionPaused:
 				return errorResult(fmt.Sprintf("session %s is paused: resume it (troupe sessions resume %s), then send the message again", id, id), meta), nil
 			}
@@ -363,7 +362,7 @@ func (s *Server) newSession(ctx context.Context, t *sessionTool, args sessionArg
 			return id, false, nil
 		}
 		s.log.Warn("mcp: create session", "tool", t.name, "session", id, "error", err)
-		if typ := workflows.ErrorType(err); typ != "" {
+		if typ := troupe.ErrorType(err); typ != "" {
 			return "", false, fmt.Errorf("could not start a session of %s: %s: %s", t.agent.name, typ, appMessage(err))
 		}
 		return "", false, fmt.Errorf("could not start a session of %s: %v", t.agent.name, err)
@@ -435,11 +434,11 @@ func turnResult(id string, rec troupeclient.TurnRecord) *mcp.CallToolResult {
 func sendErrorResult(t *sessionTool, id string, err error) *mcp.CallToolResult {
 	meta := mcp.Meta{MetaSessionID: id}
 	var nf *serviceerror.NotFound
-	switch typ := workflows.ErrorType(err); {
-	case typ == workflows.ErrSessionStopped:
+	switch typ := troupe.ErrorType(err); {
+	case typ == troupe.ErrSessionStopped:
 		meta[MetaErrorType] = typ
 		return errorResult(fmt.Sprintf("session %s is stopped: call %s without session_id to start a new one", id, t.name), meta)
-	case typ == workflows.ErrSessionBusy:
+	case typ == troupe.ErrSessionBusy:
 		meta[MetaErrorType] = typ
 		return errorResult(fmt.Sprintf("session %s is busy with a turn and its policy refuses messages meanwhile: send the message again once it has answered", id), meta)
 	case typ != "":
@@ -479,21 +478,21 @@ func sessionEventMessage(id string, e troupe.Event) (string, bool) {
 		return eventMessage(e)
 	}
 	switch e.Kind {
-	case workflows.EventSessionStarted, troupe.EventContinued:
+	case troupe.EventSessionStarted, troupe.EventContinued:
 		return "", false
-	case workflows.EventMessage:
+	case troupe.EventMessage:
 		return fmt.Sprintf("turn %d: message taken", e.Turn), true
 	case troupe.EventFinal:
 		return fmt.Sprintf("turn %d answered by %s", e.Turn, e.Agent), true
 	case troupe.EventFailed:
 		return fmt.Sprintf("turn %d failed: %s", e.Turn, short(e.Detail)), true
-	case workflows.EventTurnRolledBack:
+	case troupe.EventTurnRolledBack:
 		return fmt.Sprintf("turn %d rolled back", e.Turn), true
-	case workflows.EventMessageRefused:
+	case troupe.EventMessageRefused:
 		return "message refused: " + short(e.Detail), true
-	case workflows.EventSessionCommand:
+	case troupe.EventSessionCommand:
 		return "session: " + short(e.Detail), true
-	case workflows.EventSessionStopped:
+	case troupe.EventSessionStopped:
 		return "session stopped", true
 	}
 	return eventMessage(e)

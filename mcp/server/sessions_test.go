@@ -17,7 +17,6 @@ import (
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 var sessionIDForm = regexp.MustCompile(`^mcp-session-(dealdesk|codereview)-[0-9a-f]{32}$`)
@@ -214,20 +213,20 @@ func TestSessionCreation(t *testing.T) {
 // says which.
 func TestCheckSession(t *testing.T) {
 	const hex = "0123456789abcdef0123456789abcdef"
-	mine := workflows.SessionInput{Graph: "dealdesk", Agent: "coordinator", Name: "x"}
+	mine := troupe.SessionInput{Graph: "dealdesk", Agent: "coordinator", Name: "x"}
 	known := map[string]fakeWorkflow{
 		"mcp-session-dealdesk-" + hex: session(mine),
 		// `troupe sessions new` of a served graph.
 		"session-dealdesk-1a2b3c4d": session(mine),
 		// A run under an id of this server's form.
-		"mcp-session-dealdesk-" + strings.Repeat("1", 32): orchestrator(workflows.RunInput{Graph: "dealdesk", Agent: "coordinator"}),
+		"mcp-session-dealdesk-" + strings.Repeat("1", 32): orchestrator(troupe.RunInput{Graph: "dealdesk", Agent: "coordinator"}),
 		// Graphs and agents that no session tool serves.
-		"mcp-session-other-" + hex:                        session(workflows.SessionInput{Graph: "other", Agent: "a"}),
-		"mcp-session-dealdesk-" + strings.Repeat("2", 32): session(workflows.SessionInput{Graph: "codereview", Agent: "coordinator"}),
-		"mcp-session-dealdesk-" + strings.Repeat("3", 32): session(workflows.SessionInput{Graph: "dealdesk", Agent: "triage"}),
-		"mcp-session-dealdesk-" + strings.Repeat("4", 32): session(workflows.SessionInput{Graph: "dealdesk"}),
+		"mcp-session-other-" + hex:                        session(troupe.SessionInput{Graph: "other", Agent: "a"}),
+		"mcp-session-dealdesk-" + strings.Repeat("2", 32): session(troupe.SessionInput{Graph: "codereview", Agent: "coordinator"}),
+		"mcp-session-dealdesk-" + strings.Repeat("3", 32): session(troupe.SessionInput{Graph: "dealdesk", Agent: "triage"}),
+		"mcp-session-dealdesk-" + strings.Repeat("4", 32): session(troupe.SessionInput{Graph: "dealdesk"}),
 		// A session of the other graph's session tool.
-		"mcp-session-codereview-" + hex: session(workflows.SessionInput{Graph: "codereview", Agent: "coordinator"}),
+		"mcp-session-codereview-" + hex: session(troupe.SessionInput{Graph: "codereview", Agent: "coordinator"}),
 	}
 	s, _ := newFakeServer(t, known, dealdesk.Graph(), codereview.Graph())
 	dd := s.sessions[0]
@@ -318,14 +317,14 @@ func TestSessionEventMessage(t *testing.T) {
 		e    troupe.Event
 		want string // "" when the event is left out
 	}{
-		{troupe.Event{WorkflowID: id, Kind: workflows.EventSessionStarted, Agent: "a"}, ""},
-		{troupe.Event{WorkflowID: id, Kind: workflows.EventMessage, Turn: 2, Detail: "hi"}, "turn 2: message taken"},
+		{troupe.Event{WorkflowID: id, Kind: troupe.EventSessionStarted, Agent: "a"}, ""},
+		{troupe.Event{WorkflowID: id, Kind: troupe.EventMessage, Turn: 2, Detail: "hi"}, "turn 2: message taken"},
 		{troupe.Event{WorkflowID: id, Kind: troupe.EventAgentStarted, Agent: "a", Child: id + "/t2/0-a"}, "a started"},
 		{troupe.Event{WorkflowID: id + "/t2/0-a", Kind: troupe.EventFinal, Agent: "a", Turn: 1}, "a: final output"},
 		{troupe.Event{WorkflowID: id, Kind: troupe.EventFinal, Agent: "a", Turn: 2}, "turn 2 answered by a"},
 		{troupe.Event{WorkflowID: id, Kind: troupe.EventFailed, Agent: "a", Turn: 2, Detail: "boom"}, "turn 2 failed: boom"},
-		{troupe.Event{WorkflowID: id, Kind: workflows.EventTurnRolledBack, Turn: 2}, "turn 2 rolled back"},
-		{troupe.Event{WorkflowID: id, Kind: workflows.EventSessionStopped}, "session stopped"},
+		{troupe.Event{WorkflowID: id, Kind: troupe.EventTurnRolledBack, Turn: 2}, "turn 2 rolled back"},
+		{troupe.Event{WorkflowID: id, Kind: troupe.EventSessionStopped}, "session stopped"},
 		{troupe.Event{WorkflowID: id, Kind: troupe.EventHandoff, Agent: "a", Detail: "a → b"}, "handoff: a → b"},
 	}
 	for _, tc := range tests {
@@ -350,8 +349,8 @@ func TestTurnResult(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok.Content[0].(*mcp.TextContent).Text), &fromText); err != nil || fromText["turn"] != 3.0 {
 		t.Errorf("text content %q is not the structured content", ok.Content[0].(*mcp.TextContent).Text)
 	}
-	failed := turnResult(id, troupeclient.TurnRecord{Turn: "t2", Outcome: runtime.TurnFailed, Error: "too many turns", ErrorType: workflows.ErrMaxTurns})
-	if text := failed.Content[0].(*mcp.TextContent).Text; !failed.IsError || failed.StructuredContent != nil || failed.Meta[MetaErrorType] != workflows.ErrMaxTurns ||
+	failed := turnResult(id, troupeclient.TurnRecord{Turn: "t2", Outcome: runtime.TurnFailed, Error: "too many turns", ErrorType: troupe.ErrMaxTurns})
+	if text := failed.Content[0].(*mcp.TextContent).Text; !failed.IsError || failed.StructuredContent != nil || failed.Meta[MetaErrorType] != troupe.ErrMaxTurns ||
 		!strings.Contains(text, "turn 2 of session "+id+" failed: troupe.MaxTurnsExceeded: too many turns") {
 		t.Errorf("failed turn: %+v (%q)", failed, text)
 	}

@@ -20,8 +20,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // errNoStart is what fakeTemporal answers a start with.
@@ -42,7 +42,7 @@ type fakeTemporal struct {
 
 	mu       sync.Mutex
 	starts   []string
-	sessions []workflows.CreateSessionInput
+	sessions []troupe.CreateSessionInput
 }
 
 func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
@@ -67,17 +67,17 @@ func (f *fakeTemporal) UpdateWithStartWorkflow(_ context.Context, opts client.Up
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, a := range opts.UpdateOptions.Args {
-		if in, ok := a.(workflows.CreateSessionInput); ok {
+		if in, ok := a.(troupe.CreateSessionInput); ok {
 			f.sessions = append(f.sessions, in)
 		}
 	}
 	return nil, errNoStart
 }
 
-func (f *fakeTemporal) sessionsAsked() []workflows.CreateSessionInput {
+func (f *fakeTemporal) sessionsAsked() []troupe.CreateSessionInput {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]workflows.CreateSessionInput(nil), f.sessions...)
+	return append([]troupe.CreateSessionInput(nil), f.sessions...)
 }
 
 func (f *fakeTemporal) CancelWorkflow(context.Context, string, string) error { return nil }
@@ -137,11 +137,11 @@ func newFakeServer(t *testing.T, known map[string]fakeWorkflow, graphs ...*agent
 }
 
 // session is a known SessionWorkflow started with in.
-func session(in workflows.SessionInput) fakeWorkflow {
-	return fakeWorkflow{typ: workflows.SessionWorkflowName, in: in}
+func session(in troupe.SessionInput) fakeWorkflow {
+	return fakeWorkflow{typ: troupe.SessionWorkflowName, in: in}
 }
 
 // orchestrator is a known OrchestratorWorkflow started with in.
-func orchestrator(in workflows.RunInput) fakeWorkflow {
-	return fakeWorkflow{typ: workflows.OrchestratorWorkflowName, in: in}
+func orchestrator(in troupe.RunInput) fakeWorkflow {
+	return fakeWorkflow{typ: troupe.OrchestratorWorkflowName, in: in}
 }

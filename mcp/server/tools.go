@@ -15,9 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // startTimeout bounds starting a run; the start does not depend on the
@@ -206,13 +206,13 @@ func (s *Server) callAgent(t *agentTool) mcp.ToolHandler {
 			return errorResult(fmt.Sprintf("call cancelled before run %s started; no run was started", id), mcp.Meta{MetaErrorType: "cancelled"}), nil
 		}
 
-		in := workflows.RunInput{Graph: t.graph.Name(), Agent: t.agent.Name, Input: run.Input, Vars: run.Vars}
+		in := troupe.RunInput{Graph: t.graph.Name(), Agent: t.agent.Name, Input: run.Input, Vars: run.Vars}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 		_, err = s.runs.Start(sctx, in, troupeclient.WithID(id))
 		cancel()
 		if err != nil {
 			s.log.Warn("mcp: start run", "tool", t.name, "run", id, "error", err)
-			if typ := workflows.ErrorType(err); typ != "" {
+			if typ := troupe.ErrorType(err); typ != "" {
 				return errorResult(fmt.Sprintf("%s cannot run: %s: %s", t.name, typ, appMessage(err)), mcp.Meta{MetaErrorType: typ}), nil
 			}
 			return errorResult(fmt.Sprintf("could not start a run of %s: %v", t.name, err), nil), nil
@@ -249,7 +249,7 @@ type waited struct {
 	// done: the run closed, and res or err is its outcome, or err says
 	// why it could not be read.
 	done bool
-	res  *workflows.RunResult
+	res  *troupe.RunResult
 	err  error
 	// waiting, when set, are the calls that wait for a decision, which
 	// the client must take (troupe_run_approve): the wait ended for them.
@@ -322,7 +322,7 @@ func (s *Server) wait(ctx context.Context, p *progress, id string, limit time.Du
 
 // outcome is a call's answer for a closed run: its output, or why there
 // is none.
-func (s *Server) outcome(id string, res *workflows.RunResult, runErr error) *mcp.CallToolResult {
+func (s *Server) outcome(id string, res *troupe.RunResult, runErr error) *mcp.CallToolResult {
 	if runErr != nil {
 		return runErrorResult(id, runErr)
 	}
@@ -368,7 +368,7 @@ func runErrorResult(id string, err error) *mcp.CallToolResult {
 	)
 	meta := mcp.Meta{MetaRunID: id}
 	var text string
-	switch typ := workflows.ErrorType(err); {
+	switch typ := troupe.ErrorType(err); {
 	case typ != "":
 		meta[MetaErrorType] = typ
 		text = fmt.Sprintf("run %s failed: %s: %s", id, typ, appMessage(err))

@@ -1,0 +1,100 @@
+package troupe
+
+import (
+	"errors"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// Application error types a run can fail with. They are stable: callers
+// branch on them with ErrorType.
+const (
+	ErrMaxTurns        = "troupe.MaxTurnsExceeded"
+	ErrMaxHandoffs     = "troupe.MaxHandoffsExceeded"
+	ErrOutputInvalid   = "troupe.OutputInvalid"
+	ErrModel           = "troupe.ModelError"
+	ErrModelRetryable  = "troupe.ModelUnavailable"
+	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
+	ErrUnknownAgent    = "troupe.UnknownAgent"
+	// ErrGraphChanged: an agent a run needs is no longer in the graph the
+	// worker serves (it was edited since the run started).
+	ErrGraphChanged = "troupe.GraphChanged"
+	ErrToolDepth    = "troupe.ToolDepthExceeded"
+	ErrHandoff      = "troupe.HandoffFailed"
+	ErrInstructions = "troupe.InstructionsFailed"
+	ErrInternal     = "troupe.Internal"
+	// ErrStoreNotServed: a sandbox was asked of a worker whose sandbox
+	// store's queue nothing serves (wired with Runner.Register alone):
+	// its commands could reach no worker.
+	ErrStoreNotServed = "troupe.SandboxStoreNotServed"
+	// ErrBudgetExceeded: the budget of the run (or session) is spent, and
+	// an agent of its tree was about to call the model; its details are a
+	// runtime.BudgetReport (see BudgetReportOf).
+	ErrBudgetExceeded = "troupe.BudgetExceeded"
+	// ErrBadBudget: a budget the run cannot keep (a negative limit, a cost
+	// limit with a model the price table lacks).
+	ErrBadBudget = "troupe.BadBudget"
+	// ErrGuardrailTripped: a guardrail tripped (its details a
+	// GuardrailTrip: see TrippedGuardrail).
+	ErrGuardrailTripped = "troupe.GuardrailTripped"
+	// ErrGuardrailFailed: a guardrail could not decide (its func failed,
+	// or its agent did), so the run does not go on.
+	ErrGuardrailFailed = "troupe.GuardrailFailed"
+)
+
+// ErrorType returns the Type of the first Temporal application error in
+// err's chain (for example ErrMaxTurns), or "" when there is none.
+func ErrorType(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Type()
+	}
+	return ""
+}
+
+// FailureText is a failure as a failed event tells it: what caused it,
+// under the child workflow and activity errors that carried it, e.g.
+// "troupe.ModelUnavailable: model unreachable at URL (connection refused)
+// after 10 attempts" or "timed out (START_TO_CLOSE): …".
+func FailureText(err error) string {
+	e := err
+	for {
+		switch e.(type) {
+		case *temporal.ActivityError, *temporal.ChildWorkflowExecutionError:
+			if inner := errors.Unwrap(e); inner != nil {
+				e = inner
+				continue
+			}
+		}
+		break
+	}
+	var ae *temporal.ApplicationError
+	switch v := e.(type) {
+	case *temporal.TimeoutError:
+		text := "timed out (" + v.TimeoutType().String() + ")"
+		if cause := errors.Unwrap(v); cause != nil {
+			text += ": " + FailureText(cause)
+		}
+		return text
+	case *temporal.CanceledError:
+		return "cancelled"
+	case *temporal.TerminatedError:
+		return "terminated"
+	case *temporal.ApplicationError:
+		ae = v
+	default:
+		if !errors.As(e, &ae) {
+			return e.Error()
+		}
+	}
+	if strings.HasPrefix(ae.Type(), "troupe.") {
+		return ae.Type() + ": " + ae.Message()
+	}
+	return ae.Message()
+}
+
+// ErrMCP is the application error type (see ErrorType) of an agent whose
+// MCP tools cannot be listed: a server that does not start or answer, or
+// tool names that clash.
+const ErrMCP = "troupe.MCPError"

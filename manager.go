@@ -1,0 +1,114 @@
+package troupe
+
+import (
+	"time"
+
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/model"
+)
+
+// Names of the session manager and its messages.
+const (
+	SessionManagerWorkflowName = "troupe.SessionManager"
+	// SessionManagerID is the workflow id of the manager of the default
+	// task queue (see SessionManagerIDFor).
+	SessionManagerID = "troupe-sessions"
+	// CreateSessionUpdate creates a session (CreateSessionInput →
+	// SessionEntry).
+	CreateSessionUpdate = "troupe.create-session"
+	// LifecycleUpdate runs a command on a session (LifecycleInput →
+	// SessionEntry).
+	LifecycleUpdate = "troupe.lifecycle"
+	// SessionsQuery lists the sessions ([]SessionEntry).
+	SessionsQuery = "troupe.sessions"
+	// SessionChangedSignal is a session's news for its manager
+	// (SessionEntry).
+	SessionChangedSignal = "troupe.session-changed"
+	// CommandSignal is a command for a session from its manager
+	// (SessionCommand).
+	CommandSignal = "troupe.command-signal"
+	// ForkUpdate forks a session (ForkInput → SessionEntry).
+	ForkUpdate = "troupe.fork"
+	// ForkFailedSignal is a session's word that a fork of it could not
+	// be made (ForkFailure).
+	ForkFailedSignal = "troupe.fork-failed"
+)
+
+// ForkInput forks the session ID as NewID (empty for a fresh id), named
+// Name (empty: the source's name, "(fork)").
+type ForkInput struct {
+	ID    string `json:"id"`
+	NewID string `json:"new_id,omitempty"`
+	Name  string `json:"name,omitempty"`
+}
+
+// ForkFailure says why the fork NewID could not be made.
+type ForkFailure struct {
+	NewID string `json:"new_id"`
+	Error string `json:"error"`
+}
+
+// SessionManagerIDFor is the workflow id of the session manager of task
+// queue: SessionManagerID for DefaultTaskQueue (or ""), else
+// "troupe-sessions-<queue>". Each queue has a manager of its own, which
+// runs there and starts its sessions there, where the workers that know
+// their graphs listen: a manager of another queue could start sessions
+// that no worker serves (`troupe mcp serve` runs its own worker on a queue
+// of its own) or be served by no worker at all.
+func SessionManagerIDFor(queue string) string {
+	if queue == "" || queue == DefaultTaskQueue {
+		return SessionManagerID
+	}
+	return SessionManagerID + "-" + queue
+}
+
+// ErrUnknownSession is a call for a session the manager does not hold.
+const ErrUnknownSession = "troupe.UnknownSession"
+
+// CreateSessionInput creates a session.
+type CreateSessionInput struct {
+	// ID is the session's workflow id; empty for a fresh one,
+	// "session-<graph>-<8 hex>". It must not hold "/".
+	ID      string       `json:"id,omitempty"`
+	Session SessionInput `json:"session"`
+}
+
+// LifecycleInput is a command for the session ID.
+type LifecycleInput struct {
+	ID      string         `json:"id"`
+	Command SessionCommand `json:"command"`
+}
+
+// SessionEntry is a session as the manager lists it.
+type SessionEntry struct {
+	ID     string                `json:"id"`
+	Name   string                `json:"name,omitempty"`
+	Graph  string                `json:"graph"`
+	Agent  string                `json:"agent"`
+	Status runtime.SessionStatus `json:"status"`
+	Policy runtime.InputPolicy   `json:"policy"`
+	Turns  int                   `json:"turns"`
+	Usage  model.Usage           `json:"usage"`
+	// Backends are the sandbox backends of the session's workspaces.
+	Backends     []string  `json:"backends,omitempty"`
+	Created      time.Time `json:"created"`
+	LastActivity time.Time `json:"last_activity"`
+}
+
+// ManagerInput starts (or continues) the session manager.
+type ManagerInput struct {
+	// Sessions is the registry its previous run carried over, when it
+	// carried it whole (runs from before the registry went by pages).
+	Sessions []SessionEntry `json:"sessions,omitempty"`
+	// Pages are the blob keys of the registry its previous run saved, in
+	// order (see registry.go).
+	Pages []string `json:"pages,omitempty"`
+	// OldPages are the pages the previous run read, which this run drops
+	// when it continues as new in turn.
+	OldPages []string `json:"old_pages,omitempty"`
+	// Bound is the history length at which a run of the manager continues
+	// as new: fixed at its first start (the worker's ContinueAfterEvents
+	// then) and carried, so no later worker's setting changes a run's
+	// commands. Callers leave it 0.
+	Bound int `json:"bound,omitempty"`
+}

@@ -1,0 +1,46 @@
+package troupe
+
+// Labels a sandbox carries besides troupe.workflow and troupe.agent: the
+// Temporal cluster and namespace of the workflow that made it, so a
+// reaper answering to another server (a second installation, a test's own
+// server) never takes a live sandbox for an orphan.
+const (
+	LabelCluster   = "troupe.cluster"
+	LabelNamespace = "troupe.namespace"
+)
+
+// Event kinds of a sandbox's life.
+const (
+	EventSandboxProvisioned = "sandbox_provisioned"
+	EventSandboxRestored    = "sandbox_restored"
+	EventSandboxSuspended   = "sandbox_suspended"
+	EventSandboxLost        = "sandbox_lost"
+	EventSandboxStopped     = "sandbox_stopped"
+	// EventSandboxSnapshotRetry: a snapshot is taken again, its worker
+	// having died.
+	EventSandboxSnapshotRetry = "sandbox_snapshot_retry"
+)
+
+// Sandbox application error types.
+const (
+	// ErrSandbox is a sandbox that cannot be provisioned as declared (an
+	// invalid manifest, an unknown backend).
+	ErrSandbox = "troupe.SandboxError"
+	// ErrSandboxGone is a sandbox that died; the workflow re-provisions it
+	// from its last snapshot.
+	ErrSandboxGone = "troupe.SandboxGone"
+	// ErrSandboxMisrouted is a sandbox activity that reached a worker
+	// whose store does not hold the sandbox (workers with different
+	// sandbox roots sharing a sandbox queue). The call fails; the sandbox
+	// is not taken as lost.
+	ErrSandboxMisrouted = "troupe.SandboxMisrouted"
+)
+
+// BackendLabel names a sandbox backend wherever a sandbox is shown (events,
+// a worker's start-up lines): the unconfined local backend says so.
+func BackendLabel(backend string) string {
+	if backend == "local" {
+		return "local (UNCONFINED: no isolation)"
+	}
+	return backend
+}
