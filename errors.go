@@ -2,6 +2,7 @@ package troupe
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -98,3 +99,19 @@ func FailureText(err error) string {
 // MCP tools cannot be listed: a server that does not start or answer, or
 // tool names that clash.
 const ErrMCP = "troupe.MCPError"
+
+func NonRetryable(typ, format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), typ, nil)
+}
+
+// PayloadLimit bounds every payload this package builds. Temporal rejects
+// payloads of 2 MiB; staying far below keeps histories healthy.
+const PayloadLimit = 512 << 10
+
+func CheckPayload(what string, n int) error {
+	if n > PayloadLimit {
+		return NonRetryable(ErrPayloadTooLarge,
+			"%s is %d bytes, over Troupe's %d-byte bound for one Temporal payload; return less, or store it and pass a reference", what, n, PayloadLimit)
+	}
+	return nil
+}

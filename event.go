@@ -91,3 +91,12 @@ func (c Cursor) Add(e Event) {
 		}
 	}
 }
+
+// Preview is s cut to n bytes, with an ellipsis when cut: what an event's
+// Detail shows of a longer text.
+func Preview(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -164,7 +164,7 @@ func mcpSession(b *testing.B, c client.Client, queue string) *mcp.ClientSession 
 func runDirect(c client.Client, queue, input string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := workflows.Run(ctx, c, queue, troupe.RunInput{Graph: mcpGraphName, Agent: "echo", Input: input})
+	res, err := workflows.Execute(ctx, c, queue, troupe.RunInput{Graph: mcpGraphName, Agent: "echo", Input: input})
 	if err != nil {
 		return err
 	}

@@ -175,7 +175,7 @@ func sameModel(ctx context.Context, c client.Client, taskQueue, model string) er
 	}
 	host, _ := os.Hostname()
 	for _, p := range pollers {
-		_, identity := workflows.RelayOf(p.GetIdentity())
+		_, identity := troupe.RelayOf(p.GetIdentity())
 		who, theirs, ok := strings.Cut(identity, " troupe model=")
 		if !ok || theirs == model {
 			continue

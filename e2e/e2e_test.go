@@ -181,7 +181,7 @@ func runGraph(t testing.TB, c client.Client, queue string, in troupe.RunInput) (
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return workflows.Run(ctx, c, queue, in)
+	return workflows.Execute(ctx, c, queue, in)
 }
 
 var apis = []model.API{model.APIResponses, model.APIChat}

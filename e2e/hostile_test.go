@@ -142,7 +142,7 @@ func TestHostileWorkspace(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a hang detector
 			defer cancel()
-			res, err := workflows.Run(ctx, c, queue, troupe.RunInput{Graph: "hostile", Input: "go"})
+			res, err := workflows.Execute(ctx, c, queue, troupe.RunInput{Graph: "hostile", Input: "go"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -187,7 +187,7 @@ func waitRelay(t *testing.T, c client.Client, queue string) string {
 		d, err := c.DescribeTaskQueue(context.Background(), queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
 		if err == nil {
 			for _, p := range d.GetPollers() {
-				if u, _ := workflows.RelayOf(p.GetIdentity()); u != "" {
+				if u, _ := troupe.RelayOf(p.GetIdentity()); u != "" {
 					return u
 				}
 			}

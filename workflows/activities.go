@@ -142,14 +142,14 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	out := &ModelOutput{Transcript: ref, Step: step, Usage: resp.Usage, Model: req.Model, Told: <-told}
 	for _, it := range resp.Output {
 		if it.Type == agents.ItemMessage {
-			out.Text = preview(it.Content, 200)
+			out.Text = troupe.Preview(it.Content, 200)
 		}
 	}
 	size := len(out.Step.Final) + len(out.Step.OutputError)
 	for _, c := range out.Step.Calls {
 		size += len(c.Arguments)
 	}
-	if err := checkPayload("the model turn's output (tool arguments and final output)", size); err != nil {
+	if err := troupe.CheckPayload("the model turn's output (tool arguments and final output)", size); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -192,13 +192,13 @@ func (a *Activities) withDeltas(ctx context.Context, in ModelInput, agent string
 		sent.Store(true)
 		e := base
 		e.Kind, e.Detail, e.Time = troupe.EventTextDelta, d.Text, time.Now()
-		bus.publishDelta(e)
+		bus.PublishDelta(e)
 	})
 	return ctx, func() {
 		if sent.Load() {
 			end := base
-			end.Kind, end.Time = eventTextEnd, time.Now()
-			bus.publishDelta(end)
+			end.Kind, end.Time = troupe.EventTextEnd, time.Now()
+			bus.PublishDelta(end)
 		}
 	}
 }
@@ -448,13 +448,6 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (string, erro
 		return "Error: " + err.Error(), nil
 	}
 	return out, nil
-}
-
-func preview(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // toolOutputText renders an agent tool's final output for the calling

@@ -195,7 +195,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			}
 			res := result()
 			res.Output = next.Output
-			return finish(troupe.Event{Kind: troupe.EventFinal, Turn: rc.Turn, Detail: preview(string(next.Output), 200)}, res, nil)
+			return finish(troupe.Event{Kind: troupe.EventFinal, Turn: rc.Turn, Detail: troupe.Preview(string(next.Output), 200)}, res, nil)
 		case runtime.HandOff:
 			res := result()
 			res.Handoff, res.Pending = next.Handoff, st.Pending
@@ -206,9 +206,9 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			if next.Failure.Kind == runtime.FailOutputInvalid {
 				typ = troupe.ErrOutputInvalid
 			}
-			return fail(nonRetryable(typ, "%s", next.Failure.Message))
+			return fail(troupe.NonRetryable(typ, "%s", next.Failure.Message))
 		default:
-			return fail(nonRetryable(troupe.ErrInternal, "agent %s: unknown next action %d", agent.Name, next.Action))
+			return fail(troupe.NonRetryable(troupe.ErrInternal, "agent %s: unknown next action %d", agent.Name, next.Action))
 		}
 	}
 }
@@ -345,7 +345,7 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 		}
 		wait := modelBackoff(attempt)
 		rec.add(ctx, troupe.Event{Kind: troupe.EventModelRetry, Agent: in.Agent, Turn: in.Run.Turn,
-			Detail: fmt.Sprintf("%s: %s; retry %d of %d in %s", what, preview(rootCause(err), 300), attempt+1, modelAttempts, wait)})
+			Detail: fmt.Sprintf("%s: %s; retry %d of %d in %s", what, troupe.Preview(rootCause(err), 300), attempt+1, modelAttempts, wait)})
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return err
 		}

@@ -462,7 +462,7 @@ func (b *agentBudget) ask(ctx workflow.Context, turn int) error {
 		if ctx.Err() != nil {
 			return temporal.NewCanceledError()
 		}
-		return nonRetryable(troupe.ErrInternal, "agent %s could not ask the root of its run (%s) for its model call: %v", b.agent, b.root, err)
+		return troupe.NonRetryable(troupe.ErrInternal, "agent %s could not ask the root of its run (%s) for its model call: %v", b.agent, b.root, err)
 	}
 	for {
 		if err := workflow.Await(ctx, func() bool { return b.answers.Len() > 0 }); err != nil {
@@ -496,14 +496,14 @@ func (b *agentBudget) decide(turn int) error {
 	}
 	r := troupe.BudgetRefusal{Agent: b.agent, Turn: turn, Reason: refusal(b.loan.What, why, b.loan.Hint)}
 	b.loan.Refused = &r
-	return nonRetryable(troupe.ErrBudgetExceeded, "agent %s stopped before its model call of turn %d: %s", b.agent, turn, r.Reason)
+	return troupe.NonRetryable(troupe.ErrBudgetExceeded, "agent %s stopped before its model call of turn %d: %s", b.agent, turn, r.Reason)
 }
 
 // answered is the root's answer to the ask of turn as ask returns it,
 // and takes the ledger it lends.
 func (b *agentBudget) answered(ans troupe.BudgetAnswer, turn int) error {
 	if ans.Refused != "" {
-		return nonRetryable(troupe.ErrBudgetExceeded, "agent %s stopped before its model call of turn %d: %s", b.agent, turn, ans.Refused)
+		return troupe.NonRetryable(troupe.ErrBudgetExceeded, "agent %s stopped before its model call of turn %d: %s", b.agent, turn, ans.Refused)
 	}
 	if ans.Loan != nil && b.byUpdate {
 		b.loan = ans.Loan

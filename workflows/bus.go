@@ -49,13 +49,13 @@ func NewEventBus() *EventBus { return &EventBus{subs: map[*busSub]struct{}{}} }
 
 // publish hands e, an event a workflow records, to the followers of its
 // run.
-func (b *EventBus) publish(e troupe.Event) {
+func (b *EventBus) Publish(e troupe.Event) {
 	b.send(e, false)
 }
 
 // publishDelta hands e, a text delta or the end of a model call's deltas,
 // to the followers of its run that take deltas.
-func (b *EventBus) publishDelta(e troupe.Event) {
+func (b *EventBus) PublishDelta(e troupe.Event) {
 	b.send(e, true)
 }
 
@@ -78,10 +78,14 @@ func (b *EventBus) send(e troupe.Event, delta bool) {
 	}
 }
 
-// subscribe returns what the bus carries for the run root and its
+// Subscribe returns what the bus carries for the run root and its
 // workflows from now on (recorded events, deltas, or both), with room for
-// buffer of them, and a func that ends the subscription.
-func (b *EventBus) subscribe(root string, events, deltas bool, buffer int) (<-chan troupe.Event, func()) {
+// buffer of them, and a func that ends the subscription. A nil bus carries
+// nothing.
+func (b *EventBus) Subscribe(root string, events, deltas bool, buffer int) (<-chan troupe.Event, func()) {
+	if b == nil {
+		return nil, func() {}
+	}
 	s := &busSub{root: root, ch: make(chan troupe.Event, buffer), events: events, deltas: deltas}
 	b.mu.Lock()
 	b.subs[s] = struct{}{}

@@ -159,7 +159,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		if item.OutputRef != "" {
 			detail = "(large output stored at " + item.OutputRef + ")"
 		}
-		t.rec.add(ctx, troupe.Event{Kind: troupe.EventToolResult, Agent: t.agent.Name, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID, Detail: preview(detail, 200)})
+		t.rec.add(ctx, troupe.Event{Kind: troupe.EventToolResult, Agent: t.agent.Name, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID, Detail: troupe.Preview(detail, 200)})
 	}
 	wg.Wait(ctx)
 	if fatal != nil {
@@ -179,7 +179,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 }
 
 func (t *turnCalls) called(ctx workflow.Context, rc agents.RunContext, c agents.Item) {
-	t.rec.add(ctx, troupe.Event{Kind: troupe.EventToolCalled, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(c.Arguments, 200)})
+	t.rec.add(ctx, troupe.Event{Kind: troupe.EventToolCalled, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: troupe.Preview(c.Arguments, 200)})
 }
 
 func (t *turnCalls) outputKey(rc agents.RunContext, c agents.Item) string {
@@ -253,7 +253,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 	}
 	prefix := fmt.Sprintf("%s/t%d.%d", rc.WorkflowID, rc.Turn, i)
 	t.rec.add(ctx, troupe.Event{Kind: troupe.EventAgentToolStarted, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
-		Detail: preview(args.Input, 200), Child: fmt.Sprintf("%s/0-%s", prefix, tool.Target)})
+		Detail: troupe.Preview(args.Input, 200), Child: fmt.Sprintf("%s/0-%s", prefix, tool.Target)})
 	wg.Add(1)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer wg.Done()
@@ -293,7 +293,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 			output = t.checkAgentOutput(gctx, rc, c, output, fatal, usage)
 		}
 		done[c.CallID] = t.output(c, output)
-		t.rec.add(gctx, troupe.Event{Kind: troupe.EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: preview(output, 200)})
+		t.rec.add(gctx, troupe.Event{Kind: troupe.EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: troupe.Preview(output, 200)})
 	})
 }
 
@@ -331,7 +331,7 @@ func callSummary(c agents.Item) string {
 		Cmd string `json:"cmd"`
 	}
 	if json.Unmarshal([]byte(c.Arguments), &args) == nil && args.Cmd != "" {
-		return c.Name + ": " + preview(strings.Join(strings.Fields(args.Cmd), " "), 200)
+		return c.Name + ": " + troupe.Preview(strings.Join(strings.Fields(args.Cmd), " "), 200)
 	}
 	return c.Name
 }

@@ -32,7 +32,7 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in troupe.
 	if taskQueue == "" {
 		taskQueue = troupe.DefaultTaskQueue
 	}
-	if err := checkPayload("the run input", len(in.Input)); err != nil {
+	if err := troupe.CheckPayload("the run input", len(in.Input)); err != nil {
 		return nil, err
 	}
 	opts := client.StartWorkflowOptions{
@@ -48,8 +48,8 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in troupe.
 	return run, nil
 }
 
-// Run starts a run and waits for its result.
-func Run(ctx context.Context, c client.Client, taskQueue string, in troupe.RunInput) (*troupe.RunResult, error) {
+// Execute starts a run and waits for its result.
+func Execute(ctx context.Context, c client.Client, taskQueue string, in troupe.RunInput) (*troupe.RunResult, error) {
 	run, err := StartRun(ctx, c, taskQueue, in)
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 		// what comes before the first "/" (RunOf).
 		return nil, fmt.Errorf("workflows: start run: workflow id %q holds a \"/\"", id)
 	}
-	if err := checkPayload("the run input", len(in.Input)); err != nil {
+	if err := troupe.CheckPayload("the run input", len(in.Input)); err != nil {
 		return nil, err
 	}
 	opts := client.StartWorkflowOptions{
@@ -96,6 +96,25 @@ func StartRunWithID(ctx context.Context, c client.Client, taskQueue, id string, 
 	}
 	return run, nil
 }
+
+// LiveEvents hands a follower in a worker's process what the worker's
+// workflows record and the text deltas of its model calls, as they come:
+// a worker's EventBus (workflows.Config.Events). A nil one, or a nil
+// *EventBus, hands nothing, and the follower polls.
+type LiveEvents interface {
+	// Subscribe returns what comes for the run root and its workflows
+	// from now on (recorded events, deltas, or both), with room for
+	// buffer of them, and a func that ends the subscription.
+	Subscribe(root string, events, deltas bool, buffer int) (<-chan troupe.Event, func())
+	// RelayURL is the URL of the delta relay this process serves to
+	// followers in others, "" for none: a follower that has the bus
+	// does not subscribe to its own relay.
+	RelayURL() string
+}
+
+// liveBuffer bounds the events a follower may be behind on a bus, and
+// what it polled while it passes them on.
+const liveBuffer = 4096
 
 // Follow streams the events of a run and of every workflow it starts
 // (agents, handoff targets, agents-as-tools), calling fn once per event, in
@@ -187,7 +206,7 @@ func WithEventStore(store *blob.Store) FollowOption {
 // process's workers, and from the delta relays of the other workers of
 // the run's task queue. A turn's deltas reach fn before the turn's
 // model_turn event, never after it.
-func FollowLive(ctx context.Context, c client.Client, workflowID string, every time.Duration, bus *EventBus, fn func(troupe.Event), opts ...FollowOption) error {
+func FollowLive(ctx context.Context, c client.Client, workflowID string, every time.Duration, bus LiveEvents, fn func(troupe.Event), opts ...FollowOption) error {
 	var cfg followConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -197,7 +216,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	}
 	var live <-chan troupe.Event
 	if bus != nil {
-		ch, unsubscribe := bus.subscribe(workflowID, true, cfg.deltas, busBuffer)
+		ch, unsubscribe := bus.Subscribe(workflowID, true, cfg.deltas, liveBuffer)
 		defer unsubscribe()
 		live = ch
 	}
@@ -213,7 +232,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		defer func() { stop(); <-done }()
 	}
 	order := newDeltaOrder(fn, relayed, relayHold, ctx.Done())
-	polled := make(chan troupe.Event, busBuffer)
+	polled := make(chan troupe.Event, liveBuffer)
 	go func() {
 		defer close(polled)
 		_ = follow(ctx, c, workflowID, every, func(e troupe.Event) { polled <- e }, opts)
@@ -257,7 +276,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		}
 	}
 	fromBus := func(e troupe.Event) {
-		if e.Kind == troupe.EventTextDelta || e.Kind == eventTextEnd {
+		if e.Kind == troupe.EventTextDelta || e.Kind == troupe.EventTextEnd {
 			order.delta(e)
 			return
 		}
@@ -822,7 +841,7 @@ func KeepOpen(ctx context.Context, c client.Client, namespace string) func(label
 // runSummary is what the Web UI shows of a run: its graph and the user's
 // message.
 func runSummary(in troupe.RunInput) string {
-	return in.Graph + ": " + preview(strings.Join(strings.Fields(in.Input), " "), 200)
+	return in.Graph + ": " + troupe.Preview(strings.Join(strings.Fields(in.Input), " "), 200)
 }
 
 // runDetails is a run's current details in the Web UI: its summary and

@@ -121,6 +121,6 @@ func (rec *recorder) add(ctx workflow.Context, e troupe.Event) {
 	e.WorkflowID = rec.id
 	rec.events = append(rec.events, e)
 	if !workflow.IsReplaying(ctx) {
-		rec.bus.publish(e) //workflowcheck:ignore a side channel, like a log: it changes no workflow state
+		rec.bus.Publish(e) //workflowcheck:ignore a side channel, like a log: it changes no workflow state
 	}
 }

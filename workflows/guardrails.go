@@ -193,7 +193,7 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 	}
 	ctx = agents.WithRunContext(ctx, in.Run)
 	gone := func(name string) error {
-		return nonRetryable(troupe.ErrGraphChanged, "%s guardrail %q of agent %q is no longer in graph %q as this worker serves it; the run started with it", in.Kind, name, in.Agent, in.Graph)
+		return troupe.NonRetryable(troupe.ErrGraphChanged, "%s guardrail %q of agent %q is no longer in graph %q as this worker serves it; the run started with it", in.Kind, name, in.Agent, in.Graph)
 	}
 	out := &GuardrailOutput{}
 	var errs []error
@@ -251,7 +251,7 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 		}
 	case agents.GuardrailToolAfter:
 		if len(in.Calls) != 1 || in.Result == nil {
-			return nil, nonRetryable(troupe.ErrInternal, "tool_after guardrails need one call and its result")
+			return nil, troupe.NonRetryable(troupe.ErrInternal, "tool_after guardrails need one call and its result")
 		}
 		c, item := in.Calls[0], *in.Result
 		text := item.Output
@@ -295,13 +295,13 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 				if item, err = runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item); err != nil {
 					return nil, err
 				}
-			} else if err := checkPayload("a guardrail's replacement output", len(text)); err != nil {
+			} else if err := troupe.CheckPayload("a guardrail's replacement output", len(text)); err != nil {
 				return nil, err
 			}
 			out.Result = &item
 		}
 	default:
-		return nil, nonRetryable(troupe.ErrInternal, "unknown guardrail kind %q", in.Kind)
+		return nil, troupe.NonRetryable(troupe.ErrInternal, "unknown guardrail kind %q", in.Kind)
 	}
 	if slices.ContainsFunc(out.Outcomes, func(o runtime.GuardrailOutcome) bool { return o.Action == runtime.GuardrailTrip }) {
 		return out, nil // A trip decides; a failure beside it does not matter.
@@ -361,7 +361,7 @@ func guardrailOptions(ctx workflow.Context, summary string) workflow.Context {
 func (t *turnCalls) tripped(ctx workflow.Context, rc agents.RunContext, o runtime.GuardrailOutcome, tool string) error {
 	trip := troupe.GuardrailTrip{Guardrail: o.Guardrail, Kind: o.Kind, Agent: t.agent.Name, Workflow: rc.WorkflowID, Tool: tool, CallID: o.CallID, Reason: o.Reason}
 	t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailTripped, Agent: t.agent.Name, Turn: rc.Turn, Tool: tool, CallID: o.CallID,
-		Detail: preview(o.Kind+" guardrail "+o.Guardrail+": "+o.Reason, 300)})
+		Detail: troupe.Preview(o.Kind+" guardrail "+o.Guardrail+": "+o.Reason, 300)})
 	return temporal.NewNonRetryableApplicationError(trip.Message(), troupe.ErrGuardrailTripped, nil, trip)
 }
 
@@ -372,7 +372,7 @@ func (t *turnCalls) undecided(kind string, err error) error {
 	if typ := troupe.ErrorType(err); typ == troupe.ErrGraphChanged || typ == troupe.ErrBudgetExceeded || temporal.IsCanceledError(err) {
 		return err
 	}
-	return nonRetryable(troupe.ErrGuardrailFailed, "%s guardrails of agent %s could not decide: %s", kind, t.agent.Name, troupe.FailureText(err))
+	return troupe.NonRetryable(troupe.ErrGuardrailFailed, "%s guardrails of agent %s could not decide: %s", kind, t.agent.Name, troupe.FailureText(err))
 }
 
 // guardInput starts the input guardrails of an agent that answers the
@@ -516,7 +516,7 @@ func (t *turnCalls) askAgent(ctx workflow.Context, rc agents.RunContext, st *run
 	}
 	var v agents.GuardrailVerdict
 	if err := json.Unmarshal(output, &v); err != nil {
-		return nil, nonRetryable(troupe.ErrGuardrailFailed, "guardrail agent %s gave no verdict: %v", g.Agent, err)
+		return nil, troupe.NonRetryable(troupe.ErrGuardrailFailed, "guardrail agent %s gave no verdict: %v", g.Agent, err)
 	}
 	if !v.Tripwire {
 		return nil, nil
@@ -554,7 +554,7 @@ func (t *turnCalls) askToolAgent(ctx workflow.Context, rc agents.RunContext, g r
 		kind, agent = agents.GuardrailToolAfter, g.AfterAgent
 	}
 	if workflow.GetVersion(ctx, versionToolGuardrailAgents, workflow.DefaultVersion, 1) != 1 {
-		return nil, nonRetryable(troupe.ErrGuardrailFailed, "tool guardrail %s: this run's history ran no tool guardrail agents", g.Name)
+		return nil, troupe.NonRetryable(troupe.ErrGuardrailFailed, "tool guardrail %s: this run's history ran no tool guardrail agents", g.Name)
 	}
 	prefix := fmt.Sprintf("%s/t%d.%s-%s%s-guardrail-%s", rc.WorkflowID, rc.Turn, c.CallID, kind, round, g.Name)
 	check := toolCheck(kind, g.Name, t.agent.Name, c)
@@ -588,7 +588,7 @@ func (t *turnCalls) askToolAgent(ctx workflow.Context, rc agents.RunContext, g r
 		}
 	}
 	if err != nil {
-		return nil, nonRetryable(troupe.ErrGuardrailFailed, "tool guardrail agent %s gave no verdict: %v", agent, err)
+		return nil, troupe.NonRetryable(troupe.ErrGuardrailFailed, "tool guardrail agent %s gave no verdict: %v", agent, err)
 	}
 	return runtime.ToolOutcome(g.Name, c.CallID, before, v), nil
 }
@@ -786,7 +786,7 @@ func (t *turnCalls) screen(ctx workflow.Context, rc agents.RunContext, d runtime
 			}
 			t.screened[o.CallID] = &o
 			t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: callNamed(current, o.CallID), CallID: o.CallID,
-				Detail: preview(o.Guardrail+" rejected the call: "+cmpReason(o), 300)})
+				Detail: troupe.Preview(o.Guardrail+" rejected the call: "+cmpReason(o), 300)})
 		}
 	}
 	return nil
@@ -891,10 +891,10 @@ func (t *turnCalls) after(ctx workflow.Context, rc agents.RunContext, c agents.I
 				return t.output(c, "Error: the output of this call was withheld: guardrail "+o.Guardrail+" tripped.")
 			case runtime.GuardrailReplace:
 				t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
-					Detail: preview(o.Guardrail+" replaced the output: "+cmpReason(o), 300)})
+					Detail: troupe.Preview(o.Guardrail+" replaced the output: "+cmpReason(o), 300)})
 			case runtime.GuardrailWithhold:
 				t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
-					Detail: preview(o.Guardrail+" withheld the output: "+cmpReason(o), 300)})
+					Detail: troupe.Preview(o.Guardrail+" withheld the output: "+cmpReason(o), 300)})
 				done = true // No later guardrail checks a note.
 			}
 		}

@@ -234,7 +234,7 @@ func (a *Activities) MCPTools(ctx context.Context, in MCPToolsInput) (*MCPCatalo
 		}
 		for _, t := range l.Tools {
 			if other, dup := owner[t.Name]; dup {
-				return nil, nonRetryable(troupe.ErrMCP, "agent %s: tool %s of MCP server %s is named %q like %s; set a Prefix on the server",
+				return nil, troupe.NonRetryable(troupe.ErrMCP, "agent %s: tool %s of MCP server %s is named %q like %s; set a Prefix on the server",
 					agent.Name, t.Remote, srv.Name, t.Name, other)
 			}
 			owner[t.Name] = "tool " + t.Remote + " of MCP server " + srv.Name
@@ -298,7 +298,7 @@ func (a *Activities) MCPCall(ctx context.Context, in MCPCallInput) (agents.Item,
 		}
 	}
 	if srv == nil {
-		return agents.Item{}, nonRetryable(troupe.ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
+		return agents.Item{}, troupe.NonRetryable(troupe.ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
 	}
 	mctx, span := startMCP(ctx, in)
 	res, err := heartbeating(ctx, func() (*mcp.Result, error) { return a.r.mcp.Call(mctx, srv, in.Call.Name, in.Call.Arguments) })

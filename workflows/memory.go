@@ -206,7 +206,7 @@ type memoryRun struct {
 // MemoryWorkflow consolidates a memory scope: see the top of this file.
 func (r *Runner) MemoryWorkflow(ctx workflow.Context, in MemoryInput) (*MemoryStatus, error) {
 	if err := memory.CheckScope(in.Scope); err != nil {
-		return nil, nonRetryable(troupe.ErrBadCommand, "%v", err)
+		return nil, troupe.NonRetryable(troupe.ErrBadCommand, "%v", err)
 	}
 	in.Settings = in.Settings.withDefaults()
 	m := &memoryRun{in: in, pending: in.Pending,

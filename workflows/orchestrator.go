@@ -31,7 +31,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 	if carry != nil {
 		spec, isPinned = carry.Spec, carry.Spec != nil
 		if spec == nil {
-			return nil, nonRetryable(troupe.ErrInternal, "run %s continued without its graph's spec", workflow.GetInfo(ctx).WorkflowExecution.ID)
+			return nil, troupe.NonRetryable(troupe.ErrInternal, "run %s continued without its graph's spec", workflow.GetInfo(ctx).WorkflowExecution.ID)
 		}
 	} else if spec, isPinned, err = r.pin(ctx, in.RunInput); err != nil {
 		return nil, err
@@ -52,15 +52,15 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 			start = spec.Entry
 		}
 		if spec.Agent(start) == nil {
-			return nil, nonRetryable(troupe.ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, in.Graph)
+			return nil, troupe.NonRetryable(troupe.ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, in.Graph)
 		}
-		if err := checkPayload("the run input", len(in.Input)); err != nil {
+		if err := troupe.CheckPayload("the run input", len(in.Input)); err != nil {
 			return nil, err
 		}
 		if rec, err = newRecorder(ctx, nil, 1, nil, r.cfg.Events); err != nil {
 			return nil, err
 		}
-		rec.add(ctx, troupe.Event{Kind: troupe.EventRunStarted, Agent: start, Detail: preview(in.Input, 200)})
+		rec.add(ctx, troupe.Event{Kind: troupe.EventRunStarted, Agent: start, Detail: troupe.Preview(in.Input, 200)})
 		rs = routeState{Current: start, Input: troupe.AgentInput{Graph: in.Graph, RunID: wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}}
 		if isPinned {
 			rs.Input.Spec = spec
@@ -119,7 +119,7 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 		r.runRollout(ctx, spec, in.RunInput, wfID, nil, err)
 		return nil, err
 	}
-	rec.add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Detail: preview(string(rr.Output), 200)})
+	rec.add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Detail: troupe.Preview(string(rr.Output), 200)})
 	r.runRollout(ctx, spec, in.RunInput, wfID, rr, nil)
 	budget.drain(ctx)
 	return &troupe.RunResult{
@@ -260,14 +260,14 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			return res, nil
 		}
 		if res.Handoffs >= maxHandoffs {
-			return res, nonRetryable(troupe.ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, current, ar.Handoff.Name)
+			return res, troupe.NonRetryable(troupe.ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, current, ar.Handoff.Name)
 		}
 		var h runtime.ToolSpec
 		if a := spec.Agent(current); a != nil {
 			h = a.Tool(ar.Handoff.Name)
 		}
 		if h.Kind != agents.ToolHandoff {
-			return res, nonRetryable(troupe.ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
+			return res, troupe.NonRetryable(troupe.ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
 		}
 		res.Handoffs++
 		rec.add(ctx, troupe.Event{Kind: troupe.EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})

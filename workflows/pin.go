@@ -60,7 +60,7 @@ func (r *Runner) pin(ctx workflow.Context, in troupe.RunInput) (*runtime.GraphSp
 		return nil, false, err
 	}
 	if p.Err != "" {
-		return nil, false, nonRetryable(cmp.Or(p.ErrType, troupe.ErrUnknownAgent), "%s", p.Err)
+		return nil, false, troupe.NonRetryable(cmp.Or(p.ErrType, troupe.ErrUnknownAgent), "%s", p.Err)
 	}
 	return p.Spec, true, nil
 }
@@ -93,7 +93,7 @@ func (r *Runner) agentSpec(in troupe.AgentInput) (*runtime.GraphSpec, *runtime.A
 	}
 	a := spec.Agent(in.Agent)
 	if a == nil {
-		return nil, nil, nonRetryable(troupe.ErrGraphChanged, "agent %q is not in graph %q as this worker serves it", in.Agent, in.Graph)
+		return nil, nil, troupe.NonRetryable(troupe.ErrGraphChanged, "agent %q is not in graph %q as this worker serves it", in.Agent, in.Graph)
 	}
 	return spec, a, nil
 }

@@ -29,7 +29,7 @@ const RegistryActivityName = "troupe.RegistryPages"
 // so that a reset of a run to its start still finds the pages it read.
 const versionManagerPages = "troupe.manager-pages"
 
-// registryPageBytes bounds a page's JSON: well below payloadLimit, since
+// registryPageBytes bounds a page's JSON: well below PayloadLimit, since
 // each page comes back as a local activity's result.
 const registryPageBytes = 256 << 10
 

@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -30,24 +29,12 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
-// eventTextEnd ends the deltas of one model call: the relay carries it
-// after a call's last delta, so a follower knows the deltas of a turn are
-// all in before it passes the turn's model_turn event on. Followers'
-// funcs never see it.
-const eventTextEnd = "text_end"
-
 // DefaultDeltaAddr is where a worker's delta relay listens unless
 // Config.DeltaAddr says otherwise: loopback, on any free port.
 const DefaultDeltaAddr = "127.0.0.1:0"
 
 const (
-	// relayUser is the user name of a relay's basic auth; its password is
-	// the relay's token.
-	relayUser = "troupe"
-	// relayPath is where a relay serves.
-	relayPath = "/deltas"
-	// relayField marks the relay's URL in a worker's identity.
-	relayField = " deltas="
+
 	// relayBuffer bounds the deltas one relay subscriber (or a
 	// follower's merge of relays) may be behind; beyond it they are
 	// dropped, and the model call goes on.
@@ -89,7 +76,7 @@ type deltaRelay struct {
 // and returns its URL and a func that releases it: the last release stops
 // it. A relay bound to an unspecified host (":7300") is advertised under
 // host.
-func (b *EventBus) serveDeltas(addr, host string) (string, func(), error) {
+func (b *EventBus) ServeDeltas(addr, host string) (string, func(), error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.relay == nil {
@@ -135,7 +122,7 @@ func startRelay(b *EventBus, addr, host string) (*deltaRelay, error) {
 		h = host
 	}
 	r := &deltaRelay{bus: b, token: hex.EncodeToString(secret)}
-	u := url.URL{Scheme: "http", User: url.UserPassword(relayUser, r.token), Host: net.JoinHostPort(h, port), Path: relayPath}
+	u := url.URL{Scheme: "http", User: url.UserPassword(troupe.RelayUser, r.token), Host: net.JoinHostPort(h, port), Path: troupe.RelayPath}
 	r.url = u.String()
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 8 << 10}
 	go func() { _ = r.srv.Serve(ln) }()
@@ -145,12 +132,12 @@ func startRelay(b *EventBus, addr, host string) (*deltaRelay, error) {
 // ServeHTTP answers a subscriber.
 func (r *deltaRelay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	user, pass, ok := req.BasicAuth()
-	if !ok || user != relayUser || subtle.ConstantTimeCompare([]byte(pass), []byte(r.token)) != 1 {
+	if !ok || user != troupe.RelayUser || subtle.ConstantTimeCompare([]byte(pass), []byte(r.token)) != 1 {
 		w.Header().Set("WWW-Authenticate", `Basic realm="troupe deltas"`)
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
-	if req.URL.Path != relayPath {
+	if req.URL.Path != troupe.RelayPath {
 		http.NotFound(w, req)
 		return
 	}
@@ -178,7 +165,7 @@ func (r *deltaRelay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.subs--
 		r.mu.Unlock()
 	}()
-	deltas, unsubscribe := r.bus.subscribe(root, false, true, relayBuffer)
+	deltas, unsubscribe := r.bus.Subscribe(root, false, true, relayBuffer)
 	defer unsubscribe()
 	flusher, _ := w.(http.Flusher)
 	h := w.Header()
@@ -220,31 +207,6 @@ func (r *deltaRelay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			flush()
 		}
 	}
-}
-
-// withRelay is a worker identity that advertises the relay at url:
-// identity (or, when empty, the SDK's default, PID@HOST@) followed by
-// " deltas=URL".
-func withRelay(identity, url string) string {
-	if identity == "" {
-		host, _ := os.Hostname()
-		identity = fmt.Sprintf("%d@%s@", os.Getpid(), host)
-	}
-	return identity + relayField + url
-}
-
-// RelayOf returns the delta relay URL that a worker identity advertises
-// (with its token), or "" for none; and the identity without it.
-func RelayOf(identity string) (url, rest string) {
-	i := strings.LastIndex(identity, relayField)
-	if i < 0 {
-		return "", identity
-	}
-	u := identity[i+len(relayField):]
-	if j := strings.IndexByte(u, ' '); j >= 0 {
-		u = u[:j]
-	}
-	return u, identity[:i]
 }
 
 // relayClient reads relays: a relay that does not answer soon is given
@@ -341,7 +303,7 @@ func queueRelays(ctx context.Context, c client.Client, queue string) []string {
 		if time.Since(p.GetLastAccessTime().AsTime()) >= pollerFresh {
 			continue
 		}
-		if u, _ := RelayOf(p.GetIdentity()); u != "" {
+		if u, _ := troupe.RelayOf(p.GetIdentity()); u != "" {
 			out = append(out, u)
 		}
 	}
@@ -381,7 +343,7 @@ func subscribeRelay(ctx context.Context, u, root string, out chan<- troupe.Event
 		if json.Unmarshal(line, &e) != nil {
 			continue
 		}
-		if e.Kind != troupe.EventTextDelta && e.Kind != eventTextEnd ||
+		if e.Kind != troupe.EventTextDelta && e.Kind != troupe.EventTextEnd ||
 			e.WorkflowID != root && !strings.HasPrefix(e.WorkflowID, root+"/") {
 			continue // not a delta of the run: not the follower's to see
 		}
@@ -436,7 +398,7 @@ func (o *deltaOrder) delta(e troupe.Event) {
 	}
 	k := turnKey{e.WorkflowID, e.Turn}
 	switch e.Kind {
-	case eventTextEnd:
+	case troupe.EventTextEnd:
 		delete(o.open, k)
 	case troupe.EventTextDelta:
 		o.open[k] = true

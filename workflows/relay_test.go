@@ -28,7 +28,7 @@ import (
 func servedBus(t *testing.T) (*EventBus, string) {
 	t.Helper()
 	bus := NewEventBus()
-	u, release, err := bus.serveDeltas("", "")
+	u, release, err := bus.ServeDeltas("", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +92,10 @@ func TestRelayRefusesWhoHasNoToken(t *testing.T) {
 		want       int
 	}{
 		{name: "no credentials", method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
-		{name: "a wrong token", user: relayUser, pass: strings.Repeat("0", len(token)), method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
+		{name: "a wrong token", user: troupe.RelayUser, pass: strings.Repeat("0", len(token)), method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
 		{name: "the token under another user", user: "admin", pass: token, method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
-		{name: "no root", user: relayUser, pass: token, method: "GET", want: http.StatusBadRequest},
-		{name: "not a GET", user: relayUser, pass: token, method: "POST", query: "?root=run-1", want: http.StatusMethodNotAllowed},
+		{name: "no root", user: troupe.RelayUser, pass: token, method: "GET", want: http.StatusBadRequest},
+		{name: "not a GET", user: troupe.RelayUser, pass: token, method: "POST", query: "?root=run-1", want: http.StatusMethodNotAllowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,20 +132,20 @@ func TestRelayCarriesTheDeltasOfOneRun(t *testing.T) {
 		// The run's agents and the run's own id are the run's; another
 		// run, one whose id merely starts the same, and recorded events
 		// are not the relay's to carry.
-		bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: fmt.Sprint("a", i)})
-		bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-10/0-a", Turn: 1, Detail: "other run"})
-		bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-2/0-a", Turn: 1, Detail: "other run"})
-		bus.publish(troupe.Event{Seq: i + 1, Kind: troupe.EventToolCalled, WorkflowID: "run-1/0-a"})
+		bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: fmt.Sprint("a", i)})
+		bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-10/0-a", Turn: 1, Detail: "other run"})
+		bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-2/0-a", Turn: 1, Detail: "other run"})
+		bus.Publish(troupe.Event{Seq: i + 1, Kind: troupe.EventToolCalled, WorkflowID: "run-1/0-a"})
 		want = append(want, fmt.Sprint("a", i))
 		if i == 20 {
-			bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a/t1.0/0-b", Turn: 2, Detail: "child"})
+			bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a/t1.0/0-b", Turn: 2, Detail: "child"})
 			want = append(want, "child")
 		}
 	}
-	bus.publishDelta(troupe.Event{Kind: eventTextEnd, WorkflowID: "run-1/0-a", Turn: 1})
+	bus.PublishDelta(troupe.Event{Kind: troupe.EventTextEnd, WorkflowID: "run-1/0-a", Turn: 1})
 	var seen []string
 	for e := range got {
-		if e.Kind == eventTextEnd {
+		if e.Kind == troupe.EventTextEnd {
 			break
 		}
 		if e.Seq != 0 || e.Kind != troupe.EventTextDelta {
@@ -174,11 +174,11 @@ func TestRelayDropsForSlowSubscribers(t *testing.T) {
 	defer resp.Body.Close()
 	piece := strings.Repeat("x", 1000)
 	for range 100_000 { // 100 MB, far beyond any socket buffer
-		bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: piece})
+		bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: piece})
 	}
 	// Still serving: a second subscriber gets what is published now.
 	got := subscribed(t, bus, "run-1")
-	bus.publishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 2, Detail: "after"})
+	bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 2, Detail: "after"})
 	for e := range got {
 		if e.Turn == 2 {
 			if e.Detail != "after" {
@@ -218,11 +218,11 @@ func TestRelayBoundsItsSubscribers(t *testing.T) {
 // the last.
 func TestRelayIsSharedByTheWorkersOfABus(t *testing.T) {
 	bus := NewEventBus()
-	u1, release1, err := bus.serveDeltas("", "")
+	u1, release1, err := bus.ServeDeltas("", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u2, release2, err := bus.serveDeltas("", "")
+	u2, release2, err := bus.ServeDeltas("", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,32 +246,12 @@ func TestRelayIsSharedByTheWorkersOfABus(t *testing.T) {
 	}
 }
 
-func TestRelayInIdentity(t *testing.T) {
-	const u = "http://troupe:abc123@127.0.0.1:41234/deltas"
-	tests := []struct {
-		identity, url, rest string
-	}{
-		{"4242@box troupe model=the offline scenarios" + relayField + u, u, "4242@box troupe model=the offline scenarios"},
-		{"4242@box troupe model=the responses API at https://api.openai.com/v1", "", "4242@box troupe model=the responses API at https://api.openai.com/v1"},
-		{withRelay("7@h troupe model=m", u), u, "7@h troupe model=m"},
-	}
-	for _, tt := range tests {
-		gotURL, gotRest := RelayOf(tt.identity)
-		if gotURL != tt.url || gotRest != tt.rest {
-			t.Errorf("RelayOf(%q) = %q, %q; want %q, %q", tt.identity, gotURL, gotRest, tt.url, tt.rest)
-		}
-	}
-	if id := withRelay("", u); !strings.HasSuffix(id, "@"+relayField+u) || !strings.Contains(id, "@") {
-		t.Errorf("withRelay of the default identity = %q; want PID@HOST@ and the relay", id)
-	}
-}
-
 func TestDeltaOrder(t *testing.T) {
 	delta := func(wf string, turn int, text string) troupe.Event {
 		return troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: wf, Turn: turn, Detail: text}
 	}
 	end := func(wf string, turn int) troupe.Event {
-		return troupe.Event{Kind: eventTextEnd, WorkflowID: wf, Turn: turn}
+		return troupe.Event{Kind: troupe.EventTextEnd, WorkflowID: wf, Turn: turn}
 	}
 	turn := func(wf string, turn, seq int) troupe.Event {
 		return troupe.Event{Kind: troupe.EventTurn, WorkflowID: wf, Turn: turn, Seq: seq}
@@ -385,9 +365,9 @@ func TestModelActivityPublishesDeltas(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			deltas, unsubscribe := bus.subscribe("run-1", false, true, busBuffer)
+			deltas, unsubscribe := bus.Subscribe("run-1", false, true, busBuffer)
 			defer unsubscribe()
-			events, unsubscribeEvents := bus.subscribe("run-1", true, false, busBuffer)
+			events, unsubscribeEvents := bus.Subscribe("run-1", true, false, busBuffer)
 			defer unsubscribeEvents()
 			out, err := r.Activities().Model(context.Background(), ModelInput{Graph: "talk", Agent: "talker",
 				Run:        agents.RunContext{WorkflowID: "run-1/0-talker", RunID: "run-1", Agent: "talker", Turn: 3},
@@ -407,7 +387,7 @@ func TestModelActivityPublishesDeltas(t *testing.T) {
 						if e.WorkflowID != "run-1/0-talker" || e.Agent != "talker" || e.Turn != 3 || e.Seq != 0 {
 							t.Errorf("delta %+v; want one of run-1/0-talker's turn 3, numbered 0", e)
 						}
-					case eventTextEnd:
+					case troupe.EventTextEnd:
 						done = true
 					}
 				default:

@@ -396,7 +396,7 @@ func (r *Runner) checkStore(st sandbox.State) error {
 	if st.Host == machine && err == nil && rel != "." && filepath.IsLocal(rel) {
 		return nil
 	}
-	return nonRetryable(troupe.ErrSandboxMisrouted,
+	return troupe.NonRetryable(troupe.ErrSandboxMisrouted,
 		"sandbox %s (%s workspace %s on host %s) is not in this worker's store (host %s, root %s, task queue %s): workers with different sandbox stores share the task queue; give each its own --sandbox-queue, or leave it to the default",
 		st.ID, st.Backend, st.Workspace, st.Host, machine, rc.Root(), r.hostQueue)
 }
@@ -471,7 +471,7 @@ func (r *Runner) Activities() *Activities { return r.acts }
 func (r *Runner) graph(name string) (*agents.Graph, error) {
 	g, ok := r.graphs[name]
 	if !ok {
-		return nil, nonRetryable(troupe.ErrUnknownAgent, "graph %q is not served by this worker", name)
+		return nil, troupe.NonRetryable(troupe.ErrUnknownAgent, "graph %q is not served by this worker", name)
 	}
 	return g, nil
 }
@@ -482,7 +482,7 @@ func (r *Runner) graph(name string) (*agents.Graph, error) {
 func (r *Runner) servedGraph(name string) (*agents.Graph, error) {
 	g, ok := r.graphs[name]
 	if !ok {
-		return nil, nonRetryable(troupe.ErrGraphChanged, "graph %q is no longer served by this worker; the run started with it", name)
+		return nil, troupe.NonRetryable(troupe.ErrGraphChanged, "graph %q is no longer served by this worker; the run started with it", name)
 	}
 	return g, nil
 }
@@ -497,7 +497,7 @@ func (r *Runner) agent(graph, name string) (*agents.Graph, *agents.Agent, error)
 	}
 	a, err := g.Agent(name)
 	if err != nil {
-		return nil, nil, nonRetryable(troupe.ErrGraphChanged, "agent %q is no longer in graph %q as this worker serves it; the run started with it", name, graph)
+		return nil, nil, troupe.NonRetryable(troupe.ErrGraphChanged, "agent %q is no longer in graph %q as this worker serves it; the run started with it", name, graph)
 	}
 	return g, a, nil
 }
@@ -554,12 +554,12 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	// workers, where followers read it from the task queue's pollers.
 	releaseRelay := func() {}
 	if r.cfg.Events != nil && r.cfg.DeltaAddr != "off" {
-		url, release, err := r.cfg.Events.serveDeltas(r.cfg.DeltaAddr, r.cfg.Host)
+		url, release, err := r.cfg.Events.ServeDeltas(r.cfg.DeltaAddr, r.cfg.Host)
 		if err != nil {
 			return nil, fmt.Errorf("workflows: %w (Config.DeltaAddr %q; \"off\" serves no deltas)", err, r.cfg.DeltaAddr)
 		}
 		releaseRelay = release
-		opts.Identity = withRelay(opts.Identity, url)
+		opts.Identity = troupe.WithRelay(opts.Identity, url)
 	}
 	shared := worker.New(c, taskQueue, opts)
 	r.Register(shared)

@@ -88,7 +88,7 @@ func (a *Activities) client(backend string) (sandbox.Client, error) {
 	}
 	c, ok := a.r.cfg.Sandboxes[backend]
 	if !ok {
-		return nil, nonRetryable(troupe.ErrSandbox, "sandbox backend %q is not configured on this worker", backend)
+		return nil, troupe.NonRetryable(troupe.ErrSandbox, "sandbox backend %q is not configured on this worker", backend)
 	}
 	return c, nil
 }
@@ -185,10 +185,10 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 		return nil, err
 	}
 	if agent.Sandbox == nil {
-		return nil, nonRetryable(troupe.ErrSandbox, "agent %s has no sandbox", agent.Name)
+		return nil, troupe.NonRetryable(troupe.ErrSandbox, "agent %s has no sandbox", agent.Name)
 	}
 	if activity.IsActivity(ctx) && !a.r.storeServed.Load() {
-		return nil, nonRetryable(troupe.ErrStoreNotServed, "agent %s: this worker's sandbox store queue %s has no worker, so the sandbox's commands could reach none: "+
+		return nil, troupe.NonRetryable(troupe.ErrStoreNotServed, "agent %s: this worker's sandbox store queue %s has no worker, so the sandbox's commands could reach none: "+
 			"start the worker with Runner.StartWorkers (Runner.Register alone serves one queue), or serve %s with RegisterActivities", agent.Name, a.r.hostQueue, a.r.hostQueue)
 	}
 	c, err := a.client(cmp.Or(in.Backend, agent.Sandbox.Backend))
@@ -422,7 +422,7 @@ func (s *sandboxLife) guidance() string {
 // leaseErr is a lease transition refused: a bug in this file, never the
 // model's doing.
 func leaseErr(err error) error {
-	return nonRetryable(troupe.ErrInternal, "%v", err)
+	return troupe.NonRetryable(troupe.ErrInternal, "%v", err)
 }
 
 func (s *sandboxLife) ensure(ctx workflow.Context) error {

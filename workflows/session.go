@@ -148,7 +148,7 @@ func (s *session) begin(ctx workflow.Context) error {
 	var err error
 	if f := s.in.Fork; f != nil && s.in.Carry == nil {
 		if f.Spec == nil {
-			return nonRetryable(troupe.ErrInternal, "session %s forked without its graph's spec", s.id)
+			return troupe.NonRetryable(troupe.ErrInternal, "session %s forked without its graph's spec", s.id)
 		}
 		s.spec, s.st = f.Spec, &f.State
 		s.st.LastActivity = workflow.Now(ctx)
@@ -163,7 +163,7 @@ func (s *session) begin(ctx workflow.Context) error {
 	}
 	if c := s.in.Carry; c != nil {
 		if c.Spec == nil {
-			return nonRetryable(troupe.ErrInternal, "session %s continued without its graph's spec", s.id)
+			return troupe.NonRetryable(troupe.ErrInternal, "session %s continued without its graph's spec", s.id)
 		}
 		s.spec, s.st = c.Spec, &c.State
 		if s.rec, err = newRecorder(ctx, c.Events, c.NextEvent, c.Pages, s.r.cfg.Events); err != nil {
@@ -178,7 +178,7 @@ func (s *session) begin(ctx workflow.Context) error {
 			start = s.spec.Entry
 		}
 		if s.spec.Agent(start) == nil {
-			return nonRetryable(troupe.ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, s.in.Graph)
+			return troupe.NonRetryable(troupe.ErrUnknownAgent, "%v %q in graph %s", agents.ErrUnknownAgent, start, s.in.Graph)
 		}
 		policy, err := supportedPolicy(string(s.in.Policy))
 		if err != nil {
@@ -275,7 +275,7 @@ func (s *session) handle(ctx workflow.Context) error {
 				return false
 			}
 			if _, err := s.submit(ctx, in.Message); err != nil {
-				s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, preview(in.Message, 200))})
+				s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, troupe.Preview(in.Message, 200))})
 			}
 			return true
 		}},
@@ -333,7 +333,7 @@ func sessionErr(err error) error {
 // submit queues a message and preempts the running turn as the policy
 // says.
 func (s *session) submit(ctx workflow.Context, text string) (troupe.SendResult, error) {
-	if err := checkPayload("the message", len(text)); err != nil {
+	if err := troupe.CheckPayload("the message", len(text)); err != nil {
 		return troupe.SendResult{}, err
 	}
 	ahead := len(s.st.Queue)
@@ -345,7 +345,7 @@ func (s *session) submit(ctx workflow.Context, text string) (troupe.SendResult, 
 	if err != nil {
 		return troupe.SendResult{}, sessionErr(err)
 	}
-	s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessage, Turn: turnNumber(m.Turn), Detail: preview(text, 200)})
+	s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessage, Turn: turnNumber(m.Turn), Detail: troupe.Preview(text, 200)})
 	switch {
 	case p == runtime.PreemptRollback && s.cancelTurn != nil:
 		s.rollback = true
@@ -617,7 +617,7 @@ func (s *session) info() troupe.SessionInfo {
 func (s *session) turn(ctx workflow.Context) error {
 	m, err := s.st.StartTurn()
 	if err != nil {
-		return nonRetryable(troupe.ErrInternal, "%v", err)
+		return troupe.NonRetryable(troupe.ErrInternal, "%v", err)
 	}
 	s.turnsInRun++
 	s.changed(ctx)
@@ -638,7 +638,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	// No call of the turn waits any more, however it ended.
 	s.approvals.drain(ctx)
 	s.st.Approvals.Forget(prefix + "/")
-	rec := runtime.TurnRecord{Turn: m.Turn, Message: preview(m.Text, 200), Workflow: prefix, Started: m.At, Ended: workflow.Now(ctx)}
+	rec := runtime.TurnRecord{Turn: m.Turn, Message: troupe.Preview(m.Text, 200), Workflow: prefix, Started: m.At, Ended: workflow.Now(ctx)}
 	agent, transcript, left := s.st.Agent, s.st.Transcript, s.st.Pending
 	if rr != nil {
 		rec.Path, rec.ModelTurns, rec.Usage = rr.Path, rr.Turns, rr.Usage
@@ -654,7 +654,7 @@ func (s *session) turn(ctx workflow.Context) error {
 		left = nil
 		rec.Outcome, rec.Agent, rec.Output = runtime.TurnAnswered, rr.Agent, rr.Output
 		agent, transcript = rr.Agent, *rr.Transcript
-		s.rec.add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Turn: n, Detail: preview(string(rr.Output), 200)})
+		s.rec.add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Turn: n, Detail: troupe.Preview(string(rr.Output), 200)})
 	case s.rollback:
 		// The turn's agents stopped the sandboxes they held; those given
 		// back during the turn are stopped here; each workspace restarts
@@ -678,7 +678,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	}
 	rec.Ended = workflow.Now(ctx)
 	if err := s.st.TurnEnded(rec, agent, transcript); err != nil {
-		return nonRetryable(troupe.ErrInternal, "%v", err)
+		return troupe.NonRetryable(troupe.ErrInternal, "%v", err)
 	}
 	s.st.Pending = left
 	s.changed(ctx)

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -118,7 +119,7 @@ func startMCP(ctx context.Context, in MCPCallInput) (context.Context, trace.Span
 func endTool(span trace.Span, output string) {
 	var err error
 	if strings.HasPrefix(output, "Error: ") {
-		err = errors.New(preview(strings.TrimPrefix(output, "Error: "), 200))
+		err = errors.New(troupe.Preview(strings.TrimPrefix(output, "Error: "), 200))
 	}
 	telemetry.End(span, err)
 }
