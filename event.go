@@ -100,3 +100,7 @@ func Preview(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// EventsQueryPage bounds the events one answer of the events query holds; a
+// follower further behind asks again from the last it got.
+const EventsQueryPage = 2500

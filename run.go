@@ -2,6 +2,7 @@ package troupe
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
@@ -36,6 +37,12 @@ type RunInput struct {
 	Budget *agents.Budget `json:"budget,omitempty"`
 }
 
+// Summary is what lists of runs and the Web UI show of a run: its graph
+// and the user's message, its white space folded, cut at 200 bytes.
+func (in RunInput) Summary() string {
+	return in.Graph + ": " + Preview(strings.Join(strings.Fields(in.Input), " "), 200)
+}
+
 // RunResult is a finished run.
 type RunResult struct {
 	// WorkflowID is the orchestrator's workflow id.
@@ -66,4 +73,11 @@ type RunResult struct {
 	// Budget, for a run with a budget, is the budget and what the run
 	// spent of it.
 	Budget *runtime.BudgetReport `json:"budget,omitempty"`
+}
+
+// RunOf returns the run a workflow id belongs to: the id of the run's
+// orchestrator, which every agent workflow's id starts with.
+func RunOf(workflowID string) string {
+	run, _, _ := strings.Cut(workflowID, "/")
+	return run
 }

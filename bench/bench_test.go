@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -248,7 +249,7 @@ func runTroupe(b *testing.B, c client.Client, queue, agent string) (*troupe.RunR
 	b.Helper()
 	var res troupe.RunResult
 	s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
-		return workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: agent, Input: "go"})
+		return troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: agent, Input: "go"})
 	}, &res)
 	return &res, s
 }

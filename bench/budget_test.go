@@ -8,7 +8,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/workflows"
+	troupeclient "github.com/troupe-dev/troupe/client"
 )
 
 // BenchmarkBudgetOverhead measures what a budget costs, on one worker, in
@@ -47,7 +47,7 @@ func BenchmarkBudgetOverhead(b *testing.B) {
 	run := func(agent string, budget *agents.Budget, turns, calls int) sample {
 		var res troupe.RunResult
 		s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
-			return workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: agent, Input: "go", Budget: budget})
+			return troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: agent, Input: "go", Budget: budget})
 		}, &res)
 		if res.Turns != turns || res.Usage.Requests != calls || (budget != nil) != (res.Budget != nil) {
 			b.Fatalf("%s ran %d turns and %d model calls (want %d and %d), budget %+v", agent, res.Turns, res.Usage.Requests, turns, calls, res.Budget)

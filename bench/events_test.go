@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -113,7 +114,7 @@ func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queu
 	b.Helper()
 	ctx := context.Background()
 	skip := len(srv.Calls())
-	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: "looper", Input: "go"})
+	run, err := troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: "looper", Input: "go"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queu
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = workflows.FollowLive(fctx, c, run.GetID(), 100*time.Millisecond, bus, func(e troupe.Event) {
+		_ = troupeclient.FollowLive(fctx, c, run.GetID(), 100*time.Millisecond, bus, func(e troupe.Event) {
 			if e.Kind == troupe.EventTurn {
 				mu.Lock()
 				arrived[e.Turn] = time.Now()

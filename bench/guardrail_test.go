@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -95,7 +96,7 @@ func guardedLoop(b *testing.B, c client.Client, queue, graph string) (sample, in
 	b.Helper()
 	var res troupe.RunResult
 	s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
-		return workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graph, Agent: "looper", Input: "go"})
+		return troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: graph, Agent: "looper", Input: "go"})
 	}, &res)
 	if res.Turns != loopTurns+1 || res.ToolCalls != loopTurns {
 		b.Fatalf("%s looper ran %d turns and %d tool calls, want %d and %d", graph, res.Turns, res.ToolCalls, loopTurns+1, loopTurns)

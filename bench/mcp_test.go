@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	mcpserver "github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
@@ -164,7 +165,7 @@ func mcpSession(b *testing.B, c client.Client, queue string) *mcp.ClientSession 
 func runDirect(c client.Client, queue, input string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := workflows.Execute(ctx, c, queue, troupe.RunInput{Graph: mcpGraphName, Agent: "echo", Input: input})
+	res, err := troupeclient.Execute(ctx, c, queue, troupe.RunInput{Graph: mcpGraphName, Agent: "echo", Input: input})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
@@ -528,7 +529,7 @@ func runReview(b *testing.B, c client.Client, queue, coordinator string) sample 
 	b.Helper()
 	var res troupe.RunResult
 	s := timeRun(b, c, func(ctx context.Context) (client.WorkflowRun, error) {
-		return workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: reviewGraphName, Agent: coordinator, Input: "review the change"})
+		return troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: reviewGraphName, Agent: coordinator, Input: "review the change"})
 	}, &res)
 	var out string
 	if err := json.Unmarshal(res.Output, &out); err != nil {

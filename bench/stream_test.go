@@ -15,6 +15,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
@@ -149,7 +150,7 @@ func firstDelta(b *testing.B, c client.Client, srv *scripted.Server, queue strin
 	defer cancel()
 	skip := len(srv.Calls())
 	start := time.Now()
-	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: "streamer", Input: "go"})
+	run, err := troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: "streamer", Input: "go"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -160,12 +161,12 @@ func firstDelta(b *testing.B, c client.Client, srv *scripted.Server, queue strin
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = workflows.FollowLive(fctx, c, run.GetID(), 100*time.Millisecond, bus, func(e troupe.Event) {
+		_ = troupeclient.FollowLive(fctx, c, run.GetID(), 100*time.Millisecond, bus, func(e troupe.Event) {
 			if e.Kind == troupe.EventTextDelta {
 				once.Do(func() { first = time.Now() })
 				text.WriteString(e.Detail)
 			}
-		}, workflows.WithDeltas())
+		}, troupeclient.WithDeltas())
 	}()
 	var res troupe.RunResult
 	err = run.Get(ctx, &res)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
@@ -202,7 +203,7 @@ func longAgent(b *testing.B, c client.Client, srv *scripted.Server, queue, agent
 	for i := 0; i < b.N; i++ {
 		skip := len(srv.Calls())
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		res, err := workflows.Execute(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: agent, Input: "go"})
+		res, err := troupeclient.Execute(ctx, c, queue, troupe.RunInput{Graph: graphName, Agent: agent, Input: "go"})
 		cancel()
 		if err != nil || res.Turns != marathonTurns+1 || string(res.Output) != fmt.Sprintf("%q", fmt.Sprintf("done after %d turns", marathonTurns+1)) {
 			b.Fatalf("%s: %v, %+v", agent, err, res)

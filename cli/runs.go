@@ -41,13 +41,13 @@ func runsCommand(graphs []Graph) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withTemporal(cmd, func(cn *conn) error {
-				list, err := cn.runs("", nil).List(cmd.Context(), workflows.ListOptions{Running: running, Limit: limit})
+				list, err := cn.runs("", nil).List(cmd.Context(), troupeclient.ListOptions{Running: running, Limit: limit})
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					if list == nil {
-						list = []workflows.RunInfo{}
+						list = []troupeclient.RunInfo{}
 					}
 					return printJSON(cmd.OutOrStdout(), list)
 				}
@@ -180,9 +180,9 @@ func runsCommand(graphs []Graph) *cobra.Command {
 // or stopping a run.
 func lookupErrorType(err error) string {
 	switch {
-	case errors.Is(err, workflows.ErrNoRun):
+	case errors.Is(err, troupeclient.ErrNoRun):
 		return "troupe.NoRun"
-	case errors.Is(err, workflows.ErrNotRun):
+	case errors.Is(err, troupeclient.ErrNotRun):
 		return "troupe.NotRun"
 	case errors.Is(err, troupeclient.ErrClosed):
 		return "troupe.RunClosed"
@@ -205,7 +205,7 @@ func withTemporal(cmd *cobra.Command, fn func(*conn) error) error {
 // its result (with its usage, cost and budget) or its error (with, for a
 // run its budget stopped, the budget and what the run spent).
 type shown struct {
-	workflows.RunInfo
+	troupeclient.RunInfo
 	Result *troupe.RunResult     `json:"result,omitempty"`
 	Error  *FailureInfo          `json:"error,omitempty"`
 	Agent  string                `json:"agent,omitempty"`

@@ -39,7 +39,7 @@ func (c *Client) Approvals(ctx context.Context, id string) ([]Approval, error) {
 // It returns every decision taken (the one given first, then those of
 // other waiting calls that a remembered decision settled). A decision
 // for no call that waits, or one that cannot be taken as given, fails
-// with an error whose workflows.ErrorType is workflows.ErrBadDecision,
+// with an error whose troupe.ErrorType is troupe.ErrBadDecision,
 // and changes nothing.
 func (c *Client) Decide(ctx context.Context, id string, d Decision) ([]Decision, error) {
 	h, err := c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: troupe.DecideUpdate,

@@ -6,10 +6,20 @@
 // Start gives a Run, and Client.Run the handle of one started elsewhere
 // (by id). A Run's Follow shows its events (and those of every agent it
 // starts) in order, each once, across continue-as-new; Result waits for
-// its outcome; Cancel and Terminate stop it.
+// its outcome; Cancel and Terminate stop it. Sessions likewise
+// (CreateSession, Session).
 //
-// The types of runs (RunInput, RunResult, Event, RunInfo) are those of the
-// workflows package, aliased here so that a caller needs this package only.
+// Following is this package's own: Follow watches each workflow's history
+// and reads its events query, walks the run's tree of workflows, keeps a
+// Cursor, reads the pages of events saved by workflows that continued as
+// new (WithEventStore), takes events from a worker in this process as
+// they are recorded (FollowLive, LiveEvents) and the text deltas of model
+// turns from the workers' delta relays (WithDeltas).
+//
+// The package imports no worker code: a program that only starts and
+// follows runs links neither the workflows nor a worker. The types of runs
+// (RunInput, RunResult, Event) are those of the vocabulary, package troupe,
+// aliased here so that a caller needs this package only.
 package client
 
 import (
@@ -21,11 +31,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe"
-	"github.com/troupe-dev/troupe/runtime/blob"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
-// The types a caller of this package sees, from the workflows package.
+// The types a caller of this package sees, from the vocabulary.
 type (
 	// RunInput is what a run starts with: graph, agent, message, vars.
 	RunInput = troupe.RunInput
@@ -35,29 +43,15 @@ type (
 	// Event is one thing that happened in a run: a turn, a tool call, a
 	// handoff, a retry, the final output.
 	Event = troupe.Event
-	// RunInfo is a run as List and Describe see it.
-	RunInfo = workflows.RunInfo
-	// ListOptions says which runs List returns.
-	ListOptions = workflows.ListOptions
+
 	// Cursor is where a follower stands in a run (FollowFrom).
 	Cursor = troupe.Cursor
-	// FollowOption changes what Follow, FollowFrom and Ask pass on.
-	FollowOption = workflows.FollowOption
 )
 
 // EventTextDelta is the kind of the events that carry a piece of a model
 // turn's text as it is generated (Event.Detail), which followers get with
 // WithDeltas. No workflow records them.
 const EventTextDelta = troupe.EventTextDelta
-
-// WithDeltas has a follower also get the text of each model turn as the
-// model generates it: EventTextDelta events (Seq 0, ignored by Cursor),
-// each turn's before its model_turn event. They come from the EventBus of
-// Config.Events for this process's workers, and from the delta relays
-// that the other workers of the run's task queue serve (see the workflows
-// package doc); none is recorded in the run's history. A relay that
-// cannot be reached means no deltas, not an error.
-func WithDeltas() FollowOption { return workflows.WithDeltas() }
 
 // DefaultPollInterval is how often Follow asks a run for new events when
 // no EventBus brings them.
@@ -69,23 +63,23 @@ type Config struct {
 	// Required; the Client does not close it.
 	Temporal client.Client
 	// TaskQueue is where Start starts runs: the queue the workers of
-	// their graphs serve. Default workflows.DefaultTaskQueue, the queue
+	// their graphs serve. Default troupe.DefaultTaskQueue, the queue
 	// of `troupe dev` and `troupe run`.
 	TaskQueue string
 	// Events, when set, is the EventBus of a worker in this process
 	// (workflows.Config.Events): Follow takes the events it records as
 	// they happen and polls only for those of other workers.
-	Events *workflows.EventBus
+	Events LiveEvents
 	// PollInterval is how often Follow polls for events; default
 	// DefaultPollInterval.
 	PollInterval time.Duration
 	// Store, when set, is the blob store of the runs' workers: Follow
 	// and Events read from it the events that a workflow saved as it
-	// continued as new (workflows.WithEventStore), which stay readable
+	// continued as new (WithEventStore), which stay readable
 	// after Temporal's retention removed its earlier runs. Without it,
 	// those events are read from the earlier runs. The Client does not
 	// close it.
-	Store *blob.Store
+	Store EventStore
 }
 
 // Client starts and reads runs. It is safe for concurrent use.
@@ -103,6 +97,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if none(cfg.Events) {
+		cfg.Events = nil
+	}
+	if none(cfg.Store) {
+		cfg.Store = nil
 	}
 	return &Client{cfg: cfg}, nil
 }
@@ -140,9 +140,9 @@ func (c *Client) Start(ctx context.Context, in RunInput, opts ...StartOption) (*
 		err error
 	)
 	if o.id != "" {
-		wr, err = workflows.StartRunWithID(ctx, c.cfg.Temporal, c.cfg.TaskQueue, o.id, in)
+		wr, err = StartRunWithID(ctx, c.cfg.Temporal, c.cfg.TaskQueue, o.id, in)
 	} else {
-		wr, err = workflows.StartRun(ctx, c.cfg.Temporal, c.cfg.TaskQueue, in)
+		wr, err = StartRun(ctx, c.cfg.Temporal, c.cfg.TaskQueue, in)
 	}
 	if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ func (c *Client) Run(id string) *Run { return &Run{c: c, id: id} }
 // List returns the runs the server holds (as long as its retention keeps
 // closed ones), newest first.
 func (c *Client) List(ctx context.Context, o ListOptions) ([]RunInfo, error) {
-	return workflows.ListRuns(ctx, c.cfg.Temporal, o)
+	return ListRuns(ctx, c.cfg.Temporal, o)
 }
 
 // Run is the handle of one run.
@@ -177,7 +177,7 @@ func (r *Run) ID() string { return r.id }
 // worker arrive as they are recorded. WithDeltas adds the turns' text as
 // it is generated.
 func (r *Run) Follow(ctx context.Context, fn func(Event), opts ...FollowOption) error {
-	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, append(r.c.follow(), opts...)...)
+	return FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, append(r.c.follow(), opts...)...)
 }
 
 // FollowFrom is Follow from cursor on: fn gets the events after those the
@@ -185,26 +185,26 @@ func (r *Run) Follow(ctx context.Context, fn func(Event), opts ...FollowOption) 
 // stopped, or another process given the cursor, goes on where it was,
 // with no event repeated or skipped.
 func (r *Run) FollowFrom(ctx context.Context, cursor Cursor, fn func(Event), opts ...FollowOption) error {
-	return workflows.FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, append(append(r.c.follow(), workflows.From(cursor)), opts...)...)
+	return FollowLive(ctx, r.c.cfg.Temporal, r.id, r.c.cfg.PollInterval, r.c.cfg.Events, fn, append(append(r.c.follow(), From(cursor)), opts...)...)
 }
 
 // Events returns the run's events so far, and those of every agent it
 // started.
 func (r *Run) Events(ctx context.Context) ([]Event, error) {
-	return workflows.Events(ctx, r.c.cfg.Temporal, r.id, r.c.follow()...)
+	return Events(ctx, r.c.cfg.Temporal, r.id, r.c.follow()...)
 }
 
 // follow is how the client's followers read events.
-func (c *Client) follow() []workflows.FollowOption {
+func (c *Client) follow() []FollowOption {
 	if c.cfg.Store == nil {
 		return nil
 	}
-	return []workflows.FollowOption{workflows.WithEventStore(c.cfg.Store)}
+	return []FollowOption{WithEventStore(c.cfg.Store)}
 }
 
 // Result waits for the run to close and returns its result, or its
 // error: a *temporal.WorkflowExecutionError whose cause names the failure
-// (workflows.ErrorType gives its type, such as "troupe.GraphChanged"), or
+// (troupe.ErrorType gives its type, such as "troupe.GraphChanged"), or
 // the error that stopped the wait (ctx's, the server's).
 func (r *Run) Result(ctx context.Context) (*RunResult, error) {
 	var res RunResult
@@ -217,12 +217,12 @@ func (r *Run) Result(ctx context.Context) (*RunResult, error) {
 // Describe returns the run as the server sees it now: status, graph,
 // summary, times, task queue.
 func (r *Run) Describe(ctx context.Context) (RunInfo, error) {
-	return workflows.DescribeRun(ctx, r.c.cfg.Temporal, r.id)
+	return DescribeRun(ctx, r.c.cfg.Temporal, r.id)
 }
 
 // Input returns the input the run started with.
 func (r *Run) Input(ctx context.Context) (RunInput, error) {
-	return workflows.RunInputOf(ctx, r.c.cfg.Temporal, r.id)
+	return RunInputOf(ctx, r.c.cfg.Temporal, r.id)
 }
 
 // ErrClosed is the error of Cancel and Terminate for a run that has
@@ -232,7 +232,7 @@ var ErrClosed = errors.New("the run has closed")
 // Cancel asks the run to stop: its agents are cancelled at their next
 // step and their sandboxes stopped; Result then returns a cancelled
 // error. The id of a workflow that is not a run (one of a run's agents)
-// is refused with workflows.ErrNotRun, and a run that has closed with
+// is refused with ErrNotRun, and a run that has closed with
 // ErrClosed.
 func (r *Run) Cancel(ctx context.Context) error {
 	if err := r.running(ctx, "cancel"); err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 )
 
-// The types of sessions, from the workflows and runtime packages.
+// The types of sessions, from the vocabulary and the runtime package.
 type (
 	// SessionInput is what a session starts with: graph, agent, name,
 	// input policy, vars.
@@ -34,7 +34,7 @@ type (
 )
 
 // CreateSession creates a session of in through the session manager of
-// the client's task queue (workflows.SessionManagerIDFor; started there if
+// the client's task queue (troupe.SessionManagerIDFor; started there if
 // it is not running), which starts the session on that queue, and returns
 // its handle and its entry. WithID gives the session's id; without it the
 // manager makes one, "session-<graph>-<8 hex>".
@@ -120,9 +120,9 @@ func WithMessageID(id string) SendOption {
 // session has queued it, with the turn's id and the cursor to follow it
 // from; with wait, once the turn has ended, with its record too. A
 // message the session refuses fails with an error whose
-// workflows.ErrorType is workflows.ErrSessionBusy (the reject policy),
-// workflows.ErrSessionStopped, workflows.ErrBudgetExceeded (the session's
-// budget is spent: SetBudget raises it) or workflows.ErrBadCommand.
+// troupe.ErrorType is troupe.ErrSessionBusy (the reject policy),
+// troupe.ErrSessionStopped, troupe.ErrBudgetExceeded (the session's
+// budget is spent: SetBudget raises it) or troupe.ErrBadCommand.
 func (s *Session) Send(ctx context.Context, message string, wait bool, opts ...SendOption) (SendResult, error) {
 	var o sendOptions
 	for _, opt := range opts {
@@ -284,8 +284,8 @@ func (s *Session) SwitchBackend(ctx context.Context, backend string) (SessionEnt
 //
 // The session itself takes the change (a budget is none of the
 // registry's business, unlike the commands of Command), so that a change
-// it cannot keep fails here, with an error whose workflows.ErrorType is
-// workflows.ErrBadBudget: a bad limit, or a cost limit for a graph with a
+// it cannot keep fails here, with an error whose troupe.ErrorType is
+// troupe.ErrBadBudget: a bad limit, or a cost limit for a graph with a
 // model that has no price.
 func (s *Session) SetBudget(ctx context.Context, change string) (SessionInfo, error) {
 	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: s.id, UpdateName: troupe.CommandUpdate,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -98,7 +99,7 @@ func TestBudgetEndToEnd(t *testing.T) {
 	// run's first).
 	start := func(input string, budget *agents.Budget) (*troupe.RunResult, []string, error) {
 		t.Helper()
-		run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "dealdesk", Input: input, Budget: budget})
+		run, err := troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: "dealdesk", Input: input, Budget: budget})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func TestBudgetEndToEnd(t *testing.T) {
 		followed := make(chan struct{})
 		go func() {
 			defer close(followed)
-			_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) { ids[e.WorkflowID] = true })
+			_ = troupeclient.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) { ids[e.WorkflowID] = true })
 		}()
 		var res troupe.RunResult
 		err = run.Get(ctx, &res)
@@ -221,7 +222,7 @@ func TestBudgetAcrossContinueAsNew(t *testing.T) {
 	}{{41, true}, {40, false}} {
 		t.Run(fmt.Sprintf("%d calls", tc.calls), func(t *testing.T) {
 			before := len(ms.Calls())
-			run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "bounce", Input: "bounce", Budget: &agents.Budget{ModelCalls: tc.calls}})
+			run, err := troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: "bounce", Input: "bounce", Budget: &agents.Budget{ModelCalls: tc.calls}})
 			if err != nil {
 				t.Fatal(err)
 			}

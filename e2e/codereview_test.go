@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/builtin"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/mcp/server"
@@ -206,7 +207,7 @@ func TestCodeReview(t *testing.T) {
 				cfg.Sandboxes = map[string]sandbox.Client{local.Backend: lc}
 			})
 			out := filepath.Join(t.TempDir(), "review")
-			run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{
+			run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{
 				Graph: "codereview", Input: "Review this change",
 				Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: tc.ref, codereview.VarOut: out},
 			})

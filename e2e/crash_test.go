@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -200,7 +201,7 @@ func crashWorker(t *testing.T, budget *agents.Budget) {
 	blobDir, queue := t.TempDir(), fmt.Sprintf("crash-%d-%d", os.Getpid(), queues.Add(1))
 	first := spawnWorker(t, url, blobDir, queue)
 
-	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "crash", Input: "go", Budget: budget})
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "crash", Input: "go", Budget: budget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestHostLost(t *testing.T) {
 	ms, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("hostlost-%d", os.Getpid())
 	first := spawnWorker(t, url, blobDir, queue)
-	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "fault", Input: "go"})
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "fault", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 	}
 	t.Cleanup(func() { os.Remove(hold); os.Remove(hold + ".id") })
 	first := spawnWorker(t, url, blobDir, queue, envBackend+"=bwrap", envHold+"="+hold)
-	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "recreate", Input: "go"})
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "recreate", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}

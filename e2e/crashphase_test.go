@@ -27,6 +27,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
@@ -279,7 +280,7 @@ func killInPhase(t *testing.T, backend, phase string) {
 	t.Cleanup(func() { os.Remove(hold); os.Remove(hold + ".in"); os.Remove(ids) })
 	env := []string{envBackend + "=" + backend, envPhaseIDs + "=" + ids}
 	first := spawnWorker(t, url, blobDir, queue, append(env, envPhase+"="+phase, envPhaseHold+"="+hold)...)
-	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "phases", Input: "go"})
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "phases", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}

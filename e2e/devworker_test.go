@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/codereview"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // TestDevBesideWorker: `troupe dev` (with its worker) and a `troupe
@@ -63,7 +63,7 @@ func TestDevBesideWorker(t *testing.T) {
 	var all []started
 	for i := range runs {
 		out := filepath.Join(t.TempDir(), "review")
-		run, err := workflows.StartRun(context.Background(), c, troupe.DefaultTaskQueue, troupe.RunInput{
+		run, err := troupeclient.StartRun(context.Background(), c, troupe.DefaultTaskQueue, troupe.RunInput{
 			Graph: "codereview", Input: "Review this change",
 			Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: "HEAD", codereview.VarOut: out},
 		})

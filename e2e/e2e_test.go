@@ -22,6 +22,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -181,7 +182,7 @@ func runGraph(t testing.TB, c client.Client, queue string, in troupe.RunInput) (
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	return workflows.Execute(ctx, c, queue, in)
+	return troupeclient.Execute(ctx, c, queue, in)
 }
 
 var apis = []model.API{model.APIResponses, model.APIChat}

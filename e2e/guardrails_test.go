@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
@@ -149,7 +150,7 @@ func TestGuardrailsEndToEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "guards", Agent: tc.agent, Input: tc.input})
+			run, err := troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: "guards", Agent: tc.agent, Input: tc.input})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/troupe-dev/troupe"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -43,7 +44,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 		cfg.ContinueAfterTurns, cfg.ContinueAfterEvents, cfg.Events = 100, 1000, bus
 	})
 	ctx := context.Background()
-	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "long", Input: "loop"})
+	run, err := troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: "long", Input: "loop"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 		followed.Add(1)
 		go func() {
 			defer followed.Done()
-			_ = workflows.FollowLive(fctx, c, run.GetID(), 50*time.Millisecond, f.bus, func(e troupe.Event) {
+			_ = troupeclient.FollowLive(fctx, c, run.GetID(), 50*time.Millisecond, f.bus, func(e troupe.Event) {
 				if e.WorkflowID == run.GetID()+"/0-looper" {
 					mu.Lock()
 					*f.got = append(*f.got, e)
@@ -88,7 +89,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 		}
 		first, stopFirst := context.WithCancel(fctx)
 		dead := false
-		_ = workflows.Follow(first, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) {
+		_ = troupeclient.Follow(first, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) {
 			if dead {
 				return
 			}
@@ -99,10 +100,10 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 			}
 		})
 		stopFirst()
-		_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) {
+		_ = troupeclient.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) {
 			secondHalf++
 			take(e)
-		}, workflows.From(cursor))
+		}, troupeclient.From(cursor))
 	}()
 	var res troupe.RunResult
 	err = run.Get(ctx, &res)
@@ -167,7 +168,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	// Followed live, and read at once after the run (the latest run
 	// carries only its predecessor's last events: the earlier ones come
 	// from the earlier runs).
-	all, err := workflows.Events(ctx, c, run.GetID(), workflows.WithPatience(time.Minute))
+	all, err := troupeclient.Events(ctx, c, run.GetID(), troupeclient.WithPatience(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +224,7 @@ func TestMarathon(t *testing.T) {
 	var store *blob.Store
 	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) { store = cfg.Store })
 	ctx := context.Background()
-	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "marathon", Input: "run"})
+	run, err := troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: "marathon", Input: "run"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestMarathon(t *testing.T) {
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e troupe.Event) {
+		_ = troupeclient.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e troupe.Event) {
 			if e.WorkflowID == run.GetID()+"/0-runner" {
 				runner = append(runner, e)
 			}
@@ -307,7 +308,7 @@ func TestMarathon(t *testing.T) {
 	// Once Temporal no longer holds the runner's earlier runs, its events
 	// are still read whole, from the pages it saved to the blob store.
 	forgetRuns(t, c, id, chain[:len(chain)-1])
-	all, err := workflows.Events(ctx, c, run.GetID(), workflows.WithEventStore(store), workflows.WithPatience(time.Minute))
+	all, err := troupeclient.Events(ctx, c, run.GetID(), troupeclient.WithEventStore(store), troupeclient.WithPatience(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +372,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "bounce", Input: "bounce"})
+	run, err := troupeclient.StartRun(ctx, c, queue, troupe.RunInput{Graph: "bounce", Input: "bounce"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +381,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		_ = workflows.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e troupe.Event) {
+		_ = troupeclient.Follow(fctx, c, run.GetID(), 100*time.Millisecond, func(e troupe.Event) {
 			if e.WorkflowID == run.GetID() {
 				root = append(root, e)
 			}
@@ -426,7 +427,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 	}
 	// Listed, described and read as one run: started when its first run
 	// started, with the input it was given.
-	info, err := workflows.DescribeRun(ctx, c, run.GetID())
+	info, err := troupeclient.DescribeRun(ctx, c, run.GetID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +438,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 	if want := d0.GetWorkflowExecutionInfo().GetStartTime().AsTime(); !info.Start.Equal(want) {
 		t.Errorf("described as started at %s; its first run started at %s", info.Start, want)
 	}
-	list, err := workflows.ListRuns(ctx, c, workflows.ListOptions{Limit: 1000})
+	list, err := troupeclient.ListRuns(ctx, c, troupeclient.ListOptions{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +451,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 			}
 		}
 	}
-	in, err := workflows.RunInputOf(ctx, c, run.GetID())
+	in, err := troupeclient.RunInputOf(ctx, c, run.GetID())
 	if listed != 1 || err != nil || in.Input != "bounce" || in.Graph != "bounce" {
 		t.Errorf("listed %d times; its input read back %+v (%v), want the run's own", listed, in, err)
 	}
@@ -490,7 +491,7 @@ func TestRunContinuesAsNew(t *testing.T) {
 // with store are followed, the events a follower got while it ran.
 func sameEvents(t *testing.T, c client.Client, id string, store *blob.Store, followed []troupe.Event, how string) {
 	t.Helper()
-	all, err := workflows.Events(context.Background(), c, id, workflows.WithEventStore(store), workflows.WithPatience(time.Minute))
+	all, err := troupeclient.Events(context.Background(), c, id, troupeclient.WithEventStore(store), troupeclient.WithPatience(time.Minute))
 	if err != nil {
 		t.Fatalf("%s: %v", how, err)
 	}

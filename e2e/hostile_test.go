@@ -35,6 +35,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
@@ -142,7 +143,7 @@ func TestHostileWorkspace(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a hang detector
 			defer cancel()
-			res, err := workflows.Execute(ctx, c, queue, troupe.RunInput{Graph: "hostile", Input: "go"})
+			res, err := troupeclient.Execute(ctx, c, queue, troupe.RunInput{Graph: "hostile", Input: "go"})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
 )
@@ -166,7 +167,7 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 			// A second worker process of the same host: the calls must
 			// still reach the process that holds the session.
 			startWorkerOn(t, c, url, model.APIResponses, queue, withGraph)
-			run, err := workflows.StartRun(t.Context(), c, queue, troupe.RunInput{Graph: g.Name(), Input: "use the tools"})
+			run, err := troupeclient.StartRun(t.Context(), c, queue, troupe.RunInput{Graph: g.Name(), Input: "use the tools"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,7 +261,7 @@ func TestMCPCallCancelled(t *testing.T) {
 		cfg.Graphs = append(cfg.Graphs, g)
 		cfg.HeartbeatTimeout = 2 * time.Second
 	})
-	run, err := workflows.StartRun(t.Context(), c, queue, troupe.RunInput{Graph: g.Name(), Input: "hang"})
+	run, err := troupeclient.StartRun(t.Context(), c, queue, troupe.RunInput{Graph: g.Name(), Input: "hang"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/builtin"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
@@ -590,9 +591,9 @@ func TestMCPServeRunToolsRefuseForeignRuns(t *testing.T) {
 		var run client.WorkflowRun
 		var err error
 		if id == "" {
-			run, err = workflows.StartRun(ctx, f.c, idle, in)
+			run, err = troupeclient.StartRun(ctx, f.c, idle, in)
 		} else {
-			run, err = workflows.StartRunWithID(ctx, f.c, idle, id, in)
+			run, err = troupeclient.StartRunWithID(ctx, f.c, idle, id, in)
 		}
 		if err != nil {
 			t.Fatal(err)

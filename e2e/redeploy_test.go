@@ -16,10 +16,10 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/testgraphs"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 const (
@@ -117,7 +117,7 @@ func TestRedeployMidRun(t *testing.T) {
 	held := filepath.Join(t.TempDir(), "held")
 	first := spawnWorker(t, url, blobDir, queue, envHoldModel+"=rollout reviewer", envHoldModelFile+"="+held)
 
-	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	run, err := client.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestRegisterAloneFailsLoudly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	run, err := client.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestRegisterAloneFailsLoudly(t *testing.T) {
 	// agents that fail on a worker fault (go test ./e2e -run
 	// TestRegisterAloneFailsLoudly -histories ../workflows/testdata/histories/v4-worker-faults).
 	if *historiesDir != "" {
-		events, err := workflows.Events(context.Background(), c, run.GetID())
+		events, err := client.Events(context.Background(), c, run.GetID())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 func TestDealDesk(t *testing.T) {
@@ -23,7 +23,7 @@ func TestDealDesk(t *testing.T) {
 		t.Run(string(api), func(t *testing.T) {
 			ms, url := modelServer(t)
 			queue := startWorker(t, c, url, api, nil)
-			run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+			run, err := client.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -32,7 +32,7 @@ func TestDealDesk(t *testing.T) {
 			followed := make(chan struct{})
 			go func() {
 				defer close(followed)
-				_ = workflows.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) { events = append(events, e) })
+				_ = client.Follow(fctx, c, run.GetID(), 50*time.Millisecond, func(e troupe.Event) { events = append(events, e) })
 			}()
 			var res troupe.RunResult
 			err = run.Get(context.Background(), &res)
@@ -174,7 +174,7 @@ func TestFollowIsPushed(t *testing.T) {
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, "", nil)
 	ctx := context.Background()
-	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "watch", Input: "go"})
+	run, err := client.StartRun(ctx, c, queue, troupe.RunInput{Graph: "watch", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestFollowIsPushed(t *testing.T) {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		_ = workflows.Follow(fctx, c, run.GetID(), time.Hour, func(e troupe.Event) { got <- e })
+		_ = client.Follow(fctx, c, run.GetID(), time.Hour, func(e troupe.Event) { got <- e })
 	}()
 	// The guard only ends a broken follower's wait: the run hangs longer.
 	guard := time.After(100 * time.Second)

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe"
-	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/client"
 )
 
 // cliRun is a troupe command run by the test binary on one TROUPE_HOME,
@@ -153,7 +153,7 @@ func TestRunInterruptedAndResumed(t *testing.T) {
 					t.Errorf("Ctrl-C does not say the run goes on and how to resume it:\n%s", msg)
 				}
 			}
-			var before workflows.RunInfo
+			var before client.RunInfo
 			if err := json.Unmarshal([]byte(runCLI(t, home, "runs", "show", "--json", id)), &before); err != nil || before.Status != "RUNNING" || before.Graph != "plod" {
 				t.Fatalf("after %s the run is %+v (%v), want RUNNING", tc.name, before, err)
 			}
@@ -165,7 +165,7 @@ func TestRunInterruptedAndResumed(t *testing.T) {
 				t.Errorf("resumed run printed %q, want its result", out)
 			}
 			var after struct {
-				workflows.RunInfo
+				client.RunInfo
 				Result troupe.RunResult `json:"result"`
 			}
 			if err := json.Unmarshal([]byte(runCLI(t, home, "runs", "show", "--json", id)), &after); err != nil || after.Status != "COMPLETED" || after.Result.Turns != 41 || after.Result.ToolCalls != 40 {
@@ -199,7 +199,7 @@ func TestTwoRunsOneHome(t *testing.T) {
 	if !strings.Contains(first.errText(), "keeping the Temporal server of "+home+" up for the other troupe commands") {
 		t.Errorf("the first run, done first, does not say it keeps the server up for the second:\n%s", first.errText())
 	}
-	var list []workflows.RunInfo
+	var list []client.RunInfo
 	if err := json.Unmarshal([]byte(runCLI(t, home, "runs", "ls", "--json")), &list); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestRunsCancelAndTerminate(t *testing.T) {
 		}
 	}
 	type shown struct {
-		workflows.RunInfo
+		client.RunInfo
 		Error struct{ Type, Message string } `json:"error"`
 	}
 	show := func(id string) shown {

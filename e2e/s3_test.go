@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/cli"
+	"github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/s3test"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -101,7 +102,7 @@ func TestBlobRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "long", Input: "loop"})
+	running, err := client.StartRun(ctx, c, queue, troupe.RunInput{Graph: "long", Input: "loop"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
@@ -175,7 +176,7 @@ func TestSandboxDiesMidRun(t *testing.T) {
 				cfg.Graphs = append(cfg.Graphs, sandboxGraphs(tc.backend)...)
 				cfg.Sandboxes[tc.backend] = tc.client(t, root)
 			})
-			run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "fault", Input: "go"})
+			run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "fault", Input: "go"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +277,7 @@ func TestSandboxStoppedOnCancel(t *testing.T) {
 		cfg.Graphs = append(cfg.Graphs, sandboxGraphs("local")...)
 		cfg.Sandboxes = map[string]sandbox.Client{"local": lc}
 	})
-	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "fault", Input: "go"})
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "fault", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +324,7 @@ func TestReapOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No worker listens on this queue: the run stays open.
-	open, err := workflows.StartRun(ctx, c, "nobody-listens", troupe.RunInput{Graph: "chain", Input: "hi"})
+	open, err := troupeclient.StartRun(ctx, c, "nobody-listens", troupe.RunInput{Graph: "chain", Input: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,9 +54,9 @@ func TestTextStreamsToFollowers(t *testing.T) {
 		// Two followers: one asks for deltas, one does not.
 		var streamed, plain followedEvents
 		answer := follow(t, run, res, func(ctx context.Context) error {
-			return workflows.FollowLive(ctx, c, run, 50*time.Millisecond, nil, streamed.add, workflows.WithDeltas())
+			return troupeclient.FollowLive(ctx, c, run, 50*time.Millisecond, nil, streamed.add, troupeclient.WithDeltas())
 		}, func(ctx context.Context) error {
-			return workflows.Follow(ctx, c, run, 50*time.Millisecond, plain.add)
+			return troupeclient.Follow(ctx, c, run, 50*time.Millisecond, plain.add)
 		})
 		checkStreamed(t, streamed.all(), run, answer)
 		if n := countDeltas(plain.all()); n != 0 {
@@ -87,7 +87,7 @@ func TestTextStreamsToFollowers(t *testing.T) {
 		run, res := startStream(t, c, queue, "hello from here")
 		var streamed followedEvents
 		answer := follow(t, run, res, func(ctx context.Context) error {
-			return workflows.FollowLive(ctx, c, run, 50*time.Millisecond, bus, streamed.add, workflows.WithDeltas())
+			return troupeclient.FollowLive(ctx, c, run, 50*time.Millisecond, bus, streamed.add, troupeclient.WithDeltas())
 		})
 		checkStreamed(t, streamed.all(), run, answer)
 	})
@@ -103,7 +103,7 @@ func TestTextStreamsToFollowers(t *testing.T) {
 		run, res := startStream(t, c, queue, "hello into the void")
 		var got followedEvents
 		follow(t, run, res, func(ctx context.Context) error {
-			return workflows.FollowLive(ctx, c, run, 50*time.Millisecond, nil, got.add, workflows.WithDeltas())
+			return troupeclient.FollowLive(ctx, c, run, 50*time.Millisecond, nil, got.add, troupeclient.WithDeltas())
 		})
 		evs := got.all()
 		if n := countDeltas(evs); n != 0 {
@@ -202,7 +202,7 @@ func waitRelay(t *testing.T, c client.Client, queue string) string {
 // channel gets its result's output (the answer) or its error.
 func startStream(t *testing.T, c client.Client, queue, input string) (string, <-chan streamResult) {
 	t.Helper()
-	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "stream", Input: input})
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "stream", Input: input})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // TestWebUISummaries: the Web UI reads like the run. The run shows the
@@ -21,7 +21,7 @@ func TestWebUISummaries(t *testing.T) {
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, model.APIResponses, nil)
 	ctx := context.Background()
-	run, err := workflows.StartRun(ctx, c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	run, err := client.StartRun(ctx, c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err != nil {
 		t.Fatal(err)
 	}

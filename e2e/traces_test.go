@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/jaegertest"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -85,7 +86,7 @@ func TestTracesAcrossCrash(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 
-	run, err := workflows.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
 	if err != nil {
 		t.Fatal(err)
 	}

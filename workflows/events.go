@@ -11,10 +11,6 @@ import (
 	"github.com/troupe-dev/troupe"
 )
 
-// queryPage bounds the events one answer of the events query holds; a
-// follower further behind asks again from the last it got.
-const queryPage = 2500
-
 // recorder keeps the events of a workflow's run, with those the run before
 // it carried (its last carriedEvents), and answers the events query. A
 // run's events are bounded by its continue-as-new bounds (turns and
@@ -104,11 +100,11 @@ func (rec *recorder) savePage(ctx workflow.Context) error {
 	return nil
 }
 
-// after returns the events numbered after n, at most queryPage of them.
+// after returns the events numbered after n, at most EventsQueryPage of them.
 func (rec *recorder) after(n int) []troupe.Event {
 	for i, e := range rec.events {
 		if e.Seq > n {
-			return rec.events[i:min(len(rec.events), i+queryPage)]
+			return rec.events[i:min(len(rec.events), i+troupe.EventsQueryPage)]
 		}
 	}
 	return []troupe.Event{}

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -57,13 +56,6 @@ func (a *Activities) Keep(ctx context.Context, in KeepInput) error {
 		}
 	}
 	return nil
-}
-
-// RunOf returns the run a workflow id belongs to: the id of the run's
-// orchestrator, which every agent workflow's id starts with.
-func RunOf(workflowID string) string {
-	run, _, _ := strings.Cut(workflowID, "/")
-	return run
 }
 
 // SweepBlobs deletes the blob data of the runs that are done with it and

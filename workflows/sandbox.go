@@ -318,7 +318,7 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	// Under the run's own prefix, so its data goes with it (retention.go).
 	key := "snapshots/" + hex.EncodeToString(h.Sum(nil)) + ".tar.zst"
 	if activity.IsActivity(ctx) {
-		key = "snapshots/" + RunOf(activity.GetInfo(ctx).WorkflowExecution.ID) + "/" + hex.EncodeToString(h.Sum(nil)) + ".tar.zst"
+		key = "snapshots/" + troupe.RunOf(activity.GetInfo(ctx).WorkflowExecution.ID) + "/" + hex.EncodeToString(h.Sum(nil)) + ".tar.zst"
 	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", err

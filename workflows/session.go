@@ -585,7 +585,7 @@ func sharedRuns(st runtime.SessionState) []string {
 	var runs []string
 	add := func(key, area string) {
 		if rest, ok := strings.CutPrefix(key, area); ok {
-			if run := RunOf(rest); run != "" && !slices.Contains(runs, run) {
+			if run := troupe.RunOf(rest); run != "" && !slices.Contains(runs, run) {
 				runs = append(runs, run)
 			}
 		}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/client"
 )
 
 // Bounds of troupe_run_result's wait_seconds.
@@ -208,7 +208,7 @@ func (s *Server) lookup(ctx context.Context, id string) (*runInfo, error) {
 	run := s.runs.Run(id)
 	d, err := run.Describe(ctx)
 	if err != nil {
-		if errors.Is(err, workflows.ErrNoRun) || errors.Is(err, workflows.ErrNotRun) {
+		if errors.Is(err, client.ErrNoRun) || errors.Is(err, client.ErrNotRun) {
 			return nil, noRun
 		}
 		return nil, fmt.Errorf("could not look run %q up: %w", id, err)
