@@ -99,7 +99,7 @@ type statusEvent struct {
 // runInfo is what Temporal says of a run.
 type runInfo struct {
 	id     string
-	status string // as workflows.RunInfo has it: RUNNING, COMPLETED...
+	status string // as client.RunInfo has it: RUNNING, COMPLETED...
 	in     troupe.RunInput
 	start  time.Time
 	close  time.Time

@@ -19,7 +19,6 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // Keys of _meta this package reads or writes.
@@ -32,7 +31,7 @@ const (
 	// of the run's workflow id.
 	MetaRunID = "troupe/run_id"
 	// MetaErrorType is the result _meta key of the troupe error type
-	// (workflows.ErrorType) of a failed run, or "cancelled", "terminated",
+	// (troupe.ErrorType) of a failed run, or "cancelled", "terminated",
 	// "timed_out".
 	MetaErrorType = "troupe/error_type"
 	// MetaStatus is the _meta key of the run's status in the answers of
@@ -67,7 +66,7 @@ type Config struct {
 	// Required.
 	Client client.Client
 	// TaskQueue is the queue of the workers that run Graphs; empty means
-	// workflows.DefaultTaskQueue.
+	// troupe.DefaultTaskQueue.
 	TaskQueue string
 	// Graphs are the graphs served: each exposed agent becomes a tool, and
 	// the run tools answer for runs of these graphs only. Tool names must
@@ -86,7 +85,7 @@ type Config struct {
 	// (workflows.Config.Events) that runs Graphs: a call's progress
 	// notifications then carry its run's events as they are recorded,
 	// and polls bring only those of other workers.
-	Events *workflows.EventBus
+	Events troupeclient.LiveEvents
 }
 
 // Server is an MCP server whose tools are the exposed agents of its graphs,
