@@ -13,7 +13,7 @@ import (
 	"github.com/troupe-dev/troupe/cli/chat"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // BenchmarkChatTimeToFirstToken measures time to first token on the
@@ -32,7 +32,7 @@ import (
 func BenchmarkChatTimeToFirstToken(b *testing.B) {
 	c := temporalClient(b)
 	_, url := modelServer(b)
-	queue := streamWorker(b, c, url, workflows.NewEventBus()) // the chat, in another process, reads the relay
+	queue := streamWorker(b, c, url, events.NewBus()) // the chat, in another process, reads the relay
 	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
 	if err != nil {
 		b.Fatal(err)

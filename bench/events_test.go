@@ -15,6 +15,7 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 const echoWorkflowName = "bench.Echo"
@@ -47,7 +48,7 @@ func BenchmarkEventLatency(b *testing.B) {
 	srv, url := modelServer(b)
 	queue := startWorker(b, c, registerBaseline, registerEcho, troupeWorker(b, url, nil))
 	aqueue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
-	bus := workflows.NewEventBus()
+	bus := events.NewBus()
 	lqueue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) { cfg.Events = bus }))
 	warmUp(b, c, queue, false)
 	warmUp(b, c, aqueue, false)
@@ -110,7 +111,7 @@ func updateRoundTrips(b *testing.B, c client.Client, queue string, n int) []time
 // followedLatencies runs the looper on queue with a follower and returns,
 // for each of its turns, the time from the model's answer (the scripted
 // server's End) to the arrival of the turn's event at the follower.
-func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queue string, bus *workflows.EventBus) []time.Duration {
+func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queue string, bus *events.Bus) []time.Duration {
 	b.Helper()
 	ctx := context.Background()
 	skip := len(srv.Calls())

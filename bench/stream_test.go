@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 const (
@@ -49,7 +50,7 @@ var streamAnswer = strings.Repeat("A streamed answer arrives a few tokens at a t
 func BenchmarkTimeToFirstDelta(b *testing.B) {
 	c := temporalClient(b)
 	srv, url := modelServer(b)
-	bus := workflows.NewEventBus()
+	bus := events.NewBus()
 	queue := streamWorker(b, c, url, bus)
 	warmUp(b, c, queue, false)
 	var direct, relayed, local, afterModel []time.Duration
@@ -85,7 +86,7 @@ func BenchmarkTimeToFirstDelta(b *testing.B) {
 // streamWorker starts Troupe's workers for the bench graph with bus as
 // their EventBus, through StartWorkers, which serves the bus's deltas and
 // advertises the relay in the workers' identity; it returns the queue.
-func streamWorker(b *testing.B, c client.Client, baseURL string, bus *workflows.EventBus) string {
+func streamWorker(b *testing.B, c client.Client, baseURL string, bus *events.Bus) string {
 	b.Helper()
 	m, err := model.New(model.Config{APIKey: "bench", BaseURL: baseURL, API: model.APIResponses})
 	if err != nil {
@@ -144,7 +145,7 @@ func modelFirstToken(b *testing.B, baseURL string) time.Duration {
 // bus: the worker's own; without: through the relay) and returns the time
 // from the run's start to the first delta at the follower, and the time
 // from the model call's start to that delta.
-func firstDelta(b *testing.B, c client.Client, srv *scripted.Server, queue string, bus *workflows.EventBus) (sinceStart, sinceCall time.Duration) {
+func firstDelta(b *testing.B, c client.Client, srv *scripted.Server, queue string, bus *events.Bus) (sinceStart, sinceCall time.Duration) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/mcp/server"
-	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // envMCPToken is the bearer token of `troupe mcp serve --http` when
@@ -136,7 +136,7 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 		// events reach the calls' progress as they are recorded.
 		o.queue = "troupe-mcp-" + strings.Join(names(o.graphs), "-")
 		o.worker.taskQueue = o.queue
-		o.worker.events = workflows.NewEventBus()
+		o.worker.events = events.NewBus()
 		stop, err := startWorker(ctx, c, namespace, o.worker, o.graphs, stderr)
 		if err != nil {
 			return err

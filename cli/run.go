@@ -27,6 +27,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 func quietLogger() log.Logger {
@@ -159,7 +160,7 @@ func runGraph(ctx context.Context, graphs []Graph, in troupe.RunInput, wo worker
 		// cannot finish goes on on any worker of the same graphs.
 		taskQueue = troupe.DefaultTaskQueue
 		wo.taskQueue = taskQueue
-		wo.events = workflows.NewEventBus()
+		wo.events = events.NewBus()
 		wo.brief = !out.verbose
 		stop, err := startWorker(ctx, conn.c, conn.namespace, wo, graphs, stderr)
 		if err != nil {
@@ -426,7 +427,7 @@ type conn struct {
 // runs is the run client of the connection, starting runs on queue (the
 // default one when empty) and following them with the events of bus (a
 // worker of this process) when set.
-func (cn *conn) runs(queue string, bus *workflows.EventBus) *troupeclient.Client {
+func (cn *conn) runs(queue string, bus *events.Bus) *troupeclient.Client {
 	cl, err := troupeclient.New(troupeclient.Config{Temporal: cn.c, TaskQueue: queue, Events: bus, Store: cn.eventStore()})
 	if err != nil {
 		panic(err) // unreachable: cn.c is set

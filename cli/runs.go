@@ -20,7 +20,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // runsCommand is `troupe runs`: the runs of the Temporal server the other
@@ -282,7 +282,7 @@ func resumeRun(ctx context.Context, cn *conn, graphs []Graph, id string, wo work
 		}
 	}
 	wo.taskQueue = info.TaskQueue
-	wo.events = workflows.NewEventBus()
+	wo.events = events.NewBus()
 	stop, err := startWorker(ctx, cn.c, cn.namespace, wo, graphs, stderr)
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // workerOptions are a worker's settings that its commands' flags give.
@@ -36,7 +37,7 @@ type workerOptions struct {
 	sandboxQueue string
 	// events, when set, gets the events of the worker's workflows as
 	// they record them, for followers in this process.
-	events *workflows.EventBus
+	events *events.Bus
 	// brief leaves out the sandboxes' limits from the start-up lines
 	// (`troupe run` without --verbose: its progress is what matters).
 	brief bool
@@ -106,11 +107,11 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	}
 	// A bus even with no follower in this process: the worker's delta
 	// relay serves the deltas it carries to followers elsewhere.
-	events := o.events
-	if events == nil {
-		events = workflows.NewEventBus()
+	bus := o.events
+	if bus == nil {
+		bus = events.NewBus()
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: events, DeltaAddr: o.deltaAddr, Model: m, Store: store,
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: bus, DeltaAddr: o.deltaAddr, Model: m, Store: store,
 		Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: queue, SpoolDir: spool})
 	if err != nil {
 		release()

@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // The test binary doubles as a worker process when envWorker is set.
@@ -101,7 +102,7 @@ func workerProcess() int {
 		Graphs: workerGraphs(backend), Model: m, Store: store,
 		// A bus, so its delta relay serves followers of other processes
 		// (stream_test.go).
-		Events:           workflows.NewEventBus(),
+		Events:           events.NewBus(),
 		HeartbeatTimeout: time.Second, Host: os.Getenv(envQueue), HostTimeout: 2 * time.Second,
 		Sandboxes: map[string]sandbox.Client{backend: sc},
 	})

@@ -21,6 +21,7 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // historyBound is the most events one run of the looper may hold: this
@@ -39,7 +40,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	t.Parallel() // long and on its own worker: it runs beside the other long ones, after the rest
 	c := dial(t)
 	_, url := modelServer(t)
-	bus := workflows.NewEventBus()
+	bus := events.NewBus()
 	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) {
 		cfg.ContinueAfterTurns, cfg.ContinueAfterEvents, cfg.Events = 100, 1000, bus
 	})
@@ -55,7 +56,7 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	fctx, stop := context.WithCancel(ctx)
 	var followed sync.WaitGroup
 	for _, f := range []struct {
-		bus *workflows.EventBus
+		bus *events.Bus
 		got *[]troupe.Event
 	}{{nil, &looper}, {bus, &live}} {
 		followed.Add(1)

@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // mcpGateRules drive the keeper of mcpGateGraph: "clean X" removes X,
@@ -77,7 +78,7 @@ func newMCPGateFixture(t *testing.T) (url, stateless, log string) {
 	t.Cleanup(func() { ms.Close() })
 	log = filepath.Join(t.TempDir(), "gate.log")
 	g := mcpGateGraph(log)
-	bus := workflows.NewEventBus()
+	bus := events.NewBus()
 	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
 		cfg.Graphs = append(cfg.Graphs, g)
 		cfg.Events = bus

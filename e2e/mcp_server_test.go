@@ -40,6 +40,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // mcpWaitGraph is a graph with one exposed agent without an output type,
@@ -99,7 +100,7 @@ func newMCPServeFixture(t *testing.T, opts server.HTTPOptions) *mcpServeFixture 
 // newMCPServeFixtureWith is newMCPServeFixture whose worker records its
 // events to bus (when not nil), which the server follows, and whose
 // server polls every poll.
-func newMCPServeFixtureWith(t *testing.T, opts server.HTTPOptions, bus *workflows.EventBus, poll time.Duration) *mcpServeFixture {
+func newMCPServeFixtureWith(t *testing.T, opts server.HTTPOptions, bus *events.Bus, poll time.Duration) *mcpServeFixture {
 	t.Helper()
 	c := dial(t)
 	sc := scenario(t)
@@ -480,7 +481,7 @@ func testMCPReconnect(t *testing.T, f *mcpServeFixture) {
 // polls an hour apart, the agent's start comes while the run still runs
 // (its agent waits two minutes on the model), not with the run's end.
 func TestMCPServeLiveProgress(t *testing.T) {
-	f := newMCPServeFixtureWith(t, server.HTTPOptions{}, workflows.NewEventBus(), time.Hour)
+	f := newMCPServeFixtureWith(t, server.HTTPOptions{}, events.NewBus(), time.Hour)
 	s := newRawMCP(t, f.url, "")
 	s.initialize()
 	msgs := s.stream(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mcpwait_waiter","arguments":{"input":"hang on"},"_meta":{"progressToken":"p7"}}}`)

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // TestTextStreamsToFollowers: the stream agent's long answer (800 ms of
@@ -79,7 +80,7 @@ func TestTextStreamsToFollowers(t *testing.T) {
 	})
 
 	t.Run("the worker's own process", func(t *testing.T) {
-		bus := workflows.NewEventBus()
+		bus := events.NewBus()
 		queue := startWorker(t, c, modelURL, "", func(cfg *workflows.Config) { cfg.Events = bus })
 		if got := waitRelay(t, c, queue); got != bus.RelayURL() {
 			t.Errorf("the worker advertises relay %q; its bus serves %q", got, bus.RelayURL())

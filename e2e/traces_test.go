@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // envTraces makes a worker process trace with the telemetry the standard
@@ -379,7 +380,7 @@ func startTracedWorker(t *testing.T, c client.Client, modelURL, blobDir, queue s
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: workerGraphs("local"), Model: m, Store: store, Events: workflows.NewEventBus(),
+	r, err := workflows.NewRunner(workflows.Config{Graphs: workerGraphs("local"), Model: m, Store: store, Events: events.NewBus(),
 		HeartbeatTimeout: time.Second, Host: queue, HostTimeout: 2 * time.Second, Sandboxes: map[string]sandbox.Client{"local": lc}})
 	if err != nil {
 		t.Fatal(err)

@@ -38,16 +38,6 @@ type Activities struct {
 	asks *askSlots
 }
 
-// SaveEvents writes a page of a workflow's events to the blob store, as
-// the workflow continues as new.
-func (a *Activities) SaveEvents(ctx context.Context, in SaveEventsInput) error {
-	data, err := json.Marshal(in.Events)
-	if err != nil {
-		return temporal.NewNonRetryableApplicationError("events that do not encode", troupe.ErrInternal, err)
-	}
-	return a.r.cfg.Store.Put(ctx, in.Key, data)
-}
-
 // Model runs one model turn: it loads the transcript, calls the model,
 // appends the pending items and the turn's output as one segment, and
 // decides the next step.

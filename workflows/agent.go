@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // AgentWorkflow runs one agent until it gives a final output or hands off:
@@ -32,7 +33,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 	if carry == nil {
 		carry = &AgentCarry{}
 	}
-	rec, err := newRecorder(ctx, carry.Events, carry.NextEvent, carry.Pages, r.cfg.Events)
+	rec, err := events.NewRecorder(ctx, carry.Events, carry.NextEvent, carry.Pages, r.cfg.Events)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +57,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			st.MCP, st.MCPLost = carry.MCP, carry.MCPLost
 		}
 	} else {
-		rec.add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: agent.Name})
+		rec.Add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: agent.Name})
 	}
 	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in.AgentInput, continued: in.Carry != nil, ctl: newControl(ctx, true)}
 	calls.ctl.paused, calls.ctl.interrupted = carry.Paused, carry.Interrupted
@@ -106,7 +107,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 		err = troupe.WithFailure(err, lease, st.Agents, loan)
 		calls.budget.flush(ctx)
 		e.Agent = agent.Name
-		rec.add(ctx, e)
+		rec.Add(ctx, e)
 		return res, err
 	}
 	fail := func(err error) (*troupe.AgentResult, error) {
@@ -164,11 +165,11 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			if len(mo.Step.Calls) > 0 {
 				detail = fmt.Sprintf("%d tool call(s)", len(mo.Step.Calls))
 			}
-			rec.add(ctx, troupe.Event{Kind: troupe.EventTurn, Agent: agent.Name, Turn: rc.Turn, Detail: detail})
+			rec.Add(ctx, troupe.Event{Kind: troupe.EventTurn, Agent: agent.Name, Turn: rc.Turn, Detail: detail})
 			next = st.ModelDone(agent, mo.Transcript, mo.Step, mo.Usage)
 			calls.count(ctx, st, rc.Turn, &mo)
 			if next.Correction != "" {
-				rec.add(ctx, troupe.Event{Kind: troupe.EventOutputInvalid, Agent: agent.Name, Turn: rc.Turn, Detail: next.Correction})
+				rec.Add(ctx, troupe.Event{Kind: troupe.EventOutputInvalid, Agent: agent.Name, Turn: rc.Turn, Detail: next.Correction})
 			}
 		case runtime.RunCalls:
 			if err := calls.ctl.hold(ctx, calls.sb); err != nil {
@@ -236,14 +237,10 @@ func (r *Runner) timeToContinue(ctx workflow.Context, spec *runtime.GraphSpec, t
 		info.GetContinueAsNewSuggested()
 }
 
-// carriedEvents bounds the events a run carries into the next (each
-// under a kilobyte), to keep the carry far below the payload bound.
-const carriedEvents = 200
-
 // continueAsNew ends this run of the agent's workflow with its state
 // carried into the next: between turns, with no call running and the
 // sandbox not being suspended (it stays up, its lease carried).
-func (r *Runner) continueAsNew(ctx workflow.Context, in AgentWorkflowInput, st *runtime.AgentState, calls *turnCalls, rec *recorder) error {
+func (r *Runner) continueAsNew(ctx workflow.Context, in AgentWorkflowInput, st *runtime.AgentState, calls *turnCalls, rec *events.Recorder) error {
 	// A cancellation does not pass to the next run: end here (runs from
 	// before this check continued, and replay so).
 	if ctx.Err() != nil && workflow.GetVersion(ctx, versionCancelNotContinued, workflow.DefaultVersion, 1) == 1 {
@@ -261,13 +258,12 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentWorkflowInput, st *
 	carry := &AgentCarry{State: *st}
 	// The page first: a cancellation while it is saved ends the run
 	// before any event says it continues.
-	if err := rec.savePage(ctx); err != nil {
+	if err := rec.SavePage(ctx); err != nil {
 		return err
 	}
-	rec.add(ctx, troupe.Event{Kind: troupe.EventContinued, Agent: st.Agent, Turn: st.Turn,
+	rec.Add(ctx, troupe.Event{Kind: troupe.EventContinued, Agent: st.Agent, Turn: st.Turn,
 		Detail: fmt.Sprintf("history of %d events: continuing as new before turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), st.Turn)})
-	carry.Events = rec.events[max(0, len(rec.events)-carriedEvents):]
-	carry.NextEvent, carry.Pages = rec.next, rec.pages
+	carry.Events, carry.NextEvent, carry.Pages = rec.Carry()
 	// The controls go along, those still in the signal channel included.
 	calls.ctl.drain(ctx)
 	carry.Paused, carry.Interrupted = calls.ctl.paused, calls.ctl.interrupted
@@ -294,7 +290,7 @@ func modelBackoff(attempt int) time.Duration {
 }
 
 // callModel takes one model turn, retrying what can be retried.
-func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, in ModelInput, out *ModelOutput) error {
+func (r *Runner) callModel(ctx workflow.Context, rec *events.Recorder, spec *runtime.GraphSpec, in ModelInput, out *ModelOutput) error {
 	// Runs recorded before model calls became local activities by default
 	// replay on the regular-activity path.
 	local := workflow.GetVersion(ctx, versionLocalModelCalls, workflow.DefaultVersion, 1) == 1 && !spec.ModelActivities
@@ -344,7 +340,7 @@ func (r *Runner) callModel(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			what = "model unreachable"
 		}
 		wait := modelBackoff(attempt)
-		rec.add(ctx, troupe.Event{Kind: troupe.EventModelRetry, Agent: in.Agent, Turn: in.Run.Turn,
+		rec.Add(ctx, troupe.Event{Kind: troupe.EventModelRetry, Agent: in.Agent, Turn: in.Run.Turn,
 			Detail: fmt.Sprintf("%s: %s; retry %d of %d in %s", what, troupe.Preview(rootCause(err), 300), attempt+1, modelAttempts, wait)})
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return err

@@ -275,7 +275,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 	}
 	for _, w := range waits {
 		w.span = traceApproval(ctx, gateCall{Agent: t.agent.Name, Kind: w.req.Kind, Call: agents.FunctionCall(w.req.CallID, w.req.Tool, w.req.Arguments)})
-		t.rec.add(ctx, troupe.Event{Kind: troupe.EventApprovalRequested, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID,
+		t.rec.Add(ctx, troupe.Event{Kind: troupe.EventApprovalRequested, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID,
 			Approval: w.req.ID, Detail: troupe.Preview(w.req.Arguments, 300)})
 		_ = workflow.SignalExternalWorkflow(ctx, t.in.RunID, "", troupe.ApprovalRequestSignal, w.req).Get(ctx, nil)
 	}
@@ -303,7 +303,7 @@ func (t *turnCalls) approve(ctx workflow.Context, rc agents.RunContext, d *runti
 		if dec.Message != "" {
 			detail += ": " + dec.Message
 		}
-		t.rec.add(ctx, troupe.Event{Kind: troupe.EventApprovalDecided, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID, Approval: w.req.ID, Detail: troupe.Preview(detail, 300)})
+		t.rec.Add(ctx, troupe.Event{Kind: troupe.EventApprovalDecided, Agent: t.agent.Name, Turn: rc.Turn, Tool: w.req.Tool, CallID: w.req.CallID, Approval: w.req.ID, Detail: troupe.Preview(detail, 300)})
 		switch {
 		case !dec.Approve:
 			t.reject(w, t.rejection(dec), done)

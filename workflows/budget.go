@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // Budgets: a run, or a session over all its turns, spends at most its
@@ -156,7 +157,7 @@ func refusal(what, why, hint string) string {
 type treeBudget struct {
 	// ledger is where the root keeps its ledger (nil for no budget).
 	ledger **runtime.BudgetLedger
-	rec    *recorder
+	rec    *events.Recorder
 	// what is the root's kind for people ("run", "session"); hint says
 	// how to go on once the budget is spent.
 	what, hint string
@@ -174,7 +175,7 @@ type treeBudget struct {
 // newTreeBudget sets the root's budget handlers up on the ledger at
 // ledger; listen has it take the messages of its tree's agents (a root
 // that can have no budget takes none).
-func newTreeBudget(ctx workflow.Context, ledger **runtime.BudgetLedger, listen bool, rec *recorder, what, hint string) (*treeBudget, error) {
+func newTreeBudget(ctx workflow.Context, ledger **runtime.BudgetLedger, listen bool, rec *events.Recorder, what, hint string) (*treeBudget, error) {
 	b := &treeBudget{ledger: ledger, rec: rec, what: what, hint: hint,
 		asks: workflow.GetSignalChannel(ctx, troupe.BudgetAskSignal), usage: workflow.GetSignalChannel(ctx, troupe.BudgetUsageSignal),
 		returns: workflow.GetSignalChannel(ctx, troupe.BudgetReturnSignal)}
@@ -258,7 +259,7 @@ func (b *treeBudget) refuse(ctx workflow.Context, wf string, r troupe.BudgetRefu
 	if b.refused == "" {
 		b.refused = r.Reason
 	}
-	b.rec.add(ctx, troupe.Event{Kind: troupe.EventBudgetExceeded, Agent: r.Agent, Turn: r.Turn, Child: wf,
+	b.rec.Add(ctx, troupe.Event{Kind: troupe.EventBudgetExceeded, Agent: r.Agent, Turn: r.Turn, Child: wf,
 		Detail: fmt.Sprintf("the model call of %s (turn %d) was refused: %s", r.Agent, r.Turn, r.Reason)})
 }
 
@@ -364,7 +365,7 @@ func (b *treeBudget) exceeded(ctx workflow.Context, err error) error {
 
 // runBudget sets a run's budget up at its root: the ledger it carried, or
 // a new one for a budget in its spec.
-func (r *Runner) runBudget(ctx workflow.Context, spec *runtime.GraphSpec, carry *RunCarry, rec *recorder) (*treeBudget, error) {
+func (r *Runner) runBudget(ctx workflow.Context, spec *runtime.GraphSpec, carry *RunCarry, rec *events.Recorder) (*treeBudget, error) {
 	ledger := runtime.NewBudgetLedger(spec.Budget)
 	if carry != nil && carry.Budget != nil {
 		ledger = carry.Budget

@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // This file carries out a turn's tool calls: one executor per kind of call
@@ -76,7 +77,7 @@ type turnCalls struct {
 	tree   *runtime.Usages
 
 	r     *Runner
-	rec   *recorder
+	rec   *events.Recorder
 	spec  *runtime.GraphSpec
 	agent *runtime.AgentSpec
 	in    troupe.AgentInput
@@ -159,7 +160,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		if item.OutputRef != "" {
 			detail = "(large output stored at " + item.OutputRef + ")"
 		}
-		t.rec.add(ctx, troupe.Event{Kind: troupe.EventToolResult, Agent: t.agent.Name, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID, Detail: troupe.Preview(detail, 200)})
+		t.rec.Add(ctx, troupe.Event{Kind: troupe.EventToolResult, Agent: t.agent.Name, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID, Detail: troupe.Preview(detail, 200)})
 	}
 	wg.Wait(ctx)
 	if fatal != nil {
@@ -179,7 +180,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 }
 
 func (t *turnCalls) called(ctx workflow.Context, rc agents.RunContext, c agents.Item) {
-	t.rec.add(ctx, troupe.Event{Kind: troupe.EventToolCalled, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: troupe.Preview(c.Arguments, 200)})
+	t.rec.Add(ctx, troupe.Event{Kind: troupe.EventToolCalled, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: troupe.Preview(c.Arguments, 200)})
 }
 
 func (t *turnCalls) outputKey(rc agents.RunContext, c agents.Item) string {
@@ -252,7 +253,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		return
 	}
 	prefix := fmt.Sprintf("%s/t%d.%d", rc.WorkflowID, rc.Turn, i)
-	t.rec.add(ctx, troupe.Event{Kind: troupe.EventAgentToolStarted, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+	t.rec.Add(ctx, troupe.Event{Kind: troupe.EventAgentToolStarted, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
 		Detail: troupe.Preview(args.Input, 200), Child: fmt.Sprintf("%s/0-%s", prefix, tool.Target)})
 	wg.Add(1)
 	workflow.Go(ctx, func(gctx workflow.Context) {
@@ -293,7 +294,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 			output = t.checkAgentOutput(gctx, rc, c, output, fatal, usage)
 		}
 		done[c.CallID] = t.output(c, output)
-		t.rec.add(gctx, troupe.Event{Kind: troupe.EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: troupe.Preview(output, 200)})
+		t.rec.Add(gctx, troupe.Event{Kind: troupe.EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: troupe.Preview(output, 200)})
 	})
 }
 

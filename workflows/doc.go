@@ -25,7 +25,7 @@
 //     Follow walks a run's tree of workflows to stream the events, reading
 //     what a later run no longer carries from the pages
 //     (WithEventStore), else from the earlier runs while Temporal keeps
-//     them. A worker given an EventBus also hands each event, as it is
+//     them. A worker given an Bus also hands each event, as it is
 //     recorded, to followers in its process (FollowLive). A model call
 //     that fails is retried by the workflow, each retry an event ("model
 //     unreachable: connection refused; retry 3 of 10 in 2s").
@@ -33,7 +33,7 @@
 // Live text: a turn's reply reaches followers as the model generates it,
 // while history records only each turn's final response. The model
 // adapters stream every call (runtime/model, WithDeltas), and the model
-// activity hands each piece of text to the worker's EventBus
+// activity hands each piece of text to the worker's Bus
 // (Config.Events) as an EventTextDelta event of the agent's workflow and
 // turn; the activity's result is the whole turn, as before. Deltas never
 // pass through workflow code, workflow state, queries or history. They

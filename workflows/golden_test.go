@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden payload fixtures")
@@ -48,7 +49,7 @@ func TestGoldenPayloads(t *testing.T) {
 		"mcp_catalog": workflows.MCPCatalog{Queue: "troupe-mcp-host-1a2b3c4d", Specs: "mcp/tools/5f0c", Tools: []workflows.MCPToolRef{
 			{Name: "gh_create_issue", Server: "github", Remote: "create_issue", Approval: true}, {Name: "gh_search", Server: "github", Remote: "search"}}},
 		"mcp_call_input":    workflows.MCPCallInput{Graph: "dealdesk", Agent: "triage", Run: rc, Server: "github", Call: call, OutputKey: "outputs/run-1/2-call_1"},
-		"save_events_input": workflows.SaveEventsInput{Key: "events/run-1/1-coordinator/000000001.json", Events: []troupe.Event{{Seq: 1, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: troupe.EventAgentStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator"}}},
+		"save_events_input": events.SaveEventsInput{Key: "events/run-1/1-coordinator/000000001.json", Events: []troupe.Event{{Seq: 1, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: troupe.EventAgentStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator"}}},
 		"event_pages":       []troupe.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}},
 		"agent_carry": workflows.AgentCarry{State: runtime.AgentState{Agent: "coordinator", Transcript: ref, Turn: 101, ToolCalls: 100, Usage: usage}, NextEvent: 611,
 			Pages: []troupe.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}}},

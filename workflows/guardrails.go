@@ -360,7 +360,7 @@ func guardrailOptions(ctx workflow.Context, summary string) workflow.Context {
 // ends the agent.
 func (t *turnCalls) tripped(ctx workflow.Context, rc agents.RunContext, o runtime.GuardrailOutcome, tool string) error {
 	trip := troupe.GuardrailTrip{Guardrail: o.Guardrail, Kind: o.Kind, Agent: t.agent.Name, Workflow: rc.WorkflowID, Tool: tool, CallID: o.CallID, Reason: o.Reason}
-	t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailTripped, Agent: t.agent.Name, Turn: rc.Turn, Tool: tool, CallID: o.CallID,
+	t.rec.Add(ctx, troupe.Event{Kind: troupe.EventGuardrailTripped, Agent: t.agent.Name, Turn: rc.Turn, Tool: tool, CallID: o.CallID,
 		Detail: troupe.Preview(o.Kind+" guardrail "+o.Guardrail+": "+o.Reason, 300)})
 	return temporal.NewNonRetryableApplicationError(trip.Message(), troupe.ErrGuardrailTripped, nil, trip)
 }
@@ -785,7 +785,7 @@ func (t *turnCalls) screen(ctx workflow.Context, rc agents.RunContext, d runtime
 				t.screened = map[string]*runtime.GuardrailOutcome{}
 			}
 			t.screened[o.CallID] = &o
-			t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: callNamed(current, o.CallID), CallID: o.CallID,
+			t.rec.Add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: callNamed(current, o.CallID), CallID: o.CallID,
 				Detail: troupe.Preview(o.Guardrail+" rejected the call: "+cmpReason(o), 300)})
 		}
 	}
@@ -890,10 +890,10 @@ func (t *turnCalls) after(ctx workflow.Context, rc agents.RunContext, c agents.I
 				}
 				return t.output(c, "Error: the output of this call was withheld: guardrail "+o.Guardrail+" tripped.")
 			case runtime.GuardrailReplace:
-				t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+				t.rec.Add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
 					Detail: troupe.Preview(o.Guardrail+" replaced the output: "+cmpReason(o), 300)})
 			case runtime.GuardrailWithhold:
-				t.rec.add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
+				t.rec.Add(ctx, troupe.Event{Kind: troupe.EventGuardrailApplied, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
 					Detail: troupe.Preview(o.Guardrail+" withheld the output: "+cmpReason(o), 300)})
 				done = true // No later guardrail checks a note.
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // OrchestratorWorkflow routes a run: it starts the active agent's child
@@ -39,10 +40,10 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 	// Runs recorded before orchestrators continued as new never do.
 	canContinue := isPinned && workflow.GetVersion(ctx, versionRunContinueAsNew, workflow.DefaultVersion, 1) == 1
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
-	var rec *recorder
+	var rec *events.Recorder
 	var rs routeState
 	if carry != nil {
-		if rec, err = newRecorder(ctx, carry.Events, carry.NextEvent, carry.Pages, r.cfg.Events); err != nil {
+		if rec, err = events.NewRecorder(ctx, carry.Events, carry.NextEvent, carry.Pages, r.cfg.Events); err != nil {
 			return nil, err
 		}
 		rs = carry.Route
@@ -57,10 +58,10 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 		if err := troupe.CheckPayload("the run input", len(in.Input)); err != nil {
 			return nil, err
 		}
-		if rec, err = newRecorder(ctx, nil, 1, nil, r.cfg.Events); err != nil {
+		if rec, err = events.NewRecorder(ctx, nil, 1, nil, r.cfg.Events); err != nil {
 			return nil, err
 		}
-		rec.add(ctx, troupe.Event{Kind: troupe.EventRunStarted, Agent: start, Detail: troupe.Preview(in.Input, 200)})
+		rec.Add(ctx, troupe.Event{Kind: troupe.EventRunStarted, Agent: start, Detail: troupe.Preview(in.Input, 200)})
 		rs = routeState{Current: start, Input: troupe.AgentInput{Graph: in.Graph, RunID: wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}}
 		if isPinned {
 			rs.Input.Spec = spec
@@ -94,13 +95,14 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 			// A cancellation does not pass to the next run: end here.
 			return temporal.NewCanceledError()
 		}
-		if err := rec.savePage(ctx); err != nil {
+		if err := rec.SavePage(ctx); err != nil {
 			return err // Cancelled while the page was saved.
 		}
-		rec.add(ctx, troupe.Event{Kind: troupe.EventContinued, Agent: rs.Current,
+		rec.Add(ctx, troupe.Event{Kind: troupe.EventContinued, Agent: rs.Current,
 			Detail: fmt.Sprintf("history of %d events: continuing as new before agent %d", info.GetCurrentHistoryLength(), rs.Next)})
 		next := in
-		next.Carry = &RunCarry{Spec: spec, Route: rs, Events: rec.events[max(0, len(rec.events)-carriedEvents):], NextEvent: rec.next, Pages: rec.pages}
+		next.Carry = &RunCarry{Spec: spec, Route: rs}
+		next.Carry.Events, next.Carry.NextEvent, next.Carry.Pages = rec.Carry()
 		approvals.drain(ctx)
 		if len(desk.Rules) > 0 {
 			next.Carry.Approvals = &runtime.ApprovalDesk{Rules: desk.Rules}
@@ -115,11 +117,11 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 			return nil, err
 		}
 		err = budget.exceeded(ctx, err)
-		rec.add(ctx, troupe.Event{Kind: troupe.EventFailed, Detail: troupe.FailureText(err)})
+		rec.Add(ctx, troupe.Event{Kind: troupe.EventFailed, Detail: troupe.FailureText(err)})
 		r.runRollout(ctx, spec, in.RunInput, wfID, nil, err)
 		return nil, err
 	}
-	rec.add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Detail: troupe.Preview(string(rr.Output), 200)})
+	rec.Add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Detail: troupe.Preview(string(rr.Output), 200)})
 	r.runRollout(ctx, spec, in.RunInput, wfID, rr, nil)
 	budget.drain(ctx)
 	return &troupe.RunResult{
@@ -170,7 +172,7 @@ type routeState struct {
 // turn, until one gives a final output, on the run's spec. Child ids are
 // prefix/<n>-<agent>. An agent routes each of its agent-tool calls with
 // it.
-func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, start string, in troupe.AgentInput, prefix string, ctl *control) (*routeResult, error) {
+func (r *Runner) route(ctx workflow.Context, rec *events.Recorder, spec *runtime.GraphSpec, start string, in troupe.AgentInput, prefix string, ctl *control) (*routeResult, error) {
 	return r.routeFrom(ctx, rec, spec, routeState{Current: start, Input: in}, prefix, nil, nil, ctl, nil)
 }
 
@@ -185,7 +187,7 @@ func (r *Runner) route(ctx workflow.Context, rec *recorder, spec *runtime.GraphS
 // tree (a run's orchestrator, a session) gives its budget (tb, nil
 // elsewhere): it lends its ledger to each agent of the chain, the one
 // agent of the tree at work, and takes it back when the agent ends.
-func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes, ctl *control, tb *treeBudget) (*routeResult, error) {
+func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes, ctl *control, tb *treeBudget) (*routeResult, error) {
 	maxHandoffs := spec.MaxHandoffs
 	res := &rs.Done
 	current, in := rs.Current, rs.Input
@@ -208,7 +210,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			in.Transcript.Key = "transcripts/" + childID
 		}
 		res.Path = append(res.Path, current)
-		rec.add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: current, Child: childID})
+		rec.Add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: current, Child: childID})
 		in.Session = nil
 		in.CheckInput = n == 0 && len(spec.Agent(current).GuardrailsOf(agents.GuardrailInput)) > 0
 		if a := spec.Agent(current); boxes != nil && a != nil && a.Sandbox {
@@ -270,7 +272,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *recorder, spec *runtime.Gr
 			return res, troupe.NonRetryable(troupe.ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
 		}
 		res.Handoffs++
-		rec.add(ctx, troupe.Event{Kind: troupe.EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})
+		rec.Add(ctx, troupe.Event{Kind: troupe.EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})
 		in.Transcript, in.Pending = ar.Transcript, ar.Pending
 		hctx, hspan := traceHandoff(ctx, current, childID, h)
 		if h.Hooks {

@@ -9,243 +9,17 @@ package workflows
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
-
-// servedBus serves a fresh bus's deltas on loopback for one test.
-func servedBus(t *testing.T) (*EventBus, string) {
-	t.Helper()
-	bus := NewEventBus()
-	u, release, err := bus.ServeDeltas("", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
-	return bus, u
-}
-
-// subscribed subscribes to the relay at u for root and returns what it
-// brings; it returns once the relay has the subscription.
-func subscribed(t *testing.T, bus *EventBus, root string) <-chan troupe.Event {
-	t.Helper()
-	u := bus.RelayURL()
-	before := relaySubscribers(bus)
-	ctx, cancel := context.WithCancel(context.Background())
-	out := make(chan troupe.Event, 4096)
-	errc := make(chan error, 1)
-	go func() { errc <- client.SubscribeRelay(ctx, u, root, out) }()
-	t.Cleanup(func() {
-		cancel()
-		<-errc
-	})
-	// The relay subscribes before it answers: once it counts the
-	// subscriber, deltas published reach it.
-	waitFor(t, func() bool { return relaySubscribers(bus) > before })
-	return out
-}
-
-// relaySubscribers is how many subscribers the bus's relay has.
-func relaySubscribers(bus *EventBus) int {
-	bus.mu.Lock()
-	r := bus.relay
-	bus.mu.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.subs
-}
-
-// waitFor polls cond until it holds; a test that never gets there is
-// stopped by go test's timeout.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func TestRelayRefusesWhoHasNoToken(t *testing.T) {
-	_, u := servedBus(t)
-	parsed, err := url.Parse(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, _ := parsed.User.Password()
-	bare := *parsed
-	bare.User = nil
-	tests := []struct {
-		name       string
-		user, pass string
-		method     string
-		query      string
-		want       int
-	}{
-		{name: "no credentials", method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
-		{name: "a wrong token", user: troupe.RelayUser, pass: strings.Repeat("0", len(token)), method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
-		{name: "the token under another user", user: "admin", pass: token, method: "GET", query: "?root=run-1", want: http.StatusUnauthorized},
-		{name: "no root", user: troupe.RelayUser, pass: token, method: "GET", want: http.StatusBadRequest},
-		{name: "not a GET", user: troupe.RelayUser, pass: token, method: "POST", query: "?root=run-1", want: http.StatusMethodNotAllowed},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			req, err := http.NewRequest(tt.method, bare.String()+tt.query, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.user != "" {
-				req.SetBasicAuth(tt.user, tt.pass)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != tt.want {
-				t.Errorf("status %d; want %d", resp.StatusCode, tt.want)
-			}
-		})
-	}
-	if host := parsed.Hostname(); host != "127.0.0.1" {
-		t.Errorf("relay listens on %s; want loopback by default", host)
-	}
-	if len(token) < 32 {
-		t.Errorf("token %q: want at least 128 random bits", token)
-	}
-}
-
-func TestRelayCarriesTheDeltasOfOneRun(t *testing.T) {
-	bus, _ := servedBus(t)
-	got := subscribed(t, bus, "run-1")
-	var want []string
-	for i := range 50 {
-		// The run's agents and the run's own id are the run's; another
-		// run, one whose id merely starts the same, and recorded events
-		// are not the relay's to carry.
-		bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: fmt.Sprint("a", i)})
-		bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-10/0-a", Turn: 1, Detail: "other run"})
-		bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-2/0-a", Turn: 1, Detail: "other run"})
-		bus.Publish(troupe.Event{Seq: i + 1, Kind: troupe.EventToolCalled, WorkflowID: "run-1/0-a"})
-		want = append(want, fmt.Sprint("a", i))
-		if i == 20 {
-			bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a/t1.0/0-b", Turn: 2, Detail: "child"})
-			want = append(want, "child")
-		}
-	}
-	bus.PublishDelta(troupe.Event{Kind: troupe.EventTextEnd, WorkflowID: "run-1/0-a", Turn: 1})
-	var seen []string
-	for e := range got {
-		if e.Kind == troupe.EventTextEnd {
-			break
-		}
-		if e.Seq != 0 || e.Kind != troupe.EventTextDelta {
-			t.Errorf("relay brought %+v; want deltas only, numbered 0", e)
-		}
-		seen = append(seen, e.Detail)
-	}
-	if strings.Join(seen, "|") != strings.Join(want, "|") {
-		t.Errorf("relay brought %q;\nwant %q", seen, want)
-	}
-}
-
-// TestRelayDropsForSlowSubscribers: a subscriber that reads nothing costs
-// the model call nothing: publishing never waits for it, and what it
-// holds is bounded.
-func TestRelayDropsForSlowSubscribers(t *testing.T) {
-	bus, u := servedBus(t)
-	req, err := http.NewRequest("GET", u+"?root=run-1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req) // never read
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	piece := strings.Repeat("x", 1000)
-	for range 100_000 { // 100 MB, far beyond any socket buffer
-		bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 1, Detail: piece})
-	}
-	// Still serving: a second subscriber gets what is published now.
-	got := subscribed(t, bus, "run-1")
-	bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run-1/0-a", Turn: 2, Detail: "after"})
-	for e := range got {
-		if e.Turn == 2 {
-			if e.Detail != "after" {
-				t.Errorf("got %+v", e)
-			}
-			break
-		}
-	}
-}
-
-func TestRelayBoundsItsSubscribers(t *testing.T) {
-	_, u := servedBus(t)
-	var bodies []*http.Response
-	defer func() {
-		for _, b := range bodies {
-			b.Body.Close()
-		}
-	}()
-	for i := range maxRelaySubscribers + 1 {
-		resp, err := http.Get(u + "?root=run-1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bodies = append(bodies, resp)
-		want := http.StatusOK
-		if i == maxRelaySubscribers {
-			want = http.StatusServiceUnavailable
-		}
-		if resp.StatusCode != want {
-			t.Fatalf("subscriber %d: status %d; want %d", i+1, resp.StatusCode, want)
-		}
-	}
-}
-
-// TestRelayIsSharedByTheWorkersOfABus: two workers of one bus serve one
-// relay (a follower would otherwise get each delta twice); it stops with
-// the last.
-func TestRelayIsSharedByTheWorkersOfABus(t *testing.T) {
-	bus := NewEventBus()
-	u1, release1, err := bus.ServeDeltas("", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u2, release2, err := bus.ServeDeltas("", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u1 != u2 || bus.RelayURL() != u1 {
-		t.Fatalf("relays %s and %s (bus says %s); want one", u1, u2, bus.RelayURL())
-	}
-	release1()
-	release1() // twice is once
-	if resp, err := http.Get(u1 + "?root=r"); err != nil {
-		t.Fatalf("relay stopped with a worker still serving it: %v", err)
-	} else {
-		resp.Body.Close()
-	}
-	release2()
-	if bus.RelayURL() != "" {
-		t.Errorf("RelayURL = %s after the last release; want none", bus.RelayURL())
-	}
-	if resp, err := http.Get(u1 + "?root=r"); err == nil {
-		resp.Body.Close()
-		t.Errorf("relay still answers after the last release")
-	}
-}
 
 // TestModelActivityPublishesDeltas: the model activity hands the turn's
 // text to the bus as it streams in, as deltas of the agent's workflow and
@@ -274,15 +48,15 @@ func TestModelActivityPublishesDeltas(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer store.Close()
-			bus := NewEventBus()
+			bus := events.NewBus()
 			g := agents.MustGraph("talk", "talker", &agents.Agent{Name: "talker", Instructions: "talk"})
 			r, err := NewRunner(Config{Graphs: []*agents.Graph{g}, Model: m, Store: store, Events: bus})
 			if err != nil {
 				t.Fatal(err)
 			}
-			deltas, unsubscribe := bus.Subscribe("run-1", false, true, busBuffer)
+			deltas, unsubscribe := bus.Subscribe("run-1", false, true, 4096)
 			defer unsubscribe()
-			events, unsubscribeEvents := bus.Subscribe("run-1", true, false, busBuffer)
+			recorded, unsubscribeEvents := bus.Subscribe("run-1", true, false, 4096)
 			defer unsubscribeEvents()
 			out, err := r.Activities().Model(context.Background(), ModelInput{Graph: "talk", Agent: "talker",
 				Run:        agents.RunContext{WorkflowID: "run-1/0-talker", RunID: "run-1", Agent: "talker", Turn: 3},
@@ -312,8 +86,8 @@ func TestModelActivityPublishesDeltas(t *testing.T) {
 			if text.String() != answer || n < 3 {
 				t.Errorf("%d deltas adding up to %q; want several adding up to %q", n, text.String(), answer)
 			}
-			if len(events) != 0 {
-				t.Errorf("the activity published %d recorded events; want none", len(events))
+			if len(recorded) != 0 {
+				t.Errorf("the activity published %d recorded events; want none", len(recorded))
 			}
 			res, _ := json.Marshal(out)
 			if strings.Contains(string(res), troupe.EventTextDelta) || out.Text != answer {

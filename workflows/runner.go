@@ -31,6 +31,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // Config configures a Runner. Graphs, Model and Store are required; every
@@ -42,7 +43,7 @@ type Config struct {
 	// as they record them, for followers in this process (FollowLive),
 	// and the text deltas of its model calls, which StartWorkers also
 	// serves to followers in other processes (see DeltaAddr).
-	Events *EventBus
+	Events *events.Bus
 	// DeltaAddr is where StartWorkers serves the text deltas of this
 	// worker's model calls (its delta relay), when Events is set: the
 	// address to listen on, advertised with a random token in the
@@ -146,6 +147,7 @@ type Runner struct {
 	cfg         Config
 	graphs      map[string]*agents.Graph
 	acts        *Activities
+	events      *events.Activities
 	hostQueue   string
 	transcripts *runtime.Transcripts
 	mcp         *mcp.Pool
@@ -277,6 +279,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		}
 		r.graphs[g.Name()] = g
 	}
+	r.events = &events.Activities{Store: cfg.Store}
 	r.acts = &Activities{r: r, sessions: sessions{live: map[string]sandbox.Session{}}, asks: newAskSlots()}
 	return r, nil
 }
@@ -434,7 +437,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.GuardrailPrompt, activity.RegisterOptions{Name: GuardrailPromptActivityName})
 	w.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
 	w.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
-	w.RegisterActivityWithOptions(r.acts.SaveEvents, activity.RegisterOptions{Name: SaveEventsActivityName})
+	r.events.Register(w)
 	w.RegisterActivityWithOptions(r.acts.Keep, activity.RegisterOptions{Name: KeepActivityName})
 	w.RegisterActivityWithOptions(r.acts.RegistryPages, activity.RegisterOptions{Name: RegistryActivityName})
 	w.RegisterActivityWithOptions(r.acts.MemoryAppendRollout, activity.RegisterOptions{Name: MemoryAppendActivityName})

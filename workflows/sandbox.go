@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // SandboxCreateInput is the sandbox-create activity's input.
@@ -394,7 +395,7 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 // carries out the effects that lead to them.
 type sandboxLife struct {
 	r          *Runner
-	rec        *recorder
+	rec        *events.Recorder
 	graph      string
 	agent      string
 	wfID       string
@@ -406,7 +407,7 @@ type sandboxLife struct {
 	owner, backend string
 }
 
-func newSandboxLife(r *Runner, rec *recorder, graph, agent, wfID string, run agents.RunContext) *sandboxLife {
+func newSandboxLife(r *Runner, rec *events.Recorder, graph, agent, wfID string, run agents.RunContext) *sandboxLife {
 	return &sandboxLife{r: r, rec: rec, graph: graph, agent: agent, wfID: wfID, run: run, lease: runtime.NewSandboxLease()}
 }
 
@@ -469,7 +470,7 @@ func (s *sandboxLife) ensure(ctx workflow.Context) error {
 	if snapshot != "" {
 		kind, detail = troupe.EventSandboxRestored, detail+" from "+snapshot
 	}
-	s.rec.add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
+	s.rec.Add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
 	return nil
 }
 
@@ -530,7 +531,7 @@ func (s *sandboxLife) lost(ctx workflow.Context, err error) {
 	}
 	dead := *s.lease.Sandbox
 	_ = s.lease.Lost()
-	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSandboxLost, Agent: s.agent, Detail: err.Error()})
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSandboxLost, Agent: s.agent, Detail: err.Error()})
 	// The host is there but the sandbox died, or the worker that ran the
 	// call died (its heartbeats stopped) and the host may have another:
 	// clear what is left of the sandbox (a container, its workspace) on
@@ -574,7 +575,7 @@ func (s *sandboxLife) snapshotSafely(ctx workflow.Context) error {
 		if workflow.GetVersion(ctx, versionSnapshotRetry, workflow.DefaultVersion, 1) != 1 {
 			break
 		}
-		s.rec.add(ctx, troupe.Event{Kind: troupe.EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()})
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()})
 		err = s.snapshotNow(ctx)
 	}
 	return err
@@ -647,7 +648,7 @@ func (s *sandboxLife) stopNow(ctx workflow.Context, kind string) {
 	if s.lease.Live() {
 		_ = s.lease.Stopped()
 	}
-	s.rec.add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
+	s.rec.Add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
 }
 
 // end stops the sandbox when the agent ends, however it ends: it runs on

@@ -42,6 +42,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // session is a running SessionWorkflow: its state and what carries out
@@ -52,7 +53,7 @@ type session struct {
 	in    troupe.SessionInput
 	spec  *runtime.GraphSpec
 	st    *runtime.SessionState
-	rec   *recorder
+	rec   *events.Recorder
 	boxes *sessionSandboxes
 	// ctl passes pause, resume and interrupt to the running turn's
 	// agents.
@@ -125,7 +126,7 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in troupe.SessionInput) (
 			if err := s.boxes.settle(ctx); err != nil {
 				return nil, err
 			}
-			if err := s.rec.savePage(ctx); err != nil {
+			if err := s.rec.SavePage(ctx); err != nil {
 				return nil, err
 			}
 			// Settling and saving block: what came in meanwhile is taken
@@ -152,10 +153,10 @@ func (s *session) begin(ctx workflow.Context) error {
 		}
 		s.spec, s.st = f.Spec, &f.State
 		s.st.LastActivity = workflow.Now(ctx)
-		if s.rec, err = newRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
+		if s.rec, err = events.NewRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
 			return err
 		}
-		s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionStarted, Agent: s.st.Agent, Detail: "forked from " + f.From + ": " + sessionDetails(s.in.Graph, s.st)})
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionStarted, Agent: s.st.Agent, Detail: "forked from " + f.From + ": " + sessionDetails(s.in.Graph, s.st)})
 		s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
 		s.ctl = newControl(ctx, false)
 		s.changed(ctx) // The manager registers the fork.
@@ -166,7 +167,7 @@ func (s *session) begin(ctx workflow.Context) error {
 			return troupe.NonRetryable(troupe.ErrInternal, "session %s continued without its graph's spec", s.id)
 		}
 		s.spec, s.st = c.Spec, &c.State
-		if s.rec, err = newRecorder(ctx, c.Events, c.NextEvent, c.Pages, s.r.cfg.Events); err != nil {
+		if s.rec, err = events.NewRecorder(ctx, c.Events, c.NextEvent, c.Pages, s.r.cfg.Events); err != nil {
 			return err
 		}
 	} else {
@@ -186,10 +187,10 @@ func (s *session) begin(ctx workflow.Context) error {
 		}
 		s.st = runtime.NewSessionState(s.in.Name, start, policy)
 		s.st.LastActivity, s.st.Budget = workflow.Now(ctx), runtime.NewBudgetLedger(s.spec.Budget)
-		if s.rec, err = newRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
+		if s.rec, err = events.NewRecorder(ctx, nil, 1, nil, s.r.cfg.Events); err != nil {
 			return err
 		}
-		s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionStarted, Agent: start, Detail: sessionDetails(s.in.Graph, s.st)})
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionStarted, Agent: start, Detail: sessionDetails(s.in.Graph, s.st)})
 	}
 	s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
 	s.ctl = newControl(ctx, false)
@@ -263,7 +264,7 @@ func (s *session) handle(ctx workflow.Context) error {
 				return false
 			}
 			if err := s.checkCommand(cmd); err != nil {
-				s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", cmd.Op, err)})
+				s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", cmd.Op, err)})
 			} else {
 				_, _ = s.command(ctx, cmd)
 			}
@@ -275,7 +276,7 @@ func (s *session) handle(ctx workflow.Context) error {
 				return false
 			}
 			if _, err := s.submit(ctx, in.Message); err != nil {
-				s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, troupe.Preview(in.Message, 200))})
+				s.rec.Add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, troupe.Preview(in.Message, 200))})
 			}
 			return true
 		}},
@@ -340,12 +341,12 @@ func (s *session) submit(ctx workflow.Context, text string) (troupe.SendResult, 
 	if s.st.Running != nil {
 		ahead++
 	}
-	cursor := troupe.Cursor{s.id: s.rec.next - 1}
+	cursor := troupe.Cursor{s.id: s.rec.Next() - 1}
 	m, p, err := s.st.Submit(text, workflow.Now(ctx))
 	if err != nil {
 		return troupe.SendResult{}, sessionErr(err)
 	}
-	s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessage, Turn: turnNumber(m.Turn), Detail: troupe.Preview(text, 200)})
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventMessage, Turn: turnNumber(m.Turn), Detail: troupe.Preview(text, 200)})
 	switch {
 	case p == runtime.PreemptRollback && s.cancelTurn != nil:
 		s.rollback = true
@@ -471,7 +472,7 @@ func (s *session) command(ctx workflow.Context, c troupe.SessionCommand) (troupe
 		err = s.setBudget(ctx, c.Arg)
 	case troupe.CommandStop:
 		for _, m := range s.st.Stop() {
-			s.rec.add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
+			s.rec.Add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Turn: turnNumber(m.Turn), Detail: "the session stopped before this message's turn"})
 		}
 		if s.cancelTurn != nil {
 			s.cancelTurn()
@@ -484,7 +485,7 @@ func (s *session) command(ctx workflow.Context, c troupe.SessionCommand) (troupe
 	if c.Arg != "" {
 		detail += " " + c.Arg
 	}
-	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: detail})
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: detail})
 	s.changed(ctx)
 	return s.info(), nil
 }
@@ -568,12 +569,12 @@ func (s *session) fork(ctx workflow.Context, req troupe.ForkRequest) {
 		s.forkFailed(ctx, req, err)
 		return
 	}
-	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionForked, Agent: s.st.Agent, Detail: "forked as " + req.NewID})
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionForked, Agent: s.st.Agent, Detail: "forked as " + req.NewID})
 }
 
 // forkFailed tells the manager a fork could not be made.
 func (s *session) forkFailed(ctx workflow.Context, req troupe.ForkRequest, err error) {
-	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("fork as %s failed: %v", req.NewID, err)})
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("fork as %s failed: %v", req.NewID, err)})
 	if m := cmp.Or(req.Manager, s.in.Manager); m != "" {
 		_ = workflow.SignalExternalWorkflow(ctx, m, "", troupe.ForkFailedSignal, troupe.ForkFailure{NewID: req.NewID, Error: troupe.FailureText(err)})
 	}
@@ -604,7 +605,7 @@ func (s *session) info() troupe.SessionInfo {
 	st := s.st
 	in := troupe.SessionInfo{ID: s.id, Graph: s.in.Graph, Name: st.Name, Status: st.Status(), Agent: st.Agent, Policy: st.Policy, Backend: st.Backend,
 		Turns: st.Turns, Queued: len(st.Queue), Usage: st.Usage, LastActivity: st.LastActivity,
-		Recent: append([]runtime.TurnRecord(nil), st.Recent...), NextEvent: s.rec.next}
+		Recent: append([]runtime.TurnRecord(nil), st.Recent...), NextEvent: s.rec.Next()}
 	if st.Running != nil {
 		in.Running = st.Running.Turn
 	}
@@ -649,12 +650,12 @@ func (s *session) turn(ctx workflow.Context) error {
 		// What the turn did is kept: the next message is answered with it.
 		rec.Outcome, rec.Agent = runtime.TurnInterrupted, rr.Agent
 		agent, transcript, left = rr.Agent, *rr.Transcript, rr.Pending
-		s.rec.add(ctx, troupe.Event{Kind: troupe.EventInterrupted, Agent: rr.Agent, Turn: n, Detail: "a new message interrupted the turn: what it did is kept"})
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventInterrupted, Agent: rr.Agent, Turn: n, Detail: "a new message interrupted the turn: what it did is kept"})
 	case err == nil:
 		left = nil
 		rec.Outcome, rec.Agent, rec.Output = runtime.TurnAnswered, rr.Agent, rr.Output
 		agent, transcript = rr.Agent, *rr.Transcript
-		s.rec.add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Turn: n, Detail: troupe.Preview(string(rr.Output), 200)})
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Turn: n, Detail: troupe.Preview(string(rr.Output), 200)})
 	case s.rollback:
 		// The turn's agents stopped the sandboxes they held; those given
 		// back during the turn are stopped here; each workspace restarts
@@ -664,7 +665,7 @@ func (s *session) turn(ctx workflow.Context) error {
 		s.boxes.restore(ctx, startLeases)
 		transcript = s.st.Transcript.Fork("transcripts/" + prefix + "/rolled-back")
 		rec.Outcome, rec.Agent = runtime.TurnRolledBack, s.st.Agent
-		s.rec.add(ctx, troupe.Event{Kind: troupe.EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
 	default:
 		// A failed turn leaves the conversation as it was before it. The
 		// failing agent stopped its sandbox: its workspace goes back to
@@ -674,7 +675,7 @@ func (s *session) turn(ctx workflow.Context) error {
 		if s.st.Stopped {
 			rec.Error = "the session stopped during the turn"
 		}
-		s.rec.add(ctx, troupe.Event{Kind: troupe.EventFailed, Agent: s.st.Agent, Turn: n, Detail: rec.Error})
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventFailed, Agent: s.st.Agent, Turn: n, Detail: rec.Error})
 	}
 	rec.Ended = workflow.Now(ctx)
 	if err := s.st.TurnEnded(rec, agent, transcript); err != nil {
@@ -707,12 +708,12 @@ const sessionTurnsPerRun = 100
 
 // continueAsNew carries the session, idle, into its next run.
 func (s *session) continueAsNew(ctx workflow.Context) error {
-	s.rec.add(ctx, troupe.Event{Kind: troupe.EventContinued, Agent: s.st.Agent,
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventContinued, Agent: s.st.Agent,
 		Detail: fmt.Sprintf("history of %d events: continuing as new after turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), s.st.Turns)})
 	next := s.in
 	next.Fork = nil // The state carried holds what the fork gave.
-	next.Carry = &troupe.SessionCarry{Spec: s.spec, State: *s.st, Events: s.rec.events[max(0, len(s.rec.events)-carriedEvents):],
-		NextEvent: s.rec.next, Pages: s.rec.pages}
+	next.Carry = &troupe.SessionCarry{Spec: s.spec, State: *s.st}
+	next.Carry.Events, next.Carry.NextEvent, next.Carry.Pages = s.rec.Carry()
 	return workflow.NewContinueAsNewError(ctx, troupe.SessionWorkflowName, next)
 }
 
@@ -724,7 +725,7 @@ func (s *session) end(ctx workflow.Context) (*troupe.SessionInfo, error) {
 	s.forks = nil
 	s.boxes.stopAll(ctx)
 	s.finalMemory(ctx)
-	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
 	s.changed(ctx)
 	// The callers waiting on turns are told before the workflow ends, and
 	// fork requests that came in meanwhile are answered.
@@ -747,10 +748,10 @@ func (s *session) switchBackend(ctx workflow.Context) {
 	to := s.switchTo
 	s.switchTo = ""
 	if err := s.boxes.suspendEach(ctx); err != nil {
-		s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
 		return
 	}
 	s.st.Backend = to
-	s.rec.add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: "switched to " + to})
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: "switched to " + to})
 	s.changed(ctx)
 }

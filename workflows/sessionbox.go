@@ -9,6 +9,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // sessionSandboxes keeps a session's sandboxes between its turns, one per
@@ -22,7 +23,7 @@ import (
 // continues as new.
 type sessionSandboxes struct {
 	r     *Runner
-	rec   *recorder
+	rec   *events.Recorder
 	id    string
 	graph string
 	st    *runtime.SessionState
@@ -38,7 +39,7 @@ type sessionSandboxes struct {
 	lent map[string]runtime.SandboxLease
 }
 
-func newSessionSandboxes(ctx workflow.Context, r *Runner, rec *recorder, id, graph string, st *runtime.SessionState) *sessionSandboxes {
+func newSessionSandboxes(ctx workflow.Context, r *Runner, rec *events.Recorder, id, graph string, st *runtime.SessionState) *sessionSandboxes {
 	b := &sessionSandboxes{r: r, rec: rec, id: id, graph: graph, st: st, ctx: ctx, lives: map[string]*sandboxLife{}, lent: map[string]runtime.SandboxLease{}}
 	for _, al := range st.Leases {
 		l := b.life(al.Agent)

@@ -10,11 +10,10 @@ import (
 // Names of the activities of a run's agents. They are stable: histories
 // refer to them.
 const (
-	ModelActivityName      = "troupe.Model"
-	ToolActivityName       = "troupe.FunctionTool"
-	HandoffActivityName    = "troupe.Handoff"
-	ExtractActivityName    = "troupe.ExtractOutput"
-	SaveEventsActivityName = "troupe.SaveEvents"
+	ModelActivityName   = "troupe.Model"
+	ToolActivityName    = "troupe.FunctionTool"
+	HandoffActivityName = "troupe.Handoff"
+	ExtractActivityName = "troupe.ExtractOutput"
 )
 
 // OrchestratorInput is the orchestrator workflow's input: the run's, and

@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/events"
 )
 
 // turnFunc answers a model request in tests: the model is the one part
@@ -733,7 +734,7 @@ func TestAgentCancelWhileSavingEvents(t *testing.T) {
 	}
 	r.Register(env)
 	saved := 0
-	env.OnActivity(workflows.SaveEventsActivityName, mock.Anything, mock.Anything).Return(func(context.Context, workflows.SaveEventsInput) error {
+	env.OnActivity(events.SaveEventsActivityName, mock.Anything, mock.Anything).Return(func(context.Context, events.SaveEventsInput) error {
 		saved++
 		env.CancelWorkflow()
 		return nil
