@@ -5,6 +5,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 )
 
@@ -123,3 +124,27 @@ func BudgetReportOf(err error) (*runtime.BudgetReport, bool) {
 	}
 	return &rep, true
 }
+
+// ModelBudget is what the model activity of an agent of a run with a
+// budget does for it (ModelInput.Budget): it tells the root (of the run,
+// for the agent workflow) what the call used, priced by the run's prices,
+// right after the call. Handoffs are the agent's handoffs, after which it
+// ends.
+type ModelBudget struct {
+	Root     string        `json:"root"`
+	Workflow string        `json:"workflow"`
+	Prices   agents.Prices `json:"prices,omitempty"`
+	Handoffs []string      `json:"handoffs,omitempty"`
+}
+
+// How the model activity told the root what its call used
+// (ModelOutput.Told).
+const (
+	// ToldNot: not at all; the agent workflow tells it.
+	ToldNot = ""
+	// ToldDelivered: the root has it.
+	ToldDelivered = "delivered"
+	// ToldSent: sent, and not waited for; the agent's next ask carries it
+	// again, and its end sends it again.
+	ToldSent = "sent"
+)

@@ -42,6 +42,9 @@ const (
 	// ErrGuardrailFailed: a guardrail could not decide (its func failed,
 	// or its agent did), so the run does not go on.
 	ErrGuardrailFailed = "troupe.GuardrailFailed"
+	// ErrGateFailed: a gate of an agent's chain (workflows/gate) failed
+	// in a way no retry mends: it panicked. The message names the gate.
+	ErrGateFailed = "troupe.GateFailed"
 )
 
 // ErrorType returns the Type of the first Temporal application error in

@@ -571,11 +571,11 @@ func (b *agentBudget) giveBack() *troupe.BudgetLoan {
 // forModel is what the model activity does for the budget
 // (ModelInput.Budget): nil for an agent that does not ask by update, or
 // that holds its root's ledger.
-func (b *agentBudget) forModel() *ModelBudget {
+func (b *agentBudget) forModel() *troupe.ModelBudget {
 	if b == nil || !b.byUpdate || b.loan != nil {
 		return nil
 	}
-	return &ModelBudget{Root: b.root, Workflow: b.wf, Prices: b.prices, Handoffs: b.handoffs}
+	return &troupe.ModelBudget{Root: b.root, Workflow: b.wf, Prices: b.prices, Handoffs: b.handoffs}
 }
 
 // tell takes what the model call of turn used, u: into the ledger the
@@ -592,9 +592,9 @@ func (b *agentBudget) tell(ctx workflow.Context, turn int, u runtime.AgentUsage,
 	}
 	usage := &troupe.BudgetUsage{Workflow: b.wf, Turn: turn, Usage: u}
 	switch told {
-	case toldDelivered:
+	case troupe.ToldDelivered:
 		b.report, b.last = nil, nil
-	case toldSent:
+	case troupe.ToldSent:
 		b.report, b.last = nil, usage
 	default:
 		b.last = usage

@@ -58,30 +58,6 @@ type BudgetReturnInput struct {
 	Return troupe.BudgetReturn `json:"return"`
 }
 
-// ModelBudget is what the model activity of an agent of a run with a
-// budget does for it (ModelInput.Budget): it tells the root (of the run,
-// for the agent workflow) what the call used, priced by the run's prices,
-// right after the call. Handoffs are the agent's handoffs, after which it
-// ends.
-type ModelBudget struct {
-	Root     string        `json:"root"`
-	Workflow string        `json:"workflow"`
-	Prices   agents.Prices `json:"prices,omitempty"`
-	Handoffs []string      `json:"handoffs,omitempty"`
-}
-
-// How the model activity told the root what its call used
-// (ModelOutput.Told).
-const (
-	// toldNot: not at all; the agent workflow tells it.
-	toldNot = ""
-	// toldDelivered: the root has it.
-	toldDelivered = "delivered"
-	// toldSent: sent, and not waited for; the agent's next ask carries it
-	// again, and its end sends it again.
-	toldSent = "sent"
-)
-
 // AgentBudgetCarry is what an agent workflow carries of its budget into
 // its next run: its root's ledger, when lent to it, and the usage of its
 // last call, until known delivered.
@@ -174,7 +150,7 @@ func (a *Activities) tellRoot(ctx context.Context, in ModelInput, modelName stri
 	told := make(chan string, 1)
 	mb := in.Budget
 	if mb == nil || !a.r.onWorker.Load() {
-		told <- toldNot
+		told <- troupe.ToldNot
 		return told
 	}
 	cost, _ := runtime.CallCost(mb.Prices, modelName, u)
@@ -185,10 +161,10 @@ func (a *Activities) tellRoot(ctx context.Context, in ModelInput, modelName stri
 		go func() {
 			if err := c.SignalWorkflow(ctx, mb.Root, "", troupe.BudgetUsageSignal, report); err != nil {
 				log.Warn("the root of the run did not take a model call's usage: the agent workflow tells it", "root", mb.Root, "error", err)
-				told <- toldNot
+				told <- troupe.ToldNot
 				return
 			}
-			told <- toldDelivered
+			told <- troupe.ToldDelivered
 		}()
 		return told
 	}
@@ -200,7 +176,7 @@ func (a *Activities) tellRoot(ctx context.Context, in ModelInput, modelName stri
 			log.Debug("a model call's usage did not go: the agent's next ask carries it", "root", mb.Root, "error", err)
 		}
 	}()
-	told <- toldSent
+	told <- troupe.ToldSent
 	return told
 }
 

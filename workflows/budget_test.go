@@ -408,7 +408,7 @@ func TestGoldenBudgetPayloads(t *testing.T) {
 	payloads["budget_ask_unsent"] = workflows.BudgetAskOutput{Unsent: "no Temporal client: the activity does not run on a worker"}
 	payloads["budget_return_input"] = workflows.BudgetReturnInput{Root: "run-1", Return: troupe.BudgetReturn{Workflow: coordinator, Loan: loan}}
 	payloads["model_input_budget"] = workflows.ModelInput{Graph: "dealdesk", Agent: "pricing_reviewer", Run: agents.RunContext{WorkflowID: coordinator + "/t1.0/0-pricing_reviewer", RunID: "run-1", Agent: "pricing_reviewer", Turn: 1},
-		Transcript: ref, Budget: &workflows.ModelBudget{Root: "run-1", Workflow: coordinator + "/t1.0/0-pricing_reviewer", Prices: agents.Prices{"gpt-4.1": {InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}}}
+		Transcript: ref, Budget: &troupe.ModelBudget{Root: "run-1", Workflow: coordinator + "/t1.0/0-pricing_reviewer", Prices: agents.Prices{"gpt-4.1": {InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}}}
 	payloads["model_output_told"] = workflows.ModelOutput{Transcript: ref, Usage: usage.Usage, Model: "gpt-4.1", Told: "sent"}
 	payloads["agent_input_budget"] = troupe.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "run-1", Transcript: ref, Budget: &troupe.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}
 	payloads["agent_result_budget"] = troupe.AgentResult{Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Transcript: ref, Turns: 3, Usage: usage.Usage, Budget: &loan}

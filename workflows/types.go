@@ -98,7 +98,7 @@ type ModelInput struct {
 	// Budget, for an agent of a run with a budget that asks its root by
 	// update, has the activity tell the root what the call used, right
 	// after it.
-	Budget *ModelBudget `json:"budget,omitempty"`
+	Budget *troupe.ModelBudget `json:"budget,omitempty"`
 }
 
 // ModelOutput is the model activity's result.
