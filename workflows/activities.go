@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -20,6 +19,8 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/budget"
+	"github.com/troupe-dev/troupe/workflows/gate"
 )
 
 // Activities are the parts of a run that touch the world: the model, the
@@ -34,8 +35,9 @@ type Activities struct {
 	// they go by; nil in production.
 	memoryHook func(ctx context.Context, step, scope string) error
 	clock      func() time.Time
-	// asks bounds the budget asks in flight to a root (budget_asks.go).
-	asks *askSlots
+	// budgets tell the root of a run with a budget what each model call
+	// used.
+	budgets *budget.Activities
 }
 
 // Model runs one model turn: it loads the transcript, calls the model,
@@ -121,7 +123,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	resp.Usage.Requests = max(resp.Usage.Requests, 1)
 	step := runtime.Decide(agent, resp.Output)
 	// The root hears of the call while its output is stored.
-	told := a.tellRoot(ctx, in, req.Model, resp.Usage, step)
+	told := a.budgets.TellRoot(ctx, in.Budget, in.Run, req.Model, resp.Usage, step)
 	segment := append(append([]agents.Item(nil), in.Pending...), resp.Output...)
 	ref, err := a.r.transcripts.Append(ctx, in.Transcript, segment)
 	if err != nil {
@@ -351,7 +353,7 @@ func (a *Activities) FunctionTool(ctx context.Context, in ToolInput) (agents.Ite
 	if ref.Kind != agents.ToolFunction || ref.Function.NeedsSandbox() {
 		return toolGone(in), nil
 	}
-	tctx, span := startTool(ctx, in, callFunction)
+	tctx, span := startTool(ctx, in, gate.KindFunction)
 	output := callTool(agents.WithRunContext(tctx, in.Run), ref.Function, in.Call.Arguments)
 	endTool(span, output)
 	item := agents.FunctionCallOutput(in.Call.CallID, output)
@@ -431,23 +433,13 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (string, erro
 	if ref.Kind != agents.ToolAgent || ref.Agent.Extractor == nil {
 		// The extractor left the graph since the run started: the tool's
 		// result goes back as it is.
-		return toolOutputText(in.Result.Output), nil
+		return runtime.OutputText(in.Result.Output), nil
 	}
 	out, err := ref.Agent.Extractor(ctx, in.Result)
 	if err != nil {
 		return "Error: " + err.Error(), nil
 	}
 	return out, nil
-}
-
-// toolOutputText renders an agent tool's final output for the calling
-// model: the JSON document itself, or the plain text of a text output.
-func toolOutputText(out json.RawMessage) string {
-	var s string
-	if json.Unmarshal(out, &s) == nil {
-		return s
-	}
-	return string(out)
 }
 
 // uniqueCallIDs gives each function call of a model's answer a call id of

@@ -13,7 +13,11 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/approval"
+	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/gate"
+	"github.com/troupe-dev/troupe/workflows/guardrail"
 )
 
 // AgentWorkflow runs one agent until it gives a final output or hands off:
@@ -59,7 +63,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 	} else {
 		rec.Add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: agent.Name})
 	}
-	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in.AgentInput, continued: in.Carry != nil, ctl: newControl(ctx, true)}
+	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in.AgentInput, ctl: newControl(ctx, true)}
 	calls.ctl.paused, calls.ctl.interrupted = carry.Paused, carry.Interrupted
 	// A session's agent takes the sandbox its session keeps for it.
 	kept := in.Session != nil
@@ -82,7 +86,12 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 	if len(agent.MCPServers) > 0 {
 		calls.mt = &mcpTools{r: r, agent: agent, in: in.AgentInput, rc: &rc, cat: st.MCP, lost: st.MCPLost}
 	}
-	calls.budget, calls.tree = newAgentBudget(ctx, spec, in.AgentInput, wfID, agent, carry.Budget), &st.Agents
+	// The agent's gates: its guardrails, its approval policies and its
+	// share of the run's budget, each only if it has them.
+	calls.budget, calls.tree = budget.NewAgent(ctx, spec, in.AgentInput, wfID, agent, carry.Budget), &st.Agents
+	calls.turn = &gate.Turn{Spec: spec, Agent: agent, Input: in.AgentInput, Continued: in.Carry != nil, Run: rc, Events: rec,
+		Usage: &st.Usage, RunAgent: calls.runAgent, MCPTool: calls.mt.ref, Stopping: calls.ctl.stopping}
+	calls.chain = gate.New(calls.turn, guardrail.New(agent), approval.New(agent), calls.budget)
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
 	// the agent's own and a follower that stops there misses nothing.
@@ -100,12 +109,12 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 		// The result, or the failure, carries the lease, the usage and
 		// the root's budget ledger (when lent to the agent) back to the
 		// caller; the root has the reports of the agent's calls first.
-		loan := calls.budget.giveBack()
+		loan := calls.budget.GiveBack()
 		if err == nil {
 			res.Budget = loan
 		}
 		err = troupe.WithFailure(err, lease, st.Agents, loan)
-		calls.budget.flush(ctx)
+		calls.budget.Flush(ctx)
 		e.Agent = agent.Name
 		rec.Add(ctx, e)
 		return res, err
@@ -144,21 +153,21 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			rc.Turn = next.Turn
 			// The Web UI's current details: continue-as-new keeps no static summary.
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("agent %s, turn %d", agent.Name, next.Turn))
-			if err := calls.budget.ask(ctx, rc.Turn); err != nil {
-				return fail(err) // The tree's budget is spent.
+			calls.turn.Run = rc
+			m := gate.ModelCall{Turn: rc.Turn}
+			if err := calls.chain.BeforeTurn(ctx, &m); err != nil {
+				return fail(err) // The tree's budget is spent, say.
 			}
 			if err := calls.mt.refresh(ctx); err != nil {
 				return fail(err)
 			}
 			calls.sb.readGuidance(ctx)
-			mctx, checked, err := calls.guardInput(ctx, rc, st)
-			if err != nil {
-				return fail(err)
-			}
 			var mo ModelOutput
-			if err := checked(r.callModel(mctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
-				MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.guidance(),
-				Budget: calls.budget.forModel()}, &mo)); err != nil {
+			if err := calls.chain.AroundModel(ctx, &m, func(mctx workflow.Context) error {
+				return r.callModel(mctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
+					MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.guidance(),
+					Budget: m.Report}, &mo)
+			}); err != nil {
 				return fail(err)
 			}
 			detail := mo.Text
@@ -167,7 +176,9 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			}
 			rec.Add(ctx, troupe.Event{Kind: troupe.EventTurn, Agent: agent.Name, Turn: rc.Turn, Detail: detail})
 			next = st.ModelDone(agent, mo.Transcript, mo.Step, mo.Usage)
-			calls.count(ctx, st, rc.Turn, &mo)
+			if err := calls.count(ctx, st, rc.Turn, &mo); err != nil {
+				return fail(err)
+			}
 			if next.Correction != "" {
 				rec.Add(ctx, troupe.Event{Kind: troupe.EventOutputInvalid, Agent: agent.Name, Turn: rc.Turn, Detail: next.Correction})
 			}
@@ -191,7 +202,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			}
 			next = st.CallsDone(agent, outputs, handoff, usage)
 		case runtime.Finish:
-			if err := calls.guardOutput(ctx, rc, st, next.Output); err != nil {
+			if err := calls.chain.BeforeFinal(ctx, next.Output); err != nil {
 				return fail(err)
 			}
 			res := result()
@@ -269,7 +280,7 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentWorkflowInput, st *
 	carry.Paused, carry.Interrupted = calls.ctl.paused, calls.ctl.interrupted
 	next := in
 	next.Transcript, next.Pending, next.Carry, next.Budget = st.Transcript, nil, carry, nil
-	carry.Budget = calls.budget.carry(ctx)
+	carry.Budget = calls.budget.Carry(ctx)
 	return workflow.NewContinueAsNewError(ctx, troupe.AgentWorkflowName, next)
 }
 

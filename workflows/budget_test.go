@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/budget"
 )
 
 // budgetModel answers as the budget graph's agents do, each call using
@@ -382,8 +383,8 @@ func TestBadBudgets(t *testing.T) {
 // as TestGoldenPayloads does the others'.
 func TestGoldenBudgetPayloads(t *testing.T) {
 	usage := runtime.AgentUsage{Agent: "pricing_reviewer", Usage: model.Usage{Requests: 1, InputTokens: 1200, CachedInputTokens: 1024, OutputTokens: 80, TotalTokens: 1280}, Cost: 0.00109}
-	budget := agents.Budget{Cost: 0.25, ModelCalls: 40}
-	ledger := runtime.BudgetLedger{Budget: budget, Calls: 7, Agents: runtime.Usages{usage}, Counted: map[string]int{"run-1/1-coordinator/t1.0/0-pricing_reviewer": 1}}
+	limits := agents.Budget{Cost: 0.25, ModelCalls: 40}
+	ledger := runtime.BudgetLedger{Budget: limits, Calls: 7, Agents: runtime.Usages{usage}, Counted: map[string]int{"run-1/1-coordinator/t1.0/0-pricing_reviewer": 1}}
 	payloads := map[string]any{
 		"budget_ask": troupe.BudgetAsk{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Agent: "pricing_reviewer", Turn: 2,
 			Last: &troupe.BudgetUsage{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Turn: 1, Usage: usage}},
@@ -391,29 +392,29 @@ func TestGoldenBudgetPayloads(t *testing.T) {
 		"budget_usage":  troupe.BudgetUsage{Workflow: "run-1/1-coordinator/t1.0/0-pricing_reviewer", Turn: 2, Usage: usage},
 		"budget_report": ledger.Report(),
 		"run_carry_budget": workflows.RunCarry{Budget: &ledger, NextEvent: 12,
-			Spec: &runtime.GraphSpec{Graph: "dealdesk", Entry: "triage", RunSettings: runtime.RunSettings{MaxHandoffs: 10, Budget: &budget,
+			Spec: &runtime.GraphSpec{Graph: "dealdesk", Entry: "triage", RunSettings: runtime.RunSettings{MaxHandoffs: 10, Budget: &limits,
 				Prices: agents.Prices{"gpt-4.1": {InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}, Unpriced: []string{"gpt-5"}}}},
 		"run_result_budget": troupe.RunResult{WorkflowID: "run-1", Graph: "dealdesk", Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`),
 			Path: []string{"triage", "coordinator"}, Usage: usage.Usage, Agents: runtime.Usages{usage}, Cost: usage.Cost, Budget: ledger.Report()},
 	}
 	coordinator := "run-1/1-coordinator"
-	lease := runtime.BudgetLease{Ledger: runtime.BudgetLedger{Budget: budget, Calls: 9, Agents: runtime.Usages{usage}}, Calls: 2, Agents: runtime.Usages{usage}}
+	lease := runtime.BudgetLease{Ledger: runtime.BudgetLedger{Budget: limits, Calls: 9, Agents: runtime.Usages{usage}}, Calls: 2, Agents: runtime.Usages{usage}}
 	loan := troupe.BudgetLoan{Lease: lease, What: "session", Hint: "raise it with the session's budget command",
 		Refused: &troupe.BudgetRefusal{Agent: "coordinator", Turn: 3, Reason: "the session's budget is spent (cost 0.25 of 0.25)"}}
 	ref := runtime.TranscriptRef{Key: "transcripts/run-1/1-coordinator", Segments: 3}
 	last := troupe.BudgetUsage{Workflow: coordinator, Turn: 2, Usage: usage}
 	payloads["budget_loan"] = loan
-	payloads["budget_ask_input"] = workflows.BudgetAskInput{Root: "run-1", Ask: troupe.BudgetAsk{Workflow: coordinator, Agent: "coordinator", Turn: 3, Last: &last, Alone: true}}
-	payloads["budget_ask_output"] = workflows.BudgetAskOutput{Answer: &troupe.BudgetAnswer{Turn: 3, Loan: &troupe.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}}
-	payloads["budget_ask_unsent"] = workflows.BudgetAskOutput{Unsent: "no Temporal client: the activity does not run on a worker"}
-	payloads["budget_return_input"] = workflows.BudgetReturnInput{Root: "run-1", Return: troupe.BudgetReturn{Workflow: coordinator, Loan: loan}}
+	payloads["budget_ask_input"] = budget.BudgetAskInput{Root: "run-1", Ask: troupe.BudgetAsk{Workflow: coordinator, Agent: "coordinator", Turn: 3, Last: &last, Alone: true}}
+	payloads["budget_ask_output"] = budget.BudgetAskOutput{Answer: &troupe.BudgetAnswer{Turn: 3, Loan: &troupe.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}}
+	payloads["budget_ask_unsent"] = budget.BudgetAskOutput{Unsent: "no Temporal client: the activity does not run on a worker"}
+	payloads["budget_return_input"] = budget.BudgetReturnInput{Root: "run-1", Return: troupe.BudgetReturn{Workflow: coordinator, Loan: loan}}
 	payloads["model_input_budget"] = workflows.ModelInput{Graph: "dealdesk", Agent: "pricing_reviewer", Run: agents.RunContext{WorkflowID: coordinator + "/t1.0/0-pricing_reviewer", RunID: "run-1", Agent: "pricing_reviewer", Turn: 1},
 		Transcript: ref, Budget: &troupe.ModelBudget{Root: "run-1", Workflow: coordinator + "/t1.0/0-pricing_reviewer", Prices: agents.Prices{"gpt-4.1": {InputPerMTok: 2, CachedInputPerMTok: 0.5, OutputPerMTok: 8}}}}
 	payloads["model_output_told"] = workflows.ModelOutput{Transcript: ref, Usage: usage.Usage, Model: "gpt-4.1", Told: "sent"}
 	payloads["agent_input_budget"] = troupe.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "run-1", Transcript: ref, Budget: &troupe.BudgetLoan{Lease: *ledger.Lend(), What: "run"}}
 	payloads["agent_result_budget"] = troupe.AgentResult{Agent: "coordinator", Output: json.RawMessage(`{"decision":"approve"}`), Transcript: ref, Turns: 3, Usage: usage.Usage, Budget: &loan}
 	payloads["agent_carry_budget"] = workflows.AgentCarry{State: runtime.AgentState{Agent: "coordinator", Transcript: ref, Turn: 101}, NextEvent: 611,
-		Budget: &workflows.AgentBudgetCarry{Loan: &loan, Last: &last}}
+		Budget: &budget.Carry{Loan: &loan, Last: &last}}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
 			got, err := json.MarshalIndent(v, "", "  ")
@@ -453,9 +454,9 @@ func watchLoans(env *testsuite.TestWorkflowEnvironment) *loanWatch {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		switch info.ActivityType.Name {
-		case workflows.BudgetAskActivityName:
+		case budget.BudgetAskActivityName:
 			w.asks++
-		case workflows.BudgetReturnActivityName:
+		case budget.BudgetReturnActivityName:
 			w.returns++
 		}
 	})

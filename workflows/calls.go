@@ -13,12 +13,15 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/gate"
+	"github.com/troupe-dev/troupe/workflows/guardrail"
 )
 
 // This file carries out a turn's tool calls: one executor per kind of call
 // (function, sandbox, MCP, agent-as-tool, handoff), each call through the
-// gate first.
+// agent's gate chain first (package workflows/gate).
 //
 // State the coroutines share: the agent tools of a turn run each in a
 // workflow coroutine (workflow.Go), which writes its output into the
@@ -31,64 +34,26 @@ import (
 // same writes in the same order. The main coroutine reads the outputs only
 // after wg.Wait, once every agent tool's coroutine has written.
 
-// Kinds of calls at the gate.
-const (
-	callFunction = "function"
-	callSandbox  = "sandbox"
-	callMCP      = "mcp"
-	callAgent    = "agent"
-	callHandoff  = "handoff"
-)
-
-// gateCall is a call at the gate: whose, what, and what it would run.
-type gateCall struct {
-	Agent string
-	Kind  string
-	Call  agents.Item
-	// Tool is the agent's tool it calls (not for MCP calls).
-	Tool runtime.ToolSpec
-	// MCP is the MCP tool it calls (MCP calls).
-	MCP *MCPToolRef
-	// Guard is the tool guardrail that rejected the call, if one did
-	// (screen).
-	Guard *runtime.GuardrailOutcome
-}
-
-// gate is the one place that decides whether a tool call runs, after
-// its approval: it answers the calls a tool guardrail rejected. It returns
-// "" to let the call run, or why it does not, which the model gets as the
-// call's output. Approvals come before it (approve, in approvals.go): a
-// call waits for its decision before any call of the turn starts, and
-// only an approved call reaches the gate. Budgets are checked before each
-// model call (budget.go), where spending happens.
-func (r *Runner) gate(_ workflow.Context, g gateCall) string {
-	if g.Guard != nil {
-		return rejection(g.Guard)
-	}
-	return ""
-}
-
 // turnCalls carries out an agent's calls, turn after turn.
 type turnCalls struct {
-	// budget asks the root before each model call (nil without a
-	// budget); tree is the agent's usage per agent, which its agent
-	// tools' add to.
-	budget *agentBudget
-	tree   *runtime.Usages
+	// chain is the agent's gates, and turn what they know of it; tree is
+	// the agent's usage per agent, which its agent tools' add to.
+	chain *gate.Chain
+	turn  *gate.Turn
+	tree  *runtime.Usages
+	// budget is the agent's share of its run's budget (nil without one),
+	// a gate of the chain that also carries the root's ledger, when lent,
+	// back in the agent's result and through continue-as-new.
+	budget *budget.Agent
 
 	r     *Runner
 	rec   *events.Recorder
 	spec  *runtime.GraphSpec
 	agent *runtime.AgentSpec
 	in    troupe.AgentInput
-	// continued says this run of the agent's workflow continued an
-	// earlier one (it was given a carry).
-	continued bool
-	sb        *sandboxLife // nil for an agent without a sandbox
-	mt        *mcpTools    // nil for an agent without MCP servers
-	ctl       *control     // the session's controls, passed to agent tools
-	// screened are the calls of the turn a tool guardrail rejected.
-	screened map[string]*runtime.GuardrailOutcome
+	sb    *sandboxLife // nil for an agent without a sandbox
+	mt    *mcpTools    // nil for an agent without MCP servers
+	ctl   *control     // the session's controls, passed to agent tools
 }
 
 // pendingCall is a call running, and the future of its output.
@@ -99,7 +64,7 @@ type pendingCall struct {
 
 // run carries out one turn's calls concurrently and returns their outputs
 // in the model's order, the handoff taken (if any), and the model usage of
-// agents-as-tools and of tool guardrail agents.
+// agents-as-tools and of the agents the gates ran for the calls.
 func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agents.Item) ([]agents.Item, *agents.Item, model.Usage, error) {
 	d := runtime.Sort(t.agent, calls, t.mt.names())
 	done := map[string]agents.Item{}
@@ -107,44 +72,42 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		done[o.CallID] = o
 	}
 	var usage model.Usage
-	if t.guardedByAgents(d) {
-		// The agent is no longer alone in its tree (its tool guardrail
-		// agents ask the root too): its root decides, before any starts.
-		t.budget.release(ctx)
-	}
-	screening := t.startScreen(ctx, rc, d, &usage)
-	if err := t.approve(ctx, rc, &d, done); err != nil {
+	var fatal error // a failure that ends this agent too: an agent tool's, a gate's
+	t.turn.Run, t.turn.CallUsage = rc, &usage
+	if err := t.chain.BeforeCalls(ctx, &gate.Calls{Dispatch: &d, Done: done}, &fatal); err != nil {
 		return nil, nil, usage, err
 	}
-	if err := t.screen(ctx, rc, d, screening, &usage); err != nil {
-		return nil, nil, usage, err
-	}
+	// What the gate answers each function call instead of running it,
+	// known before the sandbox is provisioned for the ones that run.
+	fnCalls := make([]gate.Call, len(d.Functions))
+	answers := make([]string, len(d.Functions))
 	usedSandbox := false
-	for _, c := range d.Functions {
-		if t.agent.Tool(c.Name).Sandbox && !usedSandbox && t.rejected(c) == nil {
+	for i, c := range d.Functions {
+		fnCalls[i] = t.functionCall(rc, c)
+		answers[i] = t.chain.BeforeCall(ctx, fnCalls[i])
+		if fnCalls[i].Kind == gate.KindSandbox && !usedSandbox && answers[i] == "" {
 			usedSandbox = true
 			if err := t.sb.ensure(ctx); err != nil {
 				return nil, nil, usage, err
 			}
 		}
 	}
-	var fatal error // a failure that ends this agent too: an agent tool's, a guardrail's
 	var fns []pendingCall
-	for _, c := range d.Functions {
-		fns = append(fns, pendingCall{c, t.checkOutput(ctx, rc, c, t.function(ctx, rc, c), &fatal, &usage)})
+	for i, c := range d.Functions {
+		fns = append(fns, pendingCall{c, t.chain.CheckOutput(ctx, fnCalls[i], t.function(ctx, rc, fnCalls[i], answers[i]))})
 	}
 	for _, c := range d.MCP {
 		t.called(ctx, rc, c)
-		ref, _ := t.mt.ref(c.Name)
-		if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: callMCP, Call: c, MCP: &ref, Guard: t.rejected(c)}); why != "" {
+		call := t.mcpCall(rc, c)
+		if why := t.chain.BeforeCall(ctx, call); why != "" {
 			fns = append(fns, pendingCall{c, t.answered(ctx, c, "Error: "+why)})
 			continue
 		}
-		fns = append(fns, pendingCall{c, t.checkOutput(ctx, rc, c, t.mt.call(ctx, c, t.outputKey(rc, c)), &fatal, &usage)})
+		fns = append(fns, pendingCall{c, t.chain.CheckOutput(ctx, call, t.mt.call(ctx, c, t.outputKey(rc, c)))})
 	}
 	if len(d.AgentTools) > 0 {
 		// The agent is no longer alone in its tree: its root decides.
-		t.budget.release(ctx)
+		t.chain.Spawning(ctx)
 	}
 	wg := workflow.NewWaitGroup(ctx)
 	for i, c := range d.AgentTools {
@@ -169,7 +132,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 	if usedSandbox {
 		t.sb.afterTurn(ctx)
 	}
-	handoff := t.handoff(ctx, d.Handoff, done)
+	handoff := t.handoff(ctx, rc, d.Handoff, done)
 	outputs := make([]agents.Item, 0, len(calls))
 	for _, c := range calls {
 		if o, ok := done[c.CallID]; ok {
@@ -177,6 +140,22 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		}
 	}
 	return outputs, handoff, usage, nil
+}
+
+// functionCall and mcpCall are call c, of a function tool or of an MCP
+// tool, as the gate sees it: its kind, the tool it calls, and where its
+// output goes when too large to inline.
+func (t *turnCalls) functionCall(rc agents.RunContext, c agents.Item) gate.Call {
+	call := gate.Call{Item: c, Kind: gate.KindFunction, Tool: t.agent.Tool(c.Name), OutputKey: t.outputKey(rc, c)}
+	if call.Tool.Sandbox {
+		call.Kind = gate.KindSandbox
+	}
+	return call
+}
+
+func (t *turnCalls) mcpCall(rc agents.RunContext, c agents.Item) gate.Call {
+	ref, _ := t.mt.ref(c.Name)
+	return gate.Call{Item: c, Kind: gate.KindMCP, MCP: &ref, OutputKey: t.outputKey(rc, c)}
 }
 
 func (t *turnCalls) called(ctx workflow.Context, rc agents.RunContext, c agents.Item) {
@@ -202,15 +181,12 @@ func (t *turnCalls) answered(ctx workflow.Context, c agents.Item, text string) w
 }
 
 // function runs a function tool call: on the agent's sandbox, as an
-// activity, or as a local activity, as the run's spec says.
-func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, c agents.Item) workflow.Future {
+// activity, or as a local activity, as the run's spec says; or answers it
+// with why, the gate's answer, when there is one.
+func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, call gate.Call, why string) workflow.Future {
+	c, tool := call.Item, call.Tool
 	t.called(ctx, rc, c)
-	tool := t.agent.Tool(c.Name)
-	kind := callFunction
-	if tool.Sandbox {
-		kind = callSandbox
-	}
-	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: kind, Call: c, Tool: tool, Guard: t.rejected(c)}); why != "" {
+	if why != "" {
 		return t.answered(ctx, c, "Error: "+why)
 	}
 	ti := ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: t.outputKey(rc, c)}
@@ -248,7 +224,8 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		done[c.CallID] = agents.FunctionCallOutput(c.CallID, fmt.Sprintf("Error: agents-as-tools nest deeper than %d", t.spec.MaxToolDepth))
 		return
 	}
-	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: callAgent, Call: c, Tool: tool, Guard: t.rejected(c)}); why != "" {
+	call := gate.Call{Item: c, Kind: gate.KindAgent, Tool: tool}
+	if why := t.chain.BeforeCall(ctx, call); why != "" {
 		done[c.CallID] = t.output(c, "Error: "+why)
 		return
 	}
@@ -269,7 +246,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		case err == nil && rr.Interrupted:
 			*usage = usage.Add(rr.Usage)
 			output = fmt.Sprintf("Error: agent tool %s was interrupted by the user before it finished", c.Name)
-		case err != nil && guardrailEnds(err):
+		case err != nil && guardrail.Ends(err):
 			// A guardrail of the tool's agents ended the run.
 			*fatal = err
 			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, troupe.FailureText(err))
@@ -288,14 +265,33 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 			}
 		default:
 			*usage = usage.Add(rr.Usage)
-			output = toolOutputText(rr.Output)
+			output = runtime.OutputText(rr.Output)
 		}
-		if err == nil && !rr.Interrupted {
-			output = t.checkAgentOutput(gctx, rc, c, output, fatal, usage)
+		if err == nil && !rr.Interrupted && t.chain.Checks(call) {
+			output = t.chain.AfterCall(gctx, call, t.output(c, output)).Output
 		}
 		done[c.CallID] = t.output(c, output)
 		t.rec.Add(gctx, troupe.Event{Kind: troupe.EventAgentToolFinished, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID, Detail: troupe.Preview(output, 200)})
 	})
+}
+
+// runAgent runs agent as a child agent workflow for a gate (a guardrail
+// agent: its chain's ids under prefix) on in, which says what it reads,
+// and returns its structured output. What it used is added to usage and
+// to the agent's usage per agent, as an agent tool's is; a spent budget
+// is its error.
+func (t *turnCalls) runAgent(ctx workflow.Context, agent, prefix string, in troupe.AgentInput, usage *model.Usage) (json.RawMessage, error) {
+	in.Graph, in.RunID, in.Vars, in.Depth, in.Spec = t.in.Graph, t.in.RunID, t.in.Vars, t.in.Depth+1, t.in.Spec
+	rr, err := t.r.route(ctx, t.rec, t.spec, agent, in, prefix, nil)
+	var failed model.Usage
+	var spent error // A spent budget is err itself, which the gate passes on.
+	t.countTool(rr, err, &failed, &spent)
+	if err != nil {
+		*usage = usage.Add(failed)
+		return nil, err
+	}
+	*usage = usage.Add(rr.Usage)
+	return rr.Output, nil
 }
 
 // versionWorkerFaults marks runs in which an agent tool's worker fault
@@ -312,12 +308,12 @@ func workerFault(err error) bool {
 // handoff takes the turn's handoff call, if any and the gate lets it: its
 // output names the target, and the caller routes it (the orchestrator's
 // route, or an agent tool's).
-func (t *turnCalls) handoff(ctx workflow.Context, h *agents.Item, done map[string]agents.Item) *agents.Item {
+func (t *turnCalls) handoff(ctx workflow.Context, rc agents.RunContext, h *agents.Item, done map[string]agents.Item) *agents.Item {
 	if h == nil {
 		return nil
 	}
 	tool := t.agent.Tool(h.Name)
-	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: callHandoff, Call: *h, Tool: tool}); why != "" {
+	if why := t.chain.BeforeCall(ctx, gate.Call{Item: *h, Kind: gate.KindHandoff, Tool: tool}); why != "" {
 		done[h.CallID] = t.output(*h, "Error: "+why)
 		return nil
 	}
@@ -335,4 +331,44 @@ func callSummary(c agents.Item) string {
 		return c.Name + ": " + troupe.Preview(strings.Join(strings.Fields(args.Cmd), " "), 200)
 	}
 	return c.Name
+}
+
+// count takes what the agent's model call of turn used: in the agent's
+// usage per agent, priced by the run's prices, and hands it to the gates
+// (a budget's, which tells the root).
+func (t *turnCalls) count(ctx workflow.Context, st *runtime.AgentState, turn int, mo *ModelOutput) error {
+	cost, priced := runtime.CallCost(t.spec.Prices, mo.Model, mo.Usage)
+	if !priced && len(t.spec.Prices) > 0 {
+		// A model the run's graph did not use when it started (an
+		// edited graph): its calls count no cost.
+		workflow.GetLogger(ctx).Warn("a model call has no price: its cost is not counted", "agent", t.agent.Name, "model", mo.Model)
+	}
+	u := runtime.AgentUsage{Agent: t.agent.Name, Usage: mo.Usage, Cost: cost}
+	st.Count(u)
+	return t.chain.AfterModel(ctx, &gate.ModelCall{Turn: turn, Usage: u, Told: mo.Told})
+}
+
+// countTool counts what an agent tool's chain of agents used, failed or
+// not (the result of a chain that failed holds the failed agent's
+// usage), and has a spent budget stop the caller too.
+func (t *turnCalls) countTool(rr *routeResult, err error, usage *model.Usage, fatal *error) {
+	if rr != nil {
+		if t.tree != nil {
+			*t.tree = t.tree.Add(rr.Agents...)
+		}
+		if err != nil {
+			*usage = usage.Add(rr.Usage) // Those that succeeded add theirs below.
+		}
+	}
+	if troupe.ErrorType(err) == troupe.ErrBudgetExceeded {
+		*fatal = err
+	}
+}
+
+// countFailed adds what a failed agent carries back to the chain's
+// usage.
+func (res *routeResult) countFailed(err error) {
+	u := usageFrom(err)
+	res.Usage = res.Usage.Add(u.Total())
+	res.Agents = res.Agents.Add(u...)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/guardrail"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden payload fixtures")
@@ -115,16 +116,16 @@ func TestGoldenPayloads(t *testing.T) {
 	// Guardrails: a spec with one of each kind, the guardrail activity's
 	// payloads, a trip's details, and the first agent of a chain.
 	payloads["graph_spec_guardrails"] = runtime.SpecOf(guardrailsGolden(), runtime.RunSettings{MaxHandoffs: 5})
-	payloads["guardrail_input"] = workflows.GuardrailInput{Graph: "dealdesk", Agent: "triage", Run: rc, Kind: agents.GuardrailToolAfter,
-		Calls: []workflows.GuardrailCall{{Call: call, Guardrails: []string{"no_secrets"}}}, Result: &out, OutputKey: "outputs/run-1/2-call_1-guarded"}
-	payloads["guardrail_output"] = workflows.GuardrailOutput{Outcomes: []runtime.GuardrailOutcome{{Guardrail: "no_secrets", Kind: agents.GuardrailToolAfter,
+	payloads["guardrail_input"] = guardrail.GuardrailInput{Graph: "dealdesk", Agent: "triage", Run: rc, Kind: agents.GuardrailToolAfter,
+		Calls: []guardrail.GuardrailCall{{Call: call, Guardrails: []string{"no_secrets"}}}, Result: &out, OutputKey: "outputs/run-1/2-call_1-guarded"}
+	payloads["guardrail_output"] = guardrail.GuardrailOutput{Outcomes: []runtime.GuardrailOutcome{{Guardrail: "no_secrets", Kind: agents.GuardrailToolAfter,
 		Action: runtime.GuardrailReplace, CallID: "call_1", Reason: "a key", Message: "[redacted]"}}, Result: &out}
 	payloads["guardrail_trip"] = troupe.GuardrailTrip{Guardrail: "on_topic", Kind: agents.GuardrailInput, Agent: "triage", Workflow: "run-1/0-triage", Reason: "not about a deal"}
 	payloads["agent_input_check"] = troupe.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Transcript: ref, Pending: []agents.Item{agents.UserMessage("hi")}, CheckInput: true}
 	// Tool guardrail agents: a spec with one, the prompt activity's input,
 	// and what the guardrail agent reads (a ToolCheck) and answers.
 	payloads["graph_spec_tool_guardrail_agents"] = runtime.SpecOf(toolGuardrailAgentsGolden(), runtime.RunSettings{MaxHandoffs: 5})
-	payloads["guardrail_prompt_input"] = workflows.GuardrailPromptInput{Check: agents.ToolCheck{Check: agents.GuardrailToolAfter, Guardrail: "privacy", Agent: "triage",
+	payloads["guardrail_prompt_input"] = guardrail.GuardrailPromptInput{Check: agents.ToolCheck{Check: agents.GuardrailToolAfter, Guardrail: "privacy", Agent: "triage",
 		Tool: "get_document", CallID: "call_1", Arguments: json.RawMessage(`{"name":"pricing"}`)}, Result: out,
 		Transcript: "transcripts/run-1/0-triage/t2.call_1-tool_after-guardrail-privacy/0-output_checker"}
 	output := "pricing: 20% off"

@@ -12,6 +12,8 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/approval"
+	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/events"
 )
 
@@ -71,11 +73,15 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 	if carry != nil && carry.Approvals != nil {
 		desk = carry.Approvals
 	}
-	approvals, err := newTreeApprovals(ctx, desk, nil)
+	approvals, err := approval.NewDesk(ctx, desk, nil)
 	if err != nil {
 		return nil, err
 	}
-	budget, err := r.runBudget(ctx, spec, carry, rec)
+	var carried *runtime.BudgetLedger
+	if carry != nil {
+		carried = carry.Budget
+	}
+	tb, err := budget.NewRunTree(ctx, spec, carried, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -103,31 +109,31 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 		next := in
 		next.Carry = &RunCarry{Spec: spec, Route: rs}
 		next.Carry.Events, next.Carry.NextEvent, next.Carry.Pages = rec.Carry()
-		approvals.drain(ctx)
+		approvals.Drain(ctx)
 		if len(desk.Rules) > 0 {
 			next.Carry.Approvals = &runtime.ApprovalDesk{Rules: desk.Rules}
 		}
-		budget.settle(ctx)
-		next.Carry.Budget = *budget.ledger
+		tb.Settle(ctx)
+		next.Carry.Budget = tb.Ledger()
 		return workflow.NewContinueAsNewError(ctx, troupe.OrchestratorWorkflowName, next)
 	}
-	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil, nil, budget)
+	rr, err := r.routeFrom(ctx, rec, spec, rs, wfID, cont, nil, nil, tb)
 	if err != nil {
 		if _, ok := err.(*workflow.ContinueAsNewError); ok {
 			return nil, err
 		}
-		err = budget.exceeded(ctx, err)
+		err = tb.Exceeded(ctx, err)
 		rec.Add(ctx, troupe.Event{Kind: troupe.EventFailed, Detail: troupe.FailureText(err)})
 		r.runRollout(ctx, spec, in.RunInput, wfID, nil, err)
 		return nil, err
 	}
 	rec.Add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Detail: troupe.Preview(string(rr.Output), 200)})
 	r.runRollout(ctx, spec, in.RunInput, wfID, rr, nil)
-	budget.drain(ctx)
+	tb.Drain(ctx)
 	return &troupe.RunResult{
 		WorkflowID: wfID, Graph: in.Graph, Agent: rr.Agent, Output: rr.Output, Path: rr.Path,
 		Turns: rr.Turns, ToolCalls: rr.ToolCalls, Handoffs: rr.Handoffs, Usage: rr.Usage,
-		Agents: rr.Agents, Cost: rr.Agents.Cost(), Budget: (*budget.ledger).Report(),
+		Agents: rr.Agents, Cost: rr.Agents.Cost(), Budget: tb.Ledger().Report(),
 	}, nil
 }
 
@@ -187,7 +193,7 @@ func (r *Runner) route(ctx workflow.Context, rec *events.Recorder, spec *runtime
 // tree (a run's orchestrator, a session) gives its budget (tb, nil
 // elsewhere): it lends its ledger to each agent of the chain, the one
 // agent of the tree at work, and takes it back when the agent ends.
-func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes, ctl *control, tb *treeBudget) (*routeResult, error) {
+func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes, ctl *control, tb *budget.Tree) (*routeResult, error) {
 	maxHandoffs := spec.MaxHandoffs
 	res := &rs.Done
 	current, in := rs.Current, rs.Input
@@ -223,7 +229,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *run
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID, WorkflowTaskTimeout: agentTaskTimeout,
 			StaticSummary: "agent " + current, WaitForCancellation: boxes != nil})
 		var ar troupe.AgentResult
-		in.Budget = tb.lend(ctx, childID)
+		in.Budget = tb.Lend(ctx, childID)
 		child := workflow.ExecuteChildWorkflow(cctx, troupe.AgentWorkflowName, in)
 		in.Budget = nil
 		if in.Session != nil {
@@ -231,13 +237,13 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *run
 			// as lent (a live sandbox is no one's otherwise).
 			if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 				boxes.unlend(current)
-				tb.ended(ctx, childID, nil, err)
+				tb.Ended(ctx, childID, nil, err)
 				return res, err
 			}
 		}
 		ctl.track(ctx, childID, child)
 		err := child.Get(ctx, &ar)
-		tb.ended(ctx, childID, &ar, err)
+		tb.Ended(ctx, childID, &ar, err)
 		if in.Session != nil {
 			given := ar.Lease
 			if err != nil {

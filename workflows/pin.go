@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/workflows/budget"
 )
 
 // A run keeps the graph it started with: the orchestrator takes the
@@ -49,9 +50,9 @@ func (r *Runner) pin(ctx workflow.Context, in troupe.RunInput) (*runtime.GraphSp
 		// The run's budget: its own, or the graph's default.
 		spec.Budget = r.graphs[in.Graph].Budget()
 		if in.Budget != nil {
-			spec.Budget = budgetOrNil(*in.Budget)
+			spec.Budget = budget.OrNil(*in.Budget)
 		}
-		if err := checkBudget(spec, spec.Budget); err != nil {
+		if err := budget.Check(spec, spec.Budget); err != nil {
 			return pinned{Err: err.Error(), ErrType: troupe.ErrBadBudget}
 		}
 		return pinned{Spec: spec}
@@ -75,7 +76,7 @@ func (r *Runner) liveSpec(graph string, maxHandoffs int) (*runtime.GraphSpec, er
 	if maxHandoffs == 0 {
 		maxHandoffs = r.cfg.MaxHandoffs
 	}
-	prices, unpriced := r.prices(g)
+	prices, unpriced := budget.Prices(g, r.cfg.Prices, r.cfg.DefaultModel)
 	return runtime.SpecOf(g, runtime.RunSettings{MaxHandoffs: maxHandoffs, MaxToolDepth: r.cfg.MaxToolDepth, ModelActivities: r.cfg.ModelActivities,
 		ContinueAfterTurns: r.cfg.ContinueAfterTurns, ContinueAfterEvents: r.cfg.ContinueAfterEvents, Prices: prices, Unpriced: unpriced}), nil
 }

@@ -31,7 +31,10 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/workflows/approval"
+	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/guardrail"
 )
 
 // Config configures a Runner. Graphs, Model and Store are required; every
@@ -148,6 +151,9 @@ type Runner struct {
 	graphs      map[string]*agents.Graph
 	acts        *Activities
 	events      *events.Activities
+	approvals   *approval.Activities
+	guardrails  *guardrail.Activities
+	budgets     *budget.Activities
 	hostQueue   string
 	transcripts *runtime.Transcripts
 	mcp         *mcp.Pool
@@ -254,7 +260,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		if g == nil {
 			return nil, errors.New("workflows: nil graph")
 		}
-		budget, prices := g.Budget(), g.Prices()
+		defaultBudget, prices := g.Budget(), g.Prices()
 		g, err := withDefaultCapabilities(g)
 		if err != nil {
 			return nil, err
@@ -271,7 +277,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		if err := g.CheckApprovals(); err != nil {
 			return nil, err
 		}
-		if g, err = r.withBudget(g, budget, prices); err != nil {
+		if g, err = budget.WithBudget(g, defaultBudget, prices, r.cfg.Prices, r.cfg.DefaultModel); err != nil {
 			return nil, err
 		}
 		if _, dup := r.graphs[g.Name()]; dup {
@@ -280,7 +286,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 		r.graphs[g.Name()] = g
 	}
 	r.events = &events.Activities{Store: cfg.Store}
-	r.acts = &Activities{r: r, sessions: sessions{live: map[string]sandbox.Session{}}, asks: newAskSlots()}
+	r.budgets = budget.NewActivities(r.onWorker.Load)
+	r.approvals = &approval.Activities{Agent: r.agent}
+	r.guardrails = &guardrail.Activities{Agent: r.agent, Store: cfg.Store, Transcripts: r.transcripts}
+	r.acts = &Activities{r: r, sessions: sessions{live: map[string]sandbox.Session{}}, budgets: r.budgets}
 	return r, nil
 }
 
@@ -422,8 +431,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 		r.onWorker.Store(true)
 	}
 	w.RegisterActivityWithOptions(r.acts.Model, activity.RegisterOptions{Name: ModelActivityName})
-	w.RegisterActivityWithOptions(r.acts.BudgetAsk, activity.RegisterOptions{Name: BudgetAskActivityName})
-	w.RegisterActivityWithOptions(r.acts.BudgetReturn, activity.RegisterOptions{Name: BudgetReturnActivityName})
+	r.budgets.Register(w)
 	w.RegisterActivityWithOptions(r.acts.SandboxCreate, activity.RegisterOptions{Name: SandboxCreateActivityName})
 	w.RegisterActivityWithOptions(r.acts.SandboxTool, activity.RegisterOptions{Name: SandboxToolActivityName})
 	w.RegisterActivityWithOptions(r.acts.SandboxSnapshot, activity.RegisterOptions{Name: SandboxSnapshotActivityName})
@@ -431,10 +439,9 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.FunctionTool, activity.RegisterOptions{Name: ToolActivityName})
 	w.RegisterActivityWithOptions(r.acts.Handoff, activity.RegisterOptions{Name: HandoffActivityName})
 	w.RegisterActivityWithOptions(r.acts.Extract, activity.RegisterOptions{Name: ExtractActivityName})
-	w.RegisterActivityWithOptions(r.acts.ApprovalCheck, activity.RegisterOptions{Name: ApprovalCheckActivityName})
+	r.approvals.Register(w)
 	w.RegisterActivityWithOptions(r.acts.WorkspaceGuidance, activity.RegisterOptions{Name: WorkspaceGuidanceActivityName})
-	w.RegisterActivityWithOptions(r.acts.Guardrails, activity.RegisterOptions{Name: GuardrailActivityName})
-	w.RegisterActivityWithOptions(r.acts.GuardrailPrompt, activity.RegisterOptions{Name: GuardrailPromptActivityName})
+	r.guardrails.Register(w)
 	w.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
 	w.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
 	r.events.Register(w)

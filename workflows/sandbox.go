@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/gate"
 )
 
 // SandboxCreateInput is the sandbox-create activity's input.
@@ -276,7 +277,7 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 		a.forget(in.Sandbox.ID)
 		return agents.Item{}, sandboxErr(err)
 	}
-	sctx, span := startTool(ctx, in.Tool, callSandbox)
+	sctx, span := startTool(ctx, in.Tool, gate.KindSandbox)
 	tctx := sandbox.WithSession(agents.WithRunContext(sctx, in.Tool.Run), traceSession(sctx, s))
 	output, _ := heartbeating(ctx, func() (string, error) { return callTool(tctx, ref.Function, in.Tool.Call.Arguments), nil })
 	endTool(span, output)

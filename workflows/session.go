@@ -42,6 +42,8 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/workflows/approval"
+	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/events"
 )
 
@@ -77,10 +79,10 @@ type session struct {
 	mem memoryFeed
 	// approvals take the requests and decisions of the running turn's
 	// calls that wait (on st.Approvals).
-	approvals *treeApprovals
+	approvals *approval.Desk
 	// budget answers the running turn's agents for the session's budget
 	// (st.Budget).
-	budget *treeBudget
+	budget *budget.Tree
 }
 
 // SessionWorkflow runs a session: see the top of this file.
@@ -233,12 +235,12 @@ func (s *session) handle(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, troupe.SessionQuery, func() (troupe.SessionInfo, error) { return s.info(), nil }); err != nil {
 		return err
 	}
-	approvals, err := newTreeApprovals(ctx, &s.st.Approvals, s.changed)
+	approvals, err := approval.NewDesk(ctx, &s.st.Approvals, s.changed)
 	if err != nil {
 		return err
 	}
 	s.approvals = approvals
-	if s.budget, err = newTreeBudget(ctx, &s.st.Budget, true, s.rec, "session", budgetHint); err != nil {
+	if s.budget, err = budget.NewTree(ctx, &s.st.Budget, true, s.rec, "session", budget.SessionHint); err != nil {
 		return err
 	}
 	// Fork requests (from the manager) wait for the turn to end;
@@ -305,8 +307,8 @@ type signalIn struct {
 // session continues as new (which would lose them), and reports whether
 // there were any.
 func (s *session) drain(ctx workflow.Context) bool {
-	s.approvals.drain(ctx) // Late news of an ended turn: nothing waits.
-	s.budget.drain(ctx)
+	s.approvals.Drain(ctx) // Late news of an ended turn: nothing waits.
+	s.budget.Drain(ctx)
 	any := false
 	for _, sig := range s.signals {
 		for sig.take(ctx, sig.ch) {
@@ -637,7 +639,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	rr, err := s.route(tctx, routeState{Current: s.st.Agent, Input: in}, prefix)
 	span.End(ctx, err)
 	// No call of the turn waits any more, however it ended.
-	s.approvals.drain(ctx)
+	s.approvals.Drain(ctx)
 	s.st.Approvals.Forget(prefix + "/")
 	rec := runtime.TurnRecord{Turn: m.Turn, Message: troupe.Preview(m.Text, 200), Workflow: prefix, Started: m.At, Ended: workflow.Now(ctx)}
 	agent, transcript, left := s.st.Agent, s.st.Transcript, s.st.Pending
@@ -754,4 +756,69 @@ func (s *session) switchBackend(ctx workflow.Context) {
 	s.st.Backend = to
 	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: "switched to " + to})
 	s.changed(ctx)
+}
+
+// route runs a session's turn from rs, unless the session's budget is
+// spent: then the turn fails at once, starting no agent.
+func (s *session) route(ctx workflow.Context, rs routeState, prefix string) (*routeResult, error) {
+	if why := s.st.Budget.Spent(); why != "" {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session's budget is spent (%s): %s", why, budget.SessionHint),
+			troupe.ErrBudgetExceeded, nil, s.st.Budget.Report())
+	}
+	budgeted := s.spec.Budget != nil
+	rr, err := s.r.routeFrom(ctx, s.rec, s.spec, rs, prefix, nil, s.boxes, s.ctl, s.budget)
+	if l := s.st.Budget; !budgeted && l != nil && rr != nil {
+		// A budget set during the turn, whose agents did not report:
+		// what they used counts now.
+		for _, u := range rr.Agents {
+			l.Count(u)
+		}
+		l.Calls += int64(rr.Usage.Requests)
+	}
+	s.budget.Settle(ctx) // No agent of the turn lives.
+	return rr, err
+}
+
+// changedBudget is the session's budget as the budget command's arg
+// changes it (nil: no budget), or why it cannot be.
+func (s *session) changedBudget(arg string) (*agents.Budget, error) {
+	var cur agents.Budget
+	if s.st.Budget != nil {
+		cur = s.st.Budget.Budget
+	}
+	b, err := cur.Change(arg)
+	if err != nil {
+		return nil, err
+	}
+	nb := budget.OrNil(b)
+	if s.spec == nil {
+		return nb, nil // The manager's check: the session checks the prices.
+	}
+	return nb, budget.Check(s.spec, nb)
+}
+
+// setBudget changes the session's budget (the budget command): the
+// ledger takes it at once, and the turns that start after ask under it.
+// A session that had no budget starts one with what it spent so far.
+func (s *session) setBudget(ctx workflow.Context, arg string) error {
+	nb, err := s.changedBudget(arg)
+	if err != nil {
+		return err
+	}
+	spec := *s.spec
+	spec.Budget = nb
+	s.spec = &spec
+	if s.st.Budget == nil {
+		if nb == nil {
+			return nil
+		}
+		s.st.Budget = &runtime.BudgetLedger{Agents: s.st.Agents, Calls: int64(s.st.Usage.Requests)}
+	}
+	var b agents.Budget
+	if nb != nil {
+		b = *nb
+	}
+	s.st.Budget.SetBudget(b)
+	s.budget.Changed(ctx)
+	return nil
 }

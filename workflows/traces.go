@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/telemetry"
+	"github.com/troupe-dev/troupe/workflows/gate"
 )
 
 // traceRun names the run's graph on the orchestrator's span.
@@ -49,7 +50,7 @@ func traceHandoff(ctx workflow.Context, from, childID string, h runtime.ToolSpec
 // traceAgentTool starts the span of agent's call c of an agent-as-tool:
 // the tool agent's workflow (and the handoffs it takes) run under it.
 func traceAgentTool(ctx workflow.Context, agent string, c agents.Item) (workflow.Context, *telemetry.WorkflowSpan) {
-	attrs := append(telemetry.ToolAttributes(c.Name, c.CallID), telemetry.AttrAgentName.String(agent), telemetry.AttrToolKind.String(callAgent))
+	attrs := append(telemetry.ToolAttributes(c.Name, c.CallID), telemetry.AttrAgentName.String(agent), telemetry.AttrToolKind.String(gate.KindAgent))
 	return telemetry.StartWorkflowSpan(ctx, telemetry.OpExecuteTool+" "+c.Name, "tool/"+c.CallID, telemetry.WithAttributes(attrs...))
 }
 
@@ -58,28 +59,6 @@ func traceAgentTool(ctx workflow.Context, agent string, c agents.Item) (workflow
 func traceTurn(ctx workflow.Context, session, turn string) (workflow.Context, *telemetry.WorkflowSpan) {
 	return telemetry.StartWorkflowSpan(ctx, "session turn "+turn, "turn/"+turn, telemetry.NewTrace(),
 		telemetry.WithAttributes(attribute.String("troupe.session", session), attribute.String("troupe.session.turn", turn)))
-}
-
-// traceApproval starts the span of a call's wait at the gate for a
-// human's decision; call the func it returns with the decision
-// ("approved", "rejected", "timed out", ...) and the wait's error, if
-// any, once there is one. It is deterministic and issues no command: call
-// it where the wait starts, on every replay alike.
-//
-//	done := traceApproval(ctx, g)
-//	... wait for the decision ...
-//	done(decision, err)
-func traceApproval(ctx workflow.Context, g gateCall) func(decision string, err error) {
-	name := g.Call.Name
-	if g.MCP != nil {
-		name = g.MCP.Name
-	}
-	_, s := telemetry.StartWorkflowSpan(ctx, "approval "+name, "approval/"+g.Call.CallID, telemetry.WithAttributes(
-		append(telemetry.ToolAttributes(name, g.Call.CallID), telemetry.AttrAgentName.String(g.Agent), telemetry.AttrToolKind.String(g.Kind))...))
-	return func(decision string, err error) {
-		s.SetAttributes(attribute.String("troupe.approval.decision", decision))
-		s.End(ctx, err)
-	}
 }
 
 // startChat starts the span of the model call of in (the Model
@@ -111,7 +90,7 @@ func startTool(ctx context.Context, in ToolInput, kind string, attrs ...attribut
 
 // startMCP starts the span of an MCP tool call in its activity.
 func startMCP(ctx context.Context, in MCPCallInput) (context.Context, trace.Span) {
-	return startTool(ctx, ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, callMCP, attribute.String("troupe.mcp.server", in.Server))
+	return startTool(ctx, ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, gate.KindMCP, attribute.String("troupe.mcp.server", in.Server))
 }
 
 // endTool ends a span of startTool with the tool's output: a failure when

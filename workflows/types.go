@@ -5,6 +5,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/budget"
 )
 
 // Names of the activities of a run's agents. They are stable: histories
@@ -69,7 +70,7 @@ type AgentCarry struct {
 	// Budget is what the agent holds of its run's budget: the root's
 	// ledger, when lent to it, and the last call's usage until the root
 	// is known to have it.
-	Budget *AgentBudgetCarry `json:"budget,omitempty"`
+	Budget *budget.Carry `json:"budget,omitempty"`
 	// Lease, MCP and MCPLost are where carries written before they were
 	// part of State held them: read, never written.
 	Lease   *runtime.SandboxLease `json:"lease,omitempty"`

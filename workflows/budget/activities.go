@@ -1,4 +1,4 @@
-package workflows
+package budget
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
@@ -16,7 +17,33 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 )
 
-// This file holds the activities' side of budgets (budget.go): the ask an
+// Activities send an agent's asks and returns to the root of its run, and
+// the model activity's reports of what a call used, with the worker's
+// client.
+type Activities struct {
+	// OnWorker reports whether the activities run on a Temporal worker,
+	// whose activities have a client (activity.GetClient) to reach the
+	// root with; a test environment's have none, and the agents then ask
+	// by signal.
+	OnWorker func() bool
+
+	asks *askSlots
+}
+
+// NewActivities is the activities; onWorker is Activities.OnWorker.
+func NewActivities(onWorker func() bool) *Activities {
+	return &Activities{OnWorker: onWorker, asks: newAskSlots()}
+}
+
+// Register registers the activities on w.
+func (a *Activities) Register(w worker.ActivityRegistry) {
+	w.RegisterActivityWithOptions(a.BudgetAsk, activity.RegisterOptions{Name: BudgetAskActivityName})
+	w.RegisterActivityWithOptions(a.BudgetReturn, activity.RegisterOptions{Name: BudgetReturnActivityName})
+}
+
+func (a *Activities) onWorker() bool { return a.OnWorker != nil && a.OnWorker() }
+
+// This file holds the activities' side of budgets: the ask an
 // agent sends its root by update, from a local activity; what the model
 // activity tells the root right after the call (its usage); and the
 // ledger an agent gives its root back. All go with the worker's client,
@@ -61,7 +88,7 @@ type BudgetReturnInput struct {
 // AgentBudgetCarry is what an agent workflow carries of its budget into
 // its next run: its root's ledger, when lent to it, and the usage of its
 // last call, until known delivered.
-type AgentBudgetCarry struct {
+type Carry struct {
 	Loan *troupe.BudgetLoan  `json:"loan,omitempty"`
 	Last *troupe.BudgetUsage `json:"last,omitempty"`
 }
@@ -84,7 +111,7 @@ const (
 // takes no such update (a worker from before it), or one that took too
 // many updates in its run (the server's history.maxTotalUpdates).
 func (a *Activities) BudgetAsk(ctx context.Context, in BudgetAskInput) (*BudgetAskOutput, error) {
-	if !a.r.onWorker.Load() {
+	if !a.onWorker() {
 		return &BudgetAskOutput{Unsent: "no Temporal client: the activity does not run on a worker"}, nil
 	}
 	ans, err := a.askRoot(ctx, activity.GetClient(ctx), in.Root, in.Ask)
@@ -100,7 +127,7 @@ func (a *Activities) BudgetAsk(ctx context.Context, in BudgetAskInput) (*BudgetA
 // BudgetReturn gives the root its ledger back, by signal, and reports
 // whether the root has it (false: the agent sends it itself).
 func (a *Activities) BudgetReturn(ctx context.Context, in BudgetReturnInput) (bool, error) {
-	if !a.r.onWorker.Load() {
+	if !a.onWorker() {
 		return false, nil
 	}
 	// A signal the server took is in the root's history before any ask
@@ -136,9 +163,9 @@ func budgetAskID(ask troupe.BudgetAsk) string {
 	return fmt.Sprintf("budget-ask/%s/%d", ask.Workflow, ask.Turn)
 }
 
-// tellRoot tells the root of the run what the model call of in used
-// (modelName names the model that prices it, step is what the agent does
-// next), when in says where (ModelInput.Budget), while the caller stores
+// TellRoot tells the root of the run what the model call of run's turn
+// used (modelName names the model that prices it, step is what the agent
+// does next), when mb says where (the model input's Budget), while the caller stores
 // the call's output; the channel it returns says, once, how (a toldX).
 //
 // A call after which the agent ends (a final output, a handoff) is told
@@ -146,15 +173,14 @@ func budgetAskID(ask troupe.BudgetAsk) string {
 // end. Otherwise the report goes without a wait: the agent's next ask
 // carries it again (the root counts a call's usage once, by its turn),
 // and so does its end.
-func (a *Activities) tellRoot(ctx context.Context, in ModelInput, modelName string, u model.Usage, step runtime.Step) <-chan string {
+func (a *Activities) TellRoot(ctx context.Context, mb *troupe.ModelBudget, run agents.RunContext, modelName string, u model.Usage, step runtime.Step) <-chan string {
 	told := make(chan string, 1)
-	mb := in.Budget
-	if mb == nil || !a.r.onWorker.Load() {
+	if mb == nil || !a.onWorker() {
 		told <- troupe.ToldNot
 		return told
 	}
 	cost, _ := runtime.CallCost(mb.Prices, modelName, u)
-	report := troupe.BudgetUsage{Workflow: mb.Workflow, Turn: in.Run.Turn, Usage: runtime.AgentUsage{Agent: in.Agent, Usage: u, Cost: cost}}
+	report := troupe.BudgetUsage{Workflow: mb.Workflow, Turn: run.Turn, Usage: runtime.AgentUsage{Agent: run.Agent, Usage: u, Cost: cost}}
 	c, log := activity.GetClient(ctx), activity.GetLogger(ctx)
 	ends := step.Final != nil || slices.ContainsFunc(step.Calls, func(it agents.Item) bool { return slices.Contains(mb.Handoffs, it.Name) })
 	if ends {
