@@ -1,13 +1,11 @@
 // Command troupe runs multi-agent LLM systems durably on Temporal. It
-// serves the built-in example graphs; see package cli to build the same
-// command over your own.
+// serves the example graphs listed in graphs.go (examples/dealdesk and
+// examples/codereview); see package cli to build the same command over
+// your own.
 package main
 
-import (
-	"github.com/troupe-dev/troupe/cli"
-	"github.com/troupe-dev/troupe/examples/builtin"
-)
+import "github.com/troupe-dev/troupe/cli"
 
 func main() {
-	cli.Main(builtin.Graphs()...)
+	cli.Main(graphs()...)
 }

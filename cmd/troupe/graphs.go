@@ -1,7 +1,4 @@
-// Package builtin lists the graphs the troupe command serves: the
-// deal-desk and code-review examples, with their offline scenarios and the
-// code-review flags.
-package builtin
+package main
 
 import (
 	"github.com/troupe-dev/troupe/cli"
@@ -9,8 +6,12 @@ import (
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 )
 
-// Graphs returns the built-in graphs, fresh on each call.
-func Graphs() []cli.Graph {
+// graphs returns the graphs the troupe command serves, fresh on each
+// call: the deal-desk and code-review examples, with their offline
+// scenarios and the code-review flags (--repo, --ref, --out, each the run
+// variable of the same name). A command over graphs of your own is
+// cli.Main with your list.
+func graphs() []cli.Graph {
 	return []cli.Graph{
 		{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario},
 		{Graph: codereview.Graph(), Scenario: codereview.Scenario, DefaultInput: codereview.DefaultRequest, Flags: []cli.Flag{
