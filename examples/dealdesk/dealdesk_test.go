@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
@@ -61,7 +62,7 @@ func env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	e.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	r.Register(e)
 	// Memory's scope workflow is not part of these runs.
-	e.OnActivity(workflows.MemorySignalActivityName, mock.Anything, mock.Anything).Return(nil)
+	e.OnActivity(memory.MemorySignalActivityName, mock.Anything, mock.Anything).Return(nil)
 	return e
 }
 

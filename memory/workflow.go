@@ -1,4 +1,4 @@
-package workflows
+package memory
 
 // Memory is consolidated in the background, one MemoryWorkflow per memory
 // scope of a task queue (workflow id MemoryWorkflowID), the scope's single writer.
@@ -23,7 +23,7 @@ package workflows
 //     (troupe.MemoryPhase2), one at a time: signals that arrive meanwhile
 //     wait for the next batch. Phase 2 writes its files (handbook, summary,
 //     skills, and the selection last) as one generation of the scope
-//     (memory_generations.go), only when it succeeds; an attempt retried
+//     (writers.go), only when it succeeds; an attempt retried
 //     after it claimed its generation finishes writing it and asks no
 //     model again.
 //  5. It continues as new after MemorySettings.BatchesPerRun batches (or
@@ -40,7 +40,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
-	"github.com/troupe-dev/troupe/memory"
 )
 
 // Names of the memory workflow, its messages and its activities.
@@ -62,7 +61,7 @@ const (
 )
 
 // ErrMemoryOutput is the error type of a phase whose model answer was
-// invalid (a *memory.OutputError): retried for phase 1, fed back to the
+// invalid (a *OutputError): retried for phase 1, fed back to the
 // model for phase 2 within its turns.
 const ErrMemoryOutput = "troupe.MemoryOutputInvalid"
 
@@ -204,8 +203,8 @@ type memoryRun struct {
 }
 
 // MemoryWorkflow consolidates a memory scope: see the top of this file.
-func (r *Runner) MemoryWorkflow(ctx workflow.Context, in MemoryInput) (*MemoryStatus, error) {
-	if err := memory.CheckScope(in.Scope); err != nil {
+func (c *Consolidation) MemoryWorkflow(ctx workflow.Context, in MemoryInput) (*MemoryStatus, error) {
+	if err := CheckScope(in.Scope); err != nil {
 		return nil, troupe.NonRetryable(troupe.ErrBadCommand, "%v", err)
 	}
 	in.Settings = in.Settings.withDefaults()
@@ -244,9 +243,9 @@ func (r *Runner) MemoryWorkflow(ctx workflow.Context, in MemoryInput) (*MemorySt
 		m.pending = nil
 		final := m.status.Final
 		m.status.Final = false
-		wrote := m.phase1(ctx, r, batch)
+		wrote := m.phase1(ctx, c, batch)
 		if wrote || final || m.status.Owed {
-			m.phase2(ctx, r)
+			m.phase2(ctx, c)
 		}
 		m.status.Batches++
 		batchesInRun++
@@ -285,7 +284,7 @@ func (s MemorySettings) withDefaults() MemorySettings {
 // add takes a rollout signal: a rollout signalled twice before its batch
 // is taken once, with its latest line count.
 func (m *memoryRun) add(ref MemoryRollout) {
-	if memory.CheckRolloutID(ref.ID) != nil {
+	if CheckRolloutID(ref.ID) != nil {
 		return
 	}
 	for i := range m.pending {
@@ -358,7 +357,7 @@ const memoryHistoryBound = 10000
 // phase1 runs phase 1 on each rollout of batch, Parallel at a time, and
 // reports whether any wrote a raw memory. A rollout whose phase 1 fails
 // is left (its next line signals it again).
-func (m *memoryRun) phase1(ctx workflow.Context, r *Runner, batch []MemoryRollout) bool {
+func (m *memoryRun) phase1(ctx workflow.Context, c *Consolidation, batch []MemoryRollout) bool {
 	m.status.Phase = "phase1"
 	wrote := false
 	sel := workflow.NewSelector(ctx)
@@ -368,7 +367,7 @@ func (m *memoryRun) phase1(ctx workflow.Context, r *Runner, batch []MemoryRollou
 	for done < len(batch) {
 		for running < m.in.Settings.Parallel && next < len(batch) {
 			ref := batch[next]
-			actx := workflow.WithActivityOptions(ctx, r.memoryActivityOptions("phase 1 of rollout "+ref.ID))
+			actx := workflow.WithActivityOptions(ctx, c.memoryActivityOptions("phase 1 of rollout "+ref.ID))
 			f := workflow.ExecuteActivity(actx, MemoryPhase1ActivityName, MemoryPhase1Input{Scope: m.in.Scope, Rollout: ref, Settings: m.in.Settings})
 			sel.AddFuture(f, func(f workflow.Future) {
 				running--
@@ -392,10 +391,10 @@ func (m *memoryRun) phase1(ctx workflow.Context, r *Runner, batch []MemoryRollou
 }
 
 // phase2 runs phase 2 once; a failure leaves it owed.
-func (m *memoryRun) phase2(ctx workflow.Context, r *Runner) {
+func (m *memoryRun) phase2(ctx workflow.Context, c *Consolidation) {
 	m.status.Phase = "phase2"
 	defer func() { m.status.Phase = "idle" }()
-	actx := workflow.WithActivityOptions(ctx, r.memoryActivityOptions("phase 2 of scope "+m.in.Scope))
+	actx := workflow.WithActivityOptions(ctx, c.memoryActivityOptions("phase 2 of scope "+m.in.Scope))
 	var out MemoryPhase2Output
 	if err := workflow.ExecuteActivity(actx, MemoryPhase2ActivityName, MemoryPhase2Input{Scope: m.in.Scope, Settings: m.in.Settings}).Get(ctx, &out); err != nil {
 		m.status.Owed = true
@@ -412,10 +411,10 @@ func (m *memoryRun) phase2(ctx workflow.Context, r *Runner) {
 
 // memoryActivityOptions are the options of a phase's activity: a model
 // call or several, heartbeating, retried a few times.
-func (r *Runner) memoryActivityOptions(summary string) workflow.ActivityOptions {
+func (c *Consolidation) memoryActivityOptions(summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		StartToCloseTimeout: 3 * r.cfg.ModelTimeout,
-		HeartbeatTimeout:    r.cfg.HeartbeatTimeout,
+		StartToCloseTimeout: 3 * c.modelTimeout(),
+		HeartbeatTimeout:    c.heartbeatTimeout(),
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: time.Second},
 		Summary:             summary,
 	}
