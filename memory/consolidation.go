@@ -63,17 +63,20 @@ type Consolidation struct {
 	clock      func() time.Time
 }
 
-// MemoryOptions configure memory consolidation on a worker (Config.Memory).
+// MemoryOptions configure memory consolidation on a worker
+// (workflows.Config.Memory, Consolidation.Options).
 // Every field's zero value works. The settings but Model are fixed for a
 // scope's workflow when it starts (MemorySettings).
 type MemoryOptions struct {
-	// Model answers both phases; the default is Config.Model.
+	// Model answers both phases; the default is the worker's model
+	// (Consolidation.Model, workflows.Config.Model).
 	Model model.Model
 	// Phase1Model is the model name of phase 1, a lightweight model; the
 	// default is "gpt-4.1-mini".
 	Phase1Model string
 	// Phase2Model is the model name of phase 2, a stronger model; the
-	// default is Config.DefaultModel.
+	// default is the worker's default model (Consolidation.DefaultModel,
+	// workflows.Config.DefaultModel).
 	Phase2Model string
 	// Parallel bounds the phase-1 activities of a scope that run at once;
 	// the default is 4.

@@ -1,36 +1,7 @@
 package memory
 
-// Memory is consolidated in the background, one MemoryWorkflow per memory
-// scope of a task queue (workflow id MemoryWorkflowID), the scope's single writer.
-// Its story:
-//
-//  1. A run or session turn of an agent with memory (agents.MemoryConfig)
-//     ends: its workflow appends the rollout's line to the blob store
-//     (troupe.MemoryAppendRollout) and signals the scope's workflow, starting
-//     it if it is not running (troupe.MemorySignal, a SignalWithStart from an
-//     activity, the only way to start-or-signal). Neither is awaited by the
-//     user's turn: a session runs them in a coroutine of its own after the
-//     turn's answer, and waits for them only before it continues as new or
-//     ends; a run appends after its final output, as local activities.
-//  2. The workflow waits (no timer but its idle timeout) for rollouts
-//     (troupe.memory-rollout, a MemoryRollout) and for the final signal
-//     (troupe.memory-final, sent when a session stops).
-//  3. It takes every rollout signalled so far as one batch and runs phase 1
-//     on each, as activities, MemorySettings.Parallel at a time
-//     (troupe.MemoryPhase1): a raw memory and a rollout summary per rollout,
-//     keyed by its id, written once.
-//  4. When phase 1 wrote something, or on the final signal, it runs phase 2
-//     (troupe.MemoryPhase2), one at a time: signals that arrive meanwhile
-//     wait for the next batch. Phase 2 writes its files (handbook, summary,
-//     skills, and the selection last) as one generation of the scope
-//     (writers.go), only when it succeeds; an attempt retried
-//     after it claimed its generation finishes writing it and asks no
-//     model again.
-//  5. It continues as new after MemorySettings.BatchesPerRun batches (or
-//     when its history grows), carrying only the rollouts not yet taken
-//     (ids and line counts) and whether a phase 2 is owed.
-//  6. After MemorySettings.IdleTimeout with nothing to do it ends; the next
-//     rollout starts it again.
+// MemoryWorkflow: the scope's single consolidator, steps 3 to 5 of the
+// package doc. Its names, messages and payloads are here.
 
 import (
 	"fmt"
@@ -83,7 +54,7 @@ func MemoryWorkflowID(queue, scope string) string {
 }
 
 // MemorySettings are a memory workflow's settings, fixed when it starts
-// (from Config.Memory) and carried through continue-as-new.
+// (from the worker's MemoryOptions) and carried through continue-as-new.
 type MemorySettings struct {
 	// Phase1Model and Phase2Model are the model names of the phases.
 	Phase1Model string `json:"phase1_model"`
@@ -202,7 +173,8 @@ type memoryRun struct {
 	finals   workflow.ReceiveChannel
 }
 
-// MemoryWorkflow consolidates a memory scope: see the top of this file.
+// MemoryWorkflow consolidates a memory scope: see steps 3 to 5 of the
+// package doc.
 func (c *Consolidation) MemoryWorkflow(ctx workflow.Context, in MemoryInput) (*MemoryStatus, error) {
 	if err := CheckScope(in.Scope); err != nil {
 		return nil, troupe.NonRetryable(troupe.ErrBadCommand, "%v", err)

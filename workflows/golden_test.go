@@ -103,7 +103,7 @@ func TestGoldenPayloads(t *testing.T) {
 		Replaced: []string{memory.HandbookPath}}
 	// Not a Temporal payload, but what every worker on a store reads and
 	// writes: a scope's generation and a takeover of it
-	// (memory_generations.go).
+	// (memory/writers.go).
 	payloads["memory_generation"] = memory.Generation{Version: 1, Seq: 7, By: memory.ByWriteBack, Source: "session-1/t3-sandbox-2",
 		Writer: "session-1/t3/12#1/N4QUVBLDJ7YS2XTRM6OHKE5PGW", At: at, ApplyBy: at.Add(30 * time.Second),
 		Files: []memory.GenerationFile{{Path: memory.HandbookPath, Data: "# Handbook\n- discount: escalate above 25%\n"}}}
