@@ -29,8 +29,8 @@ import (
 // activities (Register, RegisterWorkflows), and serves what the workflows
 // and the sandbox activities of the same worker ask of memory (an agent's
 // instructions and tools, materialisation and write-back). Set its fields,
-// then use it; it is safe for concurrent use. workflows.NewRunner builds
-// the one of a Runner from its Config.
+// then use it, from any goroutine: it changes none of them.
+// workflows.NewRunner builds the one of a Runner from its Config.
 type Consolidation struct {
 	// Store holds the memory scopes' files and the transcripts the
 	// rollouts are read from. Required.
