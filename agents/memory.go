@@ -16,7 +16,7 @@ package agents
 // memory_read tools. It generates memory: each run that the agent
 // starts at or ends, and each session turn it answers, is appended as a
 // rollout to the scope, whose memory workflow consolidates it in the
-// background (package memory, MemoryWorkflow in package workflows). A
+// background (package memory: MemoryWorkflow, run by every worker). A
 // user's turn never waits for consolidation. Mode keeps one of the two.
 type MemoryConfig struct {
 	// Scope names the memory scope: the agents, sessions and runs that

@@ -163,7 +163,7 @@ func BenchmarkMemoryPhase1Throughput(b *testing.B) {
 	var wfSum, loopSum time.Duration
 	for i := 0; i < b.N; i++ {
 		scope := fmt.Sprintf("bench-p1-%d-%d", i, time.Now().UnixNano())
-		var refs []workflows.MemoryRollout
+		var refs []mem.MemoryRollout
 		var inputs []string
 		for k := range rollouts {
 			id := fmt.Sprintf("r%03d", k)
@@ -174,20 +174,20 @@ func BenchmarkMemoryPhase1Throughput(b *testing.B) {
 			if err := store.Put(ctx, mem.Key(scope, mem.RolloutPath(id)), data); err != nil {
 				b.Fatal(err)
 			}
-			refs = append(refs, workflows.MemoryRollout{ID: id, Lines: 1})
+			refs = append(refs, mem.MemoryRollout{ID: id, Lines: 1})
 			lines, _ := mem.ParseLines(data)
 			inputs = append(inputs, mem.Phase1Input(id, lines, 64<<10))
 		}
 		began := time.Now()
-		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.MemoryWorkflowID(queue, scope), TaskQueue: queue}, workflows.MemoryWorkflowName,
-			workflows.MemoryInput{Scope: scope, Settings: workflows.MemorySettings{Parallel: parallel}, Pending: refs})
+		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: mem.MemoryWorkflowID(queue, scope), TaskQueue: queue}, mem.MemoryWorkflowName,
+			mem.MemoryInput{Scope: scope, Settings: mem.MemorySettings{Parallel: parallel}, Pending: refs})
 		if err != nil {
 			b.Fatal(err)
 		}
 		// The batch's end: the workflow counts it (polled every 5 ms).
 		for {
-			var st workflows.MemoryStatus
-			v, err := c.QueryWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "", workflows.MemoryQuery)
+			var st mem.MemoryStatus
+			v, err := c.QueryWorkflow(ctx, mem.MemoryWorkflowID(queue, scope), "", mem.MemoryQuery)
 			if err == nil && v.Get(&st) == nil && st.Batches >= 1 {
 				if st.Phase2s != 1 || st.LastError != "" {
 					b.Fatalf("memory status %+v", st)
@@ -197,7 +197,7 @@ func BenchmarkMemoryPhase1Throughput(b *testing.B) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		wfSum += time.Since(began)
-		_ = c.TerminateWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "", "benchmark done")
+		_ = c.TerminateWorkflow(ctx, mem.MemoryWorkflowID(queue, scope), "", "benchmark done")
 
 		began = time.Now()
 		sem := make(chan struct{}, parallel)

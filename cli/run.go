@@ -24,9 +24,9 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/cli/spend"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
-	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
 )
 
@@ -217,7 +217,7 @@ func settleMemory(ctx context.Context, c client.Client, queue string, scopes []s
 	defer cancel()
 	said := false
 	for _, scope := range scopes {
-		id := workflows.MemoryWorkflowID(queue, scope)
+		id := memory.MemoryWorkflowID(queue, scope)
 		for ctx.Err() == nil && memoryBusy(ctx, c, id) {
 			if !said {
 				fmt.Fprintf(progress, "… consolidating memory (scope %s) before this worker stops; Ctrl-C leaves it to the next worker\n", scope)
@@ -237,7 +237,7 @@ func settleMemory(ctx context.Context, c client.Client, queue string, scopes []s
 // or has closed has none; one that does not answer yet (its first task
 // under way) is asked again.
 func memoryBusy(ctx context.Context, c client.Client, id string) bool {
-	v, err := c.QueryWorkflow(ctx, id, "", workflows.MemoryQuery)
+	v, err := c.QueryWorkflow(ctx, id, "", memory.MemoryQuery)
 	var notFound *serviceerror.NotFound
 	var failed *serviceerror.FailedPrecondition
 	switch {
@@ -246,7 +246,7 @@ func memoryBusy(ctx context.Context, c client.Client, id string) bool {
 	case err != nil:
 		return true
 	}
-	var st workflows.MemoryStatus
+	var st memory.MemoryStatus
 	if v.Get(&st) != nil {
 		return false
 	}

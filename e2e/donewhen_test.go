@@ -18,7 +18,6 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // TestChatCodeReviewDay is the code review as a user lives it in `troupe
@@ -69,7 +68,7 @@ func TestChatCodeReviewDay(t *testing.T) {
 	chat := startChat(t, dev, env, chatArgs...)
 	chat.waitFor("the chat", func(s string) bool { return strings.Contains(s, "no session open") })
 	c := devClient(t, home)
-	memoryID := workflows.MemoryWorkflowID(troupe.DefaultTaskQueue, codereview.MemoryScope)
+	memoryID := memory.MemoryWorkflowID(troupe.DefaultTaskQueue, codereview.MemoryScope)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang detector
 	defer cancel()
 
@@ -88,7 +87,7 @@ func TestChatCodeReviewDay(t *testing.T) {
 	chat.waitFor("the dismissal", func(s string) bool {
 		return strings.Contains(header(s), "· 2 turns ·") && strings.Contains(header(s), "· idle ·")
 	})
-	waitMemory(ctx, t, c, memoryID, func(st workflows.MemoryStatus) bool { return st.Phase == "phase1" })
+	waitMemory(ctx, t, c, memoryID, func(st memory.MemoryStatus) bool { return st.Phase == "phase1" })
 	time.Sleep(time.Second) // The phase's model call is under way.
 	if err := worker.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -97,7 +96,7 @@ func TestChatCodeReviewDay(t *testing.T) {
 		t.Fatalf("%d phase-1 calls answered before the kill, want 0: the worker was not killed in the middle of phase 1", n)
 	}
 	worker = startTroupe(t, "worker", workerEnv, "troupe: worker on", "worker")
-	st := waitMemory(ctx, t, c, memoryID, func(st workflows.MemoryStatus) bool { return st.Phase2s >= 1 && st.Phase == "idle" && st.Pending == 0 })
+	st := waitMemory(ctx, t, c, memoryID, func(st memory.MemoryStatus) bool { return st.Phase2s >= 1 && st.Phase == "idle" && st.Pending == 0 })
 	store, err := blob.Open(ctx, "file://"+filepath.Join(home, "blobs"))
 	if err != nil {
 		t.Fatal(err)
@@ -203,11 +202,11 @@ func devClient(t *testing.T, home string) client.Client {
 }
 
 // waitMemory queries the memory workflow id until its status is done.
-func waitMemory(ctx context.Context, t *testing.T, c client.Client, id string, done func(workflows.MemoryStatus) bool) workflows.MemoryStatus {
+func waitMemory(ctx context.Context, t *testing.T, c client.Client, id string, done func(memory.MemoryStatus) bool) memory.MemoryStatus {
 	t.Helper()
-	var last workflows.MemoryStatus
+	var last memory.MemoryStatus
 	for {
-		v, err := c.QueryWorkflow(ctx, id, "", workflows.MemoryQuery)
+		v, err := c.QueryWorkflow(ctx, id, "", memory.MemoryQuery)
 		if err == nil && v.Get(&last) == nil && done(last) {
 			return last
 		}

@@ -53,7 +53,7 @@ func TestMemoryForkEndToEnd(t *testing.T) {
 	var store *blob.Store
 	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
 		cfg.Graphs = append(cfg.Graphs, g)
-		cfg.Memory = workflows.MemoryOptions{IdleTimeout: 2 * time.Second}
+		cfg.Memory = memory.MemoryOptions{IdleTimeout: 2 * time.Second}
 		store = cfg.Store
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -115,8 +115,8 @@ func TestMemoryForkEndToEnd(t *testing.T) {
 		}
 	}
 	if *historiesDir != "" {
-		// For the replay tests of package workflows (their memory set):
-		// go test ./e2e -run TestMemoryForkEndToEnd -histories ../workflows/testdata/memory-histories/fork
+		// For the replay tests of package memory (its set):
+		// go test ./e2e -run TestMemoryForkEndToEnd -histories ../memory/testdata/memory-histories/fork
 		saveHistories(t, c, map[string]bool{src.ID(): true}, *historiesDir, "source")
 		saveHistories(t, c, map[string]bool{fork.ID(): true}, *historiesDir, "fork")
 	}

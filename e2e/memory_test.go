@@ -58,7 +58,7 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 	var store *blob.Store
 	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
 		cfg.Graphs = append(cfg.Graphs, g)
-		cfg.Memory = workflows.MemoryOptions{Phase1Model: "mini", Phase2Model: "big", IdleTimeout: 2 * time.Second}
+		cfg.Memory = memory.MemoryOptions{Phase1Model: "mini", Phase2Model: "big", IdleTimeout: 2 * time.Second}
 		store = cfg.Store
 	})
 	var answered []time.Time
@@ -76,9 +76,9 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 	defer cancel()
 	// The scope's workflow ends once idle (2 s): its result says what it
 	// did.
-	var st workflows.MemoryStatus
+	var st memory.MemoryStatus
 	for {
-		err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "").Get(ctx, &st)
+		err := c.GetWorkflow(ctx, memory.MemoryWorkflowID(queue, scope), "").Get(ctx, &st)
 		if err == nil && st.Batches > 0 {
 			// A run that continued (none here) or a later start would
 			// show as another run of the id.
@@ -128,7 +128,7 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 	if err != nil || len(sel.Selected) != 2 {
 		t.Errorf("selection %+v %v", sel, err)
 	}
-	desc, err := c.DescribeWorkflowExecution(ctx, workflows.MemoryWorkflowID(queue, scope), "")
+	desc, err := c.DescribeWorkflowExecution(ctx, memory.MemoryWorkflowID(queue, scope), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 	var store *blob.Store
 	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
 		cfg.Graphs = append(cfg.Graphs, g)
-		cfg.Memory = workflows.MemoryOptions{IdleTimeout: 2 * time.Second}
+		cfg.Memory = memory.MemoryOptions{IdleTimeout: 2 * time.Second}
 		store = cfg.Store
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -184,7 +184,7 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 	if err := c.GetWorkflow(ctx, s.ID(), "").Get(ctx, &session); err != nil {
 		t.Fatal(err)
 	}
-	st := memoryDone(ctx, t, c, workflows.MemoryWorkflowID(queue, scope))
+	st := memoryDone(ctx, t, c, memory.MemoryWorkflowID(queue, scope))
 	// The turns' rollouts and the final signal make one to three batches
 	// (as they arrive during a phase or not), each with its phase 2.
 	if st.Phase2s < 1 || st.Batches < 1 || st.Batches > 3 || st.LastError != "" {
@@ -202,13 +202,13 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 		t.Errorf("raw memory %q %v", rm, err)
 	}
 	if *historiesDir != "" {
-		// For the replay tests of package workflows (their memory set):
-		// go test ./e2e -run TestMemorySessionEndToEnd -histories ../workflows/testdata/memory-histories/NAME
+		// For the replay tests of package memory (its set):
+		// go test ./e2e -run TestMemorySessionEndToEnd -histories ../memory/testdata/memory-histories/NAME
 		saveHistories(t, c, map[string]bool{s.ID(): true}, *historiesDir, "session")
-		saveHistories(t, c, map[string]bool{workflows.MemoryWorkflowID(queue, scope): true}, *historiesDir, "memory")
+		saveHistories(t, c, map[string]bool{memory.MemoryWorkflowID(queue, scope): true}, *historiesDir, "memory")
 	}
 	r := newRunner(t, base, model.APIResponses, "replayer", func(cfg *workflows.Config) { cfg.Graphs = append(cfg.Graphs, g) })
-	for _, id := range []string{s.ID(), workflows.MemoryWorkflowID(queue, scope)} {
+	for _, id := range []string{s.ID(), memory.MemoryWorkflowID(queue, scope)} {
 		replayer := worker.NewWorkflowReplayer()
 		r.RegisterWorkflows(replayer)
 		err := replayer.ReplayWorkflowHistoryWithOptions(quiet(), history(t, c, id), worker.ReplayWorkflowHistoryOptions{
@@ -222,9 +222,9 @@ func TestMemorySessionEndToEnd(t *testing.T) {
 
 // memoryDone waits, until ctx ends, for the memory workflow id to end
 // (idle, its work done) and returns its last status.
-func memoryDone(ctx context.Context, t *testing.T, c client.Client, id string) workflows.MemoryStatus {
+func memoryDone(ctx context.Context, t *testing.T, c client.Client, id string) memory.MemoryStatus {
 	t.Helper()
-	var st workflows.MemoryStatus
+	var st memory.MemoryStatus
 	for {
 		err := c.GetWorkflow(ctx, id, "").Get(ctx, &st)
 		if err == nil {
@@ -299,8 +299,8 @@ func TestMemoryWorkerKilledInPhases(t *testing.T) {
 	waitPhase := func(phase string) {
 		t.Helper()
 		for {
-			var st workflows.MemoryStatus
-			if v, err := c.QueryWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "", workflows.MemoryQuery); err == nil && v.Get(&st) == nil && st.Phase == phase {
+			var st memory.MemoryStatus
+			if v, err := c.QueryWorkflow(ctx, memory.MemoryWorkflowID(queue, scope), "", memory.MemoryQuery); err == nil && v.Get(&st) == nil && st.Phase == phase {
 				time.Sleep(time.Second)
 				return
 			}
@@ -325,8 +325,8 @@ func TestMemoryWorkerKilledInPhases(t *testing.T) {
 				return string(data)
 			}
 			if ctx.Err() != nil {
-				var st workflows.MemoryStatus
-				if v, err := c.QueryWorkflow(context.Background(), workflows.MemoryWorkflowID(queue, scope), "", workflows.MemoryQuery); err == nil {
+				var st memory.MemoryStatus
+				if v, err := c.QueryWorkflow(context.Background(), memory.MemoryWorkflowID(queue, scope), "", memory.MemoryQuery); err == nil {
 					_ = v.Get(&st)
 				}
 				for _, call := range srv.Calls() {
@@ -410,7 +410,7 @@ func TestMemoryTwoSessionsStopTogether(t *testing.T) {
 	var store *blob.Store
 	queue := startWorker(t, c, base, model.APIResponses, func(cfg *workflows.Config) {
 		cfg.Graphs = append(cfg.Graphs, g)
-		cfg.Memory = workflows.MemoryOptions{IdleTimeout: 2 * time.Second}
+		cfg.Memory = memory.MemoryOptions{IdleTimeout: 2 * time.Second}
 		store = cfg.Store
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -442,10 +442,10 @@ func TestMemoryTwoSessionsStopTogether(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var st workflows.MemoryStatus
+	var st memory.MemoryStatus
 	for {
 		// The workflow ends once idle; a later start would be another run.
-		if err := c.GetWorkflow(ctx, workflows.MemoryWorkflowID(queue, scope), "").Get(ctx, &st); err == nil {
+		if err := c.GetWorkflow(ctx, memory.MemoryWorkflowID(queue, scope), "").Get(ctx, &st); err == nil {
 			break
 		}
 		if ctx.Err() != nil {

@@ -779,7 +779,7 @@ func TestDealDeskRemembers(t *testing.T) {
 	ms, url := modelServer(t)
 	var store *blob.Store
 	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
-		cfg.Memory = workflows.MemoryOptions{IdleTimeout: 2 * time.Second}
+		cfg.Memory = memory.MemoryOptions{IdleTimeout: 2 * time.Second}
 		store = cfg.Store
 	})
 	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
@@ -812,7 +812,7 @@ func TestDealDeskRemembers(t *testing.T) {
 		t.Fatalf("the first review remembers something: %q", first.Summary)
 	}
 	// The memory workflow ends once idle, its phases done.
-	st := memoryDone(ctx, t, c, workflows.MemoryWorkflowID(queue, dealdesk.MemoryScope))
+	st := memoryDone(ctx, t, c, memory.MemoryWorkflowID(queue, dealdesk.MemoryScope))
 	if st.Phase2s < 1 || st.LastError != "" || ms.Count("dealdesk-memory-phase1") != 1 {
 		t.Fatalf("memory %+v after %d phase-1 calls; want a phase 2 and no error", st, ms.Count("dealdesk-memory-phase1"))
 	}
@@ -849,7 +849,7 @@ func TestCodeReviewRemembers(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.Sandboxes = map[string]sandbox.Client{local.Backend: lc}
-		cfg.Memory = workflows.MemoryOptions{IdleTimeout: 2 * time.Second}
+		cfg.Memory = memory.MemoryOptions{IdleTimeout: 2 * time.Second}
 		store = cfg.Store
 	})
 	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
@@ -881,7 +881,7 @@ func TestCodeReviewRemembers(t *testing.T) {
 	if _, err := first.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
 		t.Fatal(err)
 	}
-	st := memoryDone(ctx, t, c, workflows.MemoryWorkflowID(queue, codereview.MemoryScope))
+	st := memoryDone(ctx, t, c, memory.MemoryWorkflowID(queue, codereview.MemoryScope))
 	summary, err := store.Get(ctx, memory.Key(codereview.MemoryScope, memory.SummaryPath))
 	if err != nil || st.Phase2s < 1 || ms.Count("codereview-memory-phase1") != 1 ||
 		!strings.Contains(string(summary), "- false positive: hard-coded credential in auth/login.go") {

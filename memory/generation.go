@@ -1,9 +1,9 @@
 package memory
 
 // Generations: how a scope's consolidated files change, one writer at a
-// time. The protocol that writes them (claim, apply, take over) runs in
-// package workflows; this file holds their layout and format: the
-// generations, their takeovers and their marks.
+// time. The protocol that writes them (claim, apply, take over) is in
+// writers.go; this file holds their layout and format: the generations,
+// their takeovers and their marks.
 
 import (
 	"encoding/json"

@@ -30,11 +30,6 @@ type Activities struct {
 	sessions sessions
 	// mcpSpecs caches MCP tool specs by blob key.
 	mcpSpecs sync.Map
-	// memoryHook and clock are tests' (export_test.go): a hook at the
-	// steps of the memory writers (memory_generations.go), and the clock
-	// they go by; nil in production.
-	memoryHook func(ctx context.Context, step, scope string) error
-	clock      func() time.Time
 	// budgets tell the root of a run with a budget what each model call
 	// used.
 	budgets *budget.Activities
@@ -71,7 +66,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		instructions += "\n\n" + guidance
 	}
 	if agent.Memory.Reads() {
-		extra, err := a.memoryInstructions(ctx, agent, memoryScopeOf(agent, in.Run))
+		extra, err := a.r.memory.Instructions(ctx, agent, in.Run)
 		if err != nil {
 			return nil, err
 		}

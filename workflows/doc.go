@@ -170,78 +170,8 @@
 // (testdata/histories), including ones that must fail
 // (testdata/histories-must-fail).
 //
-// Memory: an agent with agents.MemoryConfig reads its scope's summary in
-// its instructions (the model activity reads it from the blob store) and
-// feeds the scope its runs and session turns as rollouts. A run appends
-// its rollout line after its final output (local activities); a session
-// appends each turn's line from a coroutine once the turn is answered,
-// and asks for a final phase 2 when it stops; both signal the scope's
-// MemoryWorkflow with SignalWithStart from an activity (memory.go,
-// memory_rollouts.go). Those commands are versioned
-// (troupe.memory-rollouts) and issued only by runs whose spec has a
-// memory scope, so a graph without memory records what it always did.
-//
-// The memory capability (memory_workspace.go, memory_fork.go), all in
-// activities, the blob store staying the source of truth:
-//
-//  1. Scope. The scope an agent uses is fixed for the run or session at its
-//     start, in its spec (runtime.AgentSpec.MemoryScope and
-//     MemoryReadScope), and reaches activities as agents.RunContext's
-//     MemoryScope; the graph's MemoryConfig.Scope is only the default.
-//  2. Read. The model activity puts the summary (bounded) in the
-//     instructions, says where the handbook is, and lists the memory skills
-//     phase 2 wrote (memories/skills/<name>/SKILL.md: name, description,
-//     path; bounded). An agent that also has a Lazy or Text skills
-//     capability gets the memory skills from that capability instead
-//     (memory_skills.go): NewRunner binds it to the agent's scope
-//     (skills.WithLearnt), and it lists memories/skills/ in the store at
-//     each model call, for its index (after the bundled skills, marked as
-//     learnt; a bundled skill of one name wins), reading only the SKILL.md
-//     files the worker's cache lacks (by each file's MD5, or size and
-//     time), and at each load_skill (which copies one into
-//     .agents/skills/<name>/ through the sandbox tool activity) and
-//     read_skill call, which read that skill's files. Each is validated as
-//     a bundled skill is; one whose SKILL.md is not valid is left out of
-//     the index, one whose other files are not fails its load with the
-//     reason, each logged once per version, and the turn goes on.
-//  3. Materialise. SandboxCreate, after creating the workspace and any
-//     restore, writes the scope's summary, MEMORY.md, rollout summaries and
-//     skills (never raw memories, the selection or rollouts; at most
-//     memory.MaxWorkspaceBytes and MaxWorkspaceFiles) under memories/, or
-//     memories/<Dir>/ for an agent with MemoryConfig.Dir, and records the
-//     hashes it wrote (memory-workspaces/<sandbox id>.json in the store).
-//  4. Live update. SandboxSnapshot, which runs after every turn that used
-//     the sandbox and before a suspension or a fork, first writes a
-//     read-write agent's edits of MEMORY.md and memory_summary.md back to
-//     the scope: regular files only, bounded, UTF-8, nothing else of the
-//     workspace. A file the store changed since it was materialised (a
-//     phase 2, another agent's edit) is not overwritten: the edit is
-//     skipped and logged, and the turn's rollout reaches the next phase 2
-//     anyway.
-//  5. Generations (memory_generations.go). Phase 2 and the write-backs
-//     change a scope's consolidated files (MEMORY.md, the summary, the
-//     skills, the selection) as numbered generations, each created once
-//     with the store's create-only write (blob.Store.Create): a
-//     compare-and-swap of the scope, so that whichever writer loses a race
-//     learns it, re-checks on what the winner wrote, and never overwrites
-//     it unseen. Phase 2 wins over a live edit written back while it ran:
-//     it replaces it and reports it (MemoryPhase2Output.Replaced). A
-//     writer that crashed after its claim leaves its generation unapplied;
-//     the next writer applies it (a retried phase 2 at once, and without
-//     asking its model again; others once the crashed writer's window is
-//     over, about a minute), so nothing waits forever.
-//  6. Plain agents get the memory_search (grep-like over MEMORY.md) and
-//     memory_read (one memory file) tools, both bounded.
-//  7. NewRunner refuses a sandbox agent that reads memory without the
-//     shell (exec_command), or updates it live without the filesystem
-//     (apply_patch), naming the agent and what is missing.
-//  8. Fork. A fork of a session with memory copies each scope's memories/
-//     files to a scope of its own (memory.ForkScope) in an activity, and
-//     starts with a spec that names the new scopes; after the fork, either
-//     side's memory changes alone. The copy is of one generation: it reads
-//     again when a writer claimed a generation while it read, and waits
-//     for one that is being written. Versioned troupe.memory-fork, asked
-//     only when the spec has a memory scope.
+// Memory: package memory holds it whole and tells its story; the stories
+// here only call it (memory.RecordRun, memory.Feed, memory.Fork).
 //
 // Budgets (budget.go): a run, or a session over all its turns, spends at
 // most its budget (agents.Budget: input and output tokens, model calls,

@@ -88,31 +88,31 @@ func TestGoldenPayloads(t *testing.T) {
 		Policy: runtime.PolicyEnqueue, Turns: 3, Usage: usage, Backends: []string{"bwrap"}, Created: at, LastActivity: at}
 	// Memory: the scope's workflow input (carried through continue-as-new),
 	// its signals, its activities' payloads, and a spec with a scope.
-	settings := workflows.MemorySettings{Phase1Model: "gpt-4.1-mini", Phase2Model: "gpt-4.1", Parallel: 4, Newest: 64, Phase2Turns: 3,
+	settings := memory.MemorySettings{Phase1Model: "gpt-4.1-mini", Phase2Model: "gpt-4.1", Parallel: 4, Newest: 64, Phase2Turns: 3,
 		MaxRolloutBytes: 65536, IdleTimeout: 10 * time.Minute, BatchesPerRun: 50}
-	rollout := workflows.MemoryRollout{ID: "session-1", Lines: 3}
-	payloads["memory_input"] = workflows.MemoryInput{Scope: "acme", Settings: settings, Pending: []workflows.MemoryRollout{rollout}, Final: true, Owed: true, Batches: 7, Phase2s: 6}
+	rollout := memory.MemoryRollout{ID: "session-1", Lines: 3}
+	payloads["memory_input"] = memory.MemoryInput{Scope: "acme", Settings: settings, Pending: []memory.MemoryRollout{rollout}, Final: true, Owed: true, Batches: 7, Phase2s: 6}
 	payloads["memory_rollout"] = rollout
-	payloads["memory_final"] = workflows.MemoryFinal{Rollout: "session-1"}
-	payloads["memory_status"] = workflows.MemoryStatus{Scope: "acme", Phase: "phase1", Pending: 2, Batches: 7, Phase2s: 6, Phase2Failures: 1, LastError: "phase 2: model unreachable"}
-	payloads["memory_append_input"] = workflows.MemoryAppendInput{Scope: "acme", Rollout: "session-1", Start: &ref, Transcript: &ref,
+	payloads["memory_final"] = memory.MemoryFinal{Rollout: "session-1"}
+	payloads["memory_status"] = memory.MemoryStatus{Scope: "acme", Phase: "phase1", Pending: 2, Batches: 7, Phase2s: 6, Phase2Failures: 1, LastError: "phase 2: model unreachable"}
+	payloads["memory_append_input"] = memory.MemoryAppendInput{Scope: "acme", Rollout: "session-1", Start: &ref, Transcript: &ref,
 		Line: memory.Line{Seq: 3, Workflow: "session-1/t3", Agent: "coordinator", Input: "what if the discount were 25%?", Output: json.RawMessage(`{"decision":"approve"}`), Outcome: memory.OutcomeAnswered, Ended: at}}
-	payloads["memory_signal_input"] = workflows.MemorySignalInput{Scope: "acme", Rollout: &rollout}
-	payloads["memory_phase1_input"] = workflows.MemoryPhase1Input{Scope: "acme", Rollout: rollout, Settings: settings}
-	payloads["memory_phase1_output"] = workflows.MemoryPhase1Output{Slug: "acme-discount-rules"}
-	payloads["memory_phase2_input"] = workflows.MemoryPhase2Input{Scope: "acme", Settings: settings}
-	payloads["memory_phase2_output"] = workflows.MemoryPhase2Output{Added: []string{"session-2"}, Kept: []string{"session-1"}, Removed: []string{"run-9"}, Skills: []string{"price-review"},
+	payloads["memory_signal_input"] = memory.MemorySignalInput{Scope: "acme", Rollout: &rollout}
+	payloads["memory_phase1_input"] = memory.MemoryPhase1Input{Scope: "acme", Rollout: rollout, Settings: settings}
+	payloads["memory_phase1_output"] = memory.MemoryPhase1Output{Slug: "acme-discount-rules"}
+	payloads["memory_phase2_input"] = memory.MemoryPhase2Input{Scope: "acme", Settings: settings}
+	payloads["memory_phase2_output"] = memory.MemoryPhase2Output{Added: []string{"session-2"}, Kept: []string{"session-1"}, Removed: []string{"run-9"}, Skills: []string{"price-review"},
 		Replaced: []string{memory.HandbookPath}}
 	// Not a Temporal payload, but what every worker on a store reads and
 	// writes: a scope's generation and a takeover of it
-	// (memory_generations.go).
+	// (memory/writers.go).
 	payloads["memory_generation"] = memory.Generation{Version: 1, Seq: 7, By: memory.ByWriteBack, Source: "session-1/t3-sandbox-2",
 		Writer: "session-1/t3/12#1/N4QUVBLDJ7YS2XTRM6OHKE5PGW", At: at, ApplyBy: at.Add(30 * time.Second),
 		Files: []memory.GenerationFile{{Path: memory.HandbookPath, Data: "# Handbook\n- discount: escalate above 25%\n"}}}
 	payloads["memory_takeover"] = memory.Takeover{Version: 1, Seq: 7, N: 1, Writer: "memory-acme/5#2/B2ZJ6QWNXK3R7TLOV4M5YHPCAE",
 		At: at.Add(time.Minute), ApplyBy: at.Add(90 * time.Second)}
 	payloads["graph_spec_memory"] = runtime.SpecOf(agents.MustGraph("mem", "m", &agents.Agent{Name: "m", Memory: &agents.MemoryConfig{Scope: "acme"}}), runtime.RunSettings{MaxHandoffs: 5})
-	payloads["memory_fork_input"] = workflows.MemoryForkInput{From: "acme", To: memory.ForkScope("acme", "session-1-fork")}
+	payloads["memory_fork_input"] = memory.MemoryForkInput{From: "acme", To: memory.ForkScope("acme", "session-1-fork")}
 	// Guardrails: a spec with one of each kind, the guardrail activity's
 	// payloads, a trip's details, and the first agent of a chain.
 	payloads["graph_spec_guardrails"] = runtime.SpecOf(guardrailsGolden(), runtime.RunSettings{MaxHandoffs: 5})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows/approval"
@@ -124,11 +125,11 @@ func (r *Runner) OrchestratorWorkflow(ctx workflow.Context, in OrchestratorInput
 		}
 		err = tb.Exceeded(ctx, err)
 		rec.Add(ctx, troupe.Event{Kind: troupe.EventFailed, Detail: troupe.FailureText(err)})
-		r.runRollout(ctx, spec, in.RunInput, wfID, nil, err)
+		memory.RecordRun(ctx, spec, in.RunInput, wfID, nil, err)
 		return nil, err
 	}
 	rec.Add(ctx, troupe.Event{Kind: troupe.EventFinal, Agent: rr.Agent, Detail: troupe.Preview(string(rr.Output), 200)})
-	r.runRollout(ctx, spec, in.RunInput, wfID, rr, nil)
+	memory.RecordRun(ctx, spec, in.RunInput, wfID, &memory.RunEnd{Agent: rr.Agent, Output: rr.Output, Path: rr.Path, Transcript: rr.Transcript}, nil)
 	tb.Drain(ctx)
 	return &troupe.RunResult{
 		WorkflowID: wfID, Graph: in.Graph, Agent: rr.Agent, Output: rr.Output, Path: rr.Path,

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -137,7 +136,7 @@ type Config struct {
 
 	// Memory configures the consolidation of the memory scopes of agents
 	// with memory (agents.MemoryConfig): models and bounds.
-	Memory MemoryOptions
+	Memory memory.MemoryOptions
 
 	// MCP holds this worker's MCP sessions. The default is a pool of the
 	// Runner's own, which the stop func of StartWorkers closes (ending
@@ -168,9 +167,9 @@ type Runner struct {
 	// (StartWorkers), or may (a second RegisterActivities, or a registry
 	// that is not a worker, such as a test environment).
 	storeServed atomic.Bool
-	// learnt is the cache of learnt skills that every agent's skills
-	// capability bound to its memory scope shares (memory_skills.go).
-	learnt *skills.LearntCache
+	// memory is the memory room: MemoryWorkflow, its activities, and
+	// what the other activities ask of memory.
+	memory *memory.Consolidation
 	// activityWorkers counts the workers RegisterActivities registered on.
 	activityWorkers atomic.Int32
 	// onWorker is set once RegisterActivities registered on a Temporal
@@ -252,7 +251,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.SandboxQueue = defaultSandboxQueue(cfg.Host, cfg.Sandboxes)
 	}
 	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
-		transcripts: runtime.NewTranscripts(cfg.Store), mcp: cfg.MCP, learnt: skills.NewLearntCache(0)}
+		transcripts: runtime.NewTranscripts(cfg.Store), mcp: cfg.MCP}
+	r.memory = &memory.Consolidation{Store: cfg.Store, Transcripts: r.transcripts, Model: cfg.Model, DefaultModel: cfg.DefaultModel,
+		Options: cfg.Memory, ModelTimeout: cfg.ModelTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, Learnt: skills.NewLearntCache(0)}
 	if r.mcp == nil {
 		r.mcp, r.ownsMCP = mcp.NewPool(mcp.PoolConfig{}), true
 	}
@@ -265,13 +266,13 @@ func NewRunner(cfg Config) (*Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkMemory(g); err != nil {
+		if err := memory.CheckGraph(g); err != nil {
+			return nil, fmt.Errorf("workflows: %w", err)
+		}
+		if g, err = r.memory.WithTools(g); err != nil {
 			return nil, err
 		}
-		if g, err = r.withMemoryTools(g); err != nil {
-			return nil, err
-		}
-		if g, err = r.withLearntSkills(g); err != nil {
+		if g, err = r.memory.WithLearntSkills(g); err != nil {
 			return nil, err
 		}
 		if err := g.CheckApprovals(); err != nil {
@@ -447,11 +448,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	r.events.Register(w)
 	w.RegisterActivityWithOptions(r.acts.Keep, activity.RegisterOptions{Name: KeepActivityName})
 	w.RegisterActivityWithOptions(r.acts.RegistryPages, activity.RegisterOptions{Name: RegistryActivityName})
-	w.RegisterActivityWithOptions(r.acts.MemoryAppendRollout, activity.RegisterOptions{Name: MemoryAppendActivityName})
-	w.RegisterActivityWithOptions(r.acts.MemorySignal, activity.RegisterOptions{Name: MemorySignalActivityName})
-	w.RegisterActivityWithOptions(r.acts.MemoryPhase1, activity.RegisterOptions{Name: MemoryPhase1ActivityName})
-	w.RegisterActivityWithOptions(r.acts.MemoryPhase2, activity.RegisterOptions{Name: MemoryPhase2ActivityName})
-	w.RegisterActivityWithOptions(r.acts.MemoryFork, activity.RegisterOptions{Name: MemoryForkActivityName})
+	r.memory.Register(w)
 }
 
 // RegisterWorkflows registers the workflows only, for example on a
@@ -461,7 +458,7 @@ func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(r.AgentWorkflow, workflow.RegisterOptions{Name: troupe.AgentWorkflowName})
 	w.RegisterWorkflowWithOptions(r.SessionWorkflow, workflow.RegisterOptions{Name: troupe.SessionWorkflowName})
 	w.RegisterWorkflowWithOptions(r.SessionManagerWorkflow, workflow.RegisterOptions{Name: troupe.SessionManagerWorkflowName})
-	w.RegisterWorkflowWithOptions(r.MemoryWorkflow, workflow.RegisterOptions{Name: MemoryWorkflowName})
+	r.memory.RegisterWorkflows(w)
 }
 
 // Close releases what the Runner holds: the MCP sessions of its own pool
@@ -477,6 +474,10 @@ func (r *Runner) Close() error {
 
 // Activities returns the activities, for tests that run them directly.
 func (r *Runner) Activities() *Activities { return r.acts }
+
+// Memory returns the memory room the Runner registers, for tests that run
+// its activities directly.
+func (r *Runner) Memory() *memory.Consolidation { return r.memory }
 
 func (r *Runner) graph(name string) (*agents.Graph, error) {
 	g, ok := r.graphs[name]
@@ -614,62 +615,4 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		releaseRelay()
 		r.Close()
 	}, nil
-}
-
-// checkMemory checks the memory of g's agents: a scope that can name
-// files, a known mode, a workspace folder (Dir) that is one element, and
-// what reading and live update need of a sandbox agent: a shell
-// (exec_command, to search its memory files) and a filesystem
-// (apply_patch, to fix them).
-func checkMemory(g *agents.Graph) error {
-	for _, a := range g.Agents() {
-		m := a.Memory
-		if m == nil {
-			continue
-		}
-		fail := func(format string, args ...any) error {
-			return fmt.Errorf("workflows: graph %s, agent %s: "+format, append([]any{g.Name(), a.Name}, args...)...)
-		}
-		if err := memory.CheckScope(m.Scope); err != nil {
-			return fail("%w", err)
-		}
-		if !m.Reads() && !m.Generates() {
-			return fail("unknown memory mode %q (read-only, generate-only, or empty for both)", m.Mode)
-		}
-		if err := memory.CheckDir(m.Dir); err != nil {
-			return fail("%w", err)
-		}
-		if a.Sandbox == nil {
-			continue
-		}
-		has := func(tool string) bool {
-			return slices.ContainsFunc(g.ToolSpecs(a.Name), func(t agents.ToolSpec) bool { return t.Name == tool })
-		}
-		if m.Reads() && !has("exec_command") {
-			return fail("memory mode %q reads memory in the sandbox, which needs the shell capability (tool exec_command): add capabilities.Shell(), or use memory mode generate-only", cmp.Or(string(m.Mode), "read-write"))
-		}
-		if m.UpdatesLive() && !has("apply_patch") {
-			return fail("memory mode read-write updates memory live in the sandbox, which needs the filesystem capability (tool apply_patch): add capabilities.Filesystem(), or use memory mode read-only")
-		}
-	}
-	return nil
-}
-
-// withMemoryTools gives each plain agent (no sandbox) that reads memory
-// the memory_search and memory_read tools.
-func (r *Runner) withMemoryTools(g *agents.Graph) (*agents.Graph, error) {
-	var all []*agents.Agent
-	changed := false
-	for _, a := range g.Agents() {
-		if a.Sandbox == nil && a.Memory.Reads() {
-			c := *a
-			c.Tools = append(slices.Clip(c.Tools), r.memoryTools(a)...)
-			a, changed = &c, true
-		}
-		all = append(all, a)
-	}
-	if !changed {
-		return g, nil
-	}
-	return agents.NewGraph(g.Name(), g.Entry(), all...)
 }

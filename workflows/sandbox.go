@@ -223,7 +223,7 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	// Memory after any restore: the store's version is the one to see.
 	if agent.Memory.Reads() {
 		if _, err := heartbeating(ctx, func() (struct{}, error) {
-			return struct{}{}, a.materialiseMemory(ctx, s, agent, memoryScopeOf(agent, in.Run))
+			return struct{}{}, sandboxErr(a.r.memory.Materialise(ctx, s, agent, in.Run))
 		}); err != nil {
 			_ = s.Stop(context.WithoutCancel(ctx))
 			return nil, err
@@ -293,15 +293,14 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 // SandboxSnapshot archives the workspace into the blob store under its
 // content hash and returns the key. First, for an agent whose memory is
 // updated live, it writes the agent's edits of its memory files back to
-// the memory scope (memory_workspace.go).
+// the memory scope (memory.Consolidation.WriteBack).
 func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (string, error) {
 	s, err := a.session(ctx, st)
 	if err != nil {
 		return "", err
 	}
-	// The agent's edits of its memory go back to the store first
-	// (memory_workspace.go).
-	if _, _, err := a.writeBackMemory(ctx, s); err != nil {
+	// The agent's edits of its memory go back to the store first.
+	if _, _, err := a.r.memory.WriteBack(ctx, s); err != nil {
 		return "", err
 	}
 	// The archive is spooled to a file, hashed on the way, then streamed
@@ -376,7 +375,7 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 	s, err := a.session(ctx, st)
 	if err != nil {
 		if troupe.ErrorType(err) == troupe.ErrSandboxGone {
-			a.forgetMemory(ctx, st.ID)
+			a.r.memory.Forget(ctx, st.ID)
 			return nil
 		}
 		return err
@@ -384,7 +383,7 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 	if _, err = heartbeating(ctx, func() (struct{}, error) { return struct{}{}, s.Stop(ctx) }); err != nil {
 		return err
 	}
-	a.forgetMemory(ctx, st.ID)
+	a.r.memory.Forget(ctx, st.ID)
 	return nil
 }
 

@@ -41,6 +41,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows/approval"
 	"github.com/troupe-dev/troupe/workflows/budget"
@@ -76,7 +77,7 @@ type session struct {
 	// waiting on turns are answered Continued, so that it can.
 	continuing bool
 	// mem feeds the turns' rollouts to memory, off the turns' path.
-	mem memoryFeed
+	mem memory.Feed
 	// approvals take the requests and decisions of the running turn's
 	// calls that wait (on st.Approvals).
 	approvals *approval.Desk
@@ -122,7 +123,7 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in troupe.SessionInput) (
 			if s.drain(ctx) {
 				continue // Signals came in: they are taken first.
 			}
-			if err := s.flushMemory(ctx); err != nil {
+			if err := s.mem.Flush(ctx); err != nil {
 				return nil, err
 			}
 			if err := s.boxes.settle(ctx); err != nil {
@@ -555,7 +556,7 @@ func (s *session) fork(ctx workflow.Context, req troupe.ForkRequest) {
 		s.forkFailed(ctx, req, err)
 		return
 	}
-	spec, err := forkMemory(ctx, s.spec, req.NewID)
+	spec, err := memory.Fork(ctx, s.spec, req.NewID)
 	if err != nil {
 		s.forkFailed(ctx, req, err)
 		return
@@ -689,7 +690,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	if rec.Outcome == runtime.TurnAnswered || rec.Outcome == runtime.TurnInterrupted {
 		end = &transcript
 	}
-	s.turnRollout(ctx, m.Text, startTranscript, rec, end)
+	s.mem.Turn(ctx, s.spec, s.id, m.Text, startTranscript, rec, end)
 	return nil
 }
 
@@ -726,7 +727,7 @@ func (s *session) end(ctx workflow.Context) (*troupe.SessionInfo, error) {
 	}
 	s.forks = nil
 	s.boxes.stopAll(ctx)
-	s.finalMemory(ctx)
+	s.mem.Final(ctx, s.spec, s.id)
 	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
 	s.changed(ctx)
 	// The callers waiting on turns are told before the workflow ends, and

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
@@ -73,12 +74,12 @@ func env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 type noMemorySignal struct{ slog.Handler }
 
 func (h noMemorySignal) Handle(ctx context.Context, r slog.Record) error {
-	memory := false
+	signal := false
 	r.Attrs(func(a slog.Attr) bool {
-		memory = a.Key == "ActivityType" && a.Value.String() == workflows.MemorySignalActivityName
-		return !memory
+		signal = a.Key == "ActivityType" && a.Value.String() == memory.MemorySignalActivityName
+		return !signal
 	})
-	if memory {
+	if signal {
 		return nil
 	}
 	return h.Handler.Handle(ctx, r)

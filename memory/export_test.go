@@ -1,12 +1,12 @@
-package workflows
+package memory
 
 import (
 	"context"
 	"time"
 )
 
-// SetMemoryHook makes r's memory writers call hook at each step
-// (memory_generations.go): "write-back: checked" (a write-back decided,
+// SetMemoryHook makes c's memory writers call hook at each step
+// (writers.go): "write-back: checked" (a write-back decided,
 // before it claims), "phase 2: answered" (before phase 2 claims),
 // "claimed <by>" (a claim won, before its files), "took over <by>" (a
 // takeover of another writer's generation won, before its files),
@@ -15,9 +15,9 @@ import (
 // "fork: read <path>" (the fork copy read a file). The hook may hold the
 // writer, or return an error, which ends the activity as a crash would
 // (nothing is cleaned up).
-func SetMemoryHook(r *Runner, hook func(ctx context.Context, step, scope string) error) {
-	r.acts.memoryHook = hook
+func SetMemoryHook(c *Consolidation, hook func(ctx context.Context, step, scope string) error) {
+	c.memoryHook = hook
 }
 
-// SetMemoryClock makes r's memory writers go by clock.
-func SetMemoryClock(r *Runner, clock func() time.Time) { r.acts.clock = clock }
+// SetMemoryClock makes c's memory writers go by clock.
+func SetMemoryClock(c *Consolidation, clock func() time.Time) { c.clock = clock }

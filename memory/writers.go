@@ -1,17 +1,17 @@
-package workflows
+package memory
 
 // A scope's consolidated memory (MEMORY.md, memory_summary.md, the skills
 // and the selection) has two kinds of writer: phase 2, and the write-back
 // of agents' live edits, from any number of sandboxes at once. The blob
 // store's one conditional write is a create-only one (blob.Store.Create),
-// so they take turns through generations (memory.Generation): a numbered
+// so they take turns through generations (Generation): a numbered
 // log of changes, each created once, under generations/ of the scope.
 //
 //  1. Settle. A writer lists the generations. If the newest is not marked
 //     applied, the writer that holds it may still be writing its files:
 //     the writer waits for the mark while that writer's window lasts, and
 //     memoryTakeover more. Then it takes the generation over: it creates
-//     the generation's next takeover (memory.Takeover), which gives it a
+//     the generation's next takeover (Takeover), which gives it a
 //     window of its own, and applies the generation in it. Of writers
 //     that race to take over, one creates the takeover; the others wait
 //     for its window in turn. Every generation below the newest is
@@ -83,7 +83,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/troupe-dev/troupe"
-	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
 )
 
@@ -139,19 +138,19 @@ type memoryLease struct {
 
 // generationKey is the blob key of generation seq of scope.
 func generationKey(scope string, seq int64) string {
-	return memory.Key(scope, memory.GenerationPath(seq))
+	return Key(scope, GenerationPath(seq))
 }
 
 // memoryHeadOf lists scope's generations.
-func (a *Activities) memoryHeadOf(ctx context.Context, scope string) (memoryHead, error) {
-	h, _, err := a.listGenerations(ctx, scope)
+func (c *Consolidation) memoryHeadOf(ctx context.Context, scope string) (memoryHead, error) {
+	h, _, err := c.listGenerations(ctx, scope)
 	return h, err
 }
 
 // listGenerations lists scope's generations: the head, and the keys of
 // each generation, its takeovers and its mark by seq.
-func (a *Activities) listGenerations(ctx context.Context, scope string) (memoryHead, map[int64][]string, error) {
-	keys, _, err := a.r.cfg.Store.List(ctx, memory.Key(scope, memory.GenerationsDir), 0)
+func (c *Consolidation) listGenerations(ctx context.Context, scope string) (memoryHead, map[int64][]string, error) {
+	keys, _, err := c.Store.List(ctx, Key(scope, GenerationsDir), 0)
 	if err != nil {
 		return memoryHead{}, nil, err
 	}
@@ -160,13 +159,13 @@ func (a *Activities) listGenerations(ctx context.Context, scope string) (memoryH
 	takeovers := map[int64]int{}
 	bySeq := map[int64][]string{}
 	for _, k := range keys {
-		p := k[len(memory.Prefix(scope)):]
-		if seq, n, ok := memory.ParseTakeoverPath(p); ok {
+		p := k[len(Prefix(scope)):]
+		if seq, n, ok := ParseTakeoverPath(p); ok {
 			bySeq[seq] = append(bySeq[seq], k)
 			takeovers[seq] = max(takeovers[seq], n)
 			continue
 		}
-		seq, mark, ok := memory.ParseGenerationPath(p)
+		seq, mark, ok := ParseGenerationPath(p)
 		if !ok {
 			continue
 		}
@@ -184,14 +183,14 @@ func (a *Activities) listGenerations(ctx context.Context, scope string) (memoryH
 
 // readGeneration reads generation seq of scope; a missing one (deleted
 // as old) gives an error wrapping blob.ErrNotFound.
-func (a *Activities) readGeneration(ctx context.Context, scope string, seq int64) (memory.Generation, error) {
-	data, err := readMemoryFile(ctx, a.r.cfg.Store, generationKey(scope, seq))
+func (c *Consolidation) readGeneration(ctx context.Context, scope string, seq int64) (Generation, error) {
+	data, err := readMemoryFile(ctx, c.Store, generationKey(scope, seq))
 	if err != nil {
-		return memory.Generation{}, err
+		return Generation{}, err
 	}
-	g, err := memory.ParseGeneration(data)
+	g, err := ParseGeneration(data)
 	if err != nil {
-		return memory.Generation{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("scope %s: %v", scope, err), troupe.ErrInternal, err)
+		return Generation{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("scope %s: %v", scope, err), troupe.ErrInternal, err)
 	}
 	return g, nil
 }
@@ -200,18 +199,18 @@ func (a *Activities) readGeneration(ctx context.Context, scope string, seq int64
 // the window its writer has now: its claim's, or its newest takeover's.
 // A generation deleted since the listing gives an error wrapping
 // blob.ErrNotFound.
-func (a *Activities) leaseOf(ctx context.Context, scope string, h memoryHead) (memory.Generation, memoryLease, error) {
-	g, err := a.readGeneration(ctx, scope, h.seq)
+func (c *Consolidation) leaseOf(ctx context.Context, scope string, h memoryHead) (Generation, memoryLease, error) {
+	g, err := c.readGeneration(ctx, scope, h.seq)
 	if err != nil {
 		return g, memoryLease{}, err
 	}
 	l := memoryLease{seq: g.Seq, applyBy: g.ApplyBy}
 	if h.takeovers > 0 {
-		data, err := readMemoryFile(ctx, a.r.cfg.Store, memory.Key(scope, memory.TakeoverPath(h.seq, h.takeovers)))
+		data, err := readMemoryFile(ctx, c.Store, Key(scope, TakeoverPath(h.seq, h.takeovers)))
 		if err != nil {
 			return g, l, err
 		}
-		t, err := memory.ParseTakeover(data)
+		t, err := ParseTakeover(data)
 		if err != nil {
 			return g, l, temporal.NewNonRetryableApplicationError(fmt.Sprintf("scope %s: %v", scope, err), troupe.ErrInternal, err)
 		}
@@ -224,22 +223,22 @@ func (a *Activities) leaseOf(ctx context.Context, scope string, h memoryHead) (m
 // applied (step 1 of the top of this file): it waits for that
 // generation's writer while its window lasts, and memoryTakeover more,
 // then takes the generation over.
-func (a *Activities) settleMemory(ctx context.Context, scope string) (memoryHead, error) {
+func (c *Consolidation) settleMemory(ctx context.Context, scope string) (memoryHead, error) {
 	wait := 50 * time.Millisecond
 	for {
-		h, err := a.memoryHeadOf(ctx, scope)
+		h, err := c.memoryHeadOf(ctx, scope)
 		if err != nil || h.applied {
 			return h, err
 		}
-		g, l, err := a.leaseOf(ctx, scope, h)
+		g, l, err := c.leaseOf(ctx, scope, h)
 		if errors.Is(err, blob.ErrNotFound) {
 			continue // Deleted as old since the listing: list again.
 		}
 		if err != nil {
 			return h, err
 		}
-		if !a.now().Before(l.applyBy.Add(memoryTakeover)) {
-			applied, err := a.takeOver(ctx, scope, g, l)
+		if !c.now().Before(l.applyBy.Add(memoryTakeover)) {
+			applied, err := c.takeOver(ctx, scope, g, l)
 			if err != nil {
 				return h, err
 			}
@@ -251,7 +250,7 @@ func (a *Activities) settleMemory(ctx context.Context, scope string) (memoryHead
 		}
 		// Its writer is within its window: it is writing, or it crashed
 		// (or stalled) and the window will end.
-		if err := a.memoryStep(ctx, "wait", scope); err != nil {
+		if err := c.memoryStep(ctx, "wait", scope); err != nil {
 			return h, err
 		}
 		if activity.IsActivity(ctx) {
@@ -270,23 +269,23 @@ func (a *Activities) settleMemory(ctx context.Context, scope string) (memoryHead
 // over, and, if it won it, applies g within the takeover's own window.
 // It reports whether it applied g: false when another writer took it
 // over first, or applied it meanwhile.
-func (a *Activities) takeOver(ctx context.Context, scope string, g memory.Generation, cur memoryLease) (bool, error) {
-	t := memory.Takeover{Version: 1, Seq: g.Seq, N: cur.n + 1, Writer: memoryWriter(ctx), At: a.now().UTC()}
+func (c *Consolidation) takeOver(ctx context.Context, scope string, g Generation, cur memoryLease) (bool, error) {
+	t := Takeover{Version: 1, Seq: g.Seq, N: cur.n + 1, Writer: memoryWriter(ctx), At: c.now().UTC()}
 	t.ApplyBy = t.At.Add(memoryApplyWindow)
 	data, err := t.Encode()
 	if err != nil {
 		return false, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
-	won, err := a.createOnce(ctx, memory.Key(scope, memory.TakeoverPath(t.Seq, t.N)), data)
+	won, err := c.createOnce(ctx, Key(scope, TakeoverPath(t.Seq, t.N)), data)
 	if err != nil || !won {
 		return false, err
 	}
 	logFor(ctx).Info("memory generation taken over: its writer's window ended before it applied it",
 		"scope", scope, "generation", g.Seq, "by", g.By, "writer", g.Writer, "takeover", t.N)
-	if err := a.memoryStep(ctx, "took over "+g.By, scope); err != nil {
+	if err := c.memoryStep(ctx, "took over "+g.By, scope); err != nil {
 		return false, err
 	}
-	err = a.applyGeneration(ctx, scope, g, memoryLease{seq: t.Seq, n: t.N, applyBy: t.ApplyBy})
+	err = c.applyGeneration(ctx, scope, g, memoryLease{seq: t.Seq, n: t.N, applyBy: t.ApplyBy})
 	if errors.Is(err, errGenerationSettled) {
 		return false, nil
 	}
@@ -295,27 +294,27 @@ func (a *Activities) takeOver(ctx context.Context, scope string, g memory.Genera
 
 // claimGeneration creates g as generation base+1 of scope (step 3); it
 // reports false when another writer's generation came first.
-func (a *Activities) claimGeneration(ctx context.Context, scope string, base int64, g *memory.Generation) (bool, error) {
+func (c *Consolidation) claimGeneration(ctx context.Context, scope string, base int64, g *Generation) (bool, error) {
 	g.Version, g.Seq = 1, base+1
 	g.Writer = memoryWriter(ctx)
-	g.At = a.now().UTC()
+	g.At = c.now().UTC()
 	g.ApplyBy = g.At.Add(memoryApplyWindow)
 	data, err := g.Encode()
 	if err != nil {
 		return false, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
-	won, err := a.createOnce(ctx, generationKey(scope, g.Seq), data)
+	won, err := c.createOnce(ctx, generationKey(scope, g.Seq), data)
 	if err != nil || !won {
 		return false, err
 	}
 	// The number was free, but it may have been freed: the scope deleted
 	// it as old, and generations KeepGenerations newer stand. Then this
 	// claim is void (the old ones' deletion removes it in turn).
-	h, err := a.memoryHeadOf(ctx, scope)
+	h, err := c.memoryHeadOf(ctx, scope)
 	if err != nil {
 		return false, err
 	}
-	return h.seq < g.Seq+memory.KeepGenerations, nil
+	return h.seq < g.Seq+KeepGenerations, nil
 }
 
 // createOnce creates key with data, a generation or takeover naming its
@@ -323,10 +322,10 @@ func (a *Activities) claimGeneration(ctx context.Context, scope string, base int
 // that the store completed though its answer was lost, so that the
 // client's retry of the request found the key taken, is this writer's
 // still: the key holds its data, nonce and all.
-func (a *Activities) createOnce(ctx context.Context, key string, data []byte) (bool, error) {
-	err := a.r.cfg.Store.Create(ctx, key, data)
+func (c *Consolidation) createOnce(ctx context.Context, key string, data []byte) (bool, error) {
+	err := c.Store.Create(ctx, key, data)
 	if errors.Is(err, blob.ErrExists) {
-		cur, err := readMemoryFile(ctx, a.r.cfg.Store, key)
+		cur, err := readMemoryFile(ctx, c.Store, key)
 		return err == nil && bytes.Equal(cur, data), nil
 	}
 	return err == nil, err
@@ -335,11 +334,11 @@ func (a *Activities) createOnce(ctx context.Context, key string, data []byte) (b
 // applyClaim applies the caller's own claim g (step 4). A claim that
 // another writer took over and applied, the caller having stalled,
 // counts as applied.
-func (a *Activities) applyClaim(ctx context.Context, scope string, g memory.Generation) error {
-	if err := a.memoryStep(ctx, "claimed "+g.By, scope); err != nil {
+func (c *Consolidation) applyClaim(ctx context.Context, scope string, g Generation) error {
+	if err := c.memoryStep(ctx, "claimed "+g.By, scope); err != nil {
 		return err
 	}
-	err := a.applyGeneration(ctx, scope, g, memoryLease{seq: g.Seq, applyBy: g.ApplyBy})
+	err := c.applyGeneration(ctx, scope, g, memoryLease{seq: g.Seq, applyBy: g.ApplyBy})
 	if errors.Is(err, errGenerationSettled) {
 		logFor(ctx).Warn("memory generation applied by another writer: its writer's window ended first", "scope", scope, "generation", g.Seq, "by", g.By)
 		return nil
@@ -354,10 +353,10 @@ func (a *Activities) applyClaim(ctx context.Context, scope string, g memory.Gene
 // errGenerationSettled when another writer applied g meanwhile, and an
 // ErrMemoryLate error when l ended, or g was taken over, before g was
 // applied.
-func (a *Activities) applyGeneration(ctx context.Context, scope string, g memory.Generation, l memoryLease) error {
-	store := a.r.cfg.Store
+func (c *Consolidation) applyGeneration(ctx context.Context, scope string, g Generation, l memoryLease) error {
+	store := c.Store
 	// l's end by this worker's clock, on the time the context goes by.
-	wctx, cancel := context.WithDeadline(ctx, time.Now().Add(l.applyBy.Sub(a.now())))
+	wctx, cancel := context.WithDeadline(ctx, time.Now().Add(l.applyBy.Sub(c.now())))
 	defer cancel()
 	cut := func(err error) error {
 		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
@@ -366,10 +365,10 @@ func (a *Activities) applyGeneration(ctx context.Context, scope string, g memory
 		return err
 	}
 	for _, f := range g.Files {
-		if err := a.mayWrite(ctx, scope, l); err != nil {
+		if err := c.mayWrite(ctx, scope, l); err != nil {
 			return err
 		}
-		key := memory.Key(scope, f.Path)
+		key := Key(scope, f.Path)
 		cur, err := readMemoryFile(wctx, store, key)
 		if err == nil && string(cur) == f.Data {
 			continue
@@ -380,17 +379,17 @@ func (a *Activities) applyGeneration(ctx context.Context, scope string, g memory
 		if err := store.Put(wctx, key, []byte(f.Data)); err != nil {
 			return cut(err)
 		}
-		if err := a.memoryStep(ctx, "wrote "+f.Path, scope); err != nil {
+		if err := c.memoryStep(ctx, "wrote "+f.Path, scope); err != nil {
 			return err
 		}
 	}
-	if err := a.mayWrite(ctx, scope, l); err != nil {
+	if err := c.mayWrite(ctx, scope, l); err != nil {
 		return err
 	}
-	if err := store.Put(wctx, memory.Key(scope, memory.AppliedPath(g.Seq)), nil); err != nil {
+	if err := store.Put(wctx, Key(scope, AppliedPath(g.Seq)), nil); err != nil {
 		return cut(err)
 	}
-	a.dropOldGenerations(ctx, scope, g.Seq)
+	c.dropOldGenerations(ctx, scope, g.Seq)
 	return nil
 }
 
@@ -399,8 +398,8 @@ func (a *Activities) applyGeneration(ctx context.Context, scope string, g memory
 // newest, not taken over since l, and l has not ended by this worker's
 // clock; else errGenerationSettled (another writer applied it) or an
 // ErrMemoryLate error.
-func (a *Activities) mayWrite(ctx context.Context, scope string, l memoryLease) error {
-	h, err := a.memoryHeadOf(ctx, scope)
+func (c *Consolidation) mayWrite(ctx context.Context, scope string, l memoryLease) error {
+	h, err := c.memoryHeadOf(ctx, scope)
 	if err != nil {
 		return err
 	}
@@ -413,7 +412,7 @@ func (a *Activities) mayWrite(ctx context.Context, scope string, l memoryLease) 
 		return temporal.NewApplicationError(fmt.Sprintf("memory scope %s: generation %d is gone", scope, l.seq), troupe.ErrInternal)
 	case h.takeovers > l.n:
 		return memoryLate(scope, l, true)
-	case !a.now().Before(l.applyBy):
+	case !c.now().Before(l.applyBy):
 		return memoryLate(scope, l, false)
 	}
 	return nil
@@ -444,22 +443,22 @@ func memoryWriter(ctx context.Context) string {
 
 // dropOldGenerations deletes the generations of scope (and their marks)
 // KeepGenerations or more older than seq; best effort.
-func (a *Activities) dropOldGenerations(ctx context.Context, scope string, seq int64) {
-	_, bySeq, err := a.listGenerations(ctx, scope)
+func (c *Consolidation) dropOldGenerations(ctx context.Context, scope string, seq int64) {
+	_, bySeq, err := c.listGenerations(ctx, scope)
 	if err != nil {
 		logFor(ctx).Warn("old memory generations not deleted", "scope", scope, "error", err)
 		return
 	}
 	var old []int64
 	for s := range bySeq {
-		if s <= seq-memory.KeepGenerations {
+		if s <= seq-KeepGenerations {
 			old = append(old, s)
 		}
 	}
 	slices.Sort(old)
 	for _, s := range old {
 		for _, k := range bySeq[s] {
-			if err := a.r.cfg.Store.Delete(ctx, k); err != nil {
+			if err := c.Store.Delete(ctx, k); err != nil {
 				logFor(ctx).Warn("old memory generation not deleted", "scope", scope, "key", k, "error", err)
 				return
 			}
@@ -473,9 +472,9 @@ func memoryBusy(scope string) error {
 }
 
 // now is the time by the worker's clock (a test's, with SetMemoryClock).
-func (a *Activities) now() time.Time {
-	if a.clock != nil {
-		return a.clock()
+func (c *Consolidation) now() time.Time {
+	if c.clock != nil {
+		return c.clock()
 	}
 	return time.Now()
 }
@@ -483,9 +482,9 @@ func (a *Activities) now() time.Time {
 // memoryStep runs the test hook (SetMemoryHook) at a step of the memory
 // writers: it may hold the writer there, or fail it as a crash would.
 // Production has none.
-func (a *Activities) memoryStep(ctx context.Context, step, scope string) error {
-	if a.memoryHook == nil {
+func (c *Consolidation) memoryStep(ctx context.Context, step, scope string) error {
+	if c.memoryHook == nil {
 		return nil
 	}
-	return a.memoryHook(ctx, step, scope)
+	return c.memoryHook(ctx, step, scope)
 }

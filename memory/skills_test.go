@@ -1,4 +1,4 @@
-package workflows_test
+package memory_test
 
 // Memory skills offered by the Skills capability, in runs against a real
 // blob store and local sandboxes: the index lists them (per model call),
@@ -18,7 +18,6 @@ import (
 	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // deployCheckSkill is a memory skill with a script, as the store holds it.
@@ -182,7 +181,7 @@ func TestMemorySkillFromPhase2BetweenTurns(t *testing.T) {
 		Capabilities: append(capabilities.Default(), lazy), Memory: &agents.MemoryConfig{Scope: "team"}}
 	phase2, _ := json.Marshal(memory.Phase2Result{Handbook: "## deploys\n- check before you ship", Summary: "- check deploys",
 		Skills: []memory.Skill{{Name: "deploy-check", SkillMD: deployCheckSkill[memory.SkillPath("deploy-check")]}}})
-	var phase2Out *workflows.MemoryPhase2Output
+	var phase2Out *memory.MemoryPhase2Output
 	var outputs []string
 	c := newCapEnv(t, agents.MustGraph("ms", "coder", agent), func(c *capEnv, req model.Request) []agents.Item {
 		if req.Instructions == memory.Phase2Instructions {
@@ -194,8 +193,8 @@ func TestMemorySkillFromPhase2BetweenTurns(t *testing.T) {
 		switch len(outputs) {
 		case 0:
 			// Consolidation runs in the background while the agent works.
-			out, err := c.runner.Activities().MemoryPhase2(context.Background(), workflows.MemoryPhase2Input{Scope: "team",
-				Settings: workflows.MemorySettings{Phase2Model: "m", Newest: 8, Phase2Turns: 1}})
+			out, err := c.runner.Memory().MemoryPhase2(context.Background(), memory.MemoryPhase2Input{Scope: "team",
+				Settings: memory.MemorySettings{Phase2Model: "m", Newest: 8, Phase2Turns: 1}})
 			if err != nil {
 				t.Errorf("phase 2: %v", err)
 			}

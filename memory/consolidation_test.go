@@ -1,4 +1,4 @@
-package workflows_test
+package memory_test
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // memoryScenario scripts both phases. Phase 1 answers per rollout (its id
@@ -86,17 +85,15 @@ func memoryEnv(t *testing.T) *memoryFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: m, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := &memory.Consolidation{Store: store, Model: m}
 	env := quietEnv()
-	r.Register(env)
+	c.Register(env)
+	c.RegisterWorkflows(env)
 	return &memoryFixture{env: env, store: store, srv: srv, base: base}
 }
 
 // rollout writes a rollout of n turns to the scope.
-func (f *memoryFixture) rollout(t *testing.T, id string, n int) workflows.MemoryRollout {
+func (f *memoryFixture) rollout(t *testing.T, id string, n int) memory.MemoryRollout {
 	t.Helper()
 	var data []byte
 	for i := 1; i <= n; i++ {
@@ -108,7 +105,7 @@ func (f *memoryFixture) rollout(t *testing.T, id string, n int) workflows.Memory
 		}
 	}
 	f.put(t, memory.RolloutPath(id), data)
-	return workflows.MemoryRollout{ID: id, Lines: n}
+	return memory.MemoryRollout{ID: id, Lines: n}
 }
 
 func (f *memoryFixture) put(t *testing.T, path string, data []byte) {
@@ -152,20 +149,20 @@ func (f *memoryFixture) files(t *testing.T, dir string) []string {
 
 // run runs the scope's workflow until it ends (idle) and returns its
 // status.
-func (f *memoryFixture) run(t *testing.T, in workflows.MemoryInput) workflows.MemoryStatus {
+func (f *memoryFixture) run(t *testing.T, in memory.MemoryInput) memory.MemoryStatus {
 	t.Helper()
 	in.Scope = "team"
 	if in.Settings.IdleTimeout == 0 {
 		in.Settings.IdleTimeout = time.Minute
 	}
-	f.env.ExecuteWorkflow(workflows.MemoryWorkflowName, in)
+	f.env.ExecuteWorkflow(memory.MemoryWorkflowName, in)
 	if err := f.env.GetWorkflowError(); err != nil {
 		for e := err; e != nil; e = errors.Unwrap(e) {
 			t.Logf("%T %v", e, e)
 		}
 		t.Fatal(err)
 	}
-	var st workflows.MemoryStatus
+	var st memory.MemoryStatus
 	if err := f.env.GetWorkflowResult(&st); err != nil {
 		t.Fatal(err)
 	}
@@ -195,8 +192,8 @@ func (f *memoryFixture) seed(t *testing.T) []byte {
 // then consolidates once.
 func TestMemoryPhase1Parallel(t *testing.T) {
 	f := memoryEnv(t)
-	refs := []workflows.MemoryRollout{f.rollout(t, "r1", 2), f.rollout(t, "r2", 1), f.rollout(t, "r-empty", 1)}
-	st := f.run(t, workflows.MemoryInput{Pending: refs})
+	refs := []memory.MemoryRollout{f.rollout(t, "r1", 2), f.rollout(t, "r2", 1), f.rollout(t, "r-empty", 1)}
+	st := f.run(t, memory.MemoryInput{Pending: refs})
 	if st.Batches != 1 || st.Phase2s != 1 || st.LastError != "" {
 		t.Errorf("status %+v, want one batch and one phase 2", st)
 	}
@@ -238,7 +235,7 @@ func TestMemoryPhase1Parallel(t *testing.T) {
 // phase 2.
 func TestMemoryPhase1NothingWorthKeeping(t *testing.T) {
 	f := memoryEnv(t)
-	st := f.run(t, workflows.MemoryInput{Pending: []workflows.MemoryRollout{f.rollout(t, "r-empty", 3)}})
+	st := f.run(t, memory.MemoryInput{Pending: []memory.MemoryRollout{f.rollout(t, "r-empty", 3)}})
 	if got := f.files(t, memory.MemoryDir); len(got) != 0 {
 		t.Errorf("files written: %v", got)
 	}
@@ -253,7 +250,7 @@ func TestMemoryPhase1NothingWorthKeeping(t *testing.T) {
 func TestMemoryPhase2Forgets(t *testing.T) {
 	f := memoryEnv(t)
 	f.seed(t)
-	st := f.run(t, workflows.MemoryInput{Final: true, Settings: workflows.MemorySettings{Newest: 2}})
+	st := f.run(t, memory.MemoryInput{Final: true, Settings: memory.MemorySettings{Newest: 2}})
 	if st.Phase2s != 1 || st.LastError != "" {
 		t.Fatalf("status %+v", st)
 	}
@@ -290,7 +287,7 @@ func TestMemoryPhase2FailureKeepsSelection(t *testing.T) {
 	before := f.seed(t)
 	rm := memory.RawMemory{RolloutID: "broken", Lines: 1, Slug: "broken", Updated: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC), Text: "- broken"}
 	f.put(t, memory.RawMemoryPath("broken"), rm.Encode())
-	st := f.run(t, workflows.MemoryInput{Final: true, Settings: workflows.MemorySettings{Newest: 2, Phase2Turns: 2}})
+	st := f.run(t, memory.MemoryInput{Final: true, Settings: memory.MemorySettings{Newest: 2, Phase2Turns: 2}})
 	if !st.Owed || st.Phase2Failures != 1 || !strings.Contains(st.LastError, "no valid answer in 2 turns") {
 		t.Errorf("status %+v, want phase 2 owed after one failure", st)
 	}
@@ -317,19 +314,16 @@ func TestMemoryPhase1RetryWritesOnce(t *testing.T) {
 	var aenv testsuite.WorkflowTestSuite
 	env := aenv.NewTestActivityEnvironment()
 	store := f.store
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: mustScriptedModel(t, f.base), Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.RegisterActivityWithOptions(r.Activities().MemoryPhase1, activity.RegisterOptions{Name: workflows.MemoryPhase1ActivityName})
-	in := workflows.MemoryPhase1Input{Scope: "team", Rollout: ref, Settings: workflows.MemorySettings{Phase1Model: "mini", MaxRolloutBytes: 4096}}
-	var outs []workflows.MemoryPhase1Output
+	c := &memory.Consolidation{Store: store, Model: mustScriptedModel(t, f.base)}
+	env.RegisterActivityWithOptions(c.MemoryPhase1, activity.RegisterOptions{Name: memory.MemoryPhase1ActivityName})
+	in := memory.MemoryPhase1Input{Scope: "team", Rollout: ref, Settings: memory.MemorySettings{Phase1Model: "mini", MaxRolloutBytes: 4096}}
+	var outs []memory.MemoryPhase1Output
 	for range 2 {
-		v, err := env.ExecuteActivity(workflows.MemoryPhase1ActivityName, in)
+		v, err := env.ExecuteActivity(memory.MemoryPhase1ActivityName, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out workflows.MemoryPhase1Output
+		var out memory.MemoryPhase1Output
 		if err := v.Get(&out); err != nil {
 			t.Fatal(err)
 		}
@@ -346,7 +340,7 @@ func TestMemoryPhase1RetryWritesOnce(t *testing.T) {
 	}
 	// The rollout grew: phase 1 reads it again.
 	f.rollout(t, "r1", 2)
-	if _, err := env.ExecuteActivity(workflows.MemoryPhase1ActivityName, in); err != nil {
+	if _, err := env.ExecuteActivity(memory.MemoryPhase1ActivityName, in); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.srv.Count("p1-r1"); n != 2 {
@@ -376,33 +370,33 @@ func TestMemoryBatchesSignalsDuringPhases(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch info.ActivityType.Name {
-		case workflows.MemoryPhase1ActivityName:
-			var in workflows.MemoryPhase1Input
+		case memory.MemoryPhase1ActivityName:
+			var in memory.MemoryPhase1Input
 			_ = args.Get(&in)
 			phase1 = append(phase1, in.Rollout.ID)
 			if !signalled {
 				signalled = true
-				f.env.SignalWorkflow(workflows.MemoryRolloutSignal, r2)
-				f.env.SignalWorkflow(workflows.MemoryRolloutSignal, r3)
-				f.env.SignalWorkflow(workflows.MemoryRolloutSignal, r2)
+				f.env.SignalWorkflow(memory.MemoryRolloutSignal, r2)
+				f.env.SignalWorkflow(memory.MemoryRolloutSignal, r3)
+				f.env.SignalWorkflow(memory.MemoryRolloutSignal, r2)
 			}
-		case workflows.MemoryPhase2ActivityName:
+		case memory.MemoryPhase2ActivityName:
 			phase2Running++
 			phase2Runs++
 			phase2Max = max(phase2Max, phase2Running)
 			if phase2Runs == 2 {
-				f.env.SignalWorkflow(workflows.MemoryFinalSignal, workflows.MemoryFinal{Rollout: "r1"})
+				f.env.SignalWorkflow(memory.MemoryFinalSignal, memory.MemoryFinal{Rollout: "r1"})
 			}
 		}
 	})
 	f.env.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if info.ActivityType.Name == workflows.MemoryPhase2ActivityName {
+		if info.ActivityType.Name == memory.MemoryPhase2ActivityName {
 			phase2Running--
 		}
 	})
-	st := f.run(t, workflows.MemoryInput{Pending: []workflows.MemoryRollout{r1}})
+	st := f.run(t, memory.MemoryInput{Pending: []memory.MemoryRollout{r1}})
 	// r2 and r3 run at once: in either order.
 	slices.Sort(phase1)
 	if got := strings.Join(phase1, " "); got != "r1 r2 r3" {
@@ -424,9 +418,9 @@ func TestMemoryFinalRunsPhase2(t *testing.T) {
 		if f.get(t, memory.SummaryPath) != "" {
 			t.Error("phase 2 ran before the final signal")
 		}
-		f.env.SignalWorkflow(workflows.MemoryFinalSignal, workflows.MemoryFinal{Rollout: "s1"})
+		f.env.SignalWorkflow(memory.MemoryFinalSignal, memory.MemoryFinal{Rollout: "s1"})
 	}, 30*time.Second)
-	st := f.run(t, workflows.MemoryInput{Settings: workflows.MemorySettings{Newest: 2}})
+	st := f.run(t, memory.MemoryInput{Settings: memory.MemorySettings{Newest: 2}})
 	if st.Phase2s != 1 || f.srv.Count("p2-forget") != 1 || f.get(t, memory.SummaryPath) == "" {
 		t.Errorf("status %+v; the final signal did not run phase 2", st)
 	}
@@ -439,18 +433,18 @@ func TestMemoryContinueAsNew(t *testing.T) {
 	r1, r2 := f.rollout(t, "r1", 1), f.rollout(t, "r2", 4)
 	sent := false
 	f.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.ActivityType.Name == workflows.MemoryPhase1ActivityName && !sent {
+		if info.ActivityType.Name == memory.MemoryPhase1ActivityName && !sent {
 			sent = true
-			f.env.SignalWorkflow(workflows.MemoryRolloutSignal, r2)
+			f.env.SignalWorkflow(memory.MemoryRolloutSignal, r2)
 		}
 	})
-	settings := workflows.MemorySettings{BatchesPerRun: 1, Newest: 7, IdleTimeout: time.Minute}
-	f.env.ExecuteWorkflow(workflows.MemoryWorkflowName, workflows.MemoryInput{Scope: "team", Settings: settings, Pending: []workflows.MemoryRollout{r1}})
+	settings := memory.MemorySettings{BatchesPerRun: 1, Newest: 7, IdleTimeout: time.Minute}
+	f.env.ExecuteWorkflow(memory.MemoryWorkflowName, memory.MemoryInput{Scope: "team", Settings: settings, Pending: []memory.MemoryRollout{r1}})
 	var cont *workflow.ContinueAsNewError
 	if err := f.env.GetWorkflowError(); !errors.As(err, &cont) {
 		t.Fatalf("workflow ended with %v, want continue-as-new", err)
 	}
-	var next workflows.MemoryInput
+	var next memory.MemoryInput
 	if err := converter.GetDefaultDataConverter().FromPayloads(cont.Input, &next); err != nil {
 		t.Fatal(err)
 	}
@@ -471,22 +465,19 @@ func TestMemoryAppendAcrossWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
-		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: &funcModel{}, Store: store})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := &memory.Consolidation{Store: store, Model: &funcModel{}}
 		var suite testsuite.WorkflowTestSuite
 		env := suite.NewTestActivityEnvironment()
-		env.RegisterActivityWithOptions(r.Activities().MemoryAppendRollout, activity.RegisterOptions{Name: workflows.MemoryAppendActivityName})
+		env.RegisterActivityWithOptions(c.MemoryAppendRollout, activity.RegisterOptions{Name: memory.MemoryAppendActivityName})
 		acts = append(acts, env)
 	}
-	appendLine := func(worker, seq int) workflows.MemoryRollout {
-		v, err := acts[worker].ExecuteActivity(workflows.MemoryAppendActivityName, workflows.MemoryAppendInput{Scope: "team", Rollout: "s1",
+	appendLine := func(worker, seq int) memory.MemoryRollout {
+		v, err := acts[worker].ExecuteActivity(memory.MemoryAppendActivityName, memory.MemoryAppendInput{Scope: "team", Rollout: "s1",
 			Line: memory.Line{Seq: seq, Workflow: "s1", Input: "turn", Outcome: memory.OutcomeAnswered}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ref workflows.MemoryRollout
+		var ref memory.MemoryRollout
 		if err := v.Get(&ref); err != nil {
 			t.Fatal(err)
 		}

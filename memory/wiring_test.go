@@ -1,4 +1,4 @@
-package workflows_test
+package memory_test
 
 import (
 	"context"
@@ -34,7 +34,7 @@ type wiredMemory struct {
 	env     *testsuite.TestWorkflowEnvironment
 	store   *blob.Store
 	mu      sync.Mutex
-	signals []workflows.MemorySignalInput
+	signals []memory.MemorySignalInput
 	// started lists the activities started, by type.
 	started []string
 	// instructions are those of the model's calls.
@@ -82,12 +82,12 @@ func newWiredMemoryWith(t *testing.T, mem *agents.MemoryConfig, tweak ...func(*w
 		t.Fatal(err)
 	}
 	r.Register(w.env)
-	w.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.MemorySignalInput) error {
+	w.env.RegisterActivityWithOptions(func(_ context.Context, in memory.MemorySignalInput) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.signals = append(w.signals, in)
 		return nil
-	}, activity.RegisterOptions{Name: workflows.MemorySignalActivityName})
+	}, activity.RegisterOptions{Name: memory.MemorySignalActivityName})
 	w.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -141,7 +141,7 @@ func TestMemorySessionRollouts(t *testing.T) {
 				w.mu.Lock()
 				defer w.mu.Unlock()
 				w.started = append(w.started, info.ActivityType.Name)
-				if info.ActivityType.Name == workflows.MemoryAppendActivityName && len(w.started) > 0 && !answeredFirst {
+				if info.ActivityType.Name == memory.MemoryAppendActivityName && len(w.started) > 0 && !answeredFirst {
 					first.mu.Lock()
 					answeredFirst = first.done
 					first.mu.Unlock()
@@ -226,7 +226,7 @@ func TestMemoryRunRollout(t *testing.T) {
 				}
 				return
 			}
-			if want := []string{workflows.MemoryAppendActivityName, workflows.MemorySignalActivityName}; !slices.Equal(acts, want) {
+			if want := []string{memory.MemoryAppendActivityName, memory.MemorySignalActivityName}; !slices.Equal(acts, want) {
 				t.Errorf("memory activities %v, want %v", acts, want)
 			}
 			lines := w.rollout(t, "default-test-workflow-id")

@@ -1,11 +1,11 @@
-package workflows
+package memory
 
 // A fork's memory, copy-on-write. When a session whose agents have memory
 // forks, each of its scopes gets a scope of the fork's own
-// (memory.ForkScope(scope, fork id)), initialised by copying the source
+// (ForkScope(scope, fork id)), initialised by copying the source
 // scope's memories/ files (not its rollouts: those are the source's
 // conversations) in an activity: the files of one generation of the
-// source (memory_generations.go), never a phase 2's new handbook with the
+// source (writers.go), never a phase 2's new handbook with the
 // summary or selection it replaced. The fork's spec names the new scopes,
 // and the spec is what the fork's turns, rollouts, instructions and
 // workspaces go by, so from the fork on either side's memory changes
@@ -24,7 +24,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
-	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 )
@@ -50,27 +49,27 @@ const maxForkBytes = 64 << 20
 const memoryCopies = 16
 
 // MemoryFork copies the memories/ files of scope From to scope To: the
-// files of one generation of From (memory_generations.go). It settles on
+// files of one generation of From (writers.go). It settles on
 // From's newest generation, reads the files, and checks that the newest
 // is still the one it settled on; if a writer claimed another meanwhile
 // (a phase 2, a live edit), it reads again. Files of To that the copy
 // does not hold (an earlier attempt's, of another generation) are
 // deleted. A retry copies again; the result is one generation of From.
-func (a *Activities) MemoryFork(ctx context.Context, in MemoryForkInput) error {
-	if err := errors.Join(memory.CheckScope(in.From), memory.CheckScope(in.To)); err != nil {
+func (c *Consolidation) MemoryFork(ctx context.Context, in MemoryForkInput) error {
+	if err := errors.Join(CheckScope(in.From), CheckScope(in.To)); err != nil {
 		return badMemory(err)
 	}
-	store := a.r.cfg.Store
+	store := c.Store
 	for range memoryCopies {
-		head, err := a.settleMemory(ctx, in.From)
+		head, err := c.settleMemory(ctx, in.From)
 		if err != nil {
 			return err
 		}
-		files, err := a.readScopeFiles(ctx, in.From)
+		files, err := c.readScopeFiles(ctx, in.From)
 		if err != nil {
 			return err
 		}
-		after, err := a.memoryHeadOf(ctx, in.From)
+		after, err := c.memoryHeadOf(ctx, in.From)
 		if err != nil {
 			return err
 		}
@@ -78,16 +77,16 @@ func (a *Activities) MemoryFork(ctx context.Context, in MemoryForkInput) error {
 			continue // A writer claimed a generation while this one was read.
 		}
 		for p, data := range files {
-			if err := store.Put(ctx, memory.Key(in.To, p), data); err != nil {
+			if err := store.Put(ctx, Key(in.To, p), data); err != nil {
 				return err
 			}
 		}
-		keys, _, err := store.List(ctx, memory.Key(in.To, memory.MemoryDir), 0)
+		keys, _, err := store.List(ctx, Key(in.To, MemoryDir), 0)
 		if err != nil {
 			return err
 		}
 		for _, k := range keys {
-			if _, ok := files[strings.TrimPrefix(k, memory.Prefix(in.To))]; !ok {
+			if _, ok := files[strings.TrimPrefix(k, Prefix(in.To))]; !ok {
 				if err := store.Delete(ctx, k); err != nil {
 					return err
 				}
@@ -101,9 +100,9 @@ func (a *Activities) MemoryFork(ctx context.Context, in MemoryForkInput) error {
 // readScopeFiles reads scope's memories/ files, by path, bounded by
 // maxForkBytes. A file deleted since the listing (phase 1 replacing a
 // rollout summary) is left out.
-func (a *Activities) readScopeFiles(ctx context.Context, scope string) (map[string][]byte, error) {
-	store := a.r.cfg.Store
-	keys, _, err := store.List(ctx, memory.Key(scope, memory.MemoryDir), 0)
+func (c *Consolidation) readScopeFiles(ctx context.Context, scope string) (map[string][]byte, error) {
+	store := c.Store
+	keys, _, err := store.List(ctx, Key(scope, MemoryDir), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -120,9 +119,9 @@ func (a *Activities) readScopeFiles(ctx context.Context, scope string) (map[stri
 		if total += len(data); total > maxForkBytes {
 			return nil, temporal.NewNonRetryableApplicationError("memory scope "+scope+" is too large to fork", troupe.ErrPayloadTooLarge, nil)
 		}
-		p := strings.TrimPrefix(k, memory.Prefix(scope))
+		p := strings.TrimPrefix(k, Prefix(scope))
 		files[p] = data
-		if err := a.memoryStep(ctx, "fork: read "+p, scope); err != nil {
+		if err := c.memoryStep(ctx, "fork: read "+p, scope); err != nil {
 			return nil, err
 		}
 	}
@@ -143,10 +142,11 @@ func specScopes(spec *runtime.GraphSpec) []string {
 	return out
 }
 
-// forkMemory gives a fork forkID of a session with spec its own memory
-// scopes: it copies each and returns the spec the fork starts with. A
-// spec without memory, or a session recorded before, forks as it did.
-func forkMemory(ctx workflow.Context, spec *runtime.GraphSpec, forkID string) (*runtime.GraphSpec, error) {
+// Fork gives a fork forkID of a session with spec its own memory scopes:
+// it copies each (MemoryFork activities, at once) and returns the spec
+// the fork starts with. A spec without memory, or a session recorded
+// before, forks as it did (spec itself).
+func Fork(ctx workflow.Context, spec *runtime.GraphSpec, forkID string) (*runtime.GraphSpec, error) {
 	scopes := specScopes(spec)
 	if len(scopes) == 0 || workflow.GetVersion(ctx, versionMemoryFork, workflow.DefaultVersion, 1) != 1 {
 		return spec, nil
@@ -156,7 +156,7 @@ func forkMemory(ctx workflow.Context, spec *runtime.GraphSpec, forkID string) (*
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}, Summary: "copy memory for the fork"})
 	var futures []workflow.Future
 	for _, s := range scopes {
-		to[s] = memory.ForkScope(s, forkID)
+		to[s] = ForkScope(s, forkID)
 		futures = append(futures, workflow.ExecuteActivity(actx, MemoryForkActivityName, MemoryForkInput{From: s, To: to[s]}))
 	}
 	for _, f := range futures {

@@ -1,4 +1,4 @@
-package workflows
+package memory
 
 // How rollouts reach memory. A run or session turn whose agents have
 // memory (runtime.AgentSpec.MemoryScope, from agents.MemoryConfig) is a
@@ -18,9 +18,15 @@ package workflows
 // ends. A run appends after its final output, as local activities (a few
 // milliseconds before its result, no server round trip); consolidation
 // itself runs in the scope's workflow.
+//
+// What the stories call: RecordRun at a run's end (the orchestrator), and
+// a session's Feed: Turn after each turn, Flush before it continues as
+// new, Final as it stops.
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -28,7 +34,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
-	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 )
 
@@ -64,20 +69,20 @@ func memoryOn(ctx workflow.Context) bool {
 func memoryOutcome(outcome string) string {
 	switch outcome {
 	case runtime.TurnAnswered:
-		return memory.OutcomeAnswered
+		return OutcomeAnswered
 	case runtime.TurnInterrupted:
-		return memory.OutcomeInterrupted
+		return OutcomeInterrupted
 	case runtime.TurnRolledBack:
-		return memory.OutcomeRolledBack
+		return OutcomeRolledBack
 	}
-	return memory.OutcomeFailed
+	return OutcomeFailed
 }
 
 // feedRollout appends a rollout line and signals its scope's workflow,
 // as local activities (local) or regular ones. A failure is logged: the
 // rollout's next line signals it again, and a run or turn does not fail
 // for its memory.
-func (r *Runner) feedRollout(ctx workflow.Context, in MemoryAppendInput, local bool) {
+func feedRollout(ctx workflow.Context, in MemoryAppendInput, local bool) {
 	run := func(name, summary string, arg, out any) error {
 		if local {
 			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute,
@@ -98,81 +103,110 @@ func (r *Runner) feedRollout(ctx workflow.Context, in MemoryAppendInput, local b
 	}
 }
 
-// runRollout records a run that ended as its rollout (one line), when
-// its agents have memory.
-func (r *Runner) runRollout(ctx workflow.Context, spec *runtime.GraphSpec, in troupe.RunInput, wfID string, rr *routeResult, runErr error) {
+// RunEnd is how a run that gave its final output ended, as its rollout
+// line says it.
+type RunEnd struct {
+	// Agent is the agent that gave the output, and Path the agents the
+	// run went through.
+	Agent  string
+	Output json.RawMessage
+	Path   []string
+	// Transcript is the conversation at the run's end.
+	Transcript *runtime.TranscriptRef
+}
+
+// RecordRun records a run (workflow wfID, started with in on spec) that
+// ended as its rollout (one line), when its agents have memory: it
+// appends the line and signals the scope, as local activities, and logs
+// a failure. end is how it ended, nil when it failed with runErr. A run
+// records nothing when its spec has no memory scope, when ctx is
+// cancelled, or when it started before rollouts did.
+func RecordRun(ctx workflow.Context, spec *runtime.GraphSpec, in troupe.RunInput, wfID string, end *RunEnd, runErr error) {
 	start := cmp.Or(in.Agent, spec.Entry)
 	var path []string
-	if rr != nil {
-		path = rr.Path
+	if end != nil {
+		path = end.Path
 	}
 	scope := memoryScope(spec, path, start)
 	if scope == "" || ctx.Err() != nil || !memoryOn(ctx) {
 		return
 	}
-	line := memory.Line{Seq: 1, Workflow: wfID, Agent: start, Input: in.Input, Outcome: memory.OutcomeAnswered, Ended: workflow.Now(ctx).UTC()}
-	app := MemoryAppendInput{Scope: scope, Rollout: memory.RolloutID(wfID)}
+	line := Line{Seq: 1, Workflow: wfID, Agent: start, Input: in.Input, Outcome: OutcomeAnswered, Ended: workflow.Now(ctx).UTC()}
+	app := MemoryAppendInput{Scope: scope, Rollout: RolloutID(wfID)}
 	if runErr != nil {
-		line.Outcome, line.Error = memory.OutcomeFailed, troupe.FailureText(runErr)
+		line.Outcome, line.Error = OutcomeFailed, troupe.FailureText(runErr)
 	} else {
-		line.Agent, line.Output, app.Transcript = rr.Agent, rr.Output, rr.Transcript
+		line.Agent, line.Output, app.Transcript = end.Agent, end.Output, end.Transcript
 	}
 	app.Line = line
-	r.feedRollout(ctx, app, true)
+	feedRollout(ctx, app, true)
 }
 
-// memoryFeed is a session's queue of rollout lines on their way to
-// memory.
-type memoryFeed struct {
+// Feed is a session's queue of rollout lines on their way to memory. Its
+// zero value is an empty queue; it is workflow state, used from the
+// session's workflow code only.
+type Feed struct {
 	queue   []MemoryAppendInput
 	running bool
 }
 
-// turnRollout queues a session turn that ended as a line of the session's
-// rollout, when its agents have memory; a coroutine feeds the queue.
-func (s *session) turnRollout(ctx workflow.Context, input string, start runtime.TranscriptRef, rec runtime.TurnRecord, end *runtime.TranscriptRef) {
-	scope := memoryScope(s.spec, rec.Path, rec.Agent)
+// Turn queues a session turn that ended as a line of the session's
+// rollout, when its agents (those of spec) have memory; a coroutine feeds
+// the queue. session is the session's workflow id, input the message the
+// turn answered, start the conversation before the turn and end the one
+// at its end (nil when the turn failed or was rolled back).
+func (f *Feed) Turn(ctx workflow.Context, spec *runtime.GraphSpec, session, input string, start runtime.TranscriptRef, rec runtime.TurnRecord, end *runtime.TranscriptRef) {
+	scope := memoryScope(spec, rec.Path, rec.Agent)
 	if scope == "" || !memoryOn(ctx) {
 		return
 	}
-	line := memory.Line{Seq: turnNumber(rec.Turn), Workflow: rec.Workflow, Agent: rec.Agent, Input: input, Output: rec.Output,
+	line := Line{Seq: turnSeq(rec.Turn), Workflow: rec.Workflow, Agent: rec.Agent, Input: input, Output: rec.Output,
 		Outcome: memoryOutcome(rec.Outcome), Error: rec.Error, Ended: rec.Ended.UTC()}
-	in := MemoryAppendInput{Scope: scope, Rollout: memory.RolloutID(s.id), Line: line}
+	in := MemoryAppendInput{Scope: scope, Rollout: RolloutID(session), Line: line}
 	if end != nil {
 		in.Start, in.Transcript = &start, end
 	}
-	s.mem.queue = append(s.mem.queue, in)
-	if s.mem.running {
+	f.queue = append(f.queue, in)
+	if f.running {
 		return
 	}
-	s.mem.running = true
+	f.running = true
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		defer func() { s.mem.running = false }()
-		for len(s.mem.queue) > 0 && ctx.Err() == nil {
-			next := s.mem.queue[0]
-			s.mem.queue = s.mem.queue[1:]
-			s.r.feedRollout(ctx, next, false)
+		defer func() { f.running = false }()
+		for len(f.queue) > 0 && ctx.Err() == nil {
+			next := f.queue[0]
+			f.queue = f.queue[1:]
+			feedRollout(ctx, next, false)
 		}
 	})
 }
 
-// flushMemory waits for the session's rollouts to be fed (before it
-// continues as new or ends). It records nothing when there are none.
-func (s *session) flushMemory(ctx workflow.Context) error {
-	if !s.mem.running {
-		return nil
-	}
-	return workflow.Await(ctx, func() bool { return !s.mem.running })
+// turnSeq is the number of a session turn by its id ("t3": 3), as
+// runtime.SessionMessage numbers them.
+func turnSeq(id string) int {
+	var n int
+	_, _ = fmt.Sscanf(id, "t%d", &n)
+	return n
 }
 
-// finalMemory asks each memory scope of the session's graph for a last
-// phase 2, as the session stops.
-func (s *session) finalMemory(ctx workflow.Context) {
-	scopes := memoryScopes(s.spec)
+// Flush waits for the session's rollouts to be fed (before it continues
+// as new or ends). It records nothing when there are none.
+func (f *Feed) Flush(ctx workflow.Context) error {
+	if !f.running {
+		return nil
+	}
+	return workflow.Await(ctx, func() bool { return !f.running })
+}
+
+// Final asks each memory scope of the session's graph (spec) for a last
+// phase 2, as the session stops, after the queue is fed; session is the
+// session's workflow id. A failure is logged.
+func (f *Feed) Final(ctx workflow.Context, spec *runtime.GraphSpec, session string) {
+	scopes := memoryScopes(spec)
 	if len(scopes) == 0 || !memoryOn(ctx) {
 		return
 	}
-	if err := s.flushMemory(ctx); err != nil {
+	if err := f.Flush(ctx); err != nil {
 		return
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute,
@@ -180,10 +214,10 @@ func (s *session) finalMemory(ctx workflow.Context) {
 	var futures []workflow.Future
 	for _, scope := range scopes {
 		futures = append(futures, workflow.ExecuteActivity(actx, MemorySignalActivityName,
-			MemorySignalInput{Scope: scope, Final: &MemoryFinal{Rollout: memory.RolloutID(s.id)}}))
+			MemorySignalInput{Scope: scope, Final: &MemoryFinal{Rollout: RolloutID(session)}}))
 	}
-	for i, f := range futures {
-		if err := f.Get(ctx, nil); err != nil {
+	for i, fut := range futures {
+		if err := fut.Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Warn("memory scope not told the session stopped", "scope", scopes[i], "error", err)
 		}
 	}

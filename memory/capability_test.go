@@ -1,4 +1,4 @@
-package workflows_test
+package memory_test
 
 import (
 	"context"
@@ -62,8 +62,8 @@ func newCapEnv(t *testing.T, g *agents.Graph, fn func(c *capEnv, req model.Reque
 	}
 	r.Register(c.env)
 	c.runner = r
-	c.env.RegisterActivityWithOptions(func(context.Context, workflows.MemorySignalInput) error { return nil },
-		activity.RegisterOptions{Name: workflows.MemorySignalActivityName})
+	c.env.RegisterActivityWithOptions(func(context.Context, memory.MemorySignalInput) error { return nil },
+		activity.RegisterOptions{Name: memory.MemorySignalActivityName})
 	return c
 }
 
@@ -240,13 +240,13 @@ func TestMemoryToolsForPlainAgents(t *testing.T) {
 		}
 		switch len(outs) {
 		case 0:
-			return []agents.Item{call("s", workflows.MemorySearchTool, `{"query":"DISCOUNT escalate"}`)}
+			return []agents.Item{call("s", memory.MemorySearchTool, `{"query":"DISCOUNT escalate"}`)}
 		case 1:
-			return []agents.Item{call("r", workflows.MemoryReadTool, `{"path":"memories/skills/price-review/SKILL.md"}`)}
+			return []agents.Item{call("r", memory.MemoryReadTool, `{"path":"memories/skills/price-review/SKILL.md"}`)}
 		case 2:
-			return []agents.Item{call("x", workflows.MemoryReadTool, `{"path":"memories/raw_memories/s1.md"}`)}
+			return []agents.Item{call("x", memory.MemoryReadTool, `{"path":"memories/raw_memories/s1.md"}`)}
 		case 3:
-			return []agents.Item{call("y", workflows.MemoryReadTool, `{"path":"memories/../sessions/s1.jsonl"}`)}
+			return []agents.Item{call("y", memory.MemoryReadTool, `{"path":"memories/../sessions/s1.jsonl"}`)}
 		}
 		return []agents.Item{agents.AssistantMessage("ok")}
 	})
@@ -373,8 +373,8 @@ func TestMemoryForkIndependent(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	env, _ := localEnv(t, g, m, func(c *workflows.Config) { c.Store = store })
-	env.RegisterActivityWithOptions(func(context.Context, workflows.MemorySignalInput) error { return nil },
-		activity.RegisterOptions{Name: workflows.MemorySignalActivityName})
+	env.RegisterActivityWithOptions(func(context.Context, memory.MemorySignalInput) error { return nil },
+		activity.RegisterOptions{Name: memory.MemorySignalActivityName})
 	c := &capEnv{store: store}
 	c.put(t, "team", memory.SummaryPath, "base summary\n")
 	c.put(t, "team", memory.HandbookPath, "- base lesson\n")

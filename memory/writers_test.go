@@ -1,4 +1,4 @@
-package workflows_test
+package memory_test
 
 // The memory writers' compare-and-swap (memory_generations.go) on each
 // store backend: a write-back racing a phase 2 either way, a claim that
@@ -33,7 +33,6 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
 // casBackends are the store backends, each giving a new empty store per
@@ -75,7 +74,8 @@ func casBackends(t *testing.T) []struct {
 // handbook.
 type casWorld struct {
 	store *blob.Store
-	r     *workflows.Runner
+	c     *memory.Consolidation
+	agent *agents.Agent
 	lc    *local.Client
 	logs  lockedBuffer
 
@@ -115,8 +115,8 @@ func newCASWorld(t *testing.T, store *blob.Store) *casWorld {
 		t.Fatal(err)
 	}
 	w := &casWorld{store: store, lc: lc}
-	g := agents.MustGraph("cas", "coder", &agents.Agent{Name: "coder", Instructions: "coder: fixes memory", Sandbox: &agents.Sandbox{},
-		Memory: &agents.MemoryConfig{Scope: "team", Mode: agents.MemoryReadWrite}})
+	w.agent = &agents.Agent{Name: "coder", Instructions: "coder: fixes memory", Sandbox: &agents.Sandbox{},
+		Memory: &agents.MemoryConfig{Scope: "team", Mode: agents.MemoryReadWrite}}
 	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -124,11 +124,7 @@ func newCASWorld(t *testing.T, store *blob.Store) *casWorld {
 		answer, _ := json.Marshal(map[string]string{"memory_md": "# Handbook\n- " + w.label, "memory_summary": "- " + w.label})
 		return []agents.Item{agents.AssistantMessage(string(answer))}
 	}}
-	w.r, err = workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store,
-		Sandboxes: map[string]sandbox.Client{"local": lc}, SandboxIdleTimeout: 5 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w.c = &memory.Consolidation{Store: store, Model: m}
 	w.put(t, memory.HandbookPath, casHandbook)
 	w.put(t, memory.SummaryPath, casSummary)
 	return w
@@ -156,7 +152,7 @@ func (w *casWorld) questions() []string {
 
 // hook holds or fails the worker's memory writers (nil: none).
 func (w *casWorld) hook(h func(step string) error) {
-	workflows.SetMemoryHook(w.r, func(_ context.Context, step, _ string) error { return h(step) })
+	memory.SetMemoryHook(w.c, func(_ context.Context, step, _ string) error { return h(step) })
 }
 
 // activity runs a memory activity of the worker, logging to w.logs.
@@ -173,7 +169,7 @@ func (w *casWorld) activity(name string, fn, in, out any) error {
 }
 
 // phase2 runs phase 2 on a new raw memory, its model answering label.
-func (w *casWorld) phase2(t *testing.T, label string) (workflows.MemoryPhase2Output, error) {
+func (w *casWorld) phase2(t *testing.T, label string) (memory.MemoryPhase2Output, error) {
 	w.mu.Lock()
 	w.label = label
 	w.rawSeq++
@@ -181,18 +177,18 @@ func (w *casWorld) phase2(t *testing.T, label string) (workflows.MemoryPhase2Out
 	w.mu.Unlock()
 	rm := memory.RawMemory{RolloutID: id, Lines: 1, Slug: "lesson", Updated: time.Now(), Text: "- " + label}
 	w.put(t, memory.RawMemoryPath(id), string(rm.Encode()))
-	var out workflows.MemoryPhase2Output
-	err := w.activity(workflows.MemoryPhase2ActivityName, w.r.Activities().MemoryPhase2,
-		workflows.MemoryPhase2Input{Scope: "team", Settings: workflows.MemorySettings{Phase2Model: "big", Newest: 64, Phase2Turns: 1}}, &out)
+	var out memory.MemoryPhase2Output
+	err := w.activity(memory.MemoryPhase2ActivityName, w.c.MemoryPhase2,
+		memory.MemoryPhase2Input{Scope: "team", Settings: memory.MemorySettings{Phase2Model: "big", Newest: 64, Phase2Turns: 1}}, &out)
 	return out, err
 }
 
 // retryPhase2 runs phase 2 again with no new raw memory, as Temporal's
 // retry of an attempt.
-func (w *casWorld) retryPhase2() (workflows.MemoryPhase2Output, error) {
-	var out workflows.MemoryPhase2Output
-	err := w.activity(workflows.MemoryPhase2ActivityName, w.r.Activities().MemoryPhase2,
-		workflows.MemoryPhase2Input{Scope: "team", Settings: workflows.MemorySettings{Phase2Model: "big", Newest: 64, Phase2Turns: 1}}, &out)
+func (w *casWorld) retryPhase2() (memory.MemoryPhase2Output, error) {
+	var out memory.MemoryPhase2Output
+	err := w.activity(memory.MemoryPhase2ActivityName, w.c.MemoryPhase2,
+		memory.MemoryPhase2Input{Scope: "team", Settings: memory.MemorySettings{Phase2Model: "big", Newest: 64, Phase2Turns: 1}}, &out)
 	return out, err
 }
 
@@ -209,35 +205,43 @@ func (c *testClock) skip() { c.ahead.Add(int64(2 * time.Minute)) }
 // clock gives w's worker a clock the test moves on.
 func (w *casWorld) clock() *testClock {
 	c := &testClock{}
-	workflows.SetMemoryClock(w.r, c.now)
+	memory.SetMemoryClock(w.c, c.now)
 	return c
 }
 
 // phase2Handbook is what phase 2 answering label writes.
 func phase2Handbook(label string) string { return "# Handbook\n- " + label + "\n" }
 
-// sandbox provisions a sandbox of the agent (its memory materialised)
-// and writes the agent's edit of MEMORY.md into its workspace.
+// sandbox provisions a sandbox of the agent and materialises its memory,
+// as SandboxCreate does, and writes the agent's edit of MEMORY.md into
+// its workspace.
 func (w *casWorld) sandbox(t *testing.T, id string) sandbox.State {
 	t.Helper()
 	ctx := context.Background()
-	info, err := w.r.Activities().SandboxCreate(ctx, workflows.SandboxCreateInput{Graph: "cas", Agent: "coder", WorkflowID: id, Generation: 1})
+	s, err := w.lc.Create(ctx, sandbox.Spec{ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := w.lc.Resume(ctx, info.State)
-	if err != nil {
+	if err := w.c.Materialise(ctx, s, w.agent, agents.RunContext{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.WriteFile(ctx, memory.HandbookPath, []byte(casEdit), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return info.State
+	return s.State()
 }
 
-// snapshot runs SandboxSnapshot, which writes the agent's edits back.
+// snapshot writes the agent's edits back in an activity, as
+// SandboxSnapshot does first.
 func (w *casWorld) snapshot(st sandbox.State) error {
-	return w.activity(workflows.SandboxSnapshotActivityName, w.r.Activities().SandboxSnapshot, st, nil)
+	return w.activity("write-back", func(ctx context.Context, st sandbox.State) error {
+		s, err := w.lc.Resume(ctx, st)
+		if err != nil {
+			return err
+		}
+		_, _, err = w.c.WriteBack(ctx, s)
+		return err
+	}, st, nil)
 }
 
 // gate holds a writer at a step: reached is closed when it gets there,
@@ -307,7 +311,7 @@ func TestMemoryWriteBackRacesPhase2(t *testing.T) {
 				return nil
 			})
 			type result struct {
-				out workflows.MemoryPhase2Output
+				out memory.MemoryPhase2Output
 				err error
 			}
 			done := make(chan result, 1)
@@ -420,7 +424,7 @@ func TestMemoryCrashedWriterLeftovers(t *testing.T) {
 			if got := w.get(t, "team", memory.HandbookPath); got != casHandbook {
 				t.Fatalf("the crashed phase 2 wrote its handbook: %q", got)
 			}
-			workflows.SetMemoryClock(w.r, later) // Past the crashed attempt's window.
+			memory.SetMemoryClock(w.c, later) // Past the crashed attempt's window.
 			out, err := w.retryPhase2()
 			if err != nil {
 				t.Fatal(err)
@@ -448,7 +452,7 @@ func TestMemoryCrashedWriterLeftovers(t *testing.T) {
 				t.Fatal("phase 2 did not crash")
 			}
 			w.hook(func(string) error { return nil })
-			workflows.SetMemoryClock(w.r, later) // Past the crashed writer's window.
+			memory.SetMemoryClock(w.c, later) // Past the crashed writer's window.
 			if err := w.snapshot(st); err != nil {
 				t.Fatal(err)
 			}
@@ -472,7 +476,7 @@ func TestMemoryCrashedWriterLeftovers(t *testing.T) {
 				t.Fatal("the write-back did not crash")
 			}
 			w.hook(func(string) error { return nil })
-			workflows.SetMemoryClock(w.r, later)
+			memory.SetMemoryClock(w.c, later)
 			if _, err := w.phase2(t, "consolidated"); err != nil {
 				t.Fatal(err)
 			}
@@ -647,7 +651,7 @@ func TestMemoryStalledWriters(t *testing.T) {
 			clock.skip()
 			close(stalled.release)
 			if err := <-done; !isMemoryLate(err) {
-				t.Fatalf("phase 2 past its window = %v, want %s", err, workflows.ErrMemoryLate)
+				t.Fatalf("phase 2 past its window = %v, want %s", err, memory.ErrMemoryLate)
 			}
 			if got := w.get(t, "team", memory.HandbookPath); got != casHandbook {
 				t.Fatalf("phase 2 wrote its handbook past its window: %q", got)
@@ -687,8 +691,8 @@ func TestMemoryStalledWriters(t *testing.T) {
 			// The second worker's fork copy takes generation 1 over; an
 			// agent's sandbox of that worker edits its handbook as
 			// generation 2.
-			if err := ahead.activity(workflows.MemoryForkActivityName, ahead.r.Activities().MemoryFork,
-				workflows.MemoryForkInput{From: "team", To: memory.ForkScope("team", "skew")}, nil); err != nil {
+			if err := ahead.activity(memory.MemoryForkActivityName, ahead.c.MemoryFork,
+				memory.MemoryForkInput{From: "team", To: memory.ForkScope("team", "skew")}, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := ahead.snapshot(ahead.sandbox(t, "wb-ahead")); err != nil {
@@ -733,8 +737,8 @@ func TestMemoryStalledWriters(t *testing.T) {
 			// held before it writes; the first worker's phase 2 goes on.
 			forked := make(chan error, 1)
 			go func() {
-				forked <- ahead.activity(workflows.MemoryForkActivityName, ahead.r.Activities().MemoryFork,
-					workflows.MemoryForkInput{From: "team", To: memory.ForkScope("team", "skew")}, nil)
+				forked <- ahead.activity(memory.MemoryForkActivityName, ahead.c.MemoryFork,
+					memory.MemoryForkInput{From: "team", To: memory.ForkScope("team", "skew")}, nil)
 			}()
 			select {
 			case <-taking.reached:
@@ -744,7 +748,7 @@ func TestMemoryStalledWriters(t *testing.T) {
 			}
 			close(stalled.release)
 			if err := <-done; !isMemoryLate(err) {
-				t.Errorf("phase 2 whose generation was taken over = %v, want %s", err, workflows.ErrMemoryLate)
+				t.Errorf("phase 2 whose generation was taken over = %v, want %s", err, memory.ErrMemoryLate)
 			}
 			if got := w.get(t, "team", memory.HandbookPath); got != casHandbook {
 				t.Errorf("phase 2 wrote its handbook after it was taken over: %q", got)
@@ -763,7 +767,7 @@ func TestMemoryStalledWriters(t *testing.T) {
 // isMemoryLate reports an error of type ErrMemoryLate.
 func isMemoryLate(err error) bool {
 	var app *temporal.ApplicationError
-	return errors.As(err, &app) && app.Type() == workflows.ErrMemoryLate
+	return errors.As(err, &app) && app.Type() == memory.ErrMemoryLate
 }
 
 // A fork copies one generation of its source's memory, even while a
@@ -793,7 +797,7 @@ func TestMemoryForkCopyRacesPhase2(t *testing.T) {
 			})
 			done := make(chan error, 1)
 			go func() {
-				done <- w.activity(workflows.MemoryForkActivityName, w.r.Activities().MemoryFork, workflows.MemoryForkInput{From: "team", To: fork}, nil)
+				done <- w.activity(memory.MemoryForkActivityName, w.c.MemoryFork, memory.MemoryForkInput{From: "team", To: fork}, nil)
 			}()
 			<-g.reached
 			// The copy has the old handbook; phase 2 rewrites everything.
@@ -828,7 +832,7 @@ func TestMemoryForkCopyRacesPhase2(t *testing.T) {
 			}()
 			<-writing.reached
 			// Phase 2 wrote its handbook, not yet its summary or selection.
-			err := w.activity(workflows.MemoryForkActivityName, w.r.Activities().MemoryFork, workflows.MemoryForkInput{From: "team", To: fork}, nil)
+			err := w.activity(memory.MemoryForkActivityName, w.c.MemoryFork, memory.MemoryForkInput{From: "team", To: fork}, nil)
 			release.Do(func() { close(writing.release) }) // Had the copy not waited.
 			if err != nil {
 				t.Fatal(err)

@@ -1,36 +1,7 @@
-package workflows
+package memory
 
-// Memory is consolidated in the background, one MemoryWorkflow per memory
-// scope of a task queue (workflow id MemoryWorkflowID), the scope's single writer.
-// Its story:
-//
-//  1. A run or session turn of an agent with memory (agents.MemoryConfig)
-//     ends: its workflow appends the rollout's line to the blob store
-//     (troupe.MemoryAppendRollout) and signals the scope's workflow, starting
-//     it if it is not running (troupe.MemorySignal, a SignalWithStart from an
-//     activity, the only way to start-or-signal). Neither is awaited by the
-//     user's turn: a session runs them in a coroutine of its own after the
-//     turn's answer, and waits for them only before it continues as new or
-//     ends; a run appends after its final output, as local activities.
-//  2. The workflow waits (no timer but its idle timeout) for rollouts
-//     (troupe.memory-rollout, a MemoryRollout) and for the final signal
-//     (troupe.memory-final, sent when a session stops).
-//  3. It takes every rollout signalled so far as one batch and runs phase 1
-//     on each, as activities, MemorySettings.Parallel at a time
-//     (troupe.MemoryPhase1): a raw memory and a rollout summary per rollout,
-//     keyed by its id, written once.
-//  4. When phase 1 wrote something, or on the final signal, it runs phase 2
-//     (troupe.MemoryPhase2), one at a time: signals that arrive meanwhile
-//     wait for the next batch. Phase 2 writes its files (handbook, summary,
-//     skills, and the selection last) as one generation of the scope
-//     (memory_generations.go), only when it succeeds; an attempt retried
-//     after it claimed its generation finishes writing it and asks no
-//     model again.
-//  5. It continues as new after MemorySettings.BatchesPerRun batches (or
-//     when its history grows), carrying only the rollouts not yet taken
-//     (ids and line counts) and whether a phase 2 is owed.
-//  6. After MemorySettings.IdleTimeout with nothing to do it ends; the next
-//     rollout starts it again.
+// MemoryWorkflow: the scope's single consolidator, steps 3 to 5 of the
+// package doc. Its names, messages and payloads are here.
 
 import (
 	"fmt"
@@ -40,7 +11,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
-	"github.com/troupe-dev/troupe/memory"
 )
 
 // Names of the memory workflow, its messages and its activities.
@@ -62,7 +32,7 @@ const (
 )
 
 // ErrMemoryOutput is the error type of a phase whose model answer was
-// invalid (a *memory.OutputError): retried for phase 1, fed back to the
+// invalid (a *OutputError): retried for phase 1, fed back to the
 // model for phase 2 within its turns.
 const ErrMemoryOutput = "troupe.MemoryOutputInvalid"
 
@@ -84,7 +54,7 @@ func MemoryWorkflowID(queue, scope string) string {
 }
 
 // MemorySettings are a memory workflow's settings, fixed when it starts
-// (from Config.Memory) and carried through continue-as-new.
+// (from the worker's MemoryOptions) and carried through continue-as-new.
 type MemorySettings struct {
 	// Phase1Model and Phase2Model are the model names of the phases.
 	Phase1Model string `json:"phase1_model"`
@@ -203,9 +173,10 @@ type memoryRun struct {
 	finals   workflow.ReceiveChannel
 }
 
-// MemoryWorkflow consolidates a memory scope: see the top of this file.
-func (r *Runner) MemoryWorkflow(ctx workflow.Context, in MemoryInput) (*MemoryStatus, error) {
-	if err := memory.CheckScope(in.Scope); err != nil {
+// MemoryWorkflow consolidates a memory scope: see steps 3 to 5 of the
+// package doc.
+func (c *Consolidation) MemoryWorkflow(ctx workflow.Context, in MemoryInput) (*MemoryStatus, error) {
+	if err := CheckScope(in.Scope); err != nil {
 		return nil, troupe.NonRetryable(troupe.ErrBadCommand, "%v", err)
 	}
 	in.Settings = in.Settings.withDefaults()
@@ -244,9 +215,9 @@ func (r *Runner) MemoryWorkflow(ctx workflow.Context, in MemoryInput) (*MemorySt
 		m.pending = nil
 		final := m.status.Final
 		m.status.Final = false
-		wrote := m.phase1(ctx, r, batch)
+		wrote := m.phase1(ctx, c, batch)
 		if wrote || final || m.status.Owed {
-			m.phase2(ctx, r)
+			m.phase2(ctx, c)
 		}
 		m.status.Batches++
 		batchesInRun++
@@ -285,7 +256,7 @@ func (s MemorySettings) withDefaults() MemorySettings {
 // add takes a rollout signal: a rollout signalled twice before its batch
 // is taken once, with its latest line count.
 func (m *memoryRun) add(ref MemoryRollout) {
-	if memory.CheckRolloutID(ref.ID) != nil {
+	if CheckRolloutID(ref.ID) != nil {
 		return
 	}
 	for i := range m.pending {
@@ -358,7 +329,7 @@ const memoryHistoryBound = 10000
 // phase1 runs phase 1 on each rollout of batch, Parallel at a time, and
 // reports whether any wrote a raw memory. A rollout whose phase 1 fails
 // is left (its next line signals it again).
-func (m *memoryRun) phase1(ctx workflow.Context, r *Runner, batch []MemoryRollout) bool {
+func (m *memoryRun) phase1(ctx workflow.Context, c *Consolidation, batch []MemoryRollout) bool {
 	m.status.Phase = "phase1"
 	wrote := false
 	sel := workflow.NewSelector(ctx)
@@ -368,7 +339,7 @@ func (m *memoryRun) phase1(ctx workflow.Context, r *Runner, batch []MemoryRollou
 	for done < len(batch) {
 		for running < m.in.Settings.Parallel && next < len(batch) {
 			ref := batch[next]
-			actx := workflow.WithActivityOptions(ctx, r.memoryActivityOptions("phase 1 of rollout "+ref.ID))
+			actx := workflow.WithActivityOptions(ctx, c.memoryActivityOptions("phase 1 of rollout "+ref.ID))
 			f := workflow.ExecuteActivity(actx, MemoryPhase1ActivityName, MemoryPhase1Input{Scope: m.in.Scope, Rollout: ref, Settings: m.in.Settings})
 			sel.AddFuture(f, func(f workflow.Future) {
 				running--
@@ -392,10 +363,10 @@ func (m *memoryRun) phase1(ctx workflow.Context, r *Runner, batch []MemoryRollou
 }
 
 // phase2 runs phase 2 once; a failure leaves it owed.
-func (m *memoryRun) phase2(ctx workflow.Context, r *Runner) {
+func (m *memoryRun) phase2(ctx workflow.Context, c *Consolidation) {
 	m.status.Phase = "phase2"
 	defer func() { m.status.Phase = "idle" }()
-	actx := workflow.WithActivityOptions(ctx, r.memoryActivityOptions("phase 2 of scope "+m.in.Scope))
+	actx := workflow.WithActivityOptions(ctx, c.memoryActivityOptions("phase 2 of scope "+m.in.Scope))
 	var out MemoryPhase2Output
 	if err := workflow.ExecuteActivity(actx, MemoryPhase2ActivityName, MemoryPhase2Input{Scope: m.in.Scope, Settings: m.in.Settings}).Get(ctx, &out); err != nil {
 		m.status.Owed = true
@@ -412,10 +383,10 @@ func (m *memoryRun) phase2(ctx workflow.Context, r *Runner) {
 
 // memoryActivityOptions are the options of a phase's activity: a model
 // call or several, heartbeating, retried a few times.
-func (r *Runner) memoryActivityOptions(summary string) workflow.ActivityOptions {
+func (c *Consolidation) memoryActivityOptions(summary string) workflow.ActivityOptions {
 	return workflow.ActivityOptions{
-		StartToCloseTimeout: 3 * r.cfg.ModelTimeout,
-		HeartbeatTimeout:    r.cfg.HeartbeatTimeout,
+		StartToCloseTimeout: 3 * c.modelTimeout(),
+		HeartbeatTimeout:    c.heartbeatTimeout(),
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: time.Second},
 		Summary:             summary,
 	}

@@ -1,4 +1,4 @@
-package workflows
+package memory
 
 // Memory skills offered by the Skills capability (issue 11): an agent
 // that reads memory and has a Lazy or Text skills capability gets, when
@@ -14,8 +14,8 @@ package workflows
 //
 // A model call costs one listing of the scope's skills: the listing gives
 // each file's version (its key with its MD5, or its size and time), and
-// the worker's cache of learnt skills (Runner.learnt, shared by all its
-// agents) keeps what each version of a SKILL.md makes of its skill, so
+// the worker's cache of learnt skills (Consolidation.Learnt, shared by
+// all its agents) keeps what each version of a SKILL.md makes of its skill, so
 // only the SKILL.md files that changed since (a new generation's, an
 // operator's) are read. A skill's other files are read when it is
 // loaded. What is wrong with a skill, or with a listing, is logged once
@@ -28,17 +28,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/log"
-
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities/skills"
-	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
 )
 
@@ -64,16 +59,16 @@ type memoryLearnt struct {
 }
 
 // List implements skills.Learnt: the files under the scope's
-// memories/skills/, at most memory.MaxWorkspaceFiles of them (what a
+// memories/skills/, at most MaxWorkspaceFiles of them (what a
 // workspace gets of a scope at most), each with its version.
 func (m memoryLearnt) List(ctx context.Context) ([]skills.LearntFile, error) {
 	rc, _ := agents.RunContextFrom(ctx)
 	scope := memoryScopeOf(m.agent, rc)
-	if err := memory.CheckScope(scope); err != nil {
+	if err := CheckScope(scope); err != nil {
 		return nil, err
 	}
-	prefix := memory.Key(scope, memory.SkillsDir)
-	objs, more, err := m.store.ListObjects(ctx, prefix, memory.MaxWorkspaceFiles)
+	prefix := Key(scope, SkillsDir)
+	objs, more, err := m.store.ListObjects(ctx, prefix, MaxWorkspaceFiles)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +83,7 @@ func (m memoryLearnt) List(ctx context.Context) ([]skills.LearntFile, error) {
 		}})
 	}
 	if more && m.once("past bound", scope, out) {
-		logFor(ctx).Warn("memory skills past the listing's bound are not offered", "agent", m.agent.Name, "scope", scope, "bound", memory.MaxWorkspaceFiles)
+		logFor(ctx).Warn("memory skills past the listing's bound are not offered", "agent", m.agent.Name, "scope", scope, "bound", MaxWorkspaceFiles)
 	}
 	return out, nil
 }
@@ -132,30 +127,23 @@ func (m memoryLearnt) Skipped(ctx context.Context, err error) {
 	logFor(ctx).Warn("memory skill not offered: it breaks a rule of skills", "agent", m.agent.Name, "error", err)
 }
 
-// logFor is the activity's logger, or the process's outside an activity.
-func logFor(ctx context.Context) log.Logger {
-	if activity.IsActivity(ctx) {
-		return activity.GetLogger(ctx)
-	}
-	return log.NewStructuredLogger(slog.Default())
-}
-
 // learntOf is the lister of agent's learnt skills.
-func (r *Runner) learntOf(agent *agents.Agent) memoryLearnt {
-	return memoryLearnt{store: r.cfg.Store, agent: agent, cache: r.learnt}
+func (c *Consolidation) learntOf(agent *agents.Agent) memoryLearnt {
+	return memoryLearnt{store: c.Store, agent: agent, cache: c.Learnt}
 }
 
-// withLearntSkills binds the skills capability of each agent that reads
-// memory to its memory scope (see the file's comment).
-func (r *Runner) withLearntSkills(g *agents.Graph) (*agents.Graph, error) {
+// WithLearntSkills binds the skills capability of each agent of g that
+// reads memory to its memory scope (see the comment at the top of this
+// file): the copies list the scope in c.Store and share c.Learnt.
+func (c *Consolidation) WithLearntSkills(g *agents.Graph) (*agents.Graph, error) {
 	var all []*agents.Agent
 	changed := false
 	for _, a := range g.Agents() {
 		if a.Memory.Reads() {
-			if caps, ok := skills.WithLearnt(a.Capabilities, r.learntOf(a), skills.SharedCache(r.learnt)); ok {
-				c := *a
-				c.Capabilities = caps
-				a, changed = &c, true
+			if caps, ok := skills.WithLearnt(a.Capabilities, c.learntOf(a), skills.SharedCache(c.Learnt)); ok {
+				cp := *a
+				cp.Capabilities = caps
+				a, changed = &cp, true
 			}
 		}
 		all = append(all, a)

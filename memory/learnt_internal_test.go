@@ -1,4 +1,4 @@
-package workflows
+package memory
 
 import (
 	"bytes"
@@ -22,7 +22,6 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/capabilities/skills/skillstest"
-	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 )
@@ -57,11 +56,11 @@ func TestMemoryLearntConformance(t *testing.T) {
 				store := openLearntStore(t, backend)
 				agent := &agents.Agent{Name: rc.Agent, Memory: &agents.MemoryConfig{Scope: "not-the-call-scope"}}
 				return memoryLearnt{store: store, agent: agent}, func(tree skillstest.Tree) {
-					if _, err := store.DeletePrefix(ctx, memory.Key(rc.MemoryScope, memory.SkillsDir)); err != nil {
+					if _, err := store.DeletePrefix(ctx, Key(rc.MemoryScope, SkillsDir)); err != nil {
 						t.Fatal(err)
 					}
 					for p, f := range tree {
-						if err := store.Put(ctx, memory.Key(rc.MemoryScope, memory.SkillsDir+p), []byte(f.Content)); err != nil {
+						if err := store.Put(ctx, Key(rc.MemoryScope, SkillsDir+p), []byte(f.Content)); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -140,44 +139,40 @@ func TestMemorySkillIndexCached(t *testing.T) {
 			}
 			agent := &agents.Agent{Name: "helper", Instructions: "helper: answers", Capabilities: []agents.Capability{text},
 				Memory: &agents.MemoryConfig{Scope: "team", Mode: agents.MemoryReadOnly}}
-			phase2, _ := json.Marshal(memory.Phase2Result{Handbook: "## deploys\n- roll back fast", Summary: "- roll back fast", Skills: []memory.Skill{
+			phase2, _ := json.Marshal(Phase2Result{Handbook: "## deploys\n- roll back fast", Summary: "- roll back fast", Skills: []Skill{
 				{Name: "rollback", SkillMD: skillstest.SkillFile("rollback", "Rolls a deploy back.", "Revert, then redeploy.\n")},
 				{Name: "skill-03", SkillMD: skillstest.SkillFile("skill-03", "Does thing 3, better.", "Do it well.\n")},
 			}})
-			r, err := NewRunner(Config{Graphs: []*agents.Graph{agents.MustGraph("ms", "helper", agent)}, Model: phase2Answer{string(phase2)}, Store: store})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { r.Close() })
+			room := &Consolidation{Store: store, Model: phase2Answer{string(phase2)}, Learnt: skills.NewLearntCache(0)}
 			var want []string
 			put := func(p, data string) {
 				t.Helper()
-				if err := store.Put(ctx, memory.Key("team", p), []byte(data)); err != nil {
+				if err := store.Put(ctx, Key("team", p), []byte(data)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for i := range 30 {
 				name := fmt.Sprintf("skill-%02d", i)
-				put(memory.SkillPath(name), skillstest.SkillFile(name, fmt.Sprintf("Does thing %d.", i), "Do it.\n"))
-				put(memory.SkillsDir+name+"/scripts/run.sh", "#!/bin/sh\necho "+name+"\n")
+				put(SkillPath(name), skillstest.SkillFile(name, fmt.Sprintf("Does thing %d.", i), "Do it.\n"))
+				put(SkillsDir+name+"/scripts/run.sh", "#!/bin/sh\necho "+name+"\n")
 				want = append(want, fmt.Sprintf("- %s: Does thing %d. (learnt from earlier work)\n", name, i))
 			}
 			// A skill with a file over the limit of one (1 MiB): in the
 			// index, as its SKILL.md says it, and failing when read.
-			put(memory.SkillPath("bulky"), skillstest.SkillFile("bulky", "Carries a big file.", "Read data.bin.\n"))
-			put(memory.SkillsDir+"bulky/data.bin", strings.Repeat("x", 1<<20+1))
-			rm := memory.RawMemory{RolloutID: "r1", Lines: 1, Slug: "deploys", Updated: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC), Text: "- roll back fast"}
-			put(memory.RawMemoryPath("r1"), string(rm.Encode()))
+			put(SkillPath("bulky"), skillstest.SkillFile("bulky", "Carries a big file.", "Read data.bin.\n"))
+			put(SkillsDir+"bulky/data.bin", strings.Repeat("x", 1<<20+1))
+			rm := RawMemory{RolloutID: "r1", Lines: 1, Slug: "deploys", Updated: time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC), Text: "- roll back fast"}
+			put(RawMemoryPath("r1"), string(rm.Encode()))
 
 			// The agent's capability as the worker binds it, its lister
 			// counted.
-			learnt := r.learntOf(agent)
+			learnt := room.learntOf(agent)
 			if backend == "file" {
 				// The files are settled (see learntSettled) an hour on.
 				learnt.now = func() time.Time { return time.Now().Add(time.Hour) }
 			}
 			counted := &countingLearnt{Learnt: learnt}
-			caps, ok := skills.WithLearnt(agent.Capabilities, counted, skills.SharedCache(r.learnt))
+			caps, ok := skills.WithLearnt(agent.Capabilities, counted, skills.SharedCache(room.Learnt))
 			if !ok {
 				t.Fatal("not bound")
 			}
@@ -246,7 +241,7 @@ func TestMemorySkillIndexCached(t *testing.T) {
 
 			// Phase 2 writes a generation: a new skill, and skill-03
 			// rewritten.
-			out, err := r.acts.MemoryPhase2(ctx, MemoryPhase2Input{Scope: "team", Settings: MemorySettings{Phase2Model: "m", Newest: 8, Phase2Turns: 1}})
+			out, err := room.MemoryPhase2(ctx, MemoryPhase2Input{Scope: "team", Settings: MemorySettings{Phase2Model: "m", Newest: 8, Phase2Turns: 1}})
 			if err != nil || out == nil || strings.Join(out.Skills, ",") != "rollback,skill-03" {
 				t.Fatalf("phase 2 = %+v, %v; want rollback and skill-03 written", out, err)
 			}
@@ -288,8 +283,8 @@ func TestMemorySkillIndexCached(t *testing.T) {
 func TestMemorySkillListingBoundLoggedOnce(t *testing.T) {
 	ctx := context.Background()
 	store := openLearntStore(t, "mem")
-	for i := range memory.MaxWorkspaceFiles + 1 {
-		if err := store.Put(ctx, memory.Key("team", fmt.Sprintf("%sskill-%03d/SKILL.md", memory.SkillsDir, i)), []byte("---\n")); err != nil {
+	for i := range MaxWorkspaceFiles + 1 {
+		if err := store.Put(ctx, Key("team", fmt.Sprintf("%sskill-%03d/SKILL.md", SkillsDir, i)), []byte("---\n")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -309,8 +304,8 @@ func TestMemorySkillListingBoundLoggedOnce(t *testing.T) {
 		if err == nil {
 			err = v.Get(&n)
 		}
-		if err != nil || n != memory.MaxWorkspaceFiles {
-			t.Fatalf("listed %d files (%v), want %d", n, err, memory.MaxWorkspaceFiles)
+		if err != nil || n != MaxWorkspaceFiles {
+			t.Fatalf("listed %d files (%v), want %d", n, err, MaxWorkspaceFiles)
 		}
 	}
 	const warning = "memory skills past the listing's bound are not offered"
@@ -320,7 +315,7 @@ func TestMemorySkillListingBoundLoggedOnce(t *testing.T) {
 		t.Errorf("two listings: the bound logged %d times, want once:\n%s", n, logs.String())
 	}
 	// A file of the listing rewritten: a new version of it, logged again.
-	if err := store.Put(ctx, memory.Key("team", memory.SkillsDir+"skill-000/SKILL.md"), []byte("---\nname: skill-000\n")); err != nil {
+	if err := store.Put(ctx, Key("team", SkillsDir+"skill-000/SKILL.md"), []byte("---\nname: skill-000\n")); err != nil {
 		t.Fatal(err)
 	}
 	list()

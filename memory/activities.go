@@ -1,8 +1,7 @@
-package workflows
+package memory
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,70 +16,19 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/telemetry"
 )
 
-// MemoryOptions configure memory consolidation on a worker (Config.Memory).
-// Every field's zero value works. The settings but Model are fixed for a
-// scope's workflow when it starts (MemorySettings).
-type MemoryOptions struct {
-	// Model answers both phases; the default is Config.Model.
-	Model model.Model
-	// Phase1Model is the model name of phase 1, a lightweight model; the
-	// default is "gpt-4.1-mini".
-	Phase1Model string
-	// Phase2Model is the model name of phase 2, a stronger model; the
-	// default is Config.DefaultModel.
-	Phase2Model string
-	// Parallel bounds the phase-1 activities of a scope that run at once;
-	// the default is 4.
-	Parallel int
-	// Newest is how many raw memories, newest first, phase 2 consolidates;
-	// the default is 64.
-	Newest int
-	// Phase2Turns bounds the model turns of one phase 2, an invalid
-	// answer being fed back; the default is 3.
-	Phase2Turns int
-	// MaxRolloutBytes bounds the rollout text phase 1 reads, head and tail
-	// kept; the default is 64 KiB.
-	MaxRolloutBytes int
-	// IdleTimeout is how long a scope's workflow waits with nothing to do
-	// before it ends; the default is 10 minutes.
-	IdleTimeout time.Duration
-	// BatchesPerRun bounds the batches of one run of a scope's workflow
-	// before it continues as new; the default is 50.
-	BatchesPerRun int
-}
-
-// memorySettings are the settings a scope's workflow starts with.
-func (r *Runner) memorySettings() MemorySettings {
-	o := r.cfg.Memory
-	s := MemorySettings{Phase1Model: o.Phase1Model, Phase2Model: o.Phase2Model, Parallel: o.Parallel, Newest: o.Newest,
-		Phase2Turns: o.Phase2Turns, MaxRolloutBytes: o.MaxRolloutBytes, IdleTimeout: o.IdleTimeout, BatchesPerRun: o.BatchesPerRun}
-	if s.Phase2Model == "" {
-		s.Phase2Model = r.cfg.DefaultModel
-	}
-	return s.withDefaults()
-}
-
-func (r *Runner) memoryModel() model.Model {
-	if r.cfg.Memory.Model != nil {
-		return r.cfg.Memory.Model
-	}
-	return r.cfg.Model
-}
-
 // MemoryAppendInput is the rollout-append activity's input: one run or
 // session turn of a rollout of a scope. Its items are read from the blob
 // store: those of Transcript past the Start transcript's.
 type MemoryAppendInput struct {
-	Scope   string      `json:"scope"`
-	Rollout string      `json:"rollout"`
-	Line    memory.Line `json:"line"`
+	Scope   string `json:"scope"`
+	Rollout string `json:"rollout"`
+	Line    Line   `json:"line"`
 	// Start is the conversation before the turn (nil for a run), and
 	// Transcript the conversation at its end (nil when it failed).
 	Start      *runtime.TranscriptRef `json:"start,omitempty"`
@@ -99,25 +47,25 @@ type MemorySignalInput struct {
 // (sessions/<rollout>.jsonl of the scope) and returns the rollout with its
 // line count. A line of a Seq the file already holds (a retry) is not
 // appended again.
-func (a *Activities) MemoryAppendRollout(ctx context.Context, in MemoryAppendInput) (*MemoryRollout, error) {
-	if err := errors.Join(memory.CheckScope(in.Scope), memory.CheckRolloutID(in.Rollout)); err != nil {
+func (c *Consolidation) MemoryAppendRollout(ctx context.Context, in MemoryAppendInput) (*MemoryRollout, error) {
+	if err := errors.Join(CheckScope(in.Scope), CheckRolloutID(in.Rollout)); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 	}
 	line := in.Line
 	if in.Transcript != nil {
-		items, err := a.turnItems(ctx, in.Start, *in.Transcript)
+		items, err := c.turnItems(ctx, in.Start, *in.Transcript)
 		if err != nil {
 			return nil, err
 		}
-		line.Items = memory.Generated(items)
+		line.Items = Generated(items)
 	}
-	store := a.r.cfg.Store
-	key := memory.Key(in.Scope, memory.RolloutPath(in.Rollout))
+	store := c.Store
+	key := Key(in.Scope, RolloutPath(in.Rollout))
 	data, err := readMemoryFile(ctx, store, key)
 	if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return nil, err
 	}
-	out, n, added, err := memory.AppendLine(data, line)
+	out, n, added, err := AppendLine(data, line)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
@@ -131,13 +79,13 @@ func (a *Activities) MemoryAppendRollout(ctx context.Context, in MemoryAppendInp
 
 // turnItems are the items of end past those of start, with their outputs
 // resolved.
-func (a *Activities) turnItems(ctx context.Context, start *runtime.TranscriptRef, end runtime.TranscriptRef) ([]agents.Item, error) {
-	items, err := a.conversation(ctx, end, nil)
+func (c *Consolidation) turnItems(ctx context.Context, start *runtime.TranscriptRef, end runtime.TranscriptRef) ([]agents.Item, error) {
+	items, err := c.conversation(ctx, end)
 	if err != nil {
 		return nil, err
 	}
 	if start != nil && start.Segments > 0 {
-		before, err := a.conversation(ctx, *start, nil)
+		before, err := c.conversation(ctx, *start)
 		if err != nil {
 			return nil, err
 		}
@@ -145,14 +93,14 @@ func (a *Activities) turnItems(ctx context.Context, start *runtime.TranscriptRef
 			items = items[len(before):]
 		}
 	}
-	return runtime.ResolveOutputs(ctx, a.r.cfg.Store, items)
+	return runtime.ResolveOutputs(ctx, c.Store, items)
 }
 
 // MemorySignal signals a scope's memory workflow, starting it if it is not
 // running (SignalWithStart, on this activity's task queue, with the
 // worker's memory settings).
-func (a *Activities) MemorySignal(ctx context.Context, in MemorySignalInput) error {
-	if err := memory.CheckScope(in.Scope); err != nil {
+func (c *Consolidation) MemorySignal(ctx context.Context, in MemorySignalInput) error {
+	if err := CheckScope(in.Scope); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 	}
 	name, arg := MemoryRolloutSignal, any(in.Rollout)
@@ -172,7 +120,7 @@ func (a *Activities) MemorySignal(ctx context.Context, in MemorySignalInput) err
 	// The scope's workflow outlives the run: its spans are a trace of
 	// their own.
 	_, err := activity.GetClient(ctx).SignalWithStartWorkflow(telemetry.Detached(ctx), id, name, arg, opts, MemoryWorkflowName,
-		MemoryInput{Scope: in.Scope, Settings: a.r.memorySettings()})
+		MemoryInput{Scope: in.Scope, Settings: c.settings()})
 	return err
 }
 
@@ -182,37 +130,37 @@ func (a *Activities) MemorySignal(ctx context.Context, in MemorySignalInput) err
 // lines (an attempt that crashed after writing, or the same rollout
 // signalled twice) is kept, and the model not asked again; a summary of
 // another slug of the rollout is deleted.
-func (a *Activities) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*MemoryPhase1Output, error) {
-	if err := errors.Join(memory.CheckScope(in.Scope), memory.CheckRolloutID(in.Rollout.ID)); err != nil {
+func (c *Consolidation) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*MemoryPhase1Output, error) {
+	if err := errors.Join(CheckScope(in.Scope), CheckRolloutID(in.Rollout.ID)); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 	}
-	store := a.r.cfg.Store
-	data, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.RolloutPath(in.Rollout.ID)))
+	store := c.Store
+	data, err := readMemoryFile(ctx, store, Key(in.Scope, RolloutPath(in.Rollout.ID)))
 	if err != nil {
 		if errors.Is(err, blob.ErrNotFound) {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 		}
 		return nil, err
 	}
-	lines, err := memory.ParseLines(data)
+	lines, err := ParseLines(data)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
-	rawKey := memory.Key(in.Scope, memory.RawMemoryPath(in.Rollout.ID))
+	rawKey := Key(in.Scope, RawMemoryPath(in.Rollout.ID))
 	if old, err := readMemoryFile(ctx, store, rawKey); err == nil {
-		if rm, err := memory.ParseRawMemory(old); err == nil && rm.Lines >= len(lines) {
+		if rm, err := ParseRawMemory(old); err == nil && rm.Lines >= len(lines) {
 			return &MemoryPhase1Output{Slug: rm.Slug, Done: true}, nil
 		}
 	} else if !errors.Is(err, blob.ErrNotFound) {
 		return nil, err
 	}
-	req := model.Request{Model: in.Settings.Phase1Model, Instructions: memory.Phase1Instructions,
-		Input: []agents.Item{agents.UserMessage(memory.Phase1Input(in.Rollout.ID, lines, in.Settings.MaxRolloutBytes))}}
-	text, err := a.memoryAsk(ctx, req)
+	req := model.Request{Model: in.Settings.Phase1Model, Instructions: Phase1Instructions,
+		Input: []agents.Item{agents.UserMessage(Phase1Input(in.Rollout.ID, lines, in.Settings.MaxRolloutBytes))}}
+	text, err := c.memoryAsk(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	res, err := memory.ParsePhase1(text)
+	res, err := ParsePhase1(text)
 	if err != nil {
 		// Another attempt asks again.
 		return nil, temporal.NewApplicationErrorWithCause(err.Error(), ErrMemoryOutput, err)
@@ -220,26 +168,26 @@ func (a *Activities) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*M
 	if res.Empty() {
 		return &MemoryPhase1Output{Empty: true}, nil
 	}
-	rawPath, raw, sumPath, sum, err := memory.Phase1Files(in.Rollout.ID, len(lines), time.Now(), res)
+	rawPath, raw, sumPath, sum, err := Phase1Files(in.Rollout.ID, len(lines), time.Now(), res)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
-	if err := store.Put(ctx, memory.Key(in.Scope, sumPath), sum); err != nil {
+	if err := store.Put(ctx, Key(in.Scope, sumPath), sum); err != nil {
 		return nil, err
 	}
-	keys, _, err := store.List(ctx, memory.Key(in.Scope, memory.RolloutSummariesDir+in.Rollout.ID+"_"), 0)
+	keys, _, err := store.List(ctx, Key(in.Scope, RolloutSummariesDir+in.Rollout.ID+"_"), 0)
 	if err != nil {
 		return nil, err
 	}
 	for _, k := range keys {
-		p := strings.TrimPrefix(k, memory.Prefix(in.Scope))
-		if p != sumPath && memory.IsRolloutSummaryOf(p, in.Rollout.ID) {
+		p := strings.TrimPrefix(k, Prefix(in.Scope))
+		if p != sumPath && IsRolloutSummaryOf(p, in.Rollout.ID) {
 			if err := store.Delete(ctx, k); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := store.Put(ctx, memory.Key(in.Scope, rawPath), raw); err != nil {
+	if err := store.Put(ctx, Key(in.Scope, rawPath), raw); err != nil {
 		return nil, err
 	}
 	return &MemoryPhase1Output{Slug: res.Slug}, nil
@@ -250,25 +198,25 @@ func (a *Activities) MemoryPhase1(ctx context.Context, in MemoryPhase1Input) (*M
 // (an invalid answer is fed back, up to Phase2Turns turns), and writes
 // MEMORY.md, memory_summary.md and the skills, then the selection, last.
 // Nothing changed since the last selection: nothing is asked or written.
-func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*MemoryPhase2Output, error) {
-	if err := memory.CheckScope(in.Scope); err != nil {
+func (c *Consolidation) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*MemoryPhase2Output, error) {
+	if err := CheckScope(in.Scope); err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrBadCommand, err)
 	}
-	store := a.r.cfg.Store
+	store := c.Store
 	// The scope's single consolidator: a generation of phase 2 left
 	// unapplied is this workflow's, of an earlier attempt that crashed or
 	// stalled after its claim. Settling applies it, once that attempt's
 	// window is over (it may still be writing), so that its selection is
 	// read below and its model is not asked again.
-	head, err := a.settleMemory(ctx, in.Scope)
+	head, err := c.settleMemory(ctx, in.Scope)
 	if err != nil {
 		return nil, err
 	}
-	keys, _, err := store.List(ctx, memory.Key(in.Scope, memory.RawMemoriesDir), 0)
+	keys, _, err := store.List(ctx, Key(in.Scope, RawMemoriesDir), 0)
 	if err != nil {
 		return nil, err
 	}
-	var raws []memory.RawMemory
+	var raws []RawMemory
 	for _, k := range keys {
 		if !strings.HasSuffix(k, ".md") {
 			continue
@@ -277,20 +225,20 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 		if err != nil {
 			return nil, err
 		}
-		if rm, err := memory.ParseRawMemory(data); err == nil {
+		if rm, err := ParseRawMemory(data); err == nil {
 			raws = append(raws, rm)
 		}
 	}
-	lastData, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.SelectionPath))
+	lastData, err := readMemoryFile(ctx, store, Key(in.Scope, SelectionPath))
 	if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return nil, err
 	}
-	last, err := memory.ParseSelection(lastData)
+	last, err := ParseSelection(lastData)
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInternal, err)
 	}
-	selected := memory.Newest(raws, in.Settings.Newest)
-	changes := memory.Diff(last, selected)
+	selected := Newest(raws, in.Settings.Newest)
+	changes := Diff(last, selected)
 	out := &MemoryPhase2Output{}
 	for _, m := range changes.Added {
 		out.Added = append(out.Added, m.RolloutID)
@@ -305,26 +253,26 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 		out.Unchanged = true
 		return out, nil
 	}
-	handbook, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.HandbookPath))
+	handbook, err := readMemoryFile(ctx, store, Key(in.Scope, HandbookPath))
 	if err != nil && !errors.Is(err, blob.ErrNotFound) {
 		return nil, err
 	}
 	removed := map[string]string{}
 	for _, s := range changes.Removed {
-		if data, err := readMemoryFile(ctx, store, memory.Key(in.Scope, memory.RawMemoryPath(s.RolloutID))); err == nil {
-			if rm, err := memory.ParseRawMemory(data); err == nil {
+		if data, err := readMemoryFile(ctx, store, Key(in.Scope, RawMemoryPath(s.RolloutID))); err == nil {
+			if rm, err := ParseRawMemory(data); err == nil {
 				removed[s.RolloutID] = rm.Text
 			}
 		}
 	}
-	conv := []agents.Item{agents.UserMessage(memory.Phase2Input(string(handbook), changes, removed, memory.MaxRawMemoryBytes))}
-	var res memory.Phase2Result
+	conv := []agents.Item{agents.UserMessage(Phase2Input(string(handbook), changes, removed, MaxRawMemoryBytes))}
+	var res Phase2Result
 	for turn := 1; ; turn++ {
-		text, err := a.memoryAsk(ctx, model.Request{Model: in.Settings.Phase2Model, Instructions: memory.Phase2Instructions, Input: conv})
+		text, err := c.memoryAsk(ctx, model.Request{Model: in.Settings.Phase2Model, Instructions: Phase2Instructions, Input: conv})
 		if err != nil {
 			return nil, err
 		}
-		if res, err = memory.ParsePhase2(text); err == nil {
+		if res, err = ParsePhase2(text); err == nil {
 			break
 		}
 		if turn >= in.Settings.Phase2Turns {
@@ -333,23 +281,23 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 		conv = append(conv, agents.AssistantMessage(text),
 			agents.UserMessage(fmt.Sprintf("Your answer was rejected: %v. Answer again with exactly one JSON object with the fields memory_md, memory_summary and skills.", err)))
 	}
-	files := memory.Phase2Files(res)
-	gen := memory.Generation{By: memory.ByPhase2}
+	files := Phase2Files(res)
+	gen := Generation{By: ByPhase2}
 	if activity.IsActivity(ctx) {
 		gen.Source = activity.GetInfo(ctx).WorkflowExecution.ID
 	}
 	add := func(p string, data []byte) {
-		gen.Files = append(gen.Files, memory.GenerationFile{Path: p, Data: string(data)})
+		gen.Files = append(gen.Files, GenerationFile{Path: p, Data: string(data)})
 	}
-	add(memory.HandbookPath, files[memory.HandbookPath])
-	add(memory.SummaryPath, files[memory.SummaryPath])
+	add(HandbookPath, files[HandbookPath])
+	add(SummaryPath, files[SummaryPath])
 	for _, s := range res.Skills {
-		add(memory.SkillPath(s.Name), files[memory.SkillPath(s.Name)])
+		add(SkillPath(s.Name), files[SkillPath(s.Name)])
 		out.Skills = append(out.Skills, s.Name)
 	}
 	// Last: the selection says this phase 2 is done.
-	add(memory.SelectionPath, memory.SelectionOf(selected, time.Now()).Encode())
-	if err := a.commitPhase2(ctx, in.Scope, head.seq, gen, out); err != nil {
+	add(SelectionPath, SelectionOf(selected, time.Now()).Encode())
+	if err := c.commitPhase2(ctx, in.Scope, head.seq, gen, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -362,13 +310,13 @@ func (a *Activities) MemoryPhase2(ctx context.Context, in MemoryPhase2Input) (*M
 // a later phase 2 through their rollouts. A generation of another phase 2
 // meanwhile (an attempt of this activity that outlived its timeout) did
 // this one's work: this answer is dropped.
-func (a *Activities) commitPhase2(ctx context.Context, scope string, base int64, gen memory.Generation, out *MemoryPhase2Output) error {
+func (c *Consolidation) commitPhase2(ctx context.Context, scope string, base int64, gen Generation, out *MemoryPhase2Output) error {
 	log := logFor(ctx)
 	for range memoryClaims {
-		if err := a.memoryStep(ctx, "phase 2: answered", scope); err != nil {
+		if err := c.memoryStep(ctx, "phase 2: answered", scope); err != nil {
 			return err
 		}
-		won, err := a.claimGeneration(ctx, scope, base, &gen)
+		won, err := c.claimGeneration(ctx, scope, base, &gen)
 		if err != nil {
 			return err
 		}
@@ -377,21 +325,21 @@ func (a *Activities) commitPhase2(ctx context.Context, scope string, base int64,
 				log.Warn("memory phase 2 replaced live edits written back while it ran; the turns that made them reach the next phase 2 through their rollouts",
 					"scope", scope, "paths", out.Replaced)
 			}
-			return a.applyClaim(ctx, scope, gen)
+			return c.applyClaim(ctx, scope, gen)
 		}
-		head, err := a.settleMemory(ctx, scope)
+		head, err := c.settleMemory(ctx, scope)
 		if err != nil {
 			return err
 		}
 		for seq := base + 1; seq <= head.seq; seq++ {
-			g, err := a.readGeneration(ctx, scope, seq)
+			g, err := c.readGeneration(ctx, scope, seq)
 			if errors.Is(err, blob.ErrNotFound) {
 				continue // Deleted as old: its files are in the newer ones'.
 			}
 			if err != nil {
 				return err
 			}
-			if g.By == memory.ByPhase2 {
+			if g.By == ByPhase2 {
 				log.Warn("memory phase 2 dropped its answer: another phase 2 of the scope wrote a generation meanwhile", "scope", scope, "generation", seq)
 				return nil
 			}
@@ -432,8 +380,8 @@ func readMemoryFile(ctx context.Context, store *blob.Store, key string) ([]byte,
 }
 
 // memoryAsk asks the memory model and returns the text of its answer.
-func (a *Activities) memoryAsk(ctx context.Context, req model.Request) (string, error) {
-	m := a.r.memoryModel()
+func (c *Consolidation) memoryAsk(ctx context.Context, req model.Request) (string, error) {
+	m := c.model()
 	cctx, chat := telemetry.StartChat(ctx, "openai", req.Model)
 	resp, err := heartbeating(ctx, func() (*model.Response, error) { return m.Respond(cctx, req) })
 	endChat(chat, resp, err)
@@ -450,60 +398,4 @@ func (a *Activities) memoryAsk(ctx context.Context, req model.Request) (string, 
 		}
 	}
 	return text, nil
-}
-
-// memoryLine is the line a run or turn appends to its rollout, without
-// its items (the activity reads them).
-func memoryLine(seq int, wf, agent, input string, output json.RawMessage, outcome, errText string, ended time.Time) memory.Line {
-	return memory.Line{Seq: seq, Workflow: wf, Agent: agent, Input: input, Output: output, Outcome: outcome, Error: errText, Ended: ended.UTC()}
-}
-
-// memoryInstructions are what an agent that reads its memory gets in its
-// instructions: the scope's summary, bounded, where the handbook is (in
-// the workspace of a sandbox agent, through the memory tools for a plain
-// one), and the memory skills phase 2 found (name and description,
-// bounded), unless its skills capability offers them (memory_skills.go);
-// nothing while the scope has neither.
-func (a *Activities) memoryInstructions(ctx context.Context, agent *agents.Agent, scope string) (string, error) {
-	data, err := readMemoryFile(ctx, a.r.cfg.Store, memory.Key(scope, memory.SummaryPath))
-	if err != nil && !errors.Is(err, blob.ErrNotFound) {
-		return "", err
-	}
-	summary := strings.TrimSpace(memory.Bound(string(data), memory.MaxSummaryBytes))
-	var skills []memory.SkillInfo
-	if !offersMemorySkills(agent) {
-		if skills, err = a.memorySkills(ctx, scope); err != nil {
-			return "", err
-		}
-	}
-	if summary == "" && len(skills) == 0 {
-		return "", nil
-	}
-	sandboxed := agent.Sandbox != nil
-	dir := agent.Memory.WorkspaceDir()
-	var b strings.Builder
-	b.WriteString("\n\n## Memory\n")
-	if summary != "" {
-		where := "search " + dir + "MEMORY.md for more (for example with grep -n)"
-		if !sandboxed {
-			where = "search your handbook with the " + MemorySearchTool + " tool, and read a memory file with " + MemoryReadTool
-		}
-		b.WriteString("Lessons from earlier work with this user and project (" + dir + "memory_summary.md). " +
-			"Follow them unless the user says otherwise; when earlier work looks relevant, " + where + ".\n")
-		if sandboxed && agent.Memory.UpdatesLive() {
-			b.WriteString("When you find a lesson there stale or wrong, fix it in " + dir + "MEMORY.md or " + dir +
-				"memory_summary.md with apply_patch; your fix is kept when your turn ends.\n")
-		}
-		b.WriteString("\n" + summary + "\n")
-	}
-	if len(skills) > 0 {
-		b.WriteString("\n### Memory skills\nProcedures learnt from earlier work. When a task matches one, read its SKILL.md first and follow it.\n")
-		b.WriteString(memory.SkillIndex(skills, func(name string) string {
-			if !sandboxed {
-				return MemoryReadTool + " " + memory.SkillPath(name)
-			}
-			return memory.WorkspacePath(agent.Memory.Dir, memory.SkillPath(name))
-		}))
-	}
-	return strings.TrimRight(b.String(), "\n"), nil
 }
