@@ -1,4 +1,4 @@
-package sandbox
+package host
 
 // Workspace is the host directory every backend keeps a session's files in.
 // Backends embed it (or call it) for file operations and snapshots, so
@@ -16,22 +16,24 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 // Workspace is a workspace directory on this host. Its methods match the
-// Session's file operations; each opens Dir as an os.Root, so no path, not
-// even through a symlink that a command created, reaches outside Dir:
-// such attempts fail with ErrPathEscape. When Dir no longer exists they
-// fail with ErrGone.
+// sandbox.Session's file operations; each opens Dir as an os.Root, so no
+// path, not even through a symlink that a command created, reaches outside
+// Dir: such attempts fail with sandbox.ErrPathEscape. When Dir no longer
+// exists they fail with sandbox.ErrGone.
 //
-// Paths are workspace-relative and checked with CleanPath. A Workspace is
-// a plain value; its methods are safe for concurrent use (concurrent
-// writes to one file race as they would on any file system).
+// Paths are workspace-relative and checked with sandbox.CleanPath. A
+// Workspace is a plain value; its methods are safe for concurrent use
+// (concurrent writes to one file race as they would on any file system).
 type Workspace struct {
 	// Dir is the workspace's absolute host path.
 	Dir string
-	// Ephemeral lists workspace paths (clean, as CleanPath returns them)
-	// that snapshots leave out and restores keep.
+	// Ephemeral lists workspace paths (clean, as sandbox.CleanPath returns
+	// them) that snapshots leave out and restores keep.
 	Ephemeral []string
 }
 
@@ -46,15 +48,15 @@ type Workspace struct {
 // provisioned afresh: Create is idempotent under retry. Before the
 // directory, Provision writes its sidecar (spec.ID, spec.Labels and the
 // time) beside it, for HostReaper.
-func Provision(ctx context.Context, root string, spec Spec, p Policy) (Workspace, error) {
+func Provision(ctx context.Context, root string, spec sandbox.Spec, p sandbox.Policy) (Workspace, error) {
 	return ProvisionBounded(ctx, root, spec, p, nil, 0)
 }
 
 // ProvisionBounded is Provision with the workspace on a file system of
-// its own of diskBytes (Limits.DiskBytes), made by disks, which must be
+// its own of diskBytes (sandbox.Limits.DiskBytes), made by disks, which must be
 // root's, and mounted before the manifest is materialised; with a nil
 // disks it is Provision. Destroy unmounts it and removes its image.
-func ProvisionBounded(ctx context.Context, root string, spec Spec, p Policy, disks *Disks, diskBytes int64) (Workspace, error) {
+func ProvisionBounded(ctx context.Context, root string, spec sandbox.Spec, p sandbox.Policy, disks *Disks, diskBytes int64) (Workspace, error) {
 	if spec.ID == "" {
 		return Workspace{}, errors.New("sandbox: spec has no ID")
 	}
@@ -97,36 +99,36 @@ func ProvisionBounded(ctx context.Context, root string, spec Spec, p Policy, dis
 	return w, nil
 }
 
-// OpenWorkspace returns the workspace of a session's State, checking that
-// it is the directory Provision made for state.ID under the host directory
-// root (a State that names any other directory is refused, so a forged
-// State cannot make Stop remove it), and that it still exists; otherwise
-// it fails with ErrGone.
-func OpenWorkspace(root string, state State) (Workspace, error) {
+// OpenWorkspace returns the workspace of a session's sandbox.State, checking
+// that it is the directory Provision made for state.ID under the host
+// directory root (a State that names any other directory is refused, so a
+// forged State cannot make Stop remove it), and that it still exists;
+// otherwise it fails with sandbox.ErrGone.
+func OpenWorkspace(root string, state sandbox.State) (Workspace, error) {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return Workspace{}, err
 	}
 	want := filepath.Join(root, DirName(state.ID))
 	if state.ID == "" || filepath.Clean(state.Workspace) != want {
-		return Workspace{}, fmt.Errorf("%w: workspace %q is not session %q's under %q", ErrGone, state.Workspace, state.ID, root)
+		return Workspace{}, fmt.Errorf("%w: workspace %q is not session %q's under %q", sandbox.ErrGone, state.Workspace, state.ID, root)
 	}
 	w := Workspace{Dir: want, Ephemeral: state.Ephemeral}
 	return w, w.Alive()
 }
 
 // Alive returns nil when the workspace directory exists, and an error
-// wrapping ErrGone otherwise. For the local and bwrap backends that is the
-// whole of Session.Alive.
+// wrapping sandbox.ErrGone otherwise. For the local and bwrap backends that
+// is the whole of sandbox.Session.Alive.
 func (w Workspace) Alive() error {
 	fi, err := os.Stat(w.Dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: workspace %q", ErrGone, w.Dir)
+		return fmt.Errorf("%w: workspace %q", sandbox.ErrGone, w.Dir)
 	case err != nil:
 		return err
 	case !fi.IsDir():
-		return fmt.Errorf("%w: workspace %q is not a directory", ErrGone, w.Dir)
+		return fmt.Errorf("%w: workspace %q is not a directory", sandbox.ErrGone, w.Dir)
 	}
 	return nil
 }
@@ -162,24 +164,25 @@ func (w Workspace) Destroy() error {
 	return removeSidecar(w.Dir)
 }
 
-// open opens the workspace as an os.Root, or fails with ErrGone.
+// open opens the workspace as an os.Root, or fails with sandbox.ErrGone.
 func (w Workspace) open(ctx context.Context) (*os.Root, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	r, err := os.OpenRoot(w.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: workspace %q", ErrGone, w.Dir)
+		return nil, fmt.Errorf("%w: workspace %q", sandbox.ErrGone, w.Dir)
 	}
 	return r, err
 }
 
 // ReadFile returns the content of the workspace file p. It reads regular
 // files only: a FIFO (with or without a writer), a socket, a device or a
-// directory fails at once with ErrNotRegular, and a file over MaxReadBytes
-// (a sparse one included) with ErrTooLarge, before any of it is read.
+// directory fails at once with sandbox.ErrNotRegular, and a file over
+// sandbox.MaxReadBytes (a sparse one included) with sandbox.ErrTooLarge,
+// before any of it is read.
 func (w Workspace) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	clean, err := CleanPath(p)
+	clean, err := sandbox.CleanPath(p)
 	if err != nil {
 		return nil, err
 	}
@@ -193,10 +196,10 @@ func (w Workspace) ReadFile(ctx context.Context, p string) ([]byte, error) {
 		return nil, rootError("read", p, err)
 	}
 	defer f.Close()
-	if fi.Size() > MaxReadBytes {
-		return nil, rootError("read", p, fmt.Errorf("%w: %d bytes, over the %d bytes the host reads from a workspace", ErrTooLarge, fi.Size(), MaxReadBytes))
+	if fi.Size() > sandbox.MaxReadBytes {
+		return nil, rootError("read", p, fmt.Errorf("%w: %d bytes, over the %d bytes the host reads from a workspace", sandbox.ErrTooLarge, fi.Size(), sandbox.MaxReadBytes))
 	}
-	b, err := readBounded(ctx, f, MaxReadBytes, "the file")
+	b, err := readBounded(ctx, f, sandbox.MaxReadBytes, "the file")
 	return b, rootError("read", p, err)
 }
 
@@ -205,7 +208,7 @@ func (w Workspace) ReadFile(ctx context.Context, p string) ([]byte, error) {
 // permission bits of mode (0644 when zero). Modes with setuid, setgid or
 // sticky bits are refused.
 func (w Workspace) WriteFile(ctx context.Context, p string, data []byte, mode fs.FileMode) error {
-	clean, err := CleanPath(p)
+	clean, err := sandbox.CleanPath(p)
 	if err != nil {
 		return err
 	}
@@ -229,7 +232,7 @@ func (w Workspace) WriteFile(ctx context.Context, p string, data []byte, mode fs
 // Remove removes the workspace file or empty directory p. A symlink is
 // removed itself, not its target. The workspace root cannot be removed.
 func (w Workspace) Remove(ctx context.Context, p string) error {
-	clean, err := CleanPath(p)
+	clean, err := sandbox.CleanPath(p)
 	if err != nil {
 		return err
 	}
@@ -245,18 +248,18 @@ func (w Workspace) Remove(ctx context.Context, p string) error {
 }
 
 // MaxListEntries bounds the entries List returns: a larger directory
-// fails with ErrTooLarge.
+// fails with sandbox.ErrTooLarge.
 const MaxListEntries = 100_000
 
 // List returns the entries of the workspace directory p ("" or "." for
 // the root), sorted by name; a directory of more than MaxListEntries
-// fails with ErrTooLarge. A symlink is listed as a symlink (its Mode
+// fails with sandbox.ErrTooLarge. A symlink is listed as a symlink (its Mode
 // has fs.ModeSymlink), not followed.
-func (w Workspace) List(ctx context.Context, p string) ([]FileInfo, error) {
+func (w Workspace) List(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
 	if p == "" {
 		p = "."
 	}
-	clean, err := CleanPath(p)
+	clean, err := sandbox.CleanPath(p)
 	if err != nil {
 		return nil, err
 	}
@@ -286,16 +289,16 @@ func (w Workspace) List(ctx context.Context, p string) ([]FileInfo, error) {
 			return nil, rootError("list", p, err)
 		}
 		if len(entries) > MaxListEntries {
-			return nil, rootError("list", p, fmt.Errorf("%w: over %d entries", ErrTooLarge, MaxListEntries))
+			return nil, rootError("list", p, fmt.Errorf("%w: over %d entries", sandbox.ErrTooLarge, MaxListEntries))
 		}
 	}
-	out := make([]FileInfo, 0, len(entries))
+	out := make([]sandbox.FileInfo, 0, len(entries))
 	for _, e := range entries {
 		fi, err := e.Info()
 		if err != nil {
 			continue // Removed while we listed.
 		}
-		out = append(out, FileInfo{Name: e.Name(), Size: fi.Size(), Mode: fi.Mode(), IsDir: fi.IsDir()})
+		out = append(out, sandbox.FileInfo{Name: e.Name(), Size: fi.Size(), Mode: fi.Mode(), IsDir: fi.IsDir()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -303,14 +306,14 @@ func (w Workspace) List(ctx context.Context, p string) ([]FileInfo, error) {
 
 // ResolveWorkdir checks a command's workspace-relative working directory
 // (empty for the root) and returns its clean form: it must be a directory
-// inside the workspace, reached without leaving it (ErrPathEscape).
+// inside the workspace, reached without leaving it (sandbox.ErrPathEscape).
 // Backends call it before they run a command, so a symlink to a host
 // directory cannot become a command's working directory.
 func (w Workspace) ResolveWorkdir(ctx context.Context, workdir string) (string, error) {
 	if workdir == "" {
 		workdir = "."
 	}
-	clean, err := CleanPath(workdir)
+	clean, err := sandbox.CleanPath(workdir)
 	if err != nil {
 		return "", err
 	}
@@ -333,7 +336,7 @@ func (w Workspace) ResolveWorkdir(ctx context.Context, workdir string) (string, 
 // workspace's ephemeral paths. The root itself is never ephemeral.
 func (w Workspace) ephemeral(p string) bool {
 	return slices.ContainsFunc(w.Ephemeral, func(e string) bool {
-		e, err := CleanPath(e)
+		e, err := sandbox.CleanPath(e)
 		return err == nil && e != "." && within(p, e)
 	})
 }
@@ -342,7 +345,7 @@ func (w Workspace) ephemeral(p string) bool {
 // ephemeral path under it.
 func (w Workspace) holdsEphemeral(p string) bool {
 	return slices.ContainsFunc(w.Ephemeral, func(e string) bool {
-		e, err := CleanPath(e)
+		e, err := sandbox.CleanPath(e)
 		return err == nil && e != "." && e != p && within(e, p)
 	})
 }

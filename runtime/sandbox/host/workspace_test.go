@@ -1,4 +1,4 @@
-package sandbox_test
+package host_test
 
 import (
 	"archive/tar"
@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 func TestProvisionAndOpen(t *testing.T) {
@@ -26,22 +27,22 @@ func TestProvisionAndOpen(t *testing.T) {
 		{Kind: sandbox.EntryFile, Path: "a", Content: "a"},
 		{Kind: sandbox.EntryDir, Path: "cache", Ephemeral: true},
 	}}}
-	w, err := sandbox.Provision(ctx, root, spec, sandbox.Policy{})
+	w, err := host.Provision(ctx, root, spec, sandbox.Policy{})
 	must(t, err)
-	if filepath.Dir(w.Dir) != root || filepath.Base(w.Dir) != sandbox.DirName("wf/1") || len(w.Ephemeral) != 1 || w.Ephemeral[0] != "cache" {
+	if filepath.Dir(w.Dir) != root || filepath.Base(w.Dir) != host.DirName("wf/1") || len(w.Ephemeral) != 1 || w.Ephemeral[0] != "cache" {
 		t.Errorf("Provision = %+v", w)
 	}
 	// A second Provision of the session (a retried Create) replaces the
 	// workspace with a fresh one.
 	must(t, os.WriteFile(filepath.Join(w.Dir, "left"), nil, 0o644))
-	again, err := sandbox.Provision(ctx, root, spec, sandbox.Policy{})
+	again, err := host.Provision(ctx, root, spec, sandbox.Policy{})
 	must(t, err)
 	if _, err := os.Stat(filepath.Join(again.Dir, "left")); again.Dir != w.Dir || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Provision of an existing session kept its files: %+v, %v", again, err)
 	}
 	// A failed manifest leaves nothing.
 	bad := sandbox.Spec{ID: "bad", Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "x"}, {Kind: sandbox.EntryLocalFile, Path: "y", Source: "/etc/passwd"}}}}
-	if _, err := sandbox.Provision(ctx, root, bad, sandbox.Policy{}); !errors.Is(err, sandbox.ErrSourceNotAllowed) {
+	if _, err := host.Provision(ctx, root, bad, sandbox.Policy{}); !errors.Is(err, sandbox.ErrSourceNotAllowed) {
 		t.Errorf("Provision: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(root, "bad")); !errors.Is(err, fs.ErrNotExist) {
@@ -49,7 +50,7 @@ func TestProvisionAndOpen(t *testing.T) {
 	}
 
 	st := sandbox.State{ID: "wf/1", Workspace: w.Dir, Ephemeral: w.Ephemeral}
-	if got, err := sandbox.OpenWorkspace(root, st); err != nil || got.Dir != w.Dir {
+	if got, err := host.OpenWorkspace(root, st); err != nil || got.Dir != w.Dir {
 		t.Errorf("OpenWorkspace = %+v, %v", got, err)
 	}
 	for _, forged := range []sandbox.State{
@@ -58,7 +59,7 @@ func TestProvisionAndOpen(t *testing.T) {
 		{ID: "other", Workspace: w.Dir},
 		{ID: "", Workspace: w.Dir},
 	} {
-		if _, err := sandbox.OpenWorkspace(root, forged); !errors.Is(err, sandbox.ErrGone) {
+		if _, err := host.OpenWorkspace(root, forged); !errors.Is(err, sandbox.ErrGone) {
 			t.Errorf("OpenWorkspace(%+v) = %v, want ErrGone", forged, err)
 		}
 	}
@@ -67,7 +68,7 @@ func TestProvisionAndOpen(t *testing.T) {
 	if left, _ := os.ReadDir(root); len(left) != 0 {
 		t.Errorf("left after Destroy: %v (the sidecar goes with the workspace)", left)
 	}
-	if _, err := sandbox.OpenWorkspace(root, st); !errors.Is(err, sandbox.ErrGone) {
+	if _, err := host.OpenWorkspace(root, st); !errors.Is(err, sandbox.ErrGone) {
 		t.Errorf("OpenWorkspace after Destroy: %v, want ErrGone", err)
 	}
 	if _, err := w.ReadFile(ctx, "a"); !errors.Is(err, sandbox.ErrGone) {
@@ -77,7 +78,7 @@ func TestProvisionAndOpen(t *testing.T) {
 
 func TestWorkspaceFiles(t *testing.T) {
 	ctx := context.Background()
-	w := sandbox.Workspace{Dir: t.TempDir()}
+	w := host.Workspace{Dir: t.TempDir()}
 	outside := t.TempDir()
 	must(t, os.Symlink(outside, filepath.Join(w.Dir, "out")))
 	must(t, os.Symlink("/etc/passwd", filepath.Join(w.Dir, "passwd")))
@@ -171,7 +172,7 @@ func TestRestoreRefusesEscapes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			outside := t.TempDir()
-			w := sandbox.Workspace{Dir: filepath.Join(outside, "ws")}
+			w := host.Workspace{Dir: filepath.Join(outside, "ws")}
 			must(t, os.Mkdir(w.Dir, 0o755))
 			must(t, os.WriteFile(filepath.Join(w.Dir, "before"), []byte("before"), 0o644))
 			err := w.Restore(ctx, bytes.NewReader(archive(t, tc.archive...)))
@@ -191,7 +192,7 @@ func TestRestoreRefusesEscapes(t *testing.T) {
 
 func TestSnapshotRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	a := sandbox.Workspace{Dir: t.TempDir(), Ephemeral: []string{"tmp", "cache/x"}}
+	a := host.Workspace{Dir: t.TempDir(), Ephemeral: []string{"tmp", "cache/x"}}
 	mtime := time.Date(2020, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
 	files := map[string]string{"a.txt": "a", "d/b.txt": "b", "tmp/skip": "s", "cache/x": "s", "cache/y": "kept"}
 	for p, c := range files {
@@ -226,7 +227,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Errorf("archive entries: %s", got)
 	}
 
-	b := sandbox.Workspace{Dir: t.TempDir(), Ephemeral: []string{"tmp"}}
+	b := host.Workspace{Dir: t.TempDir(), Ephemeral: []string{"tmp"}}
 	must(t, b.WriteFile(ctx, "tmp/mine", []byte("mine"), 0))
 	must(t, b.WriteFile(ctx, "stale", []byte("stale"), 0))
 	// Through a plain io.Reader, so Restore spools it.
@@ -271,7 +272,7 @@ func TestRestoreInAnyOrder(t *testing.T) {
 		entries = append(entries, reg(f), []byte("content of "+f))
 	}
 	entries = append(entries, dir("a/b/", 0o750), &tar.Header{Name: "c/l", Typeflag: tar.TypeSymlink, Linkname: "../a/4", ModTime: mtime})
-	w := sandbox.Workspace{Dir: t.TempDir()}
+	w := host.Workspace{Dir: t.TempDir()}
 	must(t, w.Restore(ctx, bytes.NewReader(archive(t, entries...))))
 	for _, f := range append(files, "c/l") {
 		want := "content of " + f
@@ -294,7 +295,7 @@ func TestRestoreInAnyOrder(t *testing.T) {
 // A snapshot written to a writer that fails ends with the writer's error.
 func TestSnapshotWriterFails(t *testing.T) {
 	ctx := context.Background()
-	w := sandbox.Workspace{Dir: t.TempDir()}
+	w := host.Workspace{Dir: t.TempDir()}
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<20) // Past the buffers between walk and compressor.
 	rand.NewChaCha8([32]byte{}).Read(big[:8<<20])          // Incompressible, so the archive is large.
 	must(t, w.WriteFile(ctx, "big", big, 0o644))
@@ -318,4 +319,11 @@ func (f *failWriter) Write(p []byte) (int, error) {
 	}
 	f.n += int64(len(p))
 	return len(p), nil
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

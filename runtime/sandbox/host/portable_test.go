@@ -1,4 +1,4 @@
-package sandbox_test
+package host_test
 
 import (
 	"bytes"

@@ -1,15 +1,15 @@
-package sandbox
+package host
 
 // Bounded workspaces. A workspace is a host directory that the host reads
-// and writes (file operations, snapshots) and that commands write through
-// a bind mount, so its size can only be bounded by the file system under
-// it. Disks gives each workspace a file system of its own: an ext4 image
-// file of Limits.DiskBytes, sparse (it takes on the host's disk what the
+// and writes (file operations, snapshots) and that commands write through a
+// bind mount, so its size can only be bounded by the file system under it.
+// Disks gives each workspace a file system of its own: an ext4 image file of
+// sandbox.Limits.DiskBytes, sparse (it takes on the host's disk what the
 // workspace holds, plus a little metadata), loop-mounted on the workspace
-// directory. A write past the limit fails with ENOSPC, whatever writes it
-// (a command, the host, a restore). The image lives beside the workspaces,
-// in ROOT/.disks/NAME.img, so the workspace survives a worker's restart
-// (the mount stays) and the host's (Reattach mounts it again).
+// directory. A write past the limit fails with ENOSPC, whatever writes it (a
+// command, the host, a restore). The image lives beside the workspaces, in
+// ROOT/.disks/NAME.img, so the workspace survives a worker's restart (the
+// mount stays) and the host's (Reattach mounts it again).
 //
 // Mounting needs root (CAP_SYS_ADMIN), loop devices and mkfs.ext4
 // (e2fsprogs); without them NewDisks reports why, and backends run with
@@ -30,7 +30,7 @@ import (
 // (a name no workspace gets: DirName never starts with a dot).
 const disksDir = ".disks"
 
-// MinDiskBytes is the smallest Limits.DiskBytes a bounded workspace can
+// MinDiskBytes is the smallest sandbox.Limits.DiskBytes a bounded workspace can
 // have: ext4's journal and metadata need room of their own.
 const MinDiskBytes = 8 << 20
 

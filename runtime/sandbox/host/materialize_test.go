@@ -1,4 +1,4 @@
-package sandbox_test
+package host_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // testRepo is a repository made with go-git: on main, commit 1 (tagged
@@ -86,7 +87,7 @@ func TestMaterializeGitLocal(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		m := sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryGitRepo, Path: "r", Source: r.dir, Ref: ref}}}
-		if err := sandbox.Materialize(context.Background(), m, dir, p); err != nil {
+		if err := host.Materialize(context.Background(), m, dir, p); err != nil {
 			t.Errorf("ref %q: %v", ref, err)
 			continue
 		}
@@ -104,7 +105,7 @@ func TestMaterializeGitLocal(t *testing.T) {
 		}
 	}
 	m := sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryGitRepo, Path: "r", Source: r.dir, Ref: "no-such-ref"}}}
-	if err := sandbox.Materialize(context.Background(), m, t.TempDir(), p); err == nil {
+	if err := host.Materialize(context.Background(), m, t.TempDir(), p); err == nil {
 		t.Errorf("a missing ref materialised")
 	}
 }
@@ -128,7 +129,7 @@ func TestMaterializeGitSymlinkOut(t *testing.T) {
 		{Kind: sandbox.EntryFile, Path: "first.txt", Content: "written only if all is well"},
 		{Kind: sandbox.EntryGitRepo, Path: "r", Source: dir},
 	}}
-	err = sandbox.Materialize(context.Background(), m, ws, sandbox.Policy{AllowedRoots: []string{src}})
+	err = host.Materialize(context.Background(), m, ws, sandbox.Policy{AllowedRoots: []string{src}})
 	if !errors.Is(err, sandbox.ErrPathEscape) {
 		t.Fatalf("Materialize: %v, want ErrPathEscape", err)
 	}
@@ -168,7 +169,7 @@ func TestMaterializeGitRemote(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		m := sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryGitRepo, Path: "r", Source: url, Ref: tc.ref, Depth: tc.depth}}}
-		if err := sandbox.Materialize(context.Background(), m, dir, sandbox.Policy{}); err != nil {
+		if err := host.Materialize(context.Background(), m, dir, sandbox.Policy{}); err != nil {
 			t.Errorf("ref %q depth %d: %v", tc.ref, tc.depth, err)
 			continue
 		}
@@ -200,10 +201,10 @@ func TestMaterializeEntries(t *testing.T) {
 		{Kind: sandbox.EntryLocalDir, Path: "copy2", Source: filepath.Join(src, "tree"), Mode: 0o700},
 		{Kind: sandbox.EntryLocalFile, Path: "single", Source: filepath.Join(src, "tree/x.sh"), Mode: 0o644},
 	}}
-	if err := sandbox.Materialize(context.Background(), m, ws, sandbox.Policy{AllowedRoots: []string{src}}); err != nil {
+	if err := host.Materialize(context.Background(), m, ws, sandbox.Policy{AllowedRoots: []string{src}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sandbox.Workspace{Dir: ws}.Destroy() })
+	t.Cleanup(func() { host.Workspace{Dir: ws}.Destroy() })
 	if got := readWS(t, ws, "a.txt"); got != "second" {
 		t.Errorf("a.txt = %q", got)
 	}
@@ -233,7 +234,7 @@ func TestMaterializeWritesNothingWhenInvalid(t *testing.T) {
 		{Kind: sandbox.EntryDir, Path: "ok-dir"},
 		{Kind: sandbox.EntryFile, Path: "../escape.txt", Content: "no"},
 	}}
-	if err := sandbox.Materialize(context.Background(), m, ws, sandbox.Policy{}); !errors.Is(err, sandbox.ErrPathEscape) {
+	if err := host.Materialize(context.Background(), m, ws, sandbox.Policy{}); !errors.Is(err, sandbox.ErrPathEscape) {
 		t.Fatalf("Materialize: %v, want ErrPathEscape", err)
 	}
 	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
@@ -251,7 +252,7 @@ func TestMaterializeThroughPlantedSymlink(t *testing.T) {
 	ws, outside := t.TempDir(), t.TempDir()
 	must(t, os.Symlink(outside, filepath.Join(ws, "out")))
 	m := sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "out/pwned", Content: "x"}}}
-	if err := sandbox.Materialize(context.Background(), m, ws, sandbox.Policy{}); !errors.Is(err, sandbox.ErrPathEscape) {
+	if err := host.Materialize(context.Background(), m, ws, sandbox.Policy{}); !errors.Is(err, sandbox.ErrPathEscape) {
 		t.Errorf("Materialize through a symlink out: %v, want ErrPathEscape", err)
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {

@@ -1,4 +1,4 @@
-package sandbox
+package host
 
 // openDir refuses a symlink, though os.Root.OpenFile follows one in the
 // last component (inside the root) even with O_NOFOLLOW; a directory a

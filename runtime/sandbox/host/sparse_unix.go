@@ -1,6 +1,6 @@
 //go:build unix
 
-package sandbox
+package host
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 // maxSparseScan bounds the data runs of a sparse file that a snapshot
@@ -24,7 +26,7 @@ const maxSparseScan = 1 << 16
 // has the runs closest together merged, holes and all, as long as what is
 // archived stays within twice what the file takes on disk (plus 64 MiB);
 // beyond that, or past maxSparseScan runs or maxSparseSize bytes, the
-// file is refused with ErrTooLarge.
+// file is refused with sandbox.ErrTooLarge.
 func dataSegments(f *os.File, fi fs.FileInfo) (segments, error) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	size := fi.Size()
@@ -32,7 +34,7 @@ func dataSegments(f *os.File, fi fs.FileInfo) (segments, error) {
 		return nil, nil
 	}
 	if size > maxSparseSize {
-		return nil, fmt.Errorf("%w: a sparse file of %d bytes, over %d", ErrTooLarge, size, int64(maxSparseSize))
+		return nil, fmt.Errorf("%w: a sparse file of %d bytes, over %d", sandbox.ErrTooLarge, size, int64(maxSparseSize))
 	}
 	fd := int(f.Fd())
 	var segs segments
@@ -53,7 +55,7 @@ func dataSegments(f *os.File, fi fs.FileInfo) (segments, error) {
 			break
 		}
 		if len(segs) == maxSparseScan {
-			return nil, fmt.Errorf("%w: a sparse file of more than %d data runs", ErrTooLarge, maxSparseScan)
+			return nil, fmt.Errorf("%w: a sparse file of more than %d data runs", sandbox.ErrTooLarge, maxSparseScan)
 		}
 		segs = append(segs, segment{data, hole - data})
 		off = hole
@@ -63,7 +65,7 @@ func dataSegments(f *os.File, fi fs.FileInfo) (segments, error) {
 	}
 	segs = coalesce(segs, maxSparseSegments)
 	if limit := 2*int64(st.Blocks)*512 + 64<<20; segs.dataBytes() > limit {
-		return nil, fmt.Errorf("%w: a sparse file whose %d data runs are too scattered to archive", ErrTooLarge, len(segs))
+		return nil, fmt.Errorf("%w: a sparse file whose %d data runs are too scattered to archive", sandbox.ErrTooLarge, len(segs))
 	}
 	return segs, nil
 }

@@ -1,4 +1,4 @@
-package sandbox
+package host
 
 // Reading one file of a manifest without making the workspace: what a
 // fresh workspace would hold at a path, read from the entries' sources.
@@ -15,13 +15,9 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
-)
 
-// A PolicyHolder is a Client that says which Policy bounds its manifests'
-// host sources. The local, bwrap and docker clients are.
-type PolicyHolder interface {
-	Policy() Policy
-}
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+)
 
 // ErrRemoteSource reports that ManifestFile, asked with LocalSourcesOnly,
 // would have to fetch a remote source (a git_repo URL) to answer.
@@ -44,17 +40,17 @@ func LocalSourcesOnly() ManifestReadOption { return func(r *manifestRead) { r.lo
 // leaves the earlier ones' say.
 //
 // A path no entry makes fails with fs.ErrNotExist; one that would be a
-// directory, or a symlink, fails with ErrNotRegular (ManifestFile does not
-// follow links: a workspace read would, but only inside the workspace); one
-// over max bytes fails with ErrTooLarge. A manifest that Validate refuses
-// fails as Materialize would. A git_repo entry from a URL is cloned, as
-// Materialize would, when it could hold name.
-func ManifestFile(ctx context.Context, m Manifest, p Policy, name string, max int64, opts ...ManifestReadOption) ([]byte, error) {
+// directory, or a symlink, fails with sandbox.ErrNotRegular (ManifestFile
+// does not follow links: a workspace read would, but only inside the
+// workspace); one over max bytes fails with sandbox.ErrTooLarge. A manifest
+// that Validate refuses fails as Materialize would. A git_repo entry from a
+// URL is cloned, as Materialize would, when it could hold name.
+func ManifestFile(ctx context.Context, m sandbox.Manifest, p sandbox.Policy, name string, max int64, opts ...ManifestReadOption) ([]byte, error) {
 	var o manifestRead
 	for _, opt := range opts {
 		opt(&o)
 	}
-	name, err := CleanPath(name)
+	name, err := sandbox.CleanPath(name)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +59,7 @@ func ManifestFile(ctx context.Context, m Manifest, p Policy, name string, max in
 	}
 	for i := len(m.Entries) - 1; i >= 0; i-- {
 		e := m.Entries[i]
-		at, _ := CleanPath(e.Path) // Validated above.
+		at, _ := sandbox.CleanPath(e.Path) // Validated above.
 		if !within(name, at) {
 			continue
 		}
@@ -97,35 +93,35 @@ func relTo(at, name string) string {
 
 // entryFile reads the file at rel inside entry e (rel is "." when e is
 // at the path itself), or fails with errNotHeld when e has nothing there.
-func entryFile(ctx context.Context, e Entry, p Policy, rel, name string, max int64, o manifestRead) ([]byte, error) {
+func entryFile(ctx context.Context, e sandbox.Entry, p sandbox.Policy, rel, name string, max int64, o manifestRead) ([]byte, error) {
 	switch e.Kind {
-	case EntryFile:
+	case sandbox.EntryFile:
 		if rel != "." {
 			return nil, fmt.Errorf("%w: %q is under a file", fs.ErrNotExist, name)
 		}
 		if int64(len(e.Content)) > max {
-			return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, name, max)
+			return nil, fmt.Errorf("%w: %s is over %d bytes", sandbox.ErrTooLarge, name, max)
 		}
 		return []byte(e.Content), nil
-	case EntryDir:
+	case sandbox.EntryDir:
 		if rel == "." {
-			return nil, fmt.Errorf("%w: %q is a directory", ErrNotRegular, name)
+			return nil, fmt.Errorf("%w: %q is a directory", sandbox.ErrNotRegular, name)
 		}
 		return nil, errNotHeld
-	case EntryLocalFile:
+	case sandbox.EntryLocalFile:
 		if rel != "." {
 			return nil, fmt.Errorf("%w: %q is under a file", fs.ErrNotExist, name)
 		}
-		src, err := p.allows(e.Source)
+		src, err := p.Allows(e.Source)
 		if err != nil {
 			return nil, err
 		}
 		return readHostFile(ctx, nil, src, name, max)
-	case EntryLocalDir:
+	case sandbox.EntryLocalDir:
 		if rel == "." {
-			return nil, fmt.Errorf("%w: %q is a directory", ErrNotRegular, name)
+			return nil, fmt.Errorf("%w: %q is a directory", sandbox.ErrNotRegular, name)
 		}
-		src, err := p.allows(e.Source)
+		src, err := p.Allows(e.Source)
 		if err != nil {
 			return nil, err
 		}
@@ -135,11 +131,11 @@ func entryFile(ctx context.Context, e Entry, p Policy, rel, name string, max int
 		}
 		defer root.Close()
 		return readHostFile(ctx, root, rel, name, max)
-	case EntryGitRepo:
+	case sandbox.EntryGitRepo:
 		if rel == "." {
-			return nil, fmt.Errorf("%w: %q is a directory", ErrNotRegular, name)
+			return nil, fmt.Errorf("%w: %q is a directory", sandbox.ErrNotRegular, name)
 		}
-		if _, remote, _ := gitSource(e.Source); remote != "" && o.localOnly {
+		if _, remote, _ := sandbox.GitSource(e.Source); remote != "" && o.localOnly {
 			return nil, ErrRemoteSource
 		}
 		t, err := openGitTree(ctx, e, p)
@@ -170,9 +166,9 @@ func readHostFile(ctx context.Context, root *os.Root, p, name string, max int64)
 	case err != nil:
 		return nil, err
 	case !fi.Mode().IsRegular():
-		return nil, fmt.Errorf("%w: %q is a %s", ErrNotRegular, name, kind(fi.Mode()))
+		return nil, fmt.Errorf("%w: %q is a %s", sandbox.ErrNotRegular, name, kind(fi.Mode()))
 	case fi.Size() > max:
-		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, name, max)
+		return nil, fmt.Errorf("%w: %s is over %d bytes", sandbox.ErrTooLarge, name, max)
 	}
 	var f *os.File
 	if root != nil {
@@ -202,16 +198,16 @@ func (t *gitTree) file(ctx context.Context, rel, name string, max int64) ([]byte
 	switch entry.Mode {
 	case filemode.Regular, filemode.Deprecated, filemode.Executable:
 	case filemode.Dir, filemode.Submodule:
-		return nil, fmt.Errorf("%w: %q is a directory", ErrNotRegular, name)
+		return nil, fmt.Errorf("%w: %q is a directory", sandbox.ErrNotRegular, name)
 	default:
-		return nil, fmt.Errorf("%w: %q is a symlink", ErrNotRegular, name)
+		return nil, fmt.Errorf("%w: %q is a symlink", sandbox.ErrNotRegular, name)
 	}
 	blob, err := t.repo.BlobObject(entry.Hash)
 	if err != nil {
 		return nil, err
 	}
 	if blob.Size > max {
-		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, name, max)
+		return nil, fmt.Errorf("%w: %s is over %d bytes", sandbox.ErrTooLarge, name, max)
 	}
 	r, err := blob.Reader()
 	if err != nil {

@@ -1,4 +1,4 @@
-package sandbox_test
+package host_test
 
 // A snapshot and a restore hold a few descriptors however deep the tree:
 // a command can nest directories deeper than the worker has descriptors
@@ -14,11 +14,12 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 func TestSnapshotDeepTree(t *testing.T) {
 	ctx := context.Background()
-	w, err := sandbox.Provision(ctx, t.TempDir(), sandbox.Spec{ID: "deep"}, sandbox.Policy{})
+	w, err := host.Provision(ctx, t.TempDir(), sandbox.Spec{ID: "deep"}, sandbox.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestSnapshotDeepTree(t *testing.T) {
 	if err := w.Snapshot(ctx, &snap); err != nil {
 		t.Fatal(err)
 	}
-	w2, err := sandbox.Provision(ctx, t.TempDir(), sandbox.Spec{ID: "deep2"}, sandbox.Policy{})
+	w2, err := host.Provision(ctx, t.TempDir(), sandbox.Spec{ID: "deep2"}, sandbox.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package sandbox_test
+package host_test
 
 import (
 	"context"
@@ -10,14 +10,15 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 func TestHostReaper(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	provision := func(id, workflow string) sandbox.Workspace {
+	provision := func(id, workflow string) host.Workspace {
 		t.Helper()
-		w, err := sandbox.Provision(ctx, root, sandbox.Spec{ID: id, Labels: map[string]string{"troupe.workflow": workflow},
+		w, err := host.Provision(ctx, root, sandbox.Spec{ID: id, Labels: map[string]string{"troupe.workflow": workflow},
 			Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "f", Content: "x"}}}}, sandbox.Policy{})
 		must(t, err)
 		return w
@@ -32,14 +33,14 @@ func TestHostReaper(t *testing.T) {
 	fresh, old := filepath.Join(root, "fresh"), filepath.Join(root, "old")
 	must(t, os.MkdirAll(filepath.Join(fresh, "sub"), 0o755))
 	must(t, os.MkdirAll(filepath.Join(old, "sub"), 0o755))
-	long := time.Now().Add(-sandbox.UnlabelledAge - time.Hour)
+	long := time.Now().Add(-host.UnlabelledAge - time.Hour)
 	must(t, os.Chtimes(old, long, long))
 	// A backend's own files are never workspaces.
 	must(t, os.MkdirAll(filepath.Join(root, ".bwrap-etc"), 0o755))
 
 	keep := func(labels map[string]string) bool { return labels["troupe.workflow"] == "wf-live" }
 	var released []string
-	h := sandbox.HostReaper{Root: root, Release: func(name string) error {
+	h := host.HostReaper{Root: root, Release: func(name string) error {
 		released = append(released, name)
 		return nil
 	}}
@@ -48,11 +49,11 @@ func TestHostReaper(t *testing.T) {
 	var names []string
 	for _, o := range orphans {
 		names = append(names, o.Name)
-		if o.Name == sandbox.DirName("dead/1") && (o.ID != "dead/1" || o.Labels["troupe.workflow"] != "wf-dead" || o.Created.IsZero()) {
+		if o.Name == host.DirName("dead/1") && (o.ID != "dead/1" || o.Labels["troupe.workflow"] != "wf-dead" || o.Created.IsZero()) {
 			t.Errorf("orphan %+v: want its id, labels and creation time", o)
 		}
 	}
-	want := []string{sandbox.DirName("dead/1"), "half", "old"}
+	want := []string{host.DirName("dead/1"), "half", "old"}
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Fatalf("Orphans = %v, want %v", names, want)
@@ -93,9 +94,9 @@ func TestHostReaperLeavesWhatChanged(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	spec := sandbox.Spec{ID: "s", Labels: map[string]string{"troupe.workflow": "wf"}}
-	_, err := sandbox.Provision(ctx, root, spec, sandbox.Policy{})
+	_, err := host.Provision(ctx, root, spec, sandbox.Policy{})
 	must(t, err)
-	h := sandbox.HostReaper{Root: root}
+	h := host.HostReaper{Root: root}
 	orphans, err := h.Orphans(ctx, func(map[string]string) bool { return false })
 	must(t, err)
 	if len(orphans) != 1 {
@@ -104,9 +105,9 @@ func TestHostReaperLeavesWhatChanged(t *testing.T) {
 	// A new session of the same id comes between the listing and the
 	// removal: the orphan is gone, and the new session is not it.
 	time.Sleep(10 * time.Millisecond)
-	w, err := sandbox.Provision(ctx, root, spec, sandbox.Policy{})
+	w, err := host.Provision(ctx, root, spec, sandbox.Policy{})
 	must(t, err)
-	if err := h.Remove(orphans[0]); !errors.Is(err, sandbox.ErrOrphanGone) {
+	if err := h.Remove(orphans[0]); !errors.Is(err, host.ErrOrphanGone) {
 		t.Errorf("Remove of an orphan that became a new session's = %v, want ErrOrphanGone", err)
 	}
 	if err := w.Alive(); err != nil {
@@ -117,7 +118,7 @@ func TestHostReaperLeavesWhatChanged(t *testing.T) {
 	// the listing and the removal: nothing to remove, and nothing reported.
 	old := filepath.Join(root, "old")
 	must(t, os.Mkdir(old, 0o755))
-	long := time.Now().Add(-sandbox.UnlabelledAge - time.Hour)
+	long := time.Now().Add(-host.UnlabelledAge - time.Hour)
 	must(t, os.Chtimes(old, long, long))
 	unlabelled, err := h.Orphans(ctx, func(map[string]string) bool { return true })
 	must(t, err)
@@ -125,7 +126,7 @@ func TestHostReaperLeavesWhatChanged(t *testing.T) {
 		t.Fatalf("Orphans = %+v, want the old unlabelled workspace", unlabelled)
 	}
 	must(t, os.Remove(old))
-	if err := h.Remove(unlabelled[0]); !errors.Is(err, sandbox.ErrOrphanGone) {
+	if err := h.Remove(unlabelled[0]); !errors.Is(err, host.ErrOrphanGone) {
 		t.Errorf("Remove of an orphan gone since the listing = %v, want ErrOrphanGone", err)
 	}
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox_test
+package host_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // TestSnapshotKeepsSparseFiles: a file with holes is archived as its data
@@ -29,7 +29,7 @@ func TestSnapshotKeepsSparseFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			src := sandbox.Workspace{Dir: t.TempDir()}
+			src := host.Workspace{Dir: t.TempDir()}
 			p := filepath.Join(src.Dir, "sparse.bin")
 			f, err := os.Create(p)
 			must(t, err)
@@ -47,7 +47,7 @@ func TestSnapshotKeepsSparseFiles(t *testing.T) {
 			if snap.Len() > 64<<10 {
 				t.Errorf("snapshot of a %d-byte sparse file is %d bytes; want its data only", tc.size, snap.Len())
 			}
-			dst := sandbox.Workspace{Dir: t.TempDir()}
+			dst := host.Workspace{Dir: t.TempDir()}
 			must(t, dst.Restore(ctx, bytes.NewReader(snap.Bytes())))
 			q := filepath.Join(dst.Dir, "sparse.bin")
 			var st syscall.Stat_t

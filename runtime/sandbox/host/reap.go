@@ -1,4 +1,4 @@
-package sandbox
+package host
 
 // What crashed workers leave behind. Provision writes, beside each
 // workspace directory, a sidecar file with the sandbox's id, labels and
@@ -20,17 +20,9 @@ import (
 	"sort"
 	"strings"
 	"time"
-)
 
-// Reaper is a Client that can find and remove the sandboxes their owners
-// no longer want: those a worker killed before it could stop them left
-// behind. The local, bwrap and docker clients are Reapers.
-type Reaper interface {
-	// Reap removes the sandboxes for which keep(labels) answers false,
-	// where labels are the Spec.Labels they were created with, and
-	// returns what it removed (ids of sessions or containers).
-	Reap(ctx context.Context, keep func(labels map[string]string) bool) ([]string, error)
-}
+	"github.com/troupe-dev/troupe/runtime/sandbox"
+)
 
 // UnlabelledAge is how old a workspace with no readable sidecar (one made
 // before sidecars existed, or whose sidecar write was cut short) must be,
@@ -60,7 +52,7 @@ func sidecarPath(dir string) string {
 
 // writeSidecar records spec's id and labels beside the workspace
 // directory dir.
-func writeSidecar(dir string, spec Spec) error {
+func writeSidecar(dir string, spec sandbox.Spec) error {
 	b, err := json.Marshal(sidecar{ID: spec.ID, Labels: spec.Labels, Created: time.Now().UTC()})
 	if err != nil {
 		return err
@@ -111,15 +103,15 @@ func readSidecar(root, name string) (sidecar, error) {
 // HostOrphan is a workspace under a backend's root that its owner no
 // longer wants.
 type HostOrphan struct {
-	// ID is the session's Spec.ID; empty for an unlabelled workspace (no
-	// readable sidecar).
+	// ID is the session's sandbox.Spec.ID; empty for an unlabelled workspace
+	// (no readable sidecar).
 	ID string
 	// Name is the workspace directory's name under the root: DirName(ID).
 	Name string
 	// Dir is the workspace directory. It may be gone already, with only
 	// the sidecar left (a Create or Stop cut short).
 	Dir string
-	// Labels are the Spec.Labels the sandbox was created with.
+	// Labels are the sandbox.Spec.Labels the sandbox was created with.
 	Labels map[string]string
 	// Created is when its Create began; for an unlabelled workspace, when
 	// it was last modified.

@@ -1,9 +1,9 @@
-package sandbox
+package host
 
-// Materialize turns a Manifest into files. It works in three phases so that
-// nothing is written unless everything can be: validate the manifest,
-// fetch every git tree (and check its symlinks), then create the entries in
-// order through an os.Root on the workspace directory.
+// Materialize turns a sandbox.Manifest into files. It works in three phases
+// so that nothing is written unless everything can be: validate the
+// manifest, fetch every git tree (and check its symlinks), then create the
+// entries in order through an os.Root on the workspace directory.
 
 import (
 	"context"
@@ -21,12 +21,14 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 // Materialize creates the manifest's entries, in order, under the existing
-// host directory dir, after checking the whole manifest with Validate and
-// p. Later entries may overwrite earlier ones; parent directories are
-// created as needed (mode 0755).
+// host directory dir, after checking the whole manifest with
+// sandbox.Manifest.Validate and p. Later entries may overwrite earlier ones;
+// parent directories are created as needed (mode 0755).
 //
 // Entries are created as follows:
 //   - file: Content, with Mode (default 0644).
@@ -36,8 +38,8 @@ import (
 //   - local_dir: a recursive copy of the host directory, keeping
 //     permission bits. Symlinks are copied as symlinks; one that is
 //     absolute or leads out of the source tree makes Validate fail with
-//     ErrPathEscape (it is never skipped silently). Devices, sockets and
-//     pipes are skipped.
+//     sandbox.ErrPathEscape (it is never skipped silently). Devices,
+//     sockets and pipes are skipped.
 //   - git_repo: the work tree of the commit that Ref names (a branch, tag,
 //     commit hash or any revision go-git resolves; HEAD when empty), with
 //     executable bits and symlinks, and without .git: the workspace gets
@@ -48,12 +50,12 @@ import (
 //     path is read in place, so Depth does not matter and uncommitted
 //     changes are not copied. Submodules are not fetched; their
 //     directories are left empty. A symlink in the tree that is absolute or
-//     leads out of the repository fails with ErrPathEscape before anything
-//     is written.
+//     leads out of the repository fails with sandbox.ErrPathEscape before
+//     anything is written.
 //
 // On an error the entries already created stay; callers that provision a
 // workspace remove the whole directory (as Provision does).
-func Materialize(ctx context.Context, m Manifest, dir string, p Policy) error {
+func Materialize(ctx context.Context, m sandbox.Manifest, dir string, p sandbox.Policy) error {
 	if err := m.Validate(p); err != nil {
 		return err
 	}
@@ -64,7 +66,7 @@ func Materialize(ctx context.Context, m Manifest, dir string, p Policy) error {
 		}
 	}()
 	for i, e := range m.Entries {
-		if e.Kind != EntryGitRepo {
+		if e.Kind != sandbox.EntryGitRepo {
 			continue
 		}
 		t, err := openGitTree(ctx, e, p)
@@ -83,18 +85,18 @@ func Materialize(ctx context.Context, m Manifest, dir string, p Policy) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		clean, _ := CleanPath(e.Path) // Validated above.
+		clean, _ := sandbox.CleanPath(e.Path) // Validated above.
 		var err error
 		switch e.Kind {
-		case EntryFile:
+		case sandbox.EntryFile:
 			err = writeFile(root, clean, strings.NewReader(e.Content), modeOr(e.Mode, 0o644))
-		case EntryDir:
+		case sandbox.EntryDir:
 			err = makeDir(root, clean, modeOr(e.Mode, 0o755))
-		case EntryLocalFile:
+		case sandbox.EntryLocalFile:
 			err = copyHostFile(root, clean, e, p)
-		case EntryLocalDir:
+		case sandbox.EntryLocalDir:
 			err = copyHostDir(ctx, root, clean, e, p)
-		case EntryGitRepo:
+		case sandbox.EntryGitRepo:
 			err = trees[i].writeTo(ctx, root, clean, e.Mode)
 		}
 		if err != nil {
@@ -144,8 +146,8 @@ func makeDir(root *os.Root, name string, perm fs.FileMode) error {
 	return root.Chmod(name, perm)
 }
 
-func copyHostFile(root *os.Root, name string, e Entry, p Policy) error {
-	src, err := p.allows(e.Source)
+func copyHostFile(root *os.Root, name string, e sandbox.Entry, p sandbox.Policy) error {
+	src, err := p.Allows(e.Source)
 	if err != nil {
 		return err
 	}
@@ -167,8 +169,8 @@ func copyHostFile(root *os.Root, name string, e Entry, p Policy) error {
 // copyHostDir copies the host directory e.Source into name. It reads the
 // source through an os.Root too, so a source that changes while it is
 // copied still cannot make it read outside the source tree.
-func copyHostDir(ctx context.Context, dst *os.Root, name string, e Entry, p Policy) error {
-	srcPath, err := p.allows(e.Source)
+func copyHostDir(ctx context.Context, dst *os.Root, name string, e sandbox.Entry, p sandbox.Policy) error {
+	srcPath, err := p.Allows(e.Source)
 	if err != nil {
 		return err
 	}
@@ -213,7 +215,7 @@ func copyHostDir(ctx context.Context, dst *os.Root, name string, e Entry, p Poli
 			if err != nil {
 				return err
 			}
-			if err := checkLink(rel, link); err != nil {
+			if err := sandbox.CheckLink(rel, link); err != nil {
 				return err
 			}
 			return replaceSymlink(dst, link, target)
@@ -277,8 +279,8 @@ func (t *gitTree) close() {
 
 // openGitTree opens (local path) or clones (URL) the repository of e and
 // resolves e.Ref to a tree, whose symlinks it checks.
-func openGitTree(ctx context.Context, e Entry, p Policy) (_ *gitTree, err error) {
-	local, remote, err := gitSource(e.Source)
+func openGitTree(ctx context.Context, e sandbox.Entry, p sandbox.Policy) (_ *gitTree, err error) {
+	local, remote, err := sandbox.GitSource(e.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +292,7 @@ func openGitTree(ctx context.Context, e Entry, p Policy) (_ *gitTree, err error)
 	}()
 	var repo *git.Repository
 	if remote == "" {
-		src, err := p.allows(local)
+		src, err := p.Allows(local)
 		if err != nil {
 			return nil, err
 		}
@@ -334,7 +336,7 @@ func openGitTree(ctx context.Context, e Entry, p Policy) (_ *gitTree, err error)
 		if err != nil {
 			return err
 		}
-		return checkLink(name, target)
+		return sandbox.CheckLink(name, target)
 	})
 	return t, err
 }

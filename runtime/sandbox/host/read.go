@@ -1,4 +1,4 @@
-package sandbox
+package host
 
 // Host-side reads of workspace content. A workspace is written by
 // untrusted commands, so everything the worker reads from it is bounded,
@@ -8,30 +8,18 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-)
 
-// MaxReadBytes bounds what ReadFile reads from a workspace: a larger file
-// fails with ErrTooLarge, before any of it is read.
-const MaxReadBytes = 16 << 20
-
-// Errors of host-side reads, which callers (and the model) can act on.
-var (
-	// ErrTooLarge reports a workspace file or archive over a bound.
-	ErrTooLarge = errors.New("sandbox: too large")
-	// ErrNotRegular reports a workspace path that is a FIFO, a socket, a
-	// device or a directory where a regular file is needed.
-	ErrNotRegular = errors.New("sandbox: not a regular file")
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 // openRegular opens the clean workspace path name in root with flag (plus
 // O_NONBLOCK, so that a FIFO never blocks the open) and returns it with
 // its FileInfo when it is a regular file; anything else fails with
-// ErrNotRegular, a FIFO without a writer included.
+// sandbox.ErrNotRegular, a FIFO without a writer included.
 func openRegular(root *os.Root, name string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
 	f, err := root.OpenFile(name, flag|nonBlock, perm)
 	return regular(f, err, name)
@@ -39,11 +27,11 @@ func openRegular(root *os.Root, name string, flag int, perm fs.FileMode) (*os.Fi
 
 // regular takes the outcome of a non-blocking open of the workspace path
 // name: the file and its FileInfo when it is a regular file, or
-// ErrNotRegular (the file closed) when it is not.
+// sandbox.ErrNotRegular (the file closed) when it is not.
 func regular(f *os.File, err error, name string) (*os.File, fs.FileInfo, error) {
 	if err != nil {
 		if isNoReader(err) {
-			return nil, nil, fmt.Errorf("%w: %q is a FIFO", ErrNotRegular, name)
+			return nil, nil, fmt.Errorf("%w: %q is a FIFO", sandbox.ErrNotRegular, name)
 		}
 		return nil, nil, err
 	}
@@ -54,7 +42,7 @@ func regular(f *os.File, err error, name string) (*os.File, fs.FileInfo, error) 
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, nil, fmt.Errorf("%w: %q is a %s", ErrNotRegular, name, kind(fi.Mode()))
+		return nil, nil, fmt.Errorf("%w: %q is a %s", sandbox.ErrNotRegular, name, kind(fi.Mode()))
 	}
 	return f, fi, nil
 }
@@ -76,16 +64,16 @@ func kind(m fs.FileMode) string {
 	return "special file"
 }
 
-// readBounded reads all of r, failing with ErrTooLarge once it passes max
-// bytes (a file that grows while it is read) and with ctx's error when ctx
-// is done.
+// readBounded reads all of r, failing with sandbox.ErrTooLarge once it
+// passes max bytes (a file that grows while it is read) and with ctx's error
+// when ctx is done.
 func readBounded(ctx context.Context, r io.Reader, max int64, what string) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(ctxReader{ctx, r}, max+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrTooLarge, what, max)
+		return nil, fmt.Errorf("%w: %s is over %d bytes", sandbox.ErrTooLarge, what, max)
 	}
 	return b, nil
 }

@@ -1,4 +1,4 @@
-package sandbox
+package host
 
 import (
 	"context"
@@ -96,7 +96,7 @@ func (d *wsDir) entries() ([]fs.DirEntry, error) {
 
 // openRegular opens d's entry name with flag (plus O_NONBLOCK and
 // O_NOFOLLOW) and returns it with its FileInfo when it is a regular file;
-// anything else fails with ErrNotRegular, a FIFO without a writer
+// anything else fails with sandbox.ErrNotRegular, a FIFO without a writer
 // included.
 func (d *wsDir) openRegular(name string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
 	f, err := d.openFile(name, flag|nonBlock|noFollow, perm)

@@ -1,4 +1,4 @@
-package sandbox_test
+package host_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // TestManifestFile reads one path of manifests without making the
@@ -64,7 +65,7 @@ func TestManifestFile(t *testing.T) {
 		{name: "escaping-path", entries: []sandbox.Entry{file("AGENTS.md", "inline")}, path: "../AGENTS.md", wantErr: sandbox.ErrPathEscape},
 		{name: "empty", path: "AGENTS.md", wantErr: fs.ErrNotExist},
 		{name: "remote-refused", entries: []sandbox.Entry{file("AGENTS.md", "inline"), {Kind: sandbox.EntryGitRepo, Path: ".", Source: "https://git.invalid/repo.git"}}, path: "AGENTS.md",
-			localOnly: true, wantErr: sandbox.ErrRemoteSource},
+			localOnly: true, wantErr: host.ErrRemoteSource},
 		{name: "remote-elsewhere", entries: []sandbox.Entry{file("AGENTS.md", "inline"), {Kind: sandbox.EntryGitRepo, Path: "vendor/x", Source: "https://git.invalid/repo.git"}}, path: "AGENTS.md",
 			localOnly: true, want: "inline", noMaterialize: true},
 		{name: "local-git-while-local-only", entries: []sandbox.Entry{{Kind: sandbox.EntryGitRepo, Path: ".", Source: r.dir, Ref: "v1"}}, path: "version.txt", localOnly: true, want: "1"},
@@ -72,11 +73,11 @@ func TestManifestFile(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := sandbox.Manifest{Entries: tc.entries}
-			var opts []sandbox.ManifestReadOption
+			var opts []host.ManifestReadOption
 			if tc.localOnly {
-				opts = append(opts, sandbox.LocalSourcesOnly())
+				opts = append(opts, host.LocalSourcesOnly())
 			}
-			got, err := sandbox.ManifestFile(context.Background(), m, p, tc.path, 64, opts...)
+			got, err := host.ManifestFile(context.Background(), m, p, tc.path, 64, opts...)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("ManifestFile = %q, %v; want %v", got, err, tc.wantErr)
@@ -91,7 +92,7 @@ func TestManifestFile(t *testing.T) {
 			}
 			// The workspace made from the manifest holds the same.
 			dir := t.TempDir()
-			if err := sandbox.Materialize(context.Background(), m, dir, p); err != nil {
+			if err := host.Materialize(context.Background(), m, dir, p); err != nil {
 				t.Fatal(err)
 			}
 			if made := readWS(t, dir, tc.path); made != tc.want {

@@ -1,4 +1,4 @@
-package sandbox
+package host
 
 // Snapshots: a tar archive of the workspace, compressed with zstd. The
 // format is the same for every backend, because every backend keeps its
@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 // Snapshot writes an archive of the workspace to out: a PAX tar stream
@@ -109,7 +111,7 @@ func snapshotEntry(ctx context.Context, dir *wsDir, tw *tar.Writer, p string, d 
 		return tw.WriteHeader(hdr)
 	case d.Type().IsRegular():
 		f, fi, err := dir.openRegular(d.Name(), os.O_RDONLY, 0)
-		if errors.Is(err, ErrNotRegular) {
+		if errors.Is(err, sandbox.ErrNotRegular) {
 			return fmt.Errorf("%q changed while it was archived: %w", p, err)
 		}
 		if err != nil {
@@ -153,15 +155,15 @@ func snapshotEntry(ctx context.Context, dir *wsDir, tw *tar.Writer, p string, d 
 // Restore replaces the workspace's contents with the snapshot read from
 // in (as Snapshot writes it, from any backend).
 //
-// It reads the whole archive first and checks every entry: each name must
-// be clean and workspace-relative (ErrPathEscape otherwise), and no entry
-// may lie under a symlink of the archive, be one twice, or have a type
-// other than directory, regular file or symlink. Only then does it clear
-// the workspace and extract. The workspace's own ephemeral paths are kept
-// as they are, and archive entries at those paths are skipped: ephemeral
-// data belongs to the live workspace, not to the snapshot. Extraction goes
-// through an os.Root, so a symlink (even an absolute one) is created as
-// such but nothing is ever written through one. Permission bits and the
+// It reads the whole archive first and checks every entry: each name must be
+// clean and workspace-relative (sandbox.ErrPathEscape otherwise), and no
+// entry may lie under a symlink of the archive, be one twice, or have a type
+// other than directory, regular file or symlink. Only then does it clear the
+// workspace and extract. The workspace's own ephemeral paths are kept as
+// they are, and archive entries at those paths are skipped: ephemeral data
+// belongs to the live workspace, not to the snapshot. Extraction goes
+// through an os.Root, so a symlink (even an absolute one) is created as such
+// but nothing is ever written through one. Permission bits and the
 // modification times of files and directories are restored (not those of
 // symlinks); files belong to the user running Restore.
 //
@@ -194,7 +196,7 @@ func (w Workspace) Restore(ctx context.Context, in io.Reader) error {
 		seen[name] = true
 		for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
 			if links[dir] {
-				return fmt.Errorf("%w: entry %q lies under the symlink %q", ErrPathEscape, name, dir)
+				return fmt.Errorf("%w: entry %q lies under the symlink %q", sandbox.ErrPathEscape, name, dir)
 			}
 		}
 		switch hdr.Typeflag {
@@ -334,7 +336,7 @@ func (s *dirStack) close() {
 
 // readArchive decompresses and reads the tar stream r, calling fn for each
 // entry but the root with its clean workspace path. It fails with
-// ErrPathEscape on a name that is not clean and workspace-relative.
+// sandbox.ErrPathEscape on a name that is not clean and workspace-relative.
 func readArchive(ctx context.Context, r io.Reader, fn func(hdr *tar.Header, name string, data io.Reader) error) error {
 	zr, err := zstd.NewReader(r)
 	if err != nil {
@@ -356,7 +358,7 @@ func readArchive(ctx context.Context, r io.Reader, fn func(hdr *tar.Header, name
 		if hdr.Typeflag == tar.TypeXGlobalHeader {
 			continue
 		}
-		name, err := CleanPath(strings.TrimSuffix(hdr.Name, "/"))
+		name, err := sandbox.CleanPath(strings.TrimSuffix(hdr.Name, "/"))
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package sandbox
+package host
 
 // noFollow is zero where O_NOFOLLOW does not exist; os.Root still keeps
 // opens inside the root.

@@ -1,4 +1,4 @@
-package sandbox
+package host
 
 // Sparse files in snapshots. A file whose blocks cover less than its size
 // has holes; its data segments are found with SEEK_DATA and SEEK_HOLE, only
