@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 )
 
 // Activities are the parts of a run that touch the world: the model, the
@@ -366,7 +367,7 @@ func (a *Activities) FunctionTool(ctx context.Context, in ToolInput) (agents.Ite
 	endTool(span, output)
 	item := agents.FunctionCallOutput(in.Call.CallID, output)
 	item.Agent = in.Agent
-	return runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
+	return transcript.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
 }
 
 // toolGone is the output of a call of a function tool that the run's

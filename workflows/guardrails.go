@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 )
 
 // Guardrails: checks beside an agent's work that can end its run (see
@@ -157,7 +158,7 @@ type GuardrailPromptInput struct {
 // GuardrailPrompt writes a tool guardrail agent's input (see
 // GuardrailPromptInput) and returns its transcript.
 func (a *Activities) GuardrailPrompt(ctx context.Context, in GuardrailPromptInput) (runtime.TranscriptRef, error) {
-	items, err := runtime.ResolveOutputs(ctx, a.r.cfg.Store, []agents.Item{in.Result})
+	items, err := transcript.ResolveOutputs(ctx, a.r.cfg.Store, []agents.Item{in.Result})
 	if err != nil {
 		return runtime.TranscriptRef{}, err
 	}
@@ -292,7 +293,7 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 		if changed {
 			item.Output, item.OutputRef = text, ""
 			if in.OutputKey != "" {
-				if item, err = runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item); err != nil {
+				if item, err = transcript.Offload(ctx, a.r.cfg.Store, in.OutputKey, item); err != nil {
 					return nil, err
 				}
 			} else if err := troupe.CheckPayload("a guardrail's replacement output", len(text)); err != nil {

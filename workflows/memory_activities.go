@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 	"github.com/troupe-dev/troupe/telemetry"
 )
 
@@ -145,7 +146,7 @@ func (a *Activities) turnItems(ctx context.Context, start *runtime.TranscriptRef
 			items = items[len(before):]
 		}
 	}
-	return runtime.ResolveOutputs(ctx, a.r.cfg.Store, items)
+	return transcript.ResolveOutputs(ctx, a.r.cfg.Store, items)
 }
 
 // MemorySignal signals a scope's memory workflow, starting it if it is not

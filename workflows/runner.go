@@ -27,10 +27,10 @@ import (
 	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/memory"
-	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 )
 
 // Config configures a Runner. Graphs, Model and Store are required; every
@@ -147,7 +147,7 @@ type Runner struct {
 	graphs      map[string]*agents.Graph
 	acts        *Activities
 	hostQueue   string
-	transcripts *runtime.Transcripts
+	transcripts *transcript.Transcripts
 	mcp         *mcp.Pool
 	ownsMCP     bool
 	// cluster is the id of the Temporal cluster StartWorkers connected
@@ -244,7 +244,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.SandboxQueue = defaultSandboxQueue(cfg.Host, cfg.Sandboxes)
 	}
 	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
-		transcripts: runtime.NewTranscripts(cfg.Store), mcp: cfg.MCP, learnt: skills.NewLearntCache(0)}
+		transcripts: transcript.NewTranscripts(cfg.Store), mcp: cfg.MCP, learnt: skills.NewLearntCache(0)}
 	if r.mcp == nil {
 		r.mcp, r.ownsMCP = mcp.NewPool(mcp.PoolConfig{}), true
 	}

@@ -1,4 +1,4 @@
-package runtime_test
+package transcript_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 )
 
 // TestTranscriptWindow runs an agent's transcript through many turns of a
@@ -39,7 +40,7 @@ func TestTranscriptWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			wc := capabilities.Compaction(tt.cfg).(agents.WindowCompactor)
-			ts := runtime.NewTranscripts(store)
+			ts := transcript.NewTranscripts(store)
 			ref := runtime.TranscriptRef{Key: "transcripts/run/agent"}
 			pending := []agents.Item{agents.UserMessage("the task")}
 			var want []agents.Item // what the model saw last, then what came since
@@ -55,7 +56,7 @@ func TestTranscriptWindow(t *testing.T) {
 					t.Fatalf("turn %d: the view is not what the model saw since the last trim: %s", turn, d)
 				}
 				if turn%7 == 0 {
-					cold, _, err := runtime.NewTranscripts(store).LoadView(ctx, ref, pending)
+					cold, _, err := transcript.NewTranscripts(store).LoadView(ctx, ref, pending)
 					if err != nil || diff(cold, items) != "" {
 						t.Fatalf("turn %d: another worker loads another view: %v %s", turn, err, diff(cold, items))
 					}
