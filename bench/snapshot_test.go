@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // The snapshot benchmark's workspace: many small files in nested
@@ -27,7 +27,7 @@ const (
 	snapRounds   = 2 // per iteration, alternating which side goes first
 )
 
-// BenchmarkSnapshot measures sandbox.Workspace.Snapshot (tar + zstd, what
+// BenchmarkSnapshot measures host.Workspace.Snapshot (tar + zstd, what
 // every backend's Session.Snapshot is) of a workspace of about 100 MB —
 // 20,000 files of 1–4 KB of source-like text in 200 nested directories,
 // plus a 20 MB text log (compressible), a 20 MB random blob
@@ -63,7 +63,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	want := buildSnapshotWorkspace(b, src)
 	b.Logf("built the workspace in %s: %d files, %d directories, %.1f MB", time.Since(built).Round(time.Millisecond), want.files, want.dirs, mb(want.bytes))
 
-	ws := sandbox.Workspace{Dir: src}
+	ws := host.Workspace{Dir: src}
 	var snap, cliSnap, rest, cliRest time.Duration
 	var archive, cliArchive int64
 	round := 0
@@ -90,7 +90,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := (sandbox.Workspace{Dir: dst}).Restore(ctx, f); err != nil {
+		if err := (host.Workspace{Dir: dst}).Restore(ctx, f); err != nil {
 			b.Fatal(err)
 		}
 		f.Close()

@@ -10,7 +10,7 @@
 // AGENTS.md at the workspace's root through the sandbox session, bounded
 // to MaxGuidanceBytes, and GuidanceInstructions renders it for the
 // instructions. The worker reads it from the agent's manifest before its
-// first model call (sandbox.ManifestFile, BoundGuidance), before any
+// first model call (host.ManifestFile, BoundGuidance), before any
 // workspace is made, and again from the workspace once it is provisioned
 // (an activity each); the model activity adds it to every turn's
 // instructions.

@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
@@ -359,7 +360,7 @@ func TestWorkerKilledDuringCreate(t *testing.T) {
 		held, _ = os.ReadFile(hold + ".id")
 	}
 	id, mechanism, _ := strings.Cut(string(held), "\n")
-	name := sandbox.DirName(id)
+	name := host.DirName(id)
 	for _, p := range []string{filepath.Join(root, name), filepath.Join(root, "."+name+".json")} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("before the kill: %v", err)

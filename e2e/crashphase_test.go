@@ -31,6 +31,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 	"github.com/troupe-dev/troupe/workflows"
 )
 
@@ -353,7 +354,7 @@ func phaseLeftovers(t *testing.T, root, ids string) []string {
 	}
 	names := map[string]bool{}
 	for _, id := range strings.Fields(string(data)) {
-		names[sandbox.DirName(id)] = true
+		names[host.DirName(id)] = true
 	}
 	if len(names) < 2 {
 		t.Fatalf("sandboxes created: %q, want one per agent at least", data)

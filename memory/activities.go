@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 	"github.com/troupe-dev/troupe/telemetry"
 )
 
@@ -93,7 +94,7 @@ func (c *Consolidation) turnItems(ctx context.Context, start *runtime.Transcript
 			items = items[len(before):]
 		}
 	}
-	return runtime.ResolveOutputs(ctx, c.Store, items)
+	return transcript.ResolveOutputs(ctx, c.Store, items)
 }
 
 // MemorySignal signals a scope's memory workflow, starting it if it is not

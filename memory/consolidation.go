@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 	"github.com/troupe-dev/troupe/telemetry"
 )
 
@@ -37,7 +38,7 @@ type Consolidation struct {
 	Store *blob.Store
 	// Transcripts reads the conversation of a run or turn for its rollout
 	// line; nil reads them from Store without a cache.
-	Transcripts *runtime.Transcripts
+	Transcripts *transcript.Transcripts
 	// Model answers both phases, unless Options.Model is set.
 	Model model.Model
 	// DefaultModel is the model name of phase 2 when Options.Phase2Model
@@ -151,7 +152,7 @@ func (c *Consolidation) heartbeatTimeout() time.Duration {
 func (c *Consolidation) conversation(ctx context.Context, ref runtime.TranscriptRef) ([]agents.Item, error) {
 	t := c.Transcripts
 	if t == nil {
-		t = runtime.NewTranscripts(c.Store)
+		t = transcript.NewTranscripts(c.Store)
 	}
 	ref.View = nil
 	items, _, err := t.LoadView(ctx, ref, nil)

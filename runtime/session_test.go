@@ -1,14 +1,9 @@
 package runtime
 
 import (
-	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/runtime/blob"
 )
 
 func TestSessionSubmit(t *testing.T) {
@@ -148,57 +143,6 @@ func TestLeaseForfeit(t *testing.T) {
 		l.Forfeit()
 		if l.State != tc.want || (tc.want == LeaseLost && (l.Sandbox != nil || l.Calls != 0 || l.Snapshot != "s")) {
 			t.Errorf("Forfeit from %s = %+v, want %s keeping the snapshot", tc.from, l, tc.want)
-		}
-	}
-}
-
-// A fork reads the segments it shares with its source where the source
-// wrote them and its own under its key; what each appends later, the
-// other does not see, however deep the forks go.
-func TestTranscriptFork(t *testing.T) {
-	ctx := context.Background()
-	store, err := blob.Open(ctx, "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := NewTranscripts(store)
-	say := func(ref TranscriptRef, text string) TranscriptRef {
-		t.Helper()
-		ref, err := ts.Append(ctx, ref, []agents.Item{agents.UserMessage(text)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ref
-	}
-	texts := func(ref TranscriptRef) string {
-		t.Helper()
-		items, err := ts.Load(ctx, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, it := range items {
-			out = append(out, it.Content)
-		}
-		return strings.Join(out, ",")
-	}
-	src := say(say(TranscriptRef{Key: "transcripts/s/a"}, "one"), "two")
-	fork := src.Fork("transcripts/f/a")
-	src = say(src, "source three")
-	fork = say(fork, "fork three")
-	fork2 := fork.Fork("transcripts/g/a")
-	fork = say(fork, "fork four")
-	fork2 = say(fork2, "fork2 four")
-	for _, tc := range []struct {
-		ref  TranscriptRef
-		want string
-	}{
-		{src, "one,two,source three"},
-		{fork, "one,two,fork three,fork four"},
-		{fork2, "one,two,fork three,fork2 four"},
-	} {
-		if got := texts(tc.ref); got != tc.want {
-			t.Errorf("%s reads %s, want %s", tc.ref.Key, got, tc.want)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/gate"
 )
@@ -353,7 +354,7 @@ func (a *Activities) FunctionTool(ctx context.Context, in ToolInput) (agents.Ite
 	endTool(span, output)
 	item := agents.FunctionCallOutput(in.Call.CallID, output)
 	item.Agent = in.Agent
-	return runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
+	return transcript.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
 }
 
 // toolGone is the output of a call of a function tool that the run's

@@ -60,7 +60,7 @@ func guardGraph(cfg guarded, ran *lookups) *agents.Graph {
 	}) (string, error) {
 		ran.add(a.Key)
 		if strings.HasPrefix(a.Key, "big") {
-			// Over runtime.InlineLimit: the output is stored apart.
+			// Over transcript.InlineLimit: the output is stored apart.
 			return strings.Repeat("x", 2000) + "secret-" + a.Key, nil
 		}
 		return "secret-" + a.Key, nil

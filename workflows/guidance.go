@@ -4,7 +4,7 @@ package workflows
 // the agent's first call. A fresh workspace is made only when a sandbox
 // tool first needs it, often after the first model call; so, before that
 // call, the agent workflow asks a local activity for the guidance the
-// manifest would put there (sandbox.ManifestFile: inline content, a host
+// manifest would put there (host.ManifestFile: inline content, a host
 // file or directory, a local git tree; not a git_repo URL, which the
 // create activity reads once it cloned it), read on the host without
 // making anything. Its key goes into the lease (SandboxLease.Guidance), as the
@@ -30,6 +30,7 @@ import (
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // WorkspaceGuidanceActivityName reads the guidance of a workspace not yet
@@ -80,14 +81,14 @@ func (a *Activities) WorkspaceGuidance(ctx context.Context, in WorkspaceGuidance
 	}
 	// A remote git_repo is not cloned for this: the create activity reads
 	// its AGENTS.md once it made the workspace.
-	data, err := sandbox.ManifestFile(ctx, m, ph.Policy(), capabilities.AgentsFile, sandbox.MaxReadBytes, sandbox.LocalSourcesOnly())
+	data, err := host.ManifestFile(ctx, m, ph.Policy(), capabilities.AgentsFile, sandbox.MaxReadBytes, host.LocalSourcesOnly())
 	var text string
 	switch {
 	case err == nil:
 		text = capabilities.BoundGuidance(string(data))
 	case errors.Is(err, sandbox.ErrTooLarge):
 		text = capabilities.TooLargeGuidance()
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, sandbox.ErrNotRegular), errors.Is(err, sandbox.ErrRemoteSource):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, sandbox.ErrNotRegular), errors.Is(err, host.ErrRemoteSource):
 		return "", nil
 	case ctx.Err() != nil:
 		return "", ctx.Err()

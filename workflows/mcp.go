@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 )
 
 // This file is how an agent uses its MCP servers' tools. The process that
@@ -327,5 +328,5 @@ func (a *Activities) MCPCall(ctx context.Context, in MCPCallInput) (agents.Item,
 	}
 	item := agents.FunctionCallOutput(in.Call.CallID, text)
 	item.Agent = in.Agent
-	return runtime.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
+	return transcript.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
 }

@@ -26,10 +26,10 @@ import (
 	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/memory"
-	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 	"github.com/troupe-dev/troupe/workflows/approval"
 	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/events"
@@ -154,7 +154,7 @@ type Runner struct {
 	guardrails  *guardrail.Activities
 	budgets     *budget.Activities
 	hostQueue   string
-	transcripts *runtime.Transcripts
+	transcripts *transcript.Transcripts
 	mcp         *mcp.Pool
 	ownsMCP     bool
 	// cluster is the id of the Temporal cluster StartWorkers connected
@@ -251,7 +251,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.SandboxQueue = defaultSandboxQueue(cfg.Host, cfg.Sandboxes)
 	}
 	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
-		transcripts: runtime.NewTranscripts(cfg.Store), mcp: cfg.MCP}
+		transcripts: transcript.NewTranscripts(cfg.Store), mcp: cfg.MCP}
 	r.memory = &memory.Consolidation{Store: cfg.Store, Transcripts: r.transcripts, Model: cfg.Model, DefaultModel: cfg.DefaultModel,
 		Options: cfg.Memory, ModelTimeout: cfg.ModelTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, Learnt: skills.NewLearntCache(0)}
 	if r.mcp == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/gate"
 )
@@ -287,7 +288,7 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 	}
 	item := agents.FunctionCallOutput(in.Tool.Call.CallID, output)
 	item.Agent = in.Tool.Agent
-	return runtime.Offload(ctx, a.r.cfg.Store, in.Tool.OutputKey, item)
+	return transcript.Offload(ctx, a.r.cfg.Store, in.Tool.OutputKey, item)
 }
 
 // SandboxSnapshot archives the workspace into the blob store under its

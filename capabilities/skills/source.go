@@ -23,6 +23,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // Source is where skills come from. New loads every source once, when
@@ -225,7 +226,7 @@ func (g Git) Load(ctx context.Context, opts LoadOptions) ([]Skill, error) {
 			return fail(fmt.Errorf("clone: %w", err))
 		}
 	}
-	hash, err := sandbox.ResolveRef(repo, g.Ref, remote != "")
+	hash, err := host.ResolveRef(repo, g.Ref, remote != "")
 	if err != nil {
 		return fail(err)
 	}

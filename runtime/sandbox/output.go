@@ -22,8 +22,8 @@ const (
 // Normalize returns r with its defaults filled in (DefaultTimeout,
 // DefaultMaxOutputBytes) and its Workdir clean ("." for the workspace
 // root), or an error wrapping ErrPathEscape when Workdir leaves the
-// workspace. Backends call it first; whether Workdir exists is checked by
-// Workspace.ResolveWorkdir.
+// workspace. Backends call it first; whether Workdir exists is checked on
+// the host (host.Workspace.ResolveWorkdir).
 func (r ExecRequest) Normalize() (ExecRequest, error) {
 	if r.Workdir == "" {
 		r.Workdir = "."

@@ -76,14 +76,3 @@ func TestNormalize(t *testing.T) {
 		t.Errorf("Normalize of ../x: %v", err)
 	}
 }
-
-func TestCommandEnv(t *testing.T) {
-	got := strings.Join(sandbox.CommandEnv(map[string]string{"B": "2", "A": "1"}, "/ws"), " ")
-	if want := "A=1 B=2 HOME=/ws PATH=" + sandbox.DefaultPATH; got != want {
-		t.Errorf("CommandEnv = %q, want %q", got, want)
-	}
-	got = strings.Join(sandbox.CommandEnv(map[string]string{"HOME": "/h", "PATH": "/p"}, "/ws"), " ")
-	if got != "HOME=/h PATH=/p" {
-		t.Errorf("CommandEnv with HOME and PATH = %q", got)
-	}
-}

@@ -47,26 +47,3 @@ func TestCleanPath(t *testing.T) {
 		}
 	}
 }
-
-func TestDirName(t *testing.T) {
-	seen := map[string]string{}
-	for _, id := range []string{
-		"wf-1", "wf_1", "a.b", "x", "wf/1", "wf 1", "wf~1", ".", "..", ".hidden", "-dash", "",
-		strings.Repeat("a", 64), strings.Repeat("a", 65), strings.Repeat("a", 300), "ünïcode", "a/../../etc",
-	} {
-		name := sandbox.DirName(id)
-		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || name[0] == '.' || name[0] == '-' || len(name) > 80 {
-			t.Errorf("DirName(%q) = %q: not a safe directory name", id, name)
-		}
-		if other, ok := seen[name]; ok {
-			t.Errorf("DirName(%q) = DirName(%q) = %q", id, other, name)
-		}
-		seen[name] = id
-		if again := sandbox.DirName(id); again != name {
-			t.Errorf("DirName(%q) is not stable: %q, %q", id, name, again)
-		}
-	}
-	if got := sandbox.DirName("wf-123.run_4"); got != "wf-123.run_4" {
-		t.Errorf("a plain id is renamed: %q", got)
-	}
-}

@@ -31,6 +31,12 @@ type Policy struct {
 	AllowedRoots []string `json:"allowed_roots,omitempty"`
 }
 
+// A PolicyHolder is a Client that says which Policy bounds its manifests'
+// host sources. The local, bwrap and docker clients are.
+type PolicyHolder interface {
+	Policy() Policy
+}
+
 // Allows checks the absolute host path source against AllowedRoots, as
 // Validate checks a manifest's host sources, and returns it resolved
 // (symlinks evaluated), or an error wrapping ErrSourceNotAllowed. Other
@@ -79,7 +85,7 @@ func (p Policy) allows(source string) (string, error) {
 //
 // Validate reads host sources (to resolve and walk them) but writes
 // nothing. Escapes found only later, such as a symlink in a git tree, are
-// reported by Materialize, still before anything is written.
+// reported by host.Materialize, still before anything is written.
 func (m Manifest) Validate(p Policy) error {
 	return m.validate(func(e Entry) error { return e.validate(p) })
 }
@@ -247,14 +253,16 @@ func checkTreeLinks(dir string) error {
 		if err != nil {
 			return err
 		}
-		return checkLink(p, target)
+		return CheckLink(p, target)
 	})
 }
 
-// checkLink rejects a symlink at the tree-relative path link whose target
-// is absolute or leads out of the tree, judged lexically: such a link
-// would point at the host, or at nothing, once the tree is copied.
-func checkLink(link, target string) error {
+// CheckLink rejects, with an error wrapping ErrPathEscape, a symlink at
+// the tree-relative path link whose target is absolute or leads out of
+// the tree, judged lexically: such a link would point at the host, or at
+// nothing, once the tree is copied. Validate checks a local_dir's links
+// with it, and host.Materialize those of a git tree.
+func CheckLink(link, target string) error {
 	if target == "" || strings.IndexByte(target, 0) >= 0 {
 		return fmt.Errorf("%w: symlink %q has an invalid target", ErrPathEscape, link)
 	}

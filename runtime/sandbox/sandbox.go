@@ -1,13 +1,20 @@
-// Package sandbox holds Troupe's workspaces: the Manifest that describes a
-// fresh workspace, and the Client and Session interfaces that backends
-// (local, bwrap, docker; hosted providers alike) implement.
+// Package sandbox is the contract of Troupe's workspaces: the Manifest
+// that describes a fresh workspace and the rules its paths and host
+// sources obey (CleanPath, Manifest.Check and Validate, Policy); the
+// Client and Session interfaces that backends (local, bwrap, docker;
+// hosted providers alike) implement, with the optional ones a client may
+// add (LimitReporter, PolicyHolder, Reaper); a session's serialisable
+// State; a command's request and result, with the output cap that keeps
+// its head and tail (CapOutput); Limits and how a client reports them; and
+// the errors callers branch on.
 //
-// Every backend keeps the workspace as a directory on its host and runs
-// commands over it (directly, in bubblewrap namespaces, or in a container
-// with the directory bind-mounted at /workspace). File operations and
-// snapshots work on that directory, confined to it with os.Root, so they
-// are the same for every backend and a snapshot from one restores into any
-// other.
+// It is data, interfaces and checks, with nothing heavy beneath it: no
+// go-git, no archive code, no backend. Agents, capabilities and the agent
+// loop speak of sandboxes through it alone. What runs on a worker's host
+// (materialising a manifest, git clones with go-git, workspace
+// directories, snapshots, bounded disks, reaping what a killed worker
+// left) is package host beside it, which the backends use to keep this
+// contract.
 //
 // The contract every implementation keeps, checked by sandboxtest.Run:
 //
@@ -27,7 +34,7 @@
 // What a killed worker leaves is removed by a Reaper (the local, bwrap and
 // docker clients are ones) once its owner is gone: the sandbox's labels
 // say whose it is, on the container for docker and in a sidecar file
-// beside the workspace for the host-directory backends (HostReaper).
+// beside the workspace for the host-directory backends (host.HostReaper).
 // workflows.StartReaping runs the reapers of a worker; the workflows
 // package doc has the bounds on what a crash at any point leaves.
 package sandbox
@@ -52,6 +59,20 @@ var (
 	ErrGone = errors.New("sandbox: gone")
 	// ErrUnsupported reports an optional operation a backend lacks.
 	ErrUnsupported = errors.ErrUnsupported
+)
+
+// MaxReadBytes bounds what ReadFile reads from a workspace: a larger file
+// fails with ErrTooLarge, before any of it is read.
+const MaxReadBytes = 16 << 20
+
+// Errors of reads from a workspace, which callers (and the model) can
+// act on.
+var (
+	// ErrTooLarge reports a workspace file or archive over a bound.
+	ErrTooLarge = errors.New("sandbox: too large")
+	// ErrNotRegular reports a workspace path that is a FIFO, a socket, a
+	// device or a directory where a regular file is needed.
+	ErrNotRegular = errors.New("sandbox: not a regular file")
 )
 
 // Client creates and resumes sessions of one backend.
@@ -211,4 +232,14 @@ func WithSession(ctx context.Context, s Session) context.Context {
 func SessionFrom(ctx context.Context) (Session, bool) {
 	s, ok := ctx.Value(sessionKey{}).(Session)
 	return s, ok
+}
+
+// Reaper is a Client that can find and remove the sandboxes their owners
+// no longer want: those a worker killed before it could stop them left
+// behind. The local, bwrap and docker clients are Reapers.
+type Reaper interface {
+	// Reap removes the sandboxes for which keep(labels) answers false,
+	// where labels are the Spec.Labels they were created with, and
+	// returns what it removed (ids of sessions or containers).
+	Reap(ctx context.Context, keep func(labels map[string]string) bool) ([]string, error)
 }

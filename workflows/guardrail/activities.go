@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/transcript"
 )
 
 // Activities run the guardrail funcs of the graphs a worker serves, and
@@ -29,7 +30,7 @@ type Activities struct {
 	// Store holds outputs stored apart; Transcripts the agents'
 	// transcripts.
 	Store       *blob.Store
-	Transcripts *runtime.Transcripts
+	Transcripts *transcript.Transcripts
 }
 
 // Register registers the activities on w.
@@ -119,7 +120,7 @@ type GuardrailPromptInput struct {
 // GuardrailPrompt writes a tool guardrail agent's input (see
 // GuardrailPromptInput) and returns its transcript.
 func (a *Activities) GuardrailPrompt(ctx context.Context, in GuardrailPromptInput) (runtime.TranscriptRef, error) {
-	items, err := runtime.ResolveOutputs(ctx, a.Store, []agents.Item{in.Result})
+	items, err := transcript.ResolveOutputs(ctx, a.Store, []agents.Item{in.Result})
 	if err != nil {
 		return runtime.TranscriptRef{}, err
 	}
@@ -254,7 +255,7 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 		if changed {
 			item.Output, item.OutputRef = text, ""
 			if in.OutputKey != "" {
-				if item, err = runtime.Offload(ctx, a.Store, in.OutputKey, item); err != nil {
+				if item, err = transcript.Offload(ctx, a.Store, in.OutputKey, item); err != nil {
 					return nil, err
 				}
 			} else if err := troupe.CheckPayload("a guardrail's replacement output", len(text)); err != nil {

@@ -26,7 +26,7 @@
 //     Options.Network the host's network namespace is shared, and
 //     /etc/resolv.conf and /etc/ssl/certs are bound read-only.
 //  5. An environment that is exactly the manifest's plus PATH
-//     (sandbox.DefaultPATH) and HOME=/workspace when it does not set them
+//     (host.DefaultPATH) and HOME=/workspace when it does not set them
 //     (--clearenv, then --setenv, passed on a pipe with --args so values
 //     do not show in the host's process list).
 //  6. The session's limits (below), applied before the command starts:
@@ -53,7 +53,7 @@
 //     second later.
 //   - TmpBytes: the size of /tmp's tmpfs (bwrap --size, 0.5 or later).
 //   - DiskBytes: the workspace is a file system of its own of that size
-//     (sandbox.Disks: a sparse ext4 image, loop-mounted on the workspace
+//     (host.Disks: a sparse ext4 image, loop-mounted on the workspace
 //     directory), so a write past it fails with ENOSPC, whether the
 //     sandbox or the host writes.
 //
@@ -77,7 +77,7 @@
 // host restarted); Stop kills running commands (and the session's
 // cgroups) and removes it, its file system with it. A Create for the id of a session a killed worker left
 // replaces its cgroup and workspace; Reap removes those whose owner is
-// gone (sandbox.HostReaper). File operations and snapshots are sandbox.Workspace's, on
+// gone (host.HostReaper). File operations and snapshots are host.Workspace's, on
 // the host side.
 //
 // Not provided: a seccomp filter (the kernel's full syscall surface is
@@ -109,6 +109,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // Backend is the name of this backend in sandbox.State.
@@ -133,7 +134,7 @@ const DefaultAddressSpaceBytes = 8 << 30
 // in PATH.
 type Config struct {
 	// Root is the host directory that holds the workspaces. Empty means
-	// sandbox.DefaultRoot("bwrap").
+	// host.DefaultRoot("bwrap").
 	Root string
 	// Policy says which host paths manifests may copy from; the zero
 	// Policy allows none.
@@ -172,7 +173,7 @@ type Client struct {
 	mech   string
 	// disks bounds workspaces; nil with Config.NoDisk, and unusable (Err)
 	// where the host does not let the worker mount them.
-	disks        *sandbox.Disks
+	disks        *host.Disks
 	hard         workerHard
 	addressSpace uint64
 	reports      []sandbox.LimitReport
@@ -202,16 +203,16 @@ func New(cfg Config) (*Client, error) {
 	}
 	root := cfg.Root
 	if root == "" {
-		root = sandbox.DefaultRoot(Backend)
+		root = host.DefaultRoot(Backend)
 	}
 	if root, err = filepath.Abs(root); err != nil {
 		return nil, err
 	}
-	host, err := os.Hostname()
+	hostname, err := os.Hostname()
 	if err != nil {
 		return nil, fmt.Errorf("bwrap: hostname: %w", err)
 	}
-	c := &Client{root: root, policy: cfg.Policy, bwrap: bin, host: host, limits: withDefaults(cfg.Limits, DefaultLimits)}
+	c := &Client{root: root, policy: cfg.Policy, bwrap: bin, host: hostname, limits: withDefaults(cfg.Limits, DefaultLimits)}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("bwrap: workspace root: %w", err)
 	}
@@ -255,7 +256,7 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	if !cfg.NoDisk {
-		c.disks = sandbox.NewDisks(root)
+		c.disks = host.NewDisks(root)
 	}
 	c.hard = readWorkerHard()
 	c.addressSpace = uint64(cmp.Or(cfg.AddressSpaceBytes, DefaultAddressSpaceBytes))
@@ -290,22 +291,22 @@ func (c *Client) Root() string { return c.root }
 // cgroup, with anything still in it, and its workspace.
 func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
 	if spec.ID != "" {
-		if err := c.releaseCgroup(sandbox.DirName(spec.ID)); err != nil {
+		if err := c.releaseCgroup(host.DirName(spec.ID)); err != nil {
 			return nil, fmt.Errorf("bwrap: the cgroup of an earlier session %q: %w", spec.ID, err)
 		}
 	}
 	limits := withDefaults(spec.Options.Limits, c.limits)
-	ws, err := sandbox.ProvisionBounded(ctx, c.root, spec, c.policy, c.disks, c.diskBytes(limits))
+	ws, err := host.ProvisionBounded(ctx, c.root, spec, c.policy, c.disks, c.diskBytes(limits))
 	if err != nil {
 		return nil, err
 	}
-	return c.session(ws, sandbox.HostState(Backend, c.host, spec, ws)), nil
+	return c.session(ws, host.HostState(Backend, c.host, spec, ws)), nil
 }
 
 // Resume reattaches to the session of state while its workspace exists on
 // this host, and fails with sandbox.ErrGone otherwise.
 func (c *Client) Resume(ctx context.Context, state sandbox.State) (sandbox.Session, error) {
-	ws, err := sandbox.ReopenHostWorkspace(c.root, Backend, c.host, state)
+	ws, err := host.ReopenHostWorkspace(c.root, Backend, c.host, state)
 	if err != nil {
 		return nil, err
 	}
@@ -318,15 +319,15 @@ func (c *Client) Resume(ctx context.Context, state sandbox.State) (sandbox.Sessi
 	return c.session(ws, state), nil
 }
 
-func (c *Client) session(ws sandbox.Workspace, st sandbox.State) *Session {
+func (c *Client) session(ws host.Workspace, st sandbox.State) *Session {
 	st.Ephemeral = slices.Clone(st.Ephemeral)
 	return &Session{Workspace: ws, c: c, state: st, limits: withDefaults(st.Options.Limits, c.limits), running: make(map[uint64]context.CancelFunc)}
 }
 
 // Session is a bwrap workspace. Its file operations and snapshots are the
-// embedded sandbox.Workspace's.
+// embedded host.Workspace's.
 type Session struct {
-	sandbox.Workspace
+	host.Workspace
 	c      *Client
 	state  sandbox.State
 	limits sandbox.Limits
@@ -482,7 +483,7 @@ func (s *Session) start(workdir, command string, out *sandbox.CappedOutput) (*ru
 	// The environment goes on a pipe, not on the command line.
 	var env bytes.Buffer
 	env.WriteString("--clearenv\x00")
-	for _, kv := range sandbox.CommandEnv(s.state.Env, "/workspace") {
+	for _, kv := range host.CommandEnv(s.state.Env, "/workspace") {
 		k, v, _ := strings.Cut(kv, "=")
 		env.WriteString("--setenv\x00" + k + "\x00" + v + "\x00")
 	}
@@ -501,7 +502,7 @@ func (s *Session) start(workdir, command string, out *sandbox.CappedOutput) (*ru
 // enterCgroup moves pid into the session's cgroups, making them on the
 // first command of the session in this process.
 func (s *Session) enterCgroup(pid int) error {
-	cg, name := s.c.cgroup, sandbox.DirName(s.state.ID)
+	cg, name := s.c.cgroup, host.DirName(s.state.ID)
 	if !s.cgroupReady.Load() {
 		if err := cg.prepare(name, s.limits); err != nil {
 			return err
@@ -549,7 +550,7 @@ func (r *run) limit(ctx context.Context, s *Session) error {
 		if err != nil {
 			return fmt.Errorf("session cgroup: %w", err)
 		}
-		if err := s.c.cgroup.attach(sandbox.DirName(s.state.ID), s.limits, i.ChildPID); err != nil {
+		if err := s.c.cgroup.attach(host.DirName(s.state.ID), s.limits, i.ChildPID); err != nil {
 			return fmt.Errorf("session cgroup: %w", err)
 		}
 	}
@@ -647,7 +648,7 @@ func systemArgs() []string {
 }
 
 // writeEtc writes the sandbox's own /etc files into root/.bwrap-etc (a
-// name no workspace gets: sandbox.DirName never starts with a dot).
+// name no workspace gets: host.DirName never starts with a dot).
 func writeEtc(root string) (string, error) {
 	dir := filepath.Join(root, ".bwrap-etc")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -743,7 +744,7 @@ func (s *Session) Stop(ctx context.Context) error {
 	s.wg.Wait()
 	removed := make(chan error, 1)
 	if cg := s.c.cgroup; cg != nil {
-		go func() { removed <- cg.remove(sandbox.DirName(s.state.ID)) }()
+		go func() { removed <- cg.remove(host.DirName(s.state.ID)) }()
 	} else {
 		removed <- nil
 	}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // rlimit is one resource limit set on a command's sandbox.
@@ -118,7 +119,7 @@ func (c *Client) LimitsMechanism() string { return c.mech }
 // stays usable (without file systems made ahead).
 func (c *Client) Close() error {
 	err := c.disks.Close()
-	sandbox.WaitDetached()
+	host.WaitDetached()
 	c.cgroup.close()
 	return err
 }

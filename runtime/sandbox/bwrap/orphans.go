@@ -5,14 +5,15 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 var _ sandbox.Reaper = (*Client)(nil)
 
 // Orphans lists the workspaces under Root for which keep answers false
-// (see sandbox.HostReaper): those of sessions a killed worker never
+// (see host.HostReaper): those of sessions a killed worker never
 // stopped, once their owner is gone.
-func (c *Client) Orphans(ctx context.Context, keep func(labels map[string]string) bool) ([]sandbox.HostOrphan, error) {
+func (c *Client) Orphans(ctx context.Context, keep func(labels map[string]string) bool) ([]host.HostOrphan, error) {
 	return c.reaper().Orphans(ctx, keep)
 }
 
@@ -30,8 +31,8 @@ func (c *Client) Reap(ctx context.Context, keep func(labels map[string]string) b
 // Reap removes it.
 const siblingAge = time.Minute
 
-func (c *Client) reaper() sandbox.HostReaper {
-	return sandbox.HostReaper{Root: c.root, Release: c.releaseCgroup}
+func (c *Client) reaper() host.HostReaper {
+	return host.HostReaper{Root: c.root, Release: c.releaseCgroup}
 }
 
 // releaseCgroup removes the pids cgroup of the session whose workspace

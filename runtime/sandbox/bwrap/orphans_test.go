@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // TestReap: the workspace and cgroup of a session its worker never stopped
@@ -45,7 +46,7 @@ func TestReap(t *testing.T) {
 		return l["troupe.cluster"] != "ours" || l["troupe.workflow"] == "wf-open"
 	}
 
-	cgroup := func(s sandbox.Session) string { return bwrap.SessionCgroup(c, sandbox.DirName(s.State().ID)) }
+	cgroup := func(s sandbox.Session) string { return bwrap.SessionCgroup(c, host.DirName(s.State().ID)) }
 	var survivor *exec.Cmd
 	if cg := cgroup(dead); cg != "" {
 		// A process that outlived its worker, in the session's cgroup.
@@ -94,7 +95,7 @@ func TestReap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.Name() == sandbox.DirName(dead.State().ID) || e.Name() == fmt.Sprintf(".%s.json", sandbox.DirName(dead.State().ID)) {
+		if e.Name() == host.DirName(dead.State().ID) || e.Name() == fmt.Sprintf(".%s.json", host.DirName(dead.State().ID)) {
 			t.Errorf("the orphan left %s", e.Name())
 		}
 	}
@@ -120,7 +121,7 @@ func TestCreateReplacesCgroup(t *testing.T) {
 	ctx := context.Background()
 	first := session(t, c, sandbox.Options{}, sandbox.Manifest{})
 	exec1(t, first, "true", 10*time.Second)
-	cg := bwrap.SessionCgroup(c, sandbox.DirName(first.State().ID))
+	cg := bwrap.SessionCgroup(c, host.DirName(first.State().ID))
 	if cg == "" {
 		t.Skipf("no pids cgroup on this host: %s", c.LimitsMechanism())
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 func TestStopDuringFirstExec(t *testing.T) {
@@ -25,7 +26,7 @@ func TestStopDuringFirstExec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cg := bwrap.SessionCgroup(c, sandbox.DirName(s.State().ID))
+		cg := bwrap.SessionCgroup(c, host.DirName(s.State().ID))
 		if cg == "" {
 			t.Skip("no session cgroups here")
 		}
@@ -45,7 +46,7 @@ func TestStopDuringFirstExec(t *testing.T) {
 			t.Logf("session %d: cgroup %s outlives Stop", i, cg)
 		}
 		for _, p := range bwrap.ParentCgroups(c) { // clean up, every hierarchy
-			os.Remove(filepath.Join(p, sandbox.DirName(s.State().ID)))
+			os.Remove(filepath.Join(p, host.DirName(s.State().ID)))
 		}
 	}
 	if leaked > 0 {

@@ -6,7 +6,7 @@
 // What a session is:
 //
 //  1. Create validates the manifest, then materialises it into a host
-//     directory under Config.Root (sandbox.Provision), then creates and
+//     directory under Config.Root (host.Provision), then creates and
 //     starts a container named after the session with that directory
 //     bind-mounted at /workspace. The container stays up between commands
 //     (docker-init as PID 1 reaping what commands leave, `sleep infinity`
@@ -20,7 +20,7 @@
 //     cancelled context kills the command's whole process group (see
 //     exec.go) and reports TimedOut with ExitCode -1.
 //  3. File operations, Snapshot and Restore work on the host side of the
-//     bind mount through sandbox.Workspace, so they match every other
+//     bind mount through host.Workspace, so they match every other
 //     backend and a snapshot restores anywhere.
 //  4. State carries the container id (Data["container"]); Resume reattaches
 //     on the same host, or answers sandbox.ErrGone when the container is
@@ -43,7 +43,7 @@
 // which /tmp's pages count toward too, and past which the kernel kills one
 // of the session's processes; PIDs is its pids cgroup limit; TmpBytes is
 // the size of its /tmp tmpfs; DiskBytes is the size of the workspace's own
-// file system (sandbox.Disks: a sparse ext4 image loop-mounted on the
+// file system (host.Disks: a sparse ext4 image loop-mounted on the
 // workspace directory before it is bind-mounted, so writes past it fail
 // with ENOSPC, from the container or the host); CPUSeconds is RLIMIT_CPU
 // per command through `ulimit -t` (none by default), besides the

@@ -23,6 +23,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // Backend is the name of this backend in sandbox.State.Backend.
@@ -98,7 +99,7 @@ type Client struct {
 	user string
 
 	disksOnce sync.Once
-	disks     *sandbox.Disks // nil with Config.NoDisk; see workspaceDisks.
+	disks     *host.Disks // nil with Config.NoDisk; see workspaceDisks.
 
 	reportsOnce sync.Once
 	reports     []sandbox.LimitReport
@@ -162,7 +163,7 @@ func (c *Client) Ping(ctx context.Context) error {
 func (c *Client) Close() error {
 	c.disksOnce.Do(func() {}) // None made after Close.
 	err := c.disks.Close()
-	sandbox.WaitDetached()
+	host.WaitDetached()
 	return errors.Join(err, c.api.Close())
 }
 
@@ -180,14 +181,14 @@ func (c *Client) Root() string { return c.root }
 // when the id is a plain name, else "troupe_" and the workspace's hashed
 // directory name, so distinct ids never share a container.
 func containerName(id string) string {
-	name := sandbox.DirName(id)
+	name := host.DirName(id)
 	if i := strings.IndexByte(name, '~'); i >= 0 {
 		return "troupe_" + name[:i] + "-" + name[i+1:]
 	}
 	return "troupe-" + name
 }
 
-func (c *Client) workspaceDir(id string) string { return filepath.Join(c.root, sandbox.DirName(id)) }
+func (c *Client) workspaceDir(id string) string { return filepath.Join(c.root, host.DirName(id)) }
 
 func (c *Client) image(opts sandbox.Options) string {
 	if opts.Image != "" {
@@ -242,13 +243,13 @@ func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session
 	// judges a workspace whose container was never made as it would the
 	// container. Provision replaces a stale workspace.
 	spec.Labels = labels
-	ws, err := sandbox.ProvisionBounded(ctx, c.root, spec, c.cfg.Policy, c.workspaceDisks(), c.diskBytes(spec.Options.Limits))
+	ws, err := host.ProvisionBounded(ctx, c.root, spec, c.cfg.Policy, c.workspaceDisks(), c.diskBytes(spec.Options.Limits))
 	if err != nil {
 		return nil, err
 	}
 	cleanup := func() { ws.Destroy() }
 
-	env := sandbox.CommandEnv(spec.Manifest.Env, "/workspace")
+	env := host.CommandEnv(spec.Manifest.Env, "/workspace")
 
 	cfg, hc := c.containerConfig(img, env, labels, dir, spec.Options)
 	created, err := c.api.ContainerCreate(ctx, cfg, hc, nil, nil, name)
@@ -351,7 +352,7 @@ func (c *Client) Resume(ctx context.Context, state sandbox.State) (sandbox.Sessi
 	if state.Host != c.host {
 		return nil, fmt.Errorf("docker: session %q lives on host %q, not %q: %w", state.ID, state.Host, c.host, sandbox.ErrGone)
 	}
-	ws, err := sandbox.OpenWorkspace(c.root, state)
+	ws, err := host.OpenWorkspace(c.root, state)
 	if err != nil {
 		return nil, fmt.Errorf("docker: session %q: %w", state.ID, err)
 	}
@@ -381,7 +382,7 @@ func (c *Client) Resume(ctx context.Context, state sandbox.State) (sandbox.Sessi
 		c:     c,
 		cid:   cid,
 		ws:    ws,
-		env:   sandbox.CommandEnv(state.Env, "/workspace"),
+		env:   host.CommandEnv(state.Env, "/workspace"),
 		state: st,
 	}, nil
 }
@@ -399,7 +400,7 @@ func (c *Client) engineErr(what string, err error) error {
 type session struct {
 	c     *Client
 	cid   string
-	ws    sandbox.Workspace
+	ws    host.Workspace
 	env   []string
 	state sandbox.State
 }
@@ -415,7 +416,7 @@ func (s *session) State() sandbox.State {
 }
 
 // File operations and snapshots go through the host side of the bind
-// mount, confined by sandbox.Workspace; they answer ErrGone once the
+// mount, confined by host.Workspace; they answer ErrGone once the
 // workspace is removed.
 
 func (s *session) ReadFile(ctx context.Context, path string) ([]byte, error) {

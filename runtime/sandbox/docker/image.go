@@ -25,7 +25,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/image"
 
-	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // Image kinds that BuildImage makes.
@@ -49,7 +49,7 @@ const (
 )
 
 // imagePath is the PATH inside both images: the one commands get.
-const imagePath = sandbox.DefaultPATH
+const imagePath = host.DefaultPATH
 
 // BuildOptions say which image to build.
 type BuildOptions struct {

@@ -12,14 +12,15 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // workspaceDisks returns the Disks of Root, probed on first use (so New
 // stays cheap); nil with Config.NoDisk.
-func (c *Client) workspaceDisks() *sandbox.Disks {
+func (c *Client) workspaceDisks() *host.Disks {
 	c.disksOnce.Do(func() {
 		if !c.cfg.NoDisk {
-			c.disks = sandbox.NewDisks(c.root)
+			c.disks = host.NewDisks(c.root)
 		}
 	})
 	return c.disks

@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // Orphan is a sandbox container that its owner no longer wants.
@@ -54,7 +55,7 @@ var _ sandbox.Reaper = (*Client)(nil)
 // when those lie under this client's Root. Then it removes the workspaces
 // under Root that have no container and whose labels keep answers false
 // for (a worker killed between making the workspace and the container;
-// see sandbox.HostReaper). It returns the removed containers' ids and
+// see host.HostReaper). It returns the removed containers' ids and
 // the removed container-less workspaces' session ids.
 func (c *Client) Reap(ctx context.Context, keep func(labels map[string]string) bool) ([]string, error) {
 	orphans, err := c.Orphans(ctx, keep)
@@ -77,7 +78,7 @@ func (c *Client) reapContainers(ctx context.Context, orphans []Orphan) ([]string
 		}
 		removed = append(removed, o.ContainerID)
 		if dir := o.Labels[LabelWorkspace]; dir != "" && c.owns(dir) {
-			if err := (sandbox.Workspace{Dir: dir}).Destroy(); err != nil {
+			if err := (host.Workspace{Dir: dir}).Destroy(); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -90,7 +91,7 @@ func (c *Client) reapContainers(ctx context.Context, orphans []Orphan) ([]string
 // business: a workspace made before sidecars has a container that says
 // whose it is).
 func (c *Client) reapWorkspaces(ctx context.Context, keep func(labels map[string]string) bool) ([]string, error) {
-	h := sandbox.HostReaper{Root: c.root}
+	h := host.HostReaper{Root: c.root}
 	orphans, err := h.Orphans(ctx, keep)
 	if err != nil || len(orphans) == 0 {
 		return nil, err
@@ -113,7 +114,7 @@ func (c *Client) reapWorkspaces(ctx context.Context, keep func(labels map[string
 			continue
 		}
 		switch err := h.Remove(o); {
-		case errors.Is(err, sandbox.ErrOrphanGone):
+		case errors.Is(err, host.ErrOrphanGone):
 		case err != nil:
 			errs = append(errs, err)
 		default:

@@ -12,14 +12,14 @@
 // What it does give:
 //
 //  1. Create makes the workspace directory under Config.Root and
-//     materialises the manifest (sandbox.Provision), replacing what an
+//     materialises the manifest (host.Provision), replacing what an
 //     earlier session of the same id left. Reap removes the workspaces
-//     whose owner is gone (sandbox.HostReaper); a command a killed worker
+//     whose owner is gone (host.HostReaper); a command a killed worker
 //     left running is not found, as nothing ties it to its workspace.
 //  2. Exec runs `/bin/sh -c CMD` in the workspace (or its Workdir) with an
 //     environment that is exactly the manifest's, plus PATH
-//     (sandbox.DefaultPATH) and HOME (the workspace's host path) when the
-//     manifest does not set them (sandbox.CommandEnv). The command runs in
+//     (host.DefaultPATH) and HOME (the workspace's host path) when the
+//     manifest does not set them (host.CommandEnv). The command runs in
 //     its own process group; when it ends, times out, or its context is
 //     cancelled, the whole group is killed with SIGKILL, so background
 //     processes do not outlive the command (a process that leaves the
@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 // Backend is the name of this backend in sandbox.State.
@@ -53,7 +54,7 @@ const Backend = "local"
 // Config configures a Client. Its zero value works.
 type Config struct {
 	// Root is the host directory that holds the workspaces, one directory
-	// per session. Empty means sandbox.DefaultRoot("local"):
+	// per session. Empty means host.DefaultRoot("local"):
 	// $TROUPE_HOME/sandboxes/local, or a directory in os.TempDir when
 	// TROUPE_HOME is unset.
 	Root string
@@ -78,7 +79,7 @@ var (
 func New(cfg Config) (*Client, error) {
 	root := cfg.Root
 	if root == "" {
-		root = sandbox.DefaultRoot(Backend)
+		root = host.DefaultRoot(Backend)
 	}
 	root, err := filepath.Abs(root)
 	if err != nil {
@@ -103,32 +104,32 @@ func (c *Client) Root() string { return c.root }
 
 // Create provisions a workspace for spec.
 func (c *Client) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Session, error) {
-	ws, err := sandbox.Provision(ctx, c.root, spec, c.policy)
+	ws, err := host.Provision(ctx, c.root, spec, c.policy)
 	if err != nil {
 		return nil, err
 	}
-	return c.session(ws, sandbox.HostState(Backend, c.host, spec, ws)), nil
+	return c.session(ws, host.HostState(Backend, c.host, spec, ws)), nil
 }
 
 // Resume reattaches to the session of state while its workspace exists on
 // this host, and fails with sandbox.ErrGone otherwise.
 func (c *Client) Resume(ctx context.Context, state sandbox.State) (sandbox.Session, error) {
-	ws, err := sandbox.ReopenHostWorkspace(c.root, Backend, c.host, state)
+	ws, err := host.ReopenHostWorkspace(c.root, Backend, c.host, state)
 	if err != nil {
 		return nil, err
 	}
 	return c.session(ws, state), nil
 }
 
-func (c *Client) session(ws sandbox.Workspace, st sandbox.State) *Session {
+func (c *Client) session(ws host.Workspace, st sandbox.State) *Session {
 	st.Ephemeral = slices.Clone(st.Ephemeral)
 	return &Session{Workspace: ws, state: st, running: make(map[*exec.Cmd]context.CancelFunc)}
 }
 
 // Session is a local workspace. Its file operations and snapshots are the
-// embedded sandbox.Workspace's.
+// embedded host.Workspace's.
 type Session struct {
-	sandbox.Workspace
+	host.Workspace
 	state sandbox.State
 
 	mu      sync.Mutex
@@ -164,7 +165,7 @@ func (s *Session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	defer pr.Close()
 	cmd := exec.Command("/bin/sh", "-c", req.Cmd)
 	cmd.Dir = filepath.Join(s.Dir, filepath.FromSlash(workdir))
-	cmd.Env = sandbox.CommandEnv(s.state.Env, s.Dir)
+	cmd.Env = host.CommandEnv(s.state.Env, s.Dir)
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 

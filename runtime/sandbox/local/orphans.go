@@ -4,14 +4,15 @@ import (
 	"context"
 
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/host"
 )
 
 var _ sandbox.Reaper = (*Client)(nil)
 
 // Orphans lists the workspaces under Root for which keep answers false
-// (see sandbox.HostReaper): those of sessions a killed worker never
+// (see host.HostReaper): those of sessions a killed worker never
 // stopped, once their owner is gone.
-func (c *Client) Orphans(ctx context.Context, keep func(labels map[string]string) bool) ([]sandbox.HostOrphan, error) {
+func (c *Client) Orphans(ctx context.Context, keep func(labels map[string]string) bool) ([]host.HostOrphan, error) {
 	return c.reaper().Orphans(ctx, keep)
 }
 
@@ -22,4 +23,4 @@ func (c *Client) Reap(ctx context.Context, keep func(labels map[string]string) b
 	return c.reaper().Reap(ctx, keep)
 }
 
-func (c *Client) reaper() sandbox.HostReaper { return sandbox.HostReaper{Root: c.root} }
+func (c *Client) reaper() host.HostReaper { return host.HostReaper{Root: c.root} }
