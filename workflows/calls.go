@@ -213,7 +213,7 @@ func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, c agent
 	if why := t.r.gate(ctx, gateCall{Agent: t.agent.Name, Kind: kind, Call: c, Tool: tool, Guard: t.rejected(c)}); why != "" {
 		return t.answered(ctx, c, "Error: "+why)
 	}
-	ti := ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: t.outputKey(rc, c)}
+	ti := troupe.ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: t.outputKey(rc, c)}
 	switch {
 	case tool.Sandbox:
 		return t.sb.call(ctx, ti, tool.Timeout)

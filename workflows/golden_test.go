@@ -41,7 +41,7 @@ func TestGoldenPayloads(t *testing.T) {
 		"agent_result":    troupe.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
 		"model_input":     workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}, MCPTools: "mcp/tools/5f0c", Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"},
 		"model_output":    workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},
-		"tool_input":      workflows.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
+		"tool_input":      troupe.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
 		"handoff_input":   workflows.HandoffInput{Graph: "dealdesk", From: "triage", Tool: "transfer_to_coordinator", Run: rc, Transcript: ref, Pending: []agents.Item{out}, NewKey: "transcripts/run-1/1-coordinator"},
 		"handoff_output":  workflows.HandoffOutput{Transcript: ref},
 		"extract_input":   workflows.ExtractInput{Graph: "dealdesk", Agent: "coordinator", Tool: "review_pricing", Result: agents.ToolRunResult{Agent: "pricing_reviewer", Output: json.RawMessage(`{"risk_level":"high"}`)}},

@@ -65,8 +65,8 @@ type SandboxInfo struct {
 
 // SandboxToolInput is the sandbox-tool activity's input.
 type SandboxToolInput struct {
-	Tool    ToolInput     `json:"tool"`
-	Sandbox sandbox.State `json:"sandbox"`
+	Tool    troupe.ToolInput `json:"tool"`
+	Sandbox sandbox.State    `json:"sandbox"`
 }
 
 // Activity names of a sandbox's life.
@@ -266,7 +266,7 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 	}
 	ref := g.Tool(in.Tool.Agent, in.Tool.Call.Name)
 	if ref.Kind != agents.ToolFunction || !ref.Function.NeedsSandbox() {
-		return toolGone(in.Tool), nil
+		return in.Tool.Gone(), nil
 	}
 	s, err := a.session(ctx, in.Sandbox)
 	if err != nil {
@@ -278,7 +278,7 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 	}
 	sctx, span := startTool(ctx, in.Tool, callSandbox)
 	tctx := sandbox.WithSession(agents.WithRunContext(sctx, in.Tool.Run), traceSession(sctx, s))
-	output, _ := heartbeating(ctx, func() (string, error) { return callTool(tctx, ref.Function, in.Tool.Call.Arguments), nil })
+	output, _ := heartbeating(ctx, func() (string, error) { return ref.Function.Answer(tctx, in.Tool.Call.Arguments), nil })
 	endTool(span, output)
 	if err := s.Alive(ctx); err != nil {
 		a.forget(in.Sandbox.ID)
@@ -489,7 +489,7 @@ func (s *sandboxLife) hostCtx(ctx workflow.Context, sb runtime.LeasedSandbox, ti
 
 // call runs a sandbox tool; a lost sandbox or host becomes a tool error
 // the model sees, and the next call re-provisions from the last snapshot.
-func (s *sandboxLife) call(ctx workflow.Context, ti ToolInput, timeout time.Duration) workflow.Future {
+func (s *sandboxLife) call(ctx workflow.Context, ti troupe.ToolInput, timeout time.Duration) workflow.Future {
 	f, set := workflow.NewFuture(ctx)
 	if !s.lease.Live() || s.lease.CallStarted() != nil {
 		set.Set(agents.FunctionCallOutput(ti.Call.CallID, "Error: the sandbox is not available"), nil)

@@ -104,14 +104,14 @@ func endChat(span trace.Span, resp *model.Response, err error) {
 
 // startTool starts the span of a tool call of kind (function, sandbox,
 // mcp) in its activity.
-func startTool(ctx context.Context, in ToolInput, kind string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+func startTool(ctx context.Context, in troupe.ToolInput, kind string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	return telemetry.StartTool(ctx, in.Call.Name, in.Call.CallID, append(attrs, telemetry.AttrAgentName.String(in.Agent),
 		telemetry.AttrTurn.Int(in.Run.Turn), telemetry.AttrToolKind.String(kind))...)
 }
 
 // startMCP starts the span of an MCP tool call in its activity.
 func startMCP(ctx context.Context, in MCPCallInput) (context.Context, trace.Span) {
-	return startTool(ctx, ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, callMCP, attribute.String("troupe.mcp.server", in.Server))
+	return startTool(ctx, troupe.ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, callMCP, attribute.String("troupe.mcp.server", in.Server))
 }
 
 // endTool ends a span of startTool with the tool's output: a failure when
