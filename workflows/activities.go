@@ -25,8 +25,7 @@ import (
 // Activities are the parts of a run that touch the world: the model, the
 // blob store, and the agents' Go funcs.
 type Activities struct {
-	r        *Runner
-	sessions sessions
+	r *Runner
 	// mcpSpecs caches MCP tool specs by blob key.
 	mcpSpecs sync.Map
 	// memoryHook and clock are tests' (export_test.go): a hook at the

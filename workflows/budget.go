@@ -822,3 +822,6 @@ func (s *session) setBudget(ctx workflow.Context, arg string) error {
 	s.budget.changed(ctx)
 	return nil
 }
+
+// usageFrom is the usage a failed agent's error carries back, per agent.
+func usageFrom(err error) runtime.Usages { return troupe.FailureOf(err).Usage }

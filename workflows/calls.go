@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // This file carries out a turn's tool calls: one executor per kind of call
@@ -84,9 +85,9 @@ type turnCalls struct {
 	// continued says this run of the agent's workflow continued an
 	// earlier one (it was given a carry).
 	continued bool
-	sb        *sandboxLife // nil for an agent without a sandbox
-	mt        *mcpTools    // nil for an agent without MCP servers
-	ctl       *control     // the session's controls, passed to agent tools
+	sb        *lease.Life // nil for an agent without a sandbox
+	mt        *mcpTools   // nil for an agent without MCP servers
+	ctl       *control    // the session's controls, passed to agent tools
 	// screened are the calls of the turn a tool guardrail rejected.
 	screened map[string]*runtime.GuardrailOutcome
 }
@@ -123,7 +124,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 	for _, c := range d.Functions {
 		if t.agent.Tool(c.Name).Sandbox && !usedSandbox && t.rejected(c) == nil {
 			usedSandbox = true
-			if err := t.sb.ensure(ctx); err != nil {
+			if err := t.sb.Ensure(ctx); err != nil {
 				return nil, nil, usage, err
 			}
 		}
@@ -167,7 +168,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		return nil, nil, usage, fatal
 	}
 	if usedSandbox {
-		t.sb.afterTurn(ctx)
+		t.sb.AfterTurn(ctx)
 	}
 	handoff := t.handoff(ctx, d.Handoff, done)
 	outputs := make([]agents.Item, 0, len(calls))
@@ -216,7 +217,7 @@ func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, c agent
 	ti := troupe.ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: t.outputKey(rc, c)}
 	switch {
 	case tool.Sandbox:
-		return t.sb.call(ctx, ti, tool.Timeout)
+		return t.sb.Call(ctx, ti, tool.Timeout, callSummary(c))
 	case tool.Activity:
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: tool.Timeout,

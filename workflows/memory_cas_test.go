@@ -34,6 +34,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // casBackends are the store backends, each giving a new empty store per
@@ -221,7 +222,7 @@ func phase2Handbook(label string) string { return "# Handbook\n- " + label + "\n
 func (w *casWorld) sandbox(t *testing.T, id string) sandbox.State {
 	t.Helper()
 	ctx := context.Background()
-	info, err := w.r.Activities().SandboxCreate(ctx, workflows.SandboxCreateInput{Graph: "cas", Agent: "coder", WorkflowID: id, Generation: 1})
+	info, err := w.r.Lease().SandboxCreate(ctx, lease.SandboxCreateInput{Graph: "cas", Agent: "coder", WorkflowID: id, Generation: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func (w *casWorld) sandbox(t *testing.T, id string) sandbox.State {
 
 // snapshot runs SandboxSnapshot, which writes the agent's edits back.
 func (w *casWorld) snapshot(st sandbox.State) error {
-	return w.activity(workflows.SandboxSnapshotActivityName, w.r.Activities().SandboxSnapshot, st, nil)
+	return w.activity(lease.SandboxSnapshotActivityName, w.r.Lease().SandboxSnapshot, st, nil)
 }
 
 // gate holds a writer at a step: reached is closed when it gets there,

@@ -22,7 +22,6 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/telemetry"
 )
 
@@ -122,30 +121,4 @@ func endTool(span trace.Span, output string) {
 		err = errors.New(troupe.Preview(strings.TrimPrefix(output, "Error: "), 200))
 	}
 	telemetry.End(span, err)
-}
-
-// tracedSession is a sandbox session whose commands have spans (sandbox
-// exec), for a tool call that is traced.
-type tracedSession struct {
-	sandbox.Session
-}
-
-// traceSession returns s with spans for its commands when ctx's span is
-// recorded, else s itself.
-func traceSession(ctx context.Context, s sandbox.Session) sandbox.Session {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return s
-	}
-	return tracedSession{s}
-}
-
-func (s tracedSession) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	st := s.State()
-	ctx, span := telemetry.Start(ctx, "sandbox exec", attribute.String("troupe.sandbox.id", st.ID), attribute.String("troupe.sandbox.backend", st.Backend))
-	res, err := s.Session.Exec(ctx, req)
-	if err == nil {
-		span.SetAttributes(attribute.Int("process.exit.code", res.ExitCode))
-	}
-	telemetry.End(span, err)
-	return res, err
 }

@@ -239,4 +239,3 @@ func TestRelayIsSharedByTheWorkersOfABus(t *testing.T) {
 		t.Errorf("relay still answers after the last release")
 	}
 }
-
