@@ -267,7 +267,7 @@
 // Determinism: transcripts, instructions, tool funcs and model calls are
 // touched only in activities. So is a workspace's AGENTS.md: before a
 // sandbox agent's first model call, a local activity reads what its
-// manifest would put there (guidance.go; versioned
+// manifest would put there (workflows/lease; versioned
 // troupe.manifest-guidance), the sandbox-create activity reads it again
 // through the session of the workspace it made; each stores it in the
 // blob store, the lease carries its key (SandboxLease.Guidance), and the
