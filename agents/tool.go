@@ -162,6 +162,22 @@ func (t *FunctionTool) Call(ctx context.Context, arguments string) (string, erro
 	return t.call(ctx, []byte(arguments))
 }
 
+// Answer calls the tool as Call does and returns what the model reads:
+// the tool's output or, when it fails (invalid arguments included) or
+// panics, "Error: " and why, so the model can recover.
+func (t *FunctionTool) Answer(ctx context.Context, arguments string) (output string) {
+	defer func() {
+		if p := recover(); p != nil {
+			output = fmt.Sprintf("Error: tool %s panicked: %v", t.Spec().Name, p)
+		}
+	}()
+	out, err := t.Call(ctx, arguments)
+	if err != nil {
+		return "Error: " + err.Error()
+	}
+	return out
+}
+
 // AgentToolInput is the arguments object of every agent tool.
 type AgentToolInput struct {
 	// Input is the request for the tool agent.

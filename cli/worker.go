@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // workerOptions are a worker's settings that its commands' flags give.
@@ -129,8 +130,8 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		return nil, err
 	}
 	// Sandboxes whose workflow has closed (a worker killed before it could
-	// stop them) are removed now and every workflows.ReapInterval.
-	stopReaping := workflows.StartReaping(ctx, c, namespace, sandboxes, 0, func(removed map[string][]string, err error) {
+	// stop them) are removed now and every lease.ReapInterval.
+	stopReaping := lease.StartReaping(ctx, c, namespace, sandboxes, 0, func(removed map[string][]string, err error) {
 		if err != nil {
 			fmt.Fprintln(stderr, "troupe: reaping orphan sandboxes:", err)
 		}
@@ -332,7 +333,7 @@ func sandboxStore(queue string) (string, string, error) {
 		if err != nil {
 			return "", "", err
 		}
-		queue = workflows.SandboxStoreQueue(host, filepath.Join(dir, "sandboxes"))
+		queue = lease.StoreQueue(host, filepath.Join(dir, "sandboxes"))
 	}
 	return queue, spool, nil
 }

@@ -32,7 +32,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
 	"github.com/troupe-dev/troupe/runtime/sandbox/host"
-	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 const (
@@ -78,7 +78,7 @@ func phaseHooks(sc sandbox.Client, m model.Model) (sandbox.Client, model.Model) 
 }
 
 // startPhaseReaping reaps the worker process's orphan sandboxes every
-// envReap (workflows.StartReaping); it returns the func that stops it.
+// envReap (lease.StartReaping); it returns the func that stops it.
 // The docker reaper is held to the containers whose workspaces are under
 // the client's root: the engine is shared with the other tests and
 // packages, whose containers are not this reaper's to judge.
@@ -90,7 +90,7 @@ func startPhaseReaping(c client.Client, backend string, sc sandbox.Client) (stop
 	if dc, ok := sc.(*docker.Client); ok {
 		sc = rootedReaper{Client: dc, root: dc.Root()}
 	}
-	return workflows.StartReaping(context.Background(), c, "default", map[string]sandbox.Client{backend: sc}, interval,
+	return lease.StartReaping(context.Background(), c, "default", map[string]sandbox.Client{backend: sc}, interval,
 		func(_ map[string][]string, err error) {
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "worker: reaping:", err)

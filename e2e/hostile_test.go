@@ -41,6 +41,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/bwrap"
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // envHostile makes the test binary the worker of TestHostileWorkspace,
@@ -401,7 +402,7 @@ func snapshotsOf(t *testing.T, c client.Client, id string) []snapshotOutcome {
 		if err != nil {
 			t.Fatalf("history of %s: %v", id, err)
 		}
-		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == workflows.SandboxSnapshotActivityName {
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == lease.SandboxSnapshotActivityName {
 			scheduled[e.GetEventId()] = len(out)
 			out = append(out, snapshotOutcome{failure: "not ended"})
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // queryEvents returns a workflow's events (a closed workflow answers too).
@@ -139,8 +140,8 @@ func TestSandboxDiesMidRun(t *testing.T) {
 			return dc
 		}, func(t *testing.T, childID string) {
 			// The container names its workflow, cluster and namespace
-			// (see workflows.KeepOpen).
-			cluster, err := workflows.ClusterID(context.Background(), dial(t))
+			// (see lease.KeepOpen).
+			cluster, err := lease.ClusterID(context.Background(), dial(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -337,7 +338,7 @@ func TestReapOrphans(t *testing.T) {
 	if err := dc.BuildImage(ctx, docker.BuildOptions{Kind: "busybox", Name: docker.BusyboxImage}); err != nil {
 		t.Fatal(err)
 	}
-	cluster, err := workflows.ClusterID(ctx, c)
+	cluster, err := lease.ClusterID(ctx, c)
 	if err != nil || cluster == "" {
 		t.Fatalf("cluster id %q: %v", cluster, err)
 	}
@@ -379,7 +380,7 @@ func TestReapOrphans(t *testing.T) {
 	// it would take for orphans.
 	reapers := map[string]sandbox.Client{"docker": rootedReaper{Client: dc, root: dc.Root()}, "local": lc, "bwrap": bc}
 	rounds := make(chan map[string][]string, 1)
-	stop := workflows.StartReaping(ctx, c, "default", reapers, time.Hour, func(removed map[string][]string, err error) {
+	stop := lease.StartReaping(ctx, c, "default", reapers, time.Hour, func(removed map[string][]string, err error) {
 		if err != nil {
 			t.Errorf("reaping: %v", err)
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/docker"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // A three-turn session on the embedded server, its worker a separate
@@ -303,7 +304,7 @@ func TestSessionRollbackRestoresFiles(t *testing.T) {
 	// wait for the model call's workflow task to be extended (up to two
 	// extensions, near 5 s), by when the slow answer could have come.
 	agent := s.ID() + "/" + slow.Turn + "/0-notekeeper"
-	for deadline := time.Now().Add(time.Minute); !activityDone(c, agent, workflows.SandboxToolActivityName); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); !activityDone(c, agent, lease.SandboxToolActivityName); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the slow turn's command never ran")
 		}

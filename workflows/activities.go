@@ -27,8 +27,7 @@ import (
 // Activities are the parts of a run that touch the world: the model, the
 // blob store, and the agents' Go funcs.
 type Activities struct {
-	r        *Runner
-	sessions sessions
+	r *Runner
 	// mcpSpecs caches MCP tool specs by blob key.
 	mcpSpecs sync.Map
 	// budgets tell the root of a run with a budget what each model call
@@ -340,44 +339,21 @@ func heartbeating[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 // FunctionTool runs a function tool. Errors of the tool, including
 // invalid arguments and panics, become the tool's output so the model can
 // recover; only infrastructure failures fail the activity.
-func (a *Activities) FunctionTool(ctx context.Context, in ToolInput) (agents.Item, error) {
+func (a *Activities) FunctionTool(ctx context.Context, in troupe.ToolInput) (agents.Item, error) {
 	g, _, err := a.r.agent(in.Graph, in.Agent)
 	if err != nil {
 		return agents.Item{}, err
 	}
 	ref := g.Tool(in.Agent, in.Call.Name)
 	if ref.Kind != agents.ToolFunction || ref.Function.NeedsSandbox() {
-		return toolGone(in), nil
+		return in.Gone(), nil
 	}
 	tctx, span := startTool(ctx, in, gate.KindFunction)
-	output := callTool(agents.WithRunContext(tctx, in.Run), ref.Function, in.Call.Arguments)
+	output := ref.Function.Answer(agents.WithRunContext(tctx, in.Run), in.Call.Arguments)
 	endTool(span, output)
 	item := agents.FunctionCallOutput(in.Call.CallID, output)
 	item.Agent = in.Agent
 	return transcript.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
-}
-
-// toolGone is the output of a call of a function tool that the run's
-// graph had when it started and the graph served now has not (or not as
-// that kind of tool): an error the model can act on.
-func toolGone(in ToolInput) agents.Item {
-	item := agents.FunctionCallOutput(in.Call.CallID, fmt.Sprintf(
-		"Error: tool %s is no longer available: the graph this worker serves changed since the run started. Do without it.", in.Call.Name))
-	item.Agent = in.Agent
-	return item
-}
-
-func callTool(ctx context.Context, t *agents.FunctionTool, args string) (output string) {
-	defer func() {
-		if p := recover(); p != nil {
-			output = fmt.Sprintf("Error: tool %s panicked: %v", t.Spec().Name, p)
-		}
-	}()
-	out, err := t.Call(ctx, args)
-	if err != nil {
-		return "Error: " + err.Error()
-	}
-	return out
 }
 
 // Handoff runs a handoff's callback and input filter, and stores the

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/gate"
 	"github.com/troupe-dev/troupe/workflows/guardrail"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // AgentWorkflow runs one agent until it gives a final output or hands off:
@@ -72,15 +73,12 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 		st.Lease = &l
 	}
 	if agent.Sandbox {
-		calls.sb = newSandboxLife(r, rec, in.Graph, agent.Name, wfID, rc)
+		calls.sb = lease.NewLife(r.leaseSettings(), rec, in.Graph, agent.Name, wfID, rc)
 		if kept {
-			calls.sb.owner, calls.sb.backend = in.Session.ID, in.Session.Backend
+			calls.sb.KeptBy(in.Session.ID, in.Session.Backend)
 		}
 		if st.Lease != nil {
-			calls.sb.lease = st.Lease
-			if st.Lease.State == runtime.LeaseIdle {
-				calls.sb.touch(ctx) // The idle timer starts again.
-			}
+			calls.sb.Take(ctx, st.Lease) // An idle sandbox's timer starts again.
 		}
 	}
 	if len(agent.MCPServers) > 0 {
@@ -96,15 +94,15 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 	// cancellation): its sandbox is stopped first, so the last event is
 	// the agent's own and a follower that stops there misses nothing.
 	finish := func(e troupe.Event, res *troupe.AgentResult, err error) (*troupe.AgentResult, error) {
-		var lease *runtime.SandboxLease
+		var given *runtime.SandboxLease
 		switch {
 		case calls.sb != nil && kept && err == nil:
-			res.Lease = calls.sb.release(ctx) // The session keeps the sandbox.
-		case calls.sb != nil && kept && keepsFailedWorkspace(ctx, err):
+			res.Lease = calls.sb.Release(ctx) // The session keeps the sandbox.
+		case calls.sb != nil && kept && lease.KeepsFailedWorkspace(ctx, err):
 			// The session keeps the workspace as the failure left it.
-			lease = calls.sb.release(ctx)
+			given = calls.sb.Release(ctx)
 		case calls.sb != nil:
-			calls.sb.end(ctx)
+			calls.sb.End(ctx)
 		}
 		// The result, or the failure, carries the lease, the usage and
 		// the root's budget ledger (when lent to the agent) back to the
@@ -113,7 +111,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 		if err == nil {
 			res.Budget = loan
 		}
-		err = troupe.WithFailure(err, lease, st.Agents, loan)
+		err = troupe.WithFailure(err, given, st.Agents, loan)
 		calls.budget.Flush(ctx)
 		e.Agent = agent.Name
 		rec.Add(ctx, e)
@@ -161,11 +159,11 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			if err := calls.mt.refresh(ctx); err != nil {
 				return fail(err)
 			}
-			calls.sb.readGuidance(ctx)
+			calls.sb.ReadGuidance(ctx)
 			var mo ModelOutput
 			if err := calls.chain.AroundModel(ctx, &m, func(mctx workflow.Context) error {
 				return r.callModel(mctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
-					MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.guidance(),
+					MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.Guidance(),
 					Budget: m.Report}, &mo)
 			}); err != nil {
 				return fail(err)
@@ -258,10 +256,10 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentWorkflowInput, st *
 		return temporal.NewCanceledError()
 	}
 	if sb := calls.sb; sb != nil {
-		if err := sb.hold(ctx); err != nil {
+		if err := sb.Hold(ctx); err != nil {
 			return err
 		}
-		st.Lease = sb.lease
+		st.Lease = sb.Lease()
 	}
 	if mt := calls.mt; mt != nil {
 		st.MCP, st.MCPLost = mt.cat, mt.lost

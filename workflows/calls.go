@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/gate"
 	"github.com/troupe-dev/troupe/workflows/guardrail"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // This file carries out a turn's tool calls: one executor per kind of call
@@ -51,9 +52,9 @@ type turnCalls struct {
 	spec  *runtime.GraphSpec
 	agent *runtime.AgentSpec
 	in    troupe.AgentInput
-	sb    *sandboxLife // nil for an agent without a sandbox
-	mt    *mcpTools    // nil for an agent without MCP servers
-	ctl   *control     // the session's controls, passed to agent tools
+	sb    *lease.Life // nil for an agent without a sandbox
+	mt    *mcpTools   // nil for an agent without MCP servers
+	ctl   *control    // the session's controls, passed to agent tools
 }
 
 // pendingCall is a call running, and the future of its output.
@@ -87,7 +88,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		answers[i] = t.chain.BeforeCall(ctx, fnCalls[i])
 		if fnCalls[i].Kind == gate.KindSandbox && !usedSandbox && answers[i] == "" {
 			usedSandbox = true
-			if err := t.sb.ensure(ctx); err != nil {
+			if err := t.sb.Ensure(ctx); err != nil {
 				return nil, nil, usage, err
 			}
 		}
@@ -130,7 +131,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		return nil, nil, usage, fatal
 	}
 	if usedSandbox {
-		t.sb.afterTurn(ctx)
+		t.sb.AfterTurn(ctx)
 	}
 	handoff := t.handoff(ctx, rc, d.Handoff, done)
 	outputs := make([]agents.Item, 0, len(calls))
@@ -189,10 +190,10 @@ func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, call ga
 	if why != "" {
 		return t.answered(ctx, c, "Error: "+why)
 	}
-	ti := ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: t.outputKey(rc, c)}
+	ti := troupe.ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: t.outputKey(rc, c)}
 	switch {
 	case tool.Sandbox:
-		return t.sb.call(ctx, ti, tool.Timeout)
+		return t.sb.Call(ctx, ti, tool.Timeout, callSummary(c))
 	case tool.Activity:
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: tool.Timeout,
@@ -372,3 +373,6 @@ func (res *routeResult) countFailed(err error) {
 	res.Usage = res.Usage.Add(u.Total())
 	res.Agents = res.Agents.Add(u...)
 }
+
+// usageFrom is the usage a failed agent's error carries back, per agent.
+func usageFrom(err error) runtime.Usages { return troupe.FailureOf(err).Usage }

@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // control is where a workflow of a session's turn stands on its
@@ -108,12 +109,12 @@ func (c *control) track(ctx workflow.Context, id string, f workflow.ChildWorkflo
 
 // hold waits while paused; sb, when set, is the agent's sandbox, which is
 // suspended (snapshot, then stop) for the length of the pause.
-func (c *control) hold(ctx workflow.Context, sb *sandboxLife) error {
+func (c *control) hold(ctx workflow.Context, sb *lease.Life) error {
 	if c == nil || !c.paused {
 		return nil
 	}
-	if sb != nil && sb.lease.Live() {
-		if err := sb.suspendNow(ctx); err != nil {
+	if sb != nil && sb.Lease().Live() {
+		if err := sb.Suspend(ctx); err != nil {
 			return err
 		}
 	}

@@ -98,34 +98,12 @@
 // (RunCarry), so a run's history stays bounded however many handoffs
 // MaxHandoffs allows.
 //
-// Crashes: a worker killed at any point of a sandbox's life stalls the
-// run for a bounded time and leaves nothing for good. Every sandbox
-// activity heartbeats, with Config.HostTimeout (30 s by default) as its
-// heartbeat and schedule-to-start timeout, so the server notices a dead
-// worker within HostTimeout:
-//
-//	killed during       the run goes on after              what is left, and what removes it
-//	create, restore     HostTimeout, then the retry        on the retry's host: replaced by the retry (a Create
-//	(SandboxCreate)     (3 attempts, 1 s and 2 s apart)    for the same id replaces a leftover); elsewhere: reaped
-//	                    on any worker                      once the workflow closes
-//	a command           HostTimeout: the model sees        bwrap: the command dies with its worker; docker: the
-//	(SandboxTool)       "sandbox lost"; the next call      container runs on; local: the command runs on (no
-//	                    re-provisions from the last        isolation). The workspace or container: reaped once
-//	                    snapshot                           the workflow closes
-//	snapshot            HostTimeout: the sandbox is lost,  as for a command
-//	                    the previous snapshot stands
-//	stop                HostTimeout (not retried): the     reaped once the workflow closes
-//	                    agent goes on or ends all the same
-//	(no worker on the   HostTimeout (schedule-to-start):   as for a command
-//	sandbox's host)     the sandbox is lost
-//
-// "Reaped" means by StartReaping, which a worker runs at start and every
-// ReapInterval (5 min): a sandbox (workspace, bwrap cgroup, container)
-// whose workflow has closed is removed within ReapInterval of the close,
-// while a worker with the same sandbox roots (or Docker Engine) runs on
-// its host. It never touches the sandboxes of other Temporal clusters or
-// namespaces (KeepOpen). A live worker's create is bounded by a 30 min
-// start-to-close timeout, for big manifests and restores.
+// Sandboxes: a sandbox agent's workspace is held by a lease, which its
+// agent workflow owns, or its session across turns. Package
+// workflows/lease holds the lease's life (provisioned, live, idle,
+// suspended, lost and re-provisioned, released to a session, stopped),
+// the sandbox activities, the routing of a sandbox's activities to its
+// store, and what a worker killed at any point of it leaves.
 //
 // A run keeps the graph it started with. Everything workflow code
 // branches on is in the run's runtime.GraphSpec: each agent's limits,
@@ -219,7 +197,7 @@
 // Determinism: transcripts, instructions, tool funcs and model calls are
 // touched only in activities. So is a workspace's AGENTS.md: before a
 // sandbox agent's first model call, a local activity reads what its
-// manifest would put there (guidance.go; versioned
+// manifest would put there (workflows/lease; versioned
 // troupe.manifest-guidance), the sandbox-create activity reads it again
 // through the session of the workspace it made; each stores it in the
 // blob store, the lease carries its key (SandboxLease.Guidance), and the

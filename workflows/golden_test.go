@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/guardrail"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden payload fixtures")
@@ -42,7 +43,7 @@ func TestGoldenPayloads(t *testing.T) {
 		"agent_result":    troupe.AgentResult{Agent: "triage", Handoff: &call, Transcript: ref, Pending: []agents.Item{out}, Turns: 2, ToolCalls: 1, Usage: usage},
 		"model_input":     workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}, MCPTools: "mcp/tools/5f0c", Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"},
 		"model_output":    workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},
-		"tool_input":      workflows.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
+		"tool_input":      troupe.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
 		"handoff_input":   workflows.HandoffInput{Graph: "dealdesk", From: "triage", Tool: "transfer_to_coordinator", Run: rc, Transcript: ref, Pending: []agents.Item{out}, NewKey: "transcripts/run-1/1-coordinator"},
 		"handoff_output":  workflows.HandoffOutput{Transcript: ref},
 		"extract_input":   workflows.ExtractInput{Graph: "dealdesk", Agent: "coordinator", Tool: "review_pricing", Result: agents.ToolRunResult{Agent: "pricing_reviewer", Output: json.RawMessage(`{"risk_level":"high"}`)}},
@@ -57,12 +58,12 @@ func TestGoldenPayloads(t *testing.T) {
 		"event": troupe.Event{Seq: 4, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: troupe.EventAgentToolStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator", Turn: 1, Tool: "review_pricing", CallID: "call_1", Detail: "Review pricing", Child: "run-1/1-coordinator/t1.0/0-pricing_reviewer"},
 	}
 	at := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
-	lease := runtime.SandboxLease{State: runtime.LeaseSuspended, Snapshot: "snapshots/session-1/9f86d0.tar.zst", Generation: 2, Guidance: "outputs/session-1/t1/0-coordinator/guidance-1f2e3d4c5b6a7988.md"}
+	leased := runtime.SandboxLease{State: runtime.LeaseSuspended, Snapshot: "snapshots/session-1/9f86d0.tar.zst", Generation: 2, Guidance: "outputs/session-1/t1/0-coordinator/guidance-1f2e3d4c5b6a7988.md"}
 	rec := runtime.TurnRecord{Turn: "t3", Message: "what if the discount were 25%?", Outcome: runtime.TurnAnswered, Agent: "coordinator",
 		Output: json.RawMessage(`{"decision":"approve"}`), Path: []string{"coordinator"}, Workflow: "session-1/t3", ModelTurns: 2, Usage: usage, Started: at, Ended: at.Add(time.Minute)}
 	state := runtime.SessionState{Name: "acme renewal", Agent: "coordinator", Transcript: ref, Policy: runtime.PolicyEnqueue,
 		Queue: []runtime.SessionMessage{{Turn: "t4", Text: "and at 30%?", At: at}}, Turns: 3, NextTurn: 4, Recent: []runtime.TurnRecord{rec}, Usage: usage,
-		Leases: []runtime.AgentLease{{Agent: "coordinator", Lease: lease}}, LastActivity: at}
+		Leases: []runtime.AgentLease{{Agent: "coordinator", Lease: leased}}, LastActivity: at}
 	payloads["session_input"] = troupe.SessionInput{Graph: "dealdesk", Agent: "triage", Name: "acme renewal", Policy: runtime.PolicyRollback, Vars: rc.Vars}
 	payloads["session_carry"] = troupe.SessionCarry{State: state, NextEvent: 40, Pages: []troupe.EventPage{{From: 1, To: 39, Key: "events/session-1/session-1/000000001.json"}}}
 	payloads["send_input"] = troupe.SendInput{Message: "what if the discount were 25%?", Wait: true}
@@ -70,9 +71,9 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["session_command"] = troupe.SessionCommand{Op: troupe.CommandRename, Arg: "acme renewal"}
 	payloads["session_info"] = troupe.SessionInfo{ID: "session-1", Graph: "dealdesk", Name: "acme renewal", Status: runtime.SessionIdle, Agent: "coordinator",
 		Policy: runtime.PolicyEnqueue, Turns: 3, Usage: usage, LastActivity: at, Recent: []runtime.TurnRecord{rec},
-		Sandboxes: []troupe.SessionSandbox{{Agent: "coordinator", State: runtime.LeaseSuspended, Snapshot: lease.Snapshot}}, NextEvent: 40}
+		Sandboxes: []troupe.SessionSandbox{{Agent: "coordinator", State: runtime.LeaseSuspended, Snapshot: leased.Snapshot}}, NextEvent: 40}
 	payloads["agent_input_session"] = troupe.AgentInput{Graph: "dealdesk", Agent: "coordinator", RunID: "session-1", Transcript: ref,
-		Pending: []agents.Item{agents.UserMessage("and at 30%?")}, Session: &troupe.SessionLink{ID: "session-1", Lease: &lease}}
+		Pending: []agents.Item{agents.UserMessage("and at 30%?")}, Session: &troupe.SessionLink{ID: "session-1", Lease: &leased}}
 	payloads["fork_input"] = troupe.ForkInput{ID: "session-1", NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%"}
 	payloads["fork_request"] = troupe.ForkRequest{NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%", Manager: troupe.SessionManagerID}
 	payloads["fork_failure"] = troupe.ForkFailure{NewID: "session-1-fork-1a2b3c4d", Error: "the session stopped"}
@@ -81,7 +82,7 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["session_image"] = troupe.SessionImage{From: "session-1", State: forked}
 	payloads["keep_input"] = workflows.KeepInput{For: "session-1-fork-1a2b3c4d", Runs: []string{"session-1"}}
 	payloads["control"] = troupe.Control{Op: troupe.ControlInterrupt}
-	payloads["sandbox_info"] = workflows.SandboxInfo{State: sandbox.State{Backend: "bwrap", Host: "host-1", ID: "run-1-0-triage-1a2b3c4d-g1", Workspace: "/var/troupe/sandboxes/bwrap/run-1-0-triage-1a2b3c4d-g1"},
+	payloads["sandbox_info"] = lease.SandboxInfo{State: sandbox.State{Backend: "bwrap", Host: "host-1", ID: "run-1-0-triage-1a2b3c4d-g1", Workspace: "/var/troupe/sandboxes/bwrap/run-1-0-triage-1a2b3c4d-g1"},
 		Queue: "troupe-sandbox-host-1-1234abcd", NotInForce: []string{"memory_bytes: no cgroup v2 delegation"}, Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"}
 	payloads["lifecycle_input"] = troupe.LifecycleInput{ID: "session-1", Command: troupe.SessionCommand{Op: troupe.CommandSwitch, Arg: "bwrap"}}
 	payloads["session_entry"] = troupe.SessionEntry{ID: "session-1", Name: "acme renewal", Graph: "dealdesk", Agent: "coordinator", Status: runtime.SessionIdle,

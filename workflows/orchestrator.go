@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows/approval"
 	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // OrchestratorWorkflow routes a run: it starts the active agent's child
@@ -194,7 +195,7 @@ func (r *Runner) route(ctx workflow.Context, rec *events.Recorder, spec *runtime
 // tree (a run's orchestrator, a session) gives its budget (tb, nil
 // elsewhere): it lends its ledger to each agent of the chain, the one
 // agent of the tree at work, and takes it back when the agent ends.
-func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *sessionSandboxes, ctl *control, tb *budget.Tree) (*routeResult, error) {
+func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *runtime.GraphSpec, rs routeState, prefix string, cont func(routeState) error, boxes *lease.Keeper, ctl *control, tb *budget.Tree) (*routeResult, error) {
 	maxHandoffs := spec.MaxHandoffs
 	res := &rs.Done
 	current, in := rs.Current, rs.Input
@@ -221,7 +222,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *run
 		in.Session = nil
 		in.CheckInput = n == 0 && len(spec.Agent(current).GuardrailsOf(agents.GuardrailInput)) > 0
 		if a := spec.Agent(current); boxes != nil && a != nil && a.Sandbox {
-			link, err := boxes.lend(ctx, current)
+			link, err := boxes.Lend(ctx, current)
 			if err != nil {
 				return res, err
 			}
@@ -237,7 +238,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *run
 			// A child that never started got nothing: the lease goes back
 			// as lent (a live sandbox is no one's otherwise).
 			if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
-				boxes.unlend(current)
+				boxes.Unlend(current)
 				tb.Ended(ctx, childID, nil, err)
 				return res, err
 			}
@@ -250,7 +251,7 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *run
 			if err != nil {
 				given = leaseFrom(err) // A failed agent may give its workspace back.
 			}
-			boxes.back(current, given)
+			boxes.Back(current, given)
 		}
 		if err != nil {
 			res.countFailed(err) // A failed agent's usage still counts.
@@ -311,3 +312,12 @@ func (r *Runner) routeFrom(ctx workflow.Context, rec *events.Recorder, spec *run
 // 4.8 s. The server's default of 10 s made them wait up to 8 and 16 s; 3 s
 // costs three more history events per 2.4 s of model call.
 const agentTaskTimeout = 3 * time.Second
+
+// runDetails is a run's current details in the Web UI: its summary and
+// the agent at work.
+func runDetails(in troupe.RunInput, agent string) string {
+	return in.Summary() + "\n\nagent at work: " + agent
+}
+
+// leaseFrom is the lease a failed agent's error carries back, or nil.
+func leaseFrom(err error) *runtime.SandboxLease { return troupe.FailureOf(err).Lease }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -183,4 +184,30 @@ func StartSweeping(ctx context.Context, c client.Client, store *blob.Store, rete
 			report(swept, err)
 		}
 	})
+}
+
+// every calls round once now and then every interval, in the background,
+// until the returned stop func is called; stop waits for a round under
+// way, whose ctx it cancels.
+func every(ctx context.Context, interval time.Duration, round func(context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			round(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -34,6 +33,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/guardrail"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // Config configures a Runner. Graphs, Model and Store are required; every
@@ -153,25 +153,17 @@ type Runner struct {
 	approvals   *approval.Activities
 	guardrails  *guardrail.Activities
 	budgets     *budget.Activities
+	leases      *lease.Activities
 	hostQueue   string
 	transcripts *transcript.Transcripts
 	mcp         *mcp.Pool
 	ownsMCP     bool
-	// cluster is the id of the Temporal cluster StartWorkers connected
-	// to, for sandbox labels; "" when unknown.
-	cluster atomic.Pointer[string]
 	// mcpQ is the queue of this process's MCP sessions, which
 	// StartWorkers serves; "" without StartWorkers.
 	mcpQ atomic.Pointer[string]
-	// storeServed is set once something serves the sandbox store's queue
-	// (StartWorkers), or may (a second RegisterActivities, or a registry
-	// that is not a worker, such as a test environment).
-	storeServed atomic.Bool
 	// memory is the memory room: MemoryWorkflow, its activities, and
 	// what the other activities ask of memory.
 	memory *memory.Consolidation
-	// activityWorkers counts the workers RegisterActivities registered on.
-	activityWorkers atomic.Int32
 	// onWorker is set once RegisterActivities registered on a Temporal
 	// worker, whose activities have a client (activity.GetClient) to ask
 	// a run's root for its budget with; a test environment's have none.
@@ -180,13 +172,6 @@ type Runner struct {
 
 func (r *Runner) mcpQueue() string {
 	if p := r.mcpQ.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-func (r *Runner) clusterID() string {
-	if p := r.cluster.Load(); p != nil {
 		return *p
 	}
 	return ""
@@ -248,7 +233,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		}
 	}
 	if cfg.SandboxQueue == "" {
-		cfg.SandboxQueue = defaultSandboxQueue(cfg.Host, cfg.Sandboxes)
+		cfg.SandboxQueue = lease.DefaultStoreQueue(cfg.Host, cfg.Sandboxes)
 	}
 	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
 		transcripts: transcript.NewTranscripts(cfg.Store), mcp: cfg.MCP}
@@ -290,7 +275,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 	r.budgets = budget.NewActivities(r.onWorker.Load)
 	r.approvals = &approval.Activities{Agent: r.agent}
 	r.guardrails = &guardrail.Activities{Agent: r.agent, Store: cfg.Store, Transcripts: r.transcripts}
-	r.acts = &Activities{r: r, sessions: sessions{live: map[string]sandbox.Session{}}, budgets: r.budgets}
+	r.acts = &Activities{r: r, budgets: r.budgets}
+	r.leases = &lease.Activities{Sandboxes: cfg.Sandboxes, DefaultBackend: cfg.DefaultBackend, Store: cfg.Store, SpoolDir: cfg.SpoolDir,
+		Queue: r.hostQueue, Agent: r.agent, Memory: r.memory}
 	return r, nil
 }
 
@@ -342,76 +329,10 @@ func (r *Runner) Register(w worker.Registry) {
 // the sandbox.
 func (r *Runner) SandboxQueue() string { return r.hostQueue }
 
-// rooted is a sandbox client that keeps its workspaces under a host
-// directory, as local, bwrap and docker do.
-type rooted interface{ Root() string }
-
-// defaultSandboxQueue names the store of host and the roots of clients.
-func defaultSandboxQueue(host string, clients map[string]sandbox.Client) string {
-	var roots []string
-	for _, b := range slices.Sorted(maps.Keys(clients)) {
-		if c, ok := clients[b].(rooted); ok {
-			roots = append(roots, c.Root())
-		}
-	}
-	return SandboxStoreQueue(host, roots...)
-}
-
-// SandboxStoreQueue names the task queue of the sandbox store of host
-// whose workspaces live under roots: troupe-sandbox-<host>-<8 hex
-// digits>, a hash of host and the roots (made absolute, symlinks
-// resolved, sorted). A worker that offers different backends after a
-// restart keeps its queue when it names its store by the directory that
-// holds every backend's root (the CLI uses $TROUPE_HOME/sandboxes).
-func SandboxStoreQueue(host string, roots ...string) string {
-	clean := make([]string, 0, len(roots))
-	for _, r := range roots {
-		if abs, err := filepath.Abs(r); err == nil {
-			r = abs
-		}
-		if real, err := filepath.EvalSymlinks(r); err == nil {
-			r = real
-		}
-		clean = append(clean, r)
-	}
-	slices.Sort(clean)
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n", host)
-	for _, r := range slices.Compact(clean) {
-		fmt.Fprintf(h, "%s\n", r)
-	}
-	return fmt.Sprintf("troupe-sandbox-%s-%x", host, h.Sum(nil)[:4])
-}
-
-// legacyHostQueue is the sandbox queue of runs started before queues
-// named stores: a worker serves it too, so those runs' sandboxes are not
-// taken as lost after a redeploy (a call that reaches a worker of another
-// store fails as misrouted, as on any queue).
-func legacyHostQueue(host string) string { return "troupe-host-" + host }
-
-// checkStore fails with ErrSandboxMisrouted when the sandbox of st is not
-// in this worker's store (another host, or another root of this host):
-// the worker cannot see its workspace, and must say so rather than answer
-// from a workspace it does not have.
-func (r *Runner) checkStore(st sandbox.State) error {
-	c, ok := r.cfg.Sandboxes[st.Backend]
-	if !ok {
-		return nil // client() says so.
-	}
-	rc, ok := c.(rooted)
-	if !ok {
-		return nil
-	}
-	// Backends record the machine's hostname in a State (Config.Host may
-	// be another name for it).
-	machine, _ := os.Hostname()
-	rel, err := filepath.Rel(rc.Root(), filepath.Clean(st.Workspace))
-	if st.Host == machine && err == nil && rel != "." && filepath.IsLocal(rel) {
-		return nil
-	}
-	return troupe.NonRetryable(troupe.ErrSandboxMisrouted,
-		"sandbox %s (%s workspace %s on host %s) is not in this worker's store (host %s, root %s, task queue %s): workers with different sandbox stores share the task queue; give each its own --sandbox-queue, or leave it to the default",
-		st.ID, st.Backend, st.Workspace, st.Host, machine, rc.Root(), r.hostQueue)
+// leaseSettings are the settings of the sandboxes' lives in this worker's
+// workflows.
+func (r *Runner) leaseSettings() lease.Settings {
+	return lease.Settings{HostTimeout: r.cfg.HostTimeout, IdleTimeout: r.cfg.SandboxIdleTimeout}
 }
 
 // RegisterActivities registers the activities only, for the host-queue
@@ -424,24 +345,16 @@ func (r *Runner) checkStore(st sandbox.State) error {
 // at once with ErrStoreNotServed, saying so, rather than letting the run
 // go on with "sandbox lost" answers.
 func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
-	_, real := w.(worker.Worker)
-	if !real || r.activityWorkers.Add(1) > 1 {
-		r.storeServed.Store(true)
-	}
-	if real {
+	if _, real := w.(worker.Worker); real {
 		r.onWorker.Store(true)
 	}
 	w.RegisterActivityWithOptions(r.acts.Model, activity.RegisterOptions{Name: ModelActivityName})
 	r.budgets.Register(w)
-	w.RegisterActivityWithOptions(r.acts.SandboxCreate, activity.RegisterOptions{Name: SandboxCreateActivityName})
-	w.RegisterActivityWithOptions(r.acts.SandboxTool, activity.RegisterOptions{Name: SandboxToolActivityName})
-	w.RegisterActivityWithOptions(r.acts.SandboxSnapshot, activity.RegisterOptions{Name: SandboxSnapshotActivityName})
-	w.RegisterActivityWithOptions(r.acts.SandboxStop, activity.RegisterOptions{Name: SandboxStopActivityName})
+	r.leases.Register(w)
 	w.RegisterActivityWithOptions(r.acts.FunctionTool, activity.RegisterOptions{Name: ToolActivityName})
 	w.RegisterActivityWithOptions(r.acts.Handoff, activity.RegisterOptions{Name: HandoffActivityName})
 	w.RegisterActivityWithOptions(r.acts.Extract, activity.RegisterOptions{Name: ExtractActivityName})
 	r.approvals.Register(w)
-	w.RegisterActivityWithOptions(r.acts.WorkspaceGuidance, activity.RegisterOptions{Name: WorkspaceGuidanceActivityName})
 	r.guardrails.Register(w)
 	w.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
 	w.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
@@ -478,6 +391,10 @@ func (r *Runner) Activities() *Activities { return r.acts }
 // Memory returns the memory room the Runner registers, for tests that run
 // its activities directly.
 func (r *Runner) Memory() *memory.Consolidation { return r.memory }
+
+// Lease returns the sandbox activities (the sandbox lease room's), for
+// tests that run them directly.
+func (r *Runner) Lease() *lease.Activities { return r.leases }
 
 func (r *Runner) graph(name string) (*agents.Graph, error) {
 	g, ok := r.graphs[name]
@@ -558,8 +475,8 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	if err := r.CheckHost(); err != nil {
 		return nil, err
 	}
-	if id, err := ClusterID(context.Background(), c); err == nil {
-		r.cluster.Store(&id)
+	if id, err := lease.ClusterID(context.Background(), c); err == nil {
+		r.leases.SetCluster(id)
 	}
 	// The delta relay, advertised in the identity of this process's
 	// workers, where followers read it from the task queue's pollers.
@@ -585,13 +502,13 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		releaseRelay()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", r.hostQueue, err)
 	}
-	legacy := worker.New(c, legacyHostQueue(r.cfg.Host), opts)
+	legacy := worker.New(c, lease.LegacyHostQueue(r.cfg.Host), opts)
 	r.RegisterActivities(legacy)
 	if err := legacy.Start(); err != nil {
 		host.Stop()
 		shared.Stop()
 		releaseRelay()
-		return nil, fmt.Errorf("workflows: start worker on %s: %w", legacyHostQueue(r.cfg.Host), err)
+		return nil, fmt.Errorf("workflows: start worker on %s: %w", lease.LegacyHostQueue(r.cfg.Host), err)
 	}
 	// MCP sessions live in this process, not just on this host: another
 	// process of the host has sessions of its own.

@@ -46,6 +46,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows/approval"
 	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // session is a running SessionWorkflow: its state and what carries out
@@ -57,7 +58,7 @@ type session struct {
 	spec  *runtime.GraphSpec
 	st    *runtime.SessionState
 	rec   *events.Recorder
-	boxes *sessionSandboxes
+	boxes *lease.Keeper
 	// ctl passes pause, resume and interrupt to the running turn's
 	// agents.
 	ctl *control
@@ -126,7 +127,7 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in troupe.SessionInput) (
 			if err := s.mem.Flush(ctx); err != nil {
 				return nil, err
 			}
-			if err := s.boxes.settle(ctx); err != nil {
+			if err := s.boxes.Settle(ctx); err != nil {
 				return nil, err
 			}
 			if err := s.rec.SavePage(ctx); err != nil {
@@ -135,7 +136,7 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in troupe.SessionInput) (
 			// Settling and saving block: what came in meanwhile is taken
 			// first, and the idle timers run again.
 			if s.drain(ctx) || len(s.forks) > 0 || s.switchTo != "" || !workflow.AllHandlersFinished(ctx) {
-				s.boxes.rearm()
+				s.boxes.Rearm()
 				continue
 			}
 			return nil, s.continueAsNew(ctx)
@@ -160,7 +161,7 @@ func (s *session) begin(ctx workflow.Context) error {
 			return err
 		}
 		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionStarted, Agent: s.st.Agent, Detail: "forked from " + f.From + ": " + sessionDetails(s.in.Graph, s.st)})
-		s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
+		s.boxes = lease.NewKeeper(ctx, s.r.leaseSettings(), s.rec, s.id, s.in.Graph, s.st)
 		s.ctl = newControl(ctx, false)
 		s.changed(ctx) // The manager registers the fork.
 		return nil
@@ -195,7 +196,7 @@ func (s *session) begin(ctx workflow.Context) error {
 		}
 		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionStarted, Agent: start, Detail: sessionDetails(s.in.Graph, s.st)})
 	}
-	s.boxes = newSessionSandboxes(ctx, s.r, s.rec, s.id, s.in.Graph, s.st)
+	s.boxes = lease.NewKeeper(ctx, s.r.leaseSettings(), s.rec, s.id, s.in.Graph, s.st)
 	s.ctl = newControl(ctx, false)
 	s.ctl.paused = s.st.Paused
 	workflow.SetCurrentDetails(ctx, sessionDetails(s.in.Graph, s.st))
@@ -458,7 +459,7 @@ func (s *session) command(ctx workflow.Context, c troupe.SessionCommand) (troupe
 			// No model call, tool or agent starts anywhere in the turn's
 			// tree; the workspaces the session holds are suspended.
 			s.ctl.apply(ctx, troupe.Control{Op: troupe.ControlPause, Seq: s.ctl.seq + 1})
-			s.boxes.suspendAll()
+			s.boxes.SuspendAll()
 		}
 	case troupe.CommandResume:
 		if err = s.st.Resume(); err == nil {
@@ -508,7 +509,7 @@ func (s *session) entry() troupe.SessionEntry {
 	st := s.st
 	e := troupe.SessionEntry{ID: s.id, Name: st.Name, Graph: s.in.Graph, Agent: st.Agent, Status: st.Status(), Policy: st.Policy,
 		Turns: st.Turns, Usage: st.Usage, LastActivity: st.LastActivity}
-	for _, sb := range s.boxes.describe() {
+	for _, sb := range s.boxes.Describe() {
 		if sb.Backend != "" && !slices.Contains(e.Backends, sb.Backend) {
 			e.Backends = append(e.Backends, sb.Backend)
 		}
@@ -530,7 +531,7 @@ var backendName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 // it exists; a fork that cannot start is reported to the manager, which
 // answers its caller with the error.
 func (s *session) fork(ctx workflow.Context, req troupe.ForkRequest) {
-	leases, err := s.boxes.snapshotEach(ctx)
+	leases, err := s.boxes.SnapshotEach(ctx)
 	if err != nil {
 		s.forkFailed(ctx, req, err)
 		return
@@ -612,7 +613,7 @@ func (s *session) info() troupe.SessionInfo {
 	if st.Running != nil {
 		in.Running = st.Running.Turn
 	}
-	in.Sandboxes = s.boxes.describe()
+	in.Sandboxes = s.boxes.Describe()
 	in.Agents, in.Cost, in.Budget = st.Agents, st.Agents.Cost(), st.Budget.Report()
 	return in
 }
@@ -631,7 +632,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	tctx, span := traceTurn(tctx, s.id, m.Turn)
 	s.cancelTurn, s.rollback = cancel, false
 	defer func() { s.cancelTurn = nil }()
-	startLeases := s.boxes.leases()
+	startLeases := s.boxes.Leases()
 	startTranscript := s.st.Transcript
 	s.ctl.interrupted = false
 	// What an interrupted turn left to say goes first.
@@ -665,7 +666,7 @@ func (s *session) turn(ctx workflow.Context) error {
 		// from its snapshot at the turn's start. The conversation goes on
 		// from the turn's start under a key of its own, so no segment the
 		// turn wrote is written again (a worker may have read it).
-		s.boxes.restore(ctx, startLeases)
+		s.boxes.Restore(ctx, startLeases)
 		transcript = s.st.Transcript.Fork("transcripts/" + prefix + "/rolled-back")
 		rec.Outcome, rec.Agent = runtime.TurnRolledBack, s.st.Agent
 		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventTurnRolledBack, Agent: s.st.Agent, Turn: n, Detail: "a new message rolled the turn back: the conversation and workspaces are as they were before it"})
@@ -726,7 +727,7 @@ func (s *session) end(ctx workflow.Context) (*troupe.SessionInfo, error) {
 		s.forkFailed(ctx, req, errors.New("the session stopped"))
 	}
 	s.forks = nil
-	s.boxes.stopAll(ctx)
+	s.boxes.StopAll(ctx)
 	s.mem.Final(ctx, s.spec, s.id)
 	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})
 	s.changed(ctx)
@@ -750,7 +751,7 @@ func (s *session) end(ctx workflow.Context) (*troupe.SessionInfo, error) {
 func (s *session) switchBackend(ctx workflow.Context) {
 	to := s.switchTo
 	s.switchTo = ""
-	if err := s.boxes.suspendEach(ctx); err != nil {
+	if err := s.boxes.SuspendEach(ctx); err != nil {
 		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
 		return
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows/gate"
 )
@@ -83,14 +82,14 @@ func endChat(span trace.Span, resp *model.Response, err error) {
 
 // startTool starts the span of a tool call of kind (function, sandbox,
 // mcp) in its activity.
-func startTool(ctx context.Context, in ToolInput, kind string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+func startTool(ctx context.Context, in troupe.ToolInput, kind string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	return telemetry.StartTool(ctx, in.Call.Name, in.Call.CallID, append(attrs, telemetry.AttrAgentName.String(in.Agent),
 		telemetry.AttrTurn.Int(in.Run.Turn), telemetry.AttrToolKind.String(kind))...)
 }
 
 // startMCP starts the span of an MCP tool call in its activity.
 func startMCP(ctx context.Context, in MCPCallInput) (context.Context, trace.Span) {
-	return startTool(ctx, ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, gate.KindMCP, attribute.String("troupe.mcp.server", in.Server))
+	return startTool(ctx, troupe.ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, gate.KindMCP, attribute.String("troupe.mcp.server", in.Server))
 }
 
 // endTool ends a span of startTool with the tool's output: a failure when
@@ -101,30 +100,4 @@ func endTool(span trace.Span, output string) {
 		err = errors.New(troupe.Preview(strings.TrimPrefix(output, "Error: "), 200))
 	}
 	telemetry.End(span, err)
-}
-
-// tracedSession is a sandbox session whose commands have spans (sandbox
-// exec), for a tool call that is traced.
-type tracedSession struct {
-	sandbox.Session
-}
-
-// traceSession returns s with spans for its commands when ctx's span is
-// recorded, else s itself.
-func traceSession(ctx context.Context, s sandbox.Session) sandbox.Session {
-	if !trace.SpanFromContext(ctx).IsRecording() {
-		return s
-	}
-	return tracedSession{s}
-}
-
-func (s tracedSession) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.ExecResult, error) {
-	st := s.State()
-	ctx, span := telemetry.Start(ctx, "sandbox exec", attribute.String("troupe.sandbox.id", st.ID), attribute.String("troupe.sandbox.backend", st.Backend))
-	res, err := s.Session.Exec(ctx, req)
-	if err == nil {
-		span.SetAttributes(attribute.Int("process.exit.code", res.ExitCode))
-	}
-	telemetry.End(span, err)
-	return res, err
 }

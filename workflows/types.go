@@ -118,16 +118,6 @@ type ModelOutput struct {
 	Told string `json:"told,omitempty"`
 }
 
-// ToolInput is the function-tool activity's input.
-type ToolInput struct {
-	Graph string            `json:"graph"`
-	Agent string            `json:"agent"`
-	Run   agents.RunContext `json:"run"`
-	Call  agents.Item       `json:"call"`
-	// OutputKey is where an output too large to inline is stored.
-	OutputKey string `json:"output_key"`
-}
-
 // HandoffInput is the handoff activity's input.
 type HandoffInput struct {
 	Graph      string                `json:"graph"`

@@ -104,6 +104,20 @@ func recorded(t *testing.T, env *testsuite.TestWorkflowEnvironment, after int) [
 	return evs
 }
 
+// leftovers lists the workspaces still on disk under a local client's root.
+func leftovers(t *testing.T, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
 // quietEnv is a test workflow environment that logs errors only.
 //
 // The test environment runs activities in the workflow's goroutine, so

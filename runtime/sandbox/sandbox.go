@@ -35,8 +35,8 @@
 // docker clients are ones) once its owner is gone: the sandbox's labels
 // say whose it is, on the container for docker and in a sidecar file
 // beside the workspace for the host-directory backends (host.HostReaper).
-// workflows.StartReaping runs the reapers of a worker; the workflows
-// package doc has the bounds on what a crash at any point leaves.
+// StartReaping of package workflows/lease runs the reapers of a worker;
+// that package's doc has the bounds on what a crash at any point leaves.
 package sandbox
 
 import (

@@ -60,8 +60,8 @@
 // workflow's troupe.cluster and troupe.namespace). Client.Orphans and
 // Client.Reap find and remove the containers a policy no longer wants
 // (Reap also the workspaces whose container was never made, by the labels
-// in their sidecar files); workflows.KeepOpen is the worker's, and leaves
-// other clusters' and namespaces' containers alone.
+// in their sidecar files); KeepOpen of package workflows/lease is the
+// worker's, and leaves other clusters' and namespaces' containers alone.
 //
 // Images: no registry is assumed. Client.BuildImage (and `troupe sandbox
 // image build`) makes KindDebian, a debootstrap minbase rootfs with bash,

@@ -124,11 +124,11 @@ type HostOrphan struct {
 // an orphan when keep answers false for the labels of its sidecar, or,
 // with no readable sidecar, when it is older than UnlabelledAge.
 //
-// keep carries the policy: workflows.KeepOpen keeps the sandboxes of open
-// workflows and those of other Temporal clusters and namespaces. A
-// sandbox is never without its labels (the sidecar comes before the
-// directory and goes after it), so one created moments ago is judged by
-// keep like any other, and kept while its workflow is open.
+// keep carries the policy: KeepOpen of package workflows/lease keeps the
+// sandboxes of open workflows and those of other Temporal clusters and
+// namespaces. A sandbox is never without its labels (the sidecar comes
+// before the directory and goes after it), so one created moments ago is
+// judged by keep like any other, and kept while its workflow is open.
 type HostReaper struct {
 	// Root is the backend's workspace root.
 	Root string

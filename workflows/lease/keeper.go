@@ -1,4 +1,4 @@
-package workflows
+package lease
 
 import (
 	"slices"
@@ -12,17 +12,18 @@ import (
 	"github.com/troupe-dev/troupe/workflows/events"
 )
 
-// sessionSandboxes keeps a session's sandboxes between its turns, one per
-// agent that has one: it lends an agent's lease to the agent workflow that
-// answers (routeFrom), takes it back at the agent's end, and runs the
-// sandbox's idle timer in the session, so a sandbox left idle is suspended
-// (snapshot, then stop) and the next command restores it.
+// Keeper keeps a session's sandboxes between its turns, one per agent
+// that has one: it lends an agent's lease to the agent workflow that
+// answers (Lend), takes it back at the agent's end (Back), and runs the
+// sandbox's idle timer in the session, so a sandbox left idle is
+// suspended (snapshot, then stop) and the next command restores it.
 //
-// While the session runs, each agent's sandboxLife holds the lease; the
+// While the session runs, each agent's Life holds the lease; the
 // session's state (runtime.SessionState.Leases) gets a copy when it
-// continues as new.
-type sessionSandboxes struct {
-	r     *Runner
+// continues as new (Settle). A Keeper belongs to the session's workflow:
+// its methods are workflow code.
+type Keeper struct {
+	set   Settings
 	rec   *events.Recorder
 	id    string
 	graph string
@@ -30,7 +31,7 @@ type sessionSandboxes struct {
 	// ctx is the session's own context, on which idle timers run: a
 	// cancelled turn leaves them be.
 	ctx   workflow.Context
-	lives map[string]*sandboxLife
+	lives map[string]*Life
 	// names are the agents of lives, in order (workflow code does not
 	// range over maps).
 	names []string
@@ -39,8 +40,12 @@ type sessionSandboxes struct {
 	lent map[string]runtime.SandboxLease
 }
 
-func newSessionSandboxes(ctx workflow.Context, r *Runner, rec *events.Recorder, id, graph string, st *runtime.SessionState) *sessionSandboxes {
-	b := &sessionSandboxes{r: r, rec: rec, id: id, graph: graph, st: st, ctx: ctx, lives: map[string]*sandboxLife{}, lent: map[string]runtime.SandboxLease{}}
+// NewKeeper returns the keeper of the sandboxes of session id (of graph),
+// whose state st holds the leases it carried; ctx is the session's own
+// context, on which idle timers run. The idle timers of the live
+// sandboxes start again.
+func NewKeeper(ctx workflow.Context, set Settings, rec *events.Recorder, id, graph string, st *runtime.SessionState) *Keeper {
+	b := &Keeper{set: set, rec: rec, id: id, graph: graph, st: st, ctx: ctx, lives: map[string]*Life{}, lent: map[string]runtime.SandboxLease{}}
 	for _, al := range st.Leases {
 		l := b.life(al.Agent)
 		*l.lease = al.Lease
@@ -51,11 +56,11 @@ func newSessionSandboxes(ctx workflow.Context, r *Runner, rec *events.Recorder, 
 	return b
 }
 
-// life is agent's sandboxLife, made with a new lease if it has none.
-func (b *sessionSandboxes) life(agent string) *sandboxLife {
+// life is agent's Life, made with a new lease if it has none.
+func (b *Keeper) life(agent string) *Life {
 	l, ok := b.lives[agent]
 	if !ok {
-		l = newSandboxLife(b.r, b.rec, b.graph, agent, b.id, agents.RunContext{WorkflowID: b.id, RunID: b.id, Agent: agent})
+		l = NewLife(b.set, b.rec, b.graph, agent, b.id, agents.RunContext{WorkflowID: b.id, RunID: b.id, Agent: agent})
 		l.owner = b.id
 		b.lives[agent] = l
 		i, _ := slices.BinarySearch(b.names, agent)
@@ -65,17 +70,17 @@ func (b *sessionSandboxes) life(agent string) *sandboxLife {
 }
 
 // agents are the agents with a lease, in order.
-func (b *sessionSandboxes) agents() []string { return slices.Clone(b.names) }
+func (b *Keeper) agents() []string { return slices.Clone(b.names) }
 
-// lend takes agent's lease from the session for the agent workflow that
+// Lend takes agent's lease from the session for the agent workflow that
 // answers: its idle timer stops, and a suspension under way finishes
 // first.
-func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*troupe.SessionLink, error) {
+func (b *Keeper) Lend(ctx workflow.Context, agent string) (*troupe.SessionLink, error) {
 	if ctx.Err() != nil {
 		return nil, temporal.NewCanceledError() // The turn is over: nothing to lend to.
 	}
 	l := b.life(agent)
-	if err := l.hold(ctx); err != nil {
+	if err := l.Hold(ctx); err != nil {
 		return nil, err
 	}
 	lease := *l.lease
@@ -83,9 +88,9 @@ func (b *sessionSandboxes) lend(ctx workflow.Context, agent string) (*troupe.Ses
 	return &troupe.SessionLink{ID: b.id, Lease: &lease, Backend: b.st.Backend}, nil
 }
 
-// unlend takes agent's lease back as it was lent: the agent workflow it
+// Unlend takes agent's lease back as it was lent: the agent workflow it
 // was lent to never started.
-func (b *sessionSandboxes) unlend(agent string) {
+func (b *Keeper) Unlend(agent string) {
 	lent, ok := b.lent[agent]
 	if !ok {
 		return
@@ -98,13 +103,13 @@ func (b *sessionSandboxes) unlend(agent string) {
 	}
 }
 
-// back takes agent's lease back: as the agent gave it, at its end or with
+// Back takes agent's lease back: as the agent gave it, at its end or with
 // its failure (a live sandbox's idle timer starts in the session), or,
 // when the agent ended without giving it (it was cancelled, or failed on
 // code from before versionKeepFailedWorkspace, and stopped its sandbox),
 // as it was lent, forfeited: the next command restores the last snapshot
 // the session knows.
-func (b *sessionSandboxes) back(agent string, given *runtime.SandboxLease) {
+func (b *Keeper) Back(agent string, given *runtime.SandboxLease) {
 	lent, ok := b.lent[agent]
 	if !ok {
 		return
@@ -122,8 +127,8 @@ func (b *sessionSandboxes) back(agent string, given *runtime.SandboxLease) {
 	}
 }
 
-// leases are the leases the session holds now, by agent.
-func (b *sessionSandboxes) leases() map[string]runtime.SandboxLease {
+// Leases are the leases the session holds now, by agent.
+func (b *Keeper) Leases() map[string]runtime.SandboxLease {
 	out := map[string]runtime.SandboxLease{}
 	for _, a := range b.names {
 		out[a] = *b.lives[a].lease
@@ -131,11 +136,11 @@ func (b *sessionSandboxes) leases() map[string]runtime.SandboxLease {
 	return out
 }
 
-// restore undoes a rolled-back turn's effect on the workspaces: each
+// Restore undoes a rolled-back turn's effect on the workspaces: each
 // sandbox given back live during the turn is stopped, and each lease goes
 // back to where it stood at the turn's start, forfeited, so the next
 // command restores the turn's starting snapshot.
-func (b *sessionSandboxes) restore(ctx workflow.Context, start map[string]runtime.SandboxLease) {
+func (b *Keeper) Restore(ctx workflow.Context, start map[string]runtime.SandboxLease) {
 	dctx, cancel := workflow.NewDisconnectedContext(ctx)
 	defer cancel()
 	for _, a := range b.agents() {
@@ -144,7 +149,7 @@ func (b *sessionSandboxes) restore(ctx workflow.Context, start map[string]runtim
 		if had && sameLease(*l.lease, was) {
 			continue // Untouched by the turn.
 		}
-		_ = l.hold(dctx)
+		_ = l.Hold(dctx)
 		l.stopNow(dctx, troupe.EventSandboxStopped)
 		if !had {
 			was = *runtime.NewSandboxLease()
@@ -156,37 +161,37 @@ func (b *sessionSandboxes) restore(ctx workflow.Context, start map[string]runtim
 	}
 }
 
-// suspendAll suspends, in the background, each live sandbox the session
+// SuspendAll suspends, in the background, each live sandbox the session
 // holds (a paused session's): snapshot, then stop; the next command
 // restores it.
-func (b *sessionSandboxes) suspendAll() {
+func (b *Keeper) SuspendAll() {
 	for _, a := range b.agents() {
 		l := b.lives[a]
 		if _, out := b.lent[a]; out || !l.lease.Live() {
 			continue
 		}
-		workflow.Go(b.ctx, func(gctx workflow.Context) { _ = l.suspendNow(gctx) })
+		workflow.Go(b.ctx, func(gctx workflow.Context) { _ = l.Suspend(gctx) })
 	}
 }
 
-// suspendEach suspends each live sandbox the session holds, and waits
+// SuspendEach suspends each live sandbox the session holds, and waits
 // for it: the workspaces are then in their snapshots only.
-func (b *sessionSandboxes) suspendEach(ctx workflow.Context) error {
+func (b *Keeper) SuspendEach(ctx workflow.Context) error {
 	for _, a := range b.agents() {
-		if err := b.lives[a].suspendNow(ctx); err != nil {
+		if err := b.lives[a].Suspend(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// snapshotEach takes a fresh snapshot of each live sandbox the session
+// SnapshotEach takes a fresh snapshot of each live sandbox the session
 // holds (they stay live), and returns the leases as they stand then.
-func (b *sessionSandboxes) snapshotEach(ctx workflow.Context) ([]runtime.AgentLease, error) {
+func (b *Keeper) SnapshotEach(ctx workflow.Context) ([]runtime.AgentLease, error) {
 	var out []runtime.AgentLease
 	for _, a := range b.agents() {
 		l := b.lives[a]
-		if err := l.hold(ctx); err != nil {
+		if err := l.Hold(ctx); err != nil {
 			return nil, err
 		}
 		if l.lease.Live() {
@@ -204,9 +209,9 @@ func (b *sessionSandboxes) snapshotEach(ctx workflow.Context) ([]runtime.AgentLe
 	return out, nil
 }
 
-// rearm starts the idle timers of the live sandboxes again, after a
+// Rearm starts the idle timers of the live sandboxes again, after a
 // settle that did not end in continue-as-new.
-func (b *sessionSandboxes) rearm() {
+func (b *Keeper) Rearm() {
 	for _, a := range b.agents() {
 		if l := b.lives[a]; l.lease.Live() && l.idleCancel == nil {
 			l.touch(b.ctx)
@@ -214,12 +219,12 @@ func (b *sessionSandboxes) rearm() {
 	}
 }
 
-// settle readies the leases to be carried through continue-as-new: idle
+// Settle readies the leases to be carried through continue-as-new: idle
 // timers stop, suspensions under way finish, and the state holds a copy.
-func (b *sessionSandboxes) settle(ctx workflow.Context) error {
+func (b *Keeper) Settle(ctx workflow.Context) error {
 	for _, a := range b.agents() {
 		l := b.lives[a]
-		if err := l.hold(ctx); err != nil {
+		if err := l.Hold(ctx); err != nil {
 			return err
 		}
 		b.st.SetLease(a, *l.lease)
@@ -227,17 +232,17 @@ func (b *sessionSandboxes) settle(ctx workflow.Context) error {
 	return nil
 }
 
-// stopAll stops every sandbox the session keeps, when it ends.
-func (b *sessionSandboxes) stopAll(ctx workflow.Context) {
+// StopAll stops every sandbox the session keeps, when it ends.
+func (b *Keeper) StopAll(ctx workflow.Context) {
 	for _, a := range b.agents() {
 		l := b.lives[a]
-		l.end(ctx)
+		l.End(ctx)
 		b.st.SetLease(a, *l.lease)
 	}
 }
 
-// describe is the sandboxes as the session's query shows them.
-func (b *sessionSandboxes) describe() []troupe.SessionSandbox {
+// Describe is the sandboxes as the session's query shows them.
+func (b *Keeper) Describe() []troupe.SessionSandbox {
 	var out []troupe.SessionSandbox
 	for _, a := range b.agents() {
 		l := b.lives[a].lease
@@ -268,19 +273,13 @@ func sameLease(a, b runtime.SandboxLease) bool {
 // what the failed turn wrote).
 const versionKeepFailedWorkspace = "troupe.keep-failed-workspace"
 
-// keepsFailedWorkspace reports whether an agent that ends with err gives
-// its session's sandbox back: it failed (a cancelled turn's workspaces go
-// back to the turn's start, or the session is stopping), and the run
-// started on code that does so.
-func keepsFailedWorkspace(ctx workflow.Context, err error) bool {
+// KeepsFailedWorkspace reports whether an agent that ends with err gives
+// its session's sandbox back (Life.Release): it failed (a cancelled
+// turn's workspaces go back to the turn's start, or the session is
+// stopping), and the run started on code that does so.
+func KeepsFailedWorkspace(ctx workflow.Context, err error) bool {
 	if err == nil || temporal.IsCanceledError(err) || ctx.Err() != nil {
 		return false
 	}
 	return workflow.GetVersion(ctx, versionKeepFailedWorkspace, workflow.DefaultVersion, 1) == 1
 }
-
-// usageFrom is the usage a failed agent's error carries back, per agent.
-func usageFrom(err error) runtime.Usages { return troupe.FailureOf(err).Usage }
-
-// leaseFrom is the lease a failed agent's error carries back, or nil.
-func leaseFrom(err error) *runtime.SandboxLease { return troupe.FailureOf(err).Lease }

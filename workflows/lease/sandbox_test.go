@@ -1,12 +1,16 @@
-package workflows_test
+package lease_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
@@ -16,6 +20,35 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 )
+
+// turnFunc answers a model request in tests: the model is the one part
+// that is stood in for.
+type turnFunc func(req model.Request) []agents.Item
+
+// funcModel answers every model call with its turnFunc.
+type funcModel struct{ fn turnFunc }
+
+func (m *funcModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
+	return &model.Response{Output: m.fn(req), Usage: model.Usage{Requests: 1, InputTokens: 10, OutputTokens: 5, TotalTokens: 15}}, nil
+}
+
+func lastItem(req model.Request) agents.Item { return req.Input[len(req.Input)-1] }
+
+func call(id, name, args string) agents.Item { return agents.FunctionCall(id, name, args) }
+
+// quietEnv is a test workflow environment that logs errors only.
+//
+// The test environment runs activities in the workflow's goroutine, so
+// its deadlock detector (a second by default) would time real activities
+// (a sandbox command, say) on a loaded machine; here it is a minute.
+// Workflow code that blocks is caught by workflowcheck (make lint).
+func quietEnv() *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
+	env := s.NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	return env
+}
 
 func sandboxEnv(t *testing.T, fn turnFunc, maxTurns int) (*testsuite.TestWorkflowEnvironment, string) {
 	t.Helper()
@@ -33,7 +66,7 @@ func sandboxEnv(t *testing.T, fn turnFunc, maxTurns int) (*testsuite.TestWorkflo
 			Env:     map[string]string{"DEAL": "acme"},
 		}},
 	})
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store,
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: fn}, Store: store,
 		Sandboxes: map[string]sandbox.Client{"local": lc}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package workflows_test
+package lease_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // storeRunner is a runner of host "host" whose local sandboxes live in
@@ -27,7 +28,7 @@ func storeRunner(t *testing.T, root string, store *blob.Store, queue string, twe
 	}
 	g := agents.MustGraph("sb", "worker", &agents.Agent{Name: "worker", Instructions: "w",
 		Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "f.txt", Content: "mine"}}}}})
-	cfg := workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: func(model.Request) []agents.Item { return nil }, calls: map[string]int{}},
+	cfg := workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: func(model.Request) []agents.Item { return nil }},
 		Store: store, Host: "host", SandboxQueue: queue, Sandboxes: map[string]sandbox.Client{"local": degraded{lc}}}
 	for _, f := range tweak {
 		f(&cfg)
@@ -67,7 +68,7 @@ func TestSandboxStore(t *testing.T) {
 		t.Errorf("a worker restarted on the same store moved from queue %s to %s", a.SandboxQueue(), a2.SandboxQueue())
 	}
 
-	info, err := a.Activities().SandboxCreate(ctx, workflows.SandboxCreateInput{Graph: "sb", Agent: "worker", WorkflowID: "wf", Generation: 1})
+	info, err := a.Lease().SandboxCreate(ctx, lease.SandboxCreateInput{Graph: "sb", Agent: "worker", WorkflowID: "wf", Generation: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestSandboxStore(t *testing.T) {
 	// Even forced onto one queue, B cannot see A's workspace: it says so.
 	forced := storeRunner(t, rootB, store, a.SandboxQueue())
 	for name, r := range map[string]*workflows.Runner{"other root": b, "same queue, other root": forced} {
-		if _, err := r.Activities().SandboxSnapshot(ctx, info.State); troupe.ErrorType(err) != troupe.ErrSandboxMisrouted {
+		if _, err := r.Lease().SandboxSnapshot(ctx, info.State); troupe.ErrorType(err) != troupe.ErrSandboxMisrouted {
 			t.Errorf("%s: snapshot of another store's sandbox = %v, want %s", name, err, troupe.ErrSandboxMisrouted)
 		}
 	}
@@ -88,16 +89,16 @@ func TestSandboxStore(t *testing.T) {
 	// fails the snapshot (and the worker's memory holds none of it).
 	missing := filepath.Join(t.TempDir(), "missing")
 	noSpool := storeRunner(t, rootA, store, "", func(c *workflows.Config) { c.SpoolDir = missing })
-	if _, err := noSpool.Activities().SandboxSnapshot(ctx, info.State); err == nil || !strings.Contains(err.Error(), "missing") {
+	if _, err := noSpool.Lease().SandboxSnapshot(ctx, info.State); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("snapshot with an unwritable spool dir = %v, want its error", err)
 	}
 	// A (restarted: a new process, same store) snapshots it, and the
 	// snapshot restores into a new sandbox, through the store's streams.
-	key, err := a2.Activities().SandboxSnapshot(ctx, info.State)
+	key, err := a2.Lease().SandboxSnapshot(ctx, info.State)
 	if err != nil {
 		t.Fatalf("snapshot on the sandbox's own store: %v", err)
 	}
-	restored, err := b.Activities().SandboxCreate(ctx, workflows.SandboxCreateInput{Graph: "sb", Agent: "worker", WorkflowID: "wf", Generation: 2, Snapshot: key})
+	restored, err := b.Lease().SandboxCreate(ctx, lease.SandboxCreateInput{Graph: "sb", Agent: "worker", WorkflowID: "wf", Generation: 2, Snapshot: key})
 	if err != nil {
 		t.Fatalf("create from snapshot %s: %v", key, err)
 	}
@@ -109,10 +110,10 @@ func TestSandboxStore(t *testing.T) {
 	if got, err := s.ReadFile(ctx, "f.txt"); err != nil || string(got) != "mine" {
 		t.Errorf("restored f.txt = %q, %v", got, err)
 	}
-	if err := a.Activities().SandboxStop(ctx, info.State); err != nil {
+	if err := a.Lease().SandboxStop(ctx, info.State); err != nil {
 		t.Error(err)
 	}
-	if err := b.Activities().SandboxStop(ctx, restored.State); err != nil {
+	if err := b.Lease().SandboxStop(ctx, restored.State); err != nil {
 		t.Error(err)
 	}
 }
@@ -129,19 +130,19 @@ func TestSandboxStoreQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(link) })
-	q := workflows.SandboxStoreQueue("h", dir, dir+"/b")
+	q := lease.StoreQueue("h", dir, dir+"/b")
 	for name, other := range map[string]string{
-		"symlinked":  workflows.SandboxStoreQueue("h", link, link+"/b"),
-		"reordered":  workflows.SandboxStoreQueue("h", dir+"/b", dir),
-		"duplicated": workflows.SandboxStoreQueue("h", dir, dir+"/b", dir),
+		"symlinked":  lease.StoreQueue("h", link, link+"/b"),
+		"reordered":  lease.StoreQueue("h", dir+"/b", dir),
+		"duplicated": lease.StoreQueue("h", dir, dir+"/b", dir),
 	} {
 		if other != q {
 			t.Errorf("%s roots: queue %s, want %s", name, other, q)
 		}
 	}
 	for name, other := range map[string]string{
-		"another host": workflows.SandboxStoreQueue("h2", dir, dir+"/b"),
-		"another root": workflows.SandboxStoreQueue("h", dir+"/c"),
+		"another host": lease.StoreQueue("h2", dir, dir+"/b"),
+		"another root": lease.StoreQueue("h", dir+"/c"),
 	} {
 		if other == q {
 			t.Errorf("%s has the same queue %s", name, q)

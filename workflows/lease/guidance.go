@@ -1,4 +1,4 @@
-package workflows
+package lease
 
 // A workspace's guidance (AGENTS.md at its root) reaches the model from
 // the agent's first call. A fresh workspace is made only when a sandbox
@@ -62,7 +62,7 @@ type WorkspaceGuidanceInput struct {
 // PolicyHolder, a manifest the backend would refuse: its create reports
 // that). It writes nothing but the key.
 func (a *Activities) WorkspaceGuidance(ctx context.Context, in WorkspaceGuidanceInput) (string, error) {
-	_, agent, err := a.r.agent(in.Graph, in.Agent)
+	_, agent, err := a.Agent(in.Graph, in.Agent)
 	if err != nil || agent.Sandbox == nil {
 		return "", err
 	}
@@ -111,16 +111,17 @@ func (a *Activities) logGuidance(ctx context.Context, in WorkspaceGuidanceInput,
 func (a *Activities) storeGuidance(ctx context.Context, text, workflowID string) (string, error) {
 	sum := sha256.Sum256([]byte(text))
 	key := "outputs/" + workflowID + "/guidance-" + hex.EncodeToString(sum[:8]) + ".md"
-	if err := a.r.cfg.Store.Put(ctx, key, []byte(text)); err != nil {
+	if err := a.Store.Put(ctx, key, []byte(text)); err != nil {
 		return "", err
 	}
 	return key, nil
 }
 
-// readGuidance asks, once per lease, for the guidance of a workspace not
-// yet made, so the model sees it from its first call. A failed read
-// leaves the guidance to the workspace's create.
-func (s *sandboxLife) readGuidance(ctx workflow.Context) {
+// ReadGuidance asks, once per lease, for the guidance of a workspace not
+// yet made, so the model sees it from its first call (Guidance). A failed
+// read leaves the guidance to the workspace's create. A nil Life reads
+// none.
+func (s *Life) ReadGuidance(ctx workflow.Context) {
 	if s == nil || s.lease.State != runtime.LeaseNew || s.lease.Snapshot != "" || s.lease.GuidanceRead {
 		return
 	}

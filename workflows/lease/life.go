@@ -1,0 +1,385 @@
+package lease
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/workflows/events"
+)
+
+// Settings are the worker's settings that a sandbox's life goes by. They
+// are read, not recorded: timeouts are not part of the commands replay
+// checks. Every field's zero value works.
+type Settings struct {
+	// HostTimeout is how long a sandbox activity waits for its host
+	// (schedule-to-start, and heartbeats) before the sandbox is taken as
+	// lost and re-provisioned elsewhere; the default is 30 seconds.
+	HostTimeout time.Duration
+	// IdleTimeout is how long an unused sandbox stays up before it is
+	// suspended (snapshot, then stop); the default is 5 minutes.
+	IdleTimeout time.Duration
+}
+
+func (s Settings) hostTimeout() time.Duration {
+	if s.HostTimeout <= 0 {
+		return 30 * time.Second
+	}
+	return s.HostTimeout
+}
+
+func (s Settings) idleTimeout() time.Duration {
+	if s.IdleTimeout <= 0 {
+		return 5 * time.Minute
+	}
+	return s.IdleTimeout
+}
+
+// Life is the workflow side of an agent's sandbox: provisioned when first
+// needed, snapshotted after each turn that used it, suspended when idle,
+// re-provisioned from the last snapshot when lost, stopped at the end (see
+// the package doc). Where the sandbox stands is its lease
+// (runtime.SandboxLease), plain data whose transitions refuse what its
+// state does not allow; Life carries out the effects that lead to them.
+// A Life belongs to one workflow: its methods are workflow code.
+type Life struct {
+	set        Settings
+	rec        *events.Recorder
+	graph      string
+	agent      string
+	wfID       string
+	run        agents.RunContext
+	lease      *runtime.SandboxLease
+	idleCancel workflow.CancelFunc
+	// owner is the session that owns the sandbox across turns, if any;
+	// backend the backend it chose, if any.
+	owner, backend string
+}
+
+// NewLife returns the life of the sandbox of agent (of graph) in its
+// workflow wfID and run, with a new lease: nothing is provisioned until
+// Ensure. Events go to rec.
+func NewLife(set Settings, rec *events.Recorder, graph, agent, wfID string, run agents.RunContext) *Life {
+	return &Life{set: set, rec: rec, graph: graph, agent: agent, wfID: wfID, run: run, lease: runtime.NewSandboxLease()}
+}
+
+// KeptBy marks the sandbox as kept by the session owner across its turns
+// (its labels name the session, so the reaper keeps it while the session
+// is open), on backend when set (a session that switched backend).
+func (s *Life) KeptBy(owner, backend string) {
+	s.owner, s.backend = owner, backend
+}
+
+// Take takes up lease l, a session's or the one a previous run of the
+// workflow carried: the Life holds it (and changes it in place), and an
+// idle sandbox's idle timer starts again.
+func (s *Life) Take(ctx workflow.Context, l *runtime.SandboxLease) {
+	s.lease = l
+	if l.State == runtime.LeaseIdle {
+		s.touch(ctx)
+	}
+}
+
+// Lease is the lease the Life holds, as it stands; the Life changes it in
+// place.
+func (s *Life) Lease() *runtime.SandboxLease { return s.lease }
+
+// Guidance is the blob key of the guidance of the agent's workspace, if
+// any: what the model activity adds to the instructions. A nil Life has
+// none.
+func (s *Life) Guidance() string {
+	if s == nil || s.lease == nil {
+		return ""
+	}
+	return s.lease.Guidance
+}
+
+// leaseErr is a lease transition refused: a bug in this package, never
+// the model's doing.
+func leaseErr(err error) error {
+	return troupe.NonRetryable(troupe.ErrInternal, "%v", err)
+}
+
+// Ensure makes the sandbox live: it waits for a suspension under way, and
+// provisions the sandbox (restoring the last snapshot, if any) unless it
+// is live.
+func (s *Life) Ensure(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return s.lease.State != runtime.LeaseSuspending }); err != nil {
+		return err
+	}
+	if s.lease.Live() {
+		return nil
+	}
+	generation, snapshot, err := s.lease.Provision()
+	if err != nil {
+		return leaseErr(err)
+	}
+	// The activity heartbeats: a worker killed mid-create is noticed within
+	// HostTimeout and the create retried (a retry on the dead attempt's
+	// host replaces what it left; elsewhere, a reaper removes that once
+	// the workflow closes; see the package doc). StartToClose only bounds
+	// a live worker's create, so it is generous, for big manifests and
+	// restores.
+	summary := "create the sandbox"
+	if snapshot != "" {
+		summary = "restore the sandbox from its last snapshot"
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:             summary,
+		StartToCloseTimeout: 30 * time.Minute,
+		HeartbeatTimeout:    s.set.hostTimeout(),
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var info SandboxInfo
+	in := SandboxCreateInput{Graph: s.graph, Agent: s.agent, WorkflowID: s.wfID, Generation: generation, Run: s.run, Snapshot: snapshot, Owner: s.owner, Backend: s.backend}
+	if err := workflow.ExecuteActivity(actx, SandboxCreateActivityName, in).Get(ctx, &info); err != nil {
+		_ = s.lease.ProvisionFailed()
+		return err
+	}
+	if err := s.lease.Provisioned(runtime.LeasedSandbox{State: info.State, Queue: info.Queue}); err != nil {
+		return leaseErr(err)
+	}
+	s.lease.Guidance = info.Guidance
+	kind, detail := troupe.EventSandboxProvisioned, troupe.BackendLabel(info.State.Backend)+" sandbox on "+info.State.Host
+	if len(info.NotInForce) > 0 {
+		detail += " (limits not in force: " + strings.Join(info.NotInForce, "; ") + ")"
+	}
+	if snapshot != "" {
+		kind, detail = troupe.EventSandboxRestored, detail+" from "+snapshot
+	}
+	s.rec.Add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
+	return nil
+}
+
+// hostCtx routes an activity to the store holding the sandbox sb; a host
+// that is gone shows as a schedule-to-start timeout.
+func (s *Life) hostCtx(ctx workflow.Context, sb runtime.LeasedSandbox, timeout time.Duration, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		Summary:                summary,
+		TaskQueue:              sb.Queue,
+		ScheduleToStartTimeout: s.set.hostTimeout(),
+		HeartbeatTimeout:       s.set.hostTimeout(),
+		StartToCloseTimeout:    timeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+}
+
+// Call runs a sandbox tool on the live sandbox, within timeout, its
+// activity summed up as summary; a lost sandbox or host becomes a tool
+// error the model sees, and the next call re-provisions from the last
+// snapshot. The future holds the call's output item.
+func (s *Life) Call(ctx workflow.Context, ti troupe.ToolInput, timeout time.Duration, summary string) workflow.Future {
+	f, set := workflow.NewFuture(ctx)
+	if !s.lease.Live() || s.lease.CallStarted() != nil {
+		set.Set(agents.FunctionCallOutput(ti.Call.CallID, "Error: the sandbox is not available"), nil)
+		return f
+	}
+	sb := *s.lease.Sandbox
+	inner := workflow.ExecuteActivity(s.hostCtx(ctx, sb, timeout, summary), SandboxToolActivityName, SandboxToolInput{Tool: ti, Sandbox: sb.State})
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		defer func() { _ = s.lease.CallEnded() }()
+		var item agents.Item
+		err := inner.Get(gctx, &item)
+		if err != nil && s.isLost(err) {
+			s.lost(gctx, err)
+			item = agents.FunctionCallOutput(ti.Call.CallID, "Error: the sandbox was lost while running this call; it will be restored from its last snapshot on the next call, so run the command again if its effect is needed.")
+			item.Agent, err = ti.Agent, nil
+		}
+		set.Set(item, err)
+	})
+	return f
+}
+
+func (s *Life) isLost(err error) bool {
+	if troupe.ErrorType(err) == troupe.ErrSandboxGone {
+		return true
+	}
+	// The host is gone: nobody took the task (schedule-to-start), or the
+	// worker that took it stopped heartbeating.
+	var te *temporal.TimeoutError
+	if !errors.As(err, &te) {
+		return false
+	}
+	t := te.TimeoutType()
+	return t == enums.TIMEOUT_TYPE_SCHEDULE_TO_START || t == enums.TIMEOUT_TYPE_HEARTBEAT
+}
+
+func (s *Life) lost(ctx workflow.Context, err error) {
+	if !s.lease.Live() {
+		return
+	}
+	dead := *s.lease.Sandbox
+	_ = s.lease.Lost()
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSandboxLost, Agent: s.agent, Detail: err.Error()})
+	// The host is there but the sandbox died, or the worker that ran the
+	// call died (its heartbeats stopped) and the host may have another:
+	// clear what is left of the sandbox (a container, its workspace) on
+	// its host. Best effort: a host that is gone does not take the stop
+	// (schedule-to-start), and its orphans are reaped once the owner
+	// closes, which for a session's sandbox may be weeks away.
+	if troupe.ErrorType(err) == troupe.ErrSandboxGone || heartbeatTimeout(err) && workflow.GetVersion(ctx, versionClearLostSandbox, workflow.DefaultVersion, 1) == 1 {
+		_ = workflow.ExecuteActivity(s.hostCtx(ctx, dead, time.Minute, "clear the lost sandbox"), SandboxStopActivityName, dead.State).Get(ctx, nil)
+	}
+}
+
+// versionClearLostSandbox marks the change to agents that clear a sandbox
+// lost with its worker (a heartbeat timeout) from its host, as they
+// always cleared one that died. The marker is written only then.
+const versionClearLostSandbox = "troupe.clear-lost-sandbox"
+
+// AfterTurn snapshots the workspace after a turn that used it and
+// restarts the idle timer.
+func (s *Life) AfterTurn(ctx workflow.Context) {
+	if !s.lease.Live() {
+		return
+	}
+	if err := s.snapshotSafely(ctx); err != nil {
+		if s.isLost(err) {
+			s.lost(ctx, err)
+		}
+		return
+	}
+	s.touch(ctx)
+}
+
+// snapshotSafely archives the live sandbox as snapshotNow does, and takes
+// the snapshot again (twice at most) when the worker that took it died
+// (its heartbeats stopped): the sandbox may well be alive on its host,
+// which another worker serves, and a sandbox taken for lost would lose
+// the work since its last snapshot. A host that is gone does not take the
+// retry (schedule-to-start), and the sandbox is lost then.
+func (s *Life) snapshotSafely(ctx workflow.Context) error {
+	err := s.snapshotNow(ctx)
+	for attempt := 1; err != nil && attempt < 3 && heartbeatTimeout(err) && s.lease.Live(); attempt++ {
+		if workflow.GetVersion(ctx, versionSnapshotRetry, workflow.DefaultVersion, 1) != 1 {
+			break
+		}
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()})
+		err = s.snapshotNow(ctx)
+	}
+	return err
+}
+
+// versionSnapshotRetry marks the change to agents and sessions that take
+// a snapshot again when its worker died, rather than lose the sandbox.
+// The marker is written only then.
+const versionSnapshotRetry = "troupe.snapshot-retry"
+
+// heartbeatTimeout reports whether err is an activity whose worker
+// stopped heartbeating.
+func heartbeatTimeout(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == enums.TIMEOUT_TYPE_HEARTBEAT
+}
+
+// snapshotNow archives the live sandbox; on success the archive is the
+// one a re-provisioned sandbox starts from.
+func (s *Life) snapshotNow(ctx workflow.Context) error {
+	sb := *s.lease.Sandbox
+	var key string
+	if err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 10*time.Minute, "snapshot the sandbox"), SandboxSnapshotActivityName, sb.State).Get(ctx, &key); err != nil {
+		return err
+	}
+	if s.lease.Live() {
+		_ = s.lease.Snapshotted(key)
+	}
+	return nil
+}
+
+// touch starts the idle spell: when the idle timer fires with no call
+// running, the sandbox is suspended (snapshot, then stop) until the next
+// call.
+func (s *Life) touch(ctx workflow.Context) {
+	if s.idleCancel != nil {
+		s.idleCancel()
+	}
+	_ = s.lease.Idle()
+	tctx, cancel := workflow.WithCancel(ctx)
+	s.idleCancel = cancel
+	workflow.Go(tctx, func(gctx workflow.Context) {
+		if err := workflow.NewTimer(gctx, s.set.idleTimeout()).Get(gctx, nil); err != nil {
+			return // cancelled by a newer touch or the end of the agent
+		}
+		if !s.lease.Suspend() {
+			return
+		}
+		// Block on this coroutine's own context, and let no newer touch
+		// cancel a suspend under way.
+		sctx, cancel := workflow.NewDisconnectedContext(gctx)
+		defer cancel()
+		_ = s.snapshotSafely(sctx) // on failure the last snapshot stands
+		s.stopNow(sctx, troupe.EventSandboxSuspended)
+	})
+}
+
+// stopNow stops the live sandbox, if any: the lease is then suspended (if
+// it was suspending) or stopped.
+func (s *Life) stopNow(ctx workflow.Context, kind string) {
+	if !s.lease.Live() {
+		return
+	}
+	sb := *s.lease.Sandbox
+	err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 5*time.Minute, "stop the sandbox"), SandboxStopActivityName, sb.State).Get(ctx, nil)
+	detail := sb.State.Backend + " sandbox " + sb.State.ID
+	if err != nil {
+		detail += " (stop failed: " + err.Error() + ")"
+	}
+	if s.lease.Live() {
+		_ = s.lease.Stopped()
+	}
+	s.rec.Add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
+}
+
+// End stops the sandbox when the agent ends, however it ends: it runs on
+// a disconnected context so a cancelled workflow still cleans up.
+func (s *Life) End(ctx workflow.Context) {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	_ = s.Hold(dctx)
+	s.stopNow(dctx, troupe.EventSandboxStopped)
+	_ = s.lease.End()
+}
+
+// Release lets go of the sandbox when the agent ends and a session keeps
+// it: the idle timer stops and a suspension under way finishes; the lease
+// goes back to the session as it stands, the sandbox live or suspended.
+func (s *Life) Release(ctx workflow.Context) *runtime.SandboxLease {
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
+	_ = s.Hold(dctx)
+	l := *s.lease
+	return &l
+}
+
+// Suspend suspends the live sandbox at once (snapshot, then stop),
+// unless a call runs on it; the next command restores it. A paused
+// session's agents and sandboxes are suspended so.
+func (s *Life) Suspend(ctx workflow.Context) error {
+	if err := s.Hold(ctx); err != nil {
+		return err
+	}
+	if !s.lease.Suspend() {
+		return nil
+	}
+	_ = s.snapshotSafely(ctx) // On failure the last snapshot stands.
+	s.stopNow(ctx, troupe.EventSandboxSuspended)
+	return nil
+}
+
+// Hold stops the idle timer and waits for a suspension under way to
+// finish, so that the lease stands still (before it is carried through
+// continue-as-new, say).
+func (s *Life) Hold(ctx workflow.Context) error {
+	if s.idleCancel != nil {
+		s.idleCancel()
+		s.idleCancel = nil
+	}
+	return workflow.Await(ctx, func() bool { return s.lease.State != runtime.LeaseSuspending })
+}
