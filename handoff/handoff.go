@@ -1,7 +1,8 @@
-// Package handoff holds ready input filters for handoffs: rewrites of the
-// history an agent passes to the agent it hands off to. Filters run in an
-// activity, so they may be any Go code.
 package handoff
+
+// Ready input filters for handoffs: rewrites of the history an agent
+// passes to the agent it hands off to. Filters run in the handoff
+// activity, so they may be any Go code.
 
 import (
 	"context"

@@ -356,45 +356,6 @@ func (a *Activities) FunctionTool(ctx context.Context, in troupe.ToolInput) (age
 	return transcript.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)
 }
 
-// Handoff runs a handoff's callback and input filter, and stores the
-// filtered conversation as a new transcript.
-func (a *Activities) Handoff(ctx context.Context, in HandoffInput) (*HandoffOutput, error) {
-	g, err := a.r.servedGraph(in.Graph)
-	if err != nil {
-		return nil, err
-	}
-	ref := g.Tool(in.From, in.Tool)
-	if ref.Kind != agents.ToolHandoff {
-		// The handoff (and its filter and callback) left the graph since
-		// the run started; the target gets the conversation as it is.
-		return &HandoffOutput{Transcript: in.Transcript, Pending: in.Pending}, nil
-	}
-	h := ref.Handoff
-	if h.OnHandoff != nil {
-		if err := h.OnHandoff(ctx, in.Run); err != nil {
-			return nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("on-handoff callback of %s: %v", h.Name(), err), troupe.ErrHandoff, err)
-		}
-	}
-	if h.InputFilter == nil {
-		return &HandoffOutput{Transcript: in.Transcript, Pending: in.Pending}, nil
-	}
-	history, err := a.conversation(ctx, in.Transcript, in.Pending)
-	if err != nil {
-		return nil, err
-	}
-	filtered, err := h.InputFilter(ctx, agents.HandoffInput{History: history})
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("input filter of %s: %v", h.Name(), err), troupe.ErrHandoff, err)
-	}
-	ref2, err := a.r.transcripts.Append(ctx, runtime.TranscriptRef{Key: in.NewKey}, filtered.History)
-	if err != nil {
-		return nil, err
-	}
-	return &HandoffOutput{Transcript: ref2}, nil
-}
-
 // Extract runs an agent tool's output extractor.
 func (a *Activities) Extract(ctx context.Context, in ExtractInput) (string, error) {
 	g, err := a.r.servedGraph(in.Graph)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/handoff"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows/budget"
@@ -239,7 +240,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		child := troupe.AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
 			Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: t.in.Spec}
 		sctx, span := traceAgentTool(gctx, t.agent.Name, c)
-		rr, err := t.r.route(sctx, t.rec, t.spec, tool.Target, child, prefix, t.ctl)
+		rr, err := (&handoff.Route{Spec: t.spec, Events: t.rec, Prefix: prefix, Control: t.ctl}).Run(sctx, tool.Target, child)
 		span.End(gctx, err)
 		t.countTool(rr, err, usage, fatal)
 		var output string
@@ -283,7 +284,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 // is its error.
 func (t *turnCalls) runAgent(ctx workflow.Context, agent, prefix string, in troupe.AgentInput, usage *model.Usage) (json.RawMessage, error) {
 	in.Graph, in.RunID, in.Vars, in.Depth, in.Spec = t.in.Graph, t.in.RunID, t.in.Vars, t.in.Depth+1, t.in.Spec
-	rr, err := t.r.route(ctx, t.rec, t.spec, agent, in, prefix, nil)
+	rr, err := (&handoff.Route{Spec: t.spec, Events: t.rec, Prefix: prefix}).Run(ctx, agent, in)
 	var failed model.Usage
 	var spent error // A spent budget is err itself, which the gate passes on.
 	t.countTool(rr, err, &failed, &spent)
@@ -352,7 +353,7 @@ func (t *turnCalls) count(ctx workflow.Context, st *runtime.AgentState, turn int
 // countTool counts what an agent tool's chain of agents used, failed or
 // not (the result of a chain that failed holds the failed agent's
 // usage), and has a spent budget stop the caller too.
-func (t *turnCalls) countTool(rr *routeResult, err error, usage *model.Usage, fatal *error) {
+func (t *turnCalls) countTool(rr *handoff.Result, err error, usage *model.Usage, fatal *error) {
 	if rr != nil {
 		if t.tree != nil {
 			*t.tree = t.tree.Add(rr.Agents...)
@@ -365,14 +366,3 @@ func (t *turnCalls) countTool(rr *routeResult, err error, usage *model.Usage, fa
 		*fatal = err
 	}
 }
-
-// countFailed adds what a failed agent carries back to the chain's
-// usage.
-func (res *routeResult) countFailed(err error) {
-	u := usageFrom(err)
-	res.Usage = res.Usage.Add(u.Total())
-	res.Agents = res.Agents.Add(u...)
-}
-
-// usageFrom is the usage a failed agent's error carries back, per agent.
-func usageFrom(err error) runtime.Usages { return troupe.FailureOf(err).Usage }

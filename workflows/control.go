@@ -123,3 +123,13 @@ func (c *control) hold(ctx workflow.Context, sb *lease.Life) error {
 
 // stopping reports whether the workflow is to stop at this boundary.
 func (c *control) stopping() bool { return c != nil && c.interrupted }
+
+// Hold, Stopping and Track are the controls as a chain of agents obeys
+// them (handoff.Control): a chain holds no sandbox of its own.
+func (c *control) Hold(ctx workflow.Context) error { return c.hold(ctx, nil) }
+
+func (c *control) Stopping() bool { return c.stopping() }
+
+func (c *control) Track(ctx workflow.Context, id string, f workflow.ChildWorkflowFuture) {
+	c.track(ctx, id, f)
+}

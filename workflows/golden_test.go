@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/handoff"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -44,8 +45,8 @@ func TestGoldenPayloads(t *testing.T) {
 		"model_input":     workflows.ModelInput{Graph: "dealdesk", Agent: "triage", Run: rc, Transcript: ref, Pending: []agents.Item{out}, MCPTools: "mcp/tools/5f0c", Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"},
 		"model_output":    workflows.ModelOutput{Transcript: ref, Step: runtime.Step{Calls: []agents.Item{call}}, Usage: usage, Text: "thinking"},
 		"tool_input":      troupe.ToolInput{Graph: "dealdesk", Agent: "triage", Run: rc, Call: call, OutputKey: "outputs/run-1/2-call_1"},
-		"handoff_input":   workflows.HandoffInput{Graph: "dealdesk", From: "triage", Tool: "transfer_to_coordinator", Run: rc, Transcript: ref, Pending: []agents.Item{out}, NewKey: "transcripts/run-1/1-coordinator"},
-		"handoff_output":  workflows.HandoffOutput{Transcript: ref},
+		"handoff_input":   handoff.ActivityInput{Graph: "dealdesk", From: "triage", Tool: "transfer_to_coordinator", Run: rc, Transcript: ref, Pending: []agents.Item{out}, NewKey: "transcripts/run-1/1-coordinator"},
+		"handoff_output":  handoff.ActivityOutput{Transcript: ref},
 		"extract_input":   workflows.ExtractInput{Graph: "dealdesk", Agent: "coordinator", Tool: "review_pricing", Result: agents.ToolRunResult{Agent: "pricing_reviewer", Output: json.RawMessage(`{"risk_level":"high"}`)}},
 		"mcp_tools_input": workflows.MCPToolsInput{Graph: "dealdesk", Agent: "triage", Run: rc},
 		"mcp_catalog": workflows.MCPCatalog{Queue: "troupe-mcp-host-1a2b3c4d", Specs: "mcp/tools/5f0c", Tools: []workflows.MCPToolRef{

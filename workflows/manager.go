@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/handoff"
 	"github.com/troupe-dev/troupe/runtime"
 )
 
@@ -231,7 +232,7 @@ func (m *manager) create(ctx workflow.Context, in troupe.CreateSessionInput) (tr
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID: id, ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:         "session of " + in.Session.Graph, WorkflowTaskTimeout: agentTaskTimeout,
+		StaticSummary:         "session of " + in.Session.Graph, WorkflowTaskTimeout: handoff.AgentTaskTimeout,
 	})
 	if err := workflow.ExecuteChildWorkflow(cctx, troupe.SessionWorkflowName, in.Session).GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("start session %s: %v", id, err), troupe.ErrBadCommand, err)

@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/capabilities/skills"
+	"github.com/troupe-dev/troupe/handoff"
 	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -154,6 +155,7 @@ type Runner struct {
 	guardrails  *guardrail.Activities
 	budgets     *budget.Activities
 	leases      *lease.Activities
+	handoffs    *handoff.Activities
 	hostQueue   string
 	transcripts *transcript.Transcripts
 	mcp         *mcp.Pool
@@ -276,6 +278,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	r.approvals = &approval.Activities{Agent: r.agent}
 	r.guardrails = &guardrail.Activities{Agent: r.agent, Store: cfg.Store, Transcripts: r.transcripts}
 	r.acts = &Activities{r: r, budgets: r.budgets}
+	r.handoffs = &handoff.Activities{Graph: r.servedGraph, Transcripts: r.transcripts}
 	r.leases = &lease.Activities{Sandboxes: cfg.Sandboxes, DefaultBackend: cfg.DefaultBackend, Store: cfg.Store, SpoolDir: cfg.SpoolDir,
 		Queue: r.hostQueue, Agent: r.agent, Memory: r.memory}
 	return r, nil
@@ -352,7 +355,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	r.budgets.Register(w)
 	r.leases.Register(w)
 	w.RegisterActivityWithOptions(r.acts.FunctionTool, activity.RegisterOptions{Name: ToolActivityName})
-	w.RegisterActivityWithOptions(r.acts.Handoff, activity.RegisterOptions{Name: HandoffActivityName})
+	r.handoffs.Register(w)
 	w.RegisterActivityWithOptions(r.acts.Extract, activity.RegisterOptions{Name: ExtractActivityName})
 	r.approvals.Register(w)
 	r.guardrails.Register(w)

@@ -41,6 +41,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/handoff"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows/approval"
@@ -567,7 +568,7 @@ func (s *session) fork(ctx workflow.Context, req troupe.ForkRequest) {
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID: req.NewID, ParentClosePolicy: enums.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		StaticSummary:         "session of " + s.in.Graph + " forked from " + s.id, WorkflowTaskTimeout: agentTaskTimeout,
+		StaticSummary:         "session of " + s.in.Graph + " forked from " + s.id, WorkflowTaskTimeout: handoff.AgentTaskTimeout,
 	})
 	if err := workflow.ExecuteChildWorkflow(cctx, troupe.SessionWorkflowName, in).GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		s.forkFailed(ctx, req, err)
@@ -638,7 +639,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	// What an interrupted turn left to say goes first.
 	pending := append(append([]agents.Item(nil), s.st.Pending...), agents.UserMessage(m.Text))
 	in := troupe.AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec}
-	rr, err := s.route(tctx, routeState{Current: s.st.Agent, Input: in}, prefix)
+	rr, err := s.route(tctx, handoff.State{Current: s.st.Agent, Input: in}, prefix)
 	span.End(ctx, err)
 	// No call of the turn waits any more, however it ended.
 	s.approvals.Drain(ctx)
@@ -762,13 +763,13 @@ func (s *session) switchBackend(ctx workflow.Context) {
 
 // route runs a session's turn from rs, unless the session's budget is
 // spent: then the turn fails at once, starting no agent.
-func (s *session) route(ctx workflow.Context, rs routeState, prefix string) (*routeResult, error) {
+func (s *session) route(ctx workflow.Context, rs handoff.State, prefix string) (*handoff.Result, error) {
 	if why := s.st.Budget.Spent(); why != "" {
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("the session's budget is spent (%s): %s", why, budget.SessionHint),
 			troupe.ErrBudgetExceeded, nil, s.st.Budget.Report())
 	}
 	budgeted := s.spec.Budget != nil
-	rr, err := s.r.routeFrom(ctx, s.rec, s.spec, rs, prefix, nil, s.boxes, s.ctl, s.budget)
+	rr, err := (&handoff.Route{Spec: s.spec, Events: s.rec, Prefix: prefix, Sandboxes: s.boxes, Control: s.ctl, Budget: s.budget}).From(ctx, rs)
 	if l := s.st.Budget; !budgeted && l != nil && rr != nil {
 		// A budget set during the turn, whose agents did not report:
 		// what they used counts now.

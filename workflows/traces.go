@@ -11,7 +11,6 @@ package workflows
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows/gate"
@@ -35,15 +33,6 @@ func traceRun(ctx workflow.Context, graph string) {
 func traceAgent(ctx workflow.Context, graph, agent string) {
 	telemetry.SetWorkflowAttributes(ctx, telemetry.AttrOperationName.String(telemetry.OpInvokeAgent),
 		telemetry.AttrAgentName.String(agent), telemetry.AttrGraph.String(graph))
-}
-
-// traceHandoff starts the span of a handoff from agent from (whose
-// workflow was childID) over tool h: from the handoff to the start of its
-// target, its hooks (callback, input filter) included.
-func traceHandoff(ctx workflow.Context, from, childID string, h runtime.ToolSpec) (workflow.Context, *telemetry.WorkflowSpan) {
-	return telemetry.StartWorkflowSpan(ctx, fmt.Sprintf("handoff %s → %s", from, h.Target), "handoff/"+childID,
-		telemetry.WithAttributes(attribute.String("troupe.handoff.from", from), attribute.String("troupe.handoff.to", h.Target),
-			telemetry.AttrToolName.String(h.Name)))
 }
 
 // traceAgentTool starts the span of agent's call c of an agent-as-tool:

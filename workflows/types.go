@@ -3,6 +3,7 @@ package workflows
 import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/handoff"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows/budget"
@@ -33,7 +34,7 @@ type OrchestratorInput struct {
 // stays good.
 type RunCarry struct {
 	Spec      *runtime.GraphSpec `json:"spec"`
-	Route     routeState         `json:"route"`
+	Route     handoff.State      `json:"route"`
 	Events    []troupe.Event     `json:"events,omitempty"`
 	NextEvent int                `json:"next_event"`
 	Pages     []troupe.EventPage `json:"pages,omitempty"`
@@ -116,25 +117,6 @@ type ModelOutput struct {
 	// (ModelInput.Budget): "delivered", "sent" (not waited for), or not
 	// at all ("").
 	Told string `json:"told,omitempty"`
-}
-
-// HandoffInput is the handoff activity's input.
-type HandoffInput struct {
-	Graph      string                `json:"graph"`
-	From       string                `json:"from"`
-	Tool       string                `json:"tool"`
-	Run        agents.RunContext     `json:"run"`
-	Transcript runtime.TranscriptRef `json:"transcript"`
-	Pending    []agents.Item         `json:"pending,omitempty"`
-	// NewKey is the key of the filtered transcript.
-	NewKey string `json:"new_key"`
-}
-
-// HandoffOutput is the handoff activity's result: the conversation the
-// target receives.
-type HandoffOutput struct {
-	Transcript runtime.TranscriptRef `json:"transcript"`
-	Pending    []agents.Item         `json:"pending,omitempty"`
 }
 
 // ExtractInput is the output-extractor activity's input.
