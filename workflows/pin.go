@@ -19,6 +19,32 @@ import (
 // resolve Go funcs (instructions, tools, filters, extractors) by name in
 // the graph served now; what they no longer find is, for a tool, an error
 // the model sees, and for an agent, troupe.GraphChanged.
+//
+// Everything workflow code branches on is in the spec: each agent's
+// limits, sandbox and MCP servers, its tools by kind (function, sandbox,
+// agent, handoff, with their targets, timeouts, extractors and handoff
+// hooks), its approval policies, guardrails and memory scope, the run's
+// budget and prices, and the worker settings that change control flow
+// (MaxHandoffs, MaxToolDepth, ModelActivities). So:
+//
+//	edited since the run started   what the run does
+//	a tool gained                  not offered to the model: the run's spec lacks
+//	                               it (a call of it anyway is an unknown tool, and
+//	                               the model is told so)
+//	a tool lost (its func gone)    a call of it gets the tool error "tool X is no
+//	                               longer available…"; the run goes on
+//	an input filter or callback    not run: the run's handoff had none
+//	gained
+//	a filter, callback or          the handoff goes on without it; the tool's result
+//	extractor lost                 goes back as it is
+//	an agent lost                  the agent's next activity fails with
+//	                               troupe.GraphChanged naming it: a handoff chain
+//	                               fails the run; an agent tool's call is a tool error
+//	instructions, model, schemas   used from the graph served now (activities)
+//	skills (capabilities/skills)   the index, load_skill and read_skill serve the
+//	                               skills the worker loaded at its start, and
+//	                               the memory skills as the store holds them
+//	                               at each call
 
 // versionPinnedGraph marks the change to runs that keep their graph's
 // spec. Runs started before it (no marker in their history) replay on the
