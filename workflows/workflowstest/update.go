@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/runtime"
 )
 
 // Update is the outcome of an update a test sent, as the environment's
@@ -65,6 +66,14 @@ func (u *Update) Decode(t testing.TB, v any) {
 	}
 }
 
+// Completed fails t unless the update completed without error.
+func (u *Update) Completed(t testing.TB) {
+	t.Helper()
+	if done, err := u.Done(), u.Err(); !done || err != nil {
+		t.Errorf("update: done %v, err %v", done, err)
+	}
+}
+
 // Output is the answer of a session's turn the update waited for
 // (troupe.SendInput.Wait), as JSON; it fails t when there is none.
 func (u *Update) Output(t testing.TB) string {
@@ -94,6 +103,16 @@ func SendUpdate(env *testsuite.TestWorkflowEnvironment, name string, arg any) *U
 	u := &Update{}
 	env.UpdateWorkflow(name, "", u.callbacks(), arg)
 	return u
+}
+
+// Decide sends env's workflow, the root of a tree, the decision dec on a
+// call that waits for approval (troupe.DecideUpdate), as a client would;
+// the root answers when the workflow next runs. The update's result is
+// the decisions the root took ([]runtime.ApprovalDecision): dec's, and
+// those of later requests a remembered decision answered. Call it from a
+// delayed callback.
+func Decide(env *testsuite.TestWorkflowEnvironment, dec runtime.ApprovalDecision) *Update {
+	return SendUpdate(env, troupe.DecideUpdate, dec)
 }
 
 // AskSession sends session id (a workflow the environment started, as a
