@@ -1,9 +1,10 @@
-package workflows_test
+package budget_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -370,8 +371,12 @@ func TestBadBudgets(t *testing.T) {
 	}
 }
 
+// update has TestGoldenBudgetPayloads rewrite its fixtures.
+var update = flag.Bool("update", false, "rewrite the golden payload fixtures")
+
 // TestGoldenBudgetPayloads pins the JSON shape of the budgets' payloads,
-// as TestGoldenPayloads does the others'.
+// as package workflows' TestGoldenPayloads does the others', in the same
+// directory of fixtures (workflows/testdata/golden).
 func TestGoldenBudgetPayloads(t *testing.T) {
 	usage := runtime.AgentUsage{Agent: "pricing_reviewer", Usage: model.Usage{Requests: 1, InputTokens: 1200, CachedInputTokens: 1024, OutputTokens: 80, TotalTokens: 1280}, Cost: 0.00109}
 	limits := agents.Budget{Cost: 0.25, ModelCalls: 40}
@@ -408,7 +413,7 @@ func TestGoldenBudgetPayloads(t *testing.T) {
 		Budget: &budget.Carry{Loan: &loan, Last: &last}}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
-			workflowstest.Golden(t, filepath.Join("testdata", "golden", name+".json"), v, *update)
+			workflowstest.Golden(t, filepath.Join("..", "testdata", "golden", name+".json"), v, *update)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package workflows_test
+package approval_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package workflows_test
+package guardrail_test
 
 import (
 	"cmp"
