@@ -63,20 +63,12 @@ func newEnv(t *testing.T, fn workflowstest.TurnFunc) (*testsuite.TestWorkflowEnv
 	return env, m
 }
 
+// run runs agent of the test graph on input, and returns how the run
+// ended.
 func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, agent, input string) (*troupe.RunResult, error) {
 	t.Helper()
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "test", Agent: agent, Input: input})
-	if !env.IsWorkflowCompleted() {
-		t.Fatal("workflow did not complete")
-	}
-	if err := env.GetWorkflowError(); err != nil {
-		return nil, err
-	}
-	var res troupe.RunResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	return &res, nil
+	return workflowstest.Result(t, env)
 }
 
 func TestHandoffChain(t *testing.T) {

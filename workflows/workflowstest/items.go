@@ -55,7 +55,7 @@ type Strings struct {
 	list []string
 }
 
-// Add appends s.
+// Add appends v.
 func (s *Strings) Add(v string) { s.mu.Lock(); s.list = append(s.list, v); s.mu.Unlock() }
 
 // List is a copy of the strings added, in order.
