@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // capEnv is a test environment for the memory capability: a real blob
@@ -47,8 +48,8 @@ func newCapEnv(t *testing.T, g *agents.Graph, fn func(c *capEnv, req model.Reque
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &capEnv{env: quietEnv(), store: store, instructions: map[string][]string{}}
-	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+	c := &capEnv{env: workflowstest.NewEnv(), store: store, instructions: map[string][]string{}}
+	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
 		c.mu.Lock()
 		name, _, _ := strings.Cut(req.Instructions, ":")
 		c.instructions[name] = append(c.instructions[name], req.Instructions)
@@ -116,11 +117,11 @@ func TestMemoryMaterialisedIntoWorkspace(t *testing.T) {
 		Memory: &agents.MemoryConfig{Scope: "team"}})
 	var listing string
 	c := newCapEnv(t, g, func(c *capEnv, req model.Request) []agents.Item {
-		if last := lastItem(req); last.Type == agents.ItemFunctionCallOutput {
+		if last := workflowstest.LastItem(req); last.Type == agents.ItemFunctionCallOutput {
 			listing = execOut(last.Output)
 			return []agents.Item{agents.AssistantMessage("done")}
 		}
-		return []agents.Item{shell("c1", "find memories sessions -type f 2>/dev/null | sort; cat memories/memory_summary.md")}
+		return []agents.Item{workflowstest.Shell("c1", "find memories sessions -type f 2>/dev/null | sort; cat memories/memory_summary.md")}
 	})
 	c.seed(t, "team")
 	// Three large rollout summaries: together over the workspace's bound.
@@ -174,11 +175,11 @@ func TestMemoryLiveUpdate(t *testing.T) {
 			const phase2 = "# Handbook\n- consolidated meanwhile\n"
 			var out string
 			c := newCapEnv(t, g, func(c *capEnv, req model.Request) []agents.Item {
-				last := lastItem(req)
+				last := workflowstest.LastItem(req)
 				switch {
 				case last.Type == agents.ItemMessage:
 					// The workspace is provisioned, memory materialised.
-					return []agents.Item{shell("c0", "cat memories/MEMORY.md")}
+					return []agents.Item{workflowstest.Shell("c0", "cat memories/MEMORY.md")}
 				case last.CallID == "c1":
 					out = last.Output
 					return []agents.Item{agents.AssistantMessage("fixed")}
@@ -187,7 +188,7 @@ func TestMemoryLiveUpdate(t *testing.T) {
 					// Phase 2 rewrites the handbook after the workspace got it.
 					c.put(t, "team", memory.HandbookPath, phase2)
 				}
-				return []agents.Item{shell("c1", "echo '- discount: escalate above 25% (user, today)' >> memories/MEMORY.md && "+
+				return []agents.Item{workflowstest.Shell("c1", "echo '- discount: escalate above 25% (user, today)' >> memories/MEMORY.md && "+
 					"mkdir -p memories/rollout_summaries && echo evil > memories/rollout_summaries/s9_evil.md && "+
 					"echo host > ../outside.md; ln -sf /etc/hostname memories/memory_summary.md && echo edited")}
 			})
@@ -234,19 +235,19 @@ func TestMemoryToolsForPlainAgents(t *testing.T) {
 				tools = append(tools, s.Name)
 			}
 		}
-		last := lastItem(req)
+		last := workflowstest.LastItem(req)
 		if last.Type == agents.ItemFunctionCallOutput {
 			outs = append(outs, last.Output)
 		}
 		switch len(outs) {
 		case 0:
-			return []agents.Item{call("s", memory.MemorySearchTool, `{"query":"DISCOUNT escalate"}`)}
+			return []agents.Item{workflowstest.Call("s", memory.MemorySearchTool, `{"query":"DISCOUNT escalate"}`)}
 		case 1:
-			return []agents.Item{call("r", memory.MemoryReadTool, `{"path":"memories/skills/price-review/SKILL.md"}`)}
+			return []agents.Item{workflowstest.Call("r", memory.MemoryReadTool, `{"path":"memories/skills/price-review/SKILL.md"}`)}
 		case 2:
-			return []agents.Item{call("x", memory.MemoryReadTool, `{"path":"memories/raw_memories/s1.md"}`)}
+			return []agents.Item{workflowstest.Call("x", memory.MemoryReadTool, `{"path":"memories/raw_memories/s1.md"}`)}
 		case 3:
-			return []agents.Item{call("y", memory.MemoryReadTool, `{"path":"memories/../sessions/s1.jsonl"}`)}
+			return []agents.Item{workflowstest.Call("y", memory.MemoryReadTool, `{"path":"memories/../sessions/s1.jsonl"}`)}
 		}
 		return []agents.Item{agents.AssistantMessage("ok")}
 	})
@@ -289,16 +290,16 @@ func TestMemoryLayouts(t *testing.T) {
 	seen := map[string]string{}
 	c := newCapEnv(t, g, func(c *capEnv, req model.Request) []agents.Item {
 		name, _, _ := strings.Cut(req.Instructions, ":")
-		last := lastItem(req)
+		last := workflowstest.LastItem(req)
 		switch {
 		case last.Type == agents.ItemFunctionCallOutput && strings.HasPrefix(last.CallID, name):
 			seen[name] = execOut(last.Output)
 			if name == "a" {
-				return []agents.Item{call("h", "transfer_to_b", "{}")}
+				return []agents.Item{workflowstest.Call("h", "transfer_to_b", "{}")}
 			}
 			return []agents.Item{agents.AssistantMessage("done")}
 		}
-		return []agents.Item{shell(name+"1", fmt.Sprintf("find memories -type f | sort; cat memories/%s/MEMORY.md; echo '- note of %s' >> memories/%s/MEMORY.md", name, name, name))}
+		return []agents.Item{workflowstest.Shell(name+"1", fmt.Sprintf("find memories -type f | sort; cat memories/%s/MEMORY.md; echo '- note of %s' >> memories/%s/MEMORY.md", name, name, name))}
 	})
 	c.put(t, "scope-a", memory.HandbookPath, "- lesson of scope a\n")
 	c.put(t, "scope-b", memory.HandbookPath, "- lesson of scope b\n")
@@ -341,7 +342,7 @@ func TestMemoryGraphValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			store, _ := blob.Open(context.Background(), "mem://")
 			_, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("g", "coder", tc.agent)},
-				Model: &funcModel{calls: map[string]int{}}, Store: store})
+				Model: &workflowstest.FuncModel{}, Store: store})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("refused: %v", err)
@@ -361,18 +362,18 @@ func TestMemoryForkIndependent(t *testing.T) {
 		Memory: &agents.MemoryConfig{Scope: "team"}})
 	var mu sync.Mutex
 	ins := map[string]string{}
-	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
 		mu.Lock()
-		ins[lastUser(req)] = req.Instructions
+		ins[workflowstest.LastUser(req)] = req.Instructions
 		mu.Unlock()
-		return scriptedCoder(req)
+		return workflowstest.ScriptedCoder(req)
 	}}
 	store, err := blob.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	env, _ := localEnv(t, g, m, func(c *workflows.Config) { c.Store = store })
+	env, _ := workflowstest.LocalEnv(t, g, m, func(c *workflows.Config) { c.Store = store })
 	env.RegisterActivityWithOptions(func(context.Context, memory.MemorySignalInput) error { return nil },
 		activity.RegisterOptions{Name: memory.MemorySignalActivityName})
 	c := &capEnv{store: store}
@@ -380,39 +381,39 @@ func TestMemoryForkIndependent(t *testing.T) {
 	c.put(t, "team", memory.HandbookPath, "- base lesson\n")
 	fork := memory.ForkScope("team", "branch")
 
-	var first, forked, src, branch *updateCall
+	var first, forked, src, branch *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
+		workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
 	}, time.Second)
-	env.RegisterDelayedCallback(func() { first = askSession(t, env, "src", "run: cat memories/MEMORY.md") }, 2*time.Second)
+	env.RegisterDelayedCallback(func() { first = workflowstest.AskSession(t, env, "src", "run: cat memories/MEMORY.md") }, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		forked = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
+		forked = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		src = askSession(t, env, "src", "run: echo '- src lesson' >> memories/MEMORY.md && echo edited")
-		branch = askSession(t, env, "branch", "run: echo '- branch lesson' >> memories/MEMORY.md && echo edited")
+		src = workflowstest.AskSession(t, env, "src", "run: echo '- src lesson' >> memories/MEMORY.md && echo edited")
+		branch = workflowstest.AskSession(t, env, "branch", "run: echo '- branch lesson' >> memories/MEMORY.md && echo edited")
 	}, 2*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		// The source's consolidation runs after the fork.
 		c.put(t, "team", memory.SummaryPath, "source summary v2\n")
-		askSession(t, env, "src", "hello from src")
-		askSession(t, env, "branch", "hello from branch")
+		workflowstest.AskSession(t, env, "src", "hello from src")
+		workflowstest.AskSession(t, env, "branch", "hello from branch")
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		for _, id := range []string{"src", "branch"} {
-			sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: id, Command: troupe.SessionCommand{Op: troupe.CommandStop}})
+			workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: id, Command: troupe.SessionCommand{Op: troupe.CommandStop}})
 		}
 	}, time.Hour)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 
-	if got := output(t, first); !strings.Contains(got, "base lesson") {
+	if got := first.Output(t); !strings.Contains(got, "base lesson") {
 		t.Fatalf("the session's workspace lacks its memory: %s", got)
 	}
-	if forked.err != nil {
-		t.Fatalf("fork: %v", forked.err)
+	if forked.Err() != nil {
+		t.Fatalf("fork: %v", forked.Err())
 	}
-	if a, b := output(t, src), output(t, branch); !strings.Contains(a, "edited") || !strings.Contains(b, "edited") {
+	if a, b := src.Output(t), branch.Output(t); !strings.Contains(a, "edited") || !strings.Contains(b, "edited") {
 		t.Fatalf("edits: %s, %s", a, b)
 	}
 	if got := c.get(t, "team", memory.HandbookPath); !strings.Contains(got, "src lesson") || strings.Contains(got, "branch lesson") {

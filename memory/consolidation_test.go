@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // memoryScenario scripts both phases. Phase 1 answers per rollout (its id
@@ -86,7 +87,7 @@ func memoryEnv(t *testing.T) *memoryFixture {
 	}
 	t.Cleanup(func() { store.Close() })
 	c := &memory.Consolidation{Store: store, Model: m}
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	c.Register(env)
 	c.RegisterWorkflows(env)
 	return &memoryFixture{env: env, store: store, srv: srv, base: base}
@@ -465,7 +466,7 @@ func TestMemoryAppendAcrossWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
-		c := &memory.Consolidation{Store: store, Model: &funcModel{}}
+		c := &memory.Consolidation{Store: store, Model: &workflowstest.FuncModel{}}
 		var suite testsuite.WorkflowTestSuite
 		env := suite.NewTestActivityEnvironment()
 		env.RegisterActivityWithOptions(c.MemoryAppendRollout, activity.RegisterOptions{Name: memory.MemoryAppendActivityName})

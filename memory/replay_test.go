@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // TestReplayMemoryHistories replays checked-in histories of a session of
@@ -62,7 +63,7 @@ func readIndex(t *testing.T, dir string) map[string]string {
 func replay(t *testing.T, file, id string, graphs ...*agents.Graph) error {
 	t.Helper()
 	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphs, Model: &funcModel{}, Store: store})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphs, Model: &workflowstest.FuncModel{}, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,15 @@ import (
 	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
+
+// reviewSkills is an inline skill source with one skill and its script.
+var reviewSkills = skills.Inline{{
+	Name: "review-go", Description: "Reviews Go code for common mistakes.",
+	Instructions: "Run scripts/vet.sh from the skill's folder and report what it prints.\n",
+	Files:        []skills.File{{Path: "scripts/vet.sh", Content: "echo vet: all clear\n", Executable: true}},
+}}
 
 // deployCheckSkill is a memory skill with a script, as the store holds it.
 var deployCheckSkill = map[string]string{
@@ -64,8 +72,8 @@ func TestMemorySkillsOffered(t *testing.T) {
 		{
 			name:  "a sandbox agent loads one and runs its script",
 			agent: sandboxAgent,
-			calls: []agents.Item{call("c1", "load_skill", `{"name":"deploy-check"}`),
-				shell("c2", ".agents/skills/deploy-check/scripts/check.sh && cat .agents/skills/deploy-check/references/checklist.txt")},
+			calls: []agents.Item{workflowstest.Call("c1", "load_skill", `{"name":"deploy-check"}`),
+				workflowstest.Shell("c2", ".agents/skills/deploy-check/scripts/check.sh && cat .agents/skills/deploy-check/references/checklist.txt")},
 			index:    []string{deployCheckLine + "; file: .agents/skills/deploy-check/SKILL.md)", "- review-go: Reviews Go code for common mistakes. (file: .agents/skills/review-go/SKILL.md)", "`load_skill`"},
 			notIndex: []string{"### Memory skills"},
 			outputs: []string{"Skill deploy-check is loaded in .agents/skills/deploy-check/ (files: SKILL.md, references/checklist.txt, scripts/check.sh). Its instructions (SKILL.md):\n\nRun scripts/check.sh and report what it prints.\n",
@@ -77,7 +85,7 @@ func TestMemorySkillsOffered(t *testing.T) {
 				return &agents.Agent{Name: "helper", Instructions: "helper: answers", Capabilities: []agents.Capability{text(t)},
 					Memory: &agents.MemoryConfig{Scope: "team", Mode: agents.MemoryReadOnly}}
 			},
-			calls:    []agents.Item{call("c1", "read_skill", `{"name":"$deploy-check"}`), call("c2", "read_skill", `{"name":"deploy-check","path":"scripts/check.sh"}`)},
+			calls:    []agents.Item{workflowstest.Call("c1", "read_skill", `{"name":"$deploy-check"}`), workflowstest.Call("c2", "read_skill", `{"name":"deploy-check","path":"scripts/check.sh"}`)},
 			index:    []string{deployCheckLine + ")", "- review-go: Reviews Go code for common mistakes.\n", "`read_skill`"},
 			notIndex: []string{"### Memory skills", "memory_read memories/skills/"},
 			outputs:  []string{"Run scripts/check.sh and report what it prints.\n", "#!/bin/sh\necho deploy ok\n"},
@@ -86,7 +94,7 @@ func TestMemorySkillsOffered(t *testing.T) {
 			name:     "a bundled skill of the same name wins",
 			agent:    sandboxAgent,
 			more:     map[string]string{memory.SkillPath("review-go"): "---\nname: review-go\ndescription: A learnt way to review.\n---\nSkim it.\n"},
-			calls:    []agents.Item{call("c1", "load_skill", `{"name":"review-go"}`)},
+			calls:    []agents.Item{workflowstest.Call("c1", "load_skill", `{"name":"review-go"}`)},
 			index:    []string{"- review-go: Reviews Go code for common mistakes. (file: .agents/skills/review-go/SKILL.md)", deployCheckLine},
 			notIndex: []string{"A learnt way to review", "### Memory skills"},
 			outputs:  []string{"Run scripts/vet.sh from the skill's folder"},
@@ -102,7 +110,7 @@ func TestMemorySkillsOffered(t *testing.T) {
 				// No frontmatter at all.
 				memory.SkillPath("notes"): "Just some notes.\n",
 			},
-			calls:    []agents.Item{call("c1", "load_skill", `{"name":"rollback"}`), shell("c2", "echo still going")},
+			calls:    []agents.Item{workflowstest.Call("c1", "load_skill", `{"name":"rollback"}`), workflowstest.Shell("c2", "echo still going")},
 			index:    []string{deployCheckLine},
 			notIndex: []string{"rollback", "misnamed", "other-name", "- notes"},
 			outputs:  []string{"unknown skill \"rollback\"; the skills are: review-go, deploy-check", "still going"},
@@ -125,7 +133,7 @@ func TestMemorySkillsOffered(t *testing.T) {
 			agent := tc.agent(t)
 			var outputs []string
 			c := newCapEnv(t, agents.MustGraph("ms", agent.Name, agent), func(c *capEnv, req model.Request) []agents.Item {
-				if last := lastItem(req); last.Type == agents.ItemFunctionCallOutput {
+				if last := workflowstest.LastItem(req); last.Type == agents.ItemFunctionCallOutput {
 					outputs = append(outputs, last.Output)
 				}
 				if n := len(outputs); n < len(tc.calls) {
@@ -187,7 +195,7 @@ func TestMemorySkillFromPhase2BetweenTurns(t *testing.T) {
 		if req.Instructions == memory.Phase2Instructions {
 			return []agents.Item{agents.AssistantMessage(string(phase2))}
 		}
-		if last := lastItem(req); last.Type == agents.ItemFunctionCallOutput {
+		if last := workflowstest.LastItem(req); last.Type == agents.ItemFunctionCallOutput {
 			outputs = append(outputs, last.Output)
 		}
 		switch len(outputs) {
@@ -199,9 +207,9 @@ func TestMemorySkillFromPhase2BetweenTurns(t *testing.T) {
 				t.Errorf("phase 2: %v", err)
 			}
 			phase2Out = out
-			return []agents.Item{shell("c1", "echo working")}
+			return []agents.Item{workflowstest.Shell("c1", "echo working")}
 		case 1:
-			return []agents.Item{call("c2", "load_skill", `{"name":"deploy-check"}`)}
+			return []agents.Item{workflowstest.Call("c2", "load_skill", `{"name":"deploy-check"}`)}
 		}
 		return []agents.Item{agents.AssistantMessage("done")}
 	})

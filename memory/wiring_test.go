@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // wiredMemory is a test environment whose graph "mem" has one agent, c,
@@ -62,14 +63,14 @@ func newWiredMemoryWith(t *testing.T, mem *agents.MemoryConfig, tweak ...func(*w
 		return "value of " + a.Key, nil
 	})
 	c := &agents.Agent{Name: "c", Instructions: "c: remembers", Tools: []agents.Tool{lookup}, Memory: mem}
-	w := &wiredMemory{env: quietEnv(), store: store}
-	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+	w := &wiredMemory{env: workflowstest.NewEnv(), store: store}
+	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
 		w.mu.Lock()
 		w.instructions = append(w.instructions, req.Instructions)
 		w.mu.Unlock()
 		last := req.Input[len(req.Input)-1]
 		if last.Type == agents.ItemMessage {
-			return []agents.Item{call("l1", "lookup", `{"key":"style"}`)}
+			return []agents.Item{workflowstest.Call("l1", "lookup", `{"key":"style"}`)}
 		}
 		return []agents.Item{agents.AssistantMessage("noted: " + last.Output)}
 	}}
@@ -135,26 +136,24 @@ func TestMemorySessionRollouts(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
 			w := newWiredMemory(t, on)
-			var first *updateCall
+			var first *workflowstest.Update
 			answeredFirst := false
 			w.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 				w.mu.Lock()
 				defer w.mu.Unlock()
 				w.started = append(w.started, info.ActivityType.Name)
 				if info.ActivityType.Name == memory.MemoryAppendActivityName && len(w.started) > 0 && !answeredFirst {
-					first.mu.Lock()
-					answeredFirst = first.done
-					first.mu.Unlock()
+					answeredFirst = first.Done()
 				}
 			})
 			w.env.RegisterDelayedCallback(func() {
-				first = sendUpdate(w.env, troupe.SendUpdate, troupe.SendInput{Message: "I prefer tabs", Wait: true})
+				first = workflowstest.SendUpdate(w.env, troupe.SendUpdate, troupe.SendInput{Message: "I prefer tabs", Wait: true})
 			}, time.Second)
 			w.env.RegisterDelayedCallback(func() {
-				sendUpdate(w.env, troupe.SendUpdate, troupe.SendInput{Message: "and short names", Wait: true})
+				workflowstest.SendUpdate(w.env, troupe.SendUpdate, troupe.SendInput{Message: "and short names", Wait: true})
 			}, time.Minute)
 			w.env.RegisterDelayedCallback(func() {
-				sendUpdate(w.env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+				workflowstest.SendUpdate(w.env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 			}, 2*time.Minute)
 			w.env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "mem"})
 			if err := w.env.GetWorkflowError(); err != nil {
@@ -279,12 +278,12 @@ func TestMemoryModes(t *testing.T) {
 	}
 	store, _ := blob.Open(context.Background(), "mem://")
 	if _, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("bad", "c", &agents.Agent{Name: "c", Memory: &agents.MemoryConfig{Scope: "team", Mode: "write-only"}})},
-		Model: &funcModel{}, Store: store}); err == nil || !strings.Contains(err.Error(), "memory mode") {
+		Model: &workflowstest.FuncModel{}, Store: store}); err == nil || !strings.Contains(err.Error(), "memory mode") {
 		t.Errorf("unknown memory mode: err = %v", err)
 	}
 	for _, scope := range []string{"", "../x", "a/b"} {
 		_, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("bad", "c", &agents.Agent{Name: "c", Memory: &agents.MemoryConfig{Scope: scope}})},
-			Model: &funcModel{}, Store: store})
+			Model: &workflowstest.FuncModel{}, Store: store})
 		if err == nil || !strings.Contains(err.Error(), "scope") {
 			t.Errorf("scope %q: err = %v", scope, err)
 		}
@@ -305,9 +304,9 @@ func cmpOr(s, def string) string {
 func TestMemorySessionContinuesAfterFeeding(t *testing.T) {
 	w := newWiredMemoryWith(t, &agents.MemoryConfig{Scope: "team"}, func(cfg *workflows.Config) { cfg.ContinueAfterEvents = 1000 })
 	var inputs []string
-	slowAgents(w.env, &inputs)
+	workflowstest.SlowAgents(w.env, &inputs)
 	w.env.RegisterDelayedCallback(func() {
-		sendUpdate(w.env, troupe.SendUpdate, troupe.SendInput{Message: "I prefer tabs"})
+		workflowstest.SendUpdate(w.env, troupe.SendUpdate, troupe.SendInput{Message: "I prefer tabs"})
 	}, time.Second)
 	w.env.RegisterDelayedCallback(func() { w.env.SetCurrentHistoryLength(1000) }, 2*time.Second)
 	w.env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "mem"})

@@ -33,6 +33,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // casBackends are the store backends, each giving a new empty store per
@@ -117,10 +118,10 @@ func newCASWorld(t *testing.T, store *blob.Store) *casWorld {
 	w := &casWorld{store: store, lc: lc}
 	w.agent = &agents.Agent{Name: "coder", Instructions: "coder: fixes memory", Sandbox: &agents.Sandbox{},
 		Memory: &agents.MemoryConfig{Scope: "team", Mode: agents.MemoryReadWrite}}
-	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.asked = append(w.asked, lastUser(req))
+		w.asked = append(w.asked, workflowstest.LastUser(req))
 		answer, _ := json.Marshal(map[string]string{"memory_md": "# Handbook\n- " + w.label, "memory_summary": "- " + w.label})
 		return []agents.Item{agents.AssistantMessage(string(answer))}
 	}}

@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // An agent workflow continues as new every few turns, carrying its state:
@@ -34,7 +35,7 @@ func TestContinueAsNew(t *testing.T) {
 	g := agents.MustGraph("can", "worker", &agents.Agent{Name: "worker", Instructions: "worker: counts", MaxTurns: 50,
 		Sandbox: &agents.Sandbox{}})
 	const echoes = 10
-	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
 		n := 0
 		for _, it := range req.Input {
 			if it.Type == agents.ItemFunctionCallOutput {
@@ -43,11 +44,11 @@ func TestContinueAsNew(t *testing.T) {
 		}
 		switch {
 		case n < echoes:
-			return []agents.Item{call(fmt.Sprintf("c%d", n), "exec_command", fmt.Sprintf(`{"cmd":"echo %d >> count.txt"}`, n))}
+			return []agents.Item{workflowstest.Call(fmt.Sprintf("c%d", n), "exec_command", fmt.Sprintf(`{"cmd":"echo %d >> count.txt"}`, n))}
 		case n == echoes:
-			return []agents.Item{call("cat", "exec_command", `{"cmd":"cat count.txt"}`)}
+			return []agents.Item{workflowstest.Call("cat", "exec_command", `{"cmd":"cat count.txt"}`)}
 		}
-		return []agents.Item{agents.AssistantMessage("counted: " + lastItem(req).Output)}
+		return []agents.Item{agents.AssistantMessage("counted: " + workflowstest.LastItem(req).Output)}
 	}}
 	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store,
 		Sandboxes: map[string]sandbox.Client{"local": lc}, ContinueAfterTurns: 4})
@@ -62,7 +63,7 @@ func TestContinueAsNew(t *testing.T) {
 		if runs > 10 {
 			t.Fatal("more than 10 runs")
 		}
-		env := quietEnv()
+		env := workflowstest.NewEnv()
 		r.Register(env)
 		env.ExecuteWorkflow(troupe.AgentWorkflowName, in)
 		err := env.GetWorkflowError()
@@ -71,7 +72,7 @@ func TestContinueAsNew(t *testing.T) {
 		if len(events) > 0 {
 			after = events[len(events)-1].Seq
 		}
-		events = append(events, recorded(t, env, after)...)
+		events = append(events, workflowstest.Recorded(t, env, after)...)
 		var can *workflow.ContinueAsNewError
 		if errors.As(err, &can) {
 			in = workflows.AgentWorkflowInput{}

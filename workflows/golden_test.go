@@ -1,11 +1,9 @@
 package workflows_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/guardrail"
 	"github.com/troupe-dev/troupe/workflows/lease"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden payload fixtures")
@@ -137,27 +136,7 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["tool_output_verdict"] = agents.ToolOutputVerdict{Action: agents.ToolOutputReplace, Message: "pricing: [internal]", Reason: "internal pricing"}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(v, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			path := filepath.Join("testdata", "golden", name+".json")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("payload %s changed shape:\n got: %s\nwant: %s", name, got, want)
-			}
+			workflowstest.Golden(t, filepath.Join("testdata", "golden", name+".json"), v, *update)
 		})
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 type addArgs struct {
@@ -107,13 +108,13 @@ func TestMCPTools(t *testing.T) {
 			RequireApproval: func(tool string) bool { return tool == "wipe" }}}})
 	var offered [][]string
 	var outputs []string
-	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
 		offered = append(offered, toolNames(req))
 		switch len(offered) {
 		case 1:
-			return []agents.Item{call("1a", "p_add", `{"a":2,"b":40}`), call("1b", "own", `{}`), call("1c", "p_unlock", `{}`)}
+			return []agents.Item{workflowstest.Call("1a", "p_add", `{"a":2,"b":40}`), workflowstest.Call("1b", "own", `{}`), workflowstest.Call("1c", "p_unlock", `{}`)}
 		case 2:
-			return []agents.Item{call("2a", "p_secret", `{}`), call("2b", "p_wipe", `{}`)}
+			return []agents.Item{workflowstest.Call("2a", "p_secret", `{}`), workflowstest.Call("2b", "p_wipe", `{}`)}
 		}
 		for _, it := range req.Input {
 			if it.Type == agents.ItemFunctionCallOutput {
@@ -131,14 +132,14 @@ func TestMCPTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	r.Register(env)
 	var waiting []runtime.ApprovalRequest
-	var rejected *decision
+	var rejected *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
-		waiting = pending(t, env)
+		waiting = workflowstest.Pending(t, env)
 		if len(waiting) == 1 {
-			rejected = decide(env, runtime.ApprovalDecision{ID: waiting[0].ID, Message: "never wipe"})
+			rejected = workflowstest.Decide(env, runtime.ApprovalDecision{ID: waiting[0].ID, Message: "never wipe"})
 		}
 	}, time.Minute)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "mcp", Input: "go"})
@@ -148,7 +149,7 @@ func TestMCPTools(t *testing.T) {
 	if len(waiting) != 1 || waiting[0].Tool != "p_wipe" || waiting[0].Kind != "mcp" {
 		t.Fatalf("waiting for approval: %+v, want p_wipe alone", waiting)
 	}
-	rejected.ok(t)
+	rejected.Completed(t)
 	if len(offered) != 3 {
 		t.Fatalf("model turns = %d, want 3", len(offered))
 	}
@@ -178,12 +179,12 @@ func TestMCPToolClash(t *testing.T) {
 		MCPServers: []*agents.MCPServer{{Name: "peer", URL: peer.url + "/mcp"}}})
 	store, _ := blob.Open(context.Background(), "mem://")
 	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Store: store,
-		Model: &funcModel{calls: map[string]int{}, fn: func(model.Request) []agents.Item { return []agents.Item{agents.AssistantMessage("x")} }}})
+		Model: &workflowstest.FuncModel{Func: func(model.Request) []agents.Item { return []agents.Item{agents.AssistantMessage("x")} }}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	r.Register(env)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "clash", Input: "go"})
 	err = env.GetWorkflowError()
@@ -201,10 +202,10 @@ func TestMCPHostLost(t *testing.T) {
 		MCPServers: []*agents.MCPServer{{Name: "peer", URL: peer.url + "/mcp"}}})
 	var outputs []string
 	turn := 0
-	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
+	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
 		turn++
 		if turn <= 2 {
-			return []agents.Item{call(fmt.Sprint(turn), "add", `{"a":1,"b":2}`)}
+			return []agents.Item{workflowstest.Call(fmt.Sprint(turn), "add", `{"a":1,"b":2}`)}
 		}
 		for _, it := range req.Input {
 			if it.Type == agents.ItemFunctionCallOutput {
@@ -219,7 +220,7 @@ func TestMCPHostLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	r.Register(env)
 	var lists []string
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
@@ -259,7 +260,7 @@ func TestMCPCommandMissing(t *testing.T) {
 		return agents.MustGraph("mcp_missing", "user", &agents.Agent{Name: "user", Instructions: "user",
 			MCPServers: []*agents.MCPServer{{Name: "ghost", Command: []string{command, "stdio"}}}})
 	}
-	ok, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{graph("sh")}, Model: &funcModel{}, Store: store})
+	ok, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{graph("sh")}, Model: &workflowstest.FuncModel{}, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestMCPCommandMissing(t *testing.T) {
 		t.Errorf("CheckHost with sh as the command: %v", err)
 	}
 	for _, command := range []string{"troupe-no-such-mcp-server", "/nonexistent/troupe-mcp"} {
-		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{graph(command)}, Model: &funcModel{}, Store: store})
+		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{graph(command)}, Model: &workflowstest.FuncModel{}, Store: store})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +293,7 @@ func TestCheckHostCommandInDir(t *testing.T) {
 	g := agents.MustGraph("rel", "a", &agents.Agent{Name: "a", Instructions: "a",
 		MCPServers: []*agents.MCPServer{{Name: "local", Command: []string{"./server"}, Dir: dir}}})
 	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{}, Store: store})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &workflowstest.FuncModel{}, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}

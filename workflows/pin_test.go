@@ -15,20 +15,21 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // redeployed is a test environment where the run's orchestrator ran on a
 // worker serving before, and everything after it (agent workflows and
 // activities) runs on a worker redeployed with after: a redeploy in the
 // middle of a run.
-func redeployed(t *testing.T, fn turnFunc, before, after *agents.Graph) *testsuite.TestWorkflowEnvironment {
+func redeployed(t *testing.T, fn workflowstest.TurnFunc, before, after *agents.Graph) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	store, err := blob.Open(context.Background(), "mem://")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &funcModel{fn: fn, calls: map[string]int{}}
+	m := &workflowstest.FuncModel{Func: fn}
 	old, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{before}, Model: m, Store: store})
 	if err != nil {
 		t.Fatal(err)
@@ -68,20 +69,20 @@ func TestRunKeepsItsGraph(t *testing.T) {
 	var mu sync.Mutex
 	var offeredToB []string
 	env := redeployed(t, func(req model.Request) []agents.Item {
-		if firstWord(req.Instructions) == "b:" {
+		if workflowstest.FirstWord(req.Instructions) == "b:" {
 			mu.Lock()
 			for _, tool := range req.Tools {
 				offeredToB = append(offeredToB, tool.Name)
 			}
 			mu.Unlock()
 		}
-		switch last := lastItem(req); {
-		case firstWord(req.Instructions) == "a:":
-			return []agents.Item{call("h1", "transfer_to_b", "{}")}
+		switch last := workflowstest.LastItem(req); {
+		case workflowstest.FirstWord(req.Instructions) == "a:":
+			return []agents.Item{workflowstest.Call("h1", "transfer_to_b", "{}")}
 		case last.Type == agents.ItemFunctionCallOutput && last.CallID == "l1":
 			return []agents.Item{agents.AssistantMessage("lookup said: " + last.Output)}
 		default:
-			return []agents.Item{call("l1", "lookup", `{"key":"k"}`)}
+			return []agents.Item{workflowstest.Call("l1", "lookup", `{"key":"k"}`)}
 		}
 	}, before, after)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "pin", Input: "go"})
@@ -118,8 +119,8 @@ func TestGraphChangedAgentGone(t *testing.T) {
 		&agents.Agent{Name: "b", Instructions: "b: second"})
 	after := agents.MustGraph("pin", "a", &agents.Agent{Name: "a", Instructions: "a: first"})
 	env := redeployed(t, func(req model.Request) []agents.Item {
-		if firstWord(req.Instructions) == "a:" {
-			return []agents.Item{call("h1", "transfer_to_b", "{}")}
+		if workflowstest.FirstWord(req.Instructions) == "a:" {
+			return []agents.Item{workflowstest.Call("h1", "transfer_to_b", "{}")}
 		}
 		return []agents.Item{agents.AssistantMessage("b answers")}
 	}, before, after)

@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/testgraphs"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // TestReplayHistories replays checked-in histories of a real deal-desk run,
@@ -76,7 +77,7 @@ func readIndex(t *testing.T, dir string) map[string]string {
 func replay(t *testing.T, file, id string, graphs ...*agents.Graph) error {
 	t.Helper()
 	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphs, Model: &funcModel{}, Store: store})
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphs, Model: &workflowstest.FuncModel{}, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}

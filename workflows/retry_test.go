@@ -13,9 +13,9 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // flakyModel fails its first fails calls as an unreachable server does,
@@ -47,7 +47,7 @@ func TestModelRetriesAreEvents(t *testing.T) {
 		{"dead", 1000, 9, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := quietEnv()
+			env := workflowstest.NewEnv()
 			m := &flakyModel{fails: tc.fails}
 			err := runOneAgent(t, env, m)
 			if tc.ok != (err == nil) {
@@ -60,7 +60,7 @@ func TestModelRetriesAreEvents(t *testing.T) {
 				t.Errorf("%d model calls, want %d", got, want)
 			}
 			var retries []string
-			for _, e := range recorded(t, env, 0) {
+			for _, e := range workflowstest.Recorded(t, env, 0) {
 				if e.Kind == troupe.EventModelRetry {
 					retries = append(retries, e.Detail)
 				}
@@ -87,7 +87,7 @@ func TestModelRetriesAreEvents(t *testing.T) {
 // line `troupe run` prints, naming the URL and the root cause; each retry
 // event says the model is unreachable and why.
 func TestDeadModelIsNamed(t *testing.T) {
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	m, err := model.New(model.Config{APIKey: "test", BaseURL: "http://127.0.0.1:9/v1"})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestDeadModelIsNamed(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Type() != troupe.ErrModelRetryable || ae.Message() != unreachable+" after 10 attempts" {
 		t.Fatalf("agent error %v; want %s saying %q", err, troupe.ErrModelRetryable, unreachable+" after 10 attempts")
 	}
-	events := recorded(t, env, 0)
+	events := workflowstest.Recorded(t, env, 0)
 	retries := 0
 	for _, e := range events {
 		if e.Kind == troupe.EventModelRetry {
@@ -122,16 +122,10 @@ func TestDeadModelIsNamed(t *testing.T) {
 // and returns how it ended.
 func runOneAgent(t *testing.T, env *testsuite.TestWorkflowEnvironment, m model.Model) error {
 	t.Helper()
-	store, err := blob.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
 	g := agents.MustGraph("one", "a", &agents.Agent{Name: "a", Instructions: "a"})
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
-	if err != nil {
+	if _, err := workflowstest.Serve(env, workflows.Config{Graphs: []*agents.Graph{g}, Model: m}); err != nil {
 		t.Fatal(err)
 	}
-	r.Register(env)
 	env.ExecuteWorkflow(troupe.AgentWorkflowName, troupe.AgentInput{Graph: "one", Agent: "a", RunID: "run", Pending: []agents.Item{agents.UserMessage("hi")}})
 	return env.GetWorkflowError()
 }

@@ -22,109 +22,34 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
-
-// update is an update's outcome, as a test's callbacks saw it.
-type updateCall struct {
-	mu       sync.Mutex
-	accepted bool
-	done     bool
-	err      error
-	value    any
-}
-
-// decode decodes the update's result into v.
-func (u *updateCall) decode(t *testing.T, v any) {
-	t.Helper()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if ev, ok := u.value.(converter.EncodedValue); ok {
-		if err := ev.Get(v); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	data, err := json.Marshal(u.value)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// sendUpdate sends env's session an update and returns what will hold its
-// outcome.
-func sendUpdate(env *testsuite.TestWorkflowEnvironment, name string, arg any) *updateCall {
-	u := &updateCall{}
-	env.UpdateWorkflow(name, "", &testsuite.TestUpdateCallback{
-		OnAccept: func() { u.mu.Lock(); u.accepted = true; u.mu.Unlock() },
-		OnReject: func(err error) { u.mu.Lock(); u.err, u.done = err, true; u.mu.Unlock() },
-		OnComplete: func(v any, err error) {
-			u.mu.Lock()
-			u.value, u.err, u.done = v, err, true
-			u.mu.Unlock()
-		},
-	}, arg)
-	return u
-}
-
-// sessionInfo reads env's session query.
-func sessionInfo(t *testing.T, env *testsuite.TestWorkflowEnvironment) troupe.SessionInfo {
-	t.Helper()
-	q, err := env.QueryWorkflow(troupe.SessionQuery)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info troupe.SessionInfo
-	if err := q.Get(&info); err != nil {
-		t.Fatal(err)
-	}
-	return info
-}
-
-// slowAgents stands in for the agents of a session's turns: each answers
-// "re: MESSAGE" after two seconds of workflow time, and inputs records the
-// messages in the order the agents got them.
-func slowAgents(env *testsuite.TestWorkflowEnvironment, inputs *[]string) {
-	env.OnWorkflow(troupe.AgentWorkflowName, mock.Anything, mock.Anything).Return(
-		func(ctx workflow.Context, in workflows.AgentWorkflowInput) (*troupe.AgentResult, error) {
-			msg := in.Pending[len(in.Pending)-1].Content
-			*inputs = append(*inputs, msg)
-			if err := workflow.Sleep(ctx, 2*time.Second); err != nil {
-				return nil, err
-			}
-			out, _ := json.Marshal("re: " + msg)
-			return &troupe.AgentResult{Agent: in.Agent, Output: out, Transcript: in.Transcript, Turns: 1}, nil
-		})
-}
 
 // Messages sent while a turn runs wait in order, none lost, whether sent
 // by update or by signal; a caller that waits gets its turn's outcome.
 func TestSessionQueuesMessagesInOrder(t *testing.T) {
 	env, _ := newEnv(t, nil)
 	var inputs []string
-	slowAgents(env, &inputs)
-	var first, second, third *updateCall
+	workflowstest.SlowAgents(env, &inputs)
+	var first, second, third *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
-		first = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "one", Wait: true})
+		first = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "one", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		// Turn t1 is running.
-		second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "two"})
+		second = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "two"})
 		env.SignalWorkflow(troupe.MessageSignal, troupe.SendInput{Message: "three"})
-		third = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "four", Wait: true})
+		third = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "four", Wait: true})
 	}, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		if info := sessionInfo(t, env); info.Status != runtime.SessionThinking || info.Running != "t1" || info.Queued != 3 {
+		if info := workflowstest.SessionInfo(t, env); info.Status != runtime.SessionThinking || info.Running != "t1" || info.Queued != 3 {
 			t.Errorf("during turn t1: %+v; want thinking on t1 with 3 queued", info)
 		}
 	}, 2500*time.Millisecond)
 	env.RegisterDelayedCallback(func() {
-		info := sessionInfo(t, env)
+		info := workflowstest.SessionInfo(t, env)
 		if info.Status != runtime.SessionIdle || info.Turns != 4 {
 			t.Errorf("after the turns: %+v; want idle after 4 turns", info)
 		}
@@ -135,7 +60,7 @@ func TestSessionQueuesMessagesInOrder(t *testing.T) {
 		if got, want := strings.Join(order, " "), `t1="re: one" t2="re: two" t3="re: three" t4="re: four"`; got != want {
 			t.Errorf("turns %s, want %s", got, want)
 		}
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Minute)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "test", Agent: "c"})
 	if err := env.GetWorkflowError(); err != nil {
@@ -145,9 +70,9 @@ func TestSessionQueuesMessagesInOrder(t *testing.T) {
 		t.Errorf("the agents got %s, want one,two,three,four", got)
 	}
 	var r1, r2, r4 troupe.SendResult
-	first.decode(t, &r1)
-	second.decode(t, &r2)
-	third.decode(t, &r4)
+	first.Decode(t, &r1)
+	second.Decode(t, &r2)
+	third.Decode(t, &r4)
 	if r1.Turn != "t1" || r1.Record == nil || string(r1.Record.Output) != `"re: one"` || r1.Record.Outcome != runtime.TurnAnswered {
 		t.Errorf("the first caller got %+v, want turn t1's answer", r1)
 	}
@@ -172,30 +97,30 @@ func TestSessionQueuesMessagesInOrder(t *testing.T) {
 func TestSessionRejectPolicy(t *testing.T) {
 	env, _ := newEnv(t, nil)
 	var inputs []string
-	slowAgents(env, &inputs)
-	var busy, later *updateCall
+	workflowstest.SlowAgents(env, &inputs)
+	var busy, later *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "one"})
+		workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "one"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		busy = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "two"})
+		busy = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "two"})
 		env.SignalWorkflow(troupe.MessageSignal, troupe.SendInput{Message: "signalled"})
 	}, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		later = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "three", Wait: true})
+		later = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "three", Wait: true})
 	}, 10*time.Second)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Minute)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "test", Agent: "c", Policy: runtime.PolicyReject})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if busy.accepted || troupe.ErrorType(busy.err) != troupe.ErrSessionBusy {
-		t.Errorf("a message during a turn: accepted %v, error %v; want it refused as %s", busy.accepted, busy.err, troupe.ErrSessionBusy)
+	if busy.Accepted() || troupe.ErrorType(busy.Err()) != troupe.ErrSessionBusy {
+		t.Errorf("a message during a turn: accepted %v, error %v; want it refused as %s", busy.Accepted(), busy.Err(), troupe.ErrSessionBusy)
 	}
 	var r troupe.SendResult
-	later.decode(t, &r)
+	later.Decode(t, &r)
 	if r.Turn != "t2" || r.Record == nil || string(r.Record.Output) != `"re: three"` {
 		t.Errorf("a message after the turn got %+v, want it answered as t2", r)
 	}
@@ -203,7 +128,7 @@ func TestSessionRejectPolicy(t *testing.T) {
 		t.Errorf("the agents got %s, want one,three", got)
 	}
 	refused := 0
-	for _, e := range recorded(t, env, 0) {
+	for _, e := range workflowstest.Recorded(t, env, 0) {
 		if e.Kind == troupe.EventMessageRefused && strings.Contains(e.Detail, "signalled") {
 			refused++
 		}
@@ -213,72 +138,17 @@ func TestSessionRejectPolicy(t *testing.T) {
 	}
 }
 
-// localEnv is a test environment serving g with model m, a mem:// store
-// and the local sandbox backend under the root it returns, the sandboxes
-// idle 5 minutes before they suspend; tweak, when set, changes the
-// runner's config.
-func localEnv(t *testing.T, g *agents.Graph, m model.Model, tweak func(*workflows.Config)) (*testsuite.TestWorkflowEnvironment, string) {
-	t.Helper()
-	env := quietEnv()
-	root := t.TempDir()
-	lc, err := local.New(local.Config{Root: root})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, _ := blob.Open(context.Background(), "mem://")
-	cfg := workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store,
-		Sandboxes: map[string]sandbox.Client{"local": lc}, SandboxIdleTimeout: 5 * time.Minute}
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	r, err := workflows.NewRunner(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
-	return env, root
-}
-
 // sessionSandboxEnv is a test environment whose graph has a plain agent
 // "plain" and a sandbox agent "coder" (local backend under root), and whose
 // model runs fn.
-func sessionSandboxEnv(t *testing.T, fn turnFunc, tweak func(*workflows.Config)) (*testsuite.TestWorkflowEnvironment, string) {
+func sessionSandboxEnv(t *testing.T, fn workflowstest.TurnFunc, tweak func(*workflows.Config)) (*testsuite.TestWorkflowEnvironment, string) {
 	t.Helper()
 	g := agents.MustGraph("code", "coder",
 		&agents.Agent{Name: "coder", Instructions: "coder: edits files", Sandbox: &agents.Sandbox{},
 			Handoffs: []agents.Handoff{agents.HandoffTo("plain")}},
 		&agents.Agent{Name: "plain", Instructions: "plain: talks", Handoffs: []agents.Handoff{agents.HandoffTo("coder")}},
 	)
-	return localEnv(t, g, &funcModel{fn: fn, calls: map[string]int{}}, tweak)
-}
-
-func shell(id, cmd string) agents.Item {
-	args, _ := json.Marshal(map[string]any{"cmd": cmd, "workdir": nil, "yield_time_ms": nil, "max_output_tokens": nil})
-	return call(id, "exec_command", string(args))
-}
-
-// scriptedCoder answers each user message "run: CMD" by running CMD in
-// its sandbox, then with the command's output; "history?" with what the
-// user said so far; any other message with "ok".
-func scriptedCoder(req model.Request) []agents.Item {
-	last := lastItem(req)
-	if last.Type == agents.ItemFunctionCallOutput {
-		_, out, _ := strings.Cut(last.Output, "Output:\n")
-		return []agents.Item{agents.AssistantMessage("out: " + strings.TrimSpace(out))}
-	}
-	if cmd, ok := strings.CutPrefix(last.Content, "run: "); ok {
-		return []agents.Item{shell(fmt.Sprintf("c%d", len(req.Input)), cmd)}
-	}
-	if last.Content == "history?" {
-		var said []string
-		for _, it := range req.Input {
-			if it.Type == agents.ItemMessage && it.Role == "user" {
-				said = append(said, it.Content)
-			}
-		}
-		return []agents.Item{agents.AssistantMessage(strings.Join(said, " | "))}
-	}
-	return []agents.Item{agents.AssistantMessage("ok")}
+	return workflowstest.LocalEnv(t, g, &workflowstest.FuncModel{Func: fn}, tweak)
 }
 
 // dirs are the workspaces among a local root's entries (each sandbox has a
@@ -293,50 +163,41 @@ func dirs(entries []string) []string {
 	return out
 }
 
-// kinds counts the events of each kind.
-func kinds(evs []troupe.Event) map[string]int {
-	n := map[string]int{}
-	for _, e := range evs {
-		n[e.Kind]++
-	}
-	return n
-}
-
 // A sandbox agent keeps one workspace for the whole session: the next turn
 // finds the files of the last, on the same live sandbox while it is
 // within its idle timeout; after that the sandbox is suspended (no live
 // sandbox while the session idles), and the next command restores it from
 // its snapshot with the files intact; stopping the session stops it.
 func TestSessionKeepsTheWorkspace(t *testing.T) {
-	env, root := sessionSandboxEnv(t, scriptedCoder, nil)
-	var r1, r2, r3 *updateCall
+	env, root := sessionSandboxEnv(t, workflowstest.ScriptedCoder, nil)
+	var r1, r2, r3 *workflowstest.Update
 	var liveBetween, liveIdle []string
 	var idleInfo troupe.SessionInfo
 	env.RegisterDelayedCallback(func() {
-		r1 = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo first > notes.txt && echo written", Wait: true})
+		r1 = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo first > notes.txt && echo written", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		liveBetween = leftovers(t, root)
-		r2 = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat notes.txt && echo second >> notes.txt", Wait: true})
+		r2 = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat notes.txt && echo second >> notes.txt", Wait: true})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		liveIdle = leftovers(t, root)
-		idleInfo = sessionInfo(t, env)
-		r3 = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat notes.txt", Wait: true})
+		idleInfo = workflowstest.SessionInfo(t, env)
+		r3 = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat notes.txt", Wait: true})
 	}, time.Hour)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Hour+time.Minute)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
 	outputs := []string{}
-	for _, u := range []*updateCall{r1, r2, r3} {
+	for _, u := range []*workflowstest.Update{r1, r2, r3} {
 		var r troupe.SendResult
-		u.decode(t, &r)
+		u.Decode(t, &r)
 		if r.Record == nil {
-			t.Fatalf("no record: %+v (err %v)", r, u.err)
+			t.Fatalf("no record: %+v (err %v)", r, u.Err())
 		}
 		outputs = append(outputs, string(r.Record.Output))
 	}
@@ -357,7 +218,7 @@ func TestSessionKeepsTheWorkspace(t *testing.T) {
 	}
 	// The session suspends and stops (its agents provision and restore,
 	// in their own events).
-	n := kinds(recorded(t, env, 0))
+	n := workflowstest.Kinds(workflowstest.Recorded(t, env, 0))
 	if n[troupe.EventSandboxSuspended] != 1 || n[troupe.EventSandboxStopped] != 1 {
 		t.Errorf("session's sandbox events %v: want 1 suspended, 1 stopped", n)
 	}
@@ -371,11 +232,11 @@ func TestSessionKeepsTheWorkspace(t *testing.T) {
 func TestSessionNextTurnGoesToTheLastAgent(t *testing.T) {
 	var plainSaw []string
 	env, _ := sessionSandboxEnv(t, func(req model.Request) []agents.Item {
-		last := lastItem(req)
-		switch firstWord(req.Instructions) {
+		last := workflowstest.LastItem(req)
+		switch workflowstest.FirstWord(req.Instructions) {
 		case "coder:":
 			if last.Content == "talk to plain" {
-				return []agents.Item{call("h", "transfer_to_plain", "{}")}
+				return []agents.Item{workflowstest.Call("h", "transfer_to_plain", "{}")}
 			}
 			return []agents.Item{agents.AssistantMessage("coder here")}
 		default:
@@ -388,25 +249,25 @@ func TestSessionNextTurnGoesToTheLastAgent(t *testing.T) {
 			return []agents.Item{agents.AssistantMessage("plain here")}
 		}
 	}, nil)
-	var second *updateCall
+	var second *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "talk to plain"})
+		workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "talk to plain"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "and again", Wait: true})
+		second = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "and again", Wait: true})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		if info := sessionInfo(t, env); info.Agent != "plain" || info.Turns != 2 {
+		if info := workflowstest.SessionInfo(t, env); info.Agent != "plain" || info.Turns != 2 {
 			t.Errorf("after two turns: %+v; want plain to answer next", info)
 		}
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, 2*time.Minute)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
 	var r troupe.SendResult
-	second.decode(t, &r)
+	second.Decode(t, &r)
 	if r.Record == nil || r.Record.Agent != "plain" || string(r.Record.Output) != `"plain here"` {
 		t.Errorf("second turn %+v, want plain's answer", r.Record)
 	}
@@ -428,11 +289,11 @@ type rollbackModel struct {
 
 func (m *rollbackModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
 	refused := errors.New("model: Post: dial tcp 127.0.0.1:9: connect: connection refused")
-	user, last := lastUser(req), lastItem(req)
+	user, last := workflowstest.LastUser(req), workflowstest.LastItem(req)
 	if strings.Contains(user, "stuck") {
 		return nil, refused
 	}
-	agent := strings.TrimSuffix(firstWord(req.Instructions), ":")
+	agent := strings.TrimSuffix(workflowstest.FirstWord(req.Instructions), ":")
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if strings.Contains(user, "slow@"+agent) && last.Type == agents.ItemFunctionCallOutput && !m.failed[user] {
@@ -440,20 +301,9 @@ func (m *rollbackModel) Respond(_ context.Context, req model.Request) (*model.Re
 		return nil, refused
 	}
 	if agent == "coder" && strings.Contains(user, "handoff") && last.Type == agents.ItemFunctionCallOutput {
-		return &model.Response{Output: []agents.Item{call("h", "transfer_to_plain", "{}")}}, nil
+		return &model.Response{Output: []agents.Item{workflowstest.Call("h", "transfer_to_plain", "{}")}}, nil
 	}
-	return &model.Response{Output: scriptedCoder(req)}, nil
-}
-
-// lastUser is the last thing the user said in req.
-func lastUser(req model.Request) string {
-	var user string
-	for _, it := range req.Input {
-		if it.Type == agents.ItemMessage && it.Role == "user" {
-			user = it.Content
-		}
-	}
-	return user
+	return &model.Response{Output: workflowstest.ScriptedCoder(req)}, nil
 }
 
 // Under the rollback policy a message sent during a turn cancels that
@@ -470,32 +320,32 @@ func TestSessionRollback(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &rollbackModel{failed: map[string]bool{}}
 			env, root := sessionSandboxEnv(t, nil, func(c *workflows.Config) { c.Model = m })
-			var slow, after *updateCall
+			var slow, after *workflowstest.Update
 			env.RegisterDelayedCallback(func() {
-				sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo kept > a.txt"})
+				workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo kept > a.txt"})
 			}, time.Second)
 			env.RegisterDelayedCallback(func() {
-				slow = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: tc.slow, Wait: true})
+				slow = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: tc.slow, Wait: true})
 			}, time.Minute)
 			env.RegisterDelayedCallback(func() {
 				// The slow turn ran its command and waits on a model's retry.
-				if info := sessionInfo(t, env); info.Running != "t2" {
+				if info := workflowstest.SessionInfo(t, env); info.Running != "t2" {
 					t.Errorf("session %+v, want turn t2 running", info)
 				}
-				after = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat a.txt; ls", Wait: true})
+				after = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat a.txt; ls", Wait: true})
 			}, time.Minute+500*time.Millisecond)
 			env.RegisterDelayedCallback(func() {
-				sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+				workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 			}, time.Hour)
 			env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code", Policy: runtime.PolicyRollback})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
 			var rs, ra troupe.SendResult
-			slow.decode(t, &rs)
-			after.decode(t, &ra)
+			slow.Decode(t, &rs)
+			after.Decode(t, &ra)
 			if rs.Record == nil || rs.Record.Outcome != runtime.TurnRolledBack {
-				t.Fatalf("the slow turn ended %+v (err %v), want rolled back", rs.Record, slow.err)
+				t.Fatalf("the slow turn ended %+v (err %v), want rolled back", rs.Record, slow.Err())
 			}
 			if ra.Record == nil || ra.Record.Agent != "coder" || string(ra.Record.Output) != `"out: kept\na.txt"` {
 				t.Errorf("after the rollback: %+v; want coder to answer, a.txt as the first turn left it, and no b.txt", ra.Record)
@@ -519,24 +369,24 @@ func TestSessionContinueAsNew(t *testing.T) {
 				seen = append(seen, it.Content)
 			}
 		}
-		return scriptedCoder(req)
+		return workflowstest.ScriptedCoder(req)
 	}
 	store, _ := blob.Open(context.Background(), "mem://")
 	tweak := func(c *workflows.Config) { c.ContinueAfterEvents, c.Store = 1000, store }
 	env, _ := sessionSandboxEnv(t, fn, tweak)
 	var before troupe.SessionInfo
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo carried > c.txt"})
+		workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo carried > c.txt"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "hello"})
+		workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "hello"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		// The history reaches its bound; the rename wakes the session,
 		// which continues as new once the update is done.
-		before = sessionInfo(t, env)
+		before = workflowstest.SessionInfo(t, env)
 		env.SetCurrentHistoryLength(1000)
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandRename, Arg: "carried"})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandRename, Arg: "carried"})
 	}, time.Hour)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code", Name: "carry me"})
 	var cae *workflow.ContinueAsNewError
@@ -554,22 +404,22 @@ func TestSessionContinueAsNew(t *testing.T) {
 	}
 
 	env2, root2 := sessionSandboxEnv(t, fn, tweak)
-	var third *updateCall
+	var third *workflowstest.Update
 	env2.RegisterDelayedCallback(func() {
-		if info := sessionInfo(t, env2); info.Turns != 2 || info.Name != "carried" || info.NextEvent != before.NextEvent+2 {
+		if info := workflowstest.SessionInfo(t, env2); info.Turns != 2 || info.Name != "carried" || info.NextEvent != before.NextEvent+2 {
 			t.Errorf("continued session %+v, want 2 turns, its new name, and events numbered on after %d", info, before.NextEvent+1)
 		}
-		third = sendUpdate(env2, troupe.SendUpdate, troupe.SendInput{Message: "run: cat c.txt", Wait: true})
+		third = workflowstest.SendUpdate(env2, troupe.SendUpdate, troupe.SendInput{Message: "run: cat c.txt", Wait: true})
 	}, time.Second)
 	env2.RegisterDelayedCallback(func() {
-		sendUpdate(env2, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		workflowstest.SendUpdate(env2, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Hour)
 	env2.ExecuteWorkflow(troupe.SessionWorkflowName, next)
 	if err := env2.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
 	var r troupe.SendResult
-	third.decode(t, &r)
+	third.Decode(t, &r)
 	if r.Record == nil || string(r.Record.Output) != `"out: carried"` {
 		t.Errorf("third turn %+v, want the carried workspace's file", r.Record)
 	}
@@ -586,35 +436,35 @@ func TestSessionContinueAsNew(t *testing.T) {
 func TestSessionStop(t *testing.T) {
 	m := &rollbackModel{failed: map[string]bool{}}
 	env, root := sessionSandboxEnv(t, nil, func(c *workflows.Config) { c.Model = m })
-	var running, queued, afterStop, pause *updateCall
+	var running, queued, afterStop, pause *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo hi > x"})
-		running = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "stuck", Wait: true})
-		queued = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "two", Wait: true})
+		workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo hi > x"})
+		running = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "stuck", Wait: true})
+		queued = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "two", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		if info := sessionInfo(t, env); info.Running != "t2" {
+		if info := workflowstest.SessionInfo(t, env); info.Running != "t2" {
 			t.Errorf("before stop: %+v, want turn t2 running", info)
 		}
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 		// The session takes these after the stop.
-		afterStop = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "three"})
-		pause = sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandPause})
+		afterStop = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "three"})
+		pause = workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandPause})
 	}, 5*time.Second)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
 	var r troupe.SendResult
-	running.decode(t, &r)
+	running.Decode(t, &r)
 	if r.Record == nil || r.Record.Outcome != runtime.TurnFailed || !strings.Contains(r.Record.Error, "stopped") {
 		t.Errorf("the running turn ended %+v, want failed: the session stopped", r.Record)
 	}
-	if troupe.ErrorType(queued.err) != troupe.ErrSessionStopped {
-		t.Errorf("the queued message's caller got %v, want %s", queued.err, troupe.ErrSessionStopped)
+	if troupe.ErrorType(queued.Err()) != troupe.ErrSessionStopped {
+		t.Errorf("the queued message's caller got %v, want %s", queued.Err(), troupe.ErrSessionStopped)
 	}
-	for what, u := range map[string]*updateCall{"message": afterStop, "pause": pause} {
-		if u == nil || u.accepted || troupe.ErrorType(u.err) != troupe.ErrSessionStopped {
+	for what, u := range map[string]*workflowstest.Update{"message": afterStop, "pause": pause} {
+		if u == nil || u.Accepted() || troupe.ErrorType(u.Err()) != troupe.ErrSessionStopped {
 			t.Errorf("a %s after stop: %+v; want refused as stopped", what, u)
 		}
 	}
@@ -630,8 +480,8 @@ func TestSessionStop(t *testing.T) {
 func TestSessionManager(t *testing.T) {
 	env, _ := newEnv(t, nil)
 	var inputs []string
-	slowAgents(env, &inputs)
-	var created, dup, renamed, unknown, paused, afterStop *updateCall
+	workflowstest.SlowAgents(env, &inputs)
+	var created, dup, renamed, unknown, paused, afterStop *workflowstest.Update
 	var listed [][]troupe.SessionEntry
 	list := func() {
 		q, err := env.QueryWorkflow(troupe.SessionsQuery)
@@ -645,13 +495,13 @@ func TestSessionManager(t *testing.T) {
 		listed = append(listed, es)
 	}
 	env.RegisterDelayedCallback(func() {
-		created = sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s1",
+		created = workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s1",
 			Session: troupe.SessionInput{Graph: "test", Agent: "c", Name: "first"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		dup = sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s1", Session: troupe.SessionInput{Graph: "test"}})
-		renamed = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandRename, Arg: "renamed"}})
-		unknown = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "nope", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
+		dup = workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s1", Session: troupe.SessionInput{Graph: "test"}})
+		renamed = workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandRename, Arg: "renamed"}})
+		unknown = workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "nope", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
 		if err := env.UpdateWorkflowByID("s1", troupe.SendUpdate, "", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("message refused: %v", err) }, OnComplete: func(any, error) {},
 		}, troupe.SendInput{Message: "hello"}); err != nil {
@@ -661,40 +511,40 @@ func TestSessionManager(t *testing.T) {
 	env.RegisterDelayedCallback(list, 3*time.Second) // The turn runs.
 	env.RegisterDelayedCallback(list, time.Minute)   // It has ended.
 	env.RegisterDelayedCallback(func() {
-		paused = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
+		paused = workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
 	}, 2*time.Minute)
 	env.RegisterDelayedCallback(list, 3*time.Minute)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandStop}})
+		workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandStop}})
 	}, 4*time.Minute)
 	env.RegisterDelayedCallback(func() {
-		afterStop = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandResume}})
+		afterStop = workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s1", Command: troupe.SessionCommand{Op: troupe.CommandResume}})
 	}, 5*time.Minute)
 	env.RegisterDelayedCallback(list, 6*time.Minute)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 7*time.Minute)
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 
 	var e troupe.SessionEntry
-	created.decode(t, &e)
-	if created.err != nil || e.ID != "s1" || e.Name != "first" || e.Status != runtime.SessionIdle {
-		t.Fatalf("create: %+v, %v", e, created.err)
+	created.Decode(t, &e)
+	if created.Err() != nil || e.ID != "s1" || e.Name != "first" || e.Status != runtime.SessionIdle {
+		t.Fatalf("create: %+v, %v", e, created.Err())
 	}
-	if dup.accepted || troupe.ErrorType(dup.err) != troupe.ErrBadCommand {
-		t.Errorf("a second session s1: accepted %v, err %v; want refused", dup.accepted, dup.err)
+	if dup.Accepted() || troupe.ErrorType(dup.Err()) != troupe.ErrBadCommand {
+		t.Errorf("a second session s1: accepted %v, err %v; want refused", dup.Accepted(), dup.Err())
 	}
-	renamed.decode(t, &e)
+	renamed.Decode(t, &e)
 	if e.Name != "renamed" {
 		t.Errorf("rename: %+v", e)
 	}
-	if unknown.accepted || troupe.ErrorType(unknown.err) != troupe.ErrUnknownSession {
-		t.Errorf("a command for no session: accepted %v, err %v", unknown.accepted, unknown.err)
+	if unknown.Accepted() || troupe.ErrorType(unknown.Err()) != troupe.ErrUnknownSession {
+		t.Errorf("a command for no session: accepted %v, err %v", unknown.Accepted(), unknown.Err())
 	}
-	paused.decode(t, &e)
+	paused.Decode(t, &e)
 	if e.Status != runtime.SessionPaused {
 		t.Errorf("pause: %+v", e)
 	}
-	if afterStop.accepted || troupe.ErrorType(afterStop.err) != troupe.ErrSessionStopped {
-		t.Errorf("resume after stop: accepted %v, err %v", afterStop.accepted, afterStop.err)
+	if afterStop.Accepted() || troupe.ErrorType(afterStop.Err()) != troupe.ErrSessionStopped {
+		t.Errorf("resume after stop: accepted %v, err %v", afterStop.Accepted(), afterStop.Err())
 	}
 	want := []struct {
 		status runtime.SessionStatus
@@ -729,7 +579,7 @@ func (m *treeModel) Respond(_ context.Context, req model.Request) (*model.Respon
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls++
-	agent, user, last := strings.TrimSuffix(firstWord(req.Instructions), ":"), lastUser(req), lastItem(req)
+	agent, user, last := strings.TrimSuffix(workflowstest.FirstWord(req.Instructions), ":"), workflowstest.LastUser(req), workflowstest.LastItem(req)
 	slowOnce := func(key string) bool {
 		if strings.Contains(user, "slow") && !m.failed[key] {
 			m.failed[key] = true
@@ -754,10 +604,10 @@ func (m *treeModel) Respond(_ context.Context, req model.Request) (*model.Respon
 		if slowOnce(user) {
 			return nil, refused
 		}
-		return answer(call("n", "note", "{}"))
+		return answer(workflowstest.Call("n", "note", "{}"))
 	case "lead":
 		if strings.Contains(user, "fan") && last.Type == agents.ItemMessage {
-			return answer(call("h1", "help_one", `{"input":"slow one"}`), call("h2", "help_two", `{"input":"slow two"}`))
+			return answer(workflowstest.Call("h1", "help_one", `{"input":"slow one"}`), workflowstest.Call("h2", "help_two", `{"input":"slow two"}`))
 		}
 		return answer(agents.AssistantMessage(saw))
 	default: // solo
@@ -765,12 +615,12 @@ func (m *treeModel) Respond(_ context.Context, req model.Request) (*model.Respon
 		case !strings.Contains(user, "two steps"):
 			return answer(agents.AssistantMessage(saw))
 		case last.Type == agents.ItemMessage:
-			return answer(shell("a", "echo A > a.txt && echo ranA"))
+			return answer(workflowstest.Shell("a", "echo A > a.txt && echo ranA"))
 		case strings.Contains(last.Output, "ranA"):
 			if slowOnce("solo") {
 				return nil, refused
 			}
-			return answer(shell("b", "echo B > b.txt && echo ranB"))
+			return answer(workflowstest.Shell("b", "echo B > b.txt && echo ranB"))
 		}
 		return answer(agents.AssistantMessage("both ran"))
 	}
@@ -785,7 +635,7 @@ func treeEnv(t *testing.T, m *treeModel) (*testsuite.TestWorkflowEnvironment, st
 			agents.MustFunctionTool("note", "Takes a note.", func(context.Context, struct{}) (string, error) { return "noted", nil })}},
 		&agents.Agent{Name: "solo", Instructions: "solo: works", Sandbox: &agents.Sandbox{}},
 	)
-	return localEnv(t, g, m, nil)
+	return workflowstest.LocalEnv(t, g, m, nil)
 }
 
 // Under the interrupt policy a message sent during a turn stops the turn
@@ -804,25 +654,25 @@ func TestSessionInterrupt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &treeModel{failed: map[string]bool{}}
 			env, root := treeEnv(t, m)
-			var first, second *updateCall
+			var first, second *workflowstest.Update
 			env.RegisterDelayedCallback(func() {
-				first = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: tc.first, Wait: true})
+				first = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: tc.first, Wait: true})
 			}, time.Second)
 			env.RegisterDelayedCallback(func() {
-				second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "what happened?", Wait: true})
+				second = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "what happened?", Wait: true})
 			}, time.Second+500*time.Millisecond)
 			env.RegisterDelayedCallback(func() {
-				sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+				workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 			}, time.Hour)
 			env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "tree", Agent: tc.agent, Policy: runtime.PolicyInterrupt})
 			if err := env.GetWorkflowError(); err != nil {
 				t.Fatal(err)
 			}
 			var r1, r2 troupe.SendResult
-			first.decode(t, &r1)
-			second.decode(t, &r2)
+			first.Decode(t, &r1)
+			second.Decode(t, &r2)
 			if r1.Record == nil || r1.Record.Outcome != runtime.TurnInterrupted {
-				t.Fatalf("the first turn ended %+v (err %v), want interrupted", r1.Record, first.err)
+				t.Fatalf("the first turn ended %+v (err %v), want interrupted", r1.Record, first.Err())
 			}
 			if r2.Record == nil || r2.Record.Agent != tc.agent || !strings.HasPrefix(string(r2.Record.Output), `"`+tc.want) {
 				t.Fatalf("the second turn: %+v; want %s to answer, having seen %q", r2.Record, tc.agent, tc.want)
@@ -846,24 +696,24 @@ func TestSessionInterrupt(t *testing.T) {
 func TestSessionPauseTree(t *testing.T) {
 	m := &treeModel{failed: map[string]bool{}}
 	env, _ := treeEnv(t, m)
-	var turn *updateCall
+	var turn *workflowstest.Update
 	var atPause, later int
 	var pausedInfo troupe.SessionInfo
 	env.RegisterDelayedCallback(func() {
-		turn = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "fan slow", Wait: true})
+		turn = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "fan slow", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		// Both helpers wait on their model's retry.
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandPause})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandPause})
 	}, time.Second+500*time.Millisecond)
 	env.RegisterDelayedCallback(func() { atPause = m.count() }, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		later = m.count()
-		pausedInfo = sessionInfo(t, env)
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandResume})
+		pausedInfo = workflowstest.SessionInfo(t, env)
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandResume})
 	}, time.Hour)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, 2*time.Hour)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "tree"})
 	if err := env.GetWorkflowError(); err != nil {
@@ -876,9 +726,9 @@ func TestSessionPauseTree(t *testing.T) {
 		t.Errorf("during the pause: %+v, want paused with t1 running", pausedInfo)
 	}
 	var r troupe.SendResult
-	turn.decode(t, &r)
+	turn.Decode(t, &r)
 	if r.Record == nil || r.Record.Outcome != runtime.TurnAnswered || string(r.Record.Output) != `"saw: helped | helped"` {
-		t.Fatalf("the turn ended %+v (err %v), want answered with both helpers' help", r.Record, turn.err)
+		t.Fatalf("the turn ended %+v (err %v), want answered with both helpers' help", r.Record, turn.Err())
 	}
 	if r.Record.Ended.Sub(r.Record.Started) < time.Hour-2*time.Second {
 		t.Errorf("the turn ended %s after it started, before the resume an hour in", r.Record.Ended.Sub(r.Record.Started))
@@ -886,7 +736,7 @@ func TestSessionPauseTree(t *testing.T) {
 }
 
 // managerWithCode is a manager test environment over the "code" graph of
-// sessionSandboxEnv, whose model runs scriptedCoder, with two local
+// sessionSandboxEnv, whose model runs workflowstest.ScriptedCoder, with two local
 // backends ("local" and "other", separate roots).
 func managerWithCode(t *testing.T) (*testsuite.TestWorkflowEnvironment, string, string, *blob.Store) {
 	t.Helper()
@@ -896,55 +746,11 @@ func managerWithCode(t *testing.T) (*testsuite.TestWorkflowEnvironment, string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, root := sessionSandboxEnv(t, scriptedCoder, func(c *workflows.Config) {
+	env, root := sessionSandboxEnv(t, workflowstest.ScriptedCoder, func(c *workflows.Config) {
 		c.Store = store
 		c.Sandboxes["other"] = oc
 	})
 	return env, root, other, store
-}
-
-// asked numbers the updates askSession sends, whose ids must differ.
-var asked int
-
-// askSession sends session id a message from a test callback and returns
-// what will hold the answer.
-func askSession(t *testing.T, env *testsuite.TestWorkflowEnvironment, id, text string) *updateCall {
-	u := &updateCall{}
-	asked++
-	err := env.UpdateWorkflowByID(id, troupe.SendUpdate, fmt.Sprintf("ask-%d", asked), &testsuite.TestUpdateCallback{
-		OnAccept: func() { u.mu.Lock(); u.accepted = true; u.mu.Unlock() },
-		OnReject: func(err error) { u.mu.Lock(); u.err, u.done = err, true; u.mu.Unlock() },
-		OnComplete: func(v any, err error) {
-			u.mu.Lock()
-			u.value, u.err, u.done = v, err, true
-			u.mu.Unlock()
-		},
-	}, troupe.SendInput{Message: text, Wait: true})
-	if err != nil {
-		t.Errorf("send to %s: %v", id, err)
-	}
-	return u
-}
-
-// output is a waited-for turn's answer.
-func output(t *testing.T, u *updateCall) string {
-	t.Helper()
-	var r troupe.SendResult
-	u.decode(t, &r)
-	if r.Record == nil {
-		t.Fatalf("no answer: %+v, err %v", r, u.err)
-	}
-	return string(r.Record.Output)
-}
-
-// text is a waited-for turn's answer, as text.
-func text(t *testing.T, u *updateCall) string {
-	t.Helper()
-	var s string
-	if err := json.Unmarshal([]byte(output(t, u)), &s); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // A fork copies the conversation and every workspace into a new session
@@ -953,27 +759,27 @@ func text(t *testing.T, u *updateCall) string {
 // other's; the source goes on where it was; the manager lists both.
 func TestSessionFork(t *testing.T) {
 	env, _, _, store := managerWithCode(t)
-	var forked, again *updateCall
-	var src1, src2, src3, fork1, fork2 *updateCall
+	var forked, again *workflowstest.Update
+	var src1, src2, src3, fork1, fork2 *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code", Name: "main line"}})
+		workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code", Name: "main line"}})
 	}, time.Second)
-	env.RegisterDelayedCallback(func() { src1 = askSession(t, env, "src", "run: echo base > f.txt && echo ok") }, 2*time.Second)
+	env.RegisterDelayedCallback(func() { src1 = workflowstest.AskSession(t, env, "src", "run: echo base > f.txt && echo ok") }, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		forked = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
-		again = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "src"})
+		forked = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
+		again = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "src"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		src2 = askSession(t, env, "src", "run: echo main >> f.txt && cat f.txt")
-		fork1 = askSession(t, env, "branch", "run: echo branch >> f.txt && cat f.txt")
+		src2 = workflowstest.AskSession(t, env, "src", "run: echo main >> f.txt && cat f.txt")
+		fork1 = workflowstest.AskSession(t, env, "branch", "run: echo branch >> f.txt && cat f.txt")
 	}, 2*time.Minute)
 	env.RegisterDelayedCallback(func() {
-		fork2 = askSession(t, env, "branch", "history?")
-		src3 = askSession(t, env, "src", "history?")
+		fork2 = workflowstest.AskSession(t, env, "branch", "history?")
+		src3 = workflowstest.AskSession(t, env, "src", "history?")
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		for _, id := range []string{"src", "branch"} {
-			sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: id, Command: troupe.SessionCommand{Op: troupe.CommandStop}})
+			workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: id, Command: troupe.SessionCommand{Op: troupe.CommandStop}})
 		}
 	}, time.Hour)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
@@ -988,27 +794,27 @@ func TestSessionFork(t *testing.T) {
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 
 	var e troupe.SessionEntry
-	forked.decode(t, &e)
-	if forked.err != nil || e.ID != "branch" || e.Name != "main line (fork)" || e.Turns != 1 {
-		t.Fatalf("fork: %+v, %v; want branch, named after its source, with its one turn", e, forked.err)
+	forked.Decode(t, &e)
+	if forked.Err() != nil || e.ID != "branch" || e.Name != "main line (fork)" || e.Turns != 1 {
+		t.Fatalf("fork: %+v, %v; want branch, named after its source, with its one turn", e, forked.Err())
 	}
-	if again.accepted || troupe.ErrorType(again.err) != troupe.ErrBadCommand {
-		t.Errorf("a fork onto an existing session: accepted %v, err %v", again.accepted, again.err)
+	if again.Accepted() || troupe.ErrorType(again.Err()) != troupe.ErrBadCommand {
+		t.Errorf("a fork onto an existing session: accepted %v, err %v", again.Accepted(), again.Err())
 	}
-	if got := output(t, src1); got != `"out: ok"` {
+	if got := src1.Output(t); got != `"out: ok"` {
 		t.Errorf("first turn: %s", got)
 	}
-	if got := output(t, src2); got != `"out: base\nmain"` {
+	if got := src2.Output(t); got != `"out: base\nmain"` {
 		t.Errorf("the source after the fork reads %s, want its own line only", got)
 	}
-	if got := output(t, fork1); got != `"out: base\nbranch"` {
+	if got := fork1.Output(t); got != `"out: base\nbranch"` {
 		t.Errorf("the fork reads %s, want the file as forked plus its own line", got)
 	}
 	// Each conversation: the first message (shared), its own since.
-	if got := text(t, fork2); got != "run: echo base > f.txt && echo ok | run: echo branch >> f.txt && cat f.txt | history?" {
+	if got := fork2.Text(t); got != "run: echo base > f.txt && echo ok | run: echo branch >> f.txt && cat f.txt | history?" {
 		t.Errorf("the fork's conversation: %s", got)
 	}
-	if got := text(t, src3); got != "run: echo base > f.txt && echo ok | run: echo main >> f.txt && cat f.txt | history?" {
+	if got := src3.Text(t); got != "run: echo base > f.txt && echo ok | run: echo main >> f.txt && cat f.txt | history?" {
 		t.Errorf("the source's conversation: %s", got)
 	}
 	if len(listed) != 2 || listed[0].ID != "src" || listed[1].ID != "branch" || listed[1].Turns != 3 || listed[0].Turns != 3 {
@@ -1026,40 +832,40 @@ func TestSessionFork(t *testing.T) {
 // and no workspace is left on the first.
 func TestSessionSwitchBackend(t *testing.T) {
 	env, root, other, _ := managerWithCode(t)
-	var before, after *updateCall
-	var switched *updateCall
+	var before, after *workflowstest.Update
+	var switched *workflowstest.Update
 	var between []string
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s", Session: troupe.SessionInput{Graph: "code"}})
+		workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s", Session: troupe.SessionInput{Graph: "code"}})
 	}, time.Second)
-	env.RegisterDelayedCallback(func() { before = askSession(t, env, "s", "run: echo kept > k.txt && echo ok") }, 2*time.Second)
+	env.RegisterDelayedCallback(func() { before = workflowstest.AskSession(t, env, "s", "run: echo kept > k.txt && echo ok") }, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		switched = sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandSwitch, Arg: "other"}})
+		switched = workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandSwitch, Arg: "other"}})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		between = dirs(leftovers(t, root))
-		after = askSession(t, env, "s", "run: cat k.txt")
+		after = workflowstest.AskSession(t, env, "s", "run: cat k.txt")
 	}, 2*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		if left := dirs(leftovers(t, other)); len(left) != 1 {
 			t.Errorf("workspaces on the new backend after a turn: %v, want one", left)
 		}
-		sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandStop}})
+		workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandStop}})
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour)
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 	var e troupe.SessionEntry
-	switched.decode(t, &e)
-	if switched.err != nil || len(e.Backends) != 1 || e.Backends[0] != "other" {
-		t.Errorf("switch: %+v, %v", e, switched.err)
+	switched.Decode(t, &e)
+	if switched.Err() != nil || len(e.Backends) != 1 || e.Backends[0] != "other" {
+		t.Errorf("switch: %+v, %v", e, switched.Err())
 	}
-	if got := output(t, before); got != `"out: ok"` {
+	if got := before.Output(t); got != `"out: ok"` {
 		t.Errorf("before: %s", got)
 	}
 	if len(between) != 0 {
 		t.Errorf("workspaces on the first backend after the switch: %v", between)
 	}
-	if got := output(t, after); got != `"out: kept"` {
+	if got := after.Output(t); got != `"out: kept"` {
 		t.Errorf("after the switch the file reads %s", got)
 	}
 	if left := leftovers(t, other); len(left) != 0 {
@@ -1089,14 +895,14 @@ func TestSessionForkFailsBetweenSteps(t *testing.T) {
 				}
 				return nil
 			})
-			var forked, after *updateCall
+			var forked, after *workflowstest.Update
 			var listed []troupe.SessionEntry
 			env.RegisterDelayedCallback(func() {
-				sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
+				workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
 			}, time.Second)
-			env.RegisterDelayedCallback(func() { askSession(t, env, "src", "run: echo base > f.txt && echo ok") }, 2*time.Second)
+			env.RegisterDelayedCallback(func() { workflowstest.AskSession(t, env, "src", "run: echo base > f.txt && echo ok") }, 2*time.Second)
 			env.RegisterDelayedCallback(func() {
-				forked = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
+				forked = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
 			}, time.Minute)
 			env.RegisterDelayedCallback(func() {
 				q, err := env.QueryWorkflow(troupe.SessionsQuery)
@@ -1104,12 +910,12 @@ func TestSessionForkFailsBetweenSteps(t *testing.T) {
 					t.Fatal(err)
 				}
 				_ = q.Get(&listed)
-				after = askSession(t, env, "src", "run: cat f.txt")
+				after = workflowstest.AskSession(t, env, "src", "run: cat f.txt")
 			}, time.Hour)
 			env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
 			env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
-			if tc.made != (forked.err == nil) {
-				t.Fatalf("fork: err %v, want made %v", forked.err, tc.made)
+			if tc.made != (forked.Err() == nil) {
+				t.Fatalf("fork: err %v, want made %v", forked.Err(), tc.made)
 			}
 			var ids []string
 			for _, e := range listed {
@@ -1122,7 +928,7 @@ func TestSessionForkFailsBetweenSteps(t *testing.T) {
 			if got := strings.Join(ids, ","); got != want {
 				t.Errorf("the manager lists %s, want %s", got, want)
 			}
-			if got := output(t, after); got != `"out: base"` {
+			if got := after.Output(t); got != `"out: base"` {
 				t.Errorf("the source after the fork: %s", got)
 			}
 		})
@@ -1157,11 +963,11 @@ func TestControlOutOfOrder(t *testing.T) {
 func TestSessionWaitersDoNotHoldContinueAsNew(t *testing.T) {
 	env, _ := newEnv(t, nil)
 	var inputs []string
-	slowAgents(env, &inputs)
-	var waiters []*updateCall
+	workflowstest.SlowAgents(env, &inputs)
+	var waiters []*workflowstest.Update
 	env.RegisterDelayedCallback(func() {
 		for _, m := range []string{"one", "two", "three"} {
-			waiters = append(waiters, sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: m, Wait: true}))
+			waiters = append(waiters, workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: m, Wait: true}))
 		}
 	}, time.Second)
 	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(100000) }, 2500*time.Millisecond)
@@ -1177,7 +983,7 @@ func TestSessionWaitersDoNotHoldContinueAsNew(t *testing.T) {
 	answered, continued := 0, 0
 	for _, w := range waiters {
 		var r troupe.SendResult
-		w.decode(t, &r)
+		w.Decode(t, &r)
 		switch {
 		case r.Record != nil:
 			answered++
@@ -1195,20 +1001,20 @@ func TestSessionWaitersDoNotHoldContinueAsNew(t *testing.T) {
 // the reason, rather than wait for a resume: the manager lists no fork.
 func TestSessionForkWhilePausedMidTurn(t *testing.T) {
 	env, _ := sessionSandboxEnv(t, nil, func(c *workflows.Config) { c.Model = &rollbackModel{failed: map[string]bool{}} })
-	var forked *updateCall
+	var forked *workflowstest.Update
 	var listed []troupe.SessionEntry
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
+		workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
 		// A turn whose model is unreachable: it retries for minutes.
-		askSession(t, env, "src", "stuck")
+		workflowstest.AskSession(t, env, "src", "stuck")
 	}, 2*time.Second)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "src", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
+		workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "src", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
 	}, 2*time.Second+200*time.Millisecond)
 	env.RegisterDelayedCallback(func() {
-		forked = sendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
+		forked = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
 	}, 2*time.Second+400*time.Millisecond)
 	env.RegisterDelayedCallback(func() {
 		q, err := env.QueryWorkflow(troupe.SessionsQuery)
@@ -1219,7 +1025,7 @@ func TestSessionForkWhilePausedMidTurn(t *testing.T) {
 	}, time.Minute)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Minute)
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
-	if forked == nil || !forked.done || forked.err == nil || !strings.Contains(forked.err.Error(), "paused in the middle of a turn") {
+	if forked == nil || !forked.Done() || forked.Err() == nil || !strings.Contains(forked.Err().Error(), "paused in the middle of a turn") {
 		t.Fatalf("fork of a session paused mid-turn: %+v; want it refused at once, saying why", forked)
 	}
 	if len(listed) != 1 || listed[0].ID != "src" {
@@ -1232,7 +1038,7 @@ func TestSessionForkWhilePausedMidTurn(t *testing.T) {
 // wrote, and the turn's record names the failure's type.
 func TestSessionFailedTurnKeepsWorkspace(t *testing.T) {
 	// "loop: CMD" runs CMD at every model turn until the agent runs out
-	// of turns; anything else is scriptedCoder's.
+	// of turns; anything else is workflowstest.ScriptedCoder's.
 	coder := func(req model.Request) []agents.Item {
 		var said string
 		for _, it := range req.Input {
@@ -1241,38 +1047,38 @@ func TestSessionFailedTurnKeepsWorkspace(t *testing.T) {
 			}
 		}
 		if cmd, ok := strings.CutPrefix(said, "loop: "); ok {
-			return []agents.Item{shell(fmt.Sprintf("c%d", len(req.Input)), cmd)}
+			return []agents.Item{workflowstest.Shell(fmt.Sprintf("c%d", len(req.Input)), cmd)}
 		}
-		return scriptedCoder(req)
+		return workflowstest.ScriptedCoder(req)
 	}
 	env, _ := sessionSandboxEnv(t, coder, nil)
-	var base, failed, after *updateCall
+	var base, failed, after *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
-		base = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo base > f.txt && echo ok", Wait: true})
+		base = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo base > f.txt && echo ok", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		failed = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "loop: echo x >> f.txt", Wait: true})
+		failed = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "loop: echo x >> f.txt", Wait: true})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		after = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: wc -l < f.txt", Wait: true})
+		after = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: wc -l < f.txt", Wait: true})
 	}, 2*time.Minute)
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, 3*time.Minute)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "code"})
-	if got := output(t, base); got != `"out: ok"` {
+	if got := base.Output(t); got != `"out: ok"` {
 		t.Fatalf("first turn: %s", got)
 	}
 	var r troupe.SendResult
-	failed.decode(t, &r)
+	failed.Decode(t, &r)
 	if r.Record == nil || r.Record.Outcome != runtime.TurnFailed || r.Record.ErrorType != troupe.ErrMaxTurns {
-		t.Fatalf("the looping turn: %+v, %v; want it failed with %s", r.Record, failed.err, troupe.ErrMaxTurns)
+		t.Fatalf("the looping turn: %+v, %v; want it failed with %s", r.Record, failed.Err(), troupe.ErrMaxTurns)
 	}
 	if !strings.Contains(r.Record.Error, "troupe.MaxTurnsExceeded: ") || strings.Count(r.Record.Error, "troupe.MaxTurnsExceeded") != 1 {
 		t.Errorf("the failure reads %q", r.Record.Error)
 	}
 	// The base line and one line per turn of the failed agent.
-	if got := output(t, after); got != fmt.Sprintf(`"out: %d"`, 1+agents.DefaultMaxTurns) {
+	if got := after.Output(t); got != fmt.Sprintf(`"out: %d"`, 1+agents.DefaultMaxTurns) {
 		t.Errorf("after the failed turn f.txt has %s lines, want the base line and the failed turn's %d", got, agents.DefaultMaxTurns)
 	}
 }
@@ -1285,12 +1091,7 @@ func TestSessionFailedTurnKeepsWorkspace(t *testing.T) {
 func TestSessionManagerCarriesRegistryInPages(t *testing.T) {
 	store, _ := blob.Open(context.Background(), "mem://")
 	manager := func() *testsuite.TestWorkflowEnvironment {
-		env := quietEnv()
-		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: &funcModel{calls: map[string]int{}}, Store: store})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Register(env)
+		env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: &workflowstest.FuncModel{}, Store: store})
 		return env
 	}
 	// continued runs a manager from in until it continues as new (a

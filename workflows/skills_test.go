@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 var reviewSkills = skills.Inline{{
@@ -28,7 +29,7 @@ var reviewSkills = skills.Inline{{
 	Files:        []skills.File{{Path: "scripts/vet.sh", Content: "echo vet: all clear\n", Executable: true}},
 }}
 
-func skillsRunner(t *testing.T, fn turnFunc, agent *agents.Agent) *workflows.Runner {
+func skillsRunner(t *testing.T, fn workflowstest.TurnFunc, agent *agents.Agent) *workflows.Runner {
 	t.Helper()
 	lc, err := local.New(local.Config{Root: t.TempDir()})
 	if err != nil {
@@ -36,7 +37,7 @@ func skillsRunner(t *testing.T, fn turnFunc, agent *agents.Agent) *workflows.Run
 	}
 	store, _ := blob.Open(context.Background(), "mem://")
 	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("sk", agent.Name, agent)},
-		Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store, Sandboxes: map[string]sandbox.Client{"local": lc}})
+		Model: &workflowstest.FuncModel{Func: fn}, Store: store, Sandboxes: map[string]sandbox.Client{"local": lc}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +52,13 @@ func TestSkillsLazyLoadAndGuidance(t *testing.T) {
 	var instructions, outputs []string
 	fn := func(req model.Request) []agents.Item {
 		instructions = append(instructions, req.Instructions)
-		last := lastItem(req)
+		last := workflowstest.LastItem(req)
 		switch len(instructions) {
 		case 1:
-			return []agents.Item{call("c1", "load_skill", `{"name":"review-go"}`)}
+			return []agents.Item{workflowstest.Call("c1", "load_skill", `{"name":"review-go"}`)}
 		case 2:
 			outputs = append(outputs, last.Output)
-			return []agents.Item{call("c2", "exec_command", `{"cmd":".agents/skills/review-go/scripts/vet.sh","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
+			return []agents.Item{workflowstest.Call("c2", "exec_command", `{"cmd":".agents/skills/review-go/scripts/vet.sh","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
 		}
 		outputs = append(outputs, last.Output)
 		return []agents.Item{agents.AssistantMessage("reviewed")}
@@ -69,7 +70,7 @@ func TestSkillsLazyLoadAndGuidance(t *testing.T) {
 		}}},
 		Capabilities: append(capabilities.Default(), lazy),
 	})
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	r.Register(env)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "$review-go this repository"})
 	if err := env.GetWorkflowError(); err != nil {
@@ -106,10 +107,10 @@ func TestSkillsReadSkillPlainAgent(t *testing.T) {
 	var outputs []string
 	var first string
 	fn := func(req model.Request) []agents.Item {
-		last := lastItem(req)
+		last := workflowstest.LastItem(req)
 		if last.Type != agents.ItemFunctionCallOutput {
 			first = req.Instructions
-			return []agents.Item{call("c1", "read_skill", `{"name":"review-go","path":null}`), call("c2", "read_skill", `{"name":"review-go","path":"scripts/vet.sh"}`)}
+			return []agents.Item{workflowstest.Call("c1", "read_skill", `{"name":"review-go","path":null}`), workflowstest.Call("c2", "read_skill", `{"name":"review-go","path":"scripts/vet.sh"}`)}
 		}
 		for _, it := range req.Input {
 			if it.Type == agents.ItemFunctionCallOutput {
@@ -119,7 +120,7 @@ func TestSkillsReadSkillPlainAgent(t *testing.T) {
 		return []agents.Item{agents.AssistantMessage("done")}
 	}
 	r := skillsRunner(t, fn, &agents.Agent{Name: "helper", Instructions: "helper", Capabilities: []agents.Capability{text}})
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	r.Register(env)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "use $review-go"})
 	if err := env.GetWorkflowError(); err != nil {
@@ -146,7 +147,7 @@ func TestSkillsDuplicateAcrossCapabilities(t *testing.T) {
 	}
 	g := agents.MustGraph("sk", "w", &agents.Agent{Name: "w", Sandbox: &agents.Sandbox{}, Capabilities: []agents.Capability{a, b}})
 	store, _ := blob.Open(context.Background(), "mem://")
-	_, err = workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{calls: map[string]int{}}, Store: store})
+	_, err = workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &workflowstest.FuncModel{}, Store: store})
 	if !errors.Is(err, skills.ErrDuplicate) {
 		t.Fatalf("NewRunner = %v, want ErrDuplicate", err)
 	}
@@ -161,15 +162,15 @@ func TestSkillsEager(t *testing.T) {
 	}
 	var out string
 	fn := func(req model.Request) []agents.Item {
-		if last := lastItem(req); last.Type == agents.ItemFunctionCallOutput {
+		if last := workflowstest.LastItem(req); last.Type == agents.ItemFunctionCallOutput {
 			out = last.Output
 			return []agents.Item{agents.AssistantMessage("done")}
 		}
-		return []agents.Item{call("c1", "exec_command", `{"cmd":"head -2 .agents/skills/review-go/SKILL.md && .agents/skills/review-go/scripts/vet.sh","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
+		return []agents.Item{workflowstest.Call("c1", "exec_command", `{"cmd":"head -2 .agents/skills/review-go/SKILL.md && .agents/skills/review-go/scripts/vet.sh","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
 	}
 	r := skillsRunner(t, fn, &agents.Agent{Name: "reviewer", Instructions: "reviewer", Sandbox: &agents.Sandbox{},
 		Capabilities: append(capabilities.Default(), eager)})
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	r.Register(env)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "review"})
 	if err := env.GetWorkflowError(); err != nil {

@@ -5,20 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	sdkpb "go.temporal.io/api/sdk/v1"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
@@ -29,36 +25,8 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
-
-// turnFunc answers a model request in tests: the model is the one part
-// that is stood in for.
-type turnFunc func(req model.Request) []agents.Item
-
-type funcModel struct {
-	mu    sync.Mutex
-	fn    turnFunc
-	calls map[string]int
-}
-
-func (m *funcModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
-	m.mu.Lock()
-	m.calls[firstWord(req.Instructions)]++
-	m.mu.Unlock()
-	return &model.Response{Output: m.fn(req), Usage: model.Usage{Requests: 1, InputTokens: 10, OutputTokens: 5, TotalTokens: 15}}, nil
-}
-
-func (m *funcModel) count(agent string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.calls[agent]
-}
-
-func firstWord(s string) string { w, _, _ := strings.Cut(s, " "); return w }
-
-func lastItem(req model.Request) agents.Item { return req.Input[len(req.Input)-1] }
-
-func call(id, name, args string) agents.Item { return agents.FunctionCall(id, name, args) }
 
 type review struct {
 	Risk     string   `json:"risk" jsonschema:"enum=low,enum=medium,enum=high"`
@@ -89,93 +57,33 @@ func testGraph(t *testing.T) *agents.Graph {
 	)
 }
 
-// recorded returns the events that env's workflow recorded after the
-// one numbered after, as the events query answers.
-func recorded(t *testing.T, env *testsuite.TestWorkflowEnvironment, after int) []troupe.Event {
+func newEnv(t *testing.T, fn workflowstest.TurnFunc) (*testsuite.TestWorkflowEnvironment, *workflowstest.FuncModel) {
 	t.Helper()
-	q, err := env.QueryWorkflow(troupe.EventsQuery, after)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []troupe.Event
-	if err := q.Get(&evs); err != nil {
-		t.Fatal(err)
-	}
-	return evs
-}
-
-// leftovers lists the workspaces still on disk under a local client's root.
-func leftovers(t *testing.T, root string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
-// quietEnv is a test workflow environment that logs errors only.
-//
-// The test environment runs activities in the workflow's goroutine, so
-// its deadlock detector (a second by default) would time real activities
-// (a sandbox command, say) on a loaded machine; here it is a minute.
-// Workflow code that blocks is caught by workflowcheck (make lint).
-func quietEnv() *testsuite.TestWorkflowEnvironment {
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
-	env := s.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
-	return env
-}
-
-func newEnv(t *testing.T, fn turnFunc) (*testsuite.TestWorkflowEnvironment, *funcModel) {
-	t.Helper()
-	env := quietEnv()
-	store, err := blob.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &funcModel{fn: fn, calls: map[string]int{}}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: m, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
+	m := &workflowstest.FuncModel{Func: fn}
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: m})
 	return env, m
 }
 
+// run runs agent of the test graph on input, and returns how the run
+// ended.
 func run(t *testing.T, env *testsuite.TestWorkflowEnvironment, agent, input string) (*troupe.RunResult, error) {
 	t.Helper()
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "test", Agent: agent, Input: input})
-	if !env.IsWorkflowCompleted() {
-		t.Fatal("workflow did not complete")
-	}
-	if err := env.GetWorkflowError(); err != nil {
-		return nil, err
-	}
-	var res troupe.RunResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	return &res, nil
+	return workflowstest.Result(t, env)
 }
 
 func TestHandoffChain(t *testing.T) {
 	var cSaw []agents.Item
 	env, m := newEnv(t, func(req model.Request) []agents.Item {
-		last := lastItem(req)
-		switch firstWord(req.Instructions) {
+		last := workflowstest.LastItem(req)
+		switch workflowstest.FirstWord(req.Instructions) {
 		case "a:":
-			return []agents.Item{call("h1", "transfer_to_b", "{}")}
+			return []agents.Item{workflowstest.Call("h1", "transfer_to_b", "{}")}
 		case "b:":
 			if last.Type == agents.ItemFunctionCallOutput && last.CallID == "l1" {
-				return []agents.Item{call("h2", "transfer_to_c", "{}")}
+				return []agents.Item{workflowstest.Call("h2", "transfer_to_c", "{}")}
 			}
-			return []agents.Item{call("l1", "lookup", `{"key":"x"}`)}
+			return []agents.Item{workflowstest.Call("l1", "lookup", `{"key":"x"}`)}
 		default:
 			cSaw = req.Input
 			return []agents.Item{agents.AssistantMessage("done by c")}
@@ -191,8 +99,8 @@ func TestHandoffChain(t *testing.T) {
 	if string(res.Output) != `"done by c"` || res.Agent != "c" || res.Handoffs != 2 {
 		t.Errorf("result = %+v", res)
 	}
-	if m.count("a:") != 1 || m.count("b:") != 2 || m.count("c:") != 1 {
-		t.Errorf("model calls a=%d b=%d c=%d", m.count("a:"), m.count("b:"), m.count("c:"))
+	if m.Calls("a:") != 1 || m.Calls("b:") != 2 || m.Calls("c:") != 1 {
+		t.Errorf("model calls a=%d b=%d c=%d", m.Calls("a:"), m.Calls("b:"), m.Calls("c:"))
 	}
 	// RemoveToolCalls on b→c: c sees the user's message and no tool items.
 	for _, it := range cSaw {
@@ -207,8 +115,8 @@ func TestHandoffChain(t *testing.T) {
 
 func TestParallelAgentTools(t *testing.T) {
 	env, m := newEnv(t, func(req model.Request) []agents.Item {
-		last := lastItem(req)
-		switch firstWord(req.Instructions) {
+		last := workflowstest.LastItem(req)
+		switch workflowstest.FirstWord(req.Instructions) {
 		case "boss:":
 			if last.Type == agents.ItemFunctionCallOutput {
 				var outs []string
@@ -219,7 +127,7 @@ func TestParallelAgentTools(t *testing.T) {
 				}
 				return []agents.Item{agents.AssistantMessage(strings.Join(outs, "|"))}
 			}
-			return []agents.Item{call("p", "review_pricing", `{"input":"pricing"}`), call("r", "review_rollout", `{"input":"rollout"}`)}
+			return []agents.Item{workflowstest.Call("p", "review_pricing", `{"input":"pricing"}`), workflowstest.Call("r", "review_rollout", `{"input":"rollout"}`)}
 		default:
 			return []agents.Item{agents.AssistantMessage(fmt.Sprintf(`{"risk":"high","findings":[%q]}`, last.Content))}
 		}
@@ -234,8 +142,8 @@ func TestParallelAgentTools(t *testing.T) {
 	if text != `{"risk":"high","findings":["pricing"]}|{"risk":"high","findings":["rollout"]}` && text != want {
 		t.Errorf("boss saw %s, want the two reviews as JSON", text)
 	}
-	if m.count("rev:") != 2 {
-		t.Errorf("rev model calls = %d, want 2", m.count("rev:"))
+	if m.Calls("rev:") != 2 {
+		t.Errorf("rev model calls = %d, want 2", m.Calls("rev:"))
 	}
 	if res.Usage.Requests != 4 {
 		t.Errorf("usage requests = %d, want 4 (2 boss + 2 rev)", res.Usage.Requests)
@@ -260,14 +168,14 @@ func TestStructuredOutputRetry(t *testing.T) {
 				if n <= tc.bad {
 					return []agents.Item{agents.AssistantMessage(`{"risk":"extreme","findings":[]}`)}
 				}
-				if !strings.Contains(lastItem(req).Content, "/risk") {
-					t.Errorf("correction does not name the bad field: %q", lastItem(req).Content)
+				if !strings.Contains(workflowstest.LastItem(req).Content, "/risk") {
+					t.Errorf("correction does not name the bad field: %q", workflowstest.LastItem(req).Content)
 				}
 				return []agents.Item{agents.AssistantMessage(`{"risk":"low","findings":["ok"]}`)}
 			})
 			res, err := run(t, env, "rev", "check")
-			if m.count("rev:") != tc.wantCalls {
-				t.Errorf("model calls = %d, want %d", m.count("rev:"), tc.wantCalls)
+			if m.Calls("rev:") != tc.wantCalls {
+				t.Errorf("model calls = %d, want %d", m.Calls("rev:"), tc.wantCalls)
 			}
 			if tc.wantErr != "" {
 				if troupe.ErrorType(err) != tc.wantErr {
@@ -287,21 +195,21 @@ func TestStructuredOutputRetry(t *testing.T) {
 
 func TestMaxTurns(t *testing.T) {
 	env, m := newEnv(t, func(req model.Request) []agents.Item {
-		return []agents.Item{call(fmt.Sprintf("c%d", len(req.Input)), "lookup", `{"key":"k"}`)}
+		return []agents.Item{workflowstest.Call(fmt.Sprintf("c%d", len(req.Input)), "lookup", `{"key":"k"}`)}
 	})
 	_, err := run(t, env, "loop", "go")
 	if troupe.ErrorType(err) != troupe.ErrMaxTurns {
 		t.Fatalf("err = %v, want %s", err, troupe.ErrMaxTurns)
 	}
-	if m.count("loop:") != 3 {
-		t.Errorf("model calls = %d, want 3", m.count("loop:"))
+	if m.Calls("loop:") != 3 {
+		t.Errorf("model calls = %d, want 3", m.Calls("loop:"))
 	}
 }
 
 func TestToolErrorsReachTheModel(t *testing.T) {
 	var outputs []string
 	env, _ := newEnv(t, func(req model.Request) []agents.Item {
-		last := lastItem(req)
+		last := workflowstest.LastItem(req)
 		if last.Type == agents.ItemFunctionCallOutput {
 			for _, it := range req.Input {
 				if it.Type == agents.ItemFunctionCallOutput {
@@ -311,9 +219,9 @@ func TestToolErrorsReachTheModel(t *testing.T) {
 			return []agents.Item{agents.AssistantMessage("recovered")}
 		}
 		return []agents.Item{
-			call("1", "lookup", `{"key":"bad"}`),
-			call("2", "nope", `{}`),
-			call("3", "lookup", `{"wrong":1}`),
+			workflowstest.Call("1", "lookup", `{"key":"bad"}`),
+			workflowstest.Call("2", "nope", `{}`),
+			workflowstest.Call("3", "lookup", `{"wrong":1}`),
 		}
 	})
 	res, err := run(t, env, "loop", "go")
@@ -336,11 +244,11 @@ func TestToolErrorsReachTheModel(t *testing.T) {
 func TestCallsWithoutTheirOwnIDs(t *testing.T) {
 	var seen []agents.Item
 	env, _ := newEnv(t, func(req model.Request) []agents.Item {
-		if lastItem(req).Type == agents.ItemFunctionCallOutput {
+		if workflowstest.LastItem(req).Type == agents.ItemFunctionCallOutput {
 			seen = req.Input
 			return []agents.Item{agents.AssistantMessage("done")}
 		}
-		return []agents.Item{call("", "lookup", `{"key":"a"}`), call("", "lookup", `{"key":"b"}`), call("x", "lookup", `{"key":"c"}`), call("x", "lookup", `{"key":"d"}`)}
+		return []agents.Item{workflowstest.Call("", "lookup", `{"key":"a"}`), workflowstest.Call("", "lookup", `{"key":"b"}`), workflowstest.Call("x", "lookup", `{"key":"c"}`), workflowstest.Call("x", "lookup", `{"key":"d"}`)}
 	})
 	res, err := run(t, env, "loop", "go")
 	if err != nil || string(res.Output) != `"done"` {
@@ -372,15 +280,15 @@ func TestCallsWithoutTheirOwnIDs(t *testing.T) {
 func TestAgentToolFailureReadsPlainly(t *testing.T) {
 	var saw string
 	env, _ := newEnv(t, func(req model.Request) []agents.Item {
-		switch firstWord(req.Instructions) {
+		switch workflowstest.FirstWord(req.Instructions) {
 		case "rev:":
 			return []agents.Item{agents.AssistantMessage("not JSON")}
 		}
-		if last := lastItem(req); last.Type == agents.ItemFunctionCallOutput {
+		if last := workflowstest.LastItem(req); last.Type == agents.ItemFunctionCallOutput {
 			saw = last.Output
 			return []agents.Item{agents.AssistantMessage("noted")}
 		}
-		return []agents.Item{call("p1", "review_pricing", `{"input":"the deal"}`)}
+		return []agents.Item{workflowstest.Call("p1", "review_pricing", `{"input":"the deal"}`)}
 	})
 	if _, err := run(t, env, "boss", "review"); err != nil {
 		t.Fatal(err)
@@ -410,15 +318,9 @@ func extrasGraph(handoffs *[]string) *agents.Graph {
 	)
 }
 
-func newExtrasEnv(t *testing.T, fn turnFunc, handoffs *[]string) *testsuite.TestWorkflowEnvironment {
+func newExtrasEnv(t *testing.T, fn workflowstest.TurnFunc, handoffs *[]string) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
-	env := quietEnv()
-	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{extrasGraph(handoffs)}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store, MaxHandoffs: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{extrasGraph(handoffs)}, Model: &workflowstest.FuncModel{Func: fn}, MaxHandoffs: 3})
 	return env
 }
 
@@ -426,17 +328,17 @@ func TestAgentFuncs(t *testing.T) {
 	var handoffs, instructions []string
 	var backSaw string
 	env := newExtrasEnv(t, func(req model.Request) []agents.Item {
-		last := lastItem(req)
-		switch firstWord(req.Instructions) {
+		last := workflowstest.LastItem(req)
+		switch workflowstest.FirstWord(req.Instructions) {
 		case "front:":
-			return []agents.Item{call("h", "transfer_to_back", "{}")}
+			return []agents.Item{workflowstest.Call("h", "transfer_to_back", "{}")}
 		case "back:":
 			instructions = append(instructions, req.Instructions)
 			if last.Type == agents.ItemFunctionCallOutput && last.CallID == "r" {
 				backSaw = last.Output
 				return []agents.Item{agents.AssistantMessage("ok")}
 			}
-			return []agents.Item{call("r", "review", `{"input":"look"}`)}
+			return []agents.Item{workflowstest.Call("r", "review", `{"input":"look"}`)}
 		default:
 			return []agents.Item{agents.AssistantMessage(`{"risk":"medium","findings":[]}`)}
 		}
@@ -458,7 +360,7 @@ func TestAgentFuncs(t *testing.T) {
 
 func TestMaxHandoffs(t *testing.T) {
 	env := newExtrasEnv(t, func(req model.Request) []agents.Item {
-		return []agents.Item{call(fmt.Sprintf("h%d", len(req.Input)), "transfer_to_pingpong", "{}")}
+		return []agents.Item{workflowstest.Call(fmt.Sprintf("h%d", len(req.Input)), "transfer_to_pingpong", "{}")}
 	}, new([]string))
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"})
 	err := env.GetWorkflowError()
@@ -492,7 +394,7 @@ func TestBadRunInput(t *testing.T) {
 
 func TestOversizedToolArguments(t *testing.T) {
 	env, _ := newEnv(t, func(req model.Request) []agents.Item {
-		return []agents.Item{call("1", "lookup", fmt.Sprintf(`{"key":%q}`, strings.Repeat("k", 600<<10)))}
+		return []agents.Item{workflowstest.Call("1", "lookup", fmt.Sprintf(`{"key":%q}`, strings.Repeat("k", 600<<10)))}
 	})
 	_, err := run(t, env, "loop", "go")
 	if troupe.ErrorType(err) != troupe.ErrPayloadTooLarge {
@@ -517,26 +419,21 @@ func TestRunContinuesAsNew(t *testing.T) {
 		if n == handoffs {
 			return []agents.Item{agents.AssistantMessage(fmt.Sprintf("done after %d handoffs", n))}
 		}
-		return []agents.Item{call(fmt.Sprintf("h%d", n), "transfer_to_pingpong", "{}")}
+		return []agents.Item{workflowstest.Call(fmt.Sprintf("h%d", n), "transfer_to_pingpong", "{}")}
 	}
 	store, _ := blob.Open(context.Background(), "mem://")
 	in := workflows.OrchestratorInput{RunInput: troupe.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"}}
 	var runs []workflows.OrchestratorInput
 	var res troupe.RunResult
 	for len(runs) < 2*handoffs {
-		env := quietEnv()
-		r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{extrasGraph(new([]string))}, Model: &funcModel{fn: bounce, calls: map[string]int{}},
+		env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{extrasGraph(new([]string))}, Model: &workflowstest.FuncModel{Func: bounce},
 			Store: store, MaxHandoffs: 2 * handoffs, ContinueAfterEvents: 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Register(env)
 		// Past the bound from the start: each run starts one agent, then
 		// continues as new before the next.
 		env.SetCurrentHistoryLength(25)
 		env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, in)
 		runs = append(runs, in)
-		err = env.GetWorkflowError()
+		err := env.GetWorkflowError()
 		var cae *workflow.ContinueAsNewError
 		if errors.As(err, &cae) {
 			if cae.WorkflowType.Name != troupe.OrchestratorWorkflowName {
@@ -621,31 +518,25 @@ func TestHandoffDropsTheWindow(t *testing.T) {
 	var smallWidest int
 	var bigSaw []agents.Item
 	fn := func(req model.Request) []agents.Item {
-		if firstWord(req.Instructions) == "big:" {
+		if workflowstest.FirstWord(req.Instructions) == "big:" {
 			bigSaw = req.Input
 			return []agents.Item{agents.AssistantMessage("done")}
 		}
 		smallWidest = max(smallWidest, len(req.Input))
 		// The trimmed context does not show every call: count them by
 		// the ids, which carry the turn.
-		last := lastItem(req)
+		last := workflowstest.LastItem(req)
 		if last.Type == agents.ItemFunctionCallOutput && last.CallID == "p5" {
-			return []agents.Item{call("h", "transfer_to_big", "{}")}
+			return []agents.Item{workflowstest.Call("h", "transfer_to_big", "{}")}
 		}
 		n := 1
 		if last.Type == agents.ItemFunctionCallOutput {
 			fmt.Sscanf(last.CallID, "p%d", &n)
 			n++
 		}
-		return []agents.Item{call(fmt.Sprintf("p%d", n), "noop", "{}")}
+		return []agents.Item{workflowstest.Call(fmt.Sprintf("p%d", n), "noop", "{}")}
 	}
-	env := quietEnv()
-	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{g}, Model: &workflowstest.FuncModel{Func: fn}})
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "windows", Input: "the task"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -672,21 +563,14 @@ func TestHandoffDropsTheWindow(t *testing.T) {
 // that would go on as if nothing was asked. The agent stands in with a
 // mock that hands off after the cancellation has arrived.
 func TestCancelAtContinueAsNew(t *testing.T) {
-	env := quietEnv()
-	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{extrasGraph(new([]string))}, Model: &funcModel{fn: nil, calls: map[string]int{}},
-		Store: store, MaxHandoffs: 10, ContinueAfterEvents: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{extrasGraph(new([]string))}, Model: &workflowstest.FuncModel{}, MaxHandoffs: 10, ContinueAfterEvents: 20})
 	handoff := agents.FunctionCall("h", "transfer_to_pingpong", "{}")
 	env.OnWorkflow(troupe.AgentWorkflowName, mock.Anything, mock.Anything).
 		Return(&troupe.AgentResult{Agent: "pingpong", Handoff: &handoff}, nil).After(2 * time.Second)
 	env.SetCurrentHistoryLength(25)
 	env.RegisterDelayedCallback(env.CancelWorkflow, time.Second)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "extras", Agent: "pingpong", Input: "go"})
-	err = env.GetWorkflowError()
+	err := env.GetWorkflowError()
 	var cae *workflow.ContinueAsNewError
 	var ce *temporal.CanceledError
 	if errors.As(err, &cae) || !errors.As(err, &ce) {
@@ -698,7 +582,7 @@ func TestCancelAtContinueAsNew(t *testing.T) {
 // step is to continue as new, ends cancelled: the cancellation does not
 // pass silently into a new run that would take more turns.
 func TestAgentCancelAtContinueAsNew(t *testing.T) {
-	env := quietEnv()
+	env := workflowstest.NewEnv()
 	store, _ := blob.Open(context.Background(), "mem://")
 	// The tool asks the environment to cancel the workflow while it runs,
 	// so the turn ends with the cancellation pending and the loop's next
@@ -708,11 +592,11 @@ func TestAgentCancelAtContinueAsNew(t *testing.T) {
 		return "done", nil
 	})
 	g := agents.MustGraph("cancel", "worker", &agents.Agent{Name: "worker", Instructions: "worker: works", Tools: []agents.Tool{slow}})
-	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
-		if lastItem(req).Type == agents.ItemFunctionCallOutput {
+	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
+		if workflowstest.LastItem(req).Type == agents.ItemFunctionCallOutput {
 			return []agents.Item{agents.AssistantMessage("finished")}
 		}
-		return []agents.Item{call("s", "slow", "{}")}
+		return []agents.Item{workflowstest.Call("s", "slow", "{}")}
 	}}
 	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store, ContinueAfterTurns: 1})
 	if err != nil {
@@ -727,7 +611,7 @@ func TestAgentCancelAtContinueAsNew(t *testing.T) {
 	if errors.As(err, &cae) || !errors.As(err, &ce) {
 		t.Fatalf("agent cancelled at its continue-as-new bound ended with %v; want it cancelled", err)
 	}
-	if n := m.count("worker:"); n != 1 {
+	if n := m.Calls("worker:"); n != 1 {
 		t.Errorf("%d model calls, want 1: no turn after the cancellation", n)
 	}
 }
@@ -735,18 +619,12 @@ func TestAgentCancelAtContinueAsNew(t *testing.T) {
 // An agent cancelled while it saves its page of events, on its way to
 // continue as new, ends cancelled, and no event says it continued.
 func TestAgentCancelWhileSavingEvents(t *testing.T) {
-	env := quietEnv()
-	store, _ := blob.Open(context.Background(), "mem://")
 	noop := agents.MustFunctionTool("noop", "Does nothing.", func(context.Context, struct{}) (string, error) { return "ok", nil })
 	g := agents.MustGraph("cancel", "worker", &agents.Agent{Name: "worker", Instructions: "worker: works", Tools: []agents.Tool{noop}})
-	m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
-		return []agents.Item{call(fmt.Sprintf("n%d", len(req.Input)), "noop", "{}")}
+	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
+		return []agents.Item{workflowstest.Call(fmt.Sprintf("n%d", len(req.Input)), "noop", "{}")}
 	}}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store, ContinueAfterTurns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{g}, Model: m, ContinueAfterTurns: 1})
 	saved := 0
 	env.OnActivity(events.SaveEventsActivityName, mock.Anything, mock.Anything).Return(func(context.Context, events.SaveEventsInput) error {
 		saved++
@@ -759,7 +637,7 @@ func TestAgentCancelWhileSavingEvents(t *testing.T) {
 	if err := env.GetWorkflowError(); !errors.As(err, &ce) || saved != 1 {
 		t.Fatalf("ended with %v after %d page saves; want it cancelled after one", err, saved)
 	}
-	evs := recorded(t, env, 0)
+	evs := workflowstest.Recorded(t, env, 0)
 	for _, e := range evs {
 		if e.Kind == troupe.EventContinued {
 			t.Errorf("event %d says the agent continued as new: %+v", e.Seq, e)
@@ -768,4 +646,18 @@ func TestAgentCancelWhileSavingEvents(t *testing.T) {
 	if last := evs[len(evs)-1]; last.Kind != troupe.EventFailed {
 		t.Errorf("last event %+v, want the agent's failure (cancelled)", last)
 	}
+}
+
+// leftovers lists the workspaces still on disk under a local client's root.
+func leftovers(t *testing.T, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }

@@ -16,11 +16,12 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/lease"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // guidanceRunner is a runner of a graph of agent alone, with a local
 // sandbox client.
-func guidanceRunner(t *testing.T, fn turnFunc, agent *agents.Agent) *workflows.Runner {
+func guidanceRunner(t *testing.T, fn workflowstest.TurnFunc, agent *agents.Agent) *workflows.Runner {
 	t.Helper()
 	lc, err := local.New(local.Config{Root: t.TempDir()})
 	if err != nil {
@@ -28,7 +29,7 @@ func guidanceRunner(t *testing.T, fn turnFunc, agent *agents.Agent) *workflows.R
 	}
 	store, _ := blob.Open(context.Background(), "mem://")
 	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("sk", agent.Name, agent)},
-		Model: &funcModel{fn: fn}, Store: store, Sandboxes: map[string]sandbox.Client{"local": lc}})
+		Model: &workflowstest.FuncModel{Func: fn}, Store: store, Sandboxes: map[string]sandbox.Client{"local": lc}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestGuidanceFromManifestOnce(t *testing.T) {
 			fn := func(req model.Request) []agents.Item {
 				instructions = append(instructions, req.Instructions)
 				if len(instructions) < 3 {
-					return []agents.Item{call(fmt.Sprint("c", len(instructions)), "lookup", `{"key":"k"}`)}
+					return []agents.Item{workflowstest.Call(fmt.Sprint("c", len(instructions)), "lookup", `{"key":"k"}`)}
 				}
 				return []agents.Item{agents.AssistantMessage("done")}
 			}
@@ -67,7 +68,7 @@ func TestGuidanceFromManifestOnce(t *testing.T) {
 				Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{Entries: tc.entries}},
 				Tools:   []agents.Tool{lookup},
 			})
-			env := quietEnv()
+			env := workflowstest.NewEnv()
 			r.Register(env)
 			reads := 0
 			env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {

@@ -1,64 +1,28 @@
 package lease_test
 
 import (
-	"context"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
-// turnFunc answers a model request in tests: the model is the one part
-// that is stood in for.
-type turnFunc func(req model.Request) []agents.Item
-
-// funcModel answers every model call with its turnFunc.
-type funcModel struct{ fn turnFunc }
-
-func (m *funcModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
-	return &model.Response{Output: m.fn(req), Usage: model.Usage{Requests: 1, InputTokens: 10, OutputTokens: 5, TotalTokens: 15}}, nil
-}
-
-func lastItem(req model.Request) agents.Item { return req.Input[len(req.Input)-1] }
-
-func call(id, name, args string) agents.Item { return agents.FunctionCall(id, name, args) }
-
-// quietEnv is a test workflow environment that logs errors only.
-//
-// The test environment runs activities in the workflow's goroutine, so
-// its deadlock detector (a second by default) would time real activities
-// (a sandbox command, say) on a loaded machine; here it is a minute.
-// Workflow code that blocks is caught by workflowcheck (make lint).
-func quietEnv() *testsuite.TestWorkflowEnvironment {
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))))
-	env := s.NewTestWorkflowEnvironment()
-	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
-	return env
-}
-
-func sandboxEnv(t *testing.T, fn turnFunc, maxTurns int) (*testsuite.TestWorkflowEnvironment, string) {
+func sandboxEnv(t *testing.T, fn workflowstest.TurnFunc, maxTurns int) (*testsuite.TestWorkflowEnvironment, string) {
 	t.Helper()
-	env := quietEnv()
 	root := t.TempDir()
 	lc, err := local.New(local.Config{Root: root})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, _ := blob.Open(context.Background(), "mem://")
 	g := agents.MustGraph("sb", "worker", &agents.Agent{
 		Name: "worker", Instructions: "worker: uses a shell", MaxTurns: maxTurns,
 		Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{
@@ -66,12 +30,8 @@ func sandboxEnv(t *testing.T, fn turnFunc, maxTurns int) (*testsuite.TestWorkflo
 			Env:     map[string]string{"DEAL": "acme"},
 		}},
 	})
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: fn}, Store: store,
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{g}, Model: &workflowstest.FuncModel{Func: fn},
 		Sandboxes: map[string]sandbox.Client{"local": lc}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
 	return env, root
 }
 
@@ -98,12 +58,12 @@ func TestSandboxAgent(t *testing.T) {
 				sawTools = append(sawTools, s.Name)
 			}
 		}
-		last := lastItem(req)
+		last := workflowstest.LastItem(req)
 		if last.Type == agents.ItemFunctionCallOutput {
 			outputs = append(outputs, last.Output)
 			return []agents.Item{agents.AssistantMessage("read it")}
 		}
-		return []agents.Item{call("c1", "exec_command", `{"cmd":"cat docs/deal.txt; echo env=$DEAL key=${OPENAI_API_KEY:-none}","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
+		return []agents.Item{workflowstest.Call("c1", "exec_command", `{"cmd":"cat docs/deal.txt; echo env=$DEAL key=${OPENAI_API_KEY:-none}","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
 	}, 0)
 	t.Setenv("OPENAI_API_KEY", "sk-host-secret")
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sb", Input: "read the deal"})
@@ -123,7 +83,7 @@ func TestSandboxAgent(t *testing.T) {
 
 func TestSandboxStoppedWhenAgentFails(t *testing.T) {
 	env, root := sandboxEnv(t, func(req model.Request) []agents.Item {
-		return []agents.Item{call(strings.Repeat("c", len(req.Input)), "exec_command", `{"cmd":"touch x","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
+		return []agents.Item{workflowstest.Call(strings.Repeat("c", len(req.Input)), "exec_command", `{"cmd":"touch x","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
 	}, 2)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sb", Input: "loop"})
 	if troupe.ErrorType(env.GetWorkflowError()) != troupe.ErrMaxTurns {

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/lease"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // storeRunner is a runner of host "host" whose local sandboxes live in
@@ -28,7 +29,7 @@ func storeRunner(t *testing.T, root string, store *blob.Store, queue string, twe
 	}
 	g := agents.MustGraph("sb", "worker", &agents.Agent{Name: "worker", Instructions: "w",
 		Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "f.txt", Content: "mine"}}}}})
-	cfg := workflows.Config{Graphs: []*agents.Graph{g}, Model: &funcModel{fn: func(model.Request) []agents.Item { return nil }},
+	cfg := workflows.Config{Graphs: []*agents.Graph{g}, Model: &workflowstest.FuncModel{Func: func(model.Request) []agents.Item { return nil }},
 		Store: store, Host: "host", SandboxQueue: queue, Sandboxes: map[string]sandbox.Client{"local": degraded{lc}}}
 	for _, f := range tweak {
 		f(&cfg)

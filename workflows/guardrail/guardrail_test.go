@@ -1,4 +1,4 @@
-package workflows_test
+package guardrail_test
 
 import (
 	"cmp"
@@ -13,14 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/testsuite"
-
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // guarded configures the guardrail tests' graph: the guardrails of its
@@ -37,28 +35,15 @@ type guarded struct {
 	helperOutput []agents.OutputGuardrail
 }
 
-// lookups records the lookup calls that ran.
-type lookups struct {
-	mu   sync.Mutex
-	keys []string
-}
-
-func (l *lookups) add(k string) { l.mu.Lock(); l.keys = append(l.keys, k); l.mu.Unlock() }
-func (l *lookups) list() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.keys)
-}
-
 type answer struct {
 	Text string `json:"text"`
 }
 
-func guardGraph(cfg guarded, ran *lookups) *agents.Graph {
+func guardGraph(cfg guarded, ran *workflowstest.Strings) *agents.Graph {
 	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
 		Key string `json:"key"`
 	}) (string, error) {
-		ran.add(a.Key)
+		ran.Add(a.Key)
 		if strings.HasPrefix(a.Key, "big") {
 			// Over transcript.InlineLimit: the output is stored apart.
 			return strings.Repeat("x", 2000) + "secret-" + a.Key, nil
@@ -96,7 +81,7 @@ func guardModel(req model.Request) []agents.Item {
 			user = it.Content
 		}
 	}
-	switch firstWord(req.Instructions) {
+	switch workflowstest.FirstWord(req.Instructions) {
 	case "judge:":
 		if strings.Contains(user, "forbidden") {
 			return []agents.Item{agents.AssistantMessage(`{"tripwire":true,"reason":"the text says forbidden"}`)}
@@ -107,11 +92,11 @@ func guardModel(req model.Request) []agents.Item {
 	case "second:":
 		return []agents.Item{agents.AssistantMessage("second answers")}
 	case "calls:", "outputs:":
-		return []agents.Item{agents.AssistantMessage(judgeTool(firstWord(req.Instructions) == "calls:", user))}
+		return []agents.Item{agents.AssistantMessage(judgeTool(workflowstest.FirstWord(req.Instructions) == "calls:", user))}
 	case "relay:":
-		return []agents.Item{call("r1", "transfer_to_helper", `{}`)}
+		return []agents.Item{workflowstest.Call("r1", "transfer_to_helper", `{}`)}
 	}
-	outs := outputsOf(req)
+	outs := workflowstest.OutputsOf(req)
 	if len(outs) == 0 {
 		var calls []agents.Item
 		if strings.Contains(user, "call") {
@@ -121,16 +106,16 @@ func guardModel(req model.Request) []agents.Item {
 					key = k
 				}
 			}
-			calls = append(calls, call("c1", "lookup", `{"key":"`+key+`"}`))
+			calls = append(calls, workflowstest.Call("c1", "lookup", `{"key":"`+key+`"}`))
 		}
 		if strings.Contains(user, "twice") {
-			calls = append(calls, call("c2", "lookup", `{"key":"k2"}`))
+			calls = append(calls, workflowstest.Call("c2", "lookup", `{"key":"k2"}`))
 		}
 		if strings.Contains(user, "ask") {
-			calls = append(calls, call("a1", "ask", `{"input":"help me"}`))
+			calls = append(calls, workflowstest.Call("a1", "ask", `{"input":"help me"}`))
 		}
 		if strings.Contains(user, "hand") {
-			calls = append(calls, call("h1", "transfer_to_second", `{}`))
+			calls = append(calls, workflowstest.Call("h1", "transfer_to_second", `{}`))
 		}
 		if len(calls) > 0 {
 			return calls
@@ -365,29 +350,23 @@ func TestGuardrails(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ran := &lookups{}
-			env := quietEnv()
-			store, _ := blob.Open(context.Background(), "mem://")
-			m := &funcModel{fn: guardModel, calls: map[string]int{}}
-			r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{guardGraph(tc.cfg, ran)}, Model: m, Store: store})
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Register(env)
+			ran := &workflowstest.Strings{}
+			m := &workflowstest.FuncModel{Func: guardModel}
+			env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{guardGraph(tc.cfg, ran)}, Model: m})
 			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "guards", Input: tc.input})
 			if !env.IsWorkflowCompleted() {
 				t.Fatal("the run did not complete")
 			}
-			err = env.GetWorkflowError()
-			if tc.mainCalls >= 0 && m.count("main:") != tc.mainCalls {
-				t.Errorf("main's model calls: %d, want %d", m.count("main:"), tc.mainCalls)
+			err := env.GetWorkflowError()
+			if tc.mainCalls >= 0 && m.Calls("main:") != tc.mainCalls {
+				t.Errorf("main's model calls: %d, want %d", m.Calls("main:"), tc.mainCalls)
 			}
-			if got := ran.list(); !slices.Equal(got, tc.ran) {
+			if got := ran.List(); !slices.Equal(got, tc.ran) {
 				t.Errorf("lookups ran: %v, want %v", got, tc.ran)
 			}
 			for judge, n := range tc.judged {
-				if m.count(judge) != n {
-					t.Errorf("%s model calls: %d, want %d", judge, m.count(judge), n)
+				if m.Calls(judge) != n {
+					t.Errorf("%s model calls: %d, want %d", judge, m.Calls(judge), n)
 				}
 			}
 			if tc.wantErr != "" {
@@ -404,7 +383,7 @@ func TestGuardrails(t *testing.T) {
 				if ok {
 					// Its work so far stays readable: the agent's events say
 					// which guardrail tripped, and end with the failure.
-					evs := childEvents(t, env, trip.Workflow)
+					evs := workflowstest.RecordedBy(t, env, trip.Workflow)
 					i := slices.IndexFunc(evs, func(e troupe.Event) bool { return e.Kind == troupe.EventGuardrailTripped })
 					last := evs[len(evs)-1]
 					if i < 0 || !strings.Contains(evs[i].Detail, tc.trip) || last.Kind != troupe.EventFailed || !strings.Contains(last.Detail, troupe.ErrGuardrailTripped) {
@@ -439,42 +418,29 @@ func TestGuardrails(t *testing.T) {
 	}
 }
 
-// childEvents are the events the workflow id recorded in env's run.
-func childEvents(t *testing.T, env *testsuite.TestWorkflowEnvironment, id string) []troupe.Event {
-	t.Helper()
-	q, err := env.QueryWorkflowByID(id, troupe.EventsQuery, 0)
-	if err != nil {
-		t.Fatalf("events of %s: %v", id, err)
-	}
-	var evs []troupe.Event
-	if err := q.Get(&evs); err != nil {
-		t.Fatal(err)
-	}
-	return evs
-}
-
 // An input guardrail in parallel with the first model call that trips
 // while the call runs cancels it: the run ends at the trip, not when the
 // model answers, and the agent's events say so.
 func TestInputGuardrailCancelsTheModelCall(t *testing.T) {
-	ran := &lookups{}
-	env := quietEnv()
-	store, _ := blob.Open(context.Background(), "mem://")
+	ran := &workflowstest.Strings{}
 	started := make(chan struct{})
 	cfg := guarded{input: []agents.InputGuardrail{{Name: "slow_no", Func: func(ctx context.Context, _ agents.RunContext, _ string) (agents.GuardrailVerdict, error) {
 		<-started // The model call is under way.
 		return agents.Trip("no"), nil
 	}}}}
-	m := &blockingModel{started: started}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{guardGraph(cfg, ran)}, Model: m, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
+	m := &blockingModel{started: started, returned: make(chan struct{})}
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{guardGraph(cfg, ran)}, Model: m})
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "guards", Input: "hello"})
-	err = env.GetWorkflowError()
+	err := env.GetWorkflowError()
 	if trip, ok := troupe.TrippedGuardrail(err); !ok || trip.Guardrail != "slow_no" {
 		t.Fatalf("err = %v, want slow_no tripped", err)
+	}
+	// The workflow need not wait for the model's goroutine to see the
+	// cancellation (a local activity's future settles as cancelled at
+	// once): the call returns within its 20 s unless cancelled.
+	select {
+	case <-m.returned:
+	case <-time.After(time.Minute):
 	}
 	if !m.cancelled.Load() {
 		t.Error("the model call was not cancelled")
@@ -487,10 +453,14 @@ type blockingModel struct {
 	once      sync.Once
 	started   chan struct{}
 	cancelled atomic.Bool
+	// returned is closed once a call returned.
+	returned chan struct{}
+	ended    sync.Once
 }
 
 func (m *blockingModel) Respond(ctx context.Context, req model.Request) (*model.Response, error) {
 	m.once.Do(func() { close(m.started) })
+	defer m.ended.Do(func() { close(m.returned) })
 	select {
 	case <-ctx.Done():
 		m.cancelled.Store(true)
@@ -503,21 +473,15 @@ func (m *blockingModel) Respond(ctx context.Context, req model.Request) (*model.
 // A session's turn whose message trips an input guardrail fails, saying
 // which guardrail, and the session answers the next message.
 func TestSessionTurnInputGuardrail(t *testing.T) {
-	env := quietEnv()
-	store, _ := blob.Open(context.Background(), "mem://")
 	cfg := guarded{input: []agents.InputGuardrail{{Name: "no_forbidden", Func: checksFor("forbidden")}}}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{guardGraph(cfg, &lookups{})},
-		Model: &funcModel{fn: guardModel, calls: map[string]int{}}, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{guardGraph(cfg, &workflowstest.Strings{})},
+		Model: &workflowstest.FuncModel{Func: guardModel}})
 	env.RegisterDelayedCallback(func() {
-		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "forbidden words"})
-		sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "hello"})
+		workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "forbidden words"})
+		workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "hello"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		info := sessionInfo(t, env)
+		info := workflowstest.SessionInfo(t, env)
 		if len(info.Recent) != 2 {
 			t.Fatalf("turns: %+v, want 2", info.Recent)
 		}
@@ -528,7 +492,7 @@ func TestSessionTurnInputGuardrail(t *testing.T) {
 		if answered.Outcome != runtime.TurnAnswered || !strings.Contains(string(answered.Output), "answer to hello") {
 			t.Errorf("second turn %+v; want it answered", answered)
 		}
-		sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 	}, time.Minute)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "guards"})
 	if err := env.GetWorkflowError(); err != nil {
@@ -566,51 +530,47 @@ func TestToolGuardrailsAfterApproval(t *testing.T) {
 		{"rejected: the guardrail agent's verdict does not count", noProdAgent, runtime.ApprovalDecision{Message: "no"}, false, "the user rejected this call", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &ran{}
-			deploy := agents.MustFunctionTool("deploy", "Deploys.", func(_ context.Context, a deployArgs) (string, error) {
-				r.add(a.Env)
+			r := &workflowstest.Strings{}
+			deploy := agents.MustFunctionTool("deploy", "Deploys.", func(_ context.Context, a struct {
+				Env string `json:"env"`
+			}) (string, error) {
+				r.Add(a.Env)
 				return "deployed " + a.Env, nil
 			})
 			g := agents.MustGraph("approvals", "ops", &agents.Agent{Name: "ops", Instructions: "ops: deploys", Tools: []agents.Tool{deploy},
 				Approvals: []agents.Approval{agents.Always("deploy")}, ToolGuardrails: []agents.ToolGuardrail{tc.guardrail}},
 				&agents.Agent{Name: "prod_judge", Instructions: "prod: judges deploys", Output: agents.MustOutput[agents.ToolCallVerdict]()})
-			env := quietEnv()
-			store, _ := blob.Open(context.Background(), "mem://")
-			m := &funcModel{calls: map[string]int{}, fn: func(req model.Request) []agents.Item {
-				if firstWord(req.Instructions) == "prod:" {
+			m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
+				if workflowstest.FirstWord(req.Instructions) == "prod:" {
 					if strings.Contains(req.Input[0].Content, `"arguments":{"env":"prod`) {
 						return []agents.Item{agents.AssistantMessage(`{"action":"trip","message":"","reason":"deploys to prod are not for agents"}`)}
 					}
 					return []agents.Item{agents.AssistantMessage(`{"action":"allow","message":"","reason":"not prod"}`)}
 				}
-				if out := outputsOf(req); len(out) > 0 {
+				if out := workflowstest.OutputsOf(req); len(out) > 0 {
 					return []agents.Item{agents.AssistantMessage(out["c1"])}
 				}
-				return []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}
+				return []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"prod"}`)}
 			}}
-			runner, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
-			if err != nil {
-				t.Fatal(err)
-			}
-			runner.Register(env)
+			env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{g}, Model: m})
 			env.RegisterDelayedCallback(func() {
-				ps := pending(t, env)
+				ps := workflowstest.Pending(t, env)
 				if len(ps) != 1 {
 					t.Fatalf("waiting: %+v, want the deploy", ps)
 				}
 				dec := tc.decision
 				dec.ID = ps[0].ID
-				decide(env, dec)
+				workflowstest.Decide(env, dec)
 			}, time.Minute)
 			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "approvals", Input: "deploy"})
 			if tc.trip {
 				if trip, ok := troupe.TrippedGuardrail(env.GetWorkflowError()); !ok || trip.Guardrail != "no_prod" {
 					t.Fatalf("err = %v, want no_prod tripped", env.GetWorkflowError())
 				}
-			} else if out := finalOutput(t, env); !strings.Contains(out, tc.want) {
+			} else if out := workflowstest.FinalOutput(t, env); !strings.Contains(out, tc.want) {
 				t.Errorf("output %q, want %q", out, tc.want)
 			}
-			if got := r.list(); !slices.Equal(got, tc.ran) {
+			if got := r.List(); !slices.Equal(got, tc.ran) {
 				t.Errorf("ran %v, want %v", got, tc.ran)
 			}
 		})
@@ -623,16 +583,10 @@ func TestToolGuardrailsAfterApproval(t *testing.T) {
 // other would wait in vain, until the test environment's timeout fails
 // the test.)
 func TestToolGuardrailAgentsRunInParallel(t *testing.T) {
-	ran := &lookups{}
-	env := quietEnv()
-	store, _ := blob.Open(context.Background(), "mem://")
+	ran := &workflowstest.Strings{}
 	cfg := guarded{tools: []agents.ToolGuardrail{{Name: "judged", Tool: "lookup", BeforeAgent: "call_judge", AfterAgent: "output_judge"}}}
 	m := &meetingModel{met: map[string]chan struct{}{"calls:": make(chan struct{}), "outputs:": make(chan struct{})}, asked: map[string]int{}}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{guardGraph(cfg, ran)}, Model: m, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{guardGraph(cfg, ran)}, Model: m})
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "guards", Input: "call twice"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -660,7 +614,7 @@ type meetingModel struct {
 }
 
 func (m *meetingModel) Respond(ctx context.Context, req model.Request) (*model.Response, error) {
-	judge := firstWord(req.Instructions)
+	judge := workflowstest.FirstWord(req.Instructions)
 	if met, ok := m.met[judge]; ok {
 		m.mu.Lock()
 		m.asked[judge]++

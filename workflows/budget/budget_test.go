@@ -1,12 +1,11 @@
-package workflows_test
+package budget_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/budget"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // budgetModel answers as the budget graph's agents do, each call using
@@ -46,10 +46,10 @@ type budgetModel struct {
 }
 
 func (m *budgetModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
-	agent := strings.TrimSuffix(firstWord(req.Instructions), ":")
+	agent := strings.TrimSuffix(workflowstest.FirstWord(req.Instructions), ":")
 	m.mu.Lock()
 	m.calls[agent]++
-	user := lastUser(req)
+	user := workflowstest.LastUser(req)
 	m.turnCalls[user]++
 	n := m.turnCalls[user]
 	u, ok := m.usage[agent]
@@ -86,22 +86,22 @@ func (m *budgetModel) count(agent string) int {
 // answer, or for ever when the message says "loop". flaky calls lookup
 // and runs out of turns.
 func budgetTurn(agent string, req model.Request) []agents.Item {
-	outs := outputsOf(req)
-	user := lastUser(req)
+	outs := workflowstest.OutputsOf(req)
+	user := workflowstest.LastUser(req)
 	switch agent {
 	case "boss":
 		if len(outs) > 0 {
 			return []agents.Item{agents.AssistantMessage(outs["b-left"] + "|" + outs["b-right"] + "|" + outs["b-flaky"])}
 		}
 		if strings.Contains(user, "flaky") {
-			return []agents.Item{call("b-flaky", "flaky", `{"input":"`+user+`"}`)}
+			return []agents.Item{workflowstest.Call("b-flaky", "flaky", `{"input":"`+user+`"}`)}
 		}
-		return []agents.Item{call("b-left", "left", `{"input":"`+user+`"}`), call("b-right", "right", `{"input":"`+user+`"}`)}
+		return []agents.Item{workflowstest.Call("b-left", "left", `{"input":"`+user+`"}`), workflowstest.Call("b-right", "right", `{"input":"`+user+`"}`)}
 	case "flaky":
-		return []agents.Item{call("f-1", "lookup", `{"key":"k"}`)}
+		return []agents.Item{workflowstest.Call("f-1", "lookup", `{"key":"k"}`)}
 	}
 	if len(outs) == 0 || strings.Contains(user, "loop") {
-		return []agents.Item{call(agent+"-"+string(rune('a'+len(outs))), "lookup", `{"key":"k"}`)}
+		return []agents.Item{workflowstest.Call(agent+"-"+string(rune('a'+len(outs))), "lookup", `{"key":"k"}`)}
 	}
 	return []agents.Item{agents.AssistantMessage(agent + " done")}
 }
@@ -134,23 +134,13 @@ func budgetGraph(lookups *int) *agents.Graph {
 
 func budgetEnv(t *testing.T, usage map[string]model.Usage, tweaks ...func(*workflows.Config)) (*testsuite.TestWorkflowEnvironment, *budgetModel, *int) {
 	t.Helper()
-	env := quietEnv()
-	store, err := blob.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := &budgetModel{usage: usage, calls: map[string]int{}, turnCalls: map[string]int{}, both: make(chan struct{})}
 	lookups := new(int)
-	cfg := workflows.Config{Graphs: []*agents.Graph{budgetGraph(lookups)}, Model: m, Store: store}
+	cfg := workflows.Config{Graphs: []*agents.Graph{budgetGraph(lookups)}, Model: m}
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
-	r, err := workflows.NewRunner(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Register(env)
-	return env, m, lookups
+	return workflowstest.NewRunnerEnv(t, cfg), m, lookups
 }
 
 // byAgent is a tree's usage as a map, for comparisons.
@@ -223,7 +213,7 @@ func TestBudgetStopsParallelAgentTools(t *testing.T) {
 				t.Errorf("cost %v, want %v", rep.Cost, want)
 			}
 			var refused []string
-			for _, e := range recorded(t, env, 0) {
+			for _, e := range workflowstest.Recorded(t, env, 0) {
 				if e.Kind == troupe.EventBudgetExceeded {
 					refused = append(refused, e.Agent)
 				}
@@ -285,34 +275,36 @@ func TestBudgetUsagePerAgent(t *testing.T) {
 // fails with troupe.BudgetExceeded and the session lives on.
 func TestSessionBudget(t *testing.T) {
 	env, m, _ := budgetEnv(t, nil)
-	var u []*updateCall
+	var u []*workflowstest.Update
 	at := func(d time.Duration, name string, arg any) {
-		env.RegisterDelayedCallback(func() { u = append(u, sendUpdate(env, name, arg)) }, d)
+		env.RegisterDelayedCallback(func() { u = append(u, workflowstest.SendUpdate(env, name, arg)) }, d)
 	}
 	var spentInfo, endInfo troupe.SessionInfo
 	// solo calls lookup once and answers: two calls a turn, or, told to
 	// loop, one call after another.
 	at(time.Second, troupe.SendUpdate, troupe.SendInput{Message: "one", Wait: true}) // u[0]: 2 calls, spent
 	at(time.Minute, troupe.SendUpdate, troupe.SendInput{Message: "two", Wait: true}) // u[1]: refused
-	env.RegisterDelayedCallback(func() { spentInfo = sessionInfo(t, env) }, 90*time.Second)
+	env.RegisterDelayedCallback(func() { spentInfo = workflowstest.SessionInfo(t, env) }, 90*time.Second)
 	at(2*time.Minute, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandBudget, Arg: "nope=1"})        // u[2]: refused
 	at(3*time.Minute, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandBudget, Arg: "model_calls=3"}) // u[3]
 	at(4*time.Minute, troupe.SendUpdate, troupe.SendInput{Message: "loop", Wait: true})                            // u[4]: 1 call, then refused
 	at(5*time.Minute, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandBudget, Arg: "off"})           // u[5]
 	at(6*time.Minute, troupe.SendUpdate, troupe.SendInput{Message: "four", Wait: true})                            // u[6]: 2 calls
-	env.RegisterDelayedCallback(func() { endInfo = sessionInfo(t, env) }, 7*time.Minute)
-	env.RegisterDelayedCallback(func() { sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop}) }, time.Hour)
+	env.RegisterDelayedCallback(func() { endInfo = workflowstest.SessionInfo(t, env) }, 7*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+	}, time.Hour)
 	env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "budget", Agent: "solo", Budget: &agents.Budget{ModelCalls: 2}})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
 	outcome := func(i int) runtime.TurnRecord {
 		t.Helper()
-		if u[i].err != nil {
-			t.Fatalf("update %d: %v", i, u[i].err)
+		if u[i].Err() != nil {
+			t.Fatalf("update %d: %v", i, u[i].Err())
 		}
 		var r troupe.SendResult
-		u[i].decode(t, &r)
+		u[i].Decode(t, &r)
 		if r.Record == nil {
 			t.Fatalf("update %d: no record", i)
 		}
@@ -321,17 +313,17 @@ func TestSessionBudget(t *testing.T) {
 	if r := outcome(0); r.Outcome != runtime.TurnAnswered || r.Usage.Requests != 2 {
 		t.Errorf("turn one: %+v, want it answered in two calls", r)
 	}
-	if troupe.ErrorType(u[1].err) != troupe.ErrBudgetExceeded || !strings.Contains(u[1].err.Error(), "budget model_calls=N") {
-		t.Errorf("a message once the budget was spent: %v, want refused, saying how to go on", u[1].err)
+	if troupe.ErrorType(u[1].Err()) != troupe.ErrBudgetExceeded || !strings.Contains(u[1].Err().Error(), "budget model_calls=N") {
+		t.Errorf("a message once the budget was spent: %v, want refused, saying how to go on", u[1].Err())
 	}
 	if spentInfo.Budget == nil || spentInfo.Budget.Calls != 2 || spentInfo.Budget.Spent != "2 of 2 model calls" || !sameCalls(byAgent(spentInfo.Agents), map[string]int{"solo": 2}) {
 		t.Errorf("session once spent: budget %+v, agents %+v", spentInfo.Budget, spentInfo.Agents)
 	}
-	if troupe.ErrorType(u[2].err) != troupe.ErrBadBudget {
-		t.Errorf("a bad budget command: %v", u[2].err)
+	if troupe.ErrorType(u[2].Err()) != troupe.ErrBadBudget {
+		t.Errorf("a bad budget command: %v", u[2].Err())
 	}
-	if u[3].err != nil || u[5].err != nil {
-		t.Errorf("budget commands: %v, %v", u[3].err, u[5].err)
+	if u[3].Err() != nil || u[5].Err() != nil {
+		t.Errorf("budget commands: %v, %v", u[3].Err(), u[5].Err())
 	}
 	if r := outcome(4); r.Outcome != runtime.TurnFailed || r.ErrorType != troupe.ErrBudgetExceeded || !sameCalls(byAgent(r.Agents), map[string]int{"solo": 1}) {
 		t.Errorf("a turn that runs out: %+v, want failed on the budget after one call", r)
@@ -343,7 +335,7 @@ func TestSessionBudget(t *testing.T) {
 		t.Errorf("%d calls; session usage %+v, budget %+v", n, endInfo.Usage, endInfo.Budget)
 	}
 	refused := 0
-	for _, e := range recorded(t, env, 0) {
+	for _, e := range workflowstest.Recorded(t, env, 0) {
 		if e.Kind == troupe.EventBudgetExceeded {
 			refused++
 		}
@@ -379,8 +371,12 @@ func TestBadBudgets(t *testing.T) {
 	}
 }
 
+// update has TestGoldenBudgetPayloads rewrite its fixtures.
+var update = flag.Bool("update", false, "rewrite the golden payload fixtures")
+
 // TestGoldenBudgetPayloads pins the JSON shape of the budgets' payloads,
-// as TestGoldenPayloads does the others'.
+// as package workflows' TestGoldenPayloads does the others', in the same
+// directory of fixtures (workflows/testdata/golden).
 func TestGoldenBudgetPayloads(t *testing.T) {
 	usage := runtime.AgentUsage{Agent: "pricing_reviewer", Usage: model.Usage{Requests: 1, InputTokens: 1200, CachedInputTokens: 1024, OutputTokens: 80, TotalTokens: 1280}, Cost: 0.00109}
 	limits := agents.Budget{Cost: 0.25, ModelCalls: 40}
@@ -417,24 +413,7 @@ func TestGoldenBudgetPayloads(t *testing.T) {
 		Budget: &budget.Carry{Loan: &loan, Last: &last}}
 	for name, v := range payloads {
 		t.Run(name, func(t *testing.T) {
-			got, err := json.MarshalIndent(v, "", "  ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, '\n')
-			path := filepath.Join("testdata", "golden", name+".json")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("payload %s changed shape:\n got: %s\nwant: %s", name, got, want)
-			}
+			workflowstest.Golden(t, filepath.Join("..", "testdata", "golden", name+".json"), v, *update)
 		})
 	}
 }
@@ -475,7 +454,7 @@ func watchLoans(env *testsuite.TestWorkflowEnvironment) *loanWatch {
 // refusals are the agents whose refusals the root recorded.
 func refusals(t *testing.T, env *testsuite.TestWorkflowEnvironment) []string {
 	var out []string
-	for _, e := range recorded(t, env, 0) {
+	for _, e := range workflowstest.Recorded(t, env, 0) {
 		if e.Kind == troupe.EventBudgetExceeded {
 			out = append(out, e.Agent)
 		}
@@ -568,24 +547,26 @@ func TestBudgetLoanGivenBack(t *testing.T) {
 func TestSessionBudgetLoans(t *testing.T) {
 	t.Run("a turn rolled back", func(t *testing.T) {
 		env, m, _ := budgetEnv(t, nil)
-		var stuck, after *updateCall
+		var stuck, after *workflowstest.Update
 		env.RegisterDelayedCallback(func() {
-			stuck = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "loop, then stuck", Wait: true})
+			stuck = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "loop, then stuck", Wait: true})
 		}, time.Second)
 		env.RegisterDelayedCallback(func() {
-			after = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "one", Wait: true})
+			after = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "one", Wait: true})
 		}, 30*time.Second)
 		var info troupe.SessionInfo
-		env.RegisterDelayedCallback(func() { info = sessionInfo(t, env) }, time.Minute)
-		env.RegisterDelayedCallback(func() { sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop}) }, time.Hour)
+		env.RegisterDelayedCallback(func() { info = workflowstest.SessionInfo(t, env) }, time.Minute)
+		env.RegisterDelayedCallback(func() {
+			workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		}, time.Hour)
 		env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "budget", Agent: "solo", Policy: runtime.PolicyRollback,
 			Budget: &agents.Budget{ModelCalls: 20}})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
 		var rs, ra troupe.SendResult
-		stuck.decode(t, &rs)
-		after.decode(t, &ra)
+		stuck.Decode(t, &rs)
+		after.Decode(t, &ra)
 		if rs.Record == nil || rs.Record.Outcome != runtime.TurnRolledBack || ra.Record == nil || ra.Record.Outcome != runtime.TurnAnswered {
 			t.Fatalf("turns %+v and %+v, want the first rolled back, the second answered", rs.Record, ra.Record)
 		}
@@ -597,24 +578,26 @@ func TestSessionBudgetLoans(t *testing.T) {
 	})
 	t.Run("a budget lowered during a turn", func(t *testing.T) {
 		env, m, _ := budgetEnv(t, nil)
-		var turn, cmd *updateCall
+		var turn, cmd *workflowstest.Update
 		env.RegisterDelayedCallback(func() {
-			turn = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "loop, then hiccup", Wait: true})
+			turn = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "loop, then hiccup", Wait: true})
 		}, time.Second)
 		// The turn's third call waits a second for its retry.
 		env.RegisterDelayedCallback(func() {
-			cmd = sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandBudget, Arg: "model_calls=4"})
+			cmd = workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandBudget, Arg: "model_calls=4"})
 		}, 1500*time.Millisecond)
-		env.RegisterDelayedCallback(func() { sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop}) }, time.Hour)
+		env.RegisterDelayedCallback(func() {
+			workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+		}, time.Hour)
 		env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "budget", Agent: "solo", Budget: &agents.Budget{ModelCalls: 20}})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
-		if cmd.err != nil {
-			t.Fatal(cmd.err)
+		if cmd.Err() != nil {
+			t.Fatal(cmd.Err())
 		}
 		var rs troupe.SendResult
-		turn.decode(t, &rs)
+		turn.Decode(t, &rs)
 		// Calls 1 to 3 (the third's retry included) under the old
 		// budget, the fourth under the new one, and no fifth.
 		if rs.Record == nil || rs.Record.ErrorType != troupe.ErrBudgetExceeded || rs.Record.Usage.Requests != 4 ||
@@ -633,12 +616,12 @@ type guardedLoopModel struct {
 }
 
 func (m *guardedLoopModel) Respond(_ context.Context, req model.Request) (*model.Response, error) {
-	agent := strings.TrimSuffix(firstWord(req.Instructions), ":")
+	agent := strings.TrimSuffix(workflowstest.FirstWord(req.Instructions), ":")
 	m.mu.Lock()
 	m.calls[agent]++
 	n := m.calls[agent]
 	m.mu.Unlock()
-	out := []agents.Item{call(fmt.Sprintf("c%d", n), "lookup", `{"key":"k"}`)}
+	out := []agents.Item{workflowstest.Call(fmt.Sprintf("c%d", n), "lookup", `{"key":"k"}`)}
 	if agent == "vet" {
 		v, _ := json.Marshal(m.verdict)
 		out = []agents.Item{agents.AssistantMessage(string(v))}
@@ -672,16 +655,10 @@ func TestBudgetCountsToolGuardrailAgents(t *testing.T) {
 				&agents.Agent{Name: "looper", Instructions: "looper: loops", Tools: []agents.Tool{lookup}, MaxTurns: 50, ToolGuardrails: []agents.ToolGuardrail{tc.guard}},
 				&agents.Agent{Name: "vet", Instructions: "vet: vets", Output: tc.output},
 			)
-			store, _ := blob.Open(context.Background(), "mem://")
 			m := &guardedLoopModel{verdict: tc.verdict, calls: map[string]int{}}
-			r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{g}, Model: m, Store: store})
-			if err != nil {
-				t.Fatal(err)
-			}
-			env := quietEnv()
-			r.Register(env)
+			env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{g}, Model: m})
 			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "rg", Input: "go", Budget: &agents.Budget{ModelCalls: 4}})
-			err = env.GetWorkflowError()
+			err := env.GetWorkflowError()
 			rep, ok := troupe.BudgetReportOf(err)
 			if !ok || troupe.ErrorType(err) != troupe.ErrBudgetExceeded {
 				t.Fatalf("run ended with %v, want %s", err, troupe.ErrBudgetExceeded)

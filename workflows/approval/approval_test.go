@@ -1,12 +1,10 @@
-package workflows_test
+package approval_test
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,9 +13,9 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime"
-	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // deployArgs are the arguments of the approval tests' deploy tool.
@@ -25,25 +23,12 @@ type deployArgs struct {
 	Env string `json:"env"`
 }
 
-// ran records the calls the approval tests' tools ran, by argument.
-type ran struct {
-	mu   sync.Mutex
-	envs []string
-}
-
-func (r *ran) add(env string) { r.mu.Lock(); r.envs = append(r.envs, env); r.mu.Unlock() }
-func (r *ran) list() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.envs)
-}
-
 // approvalGraph is a graph whose "ops" agent deploys (every call waits,
 // or the prod ones only, or with a timeout), and whose "boss" calls ops as
 // a tool.
-func approvalGraph(r *ran, policy agents.Approval) *agents.Graph {
+func approvalGraph(r *workflowstest.Strings, policy agents.Approval) *agents.Graph {
 	deploy := agents.MustFunctionTool("deploy", "Deploys.", func(_ context.Context, a deployArgs) (string, error) {
-		r.add(a.Env)
+		r.Add(a.Env)
 		return "deployed " + a.Env, nil
 	})
 	policy.Tool = "deploy"
@@ -55,109 +40,32 @@ func approvalGraph(r *ran, policy agents.Approval) *agents.Graph {
 
 // approvalEnv runs the approval graph on a test environment. fn answers
 // the model; its first ops turn's calls are calls.
-func approvalEnv(t *testing.T, policy agents.Approval, fn turnFunc) (*testsuite.TestWorkflowEnvironment, *ran) {
+func approvalEnv(t *testing.T, policy agents.Approval, fn workflowstest.TurnFunc) (*testsuite.TestWorkflowEnvironment, *workflowstest.Strings) {
 	t.Helper()
-	r := &ran{}
-	env := quietEnv()
-	store, err := blob.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{approvalGraph(r, policy)}, Model: &funcModel{fn: fn, calls: map[string]int{}}, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner.Register(env)
+	r := &workflowstest.Strings{}
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{approvalGraph(r, policy)}, Model: &workflowstest.FuncModel{Func: fn}})
 	return env, r
 }
 
-// outputsOf are the function outputs the model was sent, by call id.
-func outputsOf(req model.Request) map[string]string {
-	out := map[string]string{}
-	for _, it := range req.Input {
-		if it.Type == agents.ItemFunctionCallOutput {
-			out[it.CallID] = it.Output
-		}
-	}
-	return out
-}
-
-// pending is what the root lists as waiting.
-func pending(t *testing.T, env *testsuite.TestWorkflowEnvironment) []runtime.ApprovalRequest {
+// decided are the decisions the root took with the one u sent.
+func decided(t *testing.T, u *workflowstest.Update) []runtime.ApprovalDecision {
 	t.Helper()
-	v, err := env.QueryWorkflow(troupe.ApprovalsQuery)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ps []runtime.ApprovalRequest
-	if err := v.Get(&ps); err != nil {
-		t.Fatal(err)
-	}
-	return ps
-}
-
-// decision is a decision sent to the root, and its answer once the
-// root took it.
-type decision struct {
-	done    bool
-	decided []runtime.ApprovalDecision
-	err     error
-}
-
-// decide sends a decision to the root, as a client's update would; the
-// root answers when the workflow next runs.
-func decide(env *testsuite.TestWorkflowEnvironment, dec runtime.ApprovalDecision) *decision {
-	d := &decision{}
-	env.UpdateWorkflow(troupe.DecideUpdate, fmt.Sprintf("decide-%s-%d", dec.ID, time.Now().UnixNano()), &testsuite.TestUpdateCallback{
-		OnAccept: func() {},
-		OnReject: func(e error) { d.err, d.done = e, true },
-		OnComplete: func(v any, e error) {
-			d.err, d.done = e, true
-			if e == nil {
-				d.decided, _ = v.([]runtime.ApprovalDecision)
-			}
-		},
-	}, dec)
-	return d
-}
-
-// ok fails the test unless the root took the decision.
-func (d *decision) ok(t *testing.T) {
-	t.Helper()
-	if !d.done || d.err != nil {
-		t.Errorf("decision: done %v, err %v", d.done, d.err)
-	}
-}
-
-// finalOutput is the run's output text.
-func finalOutput(t *testing.T, env *testsuite.TestWorkflowEnvironment) string {
-	t.Helper()
-	if !env.IsWorkflowCompleted() {
-		t.Fatal("the run did not complete")
-	}
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var res troupe.RunResult
-	if err := env.GetWorkflowResult(&res); err != nil {
-		t.Fatal(err)
-	}
-	var text string
-	_ = json.Unmarshal(res.Output, &text)
-	return text
+	var ds []runtime.ApprovalDecision
+	u.Decode(t, &ds)
+	return ds
 }
 
 // reportOutputs has the model call deploy with calls on its first turn,
 // then answer with the outputs it was sent, in call order.
-func reportOutputs(calls ...agents.Item) turnFunc {
+func reportOutputs(calls ...agents.Item) workflowstest.TurnFunc {
 	return func(req model.Request) []agents.Item {
 		if !strings.HasPrefix(req.Instructions, "ops:") {
-			if out := outputsOf(req); len(out) > 0 {
+			if out := workflowstest.OutputsOf(req); len(out) > 0 {
 				return []agents.Item{agents.AssistantMessage(out["boss-1"])}
 			}
-			return []agents.Item{call("boss-1", "ops", `{"input":"deploy"}`)}
+			return []agents.Item{workflowstest.Call("boss-1", "ops", `{"input":"deploy"}`)}
 		}
-		out := outputsOf(req)
+		out := workflowstest.OutputsOf(req)
 		if len(out) == 0 {
 			return calls
 		}
@@ -182,54 +90,54 @@ func TestApprovalDecisions(t *testing.T) {
 		ran     []string
 	}{
 		{
-			name: "approve", calls: []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			name: "approve", calls: []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
 			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
-				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
-				return func() { d.ok(t) }
+				d := workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
+				return func() { d.Completed(t) }
 			},
 			want: []string{"c1=deployed prod"}, ran: []string{"prod"},
 		},
 		{
-			name: "reject with a message", calls: []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			name: "reject with a message", calls: []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
 			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
-				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Message: "not on a Friday"})
-				return func() { d.ok(t) }
+				d := workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Message: "not on a Friday"})
+				return func() { d.Completed(t) }
 			},
 			want: []string{"c1=Error: the user rejected this call; it was not run. Their message: not on a Friday"},
 		},
 		{
-			name: "edited arguments", calls: []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			name: "edited arguments", calls: []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
 			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
-				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Arguments: `{"env":"staging"}`})
-				return func() { d.ok(t) }
+				d := workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Arguments: `{"env":"staging"}`})
+				return func() { d.Completed(t) }
 			},
 			want: []string{"c1=deployed staging"}, ran: []string{"staging"},
 		},
 		{
 			name:  "two calls decided in the opposite order",
-			calls: []agents.Item{call("c1", "deploy", `{"env":"eu"}`), call("c2", "deploy", `{"env":"us"}`)}, waiting: 2,
+			calls: []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"eu"}`), workflowstest.Call("c2", "deploy", `{"env":"us"}`)}, waiting: 2,
 			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
-				second := decide(env, runtime.ApprovalDecision{ID: ps[1].ID, Approve: true})
-				var first *decision
+				second := workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[1].ID, Approve: true})
+				var first *workflowstest.Update
 				later(func() {
-					if left := pending(t, env); len(left) != 1 || left[0].ID != ps[0].ID {
+					if left := workflowstest.Pending(t, env); len(left) != 1 || left[0].ID != ps[0].ID {
 						t.Errorf("after the second was decided, waiting: %+v, want the first alone", left)
 					}
-					first = decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Message: "no"})
+					first = workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Message: "no"})
 				})
-				return func() { second.ok(t); first.ok(t) }
+				return func() { second.Completed(t); first.Completed(t) }
 			},
 			want: []string{"c1=Error: the user rejected", "c2=deployed us"}, ran: []string{"us"},
 		},
 		{
 			name:  "remember for the tool",
-			calls: []agents.Item{call("c1", "deploy", `{"env":"eu"}`), call("c2", "deploy", `{"env":"us"}`)}, waiting: 2,
+			calls: []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"eu"}`), workflowstest.Call("c2", "deploy", `{"env":"us"}`)}, waiting: 2,
 			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
-				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberTool})
+				d := workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberTool})
 				return func() {
-					d.ok(t)
-					if len(d.decided) != 2 || d.decided[1].By != runtime.DecidedByRule {
-						t.Errorf("decided %+v, want the second call decided by the rule", d.decided)
+					d.Completed(t)
+					if ds := decided(t, d); len(ds) != 2 || ds[1].By != runtime.DecidedByRule {
+						t.Errorf("decided %+v, want the second call decided by the rule", ds)
 					}
 				}
 			},
@@ -237,16 +145,16 @@ func TestApprovalDecisions(t *testing.T) {
 		},
 		{
 			name:  "remember for the same arguments only",
-			calls: []agents.Item{call("c1", "deploy", `{"env":"eu"}`), call("c2", "deploy", `{"env":"us"}`)}, waiting: 2,
+			calls: []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"eu"}`), workflowstest.Call("c2", "deploy", `{"env":"us"}`)}, waiting: 2,
 			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
-				first := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberArguments})
-				var second *decision
-				later(func() { second = decide(env, runtime.ApprovalDecision{ID: ps[1].ID}) })
+				first := workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberArguments})
+				var second *workflowstest.Update
+				later(func() { second = workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[1].ID}) })
 				return func() {
-					first.ok(t)
-					second.ok(t)
-					if len(first.decided) != 1 {
-						t.Errorf("decided %+v, want the first call only", first.decided)
+					first.Completed(t)
+					second.Completed(t)
+					if ds := decided(t, first); len(ds) != 1 {
+						t.Errorf("decided %+v, want the first call only", ds)
 					}
 				}
 			},
@@ -257,26 +165,26 @@ func TestApprovalDecisions(t *testing.T) {
 			policy: agents.When("", func(_ context.Context, args json.RawMessage) (bool, error) {
 				return strings.Contains(string(args), "prod"), nil
 			}),
-			calls: []agents.Item{call("c1", "deploy", `{"env":"dev"}`), call("c2", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			calls: []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"dev"}`), workflowstest.Call("c2", "deploy", `{"env":"prod"}`)}, waiting: 1,
 			decide: func(t *testing.T, env *testsuite.TestWorkflowEnvironment, ps []runtime.ApprovalRequest, later func(func())) func() {
 				if ps[0].CallID != "c2" {
 					t.Errorf("waiting %+v, want the prod call", ps[0])
 				}
-				d := decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
-				return func() { d.ok(t) }
+				d := workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
+				return func() { d.Completed(t) }
 			},
 			want: []string{"c1=deployed dev", "c2=deployed prod"}, ran: []string{"dev", "prod"},
 		},
 		{
 			name:   "a timeout rejects by default",
 			policy: agents.Approval{Timeout: time.Hour},
-			calls:  []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			calls:  []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
 			want: []string{"c1=Error: this call needed approval and no one decided within 1h0m0s; it was not run."},
 		},
 		{
 			name:   "a timeout approves when the policy says so",
 			policy: agents.Approval{Timeout: time.Hour, OnTimeout: agents.ApproveOnTimeout},
-			calls:  []agents.Item{call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
+			calls:  []agents.Item{workflowstest.Call("c1", "deploy", `{"env":"prod"}`)}, waiting: 1,
 			want: []string{"c1=deployed prod"}, ran: []string{"prod"},
 		},
 	}
@@ -288,19 +196,19 @@ func TestApprovalDecisions(t *testing.T) {
 				check := func() {}
 				later := func(fn func()) { env.RegisterDelayedCallback(fn, 2*time.Minute) }
 				env.RegisterDelayedCallback(func() {
-					seen = pending(t, env)
+					seen = workflowstest.Pending(t, env)
 					if len(seen) != tc.waiting {
-						t.Fatalf("waiting: %+v, want %d call(s)", seen, tc.waiting)
+						t.Fatalf("waiting: %+v, want %d workflowstest.Call(s)", seen, tc.waiting)
 					}
-					if len(r.list()) != 0 {
-						t.Errorf("ran %v before any decision", r.list())
+					if len(r.List()) != 0 {
+						t.Errorf("ran %v before any decision", r.List())
 					}
 					if tc.decide != nil {
 						check = tc.decide(t, env, seen, later)
 					}
 				}, time.Minute)
 				env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "approvals", Agent: root, Input: "deploy"})
-				out := finalOutput(t, env)
+				out := workflowstest.FinalOutput(t, env)
 				check()
 				for _, w := range tc.want {
 					if !strings.Contains(out, w) {
@@ -308,7 +216,7 @@ func TestApprovalDecisions(t *testing.T) {
 					}
 				}
 				// The approved calls of a turn run at once, in any order.
-				if got := r.list(); !slices.Equal(sorted(got), sorted(tc.ran)) {
+				if got := r.List(); !slices.Equal(sorted(got), sorted(tc.ran)) {
 					t.Errorf("ran %v, want %v", got, tc.ran)
 				}
 				for _, p := range seen {
@@ -319,7 +227,7 @@ func TestApprovalDecisions(t *testing.T) {
 						t.Errorf("listed %+v, want the workflow of boss's agent tool", p)
 					}
 				}
-				if left := pending(t, env); len(left) != 0 {
+				if left := workflowstest.Pending(t, env); len(left) != 0 {
 					t.Errorf("still waiting at the end: %+v", left)
 				}
 			})
@@ -330,37 +238,37 @@ func TestApprovalDecisions(t *testing.T) {
 // A decision for no call that waits, or one that cannot be taken, is
 // refused with a reason, and the call still waits.
 func TestApprovalBadDecisions(t *testing.T) {
-	env, r := approvalEnv(t, agents.Approval{}, reportOutputs(call("c1", "deploy", `{"env":"prod"}`)))
-	var bads []*decision
-	var good *decision
+	env, r := approvalEnv(t, agents.Approval{}, reportOutputs(workflowstest.Call("c1", "deploy", `{"env":"prod"}`)))
+	var bads []*workflowstest.Update
+	var good *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
-		ps := pending(t, env)
+		ps := workflowstest.Pending(t, env)
 		for _, bad := range []runtime.ApprovalDecision{
 			{ID: "a00000000", Approve: true},
 			{ID: ps[0].ID, Approve: true, Remember: "forever"},
 			{ID: ps[0].ID, Approve: true, Arguments: `not json`},
 			{ID: ps[0].ID, Approve: false, Arguments: `{"env":"dev"}`},
 		} {
-			bads = append(bads, decide(env, bad))
+			bads = append(bads, workflowstest.Decide(env, bad))
 		}
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		ps := pending(t, env)
+		ps := workflowstest.Pending(t, env)
 		if len(ps) != 1 {
 			t.Fatalf("after refused decisions, waiting: %+v", ps)
 		}
-		good = decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
+		good = workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true})
 	}, 2*time.Minute)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "approvals", Input: "deploy"})
-	if out := finalOutput(t, env); !strings.Contains(out, "c1=deployed prod") || len(r.list()) != 1 {
-		t.Errorf("output %q, ran %v", out, r.list())
+	if out := workflowstest.FinalOutput(t, env); !strings.Contains(out, "c1=deployed prod") || len(r.List()) != 1 {
+		t.Errorf("output %q, ran %v", out, r.List())
 	}
 	for i, d := range bads {
-		if !d.done || troupe.ErrorType(d.err) != troupe.ErrBadDecision {
-			t.Errorf("bad decision %d: done %v, err %v, want %s", i, d.done, d.err, troupe.ErrBadDecision)
+		if !d.Done() || troupe.ErrorType(d.Err()) != troupe.ErrBadDecision {
+			t.Errorf("bad decision %d: done %v, err %v, want %s", i, d.Done(), d.Err(), troupe.ErrBadDecision)
 		}
 	}
-	good.ok(t)
+	good.Completed(t)
 }
 
 // In a session: a call that waits makes the session "waiting"; a decision
@@ -369,86 +277,86 @@ func TestApprovalBadDecisions(t *testing.T) {
 // call not run, and nothing waits any more.
 func TestSessionApprovals(t *testing.T) {
 	deployTurns := func(req model.Request) []agents.Item {
-		out := outputsOf(req)
-		last := lastItem(req)
+		out := workflowstest.OutputsOf(req)
+		last := workflowstest.LastItem(req)
 		if last.Type == agents.ItemFunctionCallOutput {
 			return []agents.Item{agents.AssistantMessage("saw: " + out[last.CallID])}
 		}
 		if strings.HasPrefix(last.Content, "deploy ") {
 			env := strings.TrimPrefix(last.Content, "deploy ")
-			return []agents.Item{call("c-"+env, "deploy", `{"env":"`+env+`"}`)}
+			return []agents.Item{workflowstest.Call("c-"+env, "deploy", `{"env":"`+env+`"}`)}
 		}
 		return []agents.Item{agents.AssistantMessage("heard: " + last.Content + " after: " + out["c-eu"])}
 	}
 	t.Run("remembered across turns", func(t *testing.T) {
 		env, r := approvalEnv(t, agents.Approval{}, deployTurns)
-		var first, second *updateCall
+		var first, second *workflowstest.Update
 		var waitingInfo troupe.SessionInfo
-		var d *decision
+		var d *workflowstest.Update
 		env.RegisterDelayedCallback(func() {
-			first = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "deploy eu", Wait: true})
+			first = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "deploy eu", Wait: true})
 		}, time.Second)
 		env.RegisterDelayedCallback(func() {
-			waitingInfo = sessionInfo(t, env)
-			ps := pending(t, env)
+			waitingInfo = workflowstest.SessionInfo(t, env)
+			ps := workflowstest.Pending(t, env)
 			if len(ps) != 1 {
 				t.Fatalf("waiting %+v", ps)
 			}
-			d = decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberTool})
+			d = workflowstest.Decide(env, runtime.ApprovalDecision{ID: ps[0].ID, Approve: true, Remember: runtime.RememberTool})
 		}, time.Minute)
 		env.RegisterDelayedCallback(func() {
-			second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "deploy us", Wait: true})
+			second = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "deploy us", Wait: true})
 		}, 2*time.Minute)
 		env.RegisterDelayedCallback(func() {
-			sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+			workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 		}, time.Hour)
 		env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "approvals"})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
-		d.ok(t)
+		d.Completed(t)
 		if waitingInfo.Status != runtime.SessionWaiting {
 			t.Errorf("status while the call waited: %s", waitingInfo.Status)
 		}
 		var r1, r2 troupe.SendResult
-		first.decode(t, &r1)
-		second.decode(t, &r2)
+		first.Decode(t, &r1)
+		second.Decode(t, &r2)
 		if r1.Record == nil || string(r1.Record.Output) != `"saw: deployed eu"` || r2.Record == nil || string(r2.Record.Output) != `"saw: deployed us"` {
 			t.Errorf("turns %+v, %+v", r1.Record, r2.Record)
 		}
-		if got := r.list(); !slices.Equal(got, []string{"eu", "us"}) { // one turn after the other
+		if got := r.List(); !slices.Equal(got, []string{"eu", "us"}) { // one turn after the other
 			t.Errorf("ran %v", got)
 		}
 	})
 	t.Run("interrupted while waiting", func(t *testing.T) {
 		env, r := approvalEnv(t, agents.Approval{}, deployTurns)
-		var first, second *updateCall
+		var first, second *workflowstest.Update
 		var after []runtime.ApprovalRequest
 		env.RegisterDelayedCallback(func() {
-			first = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "deploy eu", Wait: true})
+			first = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "deploy eu", Wait: true})
 		}, time.Second)
 		env.RegisterDelayedCallback(func() {
-			second = sendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "never mind", Wait: true})
+			second = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "never mind", Wait: true})
 		}, time.Minute)
-		env.RegisterDelayedCallback(func() { after = pending(t, env) }, 2*time.Minute)
+		env.RegisterDelayedCallback(func() { after = workflowstest.Pending(t, env) }, 2*time.Minute)
 		env.RegisterDelayedCallback(func() {
-			sendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
+			workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandStop})
 		}, time.Hour)
 		env.ExecuteWorkflow(troupe.SessionWorkflowName, troupe.SessionInput{Graph: "approvals", Policy: runtime.PolicyInterrupt})
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
 		var r1, r2 troupe.SendResult
-		first.decode(t, &r1)
-		second.decode(t, &r2)
+		first.Decode(t, &r1)
+		second.Decode(t, &r2)
 		if r1.Record == nil || r1.Record.Outcome != runtime.TurnInterrupted {
 			t.Errorf("the first turn: %+v, want interrupted", r1.Record)
 		}
 		if r2.Record == nil || string(r2.Record.Output) != `"heard: never mind after: Error: not run: the user interrupted the turn while this call waited for approval"` {
 			t.Errorf("the second turn: %+v", r2.Record)
 		}
-		if len(after) != 0 || len(r.list()) != 0 {
-			t.Errorf("after the interrupt: waiting %+v, ran %v", after, r.list())
+		if len(after) != 0 || len(r.List()) != 0 {
+			t.Errorf("after the interrupt: waiting %+v, ran %v", after, r.List())
 		}
 	})
 }
