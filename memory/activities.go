@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/internal/heartbeat"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -384,11 +385,11 @@ func readMemoryFile(ctx context.Context, store *blob.Store, key string) ([]byte,
 func (c *Consolidation) memoryAsk(ctx context.Context, req model.Request) (string, error) {
 	m := c.model()
 	cctx, chat := telemetry.StartChat(ctx, "openai", req.Model)
-	resp, err := heartbeating(ctx, func() (*model.Response, error) { return m.Respond(cctx, req) })
-	endChat(chat, resp, err)
+	resp, err := heartbeat.While(ctx, func() (*model.Response, error) { return m.Respond(cctx, req) })
+	telemetry.EndResponse(chat, resp, err)
 	if err != nil {
 		if ctx.Err() != nil || model.IsRetryable(err) {
-			return "", temporal.NewApplicationErrorWithCause(modelErrorMessage(err), troupe.ErrModelRetryable, err)
+			return "", temporal.NewApplicationErrorWithCause(model.ErrorMessage(err), troupe.ErrModelRetryable, err)
 		}
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrModel, err)
 	}

@@ -5,13 +5,9 @@ package memory
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
@@ -23,7 +19,6 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/transcript"
-	"github.com/troupe-dev/troupe/telemetry"
 )
 
 // Consolidation is a worker's memory: it registers MemoryWorkflow and its
@@ -165,80 +160,4 @@ func logFor(ctx context.Context) log.Logger {
 		return activity.GetLogger(ctx)
 	}
 	return log.NewStructuredLogger(slog.Default())
-}
-
-// The helpers below are the same as package workflows' for its own model
-// activity: a room does not import workflows.
-
-// heartbeating runs fn, recording heartbeats while it runs when the
-// activity has a heartbeat timeout, so that the death of its worker (or
-// host) shows within that timeout.
-func heartbeating[T any](ctx context.Context, fn func() (T, error)) (T, error) {
-	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).HeartbeatTimeout == 0 {
-		return fn()
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := fn()
-		done <- result{v, err}
-	}()
-	tick := time.NewTicker(max(activity.GetInfo(ctx).HeartbeatTimeout/3, 100*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case res := <-done:
-			return res.v, res.err
-		case <-tick.C:
-			activity.RecordHeartbeat(ctx)
-		}
-	}
-}
-
-// modelErrorMessage says what went wrong with a model call: where the
-// model could not be reached and why, or what it answered.
-func modelErrorMessage(err error) string {
-	var ue *url.Error
-	var ae *model.APIError
-	if errors.As(err, &ae) && ae.StatusCode == 0 && errors.As(err, &ue) {
-		return fmt.Sprintf("model unreachable at %s (%s)", ue.URL, innermost(err))
-	}
-	return err.Error()
-}
-
-// innermost is the message of the innermost error of err's chain (the
-// first branch of a joined error): what went wrong, without the layers
-// that carried it.
-func innermost(err error) string {
-	for {
-		var next error
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			next = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			if errs := u.Unwrap(); len(errs) > 0 {
-				next = errs[0]
-			}
-		}
-		if next == nil {
-			return err.Error()
-		}
-		err = next
-	}
-}
-
-// endChat ends a span of telemetry.StartChat with the model's response.
-func endChat(span trace.Span, resp *model.Response, err error) {
-	if err != nil || resp == nil {
-		telemetry.EndChat(span, telemetry.Chat{}, err)
-		return
-	}
-	c := telemetry.Chat{ResponseID: resp.ID, ResponseModel: resp.Model, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
-	if resp.FinishReason != "" {
-		c.FinishReasons = []string{resp.FinishReason}
-	}
-	telemetry.EndChat(span, c, nil)
 }

@@ -3,11 +3,15 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/runtime/model"
 )
 
 // Attributes of the OpenTelemetry semantic conventions for generative AI
@@ -98,6 +102,20 @@ func EndChat(span trace.Span, c Chat, err error) {
 	span.End()
 }
 
+// EndResponse ends a span of StartChat with the model's response, or err
+// (when resp is nil too, the span ends with err as its status).
+func EndResponse(span trace.Span, resp *model.Response, err error) {
+	if err != nil || resp == nil {
+		EndChat(span, Chat{}, err)
+		return
+	}
+	c := Chat{ResponseID: resp.ID, ResponseModel: resp.Model, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
+	if resp.FinishReason != "" {
+		c.FinishReasons = []string{resp.FinishReason}
+	}
+	EndChat(span, c, nil)
+}
+
 // StartTool starts the span of a tool call ("execute_tool exec_command",
 // with the GenAI attributes), as a child of ctx's span: the RunActivity
 // span of the activity that runs the tool. Without tracing the span does
@@ -109,6 +127,24 @@ func StartTool(ctx context.Context, name, callID string, attrs ...attribute.KeyV
 	}
 	return tracerOf(ctx).Start(ctx, OpExecuteTool+" "+name, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(append(ToolAttributes(name, callID), attrs...)...))
+}
+
+// StartToolCall starts the span of in's call (StartTool) in the activity
+// that runs it, with the agent, its turn and kind, the way the call runs:
+// function, sandbox or mcp (AttrToolKind); attrs go first.
+func StartToolCall(ctx context.Context, in troupe.ToolInput, kind string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return StartTool(ctx, in.Call.Name, in.Call.CallID, append(attrs, AttrAgentName.String(in.Agent),
+		AttrTurn.Int(in.Run.Turn), AttrToolKind.String(kind))...)
+}
+
+// EndTool ends a span of StartTool with the tool's output: a failure when
+// the tool said it failed ("Error: ...", as the model sees it).
+func EndTool(span trace.Span, output string) {
+	var err error
+	if strings.HasPrefix(output, "Error: ") {
+		err = errors.New(troupe.Preview(strings.TrimPrefix(output, "Error: "), 200))
+	}
+	End(span, err)
 }
 
 // ToolAttributes are the GenAI attributes of a call of tool name.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,10 +15,12 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
+	"github.com/troupe-dev/troupe/internal/heartbeat"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/transcript"
+	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/gate"
 )
@@ -98,7 +99,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	dctx, deltasDone := a.withDeltas(ctx, in, agent.Name)
 	dctx, chat := startChat(dctx, req, in)
 	resp, err := a.respond(dctx, req)
-	endChat(chat, resp, err)
+	telemetry.EndResponse(chat, resp, err)
 	deltasDone()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -109,7 +110,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		}
 		// The innermost cause ("connection refused") goes along as the
 		// error's details, for the retry events.
-		return nil, temporal.NewApplicationErrorWithCause(modelErrorMessage(err), troupe.ErrModelRetryable, err, innermost(err))
+		return nil, temporal.NewApplicationErrorWithCause(model.ErrorMessage(err), troupe.ErrModelRetryable, err, model.Innermost(err))
 	}
 	for i := range resp.Output {
 		resp.Output[i].Agent = agent.Name
@@ -206,38 +207,6 @@ func offered(specs []agents.ToolSpec, in ModelInput) []agents.ToolSpec {
 	return slices.Clip(out)
 }
 
-// modelErrorMessage says what went wrong with a model call: where the
-// model could not be reached and why, or what it answered.
-func modelErrorMessage(err error) string {
-	var ue *url.Error
-	var ae *model.APIError
-	if errors.As(err, &ae) && ae.StatusCode == 0 && errors.As(err, &ue) {
-		return fmt.Sprintf("model unreachable at %s (%s)", ue.URL, innermost(err))
-	}
-	return err.Error()
-}
-
-// innermost is the message of the innermost error of err's chain (the
-// first branch of a joined error): what went wrong, without the layers
-// that carried it.
-func innermost(err error) string {
-	for {
-		var next error
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			next = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			if errs := u.Unwrap(); len(errs) > 0 {
-				next = errs[0]
-			}
-		}
-		if next == nil {
-			return err.Error()
-		}
-		err = next
-	}
-}
-
 // modelView is what the model sees this turn of the transcript and the
 // pending items, and the window on the transcript that the next turn
 // starts from. An agent with a single compactor that keeps a window
@@ -305,35 +274,7 @@ func (a *Activities) conversation(ctx context.Context, ref runtime.TranscriptRef
 // respond calls the model, heartbeating meanwhile so that a call on a dead
 // worker is retried after HeartbeatTimeout rather than ModelTimeout.
 func (a *Activities) respond(ctx context.Context, req model.Request) (*model.Response, error) {
-	return heartbeating(ctx, func() (*model.Response, error) { return a.r.cfg.Model.Respond(ctx, req) })
-}
-
-// heartbeating runs fn, recording heartbeats while it runs when the
-// activity has a heartbeat timeout, so that the death of its worker (or
-// host) shows within that timeout.
-func heartbeating[T any](ctx context.Context, fn func() (T, error)) (T, error) {
-	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).HeartbeatTimeout == 0 {
-		return fn()
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := fn()
-		done <- result{v, err}
-	}()
-	tick := time.NewTicker(max(activity.GetInfo(ctx).HeartbeatTimeout/3, 100*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case res := <-done:
-			return res.v, res.err
-		case <-tick.C:
-			activity.RecordHeartbeat(ctx)
-		}
-	}
+	return heartbeat.While(ctx, func() (*model.Response, error) { return a.r.cfg.Model.Respond(ctx, req) })
 }
 
 // FunctionTool runs a function tool. Errors of the tool, including
@@ -348,9 +289,9 @@ func (a *Activities) FunctionTool(ctx context.Context, in troupe.ToolInput) (age
 	if ref.Kind != agents.ToolFunction || ref.Function.NeedsSandbox() {
 		return in.Gone(), nil
 	}
-	tctx, span := startTool(ctx, in, gate.KindFunction)
+	tctx, span := telemetry.StartToolCall(ctx, in, gate.KindFunction)
 	output := ref.Function.Answer(agents.WithRunContext(tctx, in.Run), in.Call.Arguments)
-	endTool(span, output)
+	telemetry.EndTool(span, output)
 	item := agents.FunctionCallOutput(in.Call.CallID, output)
 	item.Agent = in.Agent
 	return transcript.Offload(ctx, a.r.cfg.Store, in.OutputKey, item)

@@ -386,7 +386,7 @@ func rootCause(err error) string {
 			return cause
 		}
 	}
-	return innermost(err)
+	return model.Innermost(err)
 }
 
 // versionModelRetryEvents marks the change of model calls to retries the

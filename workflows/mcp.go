@@ -19,9 +19,11 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
+	"github.com/troupe-dev/troupe/internal/heartbeat"
 	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/transcript"
+	"github.com/troupe-dev/troupe/telemetry"
 )
 
 // This file is how an agent uses its MCP servers' tools. The process that
@@ -223,7 +225,7 @@ func (a *Activities) MCPTools(ctx context.Context, in MCPToolsInput) (*MCPCatalo
 	cat := &MCPCatalog{Queue: a.r.mcpQueue()}
 	var specs []agents.ToolSpec
 	for _, srv := range agent.MCPServers {
-		l, err := heartbeating(ctx, func() (*mcp.Listing, error) { return a.r.mcp.Tools(ctx, srv) })
+		l, err := heartbeat.While(ctx, func() (*mcp.Listing, error) { return a.r.mcp.Tools(ctx, srv) })
 		if err != nil {
 			msg := fmt.Sprintf("agent %s: listing the tools of MCP server %s: %v", agent.Name, srv.Name, err)
 			if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
@@ -301,9 +303,9 @@ func (a *Activities) MCPCall(ctx context.Context, in MCPCallInput) (agents.Item,
 		return agents.Item{}, troupe.NonRetryable(troupe.ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
 	}
 	mctx, span := startMCP(ctx, in)
-	res, err := heartbeating(ctx, func() (*mcp.Result, error) { return a.r.mcp.Call(mctx, srv, in.Call.Name, in.Call.Arguments) })
+	res, err := heartbeat.While(ctx, func() (*mcp.Result, error) { return a.r.mcp.Call(mctx, srv, in.Call.Name, in.Call.Arguments) })
 	var text string
-	defer func() { endTool(span, text) }()
+	defer func() { telemetry.EndTool(span, text) }()
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return agents.Item{}, err

@@ -10,8 +10,6 @@ package workflows
 
 import (
 	"context"
-	"errors"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -56,37 +54,7 @@ func startChat(ctx context.Context, req model.Request, in ModelInput) (context.C
 		telemetry.AttrTurn.Int(in.Run.Turn), telemetry.AttrGraph.String(in.Graph))
 }
 
-// endChat ends a span of startChat with the model's answer.
-func endChat(span trace.Span, resp *model.Response, err error) {
-	if err != nil || resp == nil {
-		telemetry.EndChat(span, telemetry.Chat{}, err)
-		return
-	}
-	c := telemetry.Chat{ResponseID: resp.ID, ResponseModel: resp.Model, InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
-	if resp.FinishReason != "" {
-		c.FinishReasons = []string{resp.FinishReason}
-	}
-	telemetry.EndChat(span, c, nil)
-}
-
-// startTool starts the span of a tool call of kind (function, sandbox,
-// mcp) in its activity.
-func startTool(ctx context.Context, in troupe.ToolInput, kind string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return telemetry.StartTool(ctx, in.Call.Name, in.Call.CallID, append(attrs, telemetry.AttrAgentName.String(in.Agent),
-		telemetry.AttrTurn.Int(in.Run.Turn), telemetry.AttrToolKind.String(kind))...)
-}
-
 // startMCP starts the span of an MCP tool call in its activity.
 func startMCP(ctx context.Context, in MCPCallInput) (context.Context, trace.Span) {
-	return startTool(ctx, troupe.ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, gate.KindMCP, attribute.String("troupe.mcp.server", in.Server))
-}
-
-// endTool ends a span of startTool with the tool's output: a failure when
-// the tool said it failed ("Error: ...", as the model sees it).
-func endTool(span trace.Span, output string) {
-	var err error
-	if strings.HasPrefix(output, "Error: ") {
-		err = errors.New(troupe.Preview(strings.TrimPrefix(output, "Error: "), 200))
-	}
-	telemetry.End(span, err)
+	return telemetry.StartToolCall(ctx, troupe.ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, gate.KindMCP, attribute.String("troupe.mcp.server", in.Server))
 }

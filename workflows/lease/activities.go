@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -21,9 +20,11 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
+	"github.com/troupe-dev/troupe/internal/heartbeat"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/transcript"
+	"github.com/troupe-dev/troupe/telemetry"
 )
 
 // Activities are the sandbox activities of a worker: they create, run
@@ -292,7 +293,7 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	// The manifest (ManifestFor may fetch), the workspace (git clones,
 	// copies) and the restore can each take long: the activity heartbeats
 	// throughout, so a dead worker is noticed within its HeartbeatTimeout.
-	m, err := heartbeating(ctx, func() (sandbox.Manifest, error) { return Manifest(ctx, agent, in.Run) })
+	m, err := heartbeat.While(ctx, func() (sandbox.Manifest, error) { return Manifest(ctx, agent, in.Run) })
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSandbox, err)
 	}
@@ -302,7 +303,7 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	}
 	// A retry after a worker died mid-create replaces what it left (the
 	// sandbox.Client contract).
-	s, err := heartbeating(ctx, func() (sandbox.Session, error) { return c.Create(ctx, spec) })
+	s, err := heartbeat.While(ctx, func() (sandbox.Session, error) { return c.Create(ctx, spec) })
 	if err != nil {
 		return nil, sandboxErr(fmt.Errorf("create %s sandbox for %s: %w", c.Backend(), agent.Name, err))
 	}
@@ -314,7 +315,7 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	}
 	// Memory after any restore: the store's version is the one to see.
 	if a.Memory != nil && agent.Memory.Reads() {
-		if _, err := heartbeating(ctx, func() (struct{}, error) {
+		if _, err := heartbeat.While(ctx, func() (struct{}, error) {
 			return struct{}{}, sandboxErr(a.Memory.Materialise(ctx, s, agent, in.Run))
 		}); err != nil {
 			_ = s.Stop(context.WithoutCancel(ctx))
@@ -369,10 +370,10 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 		a.forget(in.Sandbox.ID)
 		return agents.Item{}, sandboxErr(err)
 	}
-	sctx, span := startTool(ctx, in.Tool)
+	sctx, span := telemetry.StartToolCall(ctx, in.Tool, toolKind)
 	tctx := sandbox.WithSession(agents.WithRunContext(sctx, in.Tool.Run), traceSession(sctx, s))
-	output, _ := heartbeating(ctx, func() (string, error) { return ref.Function.Answer(tctx, in.Tool.Call.Arguments), nil })
-	endTool(span, output)
+	output, _ := heartbeat.While(ctx, func() (string, error) { return ref.Function.Answer(tctx, in.Tool.Call.Arguments), nil })
+	telemetry.EndTool(span, output)
 	if err := s.Alive(ctx); err != nil {
 		a.forget(in.Sandbox.ID)
 		return agents.Item{}, sandboxErr(fmt.Errorf("the sandbox died during %s: %w", in.Tool.Call.Name, err))
@@ -405,7 +406,7 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	}
 	defer spool.Close()
 	h := sha256.New()
-	if _, err := heartbeating(ctx, func() (struct{}, error) {
+	if _, err := heartbeat.While(ctx, func() (struct{}, error) {
 		return struct{}{}, s.Snapshot(ctx, io.MultiWriter(spool, h))
 	}); err != nil {
 		return "", sandboxErr(err)
@@ -419,7 +420,7 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
-	if _, err := heartbeating(ctx, func() (struct{}, error) {
+	if _, err := heartbeat.While(ctx, func() (struct{}, error) {
 		return struct{}{}, a.Store.PutFrom(ctx, key, spool)
 	}); err != nil {
 		return "", err
@@ -452,7 +453,7 @@ func (a *Activities) restore(ctx context.Context, s sandbox.Session, key string)
 		return err
 	}
 	defer spool.Close()
-	_, err = heartbeating(ctx, func() (struct{}, error) {
+	_, err = heartbeat.While(ctx, func() (struct{}, error) {
 		if _, err := io.Copy(spool, r); err != nil {
 			return struct{}{}, err
 		}
@@ -475,7 +476,7 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 		}
 		return err
 	}
-	if _, err = heartbeating(ctx, func() (struct{}, error) { return struct{}{}, s.Stop(ctx) }); err != nil {
+	if _, err = heartbeat.While(ctx, func() (struct{}, error) { return struct{}{}, s.Stop(ctx) }); err != nil {
 		return err
 	}
 	a.forgetMemory(ctx, st.ID)
@@ -501,33 +502,5 @@ func (a *Activities) sandboxLabels(ctx context.Context, workflowID, agent string
 func (a *Activities) forgetMemory(ctx context.Context, id string) {
 	if a.Memory != nil {
 		a.Memory.Forget(ctx, id)
-	}
-}
-
-// heartbeating runs fn, recording heartbeats while it runs when the
-// activity has a heartbeat timeout, so that the death of its worker (or
-// host) shows within that timeout.
-func heartbeating[T any](ctx context.Context, fn func() (T, error)) (T, error) {
-	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).HeartbeatTimeout == 0 {
-		return fn()
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := fn()
-		done <- result{v, err}
-	}()
-	tick := time.NewTicker(max(activity.GetInfo(ctx).HeartbeatTimeout/3, 100*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case res := <-done:
-			return res.v, res.err
-		case <-tick.C:
-			activity.RecordHeartbeat(ctx)
-		}
 	}
 }

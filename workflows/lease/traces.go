@@ -1,20 +1,17 @@
 package lease
 
 // The spans of sandbox tools (package telemetry tells the whole
-// contract): a sandbox tool call's span in its activity, as workflows
-// gives a function tool's, and a span for each command the tool runs in
-// the sandbox (sandbox exec). With tracing off (no telemetry interceptors
+// contract): a sandbox tool call's span in its activity
+// (telemetry.StartToolCall, as for every tool), and a span for each
+// command the tool runs in the sandbox (sandbox exec). With tracing off (no telemetry interceptors
 // on the worker) each costs a context lookup.
 
 import (
 	"context"
-	"errors"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/telemetry"
 )
@@ -22,22 +19,6 @@ import (
 // toolKind is the kind of a sandbox tool call, on its span (and at the
 // gate of package workflows).
 const toolKind = "sandbox"
-
-// startTool starts the span of a sandbox tool call in its activity.
-func startTool(ctx context.Context, in troupe.ToolInput) (context.Context, trace.Span) {
-	return telemetry.StartTool(ctx, in.Call.Name, in.Call.CallID, telemetry.AttrAgentName.String(in.Agent),
-		telemetry.AttrTurn.Int(in.Run.Turn), telemetry.AttrToolKind.String(toolKind))
-}
-
-// endTool ends a span of startTool with the tool's output: a failure when
-// the tool said it failed ("Error: ...", as the model sees it).
-func endTool(span trace.Span, output string) {
-	var err error
-	if strings.HasPrefix(output, "Error: ") {
-		err = errors.New(troupe.Preview(strings.TrimPrefix(output, "Error: "), 200))
-	}
-	telemetry.End(span, err)
-}
 
 // tracedSession is a sandbox session whose commands have spans (sandbox
 // exec), for a tool call that is traced.
