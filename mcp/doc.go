@@ -1,9 +1,41 @@
-// Package mcp is the worker's client for the MCP servers agents declare
-// (agents.MCPServer): it lists their tools for the model and calls them.
-// The Temporal activities in package workflows call it; it imports no
-// Temporal package.
+// Package mcp is how agents use the tools of the MCP servers they
+// declare (agents.MCPServer): the worker's client for those servers (a
+// Pool of sessions, which lists their tools for the model and calls
+// them), the Temporal activities that list and call them on the process
+// holding the sessions (Activities), and the agent workflow's side of
+// them (Tools).
 //
-// The contract a caller relies on:
+// An agent workflow's MCP tools go through these steps:
+//
+//  1. Before each turn, Tools.Refresh lists the agent's tools with the
+//     listing activity (ToolsActivityName): the first time, and after the
+//     process holding the sessions was lost, on any worker; otherwise on
+//     that process, whose Pool answers from its cache unless a server said
+//     tools/list_changed or restarted, so the model sees a change at its
+//     next turn. The process that lists opens the sessions and names its
+//     own queue in the catalog (runtime.MCPCatalog, which travels in the
+//     agent's state, by reference to its tool specs: content-addressed in
+//     the blob store, under mcp/tools/, and cached by each worker).
+//  2. The model activity offers the catalog's specs (Activities.ToolSpecs)
+//     beside the agent's own tools. (A listing whose tool is named like
+//     one of the agent's own fails, naming the fix: a Prefix on the
+//     server.)
+//  3. Tools.Call runs a call with the call activity (CallActivityName) on
+//     the catalog's queue, so it reaches the process that holds the
+//     sessions (and owns the stdio server processes), not just its host.
+//     A call is never retried (a tool need not be idempotent); whatever
+//     happens, the model gets a tool output: the answer, the tool's error,
+//     or what became of the call when the holding process is gone (the
+//     call was not made) or died during it (it may have taken effect).
+//     Either marks the process lost, so the next turn lists the tools
+//     again elsewhere.
+//
+// The Pool imports no Temporal package; Activities and Tools do.
+// workflows.NewRunner builds the Activities from its Config (MCP, the
+// pool; the blob store) and registers them on every worker it starts and
+// on a queue of this process of their own (workflows.Runner.StartWorkers).
+//
+// The contract a caller of the Pool relies on:
 //
 //  1. A Pool holds one session per server declaration, shared by the agents
 //     that declare the same server (same Name, Command, Env, Dir, URL and

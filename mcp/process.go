@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +36,23 @@ type process struct {
 	stderrDone chan struct{} // closed when stderr has been read to its end
 	exited     chan struct{} // closed when the process has exited
 	exitErr    error         // cmd.Wait's error, set before exited closes
+}
+
+// CheckCommand says why the command of stdio server srv cannot run on
+// this host, as a Pool starts it: a bare name not on PATH, or a path (which
+// exec.Cmd takes relative to srv.Dir when that is set) that is not an
+// executable file. It is nil when the command can run, and for a server
+// with no command (an HTTP one).
+func CheckCommand(srv *agents.MCPServer) error {
+	if len(srv.Command) == 0 {
+		return nil
+	}
+	command := srv.Command[0]
+	if srv.Dir != "" && strings.ContainsRune(command, filepath.Separator) && !filepath.IsAbs(command) {
+		command = filepath.Join(srv.Dir, command)
+	}
+	_, err := exec.LookPath(command)
+	return err
 }
 
 // startProcess starts srv.Command with env.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,8 +28,6 @@ import (
 // blob store, and the agents' Go funcs.
 type Activities struct {
 	r *Runner
-	// mcpSpecs caches MCP tool specs by blob key.
-	mcpSpecs sync.Map
 	// budgets tell the root of a run with a budget what each model call
 	// used.
 	budgets *budget.Activities
@@ -78,7 +75,7 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		return nil, err
 	}
 	input = capabilities.ExpandImages(input)
-	mcpSpecs, err := a.mcpToolSpecs(ctx, in.MCPTools)
+	mcpSpecs, err := a.r.mcp.ToolSpecs(ctx, in.MCPTools)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows/approval"
@@ -82,13 +83,13 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 		}
 	}
 	if len(agent.MCPServers) > 0 {
-		calls.mt = &mcpTools{r: r, agent: agent, in: in.AgentInput, rc: &rc, cat: st.MCP, lost: st.MCPLost}
+		calls.mt = mcp.NewTools(r.mcpSettings(), agent, in.AgentInput, &rc, st.MCP, st.MCPLost)
 	}
 	// The agent's gates: its guardrails, its approval policies and its
 	// share of the run's budget, each only if it has them.
 	calls.budget, calls.tree = budget.NewAgent(ctx, spec, in.AgentInput, wfID, agent, carry.Budget), &st.Agents
 	calls.turn = &gate.Turn{Spec: spec, Agent: agent, Input: in.AgentInput, Continued: in.Carry != nil, Run: rc, Events: rec,
-		Usage: &st.Usage, RunAgent: calls.runAgent, MCPTool: calls.mt.ref, Stopping: calls.ctl.stopping}
+		Usage: &st.Usage, RunAgent: calls.runAgent, MCPTool: calls.mt.Ref, Stopping: calls.ctl.stopping}
 	calls.chain = gate.New(calls.turn, guardrail.New(agent), approval.New(agent), calls.budget)
 	// finish ends the agent however it ends (output, handoff, failure,
 	// cancellation): its sandbox is stopped first, so the last event is
@@ -156,14 +157,14 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			if err := calls.chain.BeforeTurn(ctx, &m); err != nil {
 				return fail(err) // The tree's budget is spent, say.
 			}
-			if err := calls.mt.refresh(ctx); err != nil {
+			if err := calls.mt.Refresh(ctx); err != nil {
 				return fail(err)
 			}
 			calls.sb.ReadGuidance(ctx)
 			var mo ModelOutput
 			if err := calls.chain.AroundModel(ctx, &m, func(mctx workflow.Context) error {
 				return r.callModel(mctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
-					MCPTools: calls.mt.specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.Guidance(),
+					MCPTools: calls.mt.Specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.Guidance(),
 					Budget: m.Report}, &mo)
 			}); err != nil {
 				return fail(err)
@@ -262,7 +263,7 @@ func (r *Runner) continueAsNew(ctx workflow.Context, in AgentWorkflowInput, st *
 		st.Lease = sb.Lease()
 	}
 	if mt := calls.mt; mt != nil {
-		st.MCP, st.MCPLost = mt.cat, mt.lost
+		st.MCP, st.MCPLost = mt.State()
 	}
 	carry := &AgentCarry{State: *st}
 	// The page first: a cancellation while it is saved ends the run

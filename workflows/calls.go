@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/handoff"
+	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows/budget"
@@ -54,7 +55,7 @@ type turnCalls struct {
 	agent *runtime.AgentSpec
 	in    troupe.AgentInput
 	sb    *lease.Life // nil for an agent without a sandbox
-	mt    *mcpTools   // nil for an agent without MCP servers
+	mt    *mcp.Tools  // nil for an agent without MCP servers
 	ctl   *control    // the session's controls, passed to agent tools
 }
 
@@ -68,7 +69,7 @@ type pendingCall struct {
 // in the model's order, the handoff taken (if any), and the model usage of
 // agents-as-tools and of the agents the gates ran for the calls.
 func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agents.Item) ([]agents.Item, *agents.Item, model.Usage, error) {
-	d := runtime.Sort(t.agent, calls, t.mt.names())
+	d := runtime.Sort(t.agent, calls, t.mt.Names())
 	done := map[string]agents.Item{}
 	for _, o := range d.Outputs {
 		done[o.CallID] = o
@@ -105,7 +106,7 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 			fns = append(fns, pendingCall{c, t.answered(ctx, c, "Error: "+why)})
 			continue
 		}
-		fns = append(fns, pendingCall{c, t.chain.CheckOutput(ctx, call, t.mt.call(ctx, c, t.outputKey(rc, c)))})
+		fns = append(fns, pendingCall{c, t.chain.CheckOutput(ctx, call, t.mt.Call(ctx, c, t.outputKey(rc, c)))})
 	}
 	if len(d.AgentTools) > 0 {
 		// The agent is no longer alone in its tree: its root decides.
@@ -156,7 +157,7 @@ func (t *turnCalls) functionCall(rc agents.RunContext, c agents.Item) gate.Call 
 }
 
 func (t *turnCalls) mcpCall(rc agents.RunContext, c agents.Item) gate.Call {
-	ref, _ := t.mt.ref(c.Name)
+	ref, _ := t.mt.Ref(c.Name)
 	return gate.Call{Item: c, Kind: gate.KindMCP, MCP: &ref, OutputKey: t.outputKey(rc, c)}
 }
 

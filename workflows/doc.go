@@ -19,7 +19,7 @@
 //     appends the turn, and decides the next step), then the turn's tool
 //     calls, concurrently (calls.go): function tools as (local)
 //     activities, sandbox tools on the agent's lease (workflows/lease),
-//     MCP tools on the process that holds their sessions (mcp.go),
+//     MCP tools on the process that holds their sessions (package mcp),
 //     agents-as-tools as child chains of their own. Every model call and
 //     every call passes the agent's gate chain (workflows/gate): its
 //     approvals (workflows/approval), guardrails (workflows/guardrail)
@@ -54,6 +54,7 @@
 //	budgets                  workflows/guardrail, workflows/budget
 //	events, live text        workflows/events
 //	memory consolidation     memory
+//	MCP tools                mcp
 //	what an agent carries    capabilities (shell, filesystem, skills, compaction)
 //
 // Long agents: an agent workflow continues as new at the first turn

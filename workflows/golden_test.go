@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/handoff"
+	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -47,10 +48,10 @@ func TestGoldenPayloads(t *testing.T) {
 		"handoff_input":   handoff.ActivityInput{Graph: "dealdesk", From: "triage", Tool: "transfer_to_coordinator", Run: rc, Transcript: ref, Pending: []agents.Item{out}, NewKey: "transcripts/run-1/1-coordinator"},
 		"handoff_output":  handoff.ActivityOutput{Transcript: ref},
 		"extract_input":   workflows.ExtractInput{Graph: "dealdesk", Agent: "coordinator", Tool: "review_pricing", Result: agents.ToolRunResult{Agent: "pricing_reviewer", Output: json.RawMessage(`{"risk_level":"high"}`)}},
-		"mcp_tools_input": workflows.MCPToolsInput{Graph: "dealdesk", Agent: "triage", Run: rc},
-		"mcp_catalog": workflows.MCPCatalog{Queue: "troupe-mcp-host-1a2b3c4d", Specs: "mcp/tools/5f0c", Tools: []workflows.MCPToolRef{
+		"mcp_tools_input": mcp.ToolsInput{Graph: "dealdesk", Agent: "triage", Run: rc},
+		"mcp_catalog": runtime.MCPCatalog{Queue: "troupe-mcp-host-1a2b3c4d", Specs: "mcp/tools/5f0c", Tools: []runtime.MCPToolRef{
 			{Name: "gh_create_issue", Server: "github", Remote: "create_issue", Approval: true}, {Name: "gh_search", Server: "github", Remote: "search"}}},
-		"mcp_call_input":    workflows.MCPCallInput{Graph: "dealdesk", Agent: "triage", Run: rc, Server: "github", Call: call, OutputKey: "outputs/run-1/2-call_1"},
+		"mcp_call_input":    mcp.CallInput{Graph: "dealdesk", Agent: "triage", Run: rc, Server: "github", Call: call, OutputKey: "outputs/run-1/2-call_1"},
 		"save_events_input": events.SaveEventsInput{Key: "events/run-1/1-coordinator/000000001.json", Events: []troupe.Event{{Seq: 1, Time: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC), Kind: troupe.EventAgentStarted, WorkflowID: "run-1/1-coordinator", Agent: "coordinator"}}},
 		"event_pages":       []troupe.EventPage{{From: 1, To: 302, Key: "events/run-1/1-coordinator/000000001.json"}, {From: 303, To: 610, Key: "events/run-1/1-coordinator/000000303.json"}},
 		"agent_carry": workflows.AgentCarry{State: runtime.AgentState{Agent: "coordinator", Transcript: ref, Turn: 101, ToolCalls: 100, Usage: usage}, NextEvent: 611,

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -158,8 +155,10 @@ type Runner struct {
 	handoffs    *handoff.Activities
 	hostQueue   string
 	transcripts *transcript.Transcripts
-	mcp         *mcp.Pool
-	ownsMCP     bool
+	// mcp is the MCP room's activities, over the pool of Config.MCP or
+	// the Runner's own (ownsMCP).
+	mcp     *mcp.Activities
+	ownsMCP bool
 	// mcpQ is the queue of this process's MCP sessions, which
 	// StartWorkers serves; "" without StartWorkers.
 	mcpQ atomic.Pointer[string]
@@ -238,12 +237,14 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.SandboxQueue = lease.DefaultStoreQueue(cfg.Host, cfg.Sandboxes)
 	}
 	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
-		transcripts: transcript.NewTranscripts(cfg.Store), mcp: cfg.MCP}
+		transcripts: transcript.NewTranscripts(cfg.Store)}
 	r.memory = &memory.Consolidation{Store: cfg.Store, Transcripts: r.transcripts, Model: cfg.Model, DefaultModel: cfg.DefaultModel,
 		Options: cfg.Memory, ModelTimeout: cfg.ModelTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, Learnt: skills.NewLearntCache(0)}
-	if r.mcp == nil {
-		r.mcp, r.ownsMCP = mcp.NewPool(mcp.PoolConfig{}), true
+	pool := cfg.MCP
+	if pool == nil {
+		pool, r.ownsMCP = mcp.NewPool(mcp.PoolConfig{}), true
 	}
+	r.mcp = &mcp.Activities{Pool: pool, Store: cfg.Store, Agent: r.agent, Queue: r.mcpQueue}
 	for _, g := range cfg.Graphs {
 		if g == nil {
 			return nil, errors.New("workflows: nil graph")
@@ -293,10 +294,7 @@ func (r *Runner) CheckHost() error {
 	for _, name := range slices.Sorted(maps.Keys(r.graphs)) {
 		for _, a := range r.graphs[name].Agents() {
 			for _, srv := range a.MCPServers {
-				if len(srv.Command) == 0 {
-					continue
-				}
-				if err := canRun(srv.Command[0], srv.Dir); err != nil {
+				if err := mcp.CheckCommand(srv); err != nil {
 					errs = append(errs, fmt.Errorf("workflows: graph %s, agent %s: MCP server %s: command %q cannot run on this worker (%w); install it or fix the server's Command",
 						name, a.Name, srv.Name, srv.Command[0], err))
 				}
@@ -304,16 +302,6 @@ func (r *Runner) CheckHost() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// canRun checks that command can run as an MCP server's: a bare name on
-// PATH, or a path, which exec.Cmd takes relative to dir when it is set.
-func canRun(command, dir string) error {
-	if dir != "" && strings.ContainsRune(command, filepath.Separator) && !filepath.IsAbs(command) {
-		command = filepath.Join(dir, command)
-	}
-	_, err := exec.LookPath(command)
-	return err
 }
 
 // Register registers the workflows and activities on a worker (or a
@@ -331,6 +319,12 @@ func (r *Runner) Register(w worker.Registry) {
 // RegisterActivities, so sandbox activities reach the worker that holds
 // the sandbox.
 func (r *Runner) SandboxQueue() string { return r.hostQueue }
+
+// mcpSettings are the settings of the MCP tools of this worker's agent
+// workflows.
+func (r *Runner) mcpSettings() mcp.Settings {
+	return mcp.Settings{HostTimeout: r.cfg.HostTimeout, HeartbeatTimeout: r.cfg.HeartbeatTimeout}
+}
 
 // leaseSettings are the settings of the sandboxes' lives in this worker's
 // workflows.
@@ -359,8 +353,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(r.acts.Extract, activity.RegisterOptions{Name: ExtractActivityName})
 	r.approvals.Register(w)
 	r.guardrails.Register(w)
-	w.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
-	w.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
+	r.mcp.Register(w)
 	r.events.Register(w)
 	w.RegisterActivityWithOptions(r.acts.Keep, activity.RegisterOptions{Name: KeepActivityName})
 	w.RegisterActivityWithOptions(r.acts.RegistryPages, activity.RegisterOptions{Name: RegistryActivityName})
@@ -383,7 +376,7 @@ func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 // stopping workers you registered with Register.
 func (r *Runner) Close() error {
 	if r.ownsMCP {
-		return r.mcp.Close()
+		return r.mcp.Pool.Close()
 	}
 	return nil
 }
@@ -394,6 +387,10 @@ func (r *Runner) Activities() *Activities { return r.acts }
 // Memory returns the memory room the Runner registers, for tests that run
 // its activities directly.
 func (r *Runner) Memory() *memory.Consolidation { return r.memory }
+
+// MCP returns the MCP activities (the MCP room's), for tests that run
+// them directly.
+func (r *Runner) MCP() *mcp.Activities { return r.mcp }
 
 // Lease returns the sandbox activities (the sandbox lease room's), for
 // tests that run them directly.
@@ -517,8 +514,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	// process of the host has sessions of its own.
 	mcpQueue := fmt.Sprintf("troupe-mcp-%s-%s", r.cfg.Host, uuid.NewString()[:8])
 	sessions := worker.New(c, mcpQueue, opts)
-	sessions.RegisterActivityWithOptions(r.acts.MCPTools, activity.RegisterOptions{Name: MCPToolsActivityName})
-	sessions.RegisterActivityWithOptions(r.acts.MCPCall, activity.RegisterOptions{Name: MCPCallActivityName})
+	r.mcp.Register(sessions)
 	if err := sessions.Start(); err != nil {
 		legacy.Stop()
 		host.Stop()

@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/telemetry"
@@ -52,9 +51,4 @@ func traceTurn(ctx workflow.Context, session, turn string) (workflow.Context, *t
 func startChat(ctx context.Context, req model.Request, in ModelInput) (context.Context, trace.Span) {
 	return telemetry.StartChat(ctx, "openai", req.Model, telemetry.AttrAgentName.String(in.Agent),
 		telemetry.AttrTurn.Int(in.Run.Turn), telemetry.AttrGraph.String(in.Graph))
-}
-
-// startMCP starts the span of an MCP tool call in its activity.
-func startMCP(ctx context.Context, in MCPCallInput) (context.Context, trace.Span) {
-	return telemetry.StartToolCall(ctx, troupe.ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, gate.KindMCP, attribute.String("troupe.mcp.server", in.Server))
 }

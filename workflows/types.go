@@ -75,7 +75,7 @@ type AgentCarry struct {
 	// Lease, MCP and MCPLost are where carries written before they were
 	// part of State held them: read, never written.
 	Lease   *runtime.SandboxLease `json:"lease,omitempty"`
-	MCP     *MCPCatalog           `json:"mcp,omitempty"`
+	MCP     *runtime.MCPCatalog   `json:"mcp,omitempty"`
 	MCPLost bool                  `json:"mcp_lost,omitempty"`
 }
 

@@ -1,4 +1,4 @@
-package workflows_test
+package mcp_test
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -224,18 +225,18 @@ func TestMCPHostLost(t *testing.T) {
 	r.Register(env)
 	var lists []string
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.ActivityType.Name == workflows.MCPToolsActivityName {
+		if info.ActivityType.Name == mcp.ToolsActivityName {
 			lists = append(lists, info.TaskQueue)
 		}
 	})
 	calls := 0
-	env.OnActivity(workflows.MCPCallActivityName, mock.Anything, mock.Anything).Return(
-		func(ctx context.Context, in workflows.MCPCallInput) (agents.Item, error) {
+	env.OnActivity(mcp.CallActivityName, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in mcp.CallInput) (agents.Item, error) {
 			calls++
 			if calls == 1 {
 				return agents.Item{}, temporal.NewTimeoutError(enums.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
 			}
-			return r.Activities().MCPCall(ctx, in)
+			return r.MCP().Call(ctx, in)
 		})
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "lost", Input: "go"})
 	if err := env.GetWorkflowError(); err != nil {
@@ -276,7 +277,7 @@ func TestMCPCommandMissing(t *testing.T) {
 		if err := r.CheckHost(); err == nil || !strings.Contains(err.Error(), `agent user: MCP server ghost: command "`+command+`" cannot run on this worker`) {
 			t.Errorf("CheckHost = %v, want it to name the server and the command", err)
 		}
-		_, err = r.Activities().MCPTools(context.Background(), workflows.MCPToolsInput{Graph: "mcp_missing", Agent: "user"})
+		_, err = r.MCP().Tools(context.Background(), mcp.ToolsInput{Graph: "mcp_missing", Agent: "user"})
 		var ae *temporal.ApplicationError
 		if !errors.As(err, &ae) || !ae.NonRetryable() || ae.Type() != troupe.ErrMCP {
 			t.Errorf("MCPTools with the command %s = %v, want a non-retryable %s", command, err, troupe.ErrMCP)
