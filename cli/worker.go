@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/lease"
+	"github.com/troupe-dev/troupe/workflows/retention"
 )
 
 // workerOptions are a worker's settings that its commands' flags give.
@@ -75,7 +76,7 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		}
 		roots = append(roots, abs)
 	}
-	retention, on, err := blobRetention()
+	keepFor, on, err := blobRetention()
 	if err != nil {
 		return nil, err
 	}
@@ -140,10 +141,10 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		}
 	})
 	// The blob data of runs closed for TROUPE_BLOB_RETENTION goes, now
-	// and every workflows.SweepInterval.
+	// and every retention.SweepInterval.
 	stopSweeping := func() {}
 	if on {
-		stopSweeping = workflows.StartSweeping(ctx, c, store, retention, 0, func(swept []string, err error) {
+		stopSweeping = retention.StartSweeping(ctx, c, store, keepFor, 0, func(swept []string, err error) {
 			if err != nil {
 				fmt.Fprintln(stderr, "troupe: sweeping the blob store:", err)
 			}
@@ -196,12 +197,12 @@ func sameModel(ctx context.Context, c client.Client, taskQueue, model string) er
 
 // blobRetention reads TROUPE_BLOB_RETENTION: how long the blob data of a
 // closed run is kept (a Go duration such as 168h; default
-// workflows.DefaultBlobRetention), or "off" to keep it forever.
+// retention.Default), or "off" to keep it forever.
 func blobRetention() (time.Duration, bool, error) {
 	v := os.Getenv("TROUPE_BLOB_RETENTION")
 	switch v {
 	case "":
-		return workflows.DefaultBlobRetention, true, nil
+		return retention.Default, true, nil
 	case "off":
 		return 0, false, nil
 	}

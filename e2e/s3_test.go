@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/s3test"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/retention"
 )
 
 // TestDealDeskOnS3: `troupe run` of the deal desk with TROUPE_BLOB_URL on a
@@ -138,12 +139,12 @@ func TestBlobRetention(t *testing.T) {
 	}
 
 	// A retention longer than their age keeps everything.
-	swept, err := workflows.SweepBlobs(ctx, c, store, time.Hour)
+	swept, err := retention.Sweep(ctx, c, store, time.Hour)
 	if err != nil || len(swept) != 0 {
 		t.Fatalf("sweep with 1h retention: %v, %v; want nothing deleted", swept, err)
 	}
 	time.Sleep(10 * time.Millisecond)
-	swept, err = workflows.SweepBlobs(ctx, c, store, time.Millisecond)
+	swept, err = retention.Sweep(ctx, c, store, time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

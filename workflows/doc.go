@@ -55,6 +55,7 @@
 //	events, live text        workflows/events
 //	memory consolidation     memory
 //	MCP tools                mcp
+//	blob retention           workflows/retention
 //	what an agent carries    capabilities (shell, filesystem, skills, compaction)
 //
 // Long agents: an agent workflow continues as new at the first turn

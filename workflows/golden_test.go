@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/guardrail"
 	"github.com/troupe-dev/troupe/workflows/lease"
+	"github.com/troupe-dev/troupe/workflows/retention"
 	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
@@ -81,7 +82,7 @@ func TestGoldenPayloads(t *testing.T) {
 	forked := state
 	forked.Queue, forked.Transcript = nil, ref.Fork("transcripts/session-1-fork-1a2b3c4d/forked")
 	payloads["session_image"] = troupe.SessionImage{From: "session-1", State: forked}
-	payloads["keep_input"] = workflows.KeepInput{For: "session-1-fork-1a2b3c4d", Runs: []string{"session-1"}}
+	payloads["keep_input"] = retention.KeepInput{For: "session-1-fork-1a2b3c4d", Runs: []string{"session-1"}}
 	payloads["control"] = troupe.Control{Op: troupe.ControlInterrupt}
 	payloads["sandbox_info"] = lease.SandboxInfo{State: sandbox.State{Backend: "bwrap", Host: "host-1", ID: "run-1-0-triage-1a2b3c4d-g1", Workspace: "/var/troupe/sandboxes/bwrap/run-1-0-triage-1a2b3c4d-g1"},
 		Queue: "troupe-sandbox-host-1-1234abcd", NotInForce: []string{"memory_bytes: no cgroup v2 delegation"}, Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"}

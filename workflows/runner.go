@@ -32,6 +32,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/guardrail"
 	"github.com/troupe-dev/troupe/workflows/lease"
+	"github.com/troupe-dev/troupe/workflows/retention"
 )
 
 // Config configures a Runner. Graphs, Model and Store are required; every
@@ -153,6 +154,7 @@ type Runner struct {
 	budgets     *budget.Activities
 	leases      *lease.Activities
 	handoffs    *handoff.Activities
+	retention   *retention.Activities
 	hostQueue   string
 	transcripts *transcript.Transcripts
 	// mcp is the MCP room's activities, over the pool of Config.MCP or
@@ -279,6 +281,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	r.approvals = &approval.Activities{Agent: r.agent}
 	r.guardrails = &guardrail.Activities{Agent: r.agent, Store: cfg.Store, Transcripts: r.transcripts}
 	r.acts = &Activities{r: r, budgets: r.budgets}
+	r.retention = &retention.Activities{Store: cfg.Store}
 	r.handoffs = &handoff.Activities{Graph: r.servedGraph, Transcripts: r.transcripts}
 	r.leases = &lease.Activities{Sandboxes: cfg.Sandboxes, DefaultBackend: cfg.DefaultBackend, Store: cfg.Store, SpoolDir: cfg.SpoolDir,
 		Queue: r.hostQueue, Agent: r.agent, Memory: r.memory}
@@ -355,7 +358,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	r.guardrails.Register(w)
 	r.mcp.Register(w)
 	r.events.Register(w)
-	w.RegisterActivityWithOptions(r.acts.Keep, activity.RegisterOptions{Name: KeepActivityName})
+	r.retention.Register(w)
 	w.RegisterActivityWithOptions(r.acts.RegistryPages, activity.RegisterOptions{Name: RegistryActivityName})
 	r.memory.Register(w)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/retention"
 	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
@@ -888,7 +889,7 @@ func TestSessionForkFailsBetweenSteps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env, _, _, _ := managerWithCode(t)
 			calls := 0
-			env.OnActivity(workflows.KeepActivityName, mock.Anything, mock.Anything).Return(func(context.Context, workflows.KeepInput) error {
+			env.OnActivity(retention.KeepActivityName, mock.Anything, mock.Anything).Return(func(context.Context, retention.KeepInput) error {
 				calls++
 				if calls <= tc.fails {
 					return errors.New("blob store unreachable")

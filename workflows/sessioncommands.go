@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows/budget"
+	"github.com/troupe-dev/troupe/workflows/retention"
 )
 
 // supportedPolicy returns the input policy named p ("" for the default),
@@ -162,10 +163,10 @@ func (s *session) fork(ctx workflow.Context, req troupe.ForkRequest) {
 		l.Lease.Forfeit() // A fork's agents restore from the snapshot.
 		st.Leases = append(st.Leases, l)
 	}
-	keep := KeepInput{For: req.NewID, Runs: sharedRuns(st)}
+	keep := retention.KeepInput{For: req.NewID, Runs: sharedRuns(st)}
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 5}, Summary: "keep the blob data the fork shares"})
-	if err := workflow.ExecuteLocalActivity(lctx, KeepActivityName, keep).Get(ctx, nil); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, retention.KeepActivityName, keep).Get(ctx, nil); err != nil {
 		s.forkFailed(ctx, req, err)
 		return
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -14,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/internal/periodic"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
@@ -63,7 +63,7 @@ func StartReaping(ctx context.Context, c client.Client, namespace string, client
 	if interval <= 0 {
 		interval = ReapInterval
 	}
-	return every(ctx, interval, func(ctx context.Context) {
+	return periodic.Every(ctx, interval, func(ctx context.Context) {
 		// The policy is made afresh each round, so a cluster id the
 		// server did not give at first is asked for again.
 		removed, err := ReapOrphans(ctx, clients, KeepOpen(ctx, c, namespace))
@@ -71,32 +71,6 @@ func StartReaping(ctx context.Context, c client.Client, namespace string, client
 			report(removed, err)
 		}
 	})
-}
-
-// every calls round once now and then every interval, in the background,
-// until the returned stop func is called; stop waits for a round under
-// way, whose ctx it cancels.
-func every(ctx context.Context, interval time.Duration, round func(context.Context)) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			round(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
 }
 
 // ClusterID returns the id of the Temporal cluster c talks to.

@@ -1,40 +1,31 @@
-package workflows
-
-// Retention of the blob data of runs. Everything a run writes to the blob
-// store lives under transcripts/RUN/, outputs/RUN/, snapshots/RUN/ and
-// events/RUN/ (RUN: the run's workflow id, the orchestrator's), so a run's
-// data can be found and deleted as one. Workers sweep the store on a
-// schedule.
+package retention
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
+	"github.com/troupe-dev/troupe/internal/periodic"
 	"github.com/troupe-dev/troupe/runtime/blob"
 )
 
-// DefaultBlobRetention is how long the blob data of a closed run is kept
-// when no retention is set: a week after the run closed.
-const DefaultBlobRetention = 7 * 24 * time.Hour
+// Default is how long the blob data of a closed run is kept when no
+// retention is set: a week after the run closed.
+const Default = 7 * 24 * time.Hour
 
 // SweepInterval is how often a worker sweeps the blob store.
 const SweepInterval = time.Hour
 
-// blobAreas are the key prefixes under which each run keeps its data.
-var blobAreas = []string{"transcripts/", "outputs/", "snapshots/", "events/"}
-
-// A fork of a session shares its source's blob data (transcript segments,
-// snapshots) rather than copy it. Before it starts, keep/RUN/FORK/ marks
-// each run whose data it shares: a run's data stays while a run that
-// marked it is not done with its own, and a run's marks go with its data.
+// areas are the key prefixes under which each run keeps its data.
+var areas = []string{"transcripts/", "outputs/", "snapshots/", "events/"}
 
 // KeepActivityName is the activity that marks the runs whose data a fork
 // shares.
@@ -47,33 +38,45 @@ type KeepInput struct {
 	Runs []string `json:"runs"`
 }
 
+// Activities are the retention room's activity: Keep.
+// workflows.NewRunner builds them with its blob store.
+type Activities struct {
+	// Store is the blob store the marks are written to.
+	Store *blob.Store
+}
+
+// Register registers Keep on w, as KeepActivityName.
+func (a *Activities) Register(w worker.ActivityRegistry) {
+	w.RegisterActivityWithOptions(a.Keep, activity.RegisterOptions{Name: KeepActivityName})
+}
+
 func keepKey(run, forRun string) string { return "keep/" + run + "/" + forRun + "/mark" }
 
 // Keep marks the runs whose data in.For shares.
 func (a *Activities) Keep(ctx context.Context, in KeepInput) error {
 	for _, run := range in.Runs {
-		if err := a.r.cfg.Store.Put(ctx, keepKey(run, in.For), []byte(in.For)); err != nil {
+		if err := a.Store.Put(ctx, keepKey(run, in.For), []byte(in.For)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// SweepBlobs deletes the blob data of the runs that are done with it and
+// Sweep deletes the blob data of the runs that are done with it and
 // returns those runs. A run's data goes once the run has been closed for
-// retention (DefaultBlobRetention when zero), or, for a run that c's
-// namespace no longer holds (Temporal's own retention removed it), once
-// none of its data has changed for retention. The data of a run still
-// running, or whose state c cannot read, is never touched.
+// retention (Default when zero), or, for a run that c's namespace no
+// longer holds (Temporal's own retention removed it), once none of its
+// data has changed for retention. The data of a run still running, or
+// whose state c cannot read, is never touched.
 //
 // A store shared by several namespaces or clusters would see the others'
 // runs as unknown ones: give each namespace its own bucket or prefix.
-func SweepBlobs(ctx context.Context, c client.Client, store *blob.Store, retention time.Duration) ([]string, error) {
+func Sweep(ctx context.Context, c client.Client, store *blob.Store, retention time.Duration) ([]string, error) {
 	if retention <= 0 {
-		retention = DefaultBlobRetention
+		retention = Default
 	}
 	var runs []string
-	for _, area := range blobAreas {
+	for _, area := range areas {
 		dirs, err := store.Dirs(ctx, area)
 		if err != nil {
 			return nil, err
@@ -102,7 +105,7 @@ func SweepBlobs(ctx context.Context, c client.Client, store *blob.Store, retenti
 			}
 			continue
 		}
-		for _, area := range blobAreas {
+		for _, area := range areas {
 			if _, err := store.DeletePrefix(ctx, area+run+"/"); err != nil {
 				errs = append(errs, err)
 			}
@@ -150,7 +153,7 @@ func runDone(ctx context.Context, c client.Client, store *blob.Store, run string
 	switch {
 	case errors.As(err, &nf):
 		var newest time.Time
-		for _, area := range blobAreas {
+		for _, area := range areas {
 			t, ok, err := store.Newest(ctx, area+run+"/")
 			if err != nil {
 				return false, err
@@ -161,7 +164,7 @@ func runDone(ctx context.Context, c client.Client, store *blob.Store, run string
 		}
 		return time.Since(newest) >= retention, nil
 	case err != nil:
-		return false, fmt.Errorf("workflows: sweep the data of run %s: %w", run, err)
+		return false, fmt.Errorf("retention: sweep the data of run %s: %w", run, err)
 	}
 	info := d.GetWorkflowExecutionInfo()
 	if info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING || info.GetCloseTime() == nil {
@@ -170,7 +173,7 @@ func runDone(ctx context.Context, c client.Client, store *blob.Store, run string
 	return time.Since(info.GetCloseTime().AsTime()) >= retention, nil
 }
 
-// StartSweeping sweeps store (SweepBlobs) once now and then every interval
+// StartSweeping sweeps store (Sweep) once now and then every interval
 // (SweepInterval when zero), in the background, until the returned stop
 // func is called; stop waits for a sweep under way. report, when set, gets
 // each sweep's outcome.
@@ -178,36 +181,10 @@ func StartSweeping(ctx context.Context, c client.Client, store *blob.Store, rete
 	if interval <= 0 {
 		interval = SweepInterval
 	}
-	return every(ctx, interval, func(ctx context.Context) {
-		swept, err := SweepBlobs(ctx, c, store, retention)
+	return periodic.Every(ctx, interval, func(ctx context.Context) {
+		swept, err := Sweep(ctx, c, store, retention)
 		if ctx.Err() == nil && report != nil {
 			report(swept, err)
 		}
 	})
-}
-
-// every calls round once now and then every interval, in the background,
-// until the returned stop func is called; stop waits for a round under
-// way, whose ctx it cancels.
-func every(ctx context.Context, interval time.Duration, round func(context.Context)) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			round(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
 }
