@@ -13,27 +13,12 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
-	"github.com/troupe-dev/troupe/examples/codereview"
-	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/cmd/troupe/graphs"
 	"github.com/troupe-dev/troupe/internal/testgraphs"
 )
 
-// servedGraphs are the graphs cmd/troupe serves (cmd/troupe/graphs.go),
-// fresh on each call. A package main exports nothing, so the list is
-// repeated here for the tests that run the troupe command in process:
-// keep the two alike.
-func servedGraphs() []cli.Graph {
-	return []cli.Graph{
-		{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario},
-		{Graph: codereview.Graph(), Scenario: codereview.Scenario, DefaultInput: codereview.DefaultRequest, Flags: []cli.Flag{
-			{Name: codereview.VarRepo, Usage: "git repository to review: a local path or a URL", HostPath: true},
-			{Name: codereview.VarRef, Usage: `commit, branch or tag to review against its first parent, or a range "A..B" / "A...B"`, Default: "HEAD"},
-			{Name: codereview.VarOut, Usage: "directory for codereview-report.md and codereview-findings.json", Default: "."},
-		}},
-	}
-}
-
-// The test binary doubles as the troupe command (with servedGraphs)
+// The test binary doubles as the troupe command (with graphs.Served, the
+// graphs cmd/troupe serves)
 // when envCLI holds its arguments as a JSON array, so tests can hand a
 // command line to third-party tools (an MCP client starting a stdio
 // server, say) without building a binary.
@@ -106,11 +91,11 @@ func cliProcess() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	graphs := servedGraphs()
+	served := graphs.Served()
 	if os.Getenv(envCLIPlod) != "" {
-		graphs = append(graphs, plodGraph(), gateGraph())
+		served = append(served, plodGraph(), gateGraph())
 	}
-	cmd := cli.Command(graphs, os.Stdout, os.Stderr)
+	cmd := cli.Command(served, os.Stdout, os.Stderr)
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/cmd/troupe/graphs"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -285,7 +286,7 @@ func TestCodeReviewCLI(t *testing.T) {
 	// The graphs as cmd/troupe serves them; no input, so the graph's
 	// default request (a full review).
 	var stdout, stderr bytes.Buffer
-	cmd := cli.Command(servedGraphs(), &stdout, &stderr)
+	cmd := cli.Command(graphs.Served(), &stdout, &stderr)
 	cmd.SetArgs([]string{"run", "--graph", "codereview", "--repo", repo, "--ref", "HEAD", "--out", out, "--json"})
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())

@@ -33,6 +33,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/cli"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/cmd/troupe/graphs"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/mcp/server"
@@ -667,7 +668,7 @@ func TestMCPServeHTTPNeedsToken(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
 			var stdout, stderr bytes.Buffer
-			cmd := cli.Command(servedGraphs(), &stdout, &stderr)
+			cmd := cli.Command(graphs.Served(), &stdout, &stderr)
 			cmd.SetArgs(append([]string{"mcp", "serve", "--graph", "dealdesk"}, tc.args...))
 			err := cmd.ExecuteContext(ctx)
 			if refused := err != nil && strings.Contains(err.Error(), refusal); refused != tc.refused {

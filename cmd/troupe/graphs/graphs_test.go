@@ -1,4 +1,4 @@
-package main
+package graphs_test
 
 import (
 	"bytes"
@@ -6,15 +6,16 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe/cli"
+	"github.com/troupe-dev/troupe/cmd/troupe/graphs"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 )
 
-// TestGraphs checks what the troupe command serves: both examples, each
+// TestServed checks what the troupe command serves: both examples, each
 // with an offline scenario the scripted model accepts, and the
 // code-review flags as `troupe run` offers them.
-func TestGraphs(t *testing.T) {
-	gs := graphs()
+func TestServed(t *testing.T) {
+	gs := graphs.Served()
 	var names []string
 	for _, g := range gs {
 		names = append(names, g.Graph.Name())

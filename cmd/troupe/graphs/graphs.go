@@ -1,4 +1,7 @@
-package main
+// Package graphs holds the graphs the troupe command serves, so that the
+// command (cmd/troupe) and the tests that run it in process (e2e) serve
+// the same list.
+package graphs
 
 import (
 	"github.com/troupe-dev/troupe/cli"
@@ -6,12 +9,12 @@ import (
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 )
 
-// graphs returns the graphs the troupe command serves, fresh on each
+// Served returns the graphs the troupe command serves, fresh on each
 // call: the deal-desk and code-review examples, with their offline
 // scenarios and the code-review flags (--repo, --ref, --out, each the run
 // variable of the same name). A command over graphs of your own is
 // cli.Main with your list.
-func graphs() []cli.Graph {
+func Served() []cli.Graph {
 	return []cli.Graph{
 		{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario},
 		{Graph: codereview.Graph(), Scenario: codereview.Scenario, DefaultInput: codereview.DefaultRequest, Flags: []cli.Flag{
