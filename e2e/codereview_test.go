@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe"
@@ -21,110 +19,13 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/cmd/troupe/graphs"
 	"github.com/troupe-dev/troupe/examples/codereview"
+	"github.com/troupe-dev/troupe/internal/exampletest"
 	"github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 )
-
-// reviewRepo creates a git repository of two commits with go-git: a
-// documented, tested package, then auth/login.go with an undocumented
-// exported func, no test, and a hard-coded password on line 4.
-func reviewRepo(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	r, err := git.PlainInit(dir, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wt, err := r.Worktree()
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit := func(msg string, files map[string]string) {
-		t.Helper()
-		for name, content := range files {
-			p := filepath.Join(dir, name)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := wt.Add(name); err != nil {
-				t.Fatal(err)
-			}
-		}
-		sig := &object.Signature{Name: "Tess", Email: "tess@example.com", When: time.Unix(1700000000, 0)}
-		if _, err := wt.Commit(msg, &git.CommitOptions{Author: sig}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	commit("shop: greet", map[string]string{
-		"go.mod":       "module example.com/shop\n\ngo 1.22\n",
-		"shop.go":      "package shop\n\n// Hello greets.\nfunc Hello() string { return \"hi\" }\n",
-		"shop_test.go": "package shop\n\nimport \"testing\"\n\nfunc TestHello(t *testing.T) {\n\tif Hello() != \"hi\" {\n\t\tt.Fail()\n\t}\n}\n",
-	})
-	commit("auth: log in", map[string]string{
-		"auth/login.go": "package auth\n\nfunc Login(user string) bool {\n\tpassword := \"hunter2\"\n\treturn user == \"admin\" && password != \"\"\n}\n",
-	})
-	return dir
-}
-
-// checkReview checks what a code-review run wrote into out: the report
-// and the findings of the three reviewers, each quoting the change.
-func checkReview(t *testing.T, output json.RawMessage, out string) {
-	t.Helper()
-	sum, err := agents.Decode[codereview.Summary](output)
-	if err != nil {
-		t.Fatalf("output %s: %v", output, err)
-	}
-	reportPath, findingsPath := filepath.Join(out, codereview.ReportFile), filepath.Join(out, codereview.FindingsFile)
-	if sum.ReportPath != reportPath || sum.FindingsPath != findingsPath {
-		t.Errorf("summary paths %s, %s; want %s, %s", sum.ReportPath, sum.FindingsPath, reportPath, findingsPath)
-	}
-	if sum.Counts != (codereview.Counts{High: 1, Medium: 1, Low: 1}) || !strings.Contains(sum.Summary, "1 high") {
-		t.Errorf("summary = %+v", sum)
-	}
-	data, err := os.ReadFile(findingsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	findings, err := codereview.ParseFindings(string(data))
-	if err != nil {
-		t.Fatalf("findings file: %v\n%s", err, data)
-	}
-	want := map[string]codereview.Finding{
-		codereview.SeverityHigh:   {File: "auth/login.go", Line: 4},
-		codereview.SeverityMedium: {File: "auth/login.go", Line: 1},
-		codereview.SeverityLow:    {File: "auth/login.go", Line: 3},
-	}
-	if len(findings) != len(want) {
-		t.Fatalf("%d findings, want %d:\n%s", len(findings), len(want), data)
-	}
-	for _, f := range findings {
-		w, ok := want[f.Severity]
-		if !ok || f.File != w.File || f.Line != w.Line {
-			t.Errorf("finding %+v; want %s at %s:%d", f, f.Severity, w.File, w.Line)
-		}
-	}
-	// Each reviewer quoted what its command printed in its sandbox.
-	for _, quote := range []string{`password := \"hunter2\"`, "func Login(user string) bool", "auth/login.go changes with no test"} {
-		if !strings.Contains(string(data), quote) {
-			t.Errorf("findings lack %q:\n%s", quote, data)
-		}
-	}
-	md, err := os.ReadFile(reportPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"# Code review", "## security", "## tests", "## api_design", "`auth/login.go:4`", "**high**"} {
-		if !strings.Contains(string(md), s) {
-			t.Errorf("report lacks %q:\n%s", s, md)
-		}
-	}
-}
 
 // runEvents reads the events of a finished run and of every workflow it
 // started, through the events query, each workflow's in order. (Follow
@@ -191,7 +92,7 @@ func emptyDirs(t *testing.T, roots ...string) {
 // creates, then the report on the host.
 func TestCodeReview(t *testing.T) {
 	c := dial(t)
-	repo := reviewRepo(t)
+	repo := exampletest.ReviewRepo(t)
 	for _, tc := range []struct {
 		api model.API
 		ref string
@@ -220,7 +121,7 @@ func TestCodeReview(t *testing.T) {
 			if err := run.Get(ctx, &res); err != nil {
 				t.Fatal(err)
 			}
-			checkReview(t, res.Output, out)
+			exampletest.CheckReview(t, res.Output, out)
 			if res.Agent != "coordinator" || res.Turns != 3 || res.Usage.Requests != 9 {
 				t.Errorf("agent %s, turns %d (want 3), requests %d (want 9)", res.Agent, res.Turns, res.Usage.Requests)
 			}
@@ -277,7 +178,7 @@ func TestCodeReview(t *testing.T) {
 // TestCodeReviewCLI runs `troupe run --graph codereview` as a user does,
 // offline, with the sandbox backend the CLI picks (bwrap when installed).
 func TestCodeReviewCLI(t *testing.T) {
-	repo := reviewRepo(t)
+	repo := exampletest.ReviewRepo(t)
 	home := t.TempDir()
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("TEMPORAL_ADDRESS", temporalAddr)
@@ -295,7 +196,7 @@ func TestCodeReviewCLI(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
 		t.Fatalf("stdout is not a run result: %v\n%s", err, stdout.String())
 	}
-	checkReview(t, res.Output, out)
+	exampletest.CheckReview(t, res.Output, out)
 	progress := stderr.String()
 	for _, want := range []string{"⇉ review_security", "⇉ review_tests", "⇉ review_api_design", "→ exec_command", "→ write_report", "[coordinator] final output"} {
 		if !strings.Contains(progress, want) {
@@ -319,7 +220,7 @@ func TestCodeReviewCLI(t *testing.T) {
 // the report says the reviews failed rather than that they found nothing.
 func TestCodeReviewSandboxDenied(t *testing.T) {
 	c := dial(t)
-	repo := reviewRepo(t)
+	repo := exampletest.ReviewRepo(t)
 	_, url := modelServer(t)
 	sandboxes := t.TempDir()
 	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
@@ -360,7 +261,7 @@ func TestCodeReviewSandboxDenied(t *testing.T) {
 // directory, and the Summary comes back as structuredContent.
 func TestCodeReviewMCP(t *testing.T) {
 	c := dial(t)
-	repo := reviewRepo(t)
+	repo := exampletest.ReviewRepo(t)
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
 		lc, err := local.New(local.Config{Root: t.TempDir(), Policy: sandbox.Policy{AllowedRoots: []string{repo}}})
@@ -384,7 +285,7 @@ func TestCodeReviewMCP(t *testing.T) {
 	if res.IsError {
 		t.Fatalf("codereview_coordinator: %s", res.text())
 	}
-	checkReview(t, res.StructuredContent, out)
+	exampletest.CheckReview(t, res.StructuredContent, out)
 	d, err := c.DescribeWorkflowExecution(t.Context(), res.runID(), "")
 	if err != nil {
 		t.Fatal(err)

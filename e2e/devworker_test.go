@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/codereview"
+	"github.com/troupe-dev/troupe/internal/exampletest"
 )
 
 // TestDevBesideWorker: `troupe dev` (with its worker) and a `troupe
@@ -34,7 +35,7 @@ import (
 // and fail with troupe.SandboxMisrouted.)
 func TestDevBesideWorker(t *testing.T) {
 	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
-	repo := reviewRepo(t)
+	repo := exampletest.ReviewRepo(t)
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	env := func(home string) []string {
@@ -82,7 +83,7 @@ func TestDevBesideWorker(t *testing.T) {
 			t.Fatalf("run %d: %v\ndev:\n%s\nworker:\n%s", i, err, dev.log.String(), worker.log.String())
 		}
 		t.Run(fmt.Sprintf("run%d", i), func(t *testing.T) {
-			checkReview(t, res.Output, s.out)
+			exampletest.CheckReview(t, res.Output, s.out)
 			for _, e := range runEvents(t, c, s.run.GetID()) {
 				switch {
 				case e.Kind == troupe.EventSandboxLost:

@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/examples/codereview"
+	"github.com/troupe-dev/troupe/internal/exampletest"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/devserver"
@@ -52,7 +53,7 @@ func TestChatCodeReviewDay(t *testing.T) {
 		}
 	}
 	srv, url := serveScenario(t, sc)
-	repo := reviewRepo(t)
+	repo := exampletest.ReviewRepo(t)
 	out := filepath.Join(t.TempDir(), "review")
 	home := t.TempDir()
 	port := strconv.Itoa(freePort(t))

@@ -24,6 +24,7 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/internal/exampletest"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -609,7 +610,7 @@ func TestSessionScale(t *testing.T) {
 // workspace between turns).
 func TestCodeReviewSession(t *testing.T) {
 	c := dial(t)
-	repo := reviewRepo(t)
+	repo := exampletest.ReviewRepo(t)
 	_, url := modelServer(t)
 	sandboxes := t.TempDir()
 	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
@@ -635,7 +636,7 @@ func TestCodeReviewSession(t *testing.T) {
 	if err != nil || review.Outcome != runtime.TurnAnswered {
 		t.Fatalf("review %+v, %v", review, err)
 	}
-	checkReview(t, review.Output, out)
+	exampletest.CheckReview(t, review.Output, out)
 	var loaded []string
 	fix, err := s.Ask(ctx, "Now fix the finding in auth/login.go and show the diff", func(e troupeclient.Event) {
 		if e.Kind == troupe.EventToolCalled && e.Tool == "load_skill" {
@@ -840,7 +841,7 @@ func TestDealDeskRemembers(t *testing.T) {
 // to the security reviewer, who reports the value as info, not high.
 func TestCodeReviewRemembers(t *testing.T) {
 	c := dial(t)
-	repo := reviewRepo(t)
+	repo := exampletest.ReviewRepo(t)
 	ms, url := modelServer(t)
 	sandboxes := t.TempDir()
 	var store *blob.Store

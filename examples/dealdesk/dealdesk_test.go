@@ -1,96 +1,26 @@
 package dealdesk_test
 
 import (
-	"context"
-	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
-	"github.com/troupe-dev/troupe/memory"
-	"github.com/troupe-dev/troupe/runtime/blob"
-	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/runtime/model/scripted"
+	"github.com/troupe-dev/troupe/internal/exampletest"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
-	"github.com/troupe-dev/troupe/runtime/sandbox/local"
-	"github.com/troupe-dev/troupe/workflows"
 )
 
-// env runs the deal desk on a test environment: the offline scenario on
-// the scripted model server, the reviewers' workspaces on the local
-// backend.
+// env runs the deal desk on a test environment (exampletest.Env): the
+// offline scenario on the scripted model server, the reviewers'
+// workspaces on the local backend.
 func env(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
-	sc, err := scripted.ParseScenario(dealdesk.Scenario)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := scripted.New(sc)
-	url, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	m, err := model.New(model.Config{BaseURL: url, APIKey: "offline"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lc, err := local.New(local.Config{Root: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := blob.Open(context.Background(), "mem://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{dealdesk.Graph()}, Model: m, Store: store,
-		Sandboxes: map[string]sandbox.Client{"local": lc}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(noMemorySignal{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})})))
-	e := s.NewTestWorkflowEnvironment()
-	e.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
-	r.Register(e)
+	e, _, _ := exampletest.Env(t, dealdesk.Graph(), dealdesk.Scenario, sandbox.Policy{})
 	return e
-}
-
-// noMemorySignal drops the SDK's log of the memory signal's failures.
-// The coordinator has memory: after the run, its rollout is appended to
-// the blob store and the scope's memory workflow is signalled with start,
-// which needs a Temporal client, and a test environment gives its
-// activities none. The run logs the failure and goes on, as it does for
-// any memory failure; consolidation is not part of these runs.
-type noMemorySignal struct{ slog.Handler }
-
-func (h noMemorySignal) Handle(ctx context.Context, r slog.Record) error {
-	signal := false
-	r.Attrs(func(a slog.Attr) bool {
-		signal = a.Key == "ActivityType" && a.Value.String() == memory.MemorySignalActivityName
-		return !signal
-	})
-	if signal {
-		return nil
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h noMemorySignal) WithAttrs(as []slog.Attr) slog.Handler {
-	return noMemorySignal{h.Handler.WithAttrs(as)}
-}
-
-func (h noMemorySignal) WithGroup(name string) slog.Handler {
-	return noMemorySignal{h.Handler.WithGroup(name)}
 }
 
 // TestReview runs the whole deal desk offline: triage hands off to the
