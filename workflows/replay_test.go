@@ -2,9 +2,6 @@ package workflows_test
 
 import (
 	"cmp"
-	"context"
-	"encoding/json"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,15 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
-
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/testgraphs"
-	"github.com/troupe-dev/troupe/runtime/blob"
-	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
@@ -41,7 +32,7 @@ func TestReplayHistories(t *testing.T) {
 }
 
 func replaySet(t *testing.T, dir string, graphs ...*agents.Graph) {
-	index := readIndex(t, dir)
+	index := workflowstest.ReadIndex(t, dir)
 	files := slices.Sorted(maps.Keys(index))
 	if len(files) < 4 {
 		t.Fatalf("%d histories, want at least 4 (a session and its three turns; a deal-desk run has 5 workflows)", len(files))
@@ -51,45 +42,11 @@ func replaySet(t *testing.T, dir string, graphs ...*agents.Graph) {
 	}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
-			if err := replay(t, filepath.Join(dir, f), index[f], graphs...); err != nil {
+			if err := workflowstest.Replay(t, filepath.Join(dir, f), index[f], graphs...); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
-}
-
-// readIndex reads a history set's index.json: file → workflow id.
-func readIndex(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var index map[string]string
-	if err := json.Unmarshal(data, &index); err != nil {
-		t.Fatal(err)
-	}
-	return index
-}
-
-// replay replays the history in file, of the workflow id, on a worker
-// serving graphs.
-func replay(t *testing.T, file, id string, graphs ...*agents.Graph) error {
-	t.Helper()
-	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphs, Model: &workflowstest.FuncModel{}, Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := client.HistoryFromJSON(mustOpen(t, file), client.HistoryJSONOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := worker.NewWorkflowReplayer()
-	r.RegisterWorkflows(rp)
-	return rp.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
-		OriginalExecution: workflow.Execution{ID: id, RunID: "replay"},
-	})
 }
 
 // pinnedSet is the first set of histories whose runs keep their graph.
@@ -138,7 +95,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 		{mustFail, "budget-asks-version-renamed.json", today, "an agent tool that asked its root by update, its budget-asks version renamed", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			err := replay(t, filepath.Join(tc.set, tc.file), readIndex(t, tc.set)[tc.file], tc.graphs...)
+			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
 			want := cmp.Or(tc.want, "nondeterministic")
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("%s: replay = %.300v, want an error with %q", tc.why, err, want)
@@ -146,22 +103,12 @@ func TestReplayCatchesDrift(t *testing.T) {
 		})
 	}
 	// Every must-fail fixture is in the table above, with why it must fail.
-	for f := range readIndex(t, mustFail) {
+	for f := range workflowstest.ReadIndex(t, mustFail) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
 			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}
-}
-
-func mustOpen(t *testing.T, path string) io.Reader {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
 }
 
 // mcpReplayGraph has the shape of e2e's MCP test graph (TestMCPToolsEndToEnd

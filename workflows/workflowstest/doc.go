@@ -29,6 +29,11 @@
 //     FuncModel's Calls, what the graph's tools recorded (a Strings).
 //     Golden compares a payload with its JSON fixture.
 //
+// A replay test reads a set of checked-in histories (ReadIndex: file →
+// workflow id) and replays each with today's workflow code (Replay), so
+// that a change of the commands workflow code issues fails it until it
+// is versioned.
+//
 // Package workflows' non-test code never imports this package (it
 // imports workflows); the tests of workflows, of the rooms beside it
 // (approval, guardrail, budget), of memory, and the gate chain's
