@@ -14,8 +14,9 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 )
 
-// Settings are the timeouts of an agent workflow's MCP activities; the
-// zero value of each field is its default.
+// Settings are the timeouts of an agent workflow's MCP activities. They
+// are read, not recorded (replay does not check timeouts); every field's
+// zero value is its default.
 type Settings struct {
 	// HostTimeout is how long a listing or a call waits for the process
 	// holding the sessions (schedule-to-start) before that process is
@@ -24,20 +25,6 @@ type Settings struct {
 	// HeartbeatTimeout is how soon a process that died during a listing
 	// or a call is noticed; the default is 30 seconds.
 	HeartbeatTimeout time.Duration
-}
-
-func (s Settings) hostTimeout() time.Duration {
-	if s.HostTimeout <= 0 {
-		return 30 * time.Second
-	}
-	return s.HostTimeout
-}
-
-func (s Settings) heartbeatTimeout() time.Duration {
-	if s.HeartbeatTimeout <= 0 {
-		return 30 * time.Second
-	}
-	return s.HeartbeatTimeout
 }
 
 // Tools are an agent workflow's MCP tools: the catalog its servers'
@@ -60,6 +47,12 @@ type Tools struct {
 // lost are what the workflow's state holds of them (State), nil and false
 // at the agent's start.
 func NewTools(set Settings, agent *runtime.AgentSpec, in troupe.AgentInput, rc *agents.RunContext, cat *runtime.MCPCatalog, lost bool) *Tools {
+	if set.HostTimeout <= 0 {
+		set.HostTimeout = 30 * time.Second
+	}
+	if set.HeartbeatTimeout <= 0 {
+		set.HeartbeatTimeout = 30 * time.Second
+	}
 	return &Tools{set: set, agent: agent, in: in, rc: rc, cat: cat, lost: lost}
 }
 
@@ -131,13 +124,13 @@ func (m *Tools) list(ctx workflow.Context, queue string) error {
 	opts := workflow.ActivityOptions{
 		Summary:             "list the MCP tools",
 		StartToCloseTimeout: 2 * time.Minute,
-		HeartbeatTimeout:    m.set.heartbeatTimeout(),
+		HeartbeatTimeout:    m.set.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	}
 	if queue != "" {
 		// Only the holding process will do: it is there, or it is lost.
 		opts.TaskQueue = queue
-		opts.ScheduleToStartTimeout = m.set.hostTimeout()
+		opts.ScheduleToStartTimeout = m.set.HostTimeout
 		opts.RetryPolicy.MaximumAttempts = 1
 	}
 	var cat runtime.MCPCatalog
@@ -172,13 +165,13 @@ func (m *Tools) Call(ctx workflow.Context, c agents.Item, outputKey string) work
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		Summary:                c.Name + " (MCP server " + ref.Server + ")",
 		TaskQueue:              m.cat.Queue,
-		ScheduleToStartTimeout: m.set.hostTimeout(),
+		ScheduleToStartTimeout: m.set.HostTimeout,
 		// A call may first restart its server and list its tools (the
 		// pool bounds each by the larger of the call timeout and 30 s),
 		// then run for the call timeout; the pool ends it then.
 		// Heartbeats tell a lost process sooner.
 		StartToCloseTimeout: 3*max(srv.CallTimeout, 30*time.Second) + 30*time.Second,
-		HeartbeatTimeout:    m.set.heartbeatTimeout(),
+		HeartbeatTimeout:    m.set.HeartbeatTimeout,
 		// A call is not retried: an MCP tool may not be idempotent. The
 		// model sees what happened and decides.
 		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
