@@ -2,7 +2,6 @@ package telemetry_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -32,6 +31,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // newTelemetry returns telemetry that exports every span, as it ends, to
@@ -195,7 +195,7 @@ func TestReplayRecordsNothing(t *testing.T) {
 	if err != nil || len(files) < 5 {
 		t.Fatalf("histories: %v, %v", files, err)
 	}
-	index := readIndex(t, dir)
+	index := workflowstest.ReadIndex(t, dir)
 	replayAll := func(interceptors []interceptor.WorkerInterceptor) {
 		t.Helper()
 		store, _ := blob.Open(context.Background(), "mem://")
@@ -253,19 +253,6 @@ type noModel struct{}
 
 func (noModel) Respond(context.Context, model.Request) (*model.Response, error) {
 	return nil, errors.New("not called")
-}
-
-func readIndex(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var index map[string]string
-	if err := json.Unmarshal(data, &index); err != nil {
-		t.Fatal(err)
-	}
-	return index
 }
 
 func mustOpen(t *testing.T, path string) *os.File {

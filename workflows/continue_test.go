@@ -121,7 +121,7 @@ func TestContinueAsNew(t *testing.T) {
 	if kinds[troupe.EventContinued] != runs-1 || kinds[troupe.EventSandboxProvisioned] != 1 || kinds[troupe.EventSandboxStopped] != 1 || kinds[troupe.EventAgentStarted] != 1 {
 		t.Errorf("event kinds %v: want %d continued_as_new, one sandbox provisioned and stopped, one agent_started", kinds, runs-1)
 	}
-	if left := leftovers(t, root); len(left) != 0 {
+	if left := workflowstest.Leftovers(t, root); len(left) != 0 {
 		t.Errorf("workspaces left: %v", left)
 	}
 	if in.Carry == nil || len(in.Carry.Pages) != runs-1 {

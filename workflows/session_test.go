@@ -178,11 +178,11 @@ func TestSessionKeepsTheWorkspace(t *testing.T) {
 		r1 = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo first > notes.txt && echo written", Wait: true})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		liveBetween = leftovers(t, root)
+		liveBetween = workflowstest.Leftovers(t, root)
 		r2 = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat notes.txt && echo second >> notes.txt", Wait: true})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		liveIdle = leftovers(t, root)
+		liveIdle = workflowstest.Leftovers(t, root)
 		idleInfo = workflowstest.SessionInfo(t, env)
 		r3 = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: cat notes.txt", Wait: true})
 	}, time.Hour)
@@ -223,7 +223,7 @@ func TestSessionKeepsTheWorkspace(t *testing.T) {
 	if n[troupe.EventSandboxSuspended] != 1 || n[troupe.EventSandboxStopped] != 1 {
 		t.Errorf("session's sandbox events %v: want 1 suspended, 1 stopped", n)
 	}
-	if left := leftovers(t, root); len(left) != 0 {
+	if left := workflowstest.Leftovers(t, root); len(left) != 0 {
 		t.Errorf("workspaces left after the session stopped: %v", left)
 	}
 }
@@ -351,7 +351,7 @@ func TestSessionRollback(t *testing.T) {
 			if ra.Record == nil || ra.Record.Agent != "coder" || string(ra.Record.Output) != `"out: kept\na.txt"` {
 				t.Errorf("after the rollback: %+v; want coder to answer, a.txt as the first turn left it, and no b.txt", ra.Record)
 			}
-			if left := leftovers(t, root); len(left) != 0 {
+			if left := workflowstest.Leftovers(t, root); len(left) != 0 {
 				t.Errorf("workspaces left after the session stopped: %v", left)
 			}
 		})
@@ -427,7 +427,7 @@ func TestSessionContinueAsNew(t *testing.T) {
 	if got := strings.Join(seen, "|"); !strings.HasPrefix(got, "run: echo carried > c.txt|hello|run: cat c.txt") {
 		t.Errorf("the model saw %q, want the whole conversation", got)
 	}
-	if left := leftovers(t, root2); len(left) != 0 {
+	if left := workflowstest.Leftovers(t, root2); len(left) != 0 {
 		t.Errorf("workspaces left: %v", left)
 	}
 }
@@ -469,7 +469,7 @@ func TestSessionStop(t *testing.T) {
 			t.Errorf("a %s after stop: %+v; want refused as stopped", what, u)
 		}
 	}
-	if left := leftovers(t, root); len(left) != 0 {
+	if left := workflowstest.Leftovers(t, root); len(left) != 0 {
 		t.Errorf("workspaces left after the session stopped: %v", left)
 	}
 }
@@ -684,7 +684,7 @@ func TestSessionInterrupt(t *testing.T) {
 					t.Errorf("solo saw %s; want A's output, B not run", out)
 				}
 			}
-			if left := leftovers(t, root); len(left) != 0 {
+			if left := workflowstest.Leftovers(t, root); len(left) != 0 {
 				t.Errorf("workspaces left after the session stopped: %v", left)
 			}
 		})
@@ -844,11 +844,11 @@ func TestSessionSwitchBackend(t *testing.T) {
 		switched = workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandSwitch, Arg: "other"}})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
-		between = dirs(leftovers(t, root))
+		between = dirs(workflowstest.Leftovers(t, root))
 		after = workflowstest.AskSession(t, env, "s", "run: cat k.txt")
 	}, 2*time.Minute)
 	env.RegisterDelayedCallback(func() {
-		if left := dirs(leftovers(t, other)); len(left) != 1 {
+		if left := dirs(workflowstest.Leftovers(t, other)); len(left) != 1 {
 			t.Errorf("workspaces on the new backend after a turn: %v, want one", left)
 		}
 		workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandStop}})
@@ -869,7 +869,7 @@ func TestSessionSwitchBackend(t *testing.T) {
 	if got := after.Output(t); got != `"out: kept"` {
 		t.Errorf("after the switch the file reads %s", got)
 	}
-	if left := leftovers(t, other); len(left) != 0 {
+	if left := workflowstest.Leftovers(t, other); len(left) != 0 {
 		t.Errorf("workspaces left after stop: %v", left)
 	}
 }

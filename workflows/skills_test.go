@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/testsuite"
+
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
@@ -18,7 +20,6 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
-	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
@@ -29,19 +30,12 @@ var reviewSkills = skills.Inline{{
 	Files:        []skills.File{{Path: "scripts/vet.sh", Content: "echo vet: all clear\n", Executable: true}},
 }}
 
-func skillsRunner(t *testing.T, fn workflowstest.TurnFunc, agent *agents.Agent) *workflows.Runner {
+// skillsEnv is a test environment serving a graph of agent alone (named
+// sk), with the local sandbox backend.
+func skillsEnv(t *testing.T, fn workflowstest.TurnFunc, agent *agents.Agent) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
-	lc, err := local.New(local.Config{Root: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("sk", agent.Name, agent)},
-		Model: &workflowstest.FuncModel{Func: fn}, Store: store, Sandboxes: map[string]sandbox.Client{"local": lc}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	env, _ := workflowstest.LocalEnv(t, agents.MustGraph("sk", agent.Name, agent), &workflowstest.FuncModel{Func: fn}, nil)
+	return env
 }
 
 func TestSkillsLazyLoadAndGuidance(t *testing.T) {
@@ -63,15 +57,13 @@ func TestSkillsLazyLoadAndGuidance(t *testing.T) {
 		outputs = append(outputs, last.Output)
 		return []agents.Item{agents.AssistantMessage("reviewed")}
 	}
-	r := skillsRunner(t, fn, &agents.Agent{
+	env := skillsEnv(t, fn, &agents.Agent{
 		Name: "reviewer", Instructions: "reviewer: reviews code",
 		Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{Entries: []sandbox.Entry{
 			{Kind: sandbox.EntryFile, Path: "AGENTS.md", Content: "Always run the linters before you answer.\n"},
 		}}},
 		Capabilities: append(capabilities.Default(), lazy),
 	})
-	env := workflowstest.NewEnv()
-	r.Register(env)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "$review-go this repository"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -119,9 +111,7 @@ func TestSkillsReadSkillPlainAgent(t *testing.T) {
 		}
 		return []agents.Item{agents.AssistantMessage("done")}
 	}
-	r := skillsRunner(t, fn, &agents.Agent{Name: "helper", Instructions: "helper", Capabilities: []agents.Capability{text}})
-	env := workflowstest.NewEnv()
-	r.Register(env)
+	env := skillsEnv(t, fn, &agents.Agent{Name: "helper", Instructions: "helper", Capabilities: []agents.Capability{text}})
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "use $review-go"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -168,10 +158,8 @@ func TestSkillsEager(t *testing.T) {
 		}
 		return []agents.Item{workflowstest.Call("c1", "exec_command", `{"cmd":"head -2 .agents/skills/review-go/SKILL.md && .agents/skills/review-go/scripts/vet.sh","workdir":null,"yield_time_ms":null,"max_output_tokens":null}`)}
 	}
-	r := skillsRunner(t, fn, &agents.Agent{Name: "reviewer", Instructions: "reviewer", Sandbox: &agents.Sandbox{},
+	env := skillsEnv(t, fn, &agents.Agent{Name: "reviewer", Instructions: "reviewer", Sandbox: &agents.Sandbox{},
 		Capabilities: append(capabilities.Default(), eager)})
-	env := workflowstest.NewEnv()
-	r.Register(env)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "sk", Input: "review"})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)

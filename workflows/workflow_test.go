@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -646,18 +645,4 @@ func TestAgentCancelWhileSavingEvents(t *testing.T) {
 	if last := evs[len(evs)-1]; last.Kind != troupe.EventFailed {
 		t.Errorf("last event %+v, want the agent's failure (cancelled)", last)
 	}
-}
-
-// leftovers lists the workspaces still on disk under a local client's root.
-func leftovers(t *testing.T, root string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }

@@ -10,31 +10,11 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
-	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
-	"github.com/troupe-dev/troupe/runtime/sandbox/local"
-	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/lease"
 	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
-
-// guidanceRunner is a runner of a graph of agent alone, with a local
-// sandbox client.
-func guidanceRunner(t *testing.T, fn workflowstest.TurnFunc, agent *agents.Agent) *workflows.Runner {
-	t.Helper()
-	lc, err := local.New(local.Config{Root: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, _ := blob.Open(context.Background(), "mem://")
-	r, err := workflows.NewRunner(workflows.Config{Graphs: []*agents.Graph{agents.MustGraph("sk", agent.Name, agent)},
-		Model: &workflowstest.FuncModel{Func: fn}, Store: store, Sandboxes: map[string]sandbox.Client{"local": lc}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 // The guidance of a workspace not yet made is read from the manifest once
 // per lease: a sandbox agent that never needs its sandbox sees it on each
@@ -63,13 +43,12 @@ func TestGuidanceFromManifestOnce(t *testing.T) {
 				}
 				return []agents.Item{agents.AssistantMessage("done")}
 			}
-			r := guidanceRunner(t, fn, &agents.Agent{
+			helper := &agents.Agent{
 				Name: "helper", Instructions: "helper",
 				Sandbox: &agents.Sandbox{Manifest: sandbox.Manifest{Entries: tc.entries}},
 				Tools:   []agents.Tool{lookup},
-			})
-			env := workflowstest.NewEnv()
-			r.Register(env)
+			}
+			env, _ := workflowstest.LocalEnv(t, agents.MustGraph("sk", "helper", helper), &workflowstest.FuncModel{Func: fn}, nil)
 			reads := 0
 			env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
 				if info.ActivityType.Name == lease.WorkspaceGuidanceActivityName {

@@ -1,7 +1,6 @@
 package lease_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -35,20 +34,6 @@ func sandboxEnv(t *testing.T, fn workflowstest.TurnFunc, maxTurns int) (*testsui
 	return env, root
 }
 
-// leftovers lists the workspaces still on disk under a local client's root.
-func leftovers(t *testing.T, root string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
-}
-
 func TestSandboxAgent(t *testing.T) {
 	var sawTools []string
 	var outputs []string
@@ -76,7 +61,7 @@ func TestSandboxAgent(t *testing.T) {
 	if len(outputs) != 1 || !strings.Contains(outputs[0], "discount 35%") || !strings.Contains(outputs[0], "env=acme key=none") {
 		t.Errorf("exec_command output = %q", outputs)
 	}
-	if left := leftovers(t, root); len(left) != 0 {
+	if left := workflowstest.Leftovers(t, root); len(left) != 0 {
 		t.Errorf("workspaces left after the run: %v", left)
 	}
 }
@@ -89,7 +74,7 @@ func TestSandboxStoppedWhenAgentFails(t *testing.T) {
 	if troupe.ErrorType(env.GetWorkflowError()) != troupe.ErrMaxTurns {
 		t.Fatalf("err = %v, want max turns", env.GetWorkflowError())
 	}
-	if left := leftovers(t, root); len(left) != 0 {
+	if left := workflowstest.Leftovers(t, root); len(left) != 0 {
 		t.Errorf("workspaces left after a failed run: %v", left)
 	}
 }

@@ -94,6 +94,21 @@ func LocalEnv(t testing.TB, g *agents.Graph, m model.Model, tweak func(*workflow
 	return NewRunnerEnv(t, cfg), root
 }
 
+// Leftovers lists the workspaces still on disk under a local sandbox
+// client's root (LocalEnv's).
+func Leftovers(t testing.TB, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
 // Result is the result of the run env executed: an error when the run
 // failed; it fails t when the run did not complete.
 func Result(t testing.TB, env *testsuite.TestWorkflowEnvironment) (*troupe.RunResult, error) {
