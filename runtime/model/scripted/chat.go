@@ -4,6 +4,7 @@ package scripted
 // object, or a stream of chat.completion.chunk objects ending in [DONE].
 
 import (
+	"context"
 	"net/http"
 	"time"
 )
@@ -125,9 +126,10 @@ func chatCompletion(c *conversation, rep *reply, now time.Time) chatCompletionOb
 // streamChat writes the answer as Chat Completions streams it: a first chunk
 // with the role, content pieces or, per tool call, a chunk with its id and
 // name followed by argument pieces; a last chunk with the finish reason; a
-// usage chunk when stream_options.include_usage asks for it; and [DONE].
-func streamChat(w http.ResponseWriter, c *conversation, rep *reply) {
-	s := newSSE(w)
+// usage chunk when stream_options.include_usage asks for it; and [DONE]. It
+// reports whether the client left before the whole answer was written.
+func streamChat(ctx context.Context, w http.ResponseWriter, c *conversation, rep *reply) (left bool) {
+	s := newSSE(ctx, w)
 	base := chatChunk{ID: chatID(rep), Object: "chat.completion.chunk", Created: time.Now().Unix(), Model: c.model,
 		ServiceTier: "default", SystemFingerprint: systemFingerprint}
 	send := func(delta chatDelta, finish *string) {
@@ -165,4 +167,5 @@ func streamChat(w http.ResponseWriter, c *conversation, rep *reply) {
 		s.data(b)
 	}
 	s.data([]byte("[DONE]"))
+	return s.left
 }

@@ -4,6 +4,7 @@ package scripted
 // or the server-sent events of a streamed one, in the order OpenAI sends them.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -143,19 +144,25 @@ func responseObject(c *conversation, rep *reply, status string, now time.Time) r
 // sse writes server-sent events and flushes each one, so a streaming client
 // sees them as they are written.
 type sse struct {
+	ctx     context.Context // the request's
 	w       http.ResponseWriter
 	flusher http.Flusher
 	seq     int
+	// left is set when the client had gone before a piece was written: the
+	// answer did not reach it whole. It is looked at before each write, never
+	// after the last, since a client that read the whole answer may close its
+	// connection at once and cancel the request's context.
+	left bool
 }
 
-func newSSE(w http.ResponseWriter) *sse {
+func newSSE(ctx context.Context, w http.ResponseWriter) *sse {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
-	return &sse{w: w, flusher: f}
+	return &sse{ctx: ctx, w: w, flusher: f}
 }
 
 // event writes a Responses event: its type and sequence number are added to
@@ -164,6 +171,7 @@ func (s *sse) event(typ string, fields map[string]any) {
 	fields["type"] = typ
 	fields["sequence_number"] = s.seq
 	s.seq++
+	s.look()
 	b, _ := marshal(fields)
 	fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b)
 	s.flush()
@@ -171,8 +179,16 @@ func (s *sse) event(typ string, fields map[string]any) {
 
 // data writes a bare data line, as Chat Completions streams do.
 func (s *sse) data(b []byte) {
+	s.look()
 	fmt.Fprintf(s.w, "data: %s\n\n", b)
 	s.flush()
+}
+
+// look notes whether the client has gone, before a write.
+func (s *sse) look() {
+	if s.ctx.Err() != nil {
+		s.left = true
+	}
 }
 
 func (s *sse) flush() {
@@ -203,9 +219,10 @@ func pieces(s string) []string {
 // streamResponse writes the answer as the Responses API streams it:
 // response.created, response.in_progress, then for each output item
 // response.output_item.added, its content or argument deltas and their done
-// events, response.output_item.done, and finally response.completed.
-func streamResponse(w http.ResponseWriter, c *conversation, rep *reply) {
-	s := newSSE(w)
+// events, response.output_item.done, and finally response.completed. It
+// reports whether the client left before the whole answer was written.
+func streamResponse(ctx context.Context, w http.ResponseWriter, c *conversation, rep *reply) (left bool) {
+	s := newSSE(ctx, w)
 	now := time.Now()
 	s.event("response.created", map[string]any{"response": responseObject(c, rep, "in_progress", now)})
 	s.event("response.in_progress", map[string]any{"response": responseObject(c, rep, "in_progress", now)})
@@ -243,4 +260,5 @@ func streamResponse(w http.ResponseWriter, c *conversation, rep *reply) {
 		s.event("response.output_item.done", map[string]any{"output_index": i, "item": it})
 	}
 	s.event("response.completed", map[string]any{"response": responseObject(c, rep, "completed", now)})
+	return s.left
 }

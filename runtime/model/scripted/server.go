@@ -260,17 +260,24 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, start time.Time
 			return
 		}
 	}
+	// Whether the client left is judged before the answer's last write: one
+	// that read it whole may close its connection at once, which cancels the
+	// request's context, and that answer was still given.
+	ctx := r.Context()
+	var left bool
 	switch {
 	case api == APIResponses && c.stream:
-		streamResponse(w, c, rep)
+		left = streamResponse(ctx, w, c, rep)
 	case api == APIResponses:
+		left = ctx.Err() != nil
 		writeJSON(w, http.StatusOK, responseObject(c, rep, "completed", time.Now()))
 	case c.stream:
-		streamChat(w, c, rep)
+		left = streamChat(ctx, w, c, rep)
 	default:
+		left = ctx.Err() != nil
 		writeJSON(w, http.StatusOK, chatCompletion(c, rep, time.Now()))
 	}
-	s.record(call, r.Context().Err() != nil)
+	s.record(call, left)
 }
 
 func (s *Server) record(c Call, canceled bool) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -994,4 +995,53 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// leavingWriter is a response writer whose client leaves the moment the
+// answer's last piece reached it, as a streaming client that stops at [DONE]
+// or response.completed and closes its connection does: the request's context
+// is canceled on that write.
+type leavingWriter struct {
+	*httptest.ResponseRecorder
+	last   string // the piece after which the client leaves; "" for any write
+	cancel context.CancelFunc
+}
+
+func (w *leavingWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseRecorder.Write(b)
+	if w.last == "" || strings.Contains(string(b), w.last) {
+		w.cancel()
+	}
+	return n, err
+}
+
+func TestAnswerReadWholeIsCounted(t *testing.T) {
+	sc, err := ParseScenario([]byte(testScenario))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, body, last string
+	}{
+		{"responses stream", "/v1/responses", `{"model":"m","instructions":"ok","input":"go","stream":true}`, "response.completed"},
+		{"responses", "/v1/responses", `{"model":"m","instructions":"ok","input":"go"}`, ""},
+		{"chat stream", "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"system","content":"ok"},{"role":"user","content":"go"}]}`, "[DONE]"},
+		{"chat", "/v1/chat/completions", `{"model":"m","messages":[{"role":"system","content":"ok"},{"role":"user","content":"go"}]}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(sc)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, tc.path, strings.NewReader(tc.body))
+			r.Header.Set("Authorization", "Bearer k")
+			w := &leavingWriter{ResponseRecorder: httptest.NewRecorder(), last: tc.last, cancel: cancel}
+			s.ServeHTTP(w, r)
+			if w.Code != http.StatusOK || ctx.Err() == nil {
+				t.Fatalf("status %d, client left %v: %s", w.Code, ctx.Err() != nil, w.Body)
+			}
+			if calls := s.Calls(); len(calls) != 1 || calls[0].Canceled || s.Count("ok") != 1 {
+				t.Errorf("an answer read whole was not counted: %+v", calls)
+			}
+		})
+	}
 }
