@@ -2,6 +2,7 @@ package transcript_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -84,8 +85,14 @@ func TestTranscriptCache(t *testing.T) {
 // wrote them and its own under its key; what each appends later, the
 // other does not see, however deep the forks go.
 func TestTranscriptFork(t *testing.T) {
+	for _, url := range []string{"mem://", t.TempDir()} {
+		t.Run(url, func(t *testing.T) { testTranscriptFork(t, url) })
+	}
+}
+
+func testTranscriptFork(t *testing.T, url string) {
 	ctx := context.Background()
-	store, err := blob.Open(ctx, "mem://")
+	store, err := blob.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,4 +136,35 @@ func TestTranscriptFork(t *testing.T) {
 			t.Errorf("%s reads %s, want %s", tc.ref.Key, got, tc.want)
 		}
 	}
+}
+
+// BenchmarkTurns is the transcript's part of a 200-turn agent loop on a
+// file store: each turn loads the whole transcript and the turn's pending
+// output, and appends them with the model's answer as a segment.
+func BenchmarkTurns(b *testing.B) {
+	ctx := context.Background()
+	store, err := blob.Open(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := transcript.NewTranscripts(store)
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		ref := runtime.TranscriptRef{Key: fmt.Sprintf("transcripts/run-%d/0-looper", n)}
+		pending := []agents.Item{agents.UserMessage("go")}
+		for turn := range 200 {
+			if _, _, err := ts.LoadView(ctx, ref, pending); err != nil {
+				b.Fatal(err)
+			}
+			call := agents.FunctionCall(fmt.Sprintf("call_%d", turn), "noop", `{"turn":"1"}`)
+			call.ID, call.Agent = fmt.Sprintf("fc_%d", turn), "looper"
+			if ref, err = ts.Append(ctx, ref, append(pending, call)); err != nil {
+				b.Fatal(err)
+			}
+			out := agents.FunctionCallOutput(call.CallID, "ok")
+			out.Agent = "looper"
+			pending = []agents.Item{out}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(200*b.N), "µs/turn")
 }
