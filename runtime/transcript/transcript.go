@@ -17,7 +17,11 @@ import (
 // it, a run's decoding work would grow with the square of its turns.
 //
 // Only reads fill the cache, for the reason blob.Store gives: a segment
-// is read only after the workflow accepted the attempt that wrote it.
+// is read only after the workflow accepted the attempt that wrote it. The
+// segment a turn writes is read by the next, and a file store spares that
+// read: the segment written is kept (its bytes, and its file held open)
+// until read, and taken as read when the store still holds that very file
+// (blob.Written.Unchanged), which is exactly when a read would return it.
 type Transcripts struct {
 	store *blob.Store
 
@@ -29,6 +33,10 @@ type Transcripts struct {
 	order []segID
 	n     int
 	max   int
+	// written are the segments written and not yet read, by blob key, and
+	// wrote their keys in the order written (at most maxWritten held).
+	written map[string]*written
+	wrote   []string
 }
 
 // held are the cached segments under one key: segs[i] is segment i.
@@ -47,9 +55,19 @@ type segID struct {
 	i   int
 }
 
+// written is a segment as written, held until the turn after reads it.
+type written struct {
+	data []byte
+	file *blob.Written
+}
+
+// maxWritten bounds the segments held as written: one per agent loop
+// running on the worker would do; each holds a file open.
+const maxWritten = 128
+
 // NewTranscripts returns the transcripts of store.
 func NewTranscripts(store *blob.Store) *Transcripts {
-	return &Transcripts{store: store, segs: map[string]*held{}, max: 20000}
+	return &Transcripts{store: store, segs: map[string]*held{}, max: 20000, written: map[string]*written{}}
 }
 
 // Append writes items as the next segment of ref and returns the longer
@@ -62,14 +80,45 @@ func (t *Transcripts) Append(ctx context.Context, ref runtime.TranscriptRef, ite
 	}
 	// The new segment is ref's own, under its Key, whatever its bases.
 	key := runtime.TranscriptRef{Key: ref.Key}.SegmentKey(ref.Segments)
-	if err := t.store.Put(ctx, key, data); err != nil {
+	file, err := t.store.PutWritten(ctx, key, data)
+	if err != nil {
 		return ref, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
 	}
 	t.mu.Lock()
 	t.forget(ref.Key, ref.Segments)
+	if old := t.written[key]; old != nil {
+		old.file.Close()
+		delete(t.written, key)
+	}
+	if file != nil {
+		t.written[key] = &written{data: data, file: file}
+		t.wrote = append(t.wrote, key)
+		for len(t.written) > maxWritten && len(t.wrote) > 0 {
+			// A key written again stands twice in wrote; closing its
+			// segment early only costs a read.
+			if w := t.written[t.wrote[0]]; w != nil {
+				w.file.Close()
+				delete(t.written, t.wrote[0])
+			}
+			t.wrote = t.wrote[1:]
+		}
+	}
 	t.mu.Unlock()
 	ref.Segments++
 	return ref, nil
+}
+
+// Close releases the files of the segments held as written. The
+// Transcripts stays usable: a segment written later is held again.
+func (t *Transcripts) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key, w := range t.written {
+		w.file.Close()
+		delete(t.written, key)
+	}
+	t.wrote = nil
+	return nil
 }
 
 // Load reads every segment of ref, in order, with output references
@@ -190,19 +239,33 @@ func (t *Transcripts) segments(ctx context.Context, ref runtime.TranscriptRef, f
 	return out, nil
 }
 
-// read reads segment i of ref from the store and caches it.
+// read reads segment i of ref and caches it: from the segment as this
+// worker wrote it, if the store still holds that, else from the store.
 func (t *Transcripts) read(ctx context.Context, ref runtime.TranscriptRef, i int) ([]agents.Item, error) {
 	holder := ref.SegmentHolder(i)
 	key := ref.SegmentKey(i)
-	data, err := t.store.Get(ctx, key)
-	if err != nil {
-		return nil, err
+	t.mu.Lock()
+	w := t.written[key]
+	delete(t.written, key)
+	t.mu.Unlock()
+	var data []byte
+	if w != nil {
+		if w.file.Unchanged() {
+			data = w.data
+		}
+		w.file.Close()
+	}
+	if data == nil {
+		var err error
+		if data, err = t.store.Get(ctx, key); err != nil {
+			return nil, err
+		}
 	}
 	var seg []agents.Item
 	if err := json.Unmarshal(data, &seg); err != nil {
 		return nil, fmt.Errorf("segment %s: %w", key, err)
 	}
-	seg, err = ResolveOutputs(ctx, t.store, seg)
+	seg, err := ResolveOutputs(ctx, t.store, seg)
 	if err != nil {
 		return nil, err
 	}
