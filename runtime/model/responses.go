@@ -26,8 +26,9 @@ import (
 
 // responsesModel is the Model over POST /responses.
 type responsesModel struct {
-	cfg Config
-	svc responses.ResponseService
+	cfg   Config
+	svc   responses.ResponseService
+	heads heads
 }
 
 func newResponsesModel(cfg Config, opts []option.RequestOption) *responsesModel {
@@ -39,11 +40,11 @@ func newResponsesModel(cfg Config, opts []option.RequestOption) *responsesModel 
 // func as it arrives, and returns the response that response.completed
 // (or .incomplete, or .failed) carries, as a non-streamed call would.
 func (m *responsesModel) Respond(ctx context.Context, req Request) (*Response, error) {
-	params, err := responsesParams(m.cfg, req)
+	head, err := m.heads.encoded(req, m.responsesHead)
 	if err != nil {
 		return nil, err
 	}
-	body, err := responsesBody(params, req.Input)
+	body, err := responsesBody(head, req.Input)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +149,16 @@ func emitWhole(res *Response, emit func(Delta)) {
 			emit(Delta{Item: i, Text: it.Content})
 		}
 	}
+}
+
+// responsesHead is the JSON object of the params of req but its input,
+// as openai-go encodes them.
+func (m *responsesModel) responsesHead(req Request) ([]byte, error) {
+	p, err := responsesParams(m.cfg, req)
+	if err != nil {
+		return nil, err
+	}
+	return p.MarshalJSON()
 }
 
 // responsesParams builds the request of one turn but its input, which

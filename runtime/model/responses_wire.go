@@ -18,26 +18,24 @@ import (
 )
 
 // responsesBody is the JSON body of a streamed turn: "stream" and "input"
-// encoded here, then the rest of params (model, instructions, tools,
-// settings) as openai-go encodes them.
-func responsesBody(p responses.ResponseNewParams, items []agents.Item) ([]byte, error) {
-	rest, err := p.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	size := len(rest) + 32
+// encoded here, then the rest of the request, head (model, instructions,
+// tools, settings: the JSON object of its params as openai-go encodes
+// them, see responsesHead).
+func responsesBody(head []byte, items []agents.Item) ([]byte, error) {
+	size := len(head) + 32
 	for _, it := range items {
 		size += 96 + len(it.Content) + len(it.Arguments) + len(it.Output) + len(it.EncryptedContent)
 	}
 	body := make([]byte, 0, size)
 	body = append(body, `{"stream":true,"input":`...)
-	if body, err = appendInput(body, items); err != nil {
+	body, err := appendInput(body, items)
+	if err != nil {
 		return nil, err
 	}
-	if len(rest) > 2 { // more than {}
+	if len(head) > 2 { // more than {}
 		body = append(body, ',')
 	}
-	return append(body, rest[1:]...), nil
+	return append(body, head[1:]...), nil
 }
 
 // appendInput appends the Responses input items of a transcript, as a

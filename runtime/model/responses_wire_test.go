@@ -325,27 +325,106 @@ func TestRequestIsOpenAIs(t *testing.T) {
 			t.Fatal(err)
 		}
 		stream.Close()
+		// Sent twice: the second time with the head encoded the first.
+		for range 2 {
+			if _, err := m.Respond(context.Background(), req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := got[3*i]
+		for _, have := range got[3*i+1 : 3*i+3] {
+			sameRequest(t, fmt.Sprint("request ", i), have.body, have.header, want.body, want.header)
+		}
+	}
+}
+
+// sameRequest fails t unless a request's body has the same members with
+// the same values as another's, the same length, and the same headers.
+func sameRequest(t *testing.T, what string, body []byte, header http.Header, wantBody []byte, wantHeader http.Header) {
+	t.Helper()
+	var w, g map[string]any
+	if err := json.Unmarshal(wantBody, &w); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(body, &g); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s:\n got %s\nwant %s", what, body, wantBody)
+	}
+	for _, h := range []string{"Content-Type", "Accept", "Authorization"} {
+		if header.Get(h) != wantHeader.Get(h) {
+			t.Errorf("%s: header %s = %q, want %q", what, h, header.Get(h), wantHeader.Get(h))
+		}
+	}
+	if len(body) != len(wantBody) {
+		t.Errorf("%s: %d bytes, want %d", what, len(body), len(wantBody))
+	}
+}
+
+// A request's head is encoded anew when anything in it changed, in place
+// included (the caller's tools, schema, settings), and when it was
+// pushed out by more recent ones.
+func TestRequestHeadCache(t *testing.T) {
+	var bodies [][]byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"model\":\"m\",\"output\":[]}}\n\n")
+	}))
+	defer srv.Close()
+	cfg := Config{APIKey: "sk-test", BaseURL: srv.URL, DefaultModel: "gpt-4.1"}
+	m := newResponsesModel(cfg, []option.RequestOption{option.WithBaseURL(srv.URL), option.WithAPIKey("sk-test"), option.WithMaxRetries(0)})
+	member := func(name string) string {
+		t.Helper()
+		var b map[string]json.RawMessage
+		if err := json.Unmarshal(bodies[len(bodies)-1], &b); err != nil {
+			t.Fatal(err)
+		}
+		return string(b[name])
+	}
+	send := func(req Request) {
+		t.Helper()
 		if _, err := m.Respond(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
-		want, have := got[2*i], got[2*i+1]
-		var w, g map[string]any
-		if err := json.Unmarshal(want.body, &w); err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(have.body, &g); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(g, w) {
-			t.Errorf("request %d:\n got %s\nwant %s", i, have.body, want.body)
-		}
-		for _, h := range []string{"Content-Type", "Accept", "Authorization"} {
-			if have.header.Get(h) != want.header.Get(h) {
-				t.Errorf("request %d: header %s = %q, want %q", i, h, have.header.Get(h), want.header.Get(h))
+	}
+	req := Request{
+		Instructions: "one",
+		Input:        []agents.Item{agents.UserMessage("hi")},
+		Tools:        []agents.ToolSpec{{Name: "f", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)}},
+		Output:       &agents.OutputSpec{Name: "o", Schema: json.RawMessage(`{"type":"object","title":"x"}`)},
+		Settings:     agents.ModelSettings{Temperature: agents.Float(0.5), ToolChoice: "auto"},
+	}
+	send(req)
+	req.Tools[0].Parameters[len(`{"type":"object","properties":{"`)] = 'b'
+	send(req)
+	if got := member("tools"); !strings.Contains(got, `"b"`) {
+		t.Errorf("tools after a change in place: %s", got)
+	}
+	req.Output.Schema[len(`{"type":"object","title":"`)] = 'y'
+	send(req)
+	if got := member("text"); !strings.Contains(got, `"y"`) {
+		t.Errorf("text after a change in place: %s", got)
+	}
+	*req.Settings.Temperature = 0.25
+	send(req)
+	if got := member("temperature"); got != "0.25" {
+		t.Errorf("temperature after a change in place: %s", got)
+	}
+	req.Input = append(req.Input, agents.AssistantMessage("hello"))
+	send(req)
+	if got := member("temperature"); got != "0.25" || !strings.Contains(member("input"), "hello") {
+		t.Errorf("another input: temperature %s, input %s", got, member("input"))
+	}
+	// More heads than are kept, twice over: each is its own.
+	for round := range 2 {
+		for i := range maxHeads + 3 {
+			send(Request{Instructions: fmt.Sprint("agent ", i), Input: req.Input})
+			if got := member("instructions"); got != fmt.Sprintf(`"agent %d"`, i) {
+				t.Fatalf("round %d: instructions %s, want agent %d", round, got, i)
 			}
-		}
-		if len(have.body) != len(want.body) {
-			t.Errorf("request %d: %d bytes, want %d", i, len(have.body), len(want.body))
 		}
 	}
 }
