@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -26,13 +27,15 @@ import (
 
 // responsesModel is the Model over POST /responses.
 type responsesModel struct {
-	cfg   Config
-	svc   responses.ResponseService
-	heads heads
+	cfg    Config
+	client openai.Client
+	heads  heads
 }
 
 func newResponsesModel(cfg Config, opts []option.RequestOption) *responsesModel {
-	return &responsesModel{cfg: cfg, svc: responses.NewResponseService(opts...)}
+	// Not openai.NewClient, which would read OPENAI_* variables: only the
+	// options are set, which is all Post uses.
+	return &responsesModel{cfg: cfg, client: openai.Client{Options: opts}}
 }
 
 // Respond implements Model. It streams the answer (POST /responses with
@@ -49,10 +52,11 @@ func (m *responsesModel) Respond(ctx context.Context, req Request) (*Response, e
 		return nil, err
 	}
 	// The body is sent as it is, and the answer read by its own decoder
-	// (streamEvent), not openai-go's.
+	// (streamEvent), not openai-go's: the request NewStreaming sends, but
+	// for its params, which it would encode again (empty, at a tenth of a
+	// millisecond) only to drop them for this body.
 	var httpResp *http.Response
-	raw := m.svc.NewStreaming(ctx, responses.ResponseNewParams{}, option.WithRequestBody("application/json", body), option.WithResponseBodyInto(&httpResp))
-	if err := raw.Err(); err != nil {
+	if err := m.client.Post(ctx, "responses", nil, &httpResp, option.WithRequestBody("application/json", body)); err != nil {
 		if httpResp != nil && httpResp.Body != nil {
 			httpResp.Body.Close()
 		}
