@@ -9,6 +9,7 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 
@@ -22,9 +23,25 @@ import (
 // tools, settings: the JSON object of its params as openai-go encodes
 // them, see responsesHead).
 func responsesBody(head []byte, items []agents.Item) ([]byte, error) {
+	// One allocation, as a rule: each item's strings, its members' names
+	// and punctuation, and room for some escaping.
 	size := len(head) + 32
 	for _, it := range items {
-		size += 96 + len(it.Content) + len(it.Arguments) + len(it.Output) + len(it.EncryptedContent)
+		n := len(it.ID) + len(it.CallID) + len(it.Name) + len(it.Content) + len(it.Arguments) + len(it.Output) + len(it.Summary) + len(it.EncryptedContent)
+		switch it.Type {
+		case agents.ItemMessage:
+			n += 128
+		case agents.ItemFunctionCall:
+			n += 80
+		case agents.ItemReasoning:
+			n += 112
+		default:
+			n += 72
+		}
+		for _, url := range it.Images {
+			n += 48 + len(url)
+		}
+		size += n + n/16
 	}
 	body := make([]byte, 0, size)
 	body = append(body, `{"stream":true,"input":`...)
@@ -231,7 +248,15 @@ type streamEvent struct {
 // servers send) is decoded by openai-go, which is lenient about such
 // things, as Respond always did: a stream is not cut short for a member
 // Respond would not have read.
+//
+// An event of a type Respond does not act on (most of a stream's bytes:
+// response.created and .in_progress repeat the instructions and tools) is
+// not decoded: its type is found by a look at its members' names.
 func (e *streamEvent) UnmarshalJSON(data []byte) error {
+	if t, ok := peekType(data); ok && !actedOn(t) {
+		*e = streamEvent{Type: t}
+		return nil
+	}
 	type plain streamEvent
 	var p plain
 	if json.Unmarshal(data, &p) == nil {
@@ -245,6 +270,125 @@ func (e *streamEvent) UnmarshalJSON(data []byte) error {
 	*e = streamEvent{Type: u.Type, OutputIndex: u.OutputIndex, Delta: u.Delta, Code: u.Code, Message: u.Message,
 		Item: rawOrNil(u.Item.RawJSON()), Response: rawOrNil(u.Response.RawJSON())}
 	return nil
+}
+
+// actedOn reports whether Respond acts on events of type t.
+func actedOn(t string) bool {
+	switch t {
+	case "response.output_item.added", "response.output_text.delta", "response.output_item.done",
+		"response.completed", "response.incomplete", "response.failed", "error":
+		return true
+	}
+	return false
+}
+
+// peekType is the type of an event, data, as encoding/json decodes it
+// into streamEvent, when that is plain to see: data (valid JSON, as the
+// stream's decoder checked) is an object, one member's name is "type" in
+// any case (encoding/json matches names so), no other's is and no name
+// has an escape, and its value is a string without one. Otherwise ok is
+// false, and the event is to be decoded.
+func peekType(data []byte) (t string, ok bool) {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return "", false
+	}
+	found := false
+	for i = skipSpace(data, i+1); i < len(data) && data[i] != '}'; {
+		// A member: its name, a colon, its value, and a comma or the end.
+		if data[i] != '"' {
+			return "", false
+		}
+		end := stringEnd(data, i)
+		if end < 0 {
+			return "", false
+		}
+		name := data[i+1 : end-1]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			return "", false
+		}
+		i = skipSpace(data, end)
+		if i == len(data) || data[i] != ':' {
+			return "", false
+		}
+		i = skipSpace(data, i+1)
+		if len(name) == 4 && name[0]|0x20 == 't' && name[1]|0x20 == 'y' && name[2]|0x20 == 'p' && name[3]|0x20 == 'e' {
+			if found || i == len(data) || data[i] != '"' {
+				return "", false
+			}
+			end := stringEnd(data, i)
+			if end < 0 {
+				return "", false
+			}
+			if bytes.IndexByte(data[i+1:end-1], '\\') >= 0 {
+				return "", false
+			}
+			t, found = string(data[i+1:end-1]), true
+			i = end
+		} else if i = valueEnd(data, i); i < 0 {
+			return "", false
+		}
+		i = skipSpace(data, i)
+		if i < len(data) && data[i] == ',' {
+			i = skipSpace(data, i+1)
+		}
+	}
+	return t, found
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index after the JSON string that starts at data[i], or
+// -1.
+func stringEnd(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// valueEnd is the index after the JSON value that starts at data[i], or
+// -1: a string, an object or array (its strings skipped whole), or a
+// number or literal, which ends where the member does.
+func valueEnd(data []byte, i int) int {
+	depth := 0
+	for i < len(data) {
+		switch c := data[i]; c {
+		case '"':
+			if i = stringEnd(data, i); i < 0 {
+				return -1
+			}
+			if depth == 0 {
+				return i
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of the enclosing object
+			}
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+		i++
+	}
+	return -1
 }
 
 func rawOrNil(s string) json.RawMessage {

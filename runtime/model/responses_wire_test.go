@@ -462,3 +462,76 @@ func TestStreamEventDecodingIsOpenAIs(t *testing.T) {
 		}
 	}
 }
+
+// A body is one allocation when its items need little escaping, whatever
+// their kinds.
+func TestBodyIsOneAllocation(t *testing.T) {
+	items := []agents.Item{agents.UserMessage("go")}
+	for i := range 50 {
+		c := agents.FunctionCall(fmt.Sprint("call_", i), "noop", `{"turn":"1"}`)
+		c.ID = fmt.Sprint("fc_", i)
+		items = append(items, c, agents.FunctionCallOutput(c.CallID, "ok"),
+			agents.Item{Type: agents.ItemReasoning, ID: "r", EncryptedContent: "e", Summary: "s"},
+			agents.Item{Type: agents.ItemMessage, Role: agents.RoleAssistant, ID: "m", Content: "a"},
+			agents.Item{Type: agents.ItemMessage, Role: agents.RoleDeveloper, Content: "d"},
+			agents.Item{Type: agents.ItemFunctionCallOutput, CallID: "c", Output: "o", Images: []string{"u", "v"}})
+	}
+	head := []byte(`{"model":"gpt-4.1","store":false}`)
+	if n := testing.AllocsPerRun(5, func() { _, _ = responsesBody(head, items) }); n != 1 {
+		t.Errorf("%v allocations, want 1", n)
+	}
+}
+
+// peekType finds an event's type as encoding/json decodes it, or says it
+// cannot; and an event it lets Respond skip is one the decoders (ours,
+// or openai-go's for an odd event) would have had it skip too.
+func TestPeekType(t *testing.T) {
+	names := []string{`"type"`, `"Type"`, `"TYPE"`, `"tYpE"`, `"\u0074ype"`, `"typ"`, `"types"`, `"item"`, `"output_index"`, `"delta"`, `"ty\"pe"`, `"ſ"`, `"é"`}
+	values := []string{`"response.created"`, `"response.completed"`, `"error"`, `"resp\u006fnse.created"`, `"a\"b"`, `5`, `-1.5e3`, `null`, `true`, `false`, `"1"`,
+		`{"type":"response.completed","a":[1,{"b":"}"}]}`, `["type","]",{}]`, `{}`, `[]`, `""`, `"response.in_progress"`}
+	r := rand.New(rand.NewPCG(3, 4))
+	var cases []string
+	for range 20000 {
+		var sb strings.Builder
+		sb.WriteString([]string{"{", " {\n", "{\t"}[r.IntN(3)])
+		for m := range r.IntN(5) {
+			if m > 0 {
+				sb.WriteString([]string{",", " , ", ",\n"}[r.IntN(3)])
+			}
+			sb.WriteString(names[r.IntN(len(names))])
+			sb.WriteString([]string{":", " : "}[r.IntN(2)])
+			sb.WriteString(values[r.IntN(len(values))])
+		}
+		sb.WriteString([]string{"}", " }"}[r.IntN(2)])
+		cases = append(cases, sb.String())
+	}
+	cases = append(cases, `[]`, `"x"`, `5`, `null`, `{}`, `{"type":"response.created"}`)
+	peeked := 0
+	for _, data := range cases {
+		if !json.Valid([]byte(data)) {
+			t.Fatalf("the test made invalid JSON: %s", data)
+		}
+		typ, ok := peekType([]byte(data))
+		if !ok {
+			continue
+		}
+		peeked++
+		type plain streamEvent
+		var p plain
+		if err := json.Unmarshal([]byte(data), &p); err == nil {
+			if p.Type != typ {
+				t.Errorf("%s: peeked %q, encoding/json reads %q", data, typ, p.Type)
+			}
+			continue
+		}
+		var u responses.ResponseStreamEventUnion
+		if err := json.Unmarshal([]byte(data), &u); err != nil {
+			t.Errorf("%s: peeked %q; openai-go fails: %v", data, typ, err)
+		} else if !actedOn(typ) && actedOn(u.Type) {
+			t.Errorf("%s: peeked %q, skipped; openai-go reads %q, acted on", data, typ, u.Type)
+		}
+	}
+	if peeked < 1000 {
+		t.Errorf("only %d of %d events peeked", peeked, len(cases))
+	}
+}
