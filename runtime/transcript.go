@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"strconv"
 )
 
 // TranscriptRef names a transcript in the blob store: the segments
@@ -46,12 +47,19 @@ func (ref TranscriptRef) Fork(key string) TranscriptRef {
 // SegmentKey is the blob key of segment i of ref: under the base that
 // holds it, if one does, else under Key.
 func (ref TranscriptRef) SegmentKey(i int) string {
+	return segmentKey(ref.SegmentHolder(i), i)
+}
+
+// SegmentHolder is the key that segment i of ref is under (its blob key
+// is that key, a slash and the segment's file name): the Key of the base
+// that holds it, if one does, else ref's Key.
+func (ref TranscriptRef) SegmentHolder(i int) string {
 	for _, b := range ref.Bases {
 		if i < b.Segments {
-			return segmentKey(b.Key, i)
+			return b.Key
 		}
 	}
-	return segmentKey(ref.Key, i)
+	return ref.Key
 }
 
 // ItemPos is where an item sits in a transcript: its segment and its index
@@ -78,7 +86,16 @@ type TranscriptView struct {
 	From ItemPos `json:"from"`
 }
 
-func segmentKey(key string, i int) string { return fmt.Sprintf("%s/%06d.json", key, i) }
+// segmentKey is key/NNNNNN.json, i in six digits at least, as
+// fmt.Sprintf("%s/%06d.json", key, i) has it, at a fraction of its cost:
+// a turn may name every segment of its transcript.
+func segmentKey(key string, i int) string {
+	if i < 0 {
+		return fmt.Sprintf("%s/%06d.json", key, i) // never: segments count from 0
+	}
+	d := strconv.Itoa(i)
+	return key + "/" + "000000"[:max(0, 6-len(d))] + d + ".json"
+}
 
 // Window is the view of a transcript after a trim of the items that
 // LoadView returned with their positions at: head are the indices of the

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -151,7 +152,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			turnsInRun++
 			rc.Turn = next.Turn
 			// The Web UI's current details: continue-as-new keeps no static summary.
-			workflow.SetCurrentDetails(ctx, fmt.Sprintf("agent %s, turn %d", agent.Name, next.Turn))
+			workflow.SetCurrentDetails(ctx, "agent "+agent.Name+", turn "+strconv.Itoa(next.Turn))
 			calls.turn.Run = rc
 			m := gate.ModelCall{Turn: rc.Turn}
 			if err := calls.chain.BeforeTurn(ctx, &m); err != nil {
@@ -171,7 +172,7 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 			}
 			detail := mo.Text
 			if len(mo.Step.Calls) > 0 {
-				detail = fmt.Sprintf("%d tool call(s)", len(mo.Step.Calls))
+				detail = strconv.Itoa(len(mo.Step.Calls)) + " tool call(s)"
 			}
 			rec.Add(ctx, troupe.Event{Kind: troupe.EventTurn, Agent: agent.Name, Turn: rc.Turn, Detail: detail})
 			next = st.ModelDone(agent, mo.Transcript, mo.Step, mo.Usage)
@@ -360,7 +361,7 @@ func (r *Runner) callModel(ctx workflow.Context, rec *events.Recorder, spec *run
 
 // modelSummary is what the Web UI shows of a model call.
 func modelSummary(in ModelInput) string {
-	return fmt.Sprintf("model turn %d of %s", in.Run.Turn, in.Agent)
+	return "model turn " + strconv.Itoa(in.Run.Turn) + " of " + in.Agent
 }
 
 // retryable reports whether an activity's failure may pass on a retry: a

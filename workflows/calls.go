@@ -3,6 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,7 +167,7 @@ func (t *turnCalls) called(ctx workflow.Context, rc agents.RunContext, c agents.
 }
 
 func (t *turnCalls) outputKey(rc agents.RunContext, c agents.Item) string {
-	return fmt.Sprintf("outputs/%s/%d-%s", rc.WorkflowID, rc.Turn, c.CallID)
+	return "outputs/" + rc.WorkflowID + "/" + strconv.Itoa(rc.Turn) + "-" + c.CallID
 }
 
 // output is the agent's output item for call c.
@@ -192,7 +193,7 @@ func (t *turnCalls) function(ctx workflow.Context, rc agents.RunContext, call ga
 	if why != "" {
 		return t.answered(ctx, c, "Error: "+why)
 	}
-	ti := troupe.ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: t.outputKey(rc, c)}
+	ti := troupe.ToolInput{Graph: t.in.Graph, Agent: t.in.Agent, Run: rc, Call: c, OutputKey: call.OutputKey}
 	switch {
 	case tool.Sandbox:
 		return t.sb.Call(ctx, ti, tool.Timeout, callSummary(c))
@@ -327,6 +328,9 @@ func (t *turnCalls) handoff(ctx workflow.Context, rc agents.RunContext, h *agent
 // callSummary is what the Web UI shows of a tool call: the tool's name,
 // and for a command the command ("exec_command: go test ./...").
 func callSummary(c agents.Item) string {
+	if !mayNameCmd(c.Arguments) {
+		return c.Name // Not decoded: no member of its arguments is cmd.
+	}
 	var args struct {
 		Cmd string `json:"cmd"`
 	}
@@ -334,6 +338,21 @@ func callSummary(c agents.Item) string {
 		return c.Name + ": " + troupe.Preview(strings.Join(strings.Fields(args.Cmd), " "), 200)
 	}
 	return c.Name
+}
+
+// mayNameCmd reports whether JSON arguments may have a member that
+// encoding/json takes for a field named cmd: a name of c, m and d in any
+// case (no other runes fold to those), or one with an escape.
+func mayNameCmd(args string) bool {
+	if strings.IndexByte(args, '\\') >= 0 {
+		return true
+	}
+	for i := 0; i+3 <= len(args); i++ {
+		if args[i]|0x20 == 'c' && args[i+1]|0x20 == 'm' && args[i+2]|0x20 == 'd' {
+			return true
+		}
+	}
+	return false
 }
 
 // count takes what the agent's model call of turn used: in the agent's

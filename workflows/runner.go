@@ -375,9 +375,11 @@ func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 
 // Close releases what the Runner holds: the MCP sessions of its own pool
 // (Config.MCP is the caller's to close), stopping the stdio servers it
-// started. The stop func of StartWorkers calls it; call it yourself after
-// stopping workers you registered with Register.
+// started, and the files of the transcript segments it holds as written.
+// The stop func of StartWorkers calls it; call it yourself after stopping
+// workers you registered with Register.
 func (r *Runner) Close() error {
+	r.transcripts.Close()
 	if r.ownsMCP {
 		return r.mcp.Pool.Close()
 	}

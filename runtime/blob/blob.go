@@ -56,6 +56,11 @@ type Store struct {
 	// (see Create), and prefix the prefix its URL puts its keys under; ""
 	// for the others.
 	dir, prefix string
+	// plain is a file:// store whose URL had no query, opened with no .attrs
+	// files and no temporary directory (see Open): one whose blobs are
+	// files and nothing else, written beside their path. local is such
+	// a store on a local file system (see PutWritten).
+	plain, local bool
 
 	mu       sync.Mutex
 	cache    map[string][]byte
@@ -75,6 +80,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		url = "file://" + abs
 	}
 	fileDir, filePrefix := "", ""
+	plain, local := false, false
 	if dir, ok := strings.CutPrefix(url, "file://"); ok {
 		dir, query, _ := strings.Cut(dir, "?")
 		fileDir = filepath.Clean(dir)
@@ -90,13 +96,14 @@ func Open(ctx context.Context, url string) (*Store, error) {
 			// No .attrs side files: nothing reads blob attributes, and
 			// writing them (with an MD5) costs more than the blob.
 			url += "?no_tmp_dir=true&metadata=skip"
+			plain, local = true, localFS(dir)
 		}
 	}
 	b, err := blob.OpenBucket(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("blob: open %s: %w", url, err)
 	}
-	return &Store{bucket: b, url: url, dir: fileDir, prefix: filePrefix, cache: map[string][]byte{}, maxCache: 64 << 20}, nil
+	return &Store{bucket: b, url: url, dir: fileDir, prefix: filePrefix, plain: plain, local: local, cache: map[string][]byte{}, maxCache: 64 << 20}, nil
 }
 
 // URL is the URL the store was opened with.

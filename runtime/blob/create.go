@@ -81,15 +81,28 @@ func lostCreate(err error) bool {
 // plainKey is a key that fileblob maps to a path unescaped.
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
 
-// createFile is Create in a file store: a temporary file, then a hard
-// link, which fails if the blob exists.
-func (s *Store) createFile(ctx context.Context, key string, data []byte) error {
+// plainPath is the path of key in a file store, if the store's bucket
+// keeps it there unescaped: a key of plainKey's letters, not an .attrs
+// file's, with no "." or ".." element.
+func (s *Store) plainPath(key string) (string, bool) {
+	if s.dir == "" {
+		return "", false
+	}
 	key = s.prefix + key
 	elems := strings.Split(key, "/")
 	if !plainKey.MatchString(key) || strings.HasSuffix(key, ".attrs") || slices.Contains(elems, ".") || slices.Contains(elems, "..") {
+		return "", false
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(key)), true
+}
+
+// createFile is Create in a file store: a temporary file, then a hard
+// link, which fails if the blob exists.
+func (s *Store) createFile(ctx context.Context, key string, data []byte) error {
+	path, ok := s.plainPath(key)
+	if !ok {
 		return fmt.Errorf("a file store creates keys of letters, digits, '.', '_' and '-' only")
 	}
-	path := filepath.Join(s.dir, filepath.FromSlash(key))
 	dir := filepath.Dir(path)
 	err := os.MkdirAll(dir, 0o777)
 	if err != nil {

@@ -8,14 +8,18 @@ package model
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -23,12 +27,15 @@ import (
 
 // responsesModel is the Model over POST /responses.
 type responsesModel struct {
-	cfg Config
-	svc responses.ResponseService
+	cfg    Config
+	client openai.Client
+	heads  heads
 }
 
 func newResponsesModel(cfg Config, opts []option.RequestOption) *responsesModel {
-	return &responsesModel{cfg: cfg, svc: responses.NewResponseService(opts...)}
+	// Not openai.NewClient, which would read OPENAI_* variables: only the
+	// options are set, which is all Post uses.
+	return &responsesModel{cfg: cfg, client: openai.Client{Options: opts}}
 }
 
 // Respond implements Model. It streams the answer (POST /responses with
@@ -36,40 +43,60 @@ func newResponsesModel(cfg Config, opts []option.RequestOption) *responsesModel 
 // func as it arrives, and returns the response that response.completed
 // (or .incomplete, or .failed) carries, as a non-streamed call would.
 func (m *responsesModel) Respond(ctx context.Context, req Request) (*Response, error) {
-	params, err := responsesParams(m.cfg, req)
+	head, err := m.heads.encoded(req, m.responsesHead)
 	if err != nil {
 		return nil, err
 	}
+	body, err := responsesBody(head, req.Input)
+	if err != nil {
+		return nil, err
+	}
+	// The body is sent as it is, and the answer read by its own decoder
+	// (streamEvent), not openai-go's: the request NewStreaming sends, but
+	// for its params, which it would encode again (empty, at a tenth of a
+	// millisecond) only to drop them for this body.
 	var httpResp *http.Response
-	stream := m.svc.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
-	defer stream.Close()
-	if err := stream.Err(); err != nil {
+	if err := m.client.Post(ctx, "responses", nil, &httpResp, option.WithRequestBody("application/json", body)); err != nil {
+		if httpResp != nil && httpResp.Body != nil {
+			httpResp.Body.Close()
+		}
 		return nil, apiError(ctx, err, httpResp)
+	}
+	if httpResp == nil || httpResp.Body == nil {
+		return nil, streamError(ctx, errCutShort)
 	}
 	emit := deltasOf(ctx)
 	if wholeJSON(httpResp) {
-		var res responses.Response
-		if err := decodeWhole(httpResp, &res); err != nil {
+		defer httpResp.Body.Close()
+		body, err := io.ReadAll(httpResp.Body)
+		var res *wireResponse
+		if err == nil {
+			res, err = decodeResponse(body)
+		}
+		if err != nil {
 			return nil, apiError(ctx, err, httpResp)
 		}
-		out, err := responsesResult(&res)
+		out, err := responsesResult(res)
 		if err == nil {
 			emitWhole(out, emit)
 		}
 		return out, err
 	}
+	stream := ssestream.NewStream[streamEvent](ssestream.NewDecoder(httpResp), nil)
+	defer stream.Close()
 
 	// Each kept output item's place in Response.Output, by the server's
 	// output index: responsesResult skips the kinds Troupe never asks for.
 	place := map[int64]int{}
 	kept := 0
-	var final *responses.Response
-	done := map[int64]responses.ResponseOutputItemUnion{}
+	var final json.RawMessage
+	finished := false
+	done := map[int64]json.RawMessage{}
 	for stream.Next() {
 		ev := stream.Current()
 		switch ev.Type {
 		case "response.output_item.added":
-			if keptOutput(ev.Item.Type) {
+			if keptOutput(itemType(ev.Item)) {
 				place[ev.OutputIndex] = kept
 				kept++
 			}
@@ -80,8 +107,7 @@ func (m *responsesModel) Respond(ctx context.Context, req Request) (*Response, e
 		case "response.output_item.done":
 			done[ev.OutputIndex] = ev.Item
 		case "response.completed", "response.incomplete", "response.failed":
-			res := ev.Response
-			final = &res
+			final, finished = ev.Response, true
 		case "error":
 			msg := ev.Message
 			if msg == "" {
@@ -93,17 +119,25 @@ func (m *responsesModel) Respond(ctx context.Context, req Request) (*Response, e
 	if err := stream.Err(); err != nil {
 		return nil, streamError(ctx, err)
 	}
-	if final == nil {
+	if !finished {
 		return nil, streamError(ctx, errCutShort)
 	}
-	if len(final.Output) == 0 && len(done) > 0 {
+	res, err := decodeResponse(final)
+	if err != nil {
+		return nil, streamError(ctx, err)
+	}
+	if len(res.Output) == 0 && len(done) > 0 {
 		// A server that leaves the final response's output empty: the
 		// items as each was done.
 		for _, i := range slices.Sorted(maps.Keys(done)) {
-			final.Output = append(final.Output, done[i])
+			it, err := decodeOutputItem(done[i])
+			if err != nil {
+				return nil, streamError(ctx, err)
+			}
+			res.Output = append(res.Output, it)
 		}
 	}
-	return responsesResult(final)
+	return responsesResult(res)
 }
 
 // keptOutput reports whether responsesResult keeps output items of type t.
@@ -121,7 +155,18 @@ func emitWhole(res *Response, emit func(Delta)) {
 	}
 }
 
-// responsesParams builds the request body of one turn.
+// responsesHead is the JSON object of the params of req but its input,
+// as openai-go encodes them.
+func (m *responsesModel) responsesHead(req Request) ([]byte, error) {
+	p, err := responsesParams(m.cfg, req)
+	if err != nil {
+		return nil, err
+	}
+	return p.MarshalJSON()
+}
+
+// responsesParams builds the request of one turn but its input, which
+// responsesBody encodes.
 func responsesParams(cfg Config, req Request) (responses.ResponseNewParams, error) {
 	p := responses.ResponseNewParams{
 		Model: modelName(cfg, req),
@@ -130,12 +175,6 @@ func responsesParams(cfg Config, req Request) (responses.ResponseNewParams, erro
 	if req.Instructions != "" {
 		p.Instructions = param.NewOpt(req.Instructions)
 	}
-	input, err := responsesInput(req.Input)
-	if err != nil {
-		return p, err
-	}
-	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: input}
-
 	for _, t := range req.Tools {
 		params, err := jsonObject(t.Parameters, emptyParameters(t.Strict))
 		if err != nil {
@@ -208,132 +247,11 @@ func outputName(out *agents.OutputSpec) string {
 	return "output"
 }
 
-// responsesInput maps a transcript onto Responses input items.
-//
-// A reasoning item can only be passed back with its encrypted content:
-// with store=false the server keeps nothing to resolve its id against. One
-// without is dropped, and so are the ids of the items that follow it in
-// the same model turn, so that the server does not look for the reasoning
-// item those ids were paired with.
-func responsesInput(items []agents.Item) (responses.ResponseInputParam, error) {
-	out := make(responses.ResponseInputParam, 0, len(items))
-	droppedReasoning := false
-	for i, it := range items {
-		fromModel := it.Type == agents.ItemReasoning || it.Type == agents.ItemFunctionCall ||
-			(it.Type == agents.ItemMessage && it.Role == agents.RoleAssistant)
-		if !fromModel {
-			droppedReasoning = false
-		}
-		id := it.ID
-		if droppedReasoning {
-			id = ""
-		}
-
-		switch it.Type {
-		case agents.ItemMessage:
-			switch it.Role {
-			case agents.RoleAssistant:
-				if id != "" {
-					out = append(out, responses.ResponseInputItemUnionParam{
-						OfOutputMessage: &responses.ResponseOutputMessageParam{
-							ID:     id,
-							Status: responses.ResponseOutputMessageStatusCompleted,
-							Content: []responses.ResponseOutputMessageContentUnionParam{{
-								OfOutputText: &responses.ResponseOutputTextParam{
-									Text:        it.Content,
-									Annotations: []responses.ResponseOutputTextAnnotationUnionParam{},
-								},
-							}},
-						},
-					})
-					continue
-				}
-				fallthrough
-			case agents.RoleUser, agents.RoleSystem, agents.RoleDeveloper:
-				out = append(out, responses.ResponseInputItemUnionParam{
-					OfMessage: &responses.EasyInputMessageParam{
-						Role:    responses.EasyInputMessageRole(it.Role),
-						Content: responses.EasyInputMessageContentUnionParam{OfString: param.NewOpt(it.Content)},
-						Type:    responses.EasyInputMessageTypeMessage,
-					},
-				})
-			default:
-				return nil, invalid("input item %d: message role %q", i, it.Role)
-			}
-
-		case agents.ItemFunctionCall:
-			fc := &responses.ResponseFunctionToolCallParam{
-				CallID:    it.CallID,
-				Name:      it.Name,
-				Arguments: it.Arguments,
-			}
-			if id != "" {
-				fc.ID = param.NewOpt(id)
-			}
-			out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCall: fc})
-
-		case agents.ItemFunctionCallOutput:
-			if it.OutputRef != "" && it.Output == "" {
-				return nil, invalid("input item %d: output of call %q is still a reference (%s); resolve it before calling the model", i, it.CallID, it.OutputRef)
-			}
-			output := responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(it.Output)}
-			if len(it.Images) > 0 {
-				output = responses.ResponseInputItemFunctionCallOutputOutputUnionParam{
-					OfResponseFunctionCallOutputItemArray: outputParts(it),
-				}
-			}
-			out = append(out, responses.ResponseInputItemUnionParam{
-				OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
-					CallID: param.NewOpt(it.CallID),
-					Output: output,
-				},
-			})
-
-		case agents.ItemReasoning:
-			if it.ID == "" || it.EncryptedContent == "" {
-				droppedReasoning = true
-				continue
-			}
-			droppedReasoning = false
-			r := &responses.ResponseReasoningItemParam{
-				ID:               it.ID,
-				Summary:          []responses.ResponseReasoningItemSummaryParam{},
-				EncryptedContent: param.NewOpt(it.EncryptedContent),
-			}
-			if it.Summary != "" {
-				r.Summary = append(r.Summary, responses.ResponseReasoningItemSummaryParam{Text: it.Summary})
-			}
-			out = append(out, responses.ResponseInputItemUnionParam{OfReasoning: r})
-
-		default:
-			return nil, invalid("input item %d: unknown type %q", i, it.Type)
-		}
-	}
-	return out, nil
-}
-
-// outputParts is a function call output with images as content parts:
-// its text, when there is any, then each image.
-func outputParts(it agents.Item) responses.ResponseFunctionCallOutputItemListParam {
-	var parts responses.ResponseFunctionCallOutputItemListParam
-	if it.Output != "" {
-		parts = append(parts, responses.ResponseFunctionCallOutputItemUnionParam{
-			OfInputText: &responses.ResponseInputTextContentParam{Text: it.Output},
-		})
-	}
-	for _, url := range it.Images {
-		parts = append(parts, responses.ResponseFunctionCallOutputItemUnionParam{
-			OfInputImage: &responses.ResponseInputImageContentParam{ImageURL: param.NewOpt(url)},
-		})
-	}
-	return parts
-}
-
 // responsesResult maps a response onto items, in the order the model
 // produced them. Output kinds Troupe never asks for (hosted tools) are
 // skipped.
-func responsesResult(res *responses.Response) (*Response, error) {
-	if res.Status == responses.ResponseStatusFailed {
+func responsesResult(res *wireResponse) (*Response, error) {
+	if res.Status == string(responses.ResponseStatusFailed) {
 		return nil, failedResponse(res)
 	}
 	out := &Response{
@@ -352,33 +270,31 @@ func responsesResult(res *responses.Response) (*Response, error) {
 			out.Output = append(out.Output, agents.Item{
 				Type:    agents.ItemMessage,
 				Role:    agents.RoleAssistant,
-				Content: messageText(o.AsMessage()),
+				Content: messageText(o.Content),
 				ID:      o.ID,
 			})
 		case "function_call":
-			fc := o.AsFunctionCall()
 			out.Output = append(out.Output, agents.Item{
 				Type:      agents.ItemFunctionCall,
-				ID:        fc.ID,
-				CallID:    fc.CallID,
-				Name:      fc.Name,
-				Arguments: fc.Arguments,
+				ID:        o.ID,
+				CallID:    o.CallID,
+				Name:      o.Name,
+				Arguments: o.Arguments,
 			})
 		case "reasoning":
-			r := o.AsReasoning()
-			parts := make([]string, 0, len(r.Summary))
-			for _, s := range r.Summary {
+			parts := make([]string, 0, len(o.Summary))
+			for _, s := range o.Summary {
 				parts = append(parts, s.Text)
 			}
 			out.Output = append(out.Output, agents.Item{
 				Type:             agents.ItemReasoning,
-				ID:               r.ID,
+				ID:               o.ID,
 				Summary:          strings.Join(parts, "\n\n"),
-				EncryptedContent: r.EncryptedContent,
+				EncryptedContent: o.EncryptedContent,
 			})
 		}
 	}
-	out.Model, out.FinishReason = string(res.Model), finishReason(res, out.Output)
+	out.Model, out.FinishReason = res.Model, finishReason(res, out.Output)
 	return out, nil
 }
 
@@ -386,8 +302,8 @@ func responsesResult(res *responses.Response) (*Response, error) {
 // finish reasons: length or content_filter for an incomplete response
 // (the Responses API's incomplete reasons), tool_calls when the model
 // called a tool, else stop.
-func finishReason(res *responses.Response, out []agents.Item) string {
-	if res.Status == responses.ResponseStatusIncomplete {
+func finishReason(res *wireResponse, out []agents.Item) string {
+	if res.Status == string(responses.ResponseStatusIncomplete) {
 		switch r := res.IncompleteDetails.Reason; r {
 		case "max_output_tokens":
 			return "length"
@@ -408,9 +324,9 @@ func finishReason(res *responses.Response, out []agents.Item) string {
 // messageText concatenates a message's output_text parts. A message that
 // holds only a refusal yields the refusal text, so that the agent loop
 // sees why there is no answer.
-func messageText(m responses.ResponseOutputMessage) string {
+func messageText(content []wirePart) string {
 	var text, refusal strings.Builder
-	for _, c := range m.Content {
+	for _, c := range content {
 		switch c.Type {
 		case "output_text":
 			text.WriteString(c.Text)
@@ -429,8 +345,8 @@ func messageText(m responses.ResponseOutputMessage) string {
 // status a direct error would have carried: rate limits as 429, server
 // errors and timeouts as 500, anything else (an invalid prompt or image, a
 // policy violation) as 400, which no retry fixes.
-func failedResponse(res *responses.Response) error {
-	code := string(res.Error.Code)
+func failedResponse(res *wireResponse) error {
+	code := res.Error.Code
 	status := http.StatusBadRequest
 	switch code {
 	case "rate_limit_exceeded":

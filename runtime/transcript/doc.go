@@ -10,12 +10,15 @@
 //     sees of it (the window of a runtime.TranscriptView when it has one)
 //     followed by the turn's pending items, with each item's position, so
 //     that runtime.Window can name the next window. Segments read are kept
-//     decoded, so a turn decodes only the segments it has not seen.
+//     decoded, so a turn decodes only the segments it has not seen; the
+//     segment a turn appended is not read back from a file store while
+//     the store still holds the very file written (blob.Written).
 //  3. A tool output larger than InlineLimit is stored apart (Offload) and
 //     travels as the item's OutputRef; ResolveOutputs, and every read
 //     above, put the output back.
 //
-// Only reads fill the cache of a Transcripts, so what it holds was written
-// by an attempt that the workflow accepted. Segments of a fork
+// Only reads fill the cache of a Transcripts (a segment taken as written is
+// taken when read, and only if a read would return it), so what it holds
+// was written by an attempt that the workflow accepted. Segments of a fork
 // (runtime.TranscriptRef.Fork) are read where their source wrote them.
 package transcript

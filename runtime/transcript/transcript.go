@@ -17,19 +17,57 @@ import (
 // it, a run's decoding work would grow with the square of its turns.
 //
 // Only reads fill the cache, for the reason blob.Store gives: a segment
-// is read only after the workflow accepted the attempt that wrote it.
+// is read only after the workflow accepted the attempt that wrote it. The
+// segment a turn writes is read by the next, and a file store spares that
+// read: the segment written is kept (its bytes, and its file held open)
+// until read, and taken as read when the store still holds that very file
+// (blob.Written.Unchanged), which is exactly when a read would return it.
 type Transcripts struct {
 	store *blob.Store
 
-	mu    sync.Mutex
-	segs  map[string][]agents.Item
-	order []string
+	mu sync.Mutex
+	// segs are the segments read, by the key they are under (a
+	// transcript's or a base's) and by number; order is the order they
+	// were read in, for eviction, and n how many segs holds.
+	segs  map[string]*held
+	order []segID
+	n     int
 	max   int
+	// written are the segments written and not yet read, by blob key, and
+	// wrote their keys in the order written (at most maxWritten held).
+	written map[string]*written
+	wrote   []string
 }
+
+// held are the cached segments under one key: segs[i] is segment i.
+type held struct {
+	segs []cached
+	n    int
+}
+
+type cached struct {
+	items []agents.Item
+	ok    bool
+}
+
+type segID struct {
+	key string
+	i   int
+}
+
+// written is a segment as written, held until the turn after reads it.
+type written struct {
+	data []byte
+	file *blob.Written
+}
+
+// maxWritten bounds the segments held as written: one per agent loop
+// running on the worker would do; each holds a file open.
+const maxWritten = 128
 
 // NewTranscripts returns the transcripts of store.
 func NewTranscripts(store *blob.Store) *Transcripts {
-	return &Transcripts{store: store, segs: map[string][]agents.Item{}, max: 20000}
+	return &Transcripts{store: store, segs: map[string]*held{}, max: 20000, written: map[string]*written{}}
 }
 
 // Append writes items as the next segment of ref and returns the longer
@@ -42,14 +80,45 @@ func (t *Transcripts) Append(ctx context.Context, ref runtime.TranscriptRef, ite
 	}
 	// The new segment is ref's own, under its Key, whatever its bases.
 	key := runtime.TranscriptRef{Key: ref.Key}.SegmentKey(ref.Segments)
-	if err := t.store.Put(ctx, key, data); err != nil {
+	file, err := t.store.PutWritten(ctx, key, data)
+	if err != nil {
 		return ref, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
 	}
 	t.mu.Lock()
-	delete(t.segs, key)
+	t.forget(ref.Key, ref.Segments)
+	if old := t.written[key]; old != nil {
+		old.file.Close()
+		delete(t.written, key)
+	}
+	if file != nil {
+		t.written[key] = &written{data: data, file: file}
+		t.wrote = append(t.wrote, key)
+		for len(t.written) > maxWritten && len(t.wrote) > 0 {
+			// A key written again stands twice in wrote; closing its
+			// segment early only costs a read.
+			if w := t.written[t.wrote[0]]; w != nil {
+				w.file.Close()
+				delete(t.written, t.wrote[0])
+			}
+			t.wrote = t.wrote[1:]
+		}
+	}
 	t.mu.Unlock()
 	ref.Segments++
 	return ref, nil
+}
+
+// Close releases the files of the segments held as written. The
+// Transcripts stays usable: a segment written later is held again.
+func (t *Transcripts) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for key, w := range t.written {
+		w.file.Close()
+		delete(t.written, key)
+	}
+	t.wrote = nil
+	return nil
 }
 
 // Load reads every segment of ref, in order, with output references
@@ -81,21 +150,29 @@ func (t *Transcripts) LoadView(ctx context.Context, ref runtime.TranscriptRef, p
 	}
 	v := ref.View
 	if v == nil {
-		for s := 0; s < ref.Segments; s++ {
-			seg, err := t.segment(ctx, ref.SegmentKey(s))
-			if err != nil {
-				return nil, nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
-			}
+		segs, err := t.segments(ctx, ref, 0, ref.Segments)
+		if err != nil {
+			return nil, nil, err
+		}
+		// Sized once: a long transcript would be copied again and again
+		// as the slices grew.
+		n := len(pending)
+		for _, seg := range segs {
+			n += len(seg)
+		}
+		items, at = make([]agents.Item, 0, n), make([]runtime.ItemPos, 0, n)
+		for s, seg := range segs {
 			add(s, 0, seg)
 		}
 		add(ref.Segments, 0, pending)
 		return items, at, nil
 	}
 	for _, p := range v.Head {
-		seg, err := t.segment(ctx, ref.SegmentKey(p.Segment))
+		segs, err := t.segments(ctx, ref, p.Segment, p.Segment+1)
 		if err != nil {
-			return nil, nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
+			return nil, nil, err
 		}
+		seg := segs[0]
 		if p.Item < 0 || p.Item >= len(seg) {
 			return nil, nil, fmt.Errorf("runtime: transcript %s: view names item %d of segment %d, which has %d", ref.Key, p.Item, p.Segment, len(seg))
 		}
@@ -105,16 +182,16 @@ func (t *Transcripts) LoadView(ctx context.Context, ref runtime.TranscriptRef, p
 	items = append(items, agents.UserMessage(v.Note))
 	at = append(at, runtime.ItemPos{Segment: -1, Item: -1})
 	tailFrom := len(items)
-	for s := v.From.Segment; s < ref.Segments; s++ {
-		seg, err := t.segment(ctx, ref.SegmentKey(s))
-		if err != nil {
-			return nil, nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
-		}
+	tail, err := t.segments(ctx, ref, v.From.Segment, ref.Segments)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, seg := range tail {
 		first := 0
-		if s == v.From.Segment {
+		if k == 0 {
 			first = v.From.Item
 		}
-		add(s, first, seg)
+		add(v.From.Segment+k, first, seg)
 	}
 	add(ref.Segments, 0, pending)
 	// The trim paired its tail; a call cut off from its output at the
@@ -131,35 +208,110 @@ func (t *Transcripts) LoadView(ctx context.Context, ref runtime.TranscriptRef, p
 	return items, at, nil
 }
 
-func (t *Transcripts) segment(ctx context.Context, key string) ([]agents.Item, error) {
+// segments returns segments from to to (excluded) of ref, in order: those
+// cached, found under one lock, then the others read in order.
+func (t *Transcripts) segments(ctx context.Context, ref runtime.TranscriptRef, from, to int) ([][]agents.Item, error) {
+	if to <= from {
+		return nil, nil
+	}
+	out := make([][]agents.Item, to-from)
+	var missing []int
 	t.mu.Lock()
-	seg, ok := t.segs[key]
+	key, h := "", (*held)(nil)
+	for i := from; i < to; i++ {
+		if k := ref.SegmentHolder(i); k != key || h == nil {
+			key, h = k, t.segs[k]
+		}
+		if h != nil && i >= 0 && i < len(h.segs) && h.segs[i].ok {
+			out[i-from] = h.segs[i].items
+		} else {
+			missing = append(missing, i)
+		}
+	}
 	t.mu.Unlock()
-	if ok {
-		return seg, nil
+	for _, i := range missing {
+		seg, err := t.read(ctx, ref, i)
+		if err != nil {
+			return nil, fmt.Errorf("runtime: transcript %s: %w", ref.Key, err)
+		}
+		out[i-from] = seg
 	}
-	data, err := t.store.Get(ctx, key)
-	if err != nil {
-		return nil, err
+	return out, nil
+}
+
+// read reads segment i of ref and caches it: from the segment as this
+// worker wrote it, if the store still holds that, else from the store.
+func (t *Transcripts) read(ctx context.Context, ref runtime.TranscriptRef, i int) ([]agents.Item, error) {
+	holder := ref.SegmentHolder(i)
+	key := ref.SegmentKey(i)
+	t.mu.Lock()
+	w := t.written[key]
+	delete(t.written, key)
+	t.mu.Unlock()
+	var data []byte
+	if w != nil {
+		if w.file.Unchanged() {
+			data = w.data
+		}
+		w.file.Close()
 	}
+	if data == nil {
+		var err error
+		if data, err = t.store.Get(ctx, key); err != nil {
+			return nil, err
+		}
+	}
+	var seg []agents.Item
 	if err := json.Unmarshal(data, &seg); err != nil {
 		return nil, fmt.Errorf("segment %s: %w", key, err)
 	}
-	if seg, err = ResolveOutputs(ctx, t.store, seg); err != nil {
+	seg, err := ResolveOutputs(ctx, t.store, seg)
+	if err != nil {
 		return nil, err
 	}
-	t.mu.Lock()
-	if _, ok := t.segs[key]; !ok {
-		t.order = append(t.order, key)
+	if i < 0 {
+		return seg, nil // never: segments count from 0
 	}
-	t.segs[key] = seg
-	for len(t.order) > t.max {
-		delete(t.segs, t.order[0])
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.segs[holder]
+	if h == nil {
+		h = &held{}
+		t.segs[holder] = h
+	}
+	if i >= len(h.segs) {
+		h.segs = append(h.segs, make([]cached, i+1-len(h.segs))...)
+	}
+	if !h.segs[i].ok {
+		t.order = append(t.order, segID{holder, i})
+		h.n++
+		t.n++
+	}
+	h.segs[i] = cached{items: seg, ok: true}
+	for t.n > t.max && len(t.order) > 0 {
+		t.evict(t.order[0])
 		t.order = t.order[1:]
 	}
-	t.mu.Unlock()
 	return seg, nil
 }
+
+// forget drops segment i of key from the cache (t.mu held).
+func (t *Transcripts) forget(key string, i int) {
+	h := t.segs[key]
+	if h == nil || i < 0 || i >= len(h.segs) || !h.segs[i].ok {
+		return
+	}
+	h.segs[i] = cached{}
+	h.n--
+	t.n--
+	if h.n == 0 {
+		delete(t.segs, key)
+	}
+}
+
+// evict drops a segment read earliest (t.mu held). A segment forgotten
+// and read again stands twice in order; evicting it early is harmless.
+func (t *Transcripts) evict(id segID) { t.forget(id.key, id.i) }
 
 // ResolveOutputs replaces each item's OutputRef with the output it names.
 func ResolveOutputs(ctx context.Context, store *blob.Store, items []agents.Item) ([]agents.Item, error) {

@@ -6,6 +6,7 @@ package scripted
 // calls without their outputs (or outputs without their calls).
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -231,8 +232,8 @@ func decodeObject(raw json.RawMessage, param string) (object, *apiError) {
 
 // jsonKind names the JSON type of raw the way OpenAI's messages do.
 func jsonKind(raw json.RawMessage) string {
-	s := strings.TrimLeft(string(raw), " \t\r\n")
-	if s == "" {
+	s := bytes.TrimLeft(raw, " \t\r\n") // not string(raw): a copy of the whole input
+	if len(s) == 0 {
 		return "nothing"
 	}
 	switch s[0] {
