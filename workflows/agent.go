@@ -28,14 +28,80 @@ import (
 // Its state is one runtime.AgentState, whose transitions decide what comes
 // next; the workflow only carries out the effects (the model turn, the
 // calls) and records the events.
+//
+// Between turns the agent is held while its session is paused, ends when
+// the user interrupted it, and continues as new when its run is long.
 func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*troupe.AgentResult, error) {
+	a, err := r.startAgent(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	// The turn the previous run was about to take, or the first.
+	next := runtime.Next{Action: runtime.CallModel, Turn: a.st.Turn}
+	if in.Carry == nil {
+		next = a.st.Begin(a.agent)
+	}
+	for {
+		switch next.Action {
+		case runtime.CallModel:
+			if err := a.calls.ctl.hold(ctx, a.calls.sb); err != nil {
+				return a.fail(ctx, err)
+			}
+			if a.calls.ctl.stopping() {
+				res := a.result()
+				res.Interrupted, res.Pending = true, a.st.Pending
+				return a.finish(ctx, troupe.Event{Kind: troupe.EventInterrupted, Turn: next.Turn, Detail: "interrupted by the user before turn " + fmt.Sprint(next.Turn)}, res, nil)
+			}
+			if a.canContinue && r.timeToContinue(ctx, a.spec, a.turnsInRun) {
+				err := r.continueAsNew(ctx, in, a.st, a.calls, a.rec)
+				if _, ok := err.(*workflow.ContinueAsNewError); ok {
+					return nil, err
+				}
+				return a.fail(ctx, err) // Cancelled while a suspend finished: the sandbox is stopped.
+			}
+			next, err = a.modelTurn(ctx, next.Turn)
+		case runtime.RunCalls:
+			next, err = a.runCalls(ctx, next.Calls)
+		default:
+			return a.end(ctx, next)
+		}
+		if err != nil {
+			return a.fail(ctx, err)
+		}
+	}
+}
+
+// agentRun is one run of an agent's workflow: the agent, its state, the
+// recorder of its events, and the calls and gates of its turns.
+type agentRun struct {
+	r     *Runner
+	in    AgentWorkflowInput
+	spec  *runtime.GraphSpec
+	agent *runtime.AgentSpec
+	rec   *events.Recorder
+	st    *runtime.AgentState
+	rc    agents.RunContext
+	calls *turnCalls
+	// kept is whether a session keeps the agent's sandbox between runs.
+	kept bool
+	// canContinue is whether the run may continue as new (runs recorded
+	// before agents continued as new never do); turnsInRun counts its
+	// turns.
+	canContinue bool
+	turnsInRun  int
+}
+
+// startAgent sets up a run of the agent's workflow: its spec, its state
+// (new, or carried from the previous run), its event recorder, its sandbox
+// and MCP tools, and its gates.
+func (r *Runner) startAgent(ctx workflow.Context, in AgentWorkflowInput) (*agentRun, error) {
 	spec, agent, err := r.agentSpec(in.AgentInput)
 	if err != nil {
 		return nil, err
 	}
 	traceAgent(ctx, in.Graph, agent.Name)
-	// Runs recorded before agents continued as new never do.
-	canContinue := workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) == 1
+	a := &agentRun{r: r, in: in, spec: spec, agent: agent}
+	a.canContinue = workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) == 1
 	carry := in.Carry
 	if carry == nil {
 		carry = &AgentCarry{}
@@ -44,10 +110,11 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 	if err != nil {
 		return nil, err
 	}
+	a.rec = rec
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	// The memory scope is the spec's: fixed at the run's or session's
 	// start, a fork's own after a fork.
-	rc := agents.RunContext{WorkflowID: wfID, RunID: in.RunID, Agent: agent.Name, Vars: in.Vars, MemoryScope: cmp.Or(agent.MemoryReadScope, agent.MemoryScope)}
+	a.rc = agents.RunContext{WorkflowID: wfID, RunID: in.RunID, Agent: agent.Name, Vars: in.Vars, MemoryScope: cmp.Or(agent.MemoryReadScope, agent.MemoryScope)}
 	transcript := in.Transcript
 	if transcript.Key == "" {
 		transcript.Key = "transcripts/" + wfID
@@ -66,17 +133,19 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 	} else {
 		rec.Add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: agent.Name})
 	}
+	a.st = st
 	calls := &turnCalls{r: r, rec: rec, spec: spec, agent: agent, in: in.AgentInput, ctl: newControl(ctx, true)}
 	calls.ctl.paused, calls.ctl.interrupted = carry.Paused, carry.Interrupted
+	a.calls = calls
 	// A session's agent takes the sandbox its session keeps for it.
-	kept := in.Session != nil
-	if kept && in.Carry == nil && in.Session.Lease != nil {
+	a.kept = in.Session != nil
+	if a.kept && in.Carry == nil && in.Session.Lease != nil {
 		l := *in.Session.Lease
 		st.Lease = &l
 	}
 	if agent.Sandbox {
-		calls.sb = lease.NewLife(r.leaseSettings(), rec, in.Graph, agent.Name, wfID, rc)
-		if kept {
+		calls.sb = lease.NewLife(r.leaseSettings(), rec, in.Graph, agent.Name, wfID, a.rc)
+		if a.kept {
 			calls.sb.KeptBy(in.Session.ID, in.Session.Backend)
 		}
 		if st.Lease != nil {
@@ -84,145 +153,144 @@ func (r *Runner) AgentWorkflow(ctx workflow.Context, in AgentWorkflowInput) (*tr
 		}
 	}
 	if len(agent.MCPServers) > 0 {
-		calls.mt = mcp.NewTools(r.mcpSettings(), agent, in.AgentInput, &rc, st.MCP, st.MCPLost)
+		calls.mt = mcp.NewTools(r.mcpSettings(), agent, in.AgentInput, &a.rc, st.MCP, st.MCPLost)
 	}
 	// The agent's gates: its guardrails, its approval policies and its
 	// share of the run's budget, each only if it has them.
 	calls.budget, calls.tree = budget.NewAgent(ctx, spec, in.AgentInput, wfID, agent, carry.Budget), &st.Agents
-	calls.turn = &gate.Turn{Spec: spec, Agent: agent, Input: in.AgentInput, Continued: in.Carry != nil, Run: rc, Events: rec,
+	calls.turn = &gate.Turn{Spec: spec, Agent: agent, Input: in.AgentInput, Continued: in.Carry != nil, Run: a.rc, Events: rec,
 		Usage: &st.Usage, RunAgent: calls.runAgent, MCPTool: calls.mt.Ref, Stopping: calls.ctl.stopping}
 	calls.chain = gate.New(calls.turn, guardrail.New(agent), approval.New(agent), calls.budget)
-	// finish ends the agent however it ends (output, handoff, failure,
-	// cancellation): its sandbox is stopped first, so the last event is
-	// the agent's own and a follower that stops there misses nothing.
-	finish := func(e troupe.Event, res *troupe.AgentResult, err error) (*troupe.AgentResult, error) {
-		var given *runtime.SandboxLease
-		switch {
-		case calls.sb != nil && kept && err == nil:
-			res.Lease = calls.sb.Release(ctx) // The session keeps the sandbox.
-		case calls.sb != nil && kept && lease.KeepsFailedWorkspace(ctx, err):
-			// The session keeps the workspace as the failure left it.
-			given = calls.sb.Release(ctx)
-		case calls.sb != nil:
-			calls.sb.End(ctx)
+	return a, nil
+}
+
+// modelTurn takes the model turn numbered turn, through the agent's gates,
+// and moves the state on with its output.
+func (a *agentRun) modelTurn(ctx workflow.Context, turn int) (runtime.Next, error) {
+	a.turnsInRun++
+	a.rc.Turn = turn
+	calls, st, rc := a.calls, a.st, a.rc
+	// The Web UI's current details: continue-as-new keeps no static summary.
+	workflow.SetCurrentDetails(ctx, "agent "+a.agent.Name+", turn "+strconv.Itoa(turn))
+	calls.turn.Run = rc
+	m := gate.ModelCall{Turn: rc.Turn}
+	if err := calls.chain.BeforeTurn(ctx, &m); err != nil {
+		return runtime.Next{}, err // The tree's budget is spent, say.
+	}
+	if err := calls.mt.Refresh(ctx); err != nil {
+		return runtime.Next{}, err
+	}
+	calls.sb.ReadGuidance(ctx)
+	var mo ModelOutput
+	if err := calls.chain.AroundModel(ctx, &m, func(mctx workflow.Context) error {
+		return a.r.callModel(mctx, a.rec, a.spec, ModelInput{Graph: a.in.Graph, Agent: a.agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
+			MCPTools: calls.mt.Specs(), Pinned: a.in.Spec != nil, Tools: a.agent.ToolNames(), Guidance: calls.sb.Guidance(),
+			Budget: m.Report}, &mo)
+	}); err != nil {
+		return runtime.Next{}, err
+	}
+	detail := mo.Text
+	if len(mo.Step.Calls) > 0 {
+		detail = strconv.Itoa(len(mo.Step.Calls)) + " tool call(s)"
+	}
+	a.rec.Add(ctx, troupe.Event{Kind: troupe.EventTurn, Agent: a.agent.Name, Turn: rc.Turn, Detail: detail})
+	next := st.ModelDone(a.agent, mo.Transcript, mo.Step, mo.Usage)
+	if err := calls.count(ctx, st, rc.Turn, &mo); err != nil {
+		return runtime.Next{}, err
+	}
+	if next.Correction != "" {
+		a.rec.Add(ctx, troupe.Event{Kind: troupe.EventOutputInvalid, Agent: a.agent.Name, Turn: rc.Turn, Detail: next.Correction})
+	}
+	return next, nil
+}
+
+// runCalls carries out a turn's tool calls and moves the state on with
+// their outputs; once the user interrupted, it answers them instead.
+func (a *agentRun) runCalls(ctx workflow.Context, calls []agents.Item) (runtime.Next, error) {
+	if err := a.calls.ctl.hold(ctx, a.calls.sb); err != nil {
+		return runtime.Next{}, err
+	}
+	if a.calls.ctl.stopping() {
+		// The calls are answered, not run, so the conversation the next
+		// turn takes up stays whole.
+		var outputs []agents.Item
+		for _, c := range calls {
+			outputs = append(outputs, a.calls.output(c, "Error: not run: the user interrupted the turn"))
 		}
-		// The result, or the failure, carries the lease, the usage and
-		// the root's budget ledger (when lent to the agent) back to the
-		// caller; the root has the reports of the agent's calls first.
-		loan := calls.budget.GiveBack()
-		if err == nil {
-			res.Budget = loan
+		return a.st.CallsDone(a.agent, outputs, nil, model.Usage{}), nil
+	}
+	outputs, handoff, usage, err := a.calls.run(ctx, a.rc, calls)
+	if err != nil {
+		return runtime.Next{}, err
+	}
+	return a.st.CallsDone(a.agent, outputs, handoff, usage), nil
+}
+
+// end ends the agent as next says: with its final output, a handoff, or a
+// failure.
+func (a *agentRun) end(ctx workflow.Context, next runtime.Next) (*troupe.AgentResult, error) {
+	switch next.Action {
+	case runtime.Finish:
+		if err := a.calls.chain.BeforeFinal(ctx, next.Output); err != nil {
+			return a.fail(ctx, err)
 		}
-		err = troupe.WithFailure(err, given, st.Agents, loan)
-		calls.budget.Flush(ctx)
-		e.Agent = agent.Name
-		rec.Add(ctx, e)
-		return res, err
-	}
-	fail := func(err error) (*troupe.AgentResult, error) {
-		return finish(troupe.Event{Kind: troupe.EventFailed, Detail: troupe.FailureText(err)}, nil, err)
-	}
-	result := func() *troupe.AgentResult {
-		return &troupe.AgentResult{Agent: agent.Name, Transcript: st.Transcript, Turns: st.Turn, ToolCalls: st.ToolCalls, Usage: st.Usage, Agents: st.Agents}
-	}
-	// The turn the previous run was about to take, or the first.
-	next := runtime.Next{Action: runtime.CallModel, Turn: st.Turn}
-	if in.Carry == nil {
-		next = st.Begin(agent)
-	}
-	turnsInRun := 0
-	for {
-		switch next.Action {
-		case runtime.CallModel:
-			if err := calls.ctl.hold(ctx, calls.sb); err != nil {
-				return fail(err)
-			}
-			if calls.ctl.stopping() {
-				res := result()
-				res.Interrupted, res.Pending = true, st.Pending
-				return finish(troupe.Event{Kind: troupe.EventInterrupted, Turn: next.Turn, Detail: "interrupted by the user before turn " + fmt.Sprint(next.Turn)}, res, nil)
-			}
-			if canContinue && r.timeToContinue(ctx, spec, turnsInRun) {
-				err := r.continueAsNew(ctx, in, st, calls, rec)
-				if _, ok := err.(*workflow.ContinueAsNewError); ok {
-					return nil, err
-				}
-				return fail(err) // Cancelled while a suspend finished: the sandbox is stopped.
-			}
-			turnsInRun++
-			rc.Turn = next.Turn
-			// The Web UI's current details: continue-as-new keeps no static summary.
-			workflow.SetCurrentDetails(ctx, "agent "+agent.Name+", turn "+strconv.Itoa(next.Turn))
-			calls.turn.Run = rc
-			m := gate.ModelCall{Turn: rc.Turn}
-			if err := calls.chain.BeforeTurn(ctx, &m); err != nil {
-				return fail(err) // The tree's budget is spent, say.
-			}
-			if err := calls.mt.Refresh(ctx); err != nil {
-				return fail(err)
-			}
-			calls.sb.ReadGuidance(ctx)
-			var mo ModelOutput
-			if err := calls.chain.AroundModel(ctx, &m, func(mctx workflow.Context) error {
-				return r.callModel(mctx, rec, spec, ModelInput{Graph: in.Graph, Agent: agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
-					MCPTools: calls.mt.Specs(), Pinned: in.Spec != nil, Tools: agent.ToolNames(), Guidance: calls.sb.Guidance(),
-					Budget: m.Report}, &mo)
-			}); err != nil {
-				return fail(err)
-			}
-			detail := mo.Text
-			if len(mo.Step.Calls) > 0 {
-				detail = strconv.Itoa(len(mo.Step.Calls)) + " tool call(s)"
-			}
-			rec.Add(ctx, troupe.Event{Kind: troupe.EventTurn, Agent: agent.Name, Turn: rc.Turn, Detail: detail})
-			next = st.ModelDone(agent, mo.Transcript, mo.Step, mo.Usage)
-			if err := calls.count(ctx, st, rc.Turn, &mo); err != nil {
-				return fail(err)
-			}
-			if next.Correction != "" {
-				rec.Add(ctx, troupe.Event{Kind: troupe.EventOutputInvalid, Agent: agent.Name, Turn: rc.Turn, Detail: next.Correction})
-			}
-		case runtime.RunCalls:
-			if err := calls.ctl.hold(ctx, calls.sb); err != nil {
-				return fail(err)
-			}
-			if calls.ctl.stopping() {
-				// The calls are answered, not run, so the conversation
-				// the next turn takes up stays whole.
-				var outputs []agents.Item
-				for _, c := range next.Calls {
-					outputs = append(outputs, calls.output(c, "Error: not run: the user interrupted the turn"))
-				}
-				next = st.CallsDone(agent, outputs, nil, model.Usage{})
-				continue
-			}
-			outputs, handoff, usage, err := calls.run(ctx, rc, next.Calls)
-			if err != nil {
-				return fail(err)
-			}
-			next = st.CallsDone(agent, outputs, handoff, usage)
-		case runtime.Finish:
-			if err := calls.chain.BeforeFinal(ctx, next.Output); err != nil {
-				return fail(err)
-			}
-			res := result()
-			res.Output = next.Output
-			return finish(troupe.Event{Kind: troupe.EventFinal, Turn: rc.Turn, Detail: troupe.Preview(string(next.Output), 200)}, res, nil)
-		case runtime.HandOff:
-			res := result()
-			res.Handoff, res.Pending = next.Handoff, st.Pending
-			return finish(troupe.Event{Kind: troupe.EventHandoff, Turn: rc.Turn, Tool: next.Handoff.Name,
-				Detail: agent.Name + " → " + agent.Tool(next.Handoff.Name).Target}, res, nil)
-		case runtime.Fail:
-			typ := troupe.ErrMaxTurns
-			if next.Failure.Kind == runtime.FailOutputInvalid {
-				typ = troupe.ErrOutputInvalid
-			}
-			return fail(troupe.NonRetryable(typ, "%s", next.Failure.Message))
-		default:
-			return fail(troupe.NonRetryable(troupe.ErrInternal, "agent %s: unknown next action %d", agent.Name, next.Action))
+		res := a.result()
+		res.Output = next.Output
+		return a.finish(ctx, troupe.Event{Kind: troupe.EventFinal, Turn: a.rc.Turn, Detail: troupe.Preview(string(next.Output), 200)}, res, nil)
+	case runtime.HandOff:
+		res := a.result()
+		res.Handoff, res.Pending = next.Handoff, a.st.Pending
+		return a.finish(ctx, troupe.Event{Kind: troupe.EventHandoff, Turn: a.rc.Turn, Tool: next.Handoff.Name,
+			Detail: a.agent.Name + " → " + a.agent.Tool(next.Handoff.Name).Target}, res, nil)
+	case runtime.Fail:
+		typ := troupe.ErrMaxTurns
+		if next.Failure.Kind == runtime.FailOutputInvalid {
+			typ = troupe.ErrOutputInvalid
 		}
+		return a.fail(ctx, troupe.NonRetryable(typ, "%s", next.Failure.Message))
+	default:
+		return a.fail(ctx, troupe.NonRetryable(troupe.ErrInternal, "agent %s: unknown next action %d", a.agent.Name, next.Action))
 	}
+}
+
+// result is the agent's result as its state has it.
+func (a *agentRun) result() *troupe.AgentResult {
+	st := a.st
+	return &troupe.AgentResult{Agent: a.agent.Name, Transcript: st.Transcript, Turns: st.Turn, ToolCalls: st.ToolCalls, Usage: st.Usage, Agents: st.Agents}
+}
+
+// fail ends the agent with err.
+func (a *agentRun) fail(ctx workflow.Context, err error) (*troupe.AgentResult, error) {
+	return a.finish(ctx, troupe.Event{Kind: troupe.EventFailed, Detail: troupe.FailureText(err)}, nil, err)
+}
+
+// finish ends the agent however it ends (output, handoff, failure,
+// cancellation) with event e: its sandbox is stopped first, so the last
+// event is the agent's own and a follower that stops there misses nothing.
+func (a *agentRun) finish(ctx workflow.Context, e troupe.Event, res *troupe.AgentResult, err error) (*troupe.AgentResult, error) {
+	calls := a.calls
+	var given *runtime.SandboxLease
+	switch {
+	case calls.sb != nil && a.kept && err == nil:
+		res.Lease = calls.sb.Release(ctx) // The session keeps the sandbox.
+	case calls.sb != nil && a.kept && lease.KeepsFailedWorkspace(ctx, err):
+		// The session keeps the workspace as the failure left it.
+		given = calls.sb.Release(ctx)
+	case calls.sb != nil:
+		calls.sb.End(ctx)
+	}
+	// The result, or the failure, carries the lease, the usage and the
+	// root's budget ledger (when lent to the agent) back to the caller;
+	// the root has the reports of the agent's calls first.
+	loan := calls.budget.GiveBack()
+	if err == nil {
+		res.Budget = loan
+	}
+	err = troupe.WithFailure(err, given, a.st.Agents, loan)
+	calls.budget.Flush(ctx)
+	e.Agent = a.agent.Name
+	a.rec.Add(ctx, e)
+	return res, err
 }
 
 // versionContinueAsNew marks the change to agent workflows that continue
