@@ -139,23 +139,63 @@ func (c *Consolidation) Forget(ctx context.Context, sandboxID string) {
 // agent does not update memory live, writes nothing. It returns the paths
 // written and those skipped for a conflict.
 func (c *Consolidation) WriteBack(ctx context.Context, s sandbox.Session) (written, conflicts []string, err error) {
-	store := c.Store
 	sandboxID := s.State().ID
 	key := memoryWorkspaceKey(sandboxID)
-	raw, err := readMemoryFile(ctx, store, key)
-	if errors.Is(err, blob.ErrNotFound) {
+	rec, err := c.liveWorkspace(ctx, key)
+	if rec == nil || err != nil {
+		return nil, nil, err
+	}
+	edits, paths := workspaceEdits(ctx, s, rec)
+	if len(paths) == 0 {
 		return nil, nil, nil
 	}
+	written, conflicts, changed, err := c.claimEdits(ctx, sandboxID, rec, edits, paths)
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, p := range conflicts {
+		logFor(ctx).Warn("memory edit not written back: the scope's file changed since the workspace got it (a phase 2, or another agent's edit); its version stands",
+			"scope", rec.Scope, "path", p)
+	}
+	if changed {
+		out, err := json.Marshal(rec)
+		if err != nil {
+			return written, conflicts, err
+		}
+		if err := c.Store.Put(ctx, key, out); err != nil {
+			return written, conflicts, err
+		}
+	}
+	return written, conflicts, nil
+}
+
+// liveWorkspace reads what materialisation recorded under key, and
+// returns nil when there is nothing to write back: no record, one that
+// does not parse or names a bad scope or folder, or an agent that does
+// not update memory live.
+func (c *Consolidation) liveWorkspace(ctx context.Context, key string) (*memoryWorkspace, error) {
+	raw, err := readMemoryFile(ctx, c.Store, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
 	var rec memoryWorkspace
 	if err := json.Unmarshal(raw, &rec); err != nil || !rec.Live || CheckScope(rec.Scope) != nil || CheckDir(rec.Dir) != nil {
-		return nil, nil, nil
+		return nil, nil
 	}
+	return &rec, nil
+}
+
+// workspaceEdits reads the live-updatable files of the workspace of s
+// that differ from the base rec records, with their paths in a fixed
+// order; a file that is missing, not regular, over its bound, unreadable
+// or invalid is left out (and logged when it is there), since only a
+// sound edit may replace the store's version.
+func workspaceEdits(ctx context.Context, s sandbox.Session, rec *memoryWorkspace) (edits map[string][]byte, paths []string) {
 	log := logFor(ctx)
-	edits := map[string][]byte{}
-	var paths []string
+	edits = map[string][]byte{}
 	for _, p := range []string{HandbookPath, SummaryPath} {
 		wp := WorkspacePath(rec.Dir, p)
 		infos, err := s.List(ctx, path.Dir(wp))
@@ -184,81 +224,82 @@ func (c *Consolidation) WriteBack(ctx context.Context, s sandbox.Session) (writt
 			paths = append(paths, p)
 		}
 	}
-	if len(paths) == 0 {
-		return nil, nil, nil
-	}
-	// A compare-and-swap through the scope's generations
-	// (writers.go): on the files as the settled store holds
-	// them, an edit of a file that changed since the workspace got it is
-	// a conflict; the others are claimed as the next generation, and a
-	// lost claim starts over on what the winner wrote.
-	changed, done := false, false
+	return edits, paths
+}
+
+// claimEdits writes the edits (at paths) of sandbox sandboxID back as the
+// scope's next generation, and moves rec's base to what the store then
+// holds (changed says it moved), so that write-back races neither phase 2
+// nor other sandboxes.
+//
+// A compare-and-swap through the scope's generations (writers.go): on
+// the files as the settled store holds them, an edit of a file that
+// changed since the workspace got it is a conflict; the others are
+// claimed as the next generation, and a lost claim starts over on what
+// the winner wrote.
+func (c *Consolidation) claimEdits(ctx context.Context, sandboxID string, rec *memoryWorkspace, edits map[string][]byte, paths []string) (written, conflicts []string, changed bool, err error) {
 	for range memoryClaims {
 		head, err := c.settleMemory(ctx, rec.Scope)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		gen := Generation{By: ByWriteBack, Source: sandboxID}
-		conflicts = nil
-		for _, p := range paths {
-			h := Hash(edits[p])
-			cur, err := readMemoryFile(ctx, store, Key(rec.Scope, p))
-			curHash := ""
-			switch {
-			case err == nil:
-				curHash = Hash(cur)
-			case !errors.Is(err, blob.ErrNotFound):
-				return nil, nil, err
-			}
-			switch {
-			case curHash == h:
-				// The store has it (an earlier attempt wrote it).
-				rec.Base[p], changed = h, true
-			case curHash != rec.Base[p]:
-				conflicts = append(conflicts, p)
-			default:
-				gen.Files = append(gen.Files, GenerationFile{Path: p, Data: string(edits[p])})
-			}
+		var stored bool
+		gen.Files, conflicts, stored, err = c.checkEdits(ctx, rec, edits, paths)
+		if err != nil {
+			return nil, nil, false, err
 		}
+		changed = changed || stored
 		if len(gen.Files) == 0 {
-			done = true
-			break
+			return nil, conflicts, changed, nil
 		}
 		if err := c.memoryStep(ctx, "write-back: checked", rec.Scope); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		won, err := c.claimGeneration(ctx, rec.Scope, head.seq, &gen)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		if !won {
 			continue
 		}
 		if err := c.applyClaim(ctx, rec.Scope, gen); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		for _, f := range gen.Files {
 			written = append(written, f.Path)
 			rec.Base[f.Path], changed = Hash(edits[f.Path]), true
 		}
-		done = true
-		break
+		return written, conflicts, changed, nil
 	}
-	if !done {
-		return nil, nil, memoryBusy(rec.Scope)
-	}
-	for _, p := range conflicts {
-		log.Warn("memory edit not written back: the scope's file changed since the workspace got it (a phase 2, or another agent's edit); its version stands",
-			"scope", rec.Scope, "path", p)
-	}
-	if changed {
-		out, err := json.Marshal(rec)
-		if err != nil {
-			return written, conflicts, err
+	return nil, nil, false, memoryBusy(rec.Scope)
+}
+
+// checkEdits compares each edit with the scope's file in the store, the
+// check of claimEdits' compare-and-swap: an edit the store already holds
+// (an earlier attempt wrote it) moves rec's base (stored), one of a file
+// that changed since rec's base is a conflict, and the others are the
+// files to claim.
+func (c *Consolidation) checkEdits(ctx context.Context, rec *memoryWorkspace, edits map[string][]byte, paths []string) (files []GenerationFile, conflicts []string, stored bool, err error) {
+	for _, p := range paths {
+		h := Hash(edits[p])
+		cur, err := readMemoryFile(ctx, c.Store, Key(rec.Scope, p))
+		curHash := ""
+		switch {
+		case err == nil:
+			curHash = Hash(cur)
+		case !errors.Is(err, blob.ErrNotFound):
+			return nil, nil, false, err
 		}
-		if err := store.Put(ctx, key, out); err != nil {
-			return written, conflicts, err
+		switch {
+		case curHash == h:
+			// The store has it (an earlier attempt wrote it).
+			rec.Base[p], stored = h, true
+		case curHash != rec.Base[p]:
+			conflicts = append(conflicts, p)
+		default:
+			files = append(files, GenerationFile{Path: p, Data: string(edits[p])})
 		}
 	}
-	return written, conflicts, nil
+	return files, conflicts, stored, nil
 }
