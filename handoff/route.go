@@ -128,13 +128,11 @@ type State struct {
 // nil elsewhere): it lends its ledger to each agent of the chain, the one
 // agent of the tree at work, and takes it back when the agent ends.
 func (r *Route) From(ctx workflow.Context, rs State) (*Result, error) {
-	spec, rec, prefix, cont, boxes, tb := r.Spec, r.Events, r.Prefix, r.Continue, r.Sandboxes, r.Budget
-	maxHandoffs := spec.MaxHandoffs
 	res := &rs.Done
 	current, in := rs.Current, rs.Input
 	for n := rs.Next; ; n++ {
-		if cont != nil && n > rs.Next {
-			if err := cont(State{Current: current, Next: n, Input: in, Done: *res}); err != nil {
+		if r.Continue != nil && n > rs.Next {
+			if err := r.Continue(State{Current: current, Next: n, Input: in, Done: *res}); err != nil {
 				return nil, err
 			}
 		}
@@ -145,95 +143,173 @@ func (r *Route) From(ctx workflow.Context, rs State) (*Result, error) {
 			res.Agent, res.Transcript, res.Pending, res.Interrupted = current, &in.Transcript, in.Pending, true
 			return res, nil
 		}
-		childID := fmt.Sprintf("%s/%d-%s", prefix, n, current)
-		in.Agent = current
-		if in.Transcript.Key == "" {
-			in.Transcript.Key = "transcripts/" + childID
-		}
-		res.Path = append(res.Path, current)
-		rec.Add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: current, Child: childID})
-		in.Session = nil
-		in.CheckInput = n == 0 && len(spec.Agent(current).GuardrailsOf(agents.GuardrailInput)) > 0
-		if a := spec.Agent(current); boxes != nil && a != nil && a.Sandbox {
-			link, err := boxes.Lend(ctx, current)
-			if err != nil {
-				return res, err
-			}
-			in.Session = link
-		}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: childID, WorkflowTaskTimeout: AgentTaskTimeout,
-			StaticSummary: "agent " + current, WaitForCancellation: boxes != nil})
-		var ar troupe.AgentResult
-		in.Budget = tb.Lend(ctx, childID)
-		child := workflow.ExecuteChildWorkflow(cctx, troupe.AgentWorkflowName, in)
-		in.Budget = nil
-		if in.Session != nil {
-			// A child that never started got nothing: the lease goes back
-			// as lent (a live sandbox is no one's otherwise).
-			if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
-				boxes.Unlend(current)
-				tb.Ended(ctx, childID, nil, err)
-				return res, err
-			}
-		}
-		r.track(ctx, childID, child)
-		err := child.Get(ctx, &ar)
-		tb.Ended(ctx, childID, &ar, err)
-		if in.Session != nil {
-			given := ar.Lease
-			if err != nil {
-				given = troupe.FailureOf(err).Lease // A failed agent may give its workspace back.
-			}
-			boxes.Back(current, given)
-		}
-		if err != nil {
-			res.Failed(err) // A failed agent's usage still counts.
+		l := link{n: n, agent: current, childID: fmt.Sprintf("%s/%d-%s", r.Prefix, n, current)}
+		if err := r.begin(ctx, res, l, &in); err != nil {
 			return res, err
 		}
-		res.Turns += ar.Turns
-		res.ToolCalls += ar.ToolCalls
-		res.Usage = res.Usage.Add(ar.Usage)
-		res.Agents = res.Agents.Add(ar.Agents...)
-		if ar.Interrupted {
-			res.Agent, res.Transcript, res.Pending, res.Interrupted = current, &ar.Transcript, ar.Pending, true
+		ar, err := r.runAgent(ctx, res, l, &in)
+		if err != nil {
+			return res, err
+		}
+		if res.tally(current, &ar) {
 			return res, nil
 		}
-		if ar.Handoff == nil {
-			res.Agent, res.Output, res.Transcript = current, ar.Output, &ar.Transcript
-			return res, nil
+		target, err := r.handOff(ctx, res, l, &ar, &in)
+		if err != nil {
+			return res, err
 		}
-		if res.Handoffs >= maxHandoffs {
-			return res, troupe.NonRetryable(troupe.ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, current, ar.Handoff.Name)
-		}
-		var h runtime.ToolSpec
-		if a := spec.Agent(current); a != nil {
-			h = a.Tool(ar.Handoff.Name)
-		}
-		if h.Kind != agents.ToolHandoff {
-			return res, troupe.NonRetryable(troupe.ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", current, ar.Handoff.Name, in.Graph)
-		}
-		res.Handoffs++
-		rec.Add(ctx, troupe.Event{Kind: troupe.EventHandoff, Agent: current, Tool: h.Name, Detail: current + " → " + h.Target})
-		in.Transcript, in.Pending = ar.Transcript, ar.Pending
-		hctx, hspan := traceHandoff(ctx, current, childID, h)
-		if h.Hooks {
-			lctx := workflow.WithLocalActivityOptions(hctx, workflow.LocalActivityOptions{
-				StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3},
-				Summary: "handoff " + current + " → " + h.Target,
-			})
-			hi := ActivityInput{Graph: spec.Graph, From: current, Tool: h.Name, Transcript: ar.Transcript, Pending: ar.Pending,
-				Run:    agents.RunContext{WorkflowID: childID, RunID: in.RunID, Agent: current, Turn: ar.Turns, Vars: in.Vars},
-				NewKey: fmt.Sprintf("transcripts/%s/%d-%s", prefix, n+1, h.Target)}
-			var ho ActivityOutput
-			if err := workflow.ExecuteLocalActivity(lctx, ActivityName, hi).Get(ctx, &ho); err != nil {
-				hspan.End(ctx, err)
-				return res, err
-			}
-			in.Transcript, in.Pending = ho.Transcript, ho.Pending
-		}
-		hspan.End(ctx, nil)
-		current = h.Target
+		current = target
 	}
+}
+
+// link is the agent of a chain at work: the chain's n-th child, whose
+// workflow id is childID (Prefix/<n>-<agent>).
+type link struct {
+	n       int
+	agent   string
+	childID string
+}
+
+// begin records the start of l's agent in the chain and readies its
+// input in: its name, its transcript, whether it checks its input (the
+// chain's first agent, with input guardrails) and its sandbox lease (a
+// session's), so that the child gets all it needs.
+func (r *Route) begin(ctx workflow.Context, res *Result, l link, in *troupe.AgentInput) error {
+	in.Agent = l.agent
+	if in.Transcript.Key == "" {
+		in.Transcript.Key = "transcripts/" + l.childID
+	}
+	res.Path = append(res.Path, l.agent)
+	r.Events.Add(ctx, troupe.Event{Kind: troupe.EventAgentStarted, Agent: l.agent, Child: l.childID})
+	in.Session = nil
+	in.CheckInput = l.n == 0 && len(r.Spec.Agent(l.agent).GuardrailsOf(agents.GuardrailInput)) > 0
+	if a := r.Spec.Agent(l.agent); r.Sandboxes != nil && a != nil && a.Sandbox {
+		lent, err := r.Sandboxes.Lend(ctx, l.agent)
+		if err != nil {
+			return err
+		}
+		in.Session = lent
+	}
+	return nil
+}
+
+// runAgent runs l's agent as the child agent workflow on in, lending it
+// the budget and taking it back when it ends, and takes back the sandbox
+// lease it was lent; a failed agent's usage is added to res, since it
+// still counts.
+func (r *Route) runAgent(ctx workflow.Context, res *Result, l link, in *troupe.AgentInput) (troupe.AgentResult, error) {
+	boxes, tb := r.Sandboxes, r.Budget
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: l.childID, WorkflowTaskTimeout: AgentTaskTimeout,
+		StaticSummary: "agent " + l.agent, WaitForCancellation: boxes != nil})
+	var ar troupe.AgentResult
+	in.Budget = tb.Lend(ctx, l.childID)
+	child := workflow.ExecuteChildWorkflow(cctx, troupe.AgentWorkflowName, *in)
+	in.Budget = nil
+	if in.Session != nil {
+		// A child that never started got nothing: the lease goes back
+		// as lent (a live sandbox is no one's otherwise).
+		if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+			boxes.Unlend(l.agent)
+			tb.Ended(ctx, l.childID, nil, err)
+			return ar, err
+		}
+	}
+	r.track(ctx, l.childID, child)
+	err := child.Get(ctx, &ar)
+	tb.Ended(ctx, l.childID, &ar, err)
+	if in.Session != nil {
+		given := ar.Lease
+		if err != nil {
+			given = troupe.FailureOf(err).Lease // A failed agent may give its workspace back.
+		}
+		boxes.Back(l.agent, given)
+	}
+	if err != nil {
+		res.Failed(err) // A failed agent's usage still counts.
+		return ar, err
+	}
+	return ar, nil
+}
+
+// tally adds what agent did (ar) to the chain's result, and reports
+// whether the chain ends there: interrupted, or with a final output
+// rather than a handoff.
+func (res *Result) tally(agent string, ar *troupe.AgentResult) (ended bool) {
+	res.Turns += ar.Turns
+	res.ToolCalls += ar.ToolCalls
+	res.Usage = res.Usage.Add(ar.Usage)
+	res.Agents = res.Agents.Add(ar.Agents...)
+	if ar.Interrupted {
+		res.Agent, res.Transcript, res.Pending, res.Interrupted = agent, &ar.Transcript, ar.Pending, true
+		return true
+	}
+	if ar.Handoff == nil {
+		res.Agent, res.Output, res.Transcript = agent, ar.Output, &ar.Transcript
+		return true
+	}
+	return false
+}
+
+// handOff carries out the handoff that l's agent ended with (ar): it
+// checks it against the spec, records it, and passes the conversation to
+// in through the handoff's hooks (traced), returning the target, the
+// chain's next agent.
+func (r *Route) handOff(ctx workflow.Context, res *Result, l link, ar *troupe.AgentResult, in *troupe.AgentInput) (string, error) {
+	h, err := r.handoffTool(res, l.agent, ar, in.Graph)
+	if err != nil {
+		return "", err
+	}
+	res.Handoffs++
+	r.Events.Add(ctx, troupe.Event{Kind: troupe.EventHandoff, Agent: l.agent, Tool: h.Name, Detail: l.agent + " → " + h.Target})
+	in.Transcript, in.Pending = ar.Transcript, ar.Pending
+	hctx, hspan := traceHandoff(ctx, l.agent, l.childID, h)
+	if h.Hooks {
+		err = r.runHooks(ctx, hctx, l, h, ar, in)
+	}
+	hspan.End(ctx, err)
+	if err != nil {
+		return "", err
+	}
+	return h.Target, nil
+}
+
+// handoffTool is the handoff tool that agent ended with (ar), checked
+// first against the chain's bound on handoffs and then against agent's
+// handoffs in the spec, since graph (the input's) may have changed since
+// the agent ran.
+func (r *Route) handoffTool(res *Result, agent string, ar *troupe.AgentResult, graph string) (runtime.ToolSpec, error) {
+	maxHandoffs := r.Spec.MaxHandoffs
+	if res.Handoffs >= maxHandoffs {
+		return runtime.ToolSpec{}, troupe.NonRetryable(troupe.ErrMaxHandoffs, "the run exceeded %d handoffs (last: %s → %s)", maxHandoffs, agent, ar.Handoff.Name)
+	}
+	var h runtime.ToolSpec
+	if a := r.Spec.Agent(agent); a != nil {
+		h = a.Tool(ar.Handoff.Name)
+	}
+	if h.Kind != agents.ToolHandoff {
+		return runtime.ToolSpec{}, troupe.NonRetryable(troupe.ErrGraphChanged, "agent %s handed off with %q, which is not one of its handoffs in graph %s", agent, ar.Handoff.Name, graph)
+	}
+	return h, nil
+}
+
+// runHooks runs handoff h's callback and input filter (the handoff local
+// activity, in the handoff's span hctx) on the conversation l's agent
+// ended with (ar), and gives in the conversation they return, which the
+// target starts from.
+func (r *Route) runHooks(ctx, hctx workflow.Context, l link, h runtime.ToolSpec, ar *troupe.AgentResult, in *troupe.AgentInput) error {
+	lctx := workflow.WithLocalActivityOptions(hctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary: "handoff " + l.agent + " → " + h.Target,
+	})
+	hi := ActivityInput{Graph: r.Spec.Graph, From: l.agent, Tool: h.Name, Transcript: ar.Transcript, Pending: ar.Pending,
+		Run:    agents.RunContext{WorkflowID: l.childID, RunID: in.RunID, Agent: l.agent, Turn: ar.Turns, Vars: in.Vars},
+		NewKey: fmt.Sprintf("transcripts/%s/%d-%s", r.Prefix, l.n+1, h.Target)}
+	var ho ActivityOutput
+	if err := workflow.ExecuteLocalActivity(lctx, ActivityName, hi).Get(ctx, &ho); err != nil {
+		return err
+	}
+	in.Transcript, in.Pending = ho.Transcript, ho.Pending
+	return nil
 }
 
 // Failed adds what a failed agent carries back to the chain's usage: a
