@@ -62,6 +62,17 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 	}); err != nil {
 		return err
 	}
+	// So are the updates: one that comes while the registry loads waits
+	// for it, rather than being refused as unknown.
+	if err := setLoadedUpdate(ctx, troupe.CreateSessionUpdate, &loading, m.checkCreate, m.create); err != nil {
+		return err
+	}
+	if err := setLoadedUpdate(ctx, troupe.LifecycleUpdate, &loading, m.checkLifecycle, m.lifecycle); err != nil {
+		return err
+	}
+	if err := setLoadedUpdate(ctx, troupe.ForkUpdate, &loading, m.checkFork, m.fork); err != nil {
+		return err
+	}
 	if loading {
 		sessions, err := loadRegistry(ctx, in.Pages)
 		if err != nil {
@@ -69,15 +80,6 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 		}
 		m.sessions = append(m.sessions, sessions...)
 		loading = false
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, troupe.CreateSessionUpdate, m.create, workflow.UpdateHandlerOptions{Validator: m.checkCreate}); err != nil {
-		return err
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, troupe.LifecycleUpdate, m.lifecycle, workflow.UpdateHandlerOptions{Validator: m.checkLifecycle}); err != nil {
-		return err
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, troupe.ForkUpdate, m.fork, workflow.UpdateHandlerOptions{Validator: m.checkFork}); err != nil {
-		return err
 	}
 	// The main loop takes the signals as they come, so that at the bound
 	// none is left half-taken: a goroutine blocked on a channel would be
@@ -195,6 +197,32 @@ func pruneStopped(sessions []troupe.SessionEntry, max int) []troupe.SessionEntry
 		out = append(out, e)
 	}
 	return out
+}
+
+// setLoadedUpdate sets the manager's update name, checked by check and
+// carried out by handle, so that it may come while the registry loads
+// (*loading): its validator, which cannot tell yet whether a session
+// exists, lets it in; its handler waits for the load and checks it then,
+// failing it as the validator would have refused it.
+func setLoadedUpdate[In, Out any](ctx workflow.Context, name string, loading *bool,
+	check func(workflow.Context, In) error, handle func(workflow.Context, In) (Out, error)) error {
+	return workflow.SetUpdateHandlerWithOptions(ctx, name, func(ctx workflow.Context, in In) (Out, error) {
+		if *loading {
+			var none Out
+			if err := workflow.Await(ctx, func() bool { return !*loading }); err != nil {
+				return none, err
+			}
+			if err := check(ctx, in); err != nil {
+				return none, err
+			}
+		}
+		return handle(ctx, in)
+	}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in In) error {
+		if *loading {
+			return nil
+		}
+		return check(ctx, in)
+	}})
 }
 
 func (m *manager) find(id string) int {

@@ -1191,3 +1191,48 @@ func TestSessionManagerCarriesRegistryInPages(t *testing.T) {
 		t.Errorf("the last page ends with %+v (%v), want s1233 stopped", last[len(last)-1:], err)
 	}
 }
+
+// A manager that continued as new takes updates while its registry loads:
+// they wait for the load and are checked against the whole registry then
+// (BenchmarkIdleSessions once failed with "unknown update").
+func TestSessionManagerTakesUpdatesWhileItLoads(t *testing.T) {
+	store, _ := blob.Open(context.Background(), "mem://")
+	page, _ := json.Marshal([]troupe.SessionEntry{{ID: "old", Graph: "test", Agent: "c", Status: runtime.SessionIdle}})
+	if err := store.Put(context.Background(), "managers/prev/page-000000.json", page); err != nil {
+		t.Fatal(err)
+	}
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: &workflowstest.FuncModel{}, Store: store})
+	var created, dup, unknown *workflowstest.Update
+	var listed []troupe.SessionEntry
+	env.RegisterDelayedCallback(func() {
+		created = workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "new", Session: troupe.SessionInput{Graph: "test", Agent: "c"}})
+		dup = workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "old", Session: troupe.SessionInput{Graph: "test"}})
+		unknown = workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "nope", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
+	}, 0)
+	env.RegisterDelayedCallback(func() {
+		q, err := env.QueryWorkflow(troupe.SessionsQuery)
+		if err == nil {
+			err = q.Get(&listed)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		env.CancelWorkflow()
+	}, time.Minute)
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{Pages: []string{"managers/prev/page-000000.json"}})
+
+	var e troupe.SessionEntry
+	created.Decode(t, &e)
+	if created.Err() != nil || e.ID != "new" {
+		t.Errorf("a create while the registry loads: %+v, %v", e, created.Err())
+	}
+	if troupe.ErrorType(dup.Err()) != troupe.ErrBadCommand {
+		t.Errorf("a create of a session the registry holds, while it loads: %v; want %s", dup.Err(), troupe.ErrBadCommand)
+	}
+	if troupe.ErrorType(unknown.Err()) != troupe.ErrUnknownSession {
+		t.Errorf("a command for no session, while the registry loads: %v; want %s", unknown.Err(), troupe.ErrUnknownSession)
+	}
+	if len(listed) != 2 || listed[0].ID != "old" || listed[1].ID != "new" {
+		t.Errorf("listed %+v, want old and new", listed)
+	}
+}
