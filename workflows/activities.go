@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -190,7 +191,11 @@ func (a *Activities) withDeltas(ctx context.Context, in ModelInput, agent string
 
 // offered is what the model is offered of the agent's tools in the graph
 // served now: for a run that keeps its graph, those its spec holds (a tool
-// gained since the run started is not the run's; one lost cannot run).
+// gained since the run started is not the run's). A tool the run holds
+// that the graph served now has lost is still offered, as a stand-in that
+// says so (lostTool), and a call of it is answered with an error
+// (troupe.ToolInput.Gone): it never disappears quietly from the model's
+// view, where a model would carry on as if it had never had it.
 func offered(specs []agents.ToolSpec, in ModelInput) []agents.ToolSpec {
 	if !in.Pinned {
 		return slices.Clip(specs)
@@ -201,7 +206,21 @@ func offered(specs []agents.ToolSpec, in ModelInput) []agents.ToolSpec {
 			out = append(out, s)
 		}
 	}
+	for _, name := range in.Tools {
+		if !slices.ContainsFunc(specs, func(s agents.ToolSpec) bool { return s.Name == name }) {
+			out = append(out, lostTool(name))
+		}
+	}
 	return slices.Clip(out)
+}
+
+// lostTool is the stand-in offered for tool name, which the run holds and
+// the worker serving it no longer has: any arguments, and a description
+// that tells the model a call will fail and why.
+func lostTool(name string) agents.ToolSpec {
+	return agents.ToolSpec{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{}}`),
+		Description: "Unavailable: the worker serving this run no longer has this tool (its graph changed since the run " +
+			"started), so a call returns an error. Do without it."}
 }
 
 // modelView is what the model sees this turn of the transcript and the

@@ -45,9 +45,10 @@ func redeployed(t *testing.T, fn workflowstest.TurnFunc, before, after *agents.G
 }
 
 // A run keeps the graph it started with: after a redeploy whose graph
-// lost a tool and gained an input filter, the model is told the tool is
-// gone, the handoff goes on without the filter the run never had, and the
-// run completes.
+// lost a tool and gained an input filter, the model is still offered the
+// tool, as a stand-in that says it is gone, and told so when it calls it;
+// the handoff goes on without the filter the run never had, and the run
+// completes.
 func TestRunKeepsItsGraph(t *testing.T) {
 	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
 		Key string `json:"key"`
@@ -72,7 +73,7 @@ func TestRunKeepsItsGraph(t *testing.T) {
 		if workflowstest.FirstWord(req.Instructions) == "b:" {
 			mu.Lock()
 			for _, tool := range req.Tools {
-				offeredToB = append(offeredToB, tool.Name)
+				offeredToB = append(offeredToB, tool.Name+": "+tool.Description)
 			}
 			mu.Unlock()
 		}
@@ -99,12 +100,13 @@ func TestRunKeepsItsGraph(t *testing.T) {
 	if n := filtered.Load(); n != 0 {
 		t.Errorf("the input filter the run never had ran %d time(s)", n)
 	}
-	// Neither the lost tool (it cannot run) nor the gained one (not the
-	// run's) is offered.
+	// The lost tool is offered, saying it is gone, on every turn (a
+	// model would otherwise carry on as if it never had it); the gained
+	// one is not the run's.
 	mu.Lock()
 	defer mu.Unlock()
-	if len(offeredToB) != 0 {
-		t.Errorf("b was offered %v, want none of its tools", offeredToB)
+	if len(offeredToB) != 2 || !strings.HasPrefix(offeredToB[0], "lookup: Unavailable:") || offeredToB[1] != offeredToB[0] {
+		t.Errorf("b was offered %q, want the stand-in for lookup on both its turns", offeredToB)
 	}
 	if got := strings.Join(res.Path, ","); got != "a,b" {
 		t.Errorf("path = %s", got)
