@@ -81,14 +81,49 @@ type waitingCall struct {
 // call stays, with the arguments its decision gave; a rejected one leaves
 // d, its output (the rejection) in done.
 func (ap *Gate) approve(ctx workflow.Context, t *gate.Turn, d *runtime.Dispatch, done map[string]agents.Item) error {
-	type candidate struct {
-		list   *[]agents.Item
-		i      int
-		kind   string
-		policy runtime.ApprovalSpec
+	cands, asks := candidates(t, d)
+	if len(cands) == 0 {
+		return nil
 	}
-	var cands []candidate
-	var asks []agents.Item // calls whose policy decides per call
+	need := checkPolicies(ctx, t, asks)
+	waits := waitingCalls(ctx, t, cands, need)
+	if len(waits) == 0 {
+		return nil
+	}
+	if workflow.GetVersion(ctx, versionApprovals, workflow.DefaultVersion, 1) == workflow.DefaultVersion || t.Input.RunID == "" {
+		// Recorded when only MCP calls needed approval, and were refused;
+		// or an agent with no root to ask.
+		refuseAll(t, waits, done)
+		dropRejected(d, done)
+		return nil
+	}
+	askRoot(ctx, t, waits)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("agent %s, turn %d: waiting for approval of %d call(s)", t.Agent.Name, t.Run.Turn, len(waits)))
+	if err := ap.awaitDecisions(ctx, t, waits); err != nil {
+		settleCancelled(ctx, t, waits, err)
+		return err
+	}
+	for _, w := range waits {
+		applyDecision(ctx, t, w, done)
+	}
+	dropRejected(d, done)
+	return nil
+}
+
+// candidate is a call of a turn that an approval policy (or its MCP
+// server) names: it needs approval, or its policy decides per call.
+type candidate struct {
+	list   *[]agents.Item
+	i      int
+	kind   string
+	policy runtime.ApprovalSpec
+}
+
+// candidates lists d's calls that a policy names, in the order functions,
+// MCP, agent tools (the order of the asks and waits that follow), and
+// apart those whose policy decides per call (asks), for one local
+// activity to check at once.
+func candidates(t *gate.Turn, d *runtime.Dispatch) (cands []candidate, asks []agents.Item) {
 	add := func(list *[]agents.Item, kind string) {
 		for i, c := range *list {
 			p, ok := t.Agent.Approval(c.Name)
@@ -113,9 +148,13 @@ func (ap *Gate) approve(ctx workflow.Context, t *gate.Turn, d *runtime.Dispatch,
 	add(&d.Functions, gate.KindFunction)
 	add(&d.MCP, gate.KindMCP)
 	add(&d.AgentTools, gate.KindAgent)
-	if len(cands) == 0 {
-		return nil
-	}
+	return cands, asks
+}
+
+// checkPolicies asks the agent's policies, in one local activity, which of
+// asks need approval; nil (every call waits) when there are none to ask or
+// the policies cannot decide, so that a doubt asks a human.
+func checkPolicies(ctx workflow.Context, t *gate.Turn, asks []agents.Item) []bool {
 	var need []bool
 	if len(asks) > 0 {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
@@ -126,6 +165,14 @@ func (ap *Gate) approve(ctx workflow.Context, t *gate.Turn, d *runtime.Dispatch,
 			need = nil // Policies that cannot decide ask a human.
 		}
 	}
+	return need
+}
+
+// waitingCalls are the candidates that wait for a decision (need answers
+// the asks in their order), each with its request to the root, stamped
+// with the workflow's time now, and its deadline when its policy has a
+// timeout.
+func waitingCalls(ctx workflow.Context, t *gate.Turn, cands []candidate, need []bool) []*waitingCall {
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	now := workflow.Now(ctx)
 	var waits []*waitingCall
@@ -153,62 +200,69 @@ func (ap *Gate) approve(ctx workflow.Context, t *gate.Turn, d *runtime.Dispatch,
 		}
 		waits = append(waits, w)
 	}
-	if len(waits) == 0 {
-		return nil
+	return waits
+}
+
+// refuseAll answers every waiting call with a refusal, for a run that
+// cannot ask a human (see approve).
+func refuseAll(t *gate.Turn, waits []*waitingCall, done map[string]agents.Item) {
+	for _, w := range waits {
+		reject(t, w, fmt.Sprintf("calling %s needs a human's approval, and this run cannot ask for it; the call was not made. Do without it or tell the user.", w.req.Tool), done)
 	}
-	if workflow.GetVersion(ctx, versionApprovals, workflow.DefaultVersion, 1) == workflow.DefaultVersion || t.Input.RunID == "" {
-		// Recorded when only MCP calls needed approval, and were refused;
-		// or an agent with no root to ask.
-		for _, w := range waits {
-			reject(t, w, fmt.Sprintf("calling %s needs a human's approval, and this run cannot ask for it; the call was not made. Do without it or tell the user.", w.req.Tool), done)
-		}
-		dropRejected(d, done)
-		return nil
-	}
+}
+
+// askRoot starts each waiting call's trace span, records that it was
+// requested, and sends its request to the root, which holds the approvals
+// a human sees.
+func askRoot(ctx workflow.Context, t *gate.Turn, waits []*waitingCall) {
 	for _, w := range waits {
 		w.span = traceApproval(ctx, t.Agent.Name, w.req.Kind, w.req.Tool, w.req.CallID)
 		t.Events.Add(ctx, troupe.Event{Kind: troupe.EventApprovalRequested, Agent: t.Agent.Name, Turn: t.Run.Turn, Tool: w.req.Tool, CallID: w.req.CallID,
 			Approval: w.req.ID, Detail: troupe.Preview(w.req.Arguments, 300)})
 		_ = workflow.SignalExternalWorkflow(ctx, t.Input.RunID, "", troupe.ApprovalRequestSignal, w.req).Get(ctx, nil)
 	}
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("agent %s, turn %d: waiting for approval of %d call(s)", t.Agent.Name, t.Run.Turn, len(waits)))
-	if err := ap.awaitDecisions(ctx, t, waits); err != nil {
-		// Cancelled: the root forgets the calls, which wait no more.
-		dctx, cancel := workflow.NewDisconnectedContext(ctx)
-		defer cancel()
-		for _, w := range waits {
-			if w.decided == nil {
-				_ = workflow.SignalExternalWorkflow(dctx, t.Input.RunID, "", troupe.ApprovalSettledSignal, w.req).Get(dctx, nil)
-			}
-			w.span("cancelled", err)
-		}
-		return err
-	}
+}
+
+// settleCancelled tells the root, on a context that outlives the
+// cancellation, to forget the calls still waiting, so that they wait no
+// more, and ends every wait's span with err.
+func settleCancelled(ctx workflow.Context, t *gate.Turn, waits []*waitingCall, err error) {
+	// Cancelled: the root forgets the calls, which wait no more.
+	dctx, cancel := workflow.NewDisconnectedContext(ctx)
+	defer cancel()
 	for _, w := range waits {
-		dec := *w.decided
-		detail := "approved"
-		if !dec.Approve {
-			detail = "rejected"
+		if w.decided == nil {
+			_ = workflow.SignalExternalWorkflow(dctx, t.Input.RunID, "", troupe.ApprovalSettledSignal, w.req).Get(dctx, nil)
 		}
-		detail += " by " + dec.By
-		w.span(detail, nil)
-		if dec.Message != "" {
-			detail += ": " + dec.Message
-		}
-		t.Events.Add(ctx, troupe.Event{Kind: troupe.EventApprovalDecided, Agent: t.Agent.Name, Turn: t.Run.Turn, Tool: w.req.Tool, CallID: w.req.CallID, Approval: w.req.ID, Detail: troupe.Preview(detail, 300)})
-		switch {
-		case !dec.Approve:
-			reject(t, w, rejection(dec), done)
-		case dec.Arguments != "":
-			for i := range *w.list {
-				if (*w.list)[i].CallID == w.req.CallID {
-					(*w.list)[i].Arguments = dec.Arguments
-				}
+		w.span("cancelled", err)
+	}
+}
+
+// applyDecision ends w's span, records its decision, and applies it: a
+// rejected call is answered in done with its rejection; an approved one
+// takes the arguments its decision gave, if any.
+func applyDecision(ctx workflow.Context, t *gate.Turn, w *waitingCall, done map[string]agents.Item) {
+	dec := *w.decided
+	detail := "approved"
+	if !dec.Approve {
+		detail = "rejected"
+	}
+	detail += " by " + dec.By
+	w.span(detail, nil)
+	if dec.Message != "" {
+		detail += ": " + dec.Message
+	}
+	t.Events.Add(ctx, troupe.Event{Kind: troupe.EventApprovalDecided, Agent: t.Agent.Name, Turn: t.Run.Turn, Tool: w.req.Tool, CallID: w.req.CallID, Approval: w.req.ID, Detail: troupe.Preview(detail, 300)})
+	switch {
+	case !dec.Approve:
+		reject(t, w, rejection(dec), done)
+	case dec.Arguments != "":
+		for i := range *w.list {
+			if (*w.list)[i].CallID == w.req.CallID {
+				(*w.list)[i].Arguments = dec.Arguments
 			}
 		}
 	}
-	dropRejected(d, done)
-	return nil
 }
 
 // awaitDecisions waits until every call of waits is decided: by the root,

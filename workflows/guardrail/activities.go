@@ -155,116 +155,20 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 		return nil, err
 	}
 	ctx = agents.WithRunContext(ctx, in.Run)
-	gone := func(name string) error {
-		return troupe.NonRetryable(troupe.ErrGraphChanged, "%s guardrail %q of agent %q is no longer in graph %q as this worker serves it; the run started with it", in.Kind, name, in.Agent, in.Graph)
-	}
 	out := &GuardrailOutput{}
 	var errs []error
 	switch in.Kind {
 	case agents.GuardrailInput, agents.GuardrailOutput:
-		checks := make([]func(context.Context) (agents.GuardrailVerdict, error), len(in.Guardrails))
-		for i, name := range in.Guardrails {
-			if in.Kind == agents.GuardrailInput {
-				g, ok := agent.InputGuardrailNamed(name)
-				if !ok || g.Func == nil {
-					return nil, gone(name)
-				}
-				checks[i] = func(ctx context.Context) (agents.GuardrailVerdict, error) { return g.Func(ctx, in.Run, in.Input) }
-			} else {
-				g, ok := agent.OutputGuardrailNamed(name)
-				if !ok || g.Func == nil {
-					return nil, gone(name)
-				}
-				checks[i] = func(ctx context.Context) (agents.GuardrailVerdict, error) { return g.Func(ctx, in.Run, in.Output) }
-			}
-		}
-		verdicts := make([]agents.GuardrailVerdict, len(checks))
-		failed := make([]error, len(checks))
-		var wg sync.WaitGroup
-		for i, check := range checks {
-			wg.Go(func() {
-				failed[i] = guard(in.Guardrails[i], func() (err error) { verdicts[i], err = check(ctx); return err })
-			})
-		}
-		wg.Wait()
-		for i, v := range verdicts {
-			if failed[i] == nil && v.Tripwire {
-				out.Outcomes = append(out.Outcomes, runtime.GuardrailOutcome{Guardrail: in.Guardrails[i], Kind: in.Kind, Action: runtime.GuardrailTrip, Reason: v.Reason})
-			}
-		}
-		errs = failed
+		errs, err = runMessageGuardrails(ctx, agent, in, out)
 	case agents.GuardrailToolBefore:
-		for _, c := range in.Calls {
-			call := toolCall(in.Run, c.Call)
-			for _, name := range c.Guardrails {
-				g, ok := agent.ToolGuardrailNamed(name)
-				if !ok || g.Before == nil {
-					return nil, gone(name)
-				}
-				var v agents.ToolVerdict
-				if err := guard(name, func() (err error) { v, err = g.Before(ctx, call); return err }); err != nil {
-					errs = append(errs, err)
-					break
-				}
-				if o := runtime.ToolOutcome(name, c.Call.CallID, true, v); o != nil {
-					out.Outcomes = append(out.Outcomes, *o)
-					break // The call's fate is decided.
-				}
-			}
-		}
+		errs, err = runBeforeCalls(ctx, agent, in, out)
 	case agents.GuardrailToolAfter:
-		if len(in.Calls) != 1 || in.Result == nil {
-			return nil, troupe.NonRetryable(troupe.ErrInternal, "tool_after guardrails need one call and its result")
-		}
-		c, item := in.Calls[0], *in.Result
-		text := item.Output
-		if item.OutputRef != "" {
-			data, err := a.Store.Get(ctx, item.OutputRef)
-			if err != nil {
-				return nil, err
-			}
-			text = string(data)
-		}
-		call, changed := toolCall(in.Run, c.Call), false
-	checks:
-		for _, name := range c.Guardrails {
-			g, ok := agent.ToolGuardrailNamed(name)
-			if !ok || g.After == nil {
-				return nil, gone(name)
-			}
-			var v agents.ToolVerdict
-			if err := guard(name, func() (err error) { v, err = g.After(ctx, call, text); return err }); err != nil {
-				errs = append(errs, err)
-				break
-			}
-			o := runtime.ToolOutcome(name, c.Call.CallID, false, v)
-			if o == nil {
-				continue
-			}
-			out.Outcomes = append(out.Outcomes, *o)
-			switch o.Action {
-			case runtime.GuardrailReplace:
-				text, changed = v.Message, true // Later guardrails check what the model would read.
-			case runtime.GuardrailWithhold:
-				text, changed = withheld(name, v.Message), true
-				break checks
-			default:
-				break checks
-			}
-		}
-		if changed {
-			item.Output, item.OutputRef = text, ""
-			if in.OutputKey != "" {
-				if item, err = transcript.Offload(ctx, a.Store, in.OutputKey, item); err != nil {
-					return nil, err
-				}
-			} else if err := troupe.CheckPayload("a guardrail's replacement output", len(text)); err != nil {
-				return nil, err
-			}
-			out.Result = &item
-		}
+		errs, err = a.runAfterCall(ctx, agent, in, out)
 	default:
 		return nil, troupe.NonRetryable(troupe.ErrInternal, "unknown guardrail kind %q", in.Kind)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if slices.ContainsFunc(out.Outcomes, func(o runtime.GuardrailOutcome) bool { return o.Action == runtime.GuardrailTrip }) {
 		return out, nil // A trip decides; a failure beside it does not matter.
@@ -273,6 +177,150 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 		return nil, temporal.NewApplicationError(err.Error(), troupe.ErrGuardrailFailed)
 	}
 	return out, nil
+}
+
+// guardrailGone is the error of a guardrail of in that the agent, as this
+// worker serves it now, no longer has: non-retryable, since no retry
+// brings it back.
+func guardrailGone(in GuardrailInput, name string) error {
+	return troupe.NonRetryable(troupe.ErrGraphChanged, "%s guardrail %q of agent %q is no longer in graph %q as this worker serves it; the run started with it", in.Kind, name, in.Agent, in.Graph)
+}
+
+// runMessageGuardrails runs the input or output guardrails of in at once,
+// each on its own goroutine, adding those that tripped to out in their
+// order; it returns each guardrail's failure (nil where it ran), and an
+// error that fails the activity whatever tripped (a guardrail gone).
+func runMessageGuardrails(ctx context.Context, agent *agents.Agent, in GuardrailInput, out *GuardrailOutput) ([]error, error) {
+	checks := make([]func(context.Context) (agents.GuardrailVerdict, error), len(in.Guardrails))
+	for i, name := range in.Guardrails {
+		if in.Kind == agents.GuardrailInput {
+			g, ok := agent.InputGuardrailNamed(name)
+			if !ok || g.Func == nil {
+				return nil, guardrailGone(in, name)
+			}
+			checks[i] = func(ctx context.Context) (agents.GuardrailVerdict, error) { return g.Func(ctx, in.Run, in.Input) }
+		} else {
+			g, ok := agent.OutputGuardrailNamed(name)
+			if !ok || g.Func == nil {
+				return nil, guardrailGone(in, name)
+			}
+			checks[i] = func(ctx context.Context) (agents.GuardrailVerdict, error) { return g.Func(ctx, in.Run, in.Output) }
+		}
+	}
+	verdicts := make([]agents.GuardrailVerdict, len(checks))
+	failed := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, check := range checks {
+		wg.Go(func() {
+			failed[i] = guard(in.Guardrails[i], func() (err error) { verdicts[i], err = check(ctx); return err })
+		})
+	}
+	wg.Wait()
+	for i, v := range verdicts {
+		if failed[i] == nil && v.Tripwire {
+			out.Outcomes = append(out.Outcomes, runtime.GuardrailOutcome{Guardrail: in.Guardrails[i], Kind: in.Kind, Action: runtime.GuardrailTrip, Reason: v.Reason})
+		}
+	}
+	return failed, nil
+}
+
+// runBeforeCalls runs each call's tool guardrails in order before it
+// runs, until one decides the call's fate (its outcome goes to out) or
+// fails; it returns the failures, and an error that fails the activity
+// whatever tripped (a guardrail gone).
+func runBeforeCalls(ctx context.Context, agent *agents.Agent, in GuardrailInput, out *GuardrailOutput) ([]error, error) {
+	var errs []error
+	for _, c := range in.Calls {
+		call := toolCall(in.Run, c.Call)
+		for _, name := range c.Guardrails {
+			g, ok := agent.ToolGuardrailNamed(name)
+			if !ok || g.Before == nil {
+				return nil, guardrailGone(in, name)
+			}
+			var v agents.ToolVerdict
+			if err := guard(name, func() (err error) { v, err = g.Before(ctx, call); return err }); err != nil {
+				errs = append(errs, err)
+				break
+			}
+			if o := runtime.ToolOutcome(name, c.Call.CallID, true, v); o != nil {
+				out.Outcomes = append(out.Outcomes, *o)
+				break // The call's fate is decided.
+			}
+		}
+	}
+	return errs, nil
+}
+
+// runAfterCall runs the one call's tool guardrails in order on its output
+// (read from the blob store when stored apart), each on what the model
+// would read, until one withholds it, trips or fails; when one changed the
+// output, out.Result is the output as changed. It returns the failures,
+// and an error that fails the activity whatever tripped.
+func (a *Activities) runAfterCall(ctx context.Context, agent *agents.Agent, in GuardrailInput, out *GuardrailOutput) ([]error, error) {
+	if len(in.Calls) != 1 || in.Result == nil {
+		return nil, troupe.NonRetryable(troupe.ErrInternal, "tool_after guardrails need one call and its result")
+	}
+	c, item := in.Calls[0], *in.Result
+	text := item.Output
+	if item.OutputRef != "" {
+		data, err := a.Store.Get(ctx, item.OutputRef)
+		if err != nil {
+			return nil, err
+		}
+		text = string(data)
+	}
+	var errs []error
+	call, changed := toolCall(in.Run, c.Call), false
+checks:
+	for _, name := range c.Guardrails {
+		g, ok := agent.ToolGuardrailNamed(name)
+		if !ok || g.After == nil {
+			return nil, guardrailGone(in, name)
+		}
+		var v agents.ToolVerdict
+		if err := guard(name, func() (err error) { v, err = g.After(ctx, call, text); return err }); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		o := runtime.ToolOutcome(name, c.Call.CallID, false, v)
+		if o == nil {
+			continue
+		}
+		out.Outcomes = append(out.Outcomes, *o)
+		switch o.Action {
+		case runtime.GuardrailReplace:
+			text, changed = v.Message, true // Later guardrails check what the model would read.
+		case runtime.GuardrailWithhold:
+			text, changed = withheld(name, v.Message), true
+			break checks
+		default:
+			break checks
+		}
+	}
+	if changed {
+		result, err := a.changedOutput(ctx, in, item, text)
+		if err != nil {
+			return nil, err
+		}
+		out.Result = result
+	}
+	return errs, nil
+}
+
+// changedOutput is item with the output text a guardrail gave it, stored
+// apart under in.OutputKey when set and too large to inline, else checked
+// to fit in a payload, so that no payload grows past Temporal's limit.
+func (a *Activities) changedOutput(ctx context.Context, in GuardrailInput, item agents.Item, text string) (*agents.Item, error) {
+	item.Output, item.OutputRef = text, ""
+	if in.OutputKey != "" {
+		var err error
+		if item, err = transcript.Offload(ctx, a.Store, in.OutputKey, item); err != nil {
+			return nil, err
+		}
+	} else if err := troupe.CheckPayload("a guardrail's replacement output", len(text)); err != nil {
+		return nil, err
+	}
+	return &item, nil
 }
 
 // guard runs a guardrail func, turning a panic into its error.
