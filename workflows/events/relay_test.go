@@ -35,7 +35,7 @@ func servedBus(t *testing.T) (*Bus, string) {
 func subscribed(t *testing.T, bus *Bus, root string) <-chan troupe.Event {
 	t.Helper()
 	u := bus.RelayURL()
-	before := relaySubscribers(bus)
+	before := busSubscribers(bus)
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan troupe.Event, 4096)
 	errc := make(chan error, 1)
@@ -44,20 +44,20 @@ func subscribed(t *testing.T, bus *Bus, root string) <-chan troupe.Event {
 		cancel()
 		<-errc
 	})
-	// The relay subscribes before it answers: once it counts the
-	// subscriber, deltas published reach it.
-	waitFor(t, func() bool { return relaySubscribers(bus) > before })
+	// Once the bus has the relay's subscription, deltas published reach
+	// it. (The relay counts a subscriber against its bound before it
+	// subscribes it to the bus: a test that waited for that count could
+	// publish before the subscription, and wait for ever for what it
+	// published.)
+	waitFor(t, func() bool { return busSubscribers(bus) > before })
 	return out
 }
 
-// relaySubscribers is how many subscribers the bus's relay has.
-func relaySubscribers(bus *Bus) int {
+// busSubscribers is how many subscriptions the bus has: here, the relay's.
+func busSubscribers(bus *Bus) int {
 	bus.mu.Lock()
-	r := bus.relay
-	bus.mu.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.subs
+	defer bus.mu.Unlock()
+	return len(bus.subs)
 }
 
 // waitFor polls cond until it holds; a test that never gets there is
