@@ -18,6 +18,9 @@ const (
 	ErrModelRetryable  = "troupe.ModelUnavailable"
 	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
 	ErrUnknownAgent    = "troupe.UnknownAgent"
+	// ErrUnknownGraph: a session was asked of a graph that the worker
+	// taking the request does not serve.
+	ErrUnknownGraph = "troupe.UnknownGraph"
 	// ErrGraphChanged: an agent a run needs is no longer in the graph the
 	// worker serves (it was edited since the run started).
 	ErrGraphChanged = "troupe.GraphChanged"

@@ -64,13 +64,13 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 	}
 	// So are the updates: one that comes while the registry loads waits
 	// for it, rather than being refused as unknown.
-	if err := setLoadedUpdate(ctx, troupe.CreateSessionUpdate, &loading, m.checkCreate, m.create); err != nil {
+	if err := setLoadedUpdate(ctx, troupe.CreateSessionUpdate, &loading, m.checkCreate, m.create, m.serves); err != nil {
 		return err
 	}
-	if err := setLoadedUpdate(ctx, troupe.LifecycleUpdate, &loading, m.checkLifecycle, m.lifecycle); err != nil {
+	if err := setLoadedUpdate(ctx, troupe.LifecycleUpdate, &loading, m.checkLifecycle, m.lifecycle, nil); err != nil {
 		return err
 	}
-	if err := setLoadedUpdate(ctx, troupe.ForkUpdate, &loading, m.checkFork, m.fork); err != nil {
+	if err := setLoadedUpdate(ctx, troupe.ForkUpdate, &loading, m.checkFork, m.fork, nil); err != nil {
 		return err
 	}
 	if loading {
@@ -204,8 +204,13 @@ func pruneStopped(sessions []troupe.SessionEntry, max int) []troupe.SessionEntry
 // (*loading): its validator, which cannot tell yet whether a session
 // exists, lets it in; its handler waits for the load and checks it then,
 // failing it as the validator would have refused it.
+//
+// admit, when not nil, is what only the worker that takes the update in
+// can tell (the graphs it serves): its validator asks it, loading or not.
+// A validator never runs on replay, so admit may read what a redeploy
+// changes; check, which the handler may run, may not.
 func setLoadedUpdate[In, Out any](ctx workflow.Context, name string, loading *bool,
-	check func(workflow.Context, In) error, handle func(workflow.Context, In) (Out, error)) error {
+	check func(workflow.Context, In) error, handle func(workflow.Context, In) (Out, error), admit func(In) error) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, name, func(ctx workflow.Context, in In) (Out, error) {
 		if *loading {
 			var none Out
@@ -218,11 +223,30 @@ func setLoadedUpdate[In, Out any](ctx workflow.Context, name string, loading *bo
 		}
 		return handle(ctx, in)
 	}, workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, in In) error {
+		if admit != nil {
+			if err := admit(in); err != nil {
+				return err
+			}
+		}
 		if *loading {
 			return nil
 		}
 		return check(ctx, in)
 	}})
+}
+
+// serves refuses a session of a graph this worker does not serve: it
+// would start, fail at once, and stay listed with nothing to answer it
+// (the workers of a queue serve the same graphs).
+func (m *manager) serves(in troupe.CreateSessionInput) error {
+	if in.Session.Graph == "" {
+		return nil // checkCreate says so.
+	}
+	if _, ok := m.r.graphs[in.Session.Graph]; !ok {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no graph %q: the workers of this queue serve %s",
+			in.Session.Graph, strings.Join(m.r.graphNames(), ", ")), troupe.ErrUnknownGraph, nil)
+	}
+	return nil
 }
 
 func (m *manager) find(id string) int {

@@ -401,6 +401,11 @@ func (r *Runner) MCP() *mcp.Activities { return r.mcp }
 // tests that run them directly.
 func (r *Runner) Lease() *lease.Activities { return r.leases }
 
+// graphNames lists the graphs this worker serves, sorted.
+func (r *Runner) graphNames() []string {
+	return slices.Sorted(maps.Keys(r.graphs))
+}
+
 func (r *Runner) graph(name string) (*agents.Graph, error) {
 	g, ok := r.graphs[name]
 	if !ok {

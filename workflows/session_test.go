@@ -1236,3 +1236,32 @@ func TestSessionManagerTakesUpdatesWhileItLoads(t *testing.T) {
 		t.Errorf("listed %+v, want old and new", listed)
 	}
 }
+
+// A session of a graph no worker serves is refused at create, with the
+// graphs served named, and is never listed (it would start, fail at once,
+// and stay listed idle with nothing to answer or remove it).
+func TestSessionOfAnUnknownGraphIsRefused(t *testing.T) {
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: &workflowstest.FuncModel{}})
+	var created *workflowstest.Update
+	var listed []troupe.SessionEntry
+	env.RegisterDelayedCallback(func() {
+		created = workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s", Session: troupe.SessionInput{Graph: "nosuch"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		q, err := env.QueryWorkflow(troupe.SessionsQuery)
+		if err == nil {
+			err = q.Get(&listed)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		env.CancelWorkflow()
+	}, time.Minute)
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
+	if created.Accepted() || troupe.ErrorType(created.Err()) != troupe.ErrUnknownGraph || !strings.Contains(created.Err().Error(), `no graph "nosuch": the workers of this queue serve test`) {
+		t.Errorf("a session of graph nosuch: accepted %v, err %v; want refused as %s", created.Accepted(), created.Err(), troupe.ErrUnknownGraph)
+	}
+	if len(listed) != 0 {
+		t.Errorf("listed %+v, want no session", listed)
+	}
+}
