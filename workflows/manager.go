@@ -99,7 +99,7 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 			if !changed.ReceiveAsync(&e) {
 				break
 			}
-			m.changed(e)
+			m.changed(workflow.Now(ctx), e)
 		}
 	}
 	bound := in.Bound
@@ -383,10 +383,14 @@ func (m *manager) fork(ctx workflow.Context, in troupe.ForkInput) (troupe.Sessio
 	return m.sessions[m.find(id)], nil
 }
 
-// changed takes a session's news.
-func (m *manager) changed(e troupe.SessionEntry) {
+// changed takes a session's news, at now. A session the registry first
+// hears of by its news (a fork) was created then.
+func (m *manager) changed(now time.Time, e troupe.SessionEntry) {
 	i := m.find(e.ID)
 	if i < 0 {
+		if e.Created.IsZero() {
+			e.Created = now
+		}
 		m.sessions = append(m.sessions, e)
 		return
 	}

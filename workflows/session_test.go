@@ -799,6 +799,9 @@ func TestSessionFork(t *testing.T) {
 	if forked.Err() != nil || e.ID != "branch" || e.Name != "main line (fork)" || e.Turns != 1 {
 		t.Fatalf("fork: %+v, %v; want branch, named after its source, with its one turn", e, forked.Err())
 	}
+	if e.Created.IsZero() {
+		t.Errorf("the fork's creation time is zero, want when it forked")
+	}
 	if again.Accepted() || troupe.ErrorType(again.Err()) != troupe.ErrBadCommand {
 		t.Errorf("a fork onto an existing session: accepted %v, err %v", again.Accepted(), again.Err())
 	}
