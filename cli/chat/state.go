@@ -532,7 +532,7 @@ var sessionCommands = map[string]struct {
 	"/switch":  {true, "/switch BACKEND (bwrap, docker or local)"},
 	"/pause":   {false, "/pause"},
 	"/resume":  {false, "/resume"},
-	"/policy":  {true, "/policy enqueue|reject|rollback"},
+	"/policy":  {true, "/policy enqueue|reject|interrupt|rollback"},
 	"/stop":    {false, "/stop"},
 	"/approve": {false, "/approve [CALL] (default: the oldest call that waits)"},
 	"/reject":  {false, "/reject [CALL] [MESSAGE FOR THE MODEL]"},
@@ -596,7 +596,7 @@ const Help = `Type a message and press Enter to send it to the open session. Com
   /fork [NAME]        fork the open session (conversation, workspaces, settings) and open the fork
   /switch BACKEND     move the open session's workspaces to bwrap, docker or local
   /pause, /resume     pause the session's whole agent tree; resume where it stopped
-  /policy P           what a message sent during a turn does: enqueue, reject or rollback
+  /policy P           what a message sent during a turn does: enqueue, reject, interrupt or rollback
   /budget             show the session's budget and what it spent, per agent
   /budget SPEC        change the budget from the next model call on: cost=N, model_calls=N, input_tokens=N,
                       output_tokens=N (comma-separated; the others stay; 0 lifts one), or off for none

@@ -97,7 +97,7 @@ func TestLines(t *testing.T) {
 		{name: "pause with an argument", line: "/pause now", shows: []string{"problem/0 usage: /pause (it takes no argument)"}},
 		{name: "resume", line: "/resume", effects: []Effect{{Do: DoCommand, Session: sid, Command: "resume"}}},
 		{name: "policy", line: "/policy reject", effects: []Effect{{Do: DoCommand, Session: sid, Command: "policy", Arg: "reject"}}},
-		{name: "policy with none", line: "/policy", shows: []string{"problem/0 usage: /policy enqueue|reject|rollback"}},
+		{name: "policy with none", line: "/policy", shows: []string{"problem/0 usage: /policy enqueue|reject|interrupt|rollback"}},
 		{name: "stop", line: "/stop", effects: []Effect{{Do: DoCommand, Session: sid, Command: "stop"}}},
 		{name: "pause a stopped session", session: stopped, line: "/pause",
 			shows: []string{"problem/0 session session-dealdesk-1 is stopped: /new starts another, /sessions lists them"}},
@@ -670,3 +670,12 @@ func TestApprovals(t *testing.T) {
 }
 
 func last(s *State) Entry { return s.Entries[len(s.Entries)-1] }
+
+// /help and /policy's usage name every policy a session takes.
+func TestHelpNamesEveryPolicy(t *testing.T) {
+	for _, p := range runtime.Policies {
+		if !strings.Contains(Help, string(p)) || !strings.Contains(sessionCommands["/policy"].text, string(p)) {
+			t.Errorf("policy %s: missing from /help or from /policy's usage", p)
+		}
+	}
+}
