@@ -26,6 +26,12 @@ const (
 	// ErrSandbox is a sandbox that cannot be provisioned as declared (an
 	// invalid manifest, an unknown backend).
 	ErrSandbox = "troupe.SandboxError"
+	// ErrSourceNotAllowed is a sandbox whose manifest copies a host path
+	// (a local file or directory, a local git repository) from outside the
+	// roots its worker allows: the worker is set up wrong for the run, so
+	// the run fails saying which path to allow and how, rather than its
+	// agents going on without the sandbox.
+	ErrSourceNotAllowed = "troupe.SourceNotAllowed"
 	// ErrSandboxGone is a sandbox that died; the workflow re-provisions it
 	// from its last snapshot.
 	ErrSandboxGone = "troupe.SandboxGone"

@@ -254,8 +254,10 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 			// A guardrail of the tool's agents ended the run.
 			*fatal = err
 			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, troupe.FailureText(err))
-		case err != nil && workerFault(err) && workflow.GetVersion(gctx, versionWorkerFaults, workflow.DefaultVersion, 1) == 1:
-			// Not the model's to work around: the worker is wired wrong.
+		case err != nil && workerFault(err) && workflow.GetVersion(gctx, versionWorkerFaults, workflow.DefaultVersion, 1) == 1,
+			err != nil && troupe.ErrorType(err) == troupe.ErrSourceNotAllowed && workflow.GetVersion(gctx, versionSourceNotAllowed, workflow.DefaultVersion, 1) == 1:
+			// Not the model's to work around: the worker is wired wrong,
+			// or set up without the host path the run's sandbox needs.
 			*fatal = err
 			output = fmt.Sprintf("Error: agent tool %s failed: %s", c.Name, troupe.FailureText(err))
 		case err != nil:
@@ -302,6 +304,12 @@ func (t *turnCalls) runAgent(ctx workflow.Context, agent, prefix string, in trou
 // (workerFault) fails its caller rather than becoming the tool's output.
 // The marker is written only when such a fault happens.
 const versionWorkerFaults = "troupe.worker-faults-fail-callers"
+
+// versionSourceNotAllowed marks runs in which an agent tool whose sandbox
+// needs a host path its worker does not allow (troupe.SourceNotAllowed)
+// fails its caller too, and so the run, rather than being answered as a
+// tool error the model cannot act on. Runs recorded before answered it.
+const versionSourceNotAllowed = "troupe.source-not-allowed-fails-callers"
 
 // workerFault reports whether err is a fault of the worker's wiring, which
 // a model cannot work around: it fails every agent up the chain.

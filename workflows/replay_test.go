@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/internal/testgraphs"
 	"github.com/troupe-dev/troupe/workflows/workflowstest"
@@ -38,7 +39,7 @@ func replaySet(t *testing.T, dir string, graphs ...*agents.Graph) {
 		t.Fatalf("%d histories, want at least 4 (a session and its three turns; a deal-desk run has 5 workflows)", len(files))
 	}
 	if graphs == nil {
-		graphs = []*agents.Graph{dealdesk.Graph(), mcpReplayGraph(), notesReplayGraph(), testgraphs.Gate(func() string { return os.DevNull })}
+		graphs = []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpReplayGraph(), notesReplayGraph(), testgraphs.Gate(func() string { return os.DevNull })}
 	}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
@@ -65,7 +66,7 @@ func TestReplayEditedGraph(t *testing.T) {
 // testdata/histories-must-fail are real histories with one thing changed.
 func TestReplayCatchesDrift(t *testing.T) {
 	const before, mustFail = "testdata/histories/v2-agent-task-timeout-mcp", "testdata/histories-must-fail"
-	today := []*agents.Graph{dealdesk.Graph(), mcpReplayGraph()}
+	today := []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpReplayGraph()}
 	for _, tc := range []struct {
 		set, file string
 		graphs    []*agents.Graph
@@ -93,6 +94,14 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// changes no command of theirs, only what they put in their
 		// agents' inputs and count, so no replay can tell it renamed.)
 		{mustFail, "budget-asks-version-renamed.json", today, "an agent tool that asked its root by update, its budget-asks version renamed", "TMPRL1100"},
+		// A coordinator failed by its reviewers' refused sandboxes, whose
+		// marker says a version this code does not know. (Renaming the
+		// marker instead replays without error: the coordinator then
+		// answers the refusals and waits on its next model call, which
+		// the history never had, and the replayer does not check a run
+		// that has not ended. Runs from before the change replay as they
+		// were: v12-source-not-allowed-before, recorded on d952abc.)
+		{mustFail, "source-not-allowed-version-bumped.json", today, "a coordinator whose source-not-allowed marker has version 2", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -105,7 +114,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 	// Every must-fail fixture is in the table above, with why it must fail.
 	for f := range workflowstest.ReadIndex(t, mustFail) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
-			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json"}, f) {
+			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

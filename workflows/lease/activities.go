@@ -228,7 +228,11 @@ func sandboxErr(err error) error {
 	switch {
 	case errors.Is(err, sandbox.ErrGone):
 		return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSandboxGone, err)
-	case errors.Is(err, sandbox.ErrPathEscape), errors.Is(err, sandbox.ErrSourceNotAllowed):
+	case errors.Is(err, sandbox.ErrSourceNotAllowed):
+		return temporal.NewNonRetryableApplicationError(err.Error()+": allow it on the worker that runs the sandbox "+
+			"(troupe worker --allow-root DIR, or troupe dev --allow-root DIR; in Go, the backend's Policy.AllowedRoots)",
+			troupe.ErrSourceNotAllowed, err)
+	case errors.Is(err, sandbox.ErrPathEscape):
 		return temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSandbox, err)
 	}
 	return err
