@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,9 +87,14 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	if err != nil {
 		return nil, err
 	}
+	storeURL, err := blobURL()
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	m, modelID, release, err := modelFor(graphs, stderr)
 	if err == nil {
-		err = sameModel(ctx, c, taskQueue, modelID)
+		err = sameSetup(ctx, c, taskQueue, modelID, storeName(storeURL))
 		if err != nil {
 			release()
 		}
@@ -124,7 +132,7 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	if !o.brief {
 		printLimits(stderr, sandboxes)
 	}
-	stop, err := r.StartWorkers(c, taskQueue, worker.Options{Identity: workerIdentity(modelID)})
+	stop, err := r.StartWorkers(c, taskQueue, worker.Options{Identity: workerIdentity(modelID, storeName(storeURL))})
 	if err != nil {
 		release()
 		store.Close()
@@ -157,30 +165,70 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 }
 
 // workerIdentity is a worker's identity on the Temporal server: its
-// process and host, as the SDK's default says them, and the model it
-// calls, which sameModel reads back. StartWorkers adds where the worker
-// serves its text deltas (" deltas=URL", workflows.RelayOf).
-func workerIdentity(model string) string {
+// process and host, as the SDK's default says them, the model it calls and
+// the blob store it keeps transcripts in (storeName), which sameSetup reads
+// back. StartWorkers adds where the worker serves its text deltas
+// (" deltas=URL", workflows.RelayOf).
+func workerIdentity(model, store string) string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%d@%s troupe model=%s", os.Getpid(), host, model)
+	return fmt.Sprintf("%d@%s troupe model=%s blob=%s", os.Getpid(), host, model, store)
 }
 
-// sameModel refuses to serve taskQueue when a troupe worker that is up
-// serves it with another model: the runs on the queue would be answered
-// by either, turn by turn (a `troupe run` with OPENAI_API_KEY beside an
-// offline `troupe dev`, say). A worker of this process (one that ran
+// setupOf reads back what workerIdentity wrote: who the worker is, its
+// model and its blob store ("" from a worker of before the store was in
+// its identity). ok is false for an identity that is not a troupe
+// worker's.
+func setupOf(identity string) (who, model, store string, ok bool) {
+	_, identity = troupe.RelayOf(identity)
+	who, rest, ok := strings.Cut(identity, " troupe model=")
+	if !ok {
+		return "", "", "", false
+	}
+	// A model's name has spaces ("the responses API at URL"); the store
+	// comes last.
+	if i := strings.LastIndex(rest, " blob="); i >= 0 {
+		return who, rest[:i], rest[i+len(" blob="):], true
+	}
+	return who, rest, "", true
+}
+
+// storeName names the blob store at url in a worker's identity, which
+// anyone who can read the namespace sees: its scheme, host and path, no
+// credentials or parameters, and a short hash of the whole URL, so that
+// two stores that differ only there differ in name too.
+func storeName(url string) string {
+	if !strings.Contains(url, "://") {
+		// A directory, as blob.Open takes it.
+		if abs, err := filepath.Abs(url); err == nil {
+			url = "file://" + abs
+		}
+	}
+	sum := sha256.Sum256([]byte(url))
+	shown := url
+	if u, err := neturl.Parse(url); err == nil {
+		u.User, u.RawQuery, u.Fragment = nil, "", ""
+		shown = u.String()
+	}
+	return shown + "#" + hex.EncodeToString(sum[:4])
+}
+
+// sameSetup refuses to serve taskQueue when a troupe worker that is up
+// serves it with another model, or keeps its blobs in another store: the
+// runs on the queue would be answered by either, turn by turn (a `troupe
+// run` with OPENAI_API_KEY beside an offline `troupe dev`, say), and a
+// run's transcript written to one store would be looked for in the other
+// ("blob: not found", for ever). A worker of this process (one that ran
 // before: none runs on the queue yet) does not count, nor one of this host
 // whose process is gone, though the server lists them for a while.
-func sameModel(ctx context.Context, c client.Client, taskQueue, model string) error {
+func sameSetup(ctx context.Context, c client.Client, taskQueue, model, store string) error {
 	pollers, err := freshPollers(ctx, c, taskQueue)
 	if err != nil {
 		return nil // Nothing to compare with: the server will say what is wrong.
 	}
 	host, _ := os.Hostname()
 	for _, p := range pollers {
-		_, identity := troupe.RelayOf(p.GetIdentity())
-		who, theirs, ok := strings.Cut(identity, " troupe model=")
-		if !ok || theirs == model {
+		who, theirs, theirStore, ok := setupOf(p.GetIdentity())
+		if !ok || theirs == model && (theirStore == "" || theirStore == store) {
 			continue
 		}
 		if pid, h, _ := strings.Cut(who, "@"); h == host {
@@ -188,9 +236,14 @@ func sameModel(ctx context.Context, c client.Client, taskQueue, model string) er
 				continue // Stopped: its polls are still listed.
 			}
 		}
-		return fmt.Errorf("task queue %s is served by another troupe worker (%s) that calls %s; this one would call %s, "+
-			"and each run's turns would go to either: give both the same model settings (OPENAI_API_KEY, OPENAI_BASE_URL, TROUPE_MODEL_API), "+
-			"or stop the other first (a worker that has just stopped is listed for about a minute)", taskQueue, who, theirs, model)
+		if theirs != model {
+			return fmt.Errorf("task queue %s is served by another troupe worker (%s) that calls %s; this one would call %s, "+
+				"and each run's turns would go to either: give both the same model settings (OPENAI_API_KEY, OPENAI_BASE_URL, TROUPE_MODEL_API), "+
+				"or stop the other first (a worker that has just stopped is listed for about a minute)", taskQueue, who, theirs, model)
+		}
+		return fmt.Errorf("task queue %s is served by another troupe worker (%s) that keeps its blobs in %s; this one would keep them in %s, "+
+			"and a run moving between the two would not find its transcript: give both the same store (TROUPE_BLOB_URL, or the same TROUPE_HOME), "+
+			"or stop the other first (a worker that has just stopped is listed for about a minute)", taskQueue, who, theirStore, store)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -298,6 +299,32 @@ func TestRunsCancelAndTerminate(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout.String()), &f); code == 0 || err != nil || f.WorkflowID != tc.id || f.Error.Type != tc.typ || f.Error.Message == "" {
 			t.Errorf("troupe runs cancel --json %s: exit %d, stdout %q (%v); want a failure of type %s", tc.id, code, r.stdout.String(), err, tc.typ)
 		}
+	}
+}
+
+// TestWorkersAgreeOnTheBlobStore: a `troupe run` beside a `troupe dev` on
+// the same home, with a blob store of its own (TROUPE_BLOB_URL), would
+// serve the same task queue, and a run moving between the two would look
+// for its transcript in the wrong store for ever. It refuses to start,
+// naming the other worker and both stores, and starts no run.
+func TestWorkersAgreeOnTheBlobStore(t *testing.T) {
+	home := t.TempDir()
+	dev := startCLI(t, home, "dev", "--port", strconv.Itoa(freePort(t)), "--ui-port", "-1")
+	dev.waitLine(t, regexp.MustCompile(`^troupe: dev server up`))
+	other := t.TempDir()
+	run := startCLIEnv(t, home, []string{"TROUPE_BLOB_URL=file://" + other}, "run", "--graph", "plod", "go")
+	if code := run.wait(t); code == 0 {
+		t.Fatalf("troupe run beside troupe dev, with a blob store of its own, succeeded; stderr:\n%s", run.errText())
+	}
+	msg := run.errText()
+	for _, want := range []string{"served by another troupe worker", "keeps its blobs in file://" + filepath.Join(home, "blobs") + "#",
+		"would keep them in file://" + other + "#", "TROUPE_BLOB_URL"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("troupe run's refusal lacks %q:\n%s", want, msg)
+		}
+	}
+	if runStarted.MatchString(msg) || strings.Contains(msg, "▶ run") {
+		t.Errorf("a run started:\n%s", msg)
 	}
 }
 
