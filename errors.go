@@ -18,6 +18,10 @@ const (
 	ErrModelRetryable  = "troupe.ModelUnavailable"
 	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
 	ErrUnknownAgent    = "troupe.UnknownAgent"
+	// ErrBlobMissing: an activity needed a blob its worker's store does
+	// not hold, and it stayed missing over several attempts (the workers
+	// of a queue keep their blobs in different stores, or it was deleted).
+	ErrBlobMissing = "troupe.BlobMissing"
 	// ErrUnknownGraph: a session was asked of a graph that the worker
 	// taking the request does not serve.
 	ErrUnknownGraph = "troupe.UnknownGraph"

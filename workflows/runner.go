@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/handoff"
+	"github.com/troupe-dev/troupe/internal/blobwait"
 	"github.com/troupe-dev/troupe/mcp"
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -499,6 +500,9 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		releaseRelay = release
 		opts.Identity = troupe.WithRelay(opts.Identity, url)
 	}
+	// An activity that stays without its blob fails, typed, rather than
+	// retrying for ever (blobwait).
+	opts.Interceptors = append(slices.Clip(opts.Interceptors), &blobwait.Interceptor{})
 	shared := worker.New(c, taskQueue, opts)
 	r.Register(shared)
 	if err := shared.Start(); err != nil {
