@@ -42,43 +42,33 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 	if err != nil {
 		return nil, err
 	}
-	instructions, err := agent.ResolveInstructions(ctx, in.Run)
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInstructions, err)
-	}
-	for _, c := range agent.Capabilities {
-		extra := c.Instructions()
-		if dc, ok := c.(agents.DynamicCapability); ok {
-			if extra, err = dc.DynamicInstructions(ctx, in.Run); err != nil {
-				return nil, fmt.Errorf("instructions of capability %s: %w", c.Name(), err)
-			}
-		}
-		if extra != "" {
-			instructions += "\n\n" + extra
-		}
-	}
-	guidance, err := a.guidance(ctx, in.Guidance)
+	req, view, err := a.modelRequest(ctx, g, agent, in)
 	if err != nil {
 		return nil, err
 	}
-	if guidance != "" {
-		instructions += "\n\n" + guidance
+	resp, err := a.callModel(ctx, in, agent.Name, req)
+	if err != nil {
+		return nil, err
 	}
-	if agent.Memory.Reads() {
-		extra, err := a.r.memory.Instructions(ctx, agent, in.Run)
-		if err != nil {
-			return nil, err
-		}
-		instructions += extra
+	return a.endTurn(ctx, in, agent, req, resp, view)
+}
+
+// modelRequest builds the turn's request to the model: the agent's
+// instructions, the view of its transcript (returned too, for the
+// transcript's reference) and the tools it is offered.
+func (a *Activities) modelRequest(ctx context.Context, g *agents.Graph, agent *agents.Agent, in ModelInput) (model.Request, *runtime.TranscriptView, error) {
+	instructions, err := a.instructions(ctx, agent, in)
+	if err != nil {
+		return model.Request{}, nil, err
 	}
 	input, view, err := a.modelView(ctx, agent, in.Transcript, in.Pending)
 	if err != nil {
-		return nil, err
+		return model.Request{}, nil, err
 	}
 	input = capabilities.ExpandImages(input)
 	mcpSpecs, err := a.r.mcp.ToolSpecs(ctx, in.MCPTools)
 	if err != nil {
-		return nil, err
+		return model.Request{}, nil, err
 	}
 	req := model.Request{
 		Model:        agent.Model,
@@ -94,7 +84,50 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		spec := agent.Output.Spec()
 		req.Output = &spec
 	}
-	dctx, deltasDone := a.withDeltas(ctx, in, agent.Name)
+	return req, view, nil
+}
+
+// instructions are the agent's instructions for the turn: its own, then
+// its capabilities', the workspace guidance, and what memory recalls.
+func (a *Activities) instructions(ctx context.Context, agent *agents.Agent, in ModelInput) (string, error) {
+	instructions, err := agent.ResolveInstructions(ctx, in.Run)
+	if err != nil {
+		return "", temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInstructions, err)
+	}
+	for _, c := range agent.Capabilities {
+		extra := c.Instructions()
+		if dc, ok := c.(agents.DynamicCapability); ok {
+			if extra, err = dc.DynamicInstructions(ctx, in.Run); err != nil {
+				return "", fmt.Errorf("instructions of capability %s: %w", c.Name(), err)
+			}
+		}
+		if extra != "" {
+			instructions += "\n\n" + extra
+		}
+	}
+	guidance, err := a.guidance(ctx, in.Guidance)
+	if err != nil {
+		return "", err
+	}
+	if guidance != "" {
+		instructions += "\n\n" + guidance
+	}
+	if agent.Memory.Reads() {
+		extra, err := a.r.memory.Instructions(ctx, agent, in.Run)
+		if err != nil {
+			return "", err
+		}
+		instructions += extra
+	}
+	return instructions, nil
+}
+
+// callModel sends req to the model, streaming its text deltas to
+// followers and tracing the call, and classifies its failure onto
+// Temporal's retry rules: retried only when the model says a retry can
+// help.
+func (a *Activities) callModel(ctx context.Context, in ModelInput, agent string, req model.Request) (*model.Response, error) {
+	dctx, deltasDone := a.withDeltas(ctx, in, agent)
 	dctx, chat := startChat(dctx, req, in)
 	resp, err := a.respond(dctx, req)
 	telemetry.EndResponse(chat, resp, err)
@@ -110,6 +143,14 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (*ModelOutput, er
 		// error's details, for the retry events.
 		return nil, temporal.NewApplicationErrorWithCause(model.ErrorMessage(err), troupe.ErrModelRetryable, err, model.Innermost(err))
 	}
+	return resp, nil
+}
+
+// endTurn decides the next step from the model's response, tells the
+// run's root what the call used, appends the pending items and the
+// response to the transcript as one segment, and returns the turn's
+// output, refused when it is too big to cross Temporal.
+func (a *Activities) endTurn(ctx context.Context, in ModelInput, agent *agents.Agent, req model.Request, resp *model.Response, view *runtime.TranscriptView) (*ModelOutput, error) {
 	for i := range resp.Output {
 		resp.Output[i].Agent = agent.Name
 	}

@@ -43,19 +43,79 @@ type manager struct {
 	sessions []troupe.SessionEntry
 	// failed are the forks their source could not make, by new id.
 	failed map[string]string
+	// loading is whether the registry is still being read from the pages
+	// the previous run left: the query says to ask again, updates wait.
+	loading bool
+	// failures and news are the channels of the forks that failed and of
+	// the sessions' news (troupe.session-changed).
+	failures, news workflow.ReceiveChannel
+	// bound is the history length at which the run continues as new.
+	bound int
 }
 
 // SessionManagerWorkflow runs the session manager: see the top of this
 // file. It continues as new, carrying its registry by reference (blob
 // pages, see registry.go), when its history reaches its bound.
 func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerInput) error {
-	m := &manager{r: r, sessions: in.Sessions, failed: map[string]string{}}
+	m := &manager{r: r, sessions: in.Sessions, failed: map[string]string{}, loading: len(in.Pages) > 0}
+	if err := m.setHandlers(ctx); err != nil {
+		return err
+	}
+	if err := m.load(ctx, in.Pages); err != nil {
+		return err
+	}
+	// The main loop takes the signals as they come, so that at the bound
+	// none is left half-taken: a goroutine blocked on a channel would be
+	// handed a signal it has not applied yet when the run continues.
+	m.failures = workflow.GetSignalChannel(ctx, troupe.ForkFailedSignal)
+	m.news = workflow.GetSignalChannel(ctx, troupe.SessionChangedSignal)
+	if err := m.fixBound(ctx, in.Bound); err != nil {
+		return err
+	}
+	if err := m.listen(ctx); err != nil {
+		return err
+	}
+	return m.continueAsNew(ctx, in)
+}
+
+// load reads the registry from the pages the previous run left, if it
+// left any, and lets the calls that waited for it in.
+func (m *manager) load(ctx workflow.Context, pages []string) error {
+	if !m.loading {
+		return nil
+	}
+	sessions, err := loadRegistry(ctx, pages)
+	if err != nil {
+		return err
+	}
+	m.sessions = append(m.sessions, sessions...)
+	m.loading = false
+	return nil
+}
+
+// listen takes the signals as they come until the run reaches its bound
+// with no update half-handled, so that the run can continue as new.
+func (m *manager) listen(ctx workflow.Context) error {
+	for {
+		if err := workflow.Await(ctx, func() bool { return m.failures.Len() > 0 || m.news.Len() > 0 || m.atBound(ctx) }); err != nil {
+			return err
+		}
+		m.drain(ctx)
+		if m.atBound(ctx) {
+			return nil
+		}
+	}
+}
+
+// setHandlers sets the manager's query and updates before the registry
+// loads, so that a call that comes meanwhile is told to wait or ask again
+// rather than that the manager has no such handler.
+func (m *manager) setHandlers(ctx workflow.Context) error {
 	// The query is answered from the start, so a client that lists the
 	// sessions while the registry loads is told to ask again, not that
 	// the manager has no such query.
-	loading := len(in.Pages) > 0
 	if err := workflow.SetQueryHandler(ctx, troupe.SessionsQuery, func() ([]troupe.SessionEntry, error) {
-		if loading {
+		if m.loading {
 			return nil, errors.New("the session registry is loading after the manager continued as new: ask again")
 		}
 		return slices.Clone(m.sessions), nil
@@ -64,72 +124,66 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 	}
 	// So are the updates: one that comes while the registry loads waits
 	// for it, rather than being refused as unknown.
-	if err := setLoadedUpdate(ctx, troupe.CreateSessionUpdate, &loading, m.checkCreate, m.create, m.serves); err != nil {
+	if err := setLoadedUpdate(ctx, troupe.CreateSessionUpdate, &m.loading, m.checkCreate, m.create, m.serves); err != nil {
 		return err
 	}
-	if err := setLoadedUpdate(ctx, troupe.LifecycleUpdate, &loading, m.checkLifecycle, m.lifecycle, nil); err != nil {
+	if err := setLoadedUpdate(ctx, troupe.LifecycleUpdate, &m.loading, m.checkLifecycle, m.lifecycle, nil); err != nil {
 		return err
 	}
-	if err := setLoadedUpdate(ctx, troupe.ForkUpdate, &loading, m.checkFork, m.fork, nil); err != nil {
-		return err
+	return setLoadedUpdate(ctx, troupe.ForkUpdate, &m.loading, m.checkFork, m.fork, nil)
+}
+
+// fixBound sets the run's bound: the one an earlier run fixed and
+// carried, else the worker's, fixed in a side effect at the first start so
+// that a redeploy that changes it cannot change a running manager's.
+func (m *manager) fixBound(ctx workflow.Context, bound int) error {
+	m.bound = bound
+	if m.bound != 0 {
+		return nil
 	}
-	if loading {
-		sessions, err := loadRegistry(ctx, in.Pages)
-		if err != nil {
-			return err
-		}
-		m.sessions = append(m.sessions, sessions...)
-		loading = false
+	m.bound = m.r.cfg.ContinueAfterEvents // Managers from before the bound was fixed.
+	if workflow.GetVersion(ctx, versionManagerBound, workflow.DefaultVersion, 1) == 1 {
+		return workflow.SideEffect(ctx, func(workflow.Context) any { return m.r.cfg.ContinueAfterEvents }).Get(&m.bound)
 	}
-	// The main loop takes the signals as they come, so that at the bound
-	// none is left half-taken: a goroutine blocked on a channel would be
-	// handed a signal it has not applied yet when the run continues.
-	failures := workflow.GetSignalChannel(ctx, troupe.ForkFailedSignal)
-	changed := workflow.GetSignalChannel(ctx, troupe.SessionChangedSignal)
-	drain := func() {
-		for {
-			var f troupe.ForkFailure
-			if !failures.ReceiveAsync(&f) {
-				break
-			}
-			m.failed[f.NewID] = f.Error
-		}
-		for {
-			var e troupe.SessionEntry
-			if !changed.ReceiveAsync(&e) {
-				break
-			}
-			m.changed(workflow.Now(ctx), e)
-		}
-	}
-	bound := in.Bound
-	if bound == 0 {
-		bound = r.cfg.ContinueAfterEvents // Managers from before the bound was fixed.
-		if workflow.GetVersion(ctx, versionManagerBound, workflow.DefaultVersion, 1) == 1 {
-			if err := workflow.SideEffect(ctx, func(workflow.Context) any { return r.cfg.ContinueAfterEvents }).Get(&bound); err != nil {
-				return err
-			}
-		}
-	}
-	atBound := func() bool {
-		info := workflow.GetInfo(ctx)
-		return (info.GetCurrentHistoryLength() >= bound || info.GetContinueAsNewSuggested()) && workflow.AllHandlersFinished(ctx)
-	}
+	return nil
+}
+
+// atBound is whether the run should continue as new now: its history is
+// long enough, and no update is half-handled.
+func (m *manager) atBound(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return (info.GetCurrentHistoryLength() >= m.bound || info.GetContinueAsNewSuggested()) && workflow.AllHandlersFinished(ctx)
+}
+
+// drain applies every signal received and not yet taken, the failed forks
+// first, so that none is left half-taken when the run continues.
+func (m *manager) drain(ctx workflow.Context) {
 	for {
-		if err := workflow.Await(ctx, func() bool { return failures.Len() > 0 || changed.Len() > 0 || atBound() }); err != nil {
-			return err
-		}
-		drain()
-		if atBound() {
+		var f troupe.ForkFailure
+		if !m.failures.ReceiveAsync(&f) {
 			break
 		}
+		m.failed[f.NewID] = f.Error
 	}
+	for {
+		var e troupe.SessionEntry
+		if !m.news.ReceiveAsync(&e) {
+			break
+		}
+		m.changed(workflow.Now(ctx), e)
+	}
+}
+
+// continueAsNew continues the manager as new, with its registry (the
+// stopped sessions pruned) in blob pages, or inline in runs from before
+// the pages, and drops the pages that are no longer read.
+func (m *manager) continueAsNew(ctx workflow.Context, in troupe.ManagerInput) error {
 	kept := pruneStopped(m.sessions, keptStopped)
 	v := workflow.GetVersion(ctx, versionManagerPages, workflow.DefaultVersion, 2)
 	if v == workflow.DefaultVersion {
-		return workflow.NewContinueAsNewError(ctx, troupe.SessionManagerWorkflowName, troupe.ManagerInput{Sessions: kept, Bound: bound})
+		return workflow.NewContinueAsNewError(ctx, troupe.SessionManagerWorkflowName, troupe.ManagerInput{Sessions: kept, Bound: m.bound})
 	}
-	next := troupe.ManagerInput{Bound: bound}
+	next := troupe.ManagerInput{Bound: m.bound}
 	if v >= 2 {
 		// The pages the previous run read go now, a run later than at
 		// version 1, so that a reset of a run to its start still finds
@@ -140,21 +194,9 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 		}
 		next.OldPages = in.Pages
 	}
-	for {
-		var err error
-		if next.Pages, err = saveRegistry(ctx, kept); err != nil {
-			return err
-		}
-		// Signals and updates that came while the pages were saved are
-		// taken, and the registry saved again: none is lost.
-		if failures.Len() == 0 && changed.Len() == 0 && workflow.AllHandlersFinished(ctx) {
-			break
-		}
-		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-			return err
-		}
-		drain()
-		kept = pruneStopped(m.sessions, keptStopped)
+	var err error
+	if next.Pages, err = m.save(ctx, kept); err != nil {
+		return err
 	}
 	if v == 1 {
 		if err := dropRegistry(ctx, in.Pages); err != nil {
@@ -162,6 +204,28 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 		}
 	}
 	return workflow.NewContinueAsNewError(ctx, troupe.SessionManagerWorkflowName, next)
+}
+
+// save writes the registry kept to blob pages and returns them, saving it
+// again while signals or updates came during the save, so that the next
+// run loses none of them.
+func (m *manager) save(ctx workflow.Context, kept []troupe.SessionEntry) ([]string, error) {
+	for {
+		pages, err := saveRegistry(ctx, kept)
+		if err != nil {
+			return nil, err
+		}
+		// Signals and updates that came while the pages were saved are
+		// taken, and the registry saved again: none is lost.
+		if m.failures.Len() == 0 && m.news.Len() == 0 && workflow.AllHandlersFinished(ctx) {
+			return pages, nil
+		}
+		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			return nil, err
+		}
+		m.drain(ctx)
+		kept = pruneStopped(m.sessions, keptStopped)
+	}
 }
 
 // keptStopped bounds the stopped sessions a manager keeps listing: the

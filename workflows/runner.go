@@ -189,6 +189,30 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("workflows: Config.Store is required")
 	}
+	if err := cfg.fillDefaults(); err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
+		transcripts: transcript.NewTranscripts(cfg.Store)}
+	r.memory = &memory.Consolidation{Store: cfg.Store, Transcripts: r.transcripts, Model: cfg.Model, DefaultModel: cfg.DefaultModel,
+		Options: cfg.Memory, ModelTimeout: cfg.ModelTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, Learnt: skills.NewLearntCache(0)}
+	pool := cfg.MCP
+	if pool == nil {
+		pool, r.ownsMCP = mcp.NewPool(mcp.PoolConfig{}), true
+	}
+	r.mcp = &mcp.Activities{Pool: pool, Store: cfg.Store, Agent: r.agent, Queue: r.mcpQueue}
+	for _, g := range cfg.Graphs {
+		if err := r.addGraph(g); err != nil {
+			return nil, err
+		}
+	}
+	r.setActivities()
+	return r, nil
+}
+
+// fillDefaults sets the fields of cfg left zero to their documented
+// defaults, so that the rest of the Runner never checks for zero.
+func (cfg *Config) fillDefaults() error {
 	if cfg.DefaultModel == "" {
 		cfg.DefaultModel = "gpt-4.1"
 	}
@@ -219,64 +243,73 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Host == "" {
 		h, err := os.Hostname()
 		if err != nil {
-			return nil, fmt.Errorf("workflows: hostname: %w", err)
+			return fmt.Errorf("workflows: hostname: %w", err)
 		}
 		cfg.Host = h
 	}
 	if cfg.DefaultBackend == "" {
-		for _, b := range []string{"bwrap", "local"} {
-			if _, ok := cfg.Sandboxes[b]; ok {
-				cfg.DefaultBackend = b
-				break
-			}
-		}
-		if cfg.DefaultBackend == "" && len(cfg.Sandboxes) == 1 {
-			for b := range cfg.Sandboxes {
-				cfg.DefaultBackend = b
-			}
-		}
+		cfg.DefaultBackend = defaultBackend(cfg.Sandboxes)
 	}
 	if cfg.SandboxQueue == "" {
 		cfg.SandboxQueue = lease.DefaultStoreQueue(cfg.Host, cfg.Sandboxes)
 	}
-	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
-		transcripts: transcript.NewTranscripts(cfg.Store)}
-	r.memory = &memory.Consolidation{Store: cfg.Store, Transcripts: r.transcripts, Model: cfg.Model, DefaultModel: cfg.DefaultModel,
-		Options: cfg.Memory, ModelTimeout: cfg.ModelTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, Learnt: skills.NewLearntCache(0)}
-	pool := cfg.MCP
-	if pool == nil {
-		pool, r.ownsMCP = mcp.NewPool(mcp.PoolConfig{}), true
+	return nil
+}
+
+// defaultBackend is the sandbox backend of agents that name none: bwrap,
+// else local, else the only one configured, else none.
+func defaultBackend(sandboxes map[string]sandbox.Client) string {
+	for _, b := range []string{"bwrap", "local"} {
+		if _, ok := sandboxes[b]; ok {
+			return b
+		}
 	}
-	r.mcp = &mcp.Activities{Pool: pool, Store: cfg.Store, Agent: r.agent, Queue: r.mcpQueue}
-	for _, g := range cfg.Graphs {
-		if g == nil {
-			return nil, errors.New("workflows: nil graph")
+	if len(sandboxes) == 1 {
+		for b := range sandboxes {
+			return b
 		}
-		defaultBudget, prices := g.Budget(), g.Prices()
-		g, err := withDefaultCapabilities(g)
-		if err != nil {
-			return nil, err
-		}
-		if err := memory.CheckGraph(g); err != nil {
-			return nil, fmt.Errorf("workflows: %w", err)
-		}
-		if g, err = r.memory.WithTools(g); err != nil {
-			return nil, err
-		}
-		if g, err = r.memory.WithLearntSkills(g); err != nil {
-			return nil, err
-		}
-		if err := g.CheckApprovals(); err != nil {
-			return nil, err
-		}
-		if g, err = budget.WithBudget(g, defaultBudget, prices, r.cfg.Prices, r.cfg.DefaultModel); err != nil {
-			return nil, err
-		}
-		if _, dup := r.graphs[g.Name()]; dup {
-			return nil, fmt.Errorf("workflows: two graphs named %q", g.Name())
-		}
-		r.graphs[g.Name()] = g
 	}
+	return ""
+}
+
+// addGraph serves g: it checks it and adds what the runner gives every
+// graph (the default capabilities, memory's tools and learnt skills, the
+// budget), so that workflows find each graph ready by its name.
+func (r *Runner) addGraph(g *agents.Graph) error {
+	if g == nil {
+		return errors.New("workflows: nil graph")
+	}
+	defaultBudget, prices := g.Budget(), g.Prices()
+	g, err := withDefaultCapabilities(g)
+	if err != nil {
+		return err
+	}
+	if err := memory.CheckGraph(g); err != nil {
+		return fmt.Errorf("workflows: %w", err)
+	}
+	if g, err = r.memory.WithTools(g); err != nil {
+		return err
+	}
+	if g, err = r.memory.WithLearntSkills(g); err != nil {
+		return err
+	}
+	if err := g.CheckApprovals(); err != nil {
+		return err
+	}
+	if g, err = budget.WithBudget(g, defaultBudget, prices, r.cfg.Prices, r.cfg.DefaultModel); err != nil {
+		return err
+	}
+	if _, dup := r.graphs[g.Name()]; dup {
+		return fmt.Errorf("workflows: two graphs named %q", g.Name())
+	}
+	r.graphs[g.Name()] = g
+	return nil
+}
+
+// setActivities makes the rooms' activities, each given what it needs of
+// the runner through its fields (rooms do not import this package).
+func (r *Runner) setActivities() {
+	cfg := r.cfg
 	r.events = &events.Activities{Store: cfg.Store}
 	r.budgets = budget.NewActivities(r.onWorker.Load)
 	r.approvals = &approval.Activities{Agent: r.agent}
@@ -286,7 +319,6 @@ func NewRunner(cfg Config) (*Runner, error) {
 	r.handoffs = &handoff.Activities{Graph: r.servedGraph, Transcripts: r.transcripts}
 	r.leases = &lease.Activities{Sandboxes: cfg.Sandboxes, DefaultBackend: cfg.DefaultBackend, Store: cfg.Store, SpoolDir: cfg.SpoolDir,
 		Queue: r.hostQueue, Agent: r.agent, Memory: r.memory}
-	return r, nil
 }
 
 // CheckHost checks that this host can run what the graphs need of it: the
