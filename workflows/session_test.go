@@ -1212,16 +1212,7 @@ func TestSessionManagerTakesUpdatesWhileItLoads(t *testing.T) {
 		dup = workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "old", Session: troupe.SessionInput{Graph: "test"}})
 		unknown = workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "nope", Command: troupe.SessionCommand{Op: troupe.CommandPause}})
 	}, 0)
-	env.RegisterDelayedCallback(func() {
-		q, err := env.QueryWorkflow(troupe.SessionsQuery)
-		if err == nil {
-			err = q.Get(&listed)
-		}
-		if err != nil {
-			t.Error(err)
-		}
-		env.CancelWorkflow()
-	}, time.Minute)
+	listThenCancel(t, env, &listed, time.Minute)
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{Pages: []string{"managers/prev/page-000000.json"}})
 
 	var e troupe.SessionEntry
@@ -1250,16 +1241,7 @@ func TestSessionOfAnUnknownGraphIsRefused(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		created = workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s", Session: troupe.SessionInput{Graph: "nosuch"}})
 	}, time.Second)
-	env.RegisterDelayedCallback(func() {
-		q, err := env.QueryWorkflow(troupe.SessionsQuery)
-		if err == nil {
-			err = q.Get(&listed)
-		}
-		if err != nil {
-			t.Error(err)
-		}
-		env.CancelWorkflow()
-	}, time.Minute)
+	listThenCancel(t, env, &listed, time.Minute)
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 	if created.Accepted() || troupe.ErrorType(created.Err()) != troupe.ErrUnknownGraph || !strings.Contains(created.Err().Error(), `no graph "nosuch": the workers of this queue serve test`) {
 		t.Errorf("a session of graph nosuch: accepted %v, err %v; want refused as %s", created.Accepted(), created.Err(), troupe.ErrUnknownGraph)
@@ -1267,4 +1249,19 @@ func TestSessionOfAnUnknownGraphIsRefused(t *testing.T) {
 	if len(listed) != 0 {
 		t.Errorf("listed %+v, want no session", listed)
 	}
+}
+
+// listThenCancel lists the manager's sessions into listed after d, then
+// cancels it.
+func listThenCancel(t *testing.T, env *testsuite.TestWorkflowEnvironment, listed *[]troupe.SessionEntry, d time.Duration) {
+	env.RegisterDelayedCallback(func() {
+		q, err := env.QueryWorkflow(troupe.SessionsQuery)
+		if err == nil {
+			err = q.Get(listed)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		env.CancelWorkflow()
+	}, d)
 }
