@@ -25,7 +25,7 @@ import (
 
 // TestDevBesideWorker: `troupe dev` (with its worker) and a `troupe
 // worker` against it, two processes of one host with their own
-// TROUPE_HOMEs on the one task queue, both with bwrap sandboxes, run six
+// TROUPE_HOMEs (and one blob store) on the one task queue, both with bwrap sandboxes, run six
 // code reviews at once. Each reviewer's sandbox lives in the store of the
 // process that created it, and every one of its activities reaches that
 // process: each review quotes what its commands read in its sandbox,
@@ -38,8 +38,12 @@ func TestDevBesideWorker(t *testing.T) {
 	repo := exampletest.ReviewRepo(t)
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
+	// Their own homes, one blob store: the workers of a queue must share
+	// it, or a run moving between them would not find its transcript
+	// (the second refuses to start otherwise).
+	blobs := "file://" + t.TempDir()
 	env := func(home string) []string {
-		return []string{"TROUPE_HOME=" + home, "TEMPORAL_ADDRESS=" + addr}
+		return []string{"TROUPE_HOME=" + home, "TEMPORAL_ADDRESS=" + addr, "TROUPE_BLOB_URL=" + blobs}
 	}
 	devHome, workerHome := t.TempDir(), t.TempDir()
 	// The repository is an allowed root of each: by flag for one, by the
