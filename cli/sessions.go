@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -127,11 +128,17 @@ func sessionsCommand() *cobra.Command {
 	}
 
 	var noWait bool
+	var messageFile string
 	send := &cobra.Command{
-		Use:   "send SESSION MESSAGE",
-		Short: "Send a session a message; show the turn's progress on stderr and its answer on stdout",
-		Args:  cobra.ExactArgs(2),
+		Use:   "send SESSION MESSAGE|-",
+		Short: "Send a session a message (- reads it from stdin, --file from a file); show the turn's progress on stderr and its answer on stdout",
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			msg, err := messageOf(args[1:], messageFile, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			args = []string{args[0], msg}
 			return withTemporal(cmd, func(cn *conn) error {
 				s := cn.runs("", nil).Session(args[0])
 				warnUnserved(cmd, cn, "session "+args[0])
@@ -174,6 +181,7 @@ func sessionsCommand() *cobra.Command {
 		},
 	}
 	send.Flags().BoolVar(&noWait, "no-wait", false, "return once the message is queued, with its turn's id")
+	send.Flags().StringVar(&messageFile, "file", "", "read the message from this file (for one longer than a command line takes)")
 
 	command := func(use, short, op string, nargs int) *cobra.Command {
 		return &cobra.Command{
@@ -361,4 +369,34 @@ func parseVars(vars []string) (map[string]string, error) {
 		out[k] = val
 	}
 	return out, nil
+}
+
+// messageOf is the message a command was given: its argument, standard
+// input when the argument is "-", or file. Exactly one of them; one over
+// troupe.PayloadLimit is refused before anything is sent.
+func messageOf(args []string, file string, stdin io.Reader) (string, error) {
+	var data []byte
+	var err error
+	switch {
+	case file != "" && len(args) > 0:
+		return "", errors.New("give the message as an argument, as - (standard input) or with --file, not two of them")
+	case file != "":
+		if data, err = os.ReadFile(file); err != nil {
+			return "", fmt.Errorf("--file: %w", err)
+		}
+	case len(args) == 0:
+		return "", errors.New("no message: give it as an argument, as - (standard input) or with --file")
+	case args[0] == "-":
+		if data, err = io.ReadAll(io.LimitReader(stdin, troupe.PayloadLimit+1)); err != nil {
+			return "", fmt.Errorf("reading the message from standard input: %w", err)
+		}
+	default:
+		return args[0], nil
+	}
+	if len(data) > troupe.PayloadLimit {
+		return "", troupe.NonRetryable(troupe.ErrPayloadTooLarge, "the message is over %d bytes, Troupe's bound for one Temporal payload: "+
+			"put the material in a file the graph's tools read (a --var path, say) and send a message that points to it", troupe.PayloadLimit)
+	}
+	// What a pipe or an editor ends with is not part of the message.
+	return strings.TrimRight(string(data), "\r\n"), nil
 }

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/troupe-dev/troupe"
+)
+
+// A message comes from its argument, from standard input for "-", or
+// from --file; exactly one; one over the payload bound is refused before
+// anything is sent.
+func TestMessageOf(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "m.txt")
+	if err := os.WriteFile(file, []byte("from a file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	huge := filepath.Join(dir, "huge.txt")
+	if err := os.WriteFile(huge, []byte(strings.Repeat("x", troupe.PayloadLimit+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		file     string
+		stdin    string
+		want     string
+		wantErr  string
+		wantType string
+	}{
+		{name: "argument", args: []string{"hello"}, want: "hello"},
+		{name: "a dash reads stdin", args: []string{"-"}, stdin: "from stdin\nline two\n", want: "from stdin\nline two"},
+		{name: "file", file: file, want: "from a file"},
+		{name: "none", wantErr: "no message"},
+		{name: "two", args: []string{"hello"}, file: file, wantErr: "not two"},
+		{name: "missing file", file: filepath.Join(dir, "nope"), wantErr: "--file"},
+		{name: "huge file", file: huge, wantType: troupe.ErrPayloadTooLarge},
+		{name: "huge stdin", args: []string{"-"}, stdin: strings.Repeat("y", troupe.PayloadLimit+10), wantType: troupe.ErrPayloadTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := messageOf(tt.args, tt.file, strings.NewReader(tt.stdin))
+			switch {
+			case tt.wantType != "":
+				if troupe.ErrorType(err) != tt.wantType {
+					t.Errorf("err %v, want type %s", err, tt.wantType)
+				}
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("err %v, want one saying %q", err, tt.wantErr)
+				}
+			case err != nil || got != tt.want:
+				t.Errorf("messageOf = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
