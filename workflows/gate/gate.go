@@ -262,32 +262,23 @@ func New(t *Turn, gates ...Gate) *Chain {
 			continue
 		}
 		c.gates = append(c.gates, g)
-		if g, ok := g.(TurnGate); ok {
-			c.turns = append(c.turns, g)
-		}
-		if g, ok := g.(ModelGate); ok {
-			c.models = append(c.models, g)
-		}
-		if g, ok := g.(UsageGate); ok {
-			c.usages = append(c.usages, g)
-		}
-		if g, ok := g.(CallsGate); ok {
-			c.calls = append(c.calls, g)
-		}
-		if g, ok := g.(CallGate); ok {
-			c.each = append(c.each, g)
-		}
-		if g, ok := g.(OutputGate); ok {
-			c.outputs = append(c.outputs, g)
-		}
-		if g, ok := g.(FinalGate); ok {
-			c.finals = append(c.finals, g)
-		}
-		if g, ok := g.(Spawner); ok {
-			c.spawns = append(c.spawns, g)
-		}
+		collect(g, &c.turns)
+		collect(g, &c.models)
+		collect(g, &c.usages)
+		collect(g, &c.calls)
+		collect(g, &c.each)
+		collect(g, &c.outputs)
+		collect(g, &c.finals)
+		collect(g, &c.spawns)
 	}
 	return c
+}
+
+// collect adds g to the gates of kind G (to), if it is one.
+func collect[G any](g Gate, to *[]G) {
+	if k, ok := g.(G); ok {
+		*to = append(*to, k)
+	}
 }
 
 // Empty reports whether the chain has no gate.
