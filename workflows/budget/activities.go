@@ -85,7 +85,7 @@ type BudgetReturnInput struct {
 	Return troupe.BudgetReturn `json:"return"`
 }
 
-// AgentBudgetCarry is what an agent workflow carries of its budget into
+// Carry is what an agent workflow carries of its budget into
 // its next run: its root's ledger, when lent to it, and the usage of its
 // last call, until known delivered.
 type Carry struct {

@@ -190,7 +190,7 @@ func (b *Tree) takeReturn(ctx workflow.Context) bool {
 	return true
 }
 
-// ended takes back the ledger lent to the child agent workflow wf, which
+// Ended takes back the ledger lent to the child agent workflow wf, which
 // ended with res or err: its result carries the loan, as does its
 // failure or cancellation, unless it gave it back before.
 func (b *Tree) Ended(ctx workflow.Context, wf string, res *troupe.AgentResult, err error) {
