@@ -27,21 +27,21 @@ func home() (string, error) { return devserver.DefaultDir() }
 
 // openStore opens TROUPE_BLOB_URL or the default file store, and checks
 // that it can be written and read, so that a wrong URL or missing
-// credentials stop the command at once.
-func openStore(ctx context.Context) (*blob.Store, error) {
+// credentials stop the command at once. It returns the store's URL too.
+func openStore(ctx context.Context) (*blob.Store, string, error) {
 	url, err := blobURL()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	store, err := blob.Open(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("TROUPE_BLOB_URL: %w", err)
+		return nil, "", fmt.Errorf("TROUPE_BLOB_URL: %w", err)
 	}
 	if err := store.Check(ctx); err != nil {
 		store.Close()
-		return nil, fmt.Errorf("TROUPE_BLOB_URL: %w", err)
+		return nil, "", fmt.Errorf("TROUPE_BLOB_URL: %w", err)
 	}
-	return store, nil
+	return store, url, nil
 }
 
 // blobURL is TROUPE_BLOB_URL, or the default file store in TROUPE_HOME.

@@ -138,12 +138,11 @@ func sessionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			args = []string{args[0], msg}
 			return withTemporal(cmd, func(cn *conn) error {
 				s := cn.runs("", nil).Session(args[0])
 				warnUnserved(cmd, cn, "session "+args[0])
 				if noWait {
-					res, err := s.Send(cmd.Context(), args[1], false)
+					res, err := s.Send(cmd.Context(), msg, false)
 					if err != nil {
 						return err
 					}
@@ -162,7 +161,7 @@ func sessionsCommand() *cobra.Command {
 					progress = printer.event
 					opts = append(opts, troupeclient.Following(troupeclient.WithDeltas()))
 				}
-				rec, err := s.Ask(cmd.Context(), args[1], progress, opts...)
+				rec, err := s.Ask(cmd.Context(), msg, progress, opts...)
 				printer.endLine()
 				if troupe.ErrorType(err) == troupe.ErrBudgetExceeded {
 					return budgetSpent(cmd, s, "message refused")

@@ -83,18 +83,14 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	if err != nil {
 		return nil, err
 	}
-	store, err := openStore(ctx)
+	store, storeURL, err := openStore(ctx)
 	if err != nil {
 		return nil, err
 	}
-	storeURL, err := blobURL()
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
+	storeID := storeName(storeURL)
 	m, modelID, release, err := modelFor(graphs, stderr)
 	if err == nil {
-		err = sameSetup(ctx, c, taskQueue, modelID, storeName(storeURL))
+		err = sameSetup(ctx, c, taskQueue, modelID, storeID)
 		if err != nil {
 			release()
 		}
@@ -132,7 +128,7 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	if !o.brief {
 		printLimits(stderr, sandboxes)
 	}
-	stop, err := r.StartWorkers(c, taskQueue, worker.Options{Identity: workerIdentity(modelID, storeName(storeURL))})
+	stop, err := r.StartWorkers(c, taskQueue, worker.Options{Identity: workerIdentity(modelID, storeID)})
 	if err != nil {
 		release()
 		store.Close()
