@@ -485,14 +485,7 @@ func TestSessionManager(t *testing.T) {
 	var created, dup, renamed, unknown, paused, afterStop *workflowstest.Update
 	var listed [][]troupe.SessionEntry
 	list := func() {
-		q, err := env.QueryWorkflow(troupe.SessionsQuery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var es []troupe.SessionEntry
-		if err := q.Get(&es); err != nil {
-			t.Fatal(err)
-		}
+		es := sessionsNow(t, env)
 		listed = append(listed, es)
 	}
 	env.RegisterDelayedCallback(func() {
@@ -786,11 +779,7 @@ func TestSessionFork(t *testing.T) {
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
 	var listed []troupe.SessionEntry
 	env.RegisterDelayedCallback(func() {
-		q, err := env.QueryWorkflow(troupe.SessionsQuery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = q.Get(&listed)
+		listed = sessionsNow(t, env)
 	}, 30*time.Minute)
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
 
@@ -909,11 +898,7 @@ func TestSessionForkFailsBetweenSteps(t *testing.T) {
 				forked = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
 			}, time.Minute)
 			env.RegisterDelayedCallback(func() {
-				q, err := env.QueryWorkflow(troupe.SessionsQuery)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_ = q.Get(&listed)
+				listed = sessionsNow(t, env)
 				after = workflowstest.AskSession(t, env, "src", "run: cat f.txt")
 			}, time.Hour)
 			env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
@@ -1021,11 +1006,7 @@ func TestSessionForkWhilePausedMidTurn(t *testing.T) {
 		forked = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
 	}, 2*time.Second+400*time.Millisecond)
 	env.RegisterDelayedCallback(func() {
-		q, err := env.QueryWorkflow(troupe.SessionsQuery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = q.Get(&listed)
+		listed = sessionsNow(t, env)
 	}, time.Minute)
 	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Minute)
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
@@ -1255,13 +1236,21 @@ func TestSessionOfAnUnknownGraphIsRefused(t *testing.T) {
 // cancels it.
 func listThenCancel(t *testing.T, env *testsuite.TestWorkflowEnvironment, listed *[]troupe.SessionEntry, d time.Duration) {
 	env.RegisterDelayedCallback(func() {
-		q, err := env.QueryWorkflow(troupe.SessionsQuery)
-		if err == nil {
-			err = q.Get(listed)
-		}
-		if err != nil {
-			t.Error(err)
-		}
+		*listed = sessionsNow(t, env)
 		env.CancelWorkflow()
 	}, d)
+}
+
+// sessionsNow is what the manager env runs lists (troupe.SessionsQuery).
+func sessionsNow(t *testing.T, env *testsuite.TestWorkflowEnvironment) []troupe.SessionEntry {
+	t.Helper()
+	q, err := env.QueryWorkflow(troupe.SessionsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es []troupe.SessionEntry
+	if err := q.Get(&es); err != nil {
+		t.Fatal(err)
+	}
+	return es
 }
