@@ -152,8 +152,8 @@ func TestRunAsksForApproval(t *testing.T) {
 }
 
 // `troupe chat` (in tmux) shows a call that waits for approval, with the
-// session waiting, and takes the decision: y approves the oldest, and the
-// turn goes on.
+// session waiting, and takes the decision: y, pressed with no Enter,
+// approves the oldest, and the turn goes on.
 func TestChatApproves(t *testing.T) {
 	home := t.TempDir()
 	port := strconv.Itoa(freePort(t))
@@ -165,12 +165,12 @@ func TestChatApproves(t *testing.T) {
 	chat.waitFor("the new session", func(s string) bool { return strings.Contains(header(s), "· idle ·") })
 	chat.enter("clean build/")
 	screen := chat.waitFor("the call that waits", func(s string) bool {
-		return strings.Contains(s, `keeper wants to run rm_rf {"path":"build/"}: approve? y / n / a (always)`) && strings.Contains(header(s), "· waiting ·")
+		return strings.Contains(s, `keeper wants to run rm_rf {"path":"build/"}: approve? press y / n / a (always)`) && strings.Contains(header(s), "· waiting ·")
 	})
 	if _, err := os.Stat(filepath.Join(home, "gate.log")); err == nil {
 		t.Errorf("the tool ran before the approval:\n%s", screen)
 	}
-	chat.enter("y")
+	chat.press("y")
 	chat.waitFor("the answer", func(s string) bool {
 		return strings.Contains(s, "done: removed build/") && strings.Contains(s, "keeper rm_rf: approved by user") && strings.Contains(header(s), "· idle ·")
 	})

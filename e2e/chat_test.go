@@ -289,6 +289,12 @@ func (c *tmuxChat) enter(line string) {
 	c.tmux("send-keys", "-t", "chat", "Enter")
 }
 
+// press types keys with no Enter after them.
+func (c *tmuxChat) press(keys string) {
+	c.t.Helper()
+	c.tmux("send-keys", "-t", "chat", "-l", keys)
+}
+
 // screen is what the chat's terminal shows now.
 func (c *tmuxChat) screen() string {
 	c.t.Helper()

@@ -579,7 +579,14 @@ func (s *State) waits(a Approval) bool {
 
 // question is how the chat shows a call that waits.
 func question(agent, tool, args, id string) string {
-	return fmt.Sprintf("⏸ %s wants to run %s %s: approve? y / n / a (always), or /approve %s, /reject %s MESSAGE", agent, tool, args, id, id)
+	return fmt.Sprintf("⏸ %s wants to run %s %s: approve? press y / n / a (always), or /approve %s, /reject %s MESSAGE", agent, tool, args, id, id)
+}
+
+// takesKeys reports whether y, n and a pressed on an empty input line
+// decide the oldest call that waits: one does, and no decision is on
+// its way (a key pressed twice decides once).
+func (s *State) takesKeys() bool {
+	return len(s.Approvals) > 0 && s.inflight[DoDecide] == 0
 }
 
 // settle takes the call id off the calls that wait.
@@ -605,6 +612,7 @@ const Help = `Type a message and press Enter to send it to the open session. Com
   /reject [CALL] [M]  reject it, telling the model M (n does it for the oldest)
   /always [CALL]      approve it and every later call of that tool by that agent (a)
   /done               leave the chat; the session stays, waiting for you
+While a call waits, y, n or a pressed on an empty input line answers the oldest call at once (no Enter).
 PgUp/PgDn scroll; Ctrl-C leaves like /done.`
 
 func (s *State) servedGraphs() string {

@@ -78,6 +78,15 @@ func (u *UI) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 				u.view.ScrollDown(1)
 			}
 			return u, nil
+		case tea.KeyRunes:
+			// y, n or a on an empty input line answers the oldest call
+			// that waits at once, without Enter; typed after anything
+			// else, they are letters of a message.
+			if u.input.Value() == "" && len(m.Runes) == 1 && u.st.takesKeys() {
+				if _, ok := approvalAnswers[strings.ToLower(string(m.Runes))]; ok {
+					return u, u.apply(Line{Text: string(m.Runes)})
+				}
+			}
 		case tea.KeyEsc:
 			return u, u.apply(Key{Name: "esc"})
 		case tea.KeyPgUp:

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -136,5 +137,69 @@ func TestUI(t *testing.T) {
 	}
 	if _, ok := cmd().(tea.QuitMsg); !ok {
 		t.Errorf("Ctrl-C's command is not tea.Quit")
+	}
+}
+
+// While a call waits, y, n or a pressed on an empty input line decides
+// the oldest at once; typed after other letters, or with nothing
+// waiting, they are letters of a message.
+func TestUIAnswersWithOneKey(t *testing.T) {
+	var done []Effect
+	do := func(e Effect) tea.Cmd {
+		done = append(done, e)
+		return nil
+	}
+	press := func(u *UI, keys string) {
+		for _, r := range keys {
+			u.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		}
+	}
+	asked := withTool(ev(pricing, troupe.EventApprovalRequested, "pricing_reviewer", 1, `{"cmd":"make"}`), "exec_command")
+	asked.Approval = "a1"
+	for _, tc := range []struct {
+		key  string
+		want troupeclient.Decision
+	}{
+		{"y", troupeclient.Decision{ID: "a1", Approve: true}},
+		{"N", troupeclient.Decision{ID: "a1"}},
+		{"a", troupeclient.Decision{ID: "a1", Approve: true, Remember: runtime.RememberTool}},
+	} {
+		u := New(opened(t, troupeclient.SessionInfo{}), do)
+		u.Update(Followed{Session: sid, Event: asked})
+		done = nil
+		press(u, tc.key)
+		if len(done) != 1 || done[0].Do != DoDecide || done[0].Decision != tc.want {
+			t.Errorf("%q pressed: effects %+v, want the decision %+v", tc.key, done, tc.want)
+		}
+		if u.input.Value() != "" {
+			t.Errorf("%q pressed: the input line holds %q", tc.key, u.input.Value())
+		}
+	}
+	u := New(opened(t, troupeclient.SessionInfo{}), do)
+	u.Update(Followed{Session: sid, Event: asked})
+	done = nil
+	press(u, "yay")
+	if len(done) != 1 || done[0].Do != DoDecide {
+		t.Fatalf("effects %+v, want the first y to decide", done)
+	}
+	// While the decision is on its way the keys are letters.
+	if got := u.input.Value(); got != "ay" {
+		t.Errorf("after the decision the letters typed are %q, want %q", got, "ay")
+	}
+	// A decision that failed leaves the call waiting, and a key decides
+	// it again.
+	u.Update(Failed{Do: DoDecide, Session: sid, Err: errors.New("not taken")})
+	u.input.Reset()
+	done = nil
+	press(u, "n")
+	if len(done) != 1 || done[0].Do != DoDecide || done[0].Decision != (troupeclient.Decision{ID: "a1"}) {
+		t.Errorf("n after a failed decision: effects %+v", done)
+	}
+	// With nothing waiting, y is a letter.
+	u = New(opened(t, troupeclient.SessionInfo{}), do)
+	done = nil
+	press(u, "y")
+	if len(done) != 0 || u.input.Value() != "y" {
+		t.Errorf("y with nothing waiting: effects %+v, input %q", done, u.input.Value())
 	}
 }
