@@ -82,6 +82,21 @@ type AgentInput struct {
 	// the agent, the one agent of the tree at work: it decides its own
 	// model calls with it, and gives it back.
 	Budget *BudgetLoan `json:"budget,omitempty"`
+	// Backend, when set, is the sandbox backend the agent's own sandbox
+	// is provisioned on, over the agent's: its session switched backend
+	// (agents-as-tools and guardrail agents started under a session's
+	// turn, at any depth, carry it).
+	Backend string `json:"backend,omitempty"`
+}
+
+// SandboxBackend is the backend the agents that in's agent starts
+// provision their sandboxes on, over their own ("": their own): its
+// session's, as switched.
+func (in AgentInput) SandboxBackend() string {
+	if in.Session != nil && in.Session.Backend != "" {
+		return in.Session.Backend
+	}
+	return in.Backend
 }
 
 // SessionLink is what an agent of a session's turn gets from its session:

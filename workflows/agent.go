@@ -147,6 +147,8 @@ func (r *Runner) startAgent(ctx workflow.Context, in AgentWorkflowInput) (*agent
 		calls.sb = lease.NewLife(r.leaseSettings(), rec, in.Graph, agent.Name, wfID, a.rc)
 		if a.kept {
 			calls.sb.KeptBy(in.Session.ID, in.Session.Backend)
+		} else {
+			calls.sb.On(in.Backend) // An agent-tool's of a switched session.
 		}
 		if st.Lease != nil {
 			calls.sb.Take(ctx, st.Lease) // An idle sandbox's timer starts again.

@@ -240,7 +240,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer wg.Done()
 		child := troupe.AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
-			Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: t.in.Spec}
+			Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: t.in.Spec, Backend: t.in.SandboxBackend()}
 		sctx, span := traceAgentTool(gctx, t.agent.Name, c)
 		rr, err := (&handoff.Route{Spec: t.spec, Events: t.rec, Prefix: prefix, Control: t.ctl}).Run(sctx, tool.Target, child)
 		span.End(gctx, err)
@@ -287,7 +287,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 // to the agent's usage per agent, as an agent tool's is; a spent budget
 // is its error.
 func (t *turnCalls) runAgent(ctx workflow.Context, agent, prefix string, in troupe.AgentInput, usage *model.Usage) (json.RawMessage, error) {
-	in.Graph, in.RunID, in.Vars, in.Depth, in.Spec = t.in.Graph, t.in.RunID, t.in.Vars, t.in.Depth+1, t.in.Spec
+	in.Graph, in.RunID, in.Vars, in.Depth, in.Spec, in.Backend = t.in.Graph, t.in.RunID, t.in.Vars, t.in.Depth+1, t.in.Spec, t.in.SandboxBackend()
 	rr, err := (&handoff.Route{Spec: t.spec, Events: t.rec, Prefix: prefix}).Run(ctx, agent, in)
 	var failed model.Usage
 	var spent error // A spent budget is err itself, which the gate passes on.

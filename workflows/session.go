@@ -427,7 +427,9 @@ func (s *session) turn(ctx workflow.Context) error {
 	s.ctl.interrupted = false
 	// What an interrupted turn left to say goes first.
 	pending := append(append([]agents.Item(nil), s.st.Pending...), agents.UserMessage(m.Text))
-	in := troupe.AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec}
+	// Every sandbox the turn starts, at any depth, is on the backend the
+	// session switched to, if it did.
+	in := troupe.AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec, Backend: s.st.Backend}
 	rr, err := s.route(tctx, handoff.State{Current: s.st.Agent, Input: in}, prefix)
 	span.End(ctx, err)
 	// No call of the turn waits any more, however it ended.

@@ -1254,3 +1254,50 @@ func sessionsNow(t *testing.T, env *testsuite.TestWorkflowEnvironment) []troupe.
 	}
 	return es
 }
+
+// A session's switch of backend reaches every sandbox its turns start,
+// not only its own agents': an agent-as-tool with a sandbox, called by
+// an agent with none, runs on the backend switched to.
+func TestSessionSwitchReachesAgentTools(t *testing.T) {
+	g := agents.MustGraph("tooled", "lead",
+		&agents.Agent{Name: "lead", Instructions: "lead: delegates", Tools: []agents.Tool{agents.AsTool("coder", "code", "Runs code.")}},
+		&agents.Agent{Name: "coder", Instructions: "coder: runs code", Sandbox: &agents.Sandbox{}},
+	)
+	lead := func(req model.Request) []agents.Item {
+		if workflowstest.FirstWord(req.Instructions) != "lead:" {
+			return workflowstest.ScriptedCoder(req)
+		}
+		last := workflowstest.LastItem(req)
+		if last.Type == agents.ItemFunctionCallOutput {
+			return []agents.Item{agents.AssistantMessage("lead " + last.Output)}
+		}
+		args, _ := json.Marshal(map[string]string{"input": "run: " + last.Content})
+		return []agents.Item{workflowstest.Call(fmt.Sprintf("c%d", len(req.Input)), "code", string(args))}
+	}
+	other := t.TempDir()
+	oc, err := local.New(local.Config{Root: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, root := workflowstest.LocalEnv(t, g, &workflowstest.FuncModel{Func: lead}, func(c *workflows.Config) { c.Sandboxes["other"] = oc })
+	var before, after *workflowstest.Update
+	env.RegisterDelayedCallback(func() {
+		workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "s", Session: troupe.SessionInput{Graph: "tooled"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { before = workflowstest.AskSession(t, env, "s", "pwd") }, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandSwitch, Arg: "other"}})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() { after = workflowstest.AskSession(t, env, "s", "pwd") }, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "s", Command: troupe.SessionCommand{Op: troupe.CommandStop}})
+	}, 3*time.Minute)
+	env.RegisterDelayedCallback(env.CancelWorkflow, time.Hour)
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
+	if got := before.Output(t); !strings.Contains(got, root) {
+		t.Errorf("before the switch the agent tool ran in %s, want a workspace under %s", got, root)
+	}
+	if got := after.Output(t); !strings.Contains(got, other) {
+		t.Errorf("after the switch the agent tool ran in %s, want a workspace under %s (the backend switched to)", got, other)
+	}
+}

@@ -233,7 +233,8 @@ func (s *session) info() troupe.SessionInfo {
 
 // switchBackend moves every workspace to the backend asked for, between
 // turns: each live one is snapshotted and stopped (its next command
-// restores it there).
+// restores it there). Every sandbox a later turn starts is on it too,
+// at any depth: the turn's input carries it (AgentInput.Backend).
 func (s *session) switchBackend(ctx workflow.Context) {
 	to := s.switchTo
 	s.switchTo = ""

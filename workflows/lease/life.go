@@ -77,6 +77,13 @@ func (s *Life) KeptBy(owner, backend string) {
 	s.owner, s.backend = owner, backend
 }
 
+// On has the sandbox provisioned on backend when set, over the agent's
+// own: an agent started under a session's turn after the session
+// switched backend.
+func (s *Life) On(backend string) {
+	s.backend = backend
+}
+
 // Take takes up lease l, a session's or the one a previous run of the
 // workflow carried: the Life holds it (and changes it in place), and an
 // idle sandbox's idle timer starts again.
