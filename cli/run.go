@@ -570,6 +570,10 @@ func (p *eventPrinter) endLine() {
 	}
 }
 
+// rootEvent reports whether e is the run's or the session's own (its
+// workflow starts none of the tree's ids' slashes).
+func rootEvent(e troupe.Event) bool { return e.WorkflowID != "" && !strings.Contains(e.WorkflowID, "/") }
+
 func printEvent(w io.Writer, e troupe.Event) {
 	tag := "[" + e.Agent + "]"
 	if e.Agent == "" {
@@ -603,14 +607,18 @@ func printEvent(w io.Writer, e troupe.Event) {
 	case troupe.EventModelRetry:
 		fmt.Fprintf(w, "  %s %s\n", tag, oneLine(e.Detail))
 	case troupe.EventFinal:
-		if e.Turn > 0 {
+		// The root's (a run's, a session turn's) repeats its agent's:
+		// the command shows the outcome itself.
+		if e.Turn > 0 && !rootEvent(e) {
 			fmt.Fprintf(w, "  %s final output\n", tag)
 		}
 	case troupe.EventSandboxProvisioned, troupe.EventSandboxRestored, troupe.EventSandboxSuspended,
 		troupe.EventSandboxLost, troupe.EventSandboxStopped:
 		fmt.Fprintf(w, "  %s %s: %s\n", tag, strings.ReplaceAll(e.Kind, "_", " "), oneLine(e.Detail))
 	case troupe.EventFailed:
-		fmt.Fprintf(w, "  %s failed: %s\n", tag, oneLine(e.Detail))
+		if !rootEvent(e) {
+			fmt.Fprintf(w, "  %s failed: %s\n", tag, oneLine(e.Detail))
+		}
 	case troupe.EventBudgetExceeded:
 		fmt.Fprintf(w, "  %s ✗ %s\n", tag, oneLine(e.Detail))
 	case troupe.EventApprovalRequested:

@@ -33,6 +33,17 @@ func TestEventPrinterStreamsTurns(t *testing.T) {
 			want: "  [a] turn 1: Hello, world.\n  [a] final output\n",
 		},
 		{
+			name: "a session turn's end and a run's failure print once, as their agent's",
+			events: []troupe.Event{
+				{Kind: troupe.EventFinal, WorkflowID: "s/t1/0-a", Agent: "a", Turn: 1},
+				{Kind: troupe.EventFinal, WorkflowID: "s", Agent: "a", Turn: 1},
+				{Kind: troupe.EventFailed, WorkflowID: "r/0-b", Agent: "b", Detail: "boom"},
+				{Kind: troupe.EventFailed, WorkflowID: "r", Detail: "agent b failed: boom"},
+				{Kind: troupe.EventFailed, WorkflowID: "s", Agent: "b", Turn: 2, Detail: "boom"},
+			},
+			want: "  [a] final output\n  [b] failed: boom\n",
+		},
+		{
 			name: "a long answer ends its line once",
 			events: []troupe.Event{
 				delta("r/0-a", "a", 2, strings.Repeat("x", 150)), delta("r/0-a", "a", 2, strings.Repeat("y", 150)),

@@ -163,6 +163,10 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	if none(bus) {
 		bus = nil
 	}
+	// Parents first, whatever order the workflows are read in.
+	order := newCausal(workflowID, cfg.from, fn)
+	defer order.flush()
+	fn = order.event
 	if bus == nil && !cfg.deltas {
 		return follow(ctx, c, workflowID, every, fn, opts)
 	}
@@ -187,7 +191,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		}()
 		defer func() { stop(); <-done }()
 	}
-	order := newDeltaOrder(fn, relayed, relayHold, ctx.Done())
+	deltas := newDeltaOrder(fn, relayed, relayHold, ctx.Done())
 	polled := make(chan troupe.Event, liveBuffer)
 	go func() {
 		defer close(polled)
@@ -209,7 +213,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 			// bus brought before that point goes out, the rest is gone.
 			for _, n := range slices.Sorted(maps.Keys(h)) {
 				if n < e.Seq {
-					order.event(h[n])
+					deltas.event(h[n])
 					delete(h, n)
 				}
 			}
@@ -228,12 +232,12 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 			}
 			delete(h, next.Seq)
 			last[e.WorkflowID] = next.Seq
-			order.event(next)
+			deltas.event(next)
 		}
 	}
 	fromBus := func(e troupe.Event) {
 		if e.Kind == troupe.EventTextDelta || e.Kind == troupe.EventTextEnd {
-			order.delta(e)
+			deltas.delta(e)
 			return
 		}
 		take(e, false)
@@ -243,7 +247,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		case e := <-live:
 			fromBus(e)
 		case e := <-relayed:
-			order.delta(e)
+			deltas.delta(e)
 		case e, ok := <-polled:
 			// What the bus holds was published before: it goes first, so
 			// that a turn's deltas precede its polled model_turn.
@@ -400,11 +404,18 @@ func isClose(t enums.EventType) bool {
 // cuts short. The error is the run's own query error in the last reading.
 func Events(ctx context.Context, c client.Client, workflowID string, opts ...FollowOption) ([]troupe.Event, error) {
 	t := newTree(c, workflowID, opts)
+	var cfg followConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	var all []troupe.Event
+	order := newCausal(workflowID, cfg.from, func(e troupe.Event) { all = append(all, e) })
 	deadline := time.Now().Add(t.patience)
 	for {
 		round, err := t.poll(ctx, 2*time.Second)
-		all = append(all, round...)
+		for _, e := range round {
+			order.event(e)
+		}
 		if t.unanswered > 0 && time.Now().Before(deadline) {
 			select {
 			case <-ctx.Done():
@@ -413,6 +424,7 @@ func Events(ctx context.Context, c client.Client, workflowID string, opts ...Fol
 			}
 		}
 		if ctx.Err() != nil || err != nil || len(round) == 0 && !t.gapped() {
+			order.flush()
 			return all, err
 		}
 	}

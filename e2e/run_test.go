@@ -59,6 +59,7 @@ func TestDealDesk(t *testing.T) {
 				t.Errorf("usage requests = %d (want 7), pricing-reviews %d, rollout-reviews %d",
 					res.Usage.Requests, ms.Count("pricing-reviews"), ms.Count("rollout-reviews"))
 			}
+			checkCausal(t, run.GetID(), events)
 			kinds := map[string]int{}
 			ids := map[string]bool{}
 			for _, e := range events {
@@ -204,5 +205,27 @@ func TestFollowIsPushed(t *testing.T) {
 	}
 	if st := d.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		t.Errorf("the tool result was followed when the run was %v; want it while the run runs", st)
+	}
+}
+
+// checkCausal fails t unless events, as a follower of run root passed
+// them on, came each once, parents first: every workflow's events after
+// the event of its parent that started it (Child), and in their own
+// order.
+func checkCausal(t *testing.T, root string, events []troupe.Event) {
+	t.Helper()
+	shown := map[string]bool{root: true}
+	last := map[string]int{}
+	for i, e := range events {
+		if !shown[e.WorkflowID] {
+			t.Errorf("event %d (%s of %s) came before the event that started its workflow", i, e.Kind, e.WorkflowID)
+		}
+		if e.Seq <= last[e.WorkflowID] {
+			t.Errorf("event %d (%s of %s) is #%d, after #%d: out of order or twice", i, e.Kind, e.WorkflowID, e.Seq, last[e.WorkflowID])
+		}
+		last[e.WorkflowID] = e.Seq
+		if e.Child != "" {
+			shown[e.Child] = true
+		}
 	}
 }

@@ -43,6 +43,13 @@ type Config struct {
 	// killed at any moment has exported every span it ended. It makes
 	// every span cost an export round trip: for tests and debugging.
 	SyncExport bool
+	// Bookkeeping traces the runs' budget bookkeeping too: the asks,
+	// reports and returns of their budgets' ledgers (activities, updates
+	// and signals named troupe.Budget… or troupe.budget-…), a third of a
+	// deal-desk trace's spans. Off, they are left out; what the model
+	// calls cost stays on the model calls' spans. TROUPE_TRACE_BOOKKEEPING=1
+	// turns it on as well.
+	Bookkeeping bool
 }
 
 // Telemetry is a process's tracing and metrics: the tracer and meter
@@ -115,7 +122,7 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		}
 		t.tp = sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithIDGenerator(ids{}), sdktrace.WithSpanProcessor(proc))
 		t.interceptors = []interceptor.Interceptor{
-			interceptor.NewTracingInterceptor(&tracer{otel: t.tp.Tracer(instrumentation)}),
+			interceptor.NewTracingInterceptor(&tracer{otel: t.tp.Tracer(instrumentation), bookkeeping: cfg.Bookkeeping || os.Getenv("TROUPE_TRACE_BOOKKEEPING") == "1"}),
 			&guard{},
 		}
 	}

@@ -264,3 +264,49 @@ func mustOpen(t *testing.T, path string) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// bookkeepingWorkflow runs a budget's bookkeeping activity, then another.
+func bookkeepingWorkflow(ctx workflow.Context) error {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	if err := workflow.ExecuteActivity(actx, "troupe.BudgetAsk").Get(ctx, nil); err != nil {
+		return err
+	}
+	return workflow.ExecuteActivity(actx, "noop").Get(ctx, nil)
+}
+
+// TestBookkeepingLeftOut: the budgets' bookkeeping (activities, updates
+// and signals named troupe.Budget… or troupe.budget-…) is left out of the
+// traces unless Config.Bookkeeping asks for it; the rest is traced alike.
+func TestBookkeepingLeftOut(t *testing.T) {
+	for _, asked := range []bool{false, true} {
+		exp := tracetest.NewInMemoryExporter()
+		tel, err := telemetry.New(context.Background(), telemetry.Config{SpanExporter: exp, SyncExport: true, Bookkeeping: asked})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tel.Shutdown(context.Background()) })
+		var suite testsuite.WorkflowTestSuite
+		suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		env := suite.NewTestWorkflowEnvironment()
+		env.SetWorkerOptions(worker.Options{Interceptors: workerInterceptors(tel)})
+		env.RegisterWorkflowWithOptions(bookkeepingWorkflow, workflow.RegisterOptions{Name: "bookkeeping"})
+		env.RegisterActivityWithOptions(noop, activity.RegisterOptions{Name: "noop"})
+		env.RegisterActivityWithOptions(func(context.Context) error { return nil }, activity.RegisterOptions{Name: "troupe.BudgetAsk"})
+		env.ExecuteWorkflow("bookkeeping")
+		if err := env.GetWorkflowError(); err != nil {
+			t.Fatal(err)
+		}
+		var budget, other int
+		for _, s := range exp.GetSpans() {
+			switch s.Name {
+			case "StartActivity:troupe.BudgetAsk", "RunActivity:troupe.BudgetAsk":
+				budget++
+			case "StartActivity:noop", "RunActivity:noop":
+				other++
+			}
+		}
+		if want := map[bool]int{false: 0, true: 2}[asked]; budget != want || other != 2 {
+			t.Errorf("bookkeeping asked %v: %d spans of the budget's activity (want %d), %d of the other (want 2); all: %v", asked, budget, want, other, names(exp.GetSpans()))
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package client
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe"
+)
+
+// The causal stage passes each workflow's events after the event of its
+// parent that started it, in their own order, whatever order they come
+// in; a workflow whose start the follower never sees is passed on after
+// causalPatience or at the end.
+func TestCausalOrder(t *testing.T) {
+	ev := func(wf string, seq int, child string) troupe.Event {
+		return troupe.Event{WorkflowID: wf, Seq: seq, Child: child}
+	}
+	const r, a, b, c = "r", "r/0-a", "r/1-b", "r/0-a/t1.0/0-c"
+	tests := []struct {
+		name   string
+		from   troupe.Cursor
+		in     []troupe.Event
+		wait   time.Duration // before the last event
+		flush  bool
+		want   []string
+		before []string // what is passed before the flush, when flush
+	}{
+		{
+			name: "in order already",
+			in:   []troupe.Event{ev(r, 1, a), ev(a, 1, ""), ev(a, 2, ""), ev(r, 2, "")},
+			want: []string{"r#1", "r/0-a#1", "r/0-a#2", "r#2"},
+		},
+		{
+			name: "a handoff's target read before the handoff",
+			in:   []troupe.Event{ev(a, 1, ""), ev(b, 1, ""), ev(b, 2, ""), ev(r, 1, a), ev(a, 2, ""), ev(r, 2, ""), ev(r, 3, b)},
+			want: []string{"r#1", "r/0-a#1", "r/0-a#2", "r#2", "r#3", "r/1-b#1", "r/1-b#2"},
+		},
+		{
+			name: "a grandchild before its parent's start, before the child's",
+			in:   []troupe.Event{ev(c, 1, ""), ev(a, 1, c), ev(r, 1, a)},
+			want: []string{"r#1", "r/0-a#1", "r/0-a/t1.0/0-c#1"},
+		},
+		{
+			name: "a workflow of the cursor is shown",
+			from: troupe.Cursor{r: 4, a: 2},
+			in:   []troupe.Event{ev(a, 3, ""), ev(r, 5, "")},
+			want: []string{"r/0-a#3", "r#5"},
+		},
+		{
+			name: "a start never seen: passed on after the patience",
+			in:   []troupe.Event{ev(b, 1, ""), ev(r, 9, "")},
+			wait: causalPatience,
+			want: []string{"r/1-b#1", "r#9"},
+		},
+		{
+			name:   "a start never seen: passed on at the end",
+			in:     []troupe.Event{ev(b, 1, ""), ev(b, 2, ""), ev(r, 9, "")},
+			flush:  true,
+			before: []string{"r#9"},
+			want:   []string{"r#9", "r/1-b#1", "r/1-b#2"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			order := newCausal(r, tc.from, func(e troupe.Event) { got = append(got, fmt.Sprintf("%s#%d", e.WorkflowID, e.Seq)) })
+			now := time.Unix(1000, 0)
+			order.now = func() time.Time { return now }
+			for i, e := range tc.in {
+				if i == len(tc.in)-1 {
+					now = now.Add(tc.wait)
+				}
+				order.event(e)
+			}
+			if tc.flush {
+				if !slices.Equal(got, tc.before) {
+					t.Errorf("before the end: %v, want %v", got, tc.before)
+				}
+				order.flush()
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("passed %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
