@@ -48,9 +48,10 @@ func TestEnvironment(t *testing.T) {
 			if tel.Enabled() != tc.on {
 				t.Fatalf("Enabled = %v, want %v", tel.Enabled(), tc.on)
 			}
+			// Off, the one interceptor is the relay that passes a trace on.
 			opts := tel.ClientOptions(client.Options{HostPort: "x"})
-			if got := opts.MetricsHandler != nil || len(opts.Interceptors) > 0; got != tc.on {
-				t.Errorf("client options changed: %v, want %v (%+v)", got, tc.on, opts)
+			if got := opts.MetricsHandler != nil || len(opts.Interceptors) > 1; got != tc.on || len(opts.Interceptors) == 0 {
+				t.Errorf("client options changed: %v, want %v; %d interceptors (%+v)", got, tc.on, len(opts.Interceptors), opts)
 			}
 		})
 	}

@@ -54,8 +54,9 @@ type Config struct {
 
 // Telemetry is a process's tracing and metrics: the tracer and meter
 // providers, the Temporal interceptors that trace workflows and
-// activities, and the SDK's metrics handler. A nil *Telemetry (or one
-// that New made with nothing asked for) adds nothing and costs nothing.
+// activities, and the SDK's metrics handler. A nil *Telemetry adds
+// nothing; one that New made with nothing asked for records nothing and
+// only passes other processes' traces on (see New).
 type Telemetry struct {
 	tp           *sdktrace.TracerProvider
 	mp           *sdkmetric.MeterProvider
@@ -83,7 +84,12 @@ const instrumentation = "github.com/troupe-dev/troupe"
 //     OTEL_RESOURCE_ATTRIBUTES describe the process.
 //
 // With none of these set (and no exporter or reader in cfg) it returns a
-// Telemetry that adds nothing. Call Shutdown before the process ends, so
+// Telemetry that records nothing, but whose interceptor passes a trace
+// on: a worker that does not export still carries the trace context of
+// a run that a client or another worker traces, from each workflow to
+// the activities and child workflows it starts, so the run is one trace
+// with this worker's own spans left out, not pieces. A run nobody traces
+// pays a nil check per call for it. Call Shutdown before the process ends, so
 // the spans and metrics still buffered are sent.
 func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 	traces, tproto, err := signalEnv("TRACES")
@@ -97,6 +103,11 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 	traces = traces || cfg.SpanExporter != nil
 	metrics = metrics || cfg.MetricReader != nil
 	t := &Telemetry{}
+	if !traces {
+		// Not tracing, but passing the trace of a run that another
+		// process traces on, so the run stays one trace.
+		t.interceptors = []interceptor.Interceptor{interceptor.NewTracingInterceptor(&tracer{})}
+	}
 	if !traces && !metrics {
 		return t, nil
 	}
@@ -213,7 +224,7 @@ func (t *Telemetry) Enabled() bool { return t != nil && (t.tp != nil || t.mp != 
 // its workers), so the client is the one place to set them: do not add
 // them to worker.Options as well.
 func (t *Telemetry) ClientOptions(opts client.Options) client.Options {
-	if !t.Enabled() {
+	if t == nil {
 		return opts
 	}
 	for _, i := range t.interceptors {
@@ -226,7 +237,8 @@ func (t *Telemetry) ClientOptions(opts client.Options) client.Options {
 }
 
 // Interceptors returns t's Temporal interceptors, in order, for a client
-// or worker built without ClientOptions; none when t does not trace.
+// or worker built without ClientOptions; when t does not trace, the one
+// that passes a trace on (see New).
 func (t *Telemetry) Interceptors() []interceptor.Interceptor {
 	if t == nil {
 		return nil

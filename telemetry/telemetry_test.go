@@ -16,9 +16,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
@@ -308,5 +310,73 @@ func TestBookkeepingLeftOut(t *testing.T) {
 		if want := map[bool]int{false: 0, true: 2}[asked]; budget != want || other != 2 {
 			t.Errorf("bookkeeping asked %v: %d spans of the budget's activity (want %d), %d of the other (want 2); all: %v", asked, budget, want, other, names(exp.GetSpans()))
 		}
+	}
+}
+
+// traceOf is an activity that answers the trace id its context carries
+// ("" for none).
+func traceOf(ctx context.Context) (string, error) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return "", nil
+	}
+	return sc.TraceID().String(), nil
+}
+
+// traceWorkflow answers the trace its activity ran in.
+func traceWorkflow(ctx workflow.Context) (string, error) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	var id string
+	err := workflow.ExecuteActivity(actx, "trace-of").Get(ctx, &id)
+	return id, err
+}
+
+// TestRelayPassesTheTrace: the telemetry of a process that exports
+// nothing still passes a run's trace on, from the workflow to what it
+// starts, so a worker without an exporter does not cut a traced run into
+// pieces; a run nobody traces stays without a trace.
+func TestRelayPassesTheTrace(t *testing.T) {
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
+		t.Setenv(v, "")
+	}
+	tel, err := telemetry.New(context.Background(), telemetry.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tel.Enabled() || len(tel.Interceptors()) != 1 {
+		t.Fatalf("telemetry with nothing asked: enabled %v, %d interceptors; want the relay only", tel.Enabled(), len(tel.Interceptors()))
+	}
+	const traceID, spanID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   string
+	}{
+		{"a traced run", map[string]string{"traceparent": "00-" + traceID + "-" + spanID + "-01"}, traceID},
+		{"a run nobody traces", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var suite testsuite.WorkflowTestSuite
+			suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			env := suite.NewTestWorkflowEnvironment()
+			env.SetWorkerOptions(worker.Options{Interceptors: workerInterceptors(tel)})
+			if tc.header != nil {
+				p, err := converter.GetDefaultDataConverter().ToPayload(tc.header)
+				if err != nil {
+					t.Fatal(err)
+				}
+				env.SetHeader(&commonpb.Header{Fields: map[string]*commonpb.Payload{"_tracer-data": p}})
+			}
+			env.RegisterWorkflowWithOptions(traceWorkflow, workflow.RegisterOptions{Name: "trace-workflow"})
+			env.RegisterActivityWithOptions(traceOf, activity.RegisterOptions{Name: "trace-of"})
+			env.ExecuteWorkflow("trace-workflow")
+			var got string
+			if err := env.GetWorkflowResult(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("the activity ran in trace %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -58,7 +58,9 @@ type spanKey struct{}
 
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
-// tracer implements interceptor.Tracer with OpenTelemetry.
+// tracer implements interceptor.Tracer with OpenTelemetry. With no otel
+// tracer it is a relay: it records nothing and passes the trace context
+// it is given on, unchanged, to what the code it runs starts.
 type tracer struct {
 	interceptor.BaseTracer
 	otel trace.Tracer
@@ -91,6 +93,10 @@ type span struct {
 	bag     baggage.Baggage
 	pending *pending
 }
+
+// untraced is the relay's span of code no trace reaches: it marshals to
+// no header.
+var untraced = &span{otel: noop.Span{}}
 
 // ref is a span read from a header.
 type ref struct {
@@ -231,7 +237,7 @@ func (t *tracer) SpanFromContext(ctx context.Context) interceptor.TracerSpan {
 func (t *tracer) ContextWithSpan(ctx context.Context, s interceptor.TracerSpan) context.Context {
 	sc, bag := contextOf(s)
 	ctx = baggage.ContextWithBaggage(ctx, bag)
-	if sp, ok := s.(*span); ok && sp.otel != nil {
+	if sp, ok := s.(*span); ok && sp.otel != nil && sp.otel.IsRecording() {
 		return trace.ContextWithSpan(ctx, sp.otel)
 	}
 	return trace.ContextWithSpanContext(ctx, sc)
@@ -251,8 +257,11 @@ func (t *tracer) StartSpan(opts *interceptor.TracerStartSpanOptions) (intercepto
 		// own (see localParent); its RunActivity hangs off the parent.
 		return lp, nil
 	}
+	if t.otel == nil && opts.Parent == nil {
+		return untraced, nil // A run nobody traces.
+	}
 	parent, bag := contextOf(opts.Parent)
-	if !t.bookkeeping && bookkeeping(opts.Name) {
+	if t.otel == nil || !t.bookkeeping && bookkeeping(opts.Name) {
 		// Left out: what runs under it hangs off its parent.
 		return &span{otel: noop.Span{}, sc: parent, bag: bag}, nil
 	}
