@@ -4,6 +4,10 @@
 # tests drive `troupe chat` in), the Docker Engine, the MCP peers from npm
 # versitygw (an S3-compatible server, for the tests) and Jaeger (an
 # OpenTelemetry trace backend, for the trace tests).
+#
+# scripts/setup.sh run installs only what `make run` needs: bubblewrap
+# and mkfs.ext4 (the deal-desk example's sandboxes); the build fetches the
+# Go modules it links. Everything else is the tests'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
@@ -11,7 +15,9 @@ if ! command -v go >/dev/null; then
 	echo "setup: Go 1.26 is required (https://go.dev/dl); GOTOOLCHAIN=local" >&2
 	exit 1
 fi
-go mod download
+only_run=
+[ "${1:-}" = run ] && only_run=1
+[ -n "$only_run" ] || go mod download
 
 # apt_updated runs apt-get update at most once per setup run, and only when
 # something is missing.
@@ -38,6 +44,7 @@ fi
 # bwrap tests under a low worker rlimit.
 { command -v mkfs.ext4 >/dev/null || [ -x /sbin/mkfs.ext4 ] || [ -x /usr/sbin/mkfs.ext4 ]; } || apt_install e2fsprogs
 command -v setpriv >/dev/null || apt_install util-linux
+[ -z "$only_run" ] || exit 0
 
 # zstd: `make bench` compares snapshots against tar | zstd.
 command -v zstd >/dev/null || apt_install zstd
