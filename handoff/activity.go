@@ -61,10 +61,13 @@ func (a *Activities) Handoff(ctx context.Context, in ActivityInput) (*ActivityOu
 		return nil, err
 	}
 	ref := g.Tool(in.From, in.Tool)
-	if ref.Kind != agents.ToolHandoff {
-		// The handoff (and its filter and callback) left the graph since
-		// the run started; the target gets the conversation as it is.
-		return &ActivityOutput{Transcript: in.Transcript, Pending: in.Pending}, nil
+	if ref.Kind != agents.ToolHandoff || ref.Handoff.InputFilter == nil && ref.Handoff.OnHandoff == nil {
+		// The run started with a callback or an input filter on this
+		// handoff (the chain asks only then), and this worker's graph has
+		// none: going on would hand the target a conversation nobody
+		// filtered, quietly.
+		return nil, troupe.NonRetryable(troupe.ErrGraphChanged, "handoff %s of agent %q had an input filter or callback when the run started, and graph %q as this worker serves it has none: "+
+			"run the graph the run started with, or start the run again", in.Tool, in.From, in.Graph)
 	}
 	h := ref.Handoff
 	if h.OnHandoff != nil {

@@ -362,9 +362,10 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (string, erro
 	}
 	ref := g.Tool(in.Agent, in.Tool)
 	if ref.Kind != agents.ToolAgent || ref.Agent.Extractor == nil {
-		// The extractor left the graph since the run started: the tool's
-		// result goes back as it is.
-		return runtime.OutputText(in.Result.Output), nil
+		// The run started with an extractor on this tool (the agent asks
+		// only then), and this worker's graph has none: the model is told,
+		// rather than read the tool agent's raw output as if extracted.
+		return "", troupe.NonRetryable(troupe.ErrGraphChanged, "the extractor of agent tool %s is no longer in graph %q as this worker serves it; the run started with it", in.Tool, in.Graph)
 	}
 	out, err := ref.Agent.Extractor(ctx, in.Result)
 	if err != nil {

@@ -267,7 +267,7 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 			lctx := workflow.WithLocalActivityOptions(gctx, workflow.LocalActivityOptions{StartToCloseTimeout: time.Minute, Summary: "extract the output of " + c.Name})
 			ex := ExtractInput{Graph: t.in.Graph, Agent: t.in.Agent, Tool: c.Name, Result: agents.ToolRunResult{Agent: rr.Agent, Output: rr.Output}}
 			if err := workflow.ExecuteLocalActivity(lctx, ExtractActivityName, ex).Get(gctx, &output); err != nil {
-				output = fmt.Sprintf("Error: output extractor of %s failed: %v", c.Name, err)
+				output = fmt.Sprintf("Error: output extractor of %s failed: %s", c.Name, troupe.FailureText(err))
 			}
 		default:
 			*usage = usage.Add(rr.Usage)

@@ -17,8 +17,9 @@ import (
 // serves now, so a worker redeployed with an edited graph replays and
 // continues runs in flight on what they started with. Activities still
 // resolve Go funcs (instructions, tools, filters, extractors) by name in
-// the graph served now; what they no longer find is, for a tool, an error
-// the model sees, and for an agent, troupe.GraphChanged.
+// the graph served now; what they no longer find is, for a tool or an
+// extractor, an error the model sees, and for an agent or a handoff's
+// hooks, troupe.GraphChanged: never a quiet run without it.
 //
 // Everything workflow code branches on is in the spec: each agent's
 // limits, sandbox and MCP servers, its tools by kind (function, sandbox,
@@ -35,8 +36,10 @@ import (
 //	                               longer available…"; the run goes on
 //	an input filter or callback    not run: the run's handoff had none
 //	gained
-//	a filter, callback or          the handoff goes on without it; the tool's result
-//	extractor lost                 goes back as it is
+//	a filter or callback lost      the handoff fails with troupe.GraphChanged (the
+//	                               target would read an unfiltered conversation)
+//	an extractor lost              the call's output is the tool error "output
+//	                               extractor of X failed: … no longer in graph …"
 //	an agent lost                  the agent's next activity fails with
 //	                               troupe.GraphChanged naming it: a handoff chain
 //	                               fails the run; an agent tool's call is a tool error

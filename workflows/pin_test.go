@@ -132,3 +132,75 @@ func TestGraphChangedAgentGone(t *testing.T) {
 		t.Fatalf("run error = %v (type %q), want %s naming agent b", err, troupe.ErrorType(err), troupe.ErrGraphChanged)
 	}
 }
+
+// What a run pinned and the redeployed graph no longer has never goes
+// quietly: a handoff's input filter lost fails the run with
+// troupe.GraphChanged (its target would read the conversation
+// unfiltered); an agent tool's extractor lost is a tool error the model
+// reads, naming it.
+func TestGraphChangedHooksGone(t *testing.T) {
+	filter := func(_ context.Context, in agents.HandoffInput) (agents.HandoffInput, error) { return in, nil }
+	extract := func(context.Context, agents.ToolRunResult) (string, error) { return "extracted", nil }
+	withExtractor := agents.AsTool("b", "ask_b", "Asks b.")
+	withExtractor.Extractor = extract
+	for _, tc := range []struct {
+		name          string
+		before, after *agents.Graph
+		wantErr       string // in the run's GraphChanged error
+		wantOutput    string // in the run's output
+	}{
+		{
+			name: "an input filter",
+			before: agents.MustGraph("pin", "a",
+				&agents.Agent{Name: "a", Instructions: "a: first", Handoffs: []agents.Handoff{{Target: "b", InputFilter: filter}}},
+				&agents.Agent{Name: "b", Instructions: "b: second"}),
+			after: agents.MustGraph("pin", "a",
+				&agents.Agent{Name: "a", Instructions: "a: first", Handoffs: []agents.Handoff{agents.HandoffTo("b")}},
+				&agents.Agent{Name: "b", Instructions: "b: second"}),
+			wantErr: `handoff transfer_to_b of agent "a" had an input filter or callback`,
+		},
+		{
+			name: "an extractor",
+			before: agents.MustGraph("pin", "a",
+				&agents.Agent{Name: "a", Instructions: "a: first", Tools: []agents.Tool{withExtractor}},
+				&agents.Agent{Name: "b", Instructions: "b: second"}),
+			after: agents.MustGraph("pin", "a",
+				&agents.Agent{Name: "a", Instructions: "a: first", Tools: []agents.Tool{agents.AsTool("b", "ask_b", "Asks b.")}},
+				&agents.Agent{Name: "b", Instructions: "b: second"}),
+			wantOutput: "a read: Error: output extractor of ask_b failed: troupe.GraphChanged: the extractor of agent tool ask_b is no longer in graph",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := redeployed(t, func(req model.Request) []agents.Item {
+				last := workflowstest.LastItem(req)
+				switch {
+				case workflowstest.FirstWord(req.Instructions) == "b:":
+					return []agents.Item{agents.AssistantMessage("b answers")}
+				case last.Type == agents.ItemFunctionCallOutput:
+					return []agents.Item{agents.AssistantMessage("a read: " + last.Output)}
+				case len(req.Tools) > 0 && req.Tools[0].Name == "ask_b":
+					return []agents.Item{workflowstest.Call("c1", "ask_b", `{"input":"go"}`)}
+				}
+				return []agents.Item{workflowstest.Call("h1", "transfer_to_b", "{}")}
+			}, tc.before, tc.after)
+			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "pin", Input: "go"})
+			err := env.GetWorkflowError()
+			if tc.wantErr != "" {
+				if troupe.ErrorType(err) != troupe.ErrGraphChanged || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("run error = %v (type %q), want %s saying %q", err, troupe.ErrorType(err), troupe.ErrGraphChanged, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res troupe.RunResult
+			if err := env.GetWorkflowResult(&res); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(res.Output), tc.wantOutput) {
+				t.Errorf("output = %s, want %q", res.Output, tc.wantOutput)
+			}
+		})
+	}
+}
