@@ -38,6 +38,8 @@ import (
 //	gained
 //	a filter or callback lost      the handoff fails with troupe.GraphChanged (the
 //	                               target would read an unfiltered conversation)
+//	an approval predicate lost     the call waits for a decision, as when the
+//	                               predicate fails
 //	an extractor lost              the call's output is the tool error "output
 //	                               extractor of X failed: … no longer in graph …"
 //	an agent lost                  the agent's next activity fails with

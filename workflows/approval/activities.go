@@ -35,7 +35,10 @@ type ApprovalCheckInput struct {
 }
 
 // ApprovalCheck runs the agent's approval policies on each call: true
-// for a call that waits. A policy that fails makes its call wait.
+// for a call that waits. A policy that fails makes its call wait, and so
+// does one the worker no longer has: the run pinned a policy that decides
+// per call for each call asked about, and a redeployed graph that lost it
+// must not let the call run unasked.
 func (a *Activities) ApprovalCheck(ctx context.Context, in ApprovalCheckInput) ([]bool, error) {
 	_, agent, err := a.Agent(in.Graph, in.Agent)
 	if err != nil {
@@ -43,6 +46,10 @@ func (a *Activities) ApprovalCheck(ctx context.Context, in ApprovalCheckInput) (
 	}
 	need := make([]bool, len(in.Calls))
 	for i, c := range in.Calls {
+		if p, ok := agent.ApprovalFor(c.Name); !ok || p.Never {
+			need[i] = true
+			continue
+		}
 		args := c.Arguments
 		if args == "" {
 			args = "{}"
