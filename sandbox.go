@@ -19,6 +19,9 @@ const (
 	// EventSandboxSnapshotRetry: a snapshot is taken again, its worker
 	// having died.
 	EventSandboxSnapshotRetry = "sandbox_snapshot_retry"
+	// EventSandboxCallRetry: a sandbox tool call runs again on the same
+	// workspace, the worker that ran it having died (at least once).
+	EventSandboxCallRetry = "sandbox_call_retry"
 )
 
 // Sandbox application error types.

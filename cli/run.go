@@ -613,7 +613,7 @@ func printEvent(w io.Writer, e troupe.Event) {
 			fmt.Fprintf(w, "  %s final output\n", tag)
 		}
 	case troupe.EventSandboxProvisioned, troupe.EventSandboxRestored, troupe.EventSandboxSuspended,
-		troupe.EventSandboxLost, troupe.EventSandboxStopped:
+		troupe.EventSandboxLost, troupe.EventSandboxStopped, troupe.EventSandboxCallRetry:
 		fmt.Fprintf(w, "  %s %s: %s\n", tag, strings.ReplaceAll(e.Kind, "_", " "), oneLine(e.Detail))
 	case troupe.EventFailed:
 		if !rootEvent(e) {

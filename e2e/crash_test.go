@@ -332,6 +332,57 @@ func TestHostLost(t *testing.T) {
 	}
 }
 
+// TestWorkerKilledMidCommand kills the worker process (SIGKILL) while a
+// sandbox command runs, its host and workspace intact. The worker that
+// comes back on the same host runs the command again on the same
+// workspace (at least once): the model is never told the sandbox was
+// lost, nothing is restored from a snapshot, and the run ends as it
+// would have.
+func TestWorkerKilledMidCommand(t *testing.T) {
+	c := dial(t)
+	ms, url := modelServer(t)
+	blobDir, queue := t.TempDir(), fmt.Sprintf("midcmd-%d-%d", os.Getpid(), queues.Add(1))
+	first := spawnWorker(t, url, blobDir, queue)
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "rerun", Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if ran, _ := filepath.Glob(filepath.Join(blobDir+"-sandboxes", "*", "ran.txt")); len(ran) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hanging command never started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	spawnWorker(t, url, blobDir, queue) // The same host: its queue and sandbox root.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var res troupe.RunResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res.Output); got != `"kept 42\n"` {
+		t.Errorf("output = %s, want the command's second run to read the file written before the crash", got)
+	}
+	kinds := map[string]int{}
+	for _, e := range eventsOf(t, c, run.GetID()+"/0-rerunner") {
+		kinds[e.Kind]++
+	}
+	if kinds[troupe.EventSandboxCallRetry] != 1 || kinds[troupe.EventSandboxLost] != 0 || kinds[troupe.EventSandboxRestored] != 0 {
+		t.Errorf("sandbox events = %v, want the call run again once, the sandbox neither lost nor restored", kinds)
+	}
+	if n := ms.Count("rerun-hang"); n != 1 {
+		t.Errorf("the model was asked for the command %d times, want once (the call runs again, not the turn)", n)
+	}
+}
+
 // TestWorkerKilledDuringCreate kills the worker process (SIGKILL) while it
 // creates an agent's bwrap sandbox, after the workspace, its sidecar and
 // its cgroup are made. The create's heartbeats stop, so it is retried

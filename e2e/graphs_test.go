@@ -86,6 +86,10 @@ func sandboxGraphs(backend string) []*agents.Graph {
 			&agents.Agent{Name: "notekeeper", Instructions: "session notekeeper", Sandbox: &agents.Sandbox{Backend: backend}}),
 		agents.MustGraph("fault", "survivor",
 			&agents.Agent{Name: "survivor", Instructions: "fault survivor", Sandbox: &agents.Sandbox{Backend: backend}}),
+		// rerun: the worker dies during a command, the host lives
+		// (crash_test.go).
+		agents.MustGraph("rerun", "rerunner",
+			&agents.Agent{Name: "rerunner", Instructions: "rerun survivor", Sandbox: &agents.Sandbox{Backend: backend}}),
 		agents.MustGraph("recreate", "phoenix",
 			&agents.Agent{Name: "phoenix", Instructions: "recreate phoenix", Sandbox: &agents.Sandbox{Backend: backend,
 				Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "ash.txt", Content: "risen"}}}}}),

@@ -38,9 +38,14 @@
 //     sandbox is snapshotted, then stopped; on a failed snapshot the last
 //     one stands. Event: sandbox_suspended. The next need restores it
 //     from its snapshot (2).
-//  6. Lost, and re-provisioned. A call that finds the sandbox gone
-//     (troupe.ErrSandboxGone), or that its host did not take or stopped
-//     heartbeating within Settings.HostTimeout, marks the lease lost
+//  6. Lost, and re-provisioned. A call whose worker stopped heartbeating
+//     (the worker died, the host may live) runs again on the same host
+//     and workspace, twice more at most (event sandbox_call_retry): the
+//     host's next worker resumes the sandbox (Client.Resume) and runs the
+//     tool again from its start, at least once as any activity (a command
+//     runs again whole; a file write writes again). A call that finds the
+//     sandbox gone (troupe.ErrSandboxGone), or that its host did not take
+//     within Settings.HostTimeout, marks the lease lost
 //     (event sandbox_lost), clears what is left of the sandbox on its
 //     host when it can, and tells the model the sandbox was lost; the next
 //     call re-provisions it from the last snapshot, as a new generation

@@ -179,7 +179,10 @@ func (s *Life) hostCtx(ctx workflow.Context, sb runtime.LeasedSandbox, timeout t
 }
 
 // Call runs a sandbox tool on the live sandbox, within timeout, its
-// activity summed up as summary; a lost sandbox or host becomes a tool
+// activity summed up as summary. A call whose worker died (its heartbeats
+// stopped) while the host lives runs again, on the same workspace, which
+// the host's next worker takes up (Client.Resume): at least once, as any
+// activity (twice more at most). A lost sandbox or host becomes a tool
 // error the model sees, and the next call re-provisions from the last
 // snapshot. The future holds the call's output item.
 func (s *Life) Call(ctx workflow.Context, ti troupe.ToolInput, timeout time.Duration, summary string) workflow.Future {
@@ -189,11 +192,20 @@ func (s *Life) Call(ctx workflow.Context, ti troupe.ToolInput, timeout time.Dura
 		return f
 	}
 	sb := *s.lease.Sandbox
-	inner := workflow.ExecuteActivity(s.hostCtx(ctx, sb, timeout, summary), SandboxToolActivityName, SandboxToolInput{Tool: ti, Sandbox: sb.State})
+	in := SandboxToolInput{Tool: ti, Sandbox: sb.State}
+	inner := workflow.ExecuteActivity(s.hostCtx(ctx, sb, timeout, summary), SandboxToolActivityName, in)
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { _ = s.lease.CallEnded() }()
 		var item agents.Item
 		err := inner.Get(gctx, &item)
+		for attempt := 1; err != nil && attempt < 3 && heartbeatTimeout(err) && s.lease.Live(); attempt++ {
+			if workflow.GetVersion(gctx, versionCallRetry, workflow.DefaultVersion, 1) != 1 {
+				break
+			}
+			s.rec.Add(gctx, troupe.Event{Kind: troupe.EventSandboxCallRetry, Agent: s.agent, Turn: ti.Run.Turn, Tool: ti.Call.Name, CallID: ti.Call.CallID,
+				Detail: "the worker running " + ti.Call.Name + " stopped answering; running it again on the same workspace"})
+			err = workflow.ExecuteActivity(s.hostCtx(gctx, sb, timeout, summary), SandboxToolActivityName, in).Get(gctx, &item)
+		}
 		if err != nil && s.isLost(err) {
 			s.lost(gctx, err)
 			item = agents.FunctionCallOutput(ti.Call.CallID, "Error: the sandbox was lost while running this call; it will be restored from its last snapshot on the next call, so run the command again if its effect is needed.")
@@ -273,6 +285,11 @@ func (s *Life) snapshotSafely(ctx workflow.Context) error {
 	}
 	return err
 }
+
+// versionCallRetry marks the change to agents that run a sandbox tool
+// call again on the same workspace when the worker running it died,
+// rather than take the sandbox for lost. The marker is written only then.
+const versionCallRetry = "troupe.sandbox-call-retry"
 
 // versionSnapshotRetry marks the change to agents and sessions that take
 // a snapshot again when its worker died, rather than lose the sandbox.
