@@ -572,7 +572,9 @@ func (p *eventPrinter) endLine() {
 
 // rootEvent reports whether e is the run's or the session's own (its
 // workflow starts none of the tree's ids' slashes).
-func rootEvent(e troupe.Event) bool { return e.WorkflowID != "" && !strings.Contains(e.WorkflowID, "/") }
+func rootEvent(e troupe.Event) bool {
+	return e.WorkflowID != "" && !strings.Contains(e.WorkflowID, "/")
+}
 
 func printEvent(w io.Writer, e troupe.Event) {
 	tag := "[" + e.Agent + "]"
