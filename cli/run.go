@@ -570,8 +570,8 @@ func (p *eventPrinter) endLine() {
 	}
 }
 
-// rootEvent reports whether e is the run's or the session's own (its
-// workflow starts none of the tree's ids' slashes).
+// rootEvent reports whether e is the run's or the session's own: its
+// workflow id, unlike its agents', has no slash.
 func rootEvent(e troupe.Event) bool {
 	return e.WorkflowID != "" && !strings.Contains(e.WorkflowID, "/")
 }
