@@ -117,9 +117,25 @@ func modelFor(graphs []Graph, stderr io.Writer) (model.Model, string, func(), er
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("cli: offline scenario of graph %s: %w", g.Graph.Name(), err)
 		}
+		source := g.ScenarioFile
+		if source == "" {
+			source = "the offline scenario of graph " + g.Graph.Name()
+		}
 		for _, r := range s.Rules {
 			r.Name = g.Graph.Name() + "/" + r.Name
+			r.Source = source
+			if r.Match.Intent != "" {
+				r.Match.Intent = g.Graph.Name() + "/" + r.Match.Intent
+			}
 			sc.Rules = append(sc.Rules, r)
+		}
+		if sc.Intents == nil {
+			sc.Intents = map[string][]string{}
+		}
+		for name, alts := range s.Intents {
+			// Each graph's rules name its own intents, kept apart by the
+			// graph's name as the rules are.
+			sc.Intents[g.Graph.Name()+"/"+name] = alts
 		}
 		names = append(names, g.Graph.Name())
 	}
