@@ -16,13 +16,13 @@ const (
 	ErrOutputInvalid   = "troupe.OutputInvalid"
 	ErrModel           = "troupe.ModelError"
 	ErrModelRetryable  = "troupe.ModelUnavailable"
+	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
+	ErrUnknownAgent    = "troupe.UnknownAgent"
 	// ErrScenarioNoMatch: the run is on an offline scenario (the scripted
 	// model, used when OPENAI_API_KEY is unset) that has no answer for
 	// what was said. Not a model failure, and not retried: the message
 	// names the scenario file to add a rule to.
 	ErrScenarioNoMatch = "troupe.ScenarioNoMatch"
-	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
-	ErrUnknownAgent    = "troupe.UnknownAgent"
 	// ErrBlobMissing: an activity needed a blob its worker's store does
 	// not hold, and it stayed missing over several attempts (the workers
 	// of a queue keep their blobs in different stores, or it was deleted).

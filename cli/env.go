@@ -124,18 +124,7 @@ func modelFor(graphs []Graph, stderr io.Writer) (model.Model, string, func(), er
 		for _, r := range s.Rules {
 			r.Name = g.Graph.Name() + "/" + r.Name
 			r.Source = source
-			if r.Match.Intent != "" {
-				r.Match.Intent = g.Graph.Name() + "/" + r.Match.Intent
-			}
-			sc.Rules = append(sc.Rules, r)
-		}
-		if sc.Intents == nil {
-			sc.Intents = map[string][]string{}
-		}
-		for name, alts := range s.Intents {
-			// Each graph's rules name its own intents, kept apart by the
-			// graph's name as the rules are.
-			sc.Intents[g.Graph.Name()+"/"+name] = alts
+			sc.Rules = append(sc.Rules, r) // Its intent goes with it.
 		}
 		names = append(names, g.Graph.Name())
 	}

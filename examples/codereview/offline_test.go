@@ -47,11 +47,11 @@ func TestOfflineFollowUps(t *testing.T) {
 		}},
 		{"dismiss", "coordinator", reviewed, coordinatorTools, "codereview-coordinator-dismisses", map[string]string{
 			"The credential in auth/login.go is a test fixture: dismiss it as a false positive.": "Dismissed the finding in auth/login.go as a false positive",
-			"That's a false positive in auth/login.go":                                          "Dismissed the finding in auth/login.go as a false positive",
-			"Ignore the finding in auth/login.go, it is only a fixture":                         "Dismissed the finding in auth/login.go as a false positive",
-			"auth/login.go: not a real password, drop it":                                       "Dismissed the finding in auth/login.go as a false positive",
-			"DON'T FIX auth/login.go, IT'S A FALSE ALARM":                                       "Dismissed the finding in auth/login.go as a false positive",
-			"that one is a false positive":                                                      "name its file",
+			"That's a false positive in auth/login.go":                                           "Dismissed the finding in auth/login.go as a false positive",
+			"Ignore the finding in auth/login.go, it is only a fixture":                          "Dismissed the finding in auth/login.go as a false positive",
+			"auth/login.go: not a real password, drop it":                                        "Dismissed the finding in auth/login.go as a false positive",
+			"DON'T FIX auth/login.go, IT'S A FALSE ALARM":                                        "Dismissed the finding in auth/login.go as a false positive",
+			"that one is a false positive":                                                       "name its file",
 		}},
 		{"fix (the fixer, asked again)", "fixer", fixed, fixerTools, "codereview-fixer-fixes", map[string]string{
 			"now fix the finding and show the diff": `n='';`,

@@ -54,6 +54,34 @@ rules:
 	}
 }
 
+// TestIntentsTravelWithRules merges the rules of two scenario files that
+// name the same intent differently: each rule matches as it did in its
+// own file.
+func TestIntentsTravelWithRules(t *testing.T) {
+	a, err := ParseScenario([]byte("intents: {go: ['fix']}\nrules:\n  - {name: a, match: {instructions: A, intent: go}, respond: {text: a}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseScenario([]byte("intents: {go: ['start|begin']}\nrules:\n  - {name: b, match: {instructions: B, intent: go}, respond: {text: b}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(&Scenario{Rules: append(a.Rules, b.Rules...)})
+	baseURL, err := s.Start("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, tt := range []struct{ instructions, input, want string }{
+		{"A", "fix it", "a"}, {"B", "begin now", "b"}, {"A", "begin now", ""}, {"B", "fix it", ""},
+	} {
+		status, raw := post(t, baseURL+"/responses", `{"model":"m","instructions":"`+tt.instructions+`","input":"`+tt.input+`"}`, "Bearer k")
+		if got := status == 200; got != (tt.want != "") || got && !strings.Contains(raw, `"text":"`+tt.want+`"`) {
+			t.Errorf("%s, %q: %d %s; want the answer %q", tt.instructions, tt.input, status, raw, tt.want)
+		}
+	}
+}
+
 func TestIntentErrors(t *testing.T) {
 	for name, tt := range map[string]struct{ src, want string }{
 		"unknown intent": {"rules:\n  - {name: a, match: {intent: nope}, respond: {text: hi}}\n", `match.intent "nope" is not one of the scenario's intents`},

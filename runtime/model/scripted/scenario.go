@@ -58,6 +58,11 @@ type Rule struct {
 	// LoadScenario sets it to the file's path; it is not read from the
 	// scenario itself.
 	Source string `yaml:"-" json:"-"`
+
+	// intent is the definition of Match.Intent in the scenario the rule
+	// was parsed from, so the rule keeps its meaning when it is copied
+	// into another scenario (as scenario files are merged).
+	intent []string
 }
 
 // Match is a condition on a request. Every condition that is set must hold;
@@ -97,7 +102,9 @@ type Match struct {
 	// Intent names one of the scenario's Intents. It holds when the last
 	// input item is a user message (the user has just spoken: not a tool's
 	// output, nor a later turn of the same message) whose text has the
-	// intent.
+	// intent. A rule from ParseScenario keeps the definition its scenario
+	// gave the intent, so rules copied from several scenario files into
+	// one match as they did in their own.
 	Intent string `yaml:"intent,omitempty" json:"intent,omitempty"`
 }
 
@@ -154,6 +161,11 @@ func ParseScenario(data []byte) (*Scenario, error) {
 		// An empty document is io.EOF; Validate then reports "no rules".
 		if err := dec.Decode(&sc); err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("scripted: parse scenario YAML: %w", err)
+		}
+	}
+	for i, r := range sc.Rules {
+		if alts, ok := sc.Intents[r.Match.Intent]; ok {
+			sc.Rules[i].intent = alts
 		}
 	}
 	if err := sc.Validate(); err != nil {
@@ -264,6 +276,11 @@ func compileScenario(sc *Scenario) ([]*rule, error) {
 		}
 		if m.Intent != "" {
 			in, ok := intents[m.Intent]
+			if r.intent != nil {
+				// Defined where the rule was parsed (and checked there).
+				in, err = compileIntent(r.intent)
+				ok = err == nil
+			}
 			if !ok {
 				fail("match.intent %q is not one of the scenario's intents", m.Intent)
 			}
