@@ -18,6 +18,11 @@ const (
 	ErrModelRetryable  = "troupe.ModelUnavailable"
 	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
 	ErrUnknownAgent    = "troupe.UnknownAgent"
+	// ErrScenarioNoMatch: the run is on an offline scenario (the scripted
+	// model, used when OPENAI_API_KEY is unset) that has no answer for
+	// what was said. Not a model failure, and not retried: the message
+	// names the scenario file to add a rule to.
+	ErrScenarioNoMatch = "troupe.ScenarioNoMatch"
 	// ErrBlobMissing: an activity needed a blob its worker's store does
 	// not hold, and it stayed missing over several attempts (the workers
 	// of a queue keep their blobs in different stores, or it was deleted).
@@ -109,6 +114,21 @@ func FailureText(err error) string {
 // MCP tools cannot be listed: a server that does not start or answer, or
 // tool names that clash.
 const ErrMCP = "troupe.MCPError"
+
+// ScenarioNoMatch is the failure of a model call that the offline
+// scenario answered with no rule (the scripted model's no-match answer):
+// an ErrScenarioNoMatch that says so and names source, the scenario file
+// to add a rule to ("" when unknown), with cause (the scripted server's
+// account of the request) along. It is not retryable: the same request
+// would find no rule again.
+func ScenarioNoMatch(source string, cause error) error {
+	if source == "" {
+		source = "the scenario"
+	}
+	return temporal.NewApplicationErrorWithOptions(
+		"the offline scenario has no answer for this message; set OPENAI_API_KEY or add a rule to "+source,
+		ErrScenarioNoMatch, temporal.ApplicationErrorOptions{NonRetryable: true, Cause: cause})
+}
 
 func NonRetryable(typ, format string, args ...any) error {
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), typ, nil)

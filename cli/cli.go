@@ -18,8 +18,15 @@ import (
 // Graph is a graph the CLI serves, with its offline scenario for the
 // scripted model (YAML or JSON; may be empty when the graph has none).
 type Graph struct {
-	Graph    *agents.Graph
+	Graph *agents.Graph
+	// Scenario is the graph's offline scenario (runtime/model/scripted),
+	// played when OPENAI_API_KEY is unset.
 	Scenario []byte
+	// ScenarioFile says where Scenario is kept (for example
+	// "examples/dealdesk/scenario.yaml"), for the error of a message it
+	// has no answer for (troupe.ScenarioNoMatch), which tells the user to
+	// add a rule there. Default: "the offline scenario of graph NAME".
+	ScenarioFile string
 	// Flags are the graph's own `troupe run` flags; each value set becomes
 	// the run variable of the same name.
 	Flags []Flag

@@ -117,9 +117,14 @@ func modelFor(graphs []Graph, stderr io.Writer) (model.Model, string, func(), er
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("cli: offline scenario of graph %s: %w", g.Graph.Name(), err)
 		}
+		source := g.ScenarioFile
+		if source == "" {
+			source = "the offline scenario of graph " + g.Graph.Name()
+		}
 		for _, r := range s.Rules {
 			r.Name = g.Graph.Name() + "/" + r.Name
-			sc.Rules = append(sc.Rules, r)
+			r.Source = source
+			sc.Rules = append(sc.Rules, r) // Its intent goes with it.
 		}
 		names = append(names, g.Graph.Name())
 	}

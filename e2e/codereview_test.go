@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5"
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe"
@@ -177,6 +178,9 @@ func TestCodeReview(t *testing.T) {
 
 // TestCodeReviewCLI runs `troupe run --graph codereview` as a user does,
 // offline, with the sandbox backend the CLI picks (bwrap when installed).
+// It asks for --ref HEAD~1 on a repository of two commits, which means
+// the change from HEAD~1 to HEAD: the last commit's, which the summary
+// names.
 func TestCodeReviewCLI(t *testing.T) {
 	repo := exampletest.ReviewRepo(t)
 	home := t.TempDir()
@@ -188,7 +192,7 @@ func TestCodeReviewCLI(t *testing.T) {
 	// default request (a full review).
 	var stdout, stderr bytes.Buffer
 	cmd := cli.Command(graphs.Served(), &stdout, &stderr)
-	cmd.SetArgs([]string{"run", "--graph", "codereview", "--repo", repo, "--ref", "HEAD", "--out", out, "--json"})
+	cmd.SetArgs([]string{"run", "--graph", "codereview", "--repo", repo, "--ref", "HEAD~1", "--out", out, "--json"})
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
 	}
@@ -197,6 +201,22 @@ func TestCodeReviewCLI(t *testing.T) {
 		t.Fatalf("stdout is not a run result: %v\n%s", err, stdout.String())
 	}
 	exampletest.CheckReview(t, res.Output, out)
+	g, err := git.PlainOpen(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := g.ResolveRevision("HEAD~1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := g.ResolveRevision("HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := agents.Decode[codereview.Summary](res.Output)
+	if want := first.String()[:7] + ".." + last.String()[:7] + " (1 commit)"; err != nil || sum.Reviewed != want {
+		t.Errorf("summary %+v, %v; want it to say it reviewed %s", sum, err, want)
+	}
 	progress := stderr.String()
 	for _, want := range []string{"⇉ review_security", "⇉ review_tests", "⇉ review_api_design", "→ exec_command", "→ write_report", "[coordinator] final output"} {
 		if !strings.Contains(progress, want) {
@@ -213,6 +233,31 @@ func TestCodeReviewCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	emptyDirs(t, backends...)
+}
+
+// TestOfflineNoMatchCLI runs `troupe run` offline on a message the
+// shipped scenario has no rule for (the fixer asked about the weather):
+// the run fails at once with troupe.ScenarioNoMatch, which says what to
+// do and names the scenario file, not with a model error.
+func TestOfflineNoMatchCLI(t *testing.T) {
+	repo := exampletest.ReviewRepo(t)
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TEMPORAL_ADDRESS", temporalAddr)
+	t.Setenv("TROUPE_HOME", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd := cli.Command(graphs.Served(), &stdout, &stderr)
+	cmd.SetArgs([]string{"run", "--graph", "codereview", "--agent", "fixer", "--repo", repo, "--sandbox", "local", "what's the weather like in Paris?"})
+	err := cmd.ExecuteContext(context.Background())
+	if err == nil {
+		t.Fatalf("troupe run succeeded:\n%s", stdout.String())
+	}
+	want := "troupe.ScenarioNoMatch: the offline scenario has no answer for this message; set OPENAI_API_KEY or add a rule to examples/codereview/scenario.yaml"
+	if !strings.Contains(stderr.String()+err.Error(), want) {
+		t.Errorf("troupe run: %v; want %q in:\n%s", err, want, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "troupe.ModelError") || strings.Contains(stderr.String(), "retry") {
+		t.Errorf("the no-match was told as a model failure, or retried:\n%s", stderr.String())
+	}
 }
 
 // TestCodeReviewSandboxDenied runs the review on a worker whose sandbox

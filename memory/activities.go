@@ -388,6 +388,9 @@ func (c *Consolidation) memoryAsk(ctx context.Context, req model.Request) (strin
 	resp, err := heartbeat.While(ctx, func() (*model.Response, error) { return m.Respond(cctx, req) })
 	telemetry.EndResponse(chat, resp, err)
 	if err != nil {
+		if source, ok := model.ScenarioNoMatch(err); ok {
+			return "", troupe.ScenarioNoMatch(source, err)
+		}
 		if ctx.Err() != nil || model.IsRetryable(err) {
 			return "", temporal.NewApplicationErrorWithCause(model.ErrorMessage(err), troupe.ErrModelRetryable, err)
 		}

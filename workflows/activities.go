@@ -136,6 +136,9 @@ func (a *Activities) callModel(ctx context.Context, in ModelInput, agent string,
 		if ctx.Err() != nil {
 			return nil, err
 		}
+		if source, ok := model.ScenarioNoMatch(err); ok {
+			return nil, troupe.ScenarioNoMatch(source, err)
+		}
 		if !model.IsRetryable(err) {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrModel, err)
 		}

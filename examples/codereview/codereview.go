@@ -6,9 +6,13 @@
 // A run reads three run variables (the flags of `troupe run`):
 //
 //   - "repo": the repository, a local path or a URL go-git can clone.
-//   - "ref": a commit, branch or tag (reviewed against its first parent),
-//     or a range "A..B" (the patch between A and B) or "A...B" (from their
-//     merge base to B). Default HEAD.
+//   - "ref": what to review, as a user means it (see ParseRange): HEAD,
+//     the default, is the last commit; a single revision R (HEAD~1, a
+//     commit, a branch or tag) the change from R to HEAD, so HEAD~1 is
+//     the last commit's change and HEAD~3 the last three's (a branch
+//     ahead of HEAD: its commits since it left HEAD's history); a range
+//     "A..B" the patch between A and B, "A...B" from their merge base to
+//     B. The report and the summary say which commits were reviewed.
 //   - "out": the host directory the report goes to. Default ".".
 //
 // The run goes:
@@ -32,8 +36,10 @@
 //     merged findings; the tool validates the findings and writes
 //     codereview-report.md and codereview-findings.json into "out" on the
 //     worker's host, refusing to write outside it.
-//  4. The coordinator's final output is a typed Summary: both paths and
-//     the counts by severity.
+//  4. The coordinator's final output is a typed Summary: both paths, the
+//     counts by severity and the commits reviewed ("abc1234..def5678
+//     (2 commits)", which write_report also writes under the report's
+//     title).
 //
 // Scenario is the offline script for the scripted model: with no
 // OPENAI_API_KEY, `troupe run --graph codereview --repo PATH --ref REF
@@ -124,6 +130,9 @@ type Summary struct {
 	FindingsPath string `json:"findings_path"`
 	// Counts are all findings by severity.
 	Counts Counts `json:"counts"`
+	// Reviewed names the commits reviewed, as write_report returned
+	// them: "abc1234..def5678 (2 commits)".
+	Reviewed string `json:"reviewed" jsonschema:"description=The commits reviewed, as write_report returned them (e.g. abc1234..def5678 (2 commits)); empty when no review ran."`
 	// Summary is the verdict in a few sentences.
 	Summary string `json:"summary"`
 }
@@ -132,22 +141,7 @@ type Summary struct {
 // repository at the reviewed commit under RepoDir and the patch as
 // DiffFile. The diff is computed once per run and shared by its reviewers.
 func ReviewerWorkspace(ctx context.Context, rc agents.RunContext) (sandbox.Manifest, error) {
-	repo := rc.Vars[VarRepo]
-	if repo == "" {
-		return sandbox.Manifest{}, fmt.Errorf("codereview: the run variable %q is not set (troupe run --repo PATH)", VarRepo)
-	}
-	source, err := Source(repo)
-	if err != nil {
-		return sandbox.Manifest{}, err
-	}
-	ref := rc.Vars[VarRef]
-	compute := func() (*Change, error) { return Diff(ctx, source, ref) }
-	var ch *Change
-	if rc.RunID != "" {
-		ch, err = changes.get(rc.RunID+"\x00"+source+"\x00"+ref, compute)
-	} else {
-		ch, err = compute()
-	}
+	source, ch, err := runChange(ctx, rc)
 	if err != nil {
 		return sandbox.Manifest{}, err
 	}
@@ -157,6 +151,26 @@ func ReviewerWorkspace(ctx context.Context, rc agents.RunContext) (sandbox.Manif
 		{Kind: sandbox.EntryGitRepo, Path: RepoDir, Source: source, Ref: ch.To},
 		{Kind: sandbox.EntryFile, Path: DiffFile, Content: ch.Patch},
 	}}, nil
+}
+
+// runChange is the change a run reviews and the repository it is in,
+// computed once per run (see changeCache).
+func runChange(ctx context.Context, rc agents.RunContext) (source string, ch *Change, err error) {
+	repo := rc.Vars[VarRepo]
+	if repo == "" {
+		return "", nil, fmt.Errorf("codereview: the run variable %q is not set (troupe run --repo PATH)", VarRepo)
+	}
+	if source, err = Source(repo); err != nil {
+		return "", nil, err
+	}
+	ref := rc.Vars[VarRef]
+	compute := func() (*Change, error) { return Diff(ctx, source, ref) }
+	if rc.RunID != "" {
+		ch, err = changes.get(rc.RunID+"\x00"+source+"\x00"+ref, compute)
+	} else {
+		ch, err = compute()
+	}
+	return source, ch, err
 }
 
 const workspaceNote = " Your workspace holds the change under review: " + DiffFile + " is its unified diff " +
@@ -238,8 +252,8 @@ func coordinatorInstructions(_ context.Context, rc agents.RunContext) (string, e
 		"Call review_security, review_tests and review_api_design in parallel, in one turn, passing on the user's request. "+
 		"Then call write_report once: markdown is a report with one section per reviewer that lists every finding "+
 		"with its file, line, severity and message (and says so when a review failed); findings_json is all reviewers' "+
-		"findings merged into one JSON array. Finally answer with the paths and counts write_report returned and a short "+
-		"summary of the verdict. When the user later asks to fix a finding, hand off to the fixer.", repo, ref, out), nil
+		"findings merged into one JSON array. Finally answer with the paths, counts and commits reviewed that write_report "+
+		"returned and a short summary of the verdict. When the user later asks to fix a finding, hand off to the fixer.", repo, ref, out), nil
 }
 
 // checkLocal resolves ref in repo when repo is a local path.
@@ -280,7 +294,7 @@ type ReviewRequest struct {
 	// allowed roots) or a URL go-git can clone.
 	Repo string `json:"repo" jsonschema:"description=The repository: a path on the server's host or a URL git can clone."`
 	// Ref is what to review, as the run variable "ref"; empty means HEAD.
-	Ref *string `json:"ref,omitempty" jsonschema_description:"A commit, branch or tag (reviewed against its first parent), or a range A..B or A...B. Default HEAD."`
+	Ref *string `json:"ref,omitempty" jsonschema_description:"What to review: HEAD (the default) is the last commit; a single revision R (HEAD~1, a commit, a branch or tag) is the change from R to HEAD; or a range A..B or A...B."`
 	// Request is passed on to the reviewers.
 	Request *string `json:"request,omitempty" jsonschema:"description=What to look at in particular; default: a full review."`
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/troupe-dev/troupe"
@@ -25,14 +26,29 @@ func env(t *testing.T, repo string) (*testsuite.TestWorkflowEnvironment, *script
 	return exampletest.Env(t, codereview.Graph(), codereview.Scenario, sandbox.Policy{AllowedRoots: []string{repo}})
 }
 
-// TestReview runs the whole code review offline, for a commit and for a
-// range: the coordinator fans out to the three sandboxed reviewers, which
-// read the change in their workspaces, and writes the report; the test
-// checks the typed summary and the two files on the host, whose findings
-// quote what the reviewers' commands printed.
+// TestReview runs the whole code review offline, for the last commit as
+// a user names it (HEAD, HEAD~1: the change from HEAD~1 to HEAD) and for
+// a range: the coordinator fans out to the three sandboxed reviewers,
+// which read the change in their workspaces, and writes the report; the
+// test checks the typed summary and the two files on the host, whose
+// findings quote what the reviewers' commands printed, and that both say
+// which commits were reviewed.
 func TestReview(t *testing.T) {
 	repo := exampletest.ReviewRepo(t)
-	for _, ref := range []string{"HEAD", "HEAD~1..HEAD"} {
+	g, err := git.PlainOpen(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := g.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := g.CommitObject(head.Hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reviewed := last.ParentHashes[0].String()[:7] + ".." + head.Hash().String()[:7] + " (1 commit)"
+	for _, ref := range []string{"HEAD", "HEAD~1", "HEAD~1..HEAD"} {
 		t.Run(ref, func(t *testing.T) {
 			e, srv, sandboxes := env(t, repo)
 			out := filepath.Join(t.TempDir(), "review")
@@ -67,6 +83,9 @@ func TestReview(t *testing.T) {
 			if !strings.Contains(sum.Summary, "1 high, 1 medium, 1 low and 0 info findings") {
 				t.Errorf("summary = %+v", sum)
 			}
+			if sum.Reviewed != reviewed || !strings.HasPrefix(sum.Summary, "Reviewed "+reviewed+": ") {
+				t.Errorf("summary = %+v; want it to say it reviewed %s", sum, reviewed)
+			}
 			// Each reviewer's sandbox was stopped as it ended: no workspace is
 			// left (a backend's own state is in dot files).
 			left, err := os.ReadDir(sandboxes)
@@ -82,8 +101,10 @@ func TestReview(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s := "**high** `auth/login.go:4`"; !strings.Contains(string(md), s) {
-				t.Errorf("report lacks %q:\n%s", s, md)
+			for _, s := range []string{"**high** `auth/login.go:4`", "# Code review\n\nReviewed " + reviewed + ".\n"} {
+				if !strings.Contains(string(md), s) {
+					t.Errorf("report lacks %q:\n%s", s, md)
+				}
 			}
 		})
 	}

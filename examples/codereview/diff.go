@@ -18,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -30,35 +31,77 @@ var ErrBadRange = errors.New("codereview: bad ref")
 
 // Change is a ref or range resolved in a repository, and its patch.
 type Change struct {
-	// From is the commit the patch starts at: the first parent of a single
-	// ref, the start of a range, or the merge base of an A...B range. It
-	// is empty for a root commit, whose patch adds every file.
+	// From is the commit the patch starts at: the ref of a single ref (or
+	// the merge base of it and HEAD, see ParseRange), HEAD's first parent
+	// for HEAD, the start of a range, or the merge base of an A...B range.
+	// It is empty for a root commit, whose patch adds every file.
 	From string `json:"from,omitempty"`
-	// To is the commit under review: the ref itself or the end of the
-	// range. Reviewers get its work tree.
+	// To is the last commit under review: HEAD for a single ref (or the ref
+	// itself when it is not behind HEAD), the end of a range. Reviewers
+	// get its work tree.
 	To string `json:"to"`
+	// Commits is how many commits the change holds: those reachable from
+	// To and not from From (at most maxCounted).
+	Commits int `json:"commits"`
 	// Patch is the unified diff from From to To, at most MaxPatchBytes.
 	Patch string `json:"patch"`
 	// Truncated says whether Patch was cut.
 	Truncated bool `json:"truncated,omitempty"`
 }
 
+// Reviewed names the commits of the change for a person, by their short
+// hashes: "abc1234..def5678 (2 commits)", or "def5678 (1 commit, from
+// the start of the history)" when From is empty.
+func (c *Change) Reviewed() string {
+	n := fmt.Sprintf("%d commits", c.Commits)
+	switch {
+	case c.Commits == 1:
+		n = "1 commit"
+	case c.Commits > maxCounted:
+		n = fmt.Sprintf("more than %d commits", maxCounted)
+	}
+	if c.From == "" {
+		return fmt.Sprintf("%s (%s, from the start of the history)", short(c.To), n)
+	}
+	return fmt.Sprintf("%s..%s (%s)", short(c.From), short(c.To), n)
+}
+
+func short(hash string) string {
+	if len(hash) > 7 {
+		return hash[:7]
+	}
+	return hash
+}
+
 // Range is a parsed ref: a single revision, or a range "A..B" (the patch
 // between A and B) or "A...B" (the patch from their merge base to B).
 // An empty side of a range means HEAD, as in git.
 type Range struct {
+	// From and To are the revisions of a range. A single revision R is
+	// From R, To HEAD: the change from R to HEAD. HEAD itself (or an empty
+	// ref) is From "", To HEAD: the last commit, against its first parent.
 	From, To string
-	// IsRange is false for a single revision, whose patch is against its
-	// first parent.
+	// IsRange is false for a single revision.
 	IsRange bool
 	// MergeBase marks an A...B range.
 	MergeBase bool
 }
 
-// ParseRange parses ref; empty means HEAD.
+// ParseRange parses ref, as a user means it:
+//
+//   - "" or "HEAD": the last commit, against its first parent;
+//   - a single revision R (a commit, HEAD~2, a branch or tag): the change
+//     from R to HEAD, R's descendants up to HEAD (so HEAD~1 is the last
+//     commit's change, HEAD~3 the last three's). A revision that is not
+//     behind HEAD (a feature branch ahead of it, say) is reviewed from
+//     where it left HEAD's history: the change from their merge base to
+//     R, as "HEAD...R" would. One that names HEAD's commit is the last
+//     commit;
+//   - "A..B": the change from A to B; "A...B": from their merge base to
+//     B. An empty side means HEAD.
 func ParseRange(ref string) (Range, error) {
 	ref = strings.TrimSpace(ref)
-	if ref == "" {
+	if ref == "" || ref == "HEAD" {
 		return Range{To: "HEAD"}, nil
 	}
 	sep, mergeBase := "..", false
@@ -67,7 +110,7 @@ func ParseRange(ref string) (Range, error) {
 	}
 	from, to, ok := strings.Cut(ref, sep)
 	if !ok {
-		return Range{To: ref}, nil
+		return Range{From: ref, To: "HEAD"}, nil
 	}
 	if strings.Contains(to, "..") {
 		return Range{}, fmt.Errorf("%w: %q has more than one range separator", ErrBadRange, ref)
@@ -83,7 +126,7 @@ func ParseRange(ref string) (Range, error) {
 
 // Diff opens (a local path) or clones into memory (a URL) the repository
 // source, resolves ref (see ParseRange) and returns the change with its
-// patch. For a single ref the patch is against the commit's first parent.
+// patch and the number of its commits.
 func Diff(ctx context.Context, source, ref string) (*Change, error) {
 	r, err := ParseRange(ref)
 	if err != nil {
@@ -98,24 +141,38 @@ func Diff(ctx context.Context, source, ref string) (*Change, error) {
 		return nil, err
 	}
 	var from *object.Commit
-	switch {
-	case r.IsRange:
+	if r.From != "" {
 		if from, err = commitAt(repo, r.From, cloned); err != nil {
 			return nil, err
 		}
-		if r.MergeBase {
-			bases, err := from.MergeBase(to)
-			if err != nil {
-				return nil, fmt.Errorf("codereview: merge base of %q: %w", ref, err)
-			}
-			if len(bases) == 0 {
-				return nil, fmt.Errorf("%w: %s and %s have no common ancestor", ErrBadRange, r.From, r.To)
-			}
-			from = bases[0]
+	}
+	switch {
+	case r.IsRange && r.MergeBase:
+		if from, err = mergeBase(from, to, r.From, r.To); err != nil {
+			return nil, err
 		}
-	case to.NumParents() > 0:
-		if from, err = to.Parent(0); err != nil {
-			return nil, fmt.Errorf("codereview: first parent of %s: %w", r.To, err)
+	case r.IsRange:
+	case from != nil && from.Hash != to.Hash:
+		// A single revision: from it to HEAD when it is behind HEAD, else
+		// its own commits since it left HEAD's history.
+		behind, err := from.IsAncestor(to)
+		if err != nil {
+			return nil, fmt.Errorf("codereview: is %s behind %s: %w", r.From, r.To, err)
+		}
+		if !behind {
+			base, err := mergeBase(to, from, r.To, r.From)
+			if err != nil {
+				return nil, err
+			}
+			from, to = base, from
+		}
+	default:
+		// HEAD, or a revision at HEAD's commit: the last commit.
+		from = nil
+		if to.NumParents() > 0 {
+			if from, err = to.Parent(0); err != nil {
+				return nil, fmt.Errorf("codereview: first parent of %s: %w", r.To, err)
+			}
 		}
 	}
 	patch, err := patchBetween(ctx, from, to)
@@ -126,8 +183,56 @@ func Diff(ctx context.Context, source, ref string) (*Change, error) {
 	if from != nil {
 		ch.From = from.Hash.String()
 	}
+	if ch.Commits, err = countCommits(from, to); err != nil {
+		return nil, err
+	}
 	ch.Patch, ch.Truncated = truncatePatch(patch, MaxPatchBytes)
 	return ch, nil
+}
+
+// mergeBase is the best common ancestor of a and b (named an and bn in
+// errors).
+func mergeBase(a, b *object.Commit, an, bn string) (*object.Commit, error) {
+	bases, err := a.MergeBase(b)
+	if err != nil {
+		return nil, fmt.Errorf("codereview: merge base of %s and %s: %w", an, bn, err)
+	}
+	if len(bases) == 0 {
+		return nil, fmt.Errorf("%w: %s and %s have no common ancestor", ErrBadRange, an, bn)
+	}
+	return bases[0], nil
+}
+
+// maxCounted bounds the commits a change counts: past it, the change has
+// "more than maxCounted commits".
+const maxCounted = 10000
+
+// countCommits counts the commits reachable from to and not from from
+// (all of to's history when from is nil), as git rev-list --count
+// from..to does, stopping past maxCounted.
+func countCommits(from, to *object.Commit) (int, error) {
+	seen := map[plumbing.Hash]bool{}
+	if from != nil {
+		err := object.NewCommitPreorderIter(from, nil, nil).ForEach(func(c *object.Commit) error {
+			seen[c.Hash] = true
+			return nil
+		})
+		if err != nil {
+			return 0, fmt.Errorf("codereview: history of %s: %w", from.Hash, err)
+		}
+	}
+	n := 0
+	err := object.NewCommitPreorderIter(to, seen, nil).ForEach(func(*object.Commit) error {
+		n++
+		if n > maxCounted {
+			return storer.ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("codereview: history of %s: %w", to.Hash, err)
+	}
+	return n, nil
 }
 
 func patchBetween(ctx context.Context, from, to *object.Commit) (string, error) {

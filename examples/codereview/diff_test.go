@@ -3,6 +3,7 @@ package codereview
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,8 +73,9 @@ func TestParseRange(t *testing.T) {
 		wantErr bool
 	}{
 		{"", Range{To: "HEAD"}, false},
-		{"main", Range{To: "main"}, false},
-		{"HEAD~1", Range{To: "HEAD~1"}, false},
+		{"HEAD", Range{To: "HEAD"}, false},
+		{"main", Range{From: "main", To: "HEAD"}, false},
+		{"HEAD~1", Range{From: "HEAD~1", To: "HEAD"}, false},
 		{"a..b", Range{From: "a", To: "b", IsRange: true}, false},
 		{"a..", Range{From: "a", To: "HEAD", IsRange: true}, false},
 		{"..b", Range{From: "HEAD", To: "b", IsRange: true}, false},
@@ -90,23 +92,33 @@ func TestParseRange(t *testing.T) {
 	}
 }
 
+// TestDiff resolves refs as a user means them, in a real repository of
+// three commits: a single revision is the change from it to HEAD, HEAD
+// the last commit, a range what git means by it; and says how many
+// commits the change holds.
 func TestDiff(t *testing.T) {
 	repo := newTestRepo(t)
 	tests := []struct {
 		name, ref  string
 		from, to   plumbing.Hash
+		commits    int
 		contains   []string
 		notContain []string
 	}{
-		{"single ref against its first parent", "HEAD~1", repo.root, repo.second,
-			[]string{"+++ b/auth/login.go", "+\tpassword := \"hunter2\"", "@@ -0,0 +1,6 @@"}, []string{"shop.go"}},
-		{"range", "HEAD~2..HEAD~1", repo.root, repo.second, []string{"+++ b/auth/login.go"}, []string{"shop.go"}},
-		{"range of two commits", repo.root.String() + ".." + repo.third.String(), repo.root, repo.third,
+		{"default is the last commit", "", repo.second, repo.third, 1, []string{"+++ b/shop.go"}, []string{"login.go"}},
+		{"HEAD is the last commit", "HEAD", repo.second, repo.third, 1, []string{"+++ b/shop.go"}, []string{"login.go"}},
+		{"HEAD~1 is the change from it to HEAD: the last commit's", "HEAD~1", repo.second, repo.third, 1,
+			[]string{"+++ b/shop.go", "+func Hello() string { return \"hello\" }"}, []string{"login.go"}},
+		{"HEAD~2 is the last two commits' change", "HEAD~2", repo.root, repo.third, 2,
+			[]string{"+++ b/auth/login.go", "+\tpassword := \"hunter2\"", "+++ b/shop.go"}, nil},
+		{"a commit by hash is the change from it to HEAD", repo.root.String(), repo.root, repo.third, 2,
+			[]string{"+++ b/auth/login.go", "+++ b/shop.go"}, nil},
+		{"HEAD's own commit by hash is the last commit", repo.third.String(), repo.second, repo.third, 1, []string{"+++ b/shop.go"}, []string{"login.go"}},
+		{"range", "HEAD~2..HEAD~1", repo.root, repo.second, 1, []string{"+++ b/auth/login.go", "@@ -0,0 +1,6 @@"}, []string{"shop.go"}},
+		{"range of two commits", repo.root.String() + ".." + repo.third.String(), repo.root, repo.third, 2,
 			[]string{"+++ b/auth/login.go", "+++ b/shop.go", "-func Hello() string { return \"hi\" }"}, nil},
-		{"merge-base range", "HEAD~1...HEAD", repo.second, repo.third, []string{"+++ b/shop.go"}, []string{"login.go"}},
-		{"root commit adds everything", repo.root.String(), plumbing.ZeroHash, repo.root,
-			[]string{"--- /dev/null", "+++ b/shop.go"}, nil},
-		{"default is HEAD", "", repo.second, repo.third, []string{"+++ b/shop.go"}, []string{"login.go"}},
+		{"range to HEAD", "HEAD~2..", repo.root, repo.third, 2, []string{"+++ b/auth/login.go", "+++ b/shop.go"}, nil},
+		{"merge-base range", "HEAD~1...HEAD", repo.second, repo.third, 1, []string{"+++ b/shop.go"}, []string{"login.go"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,12 +126,12 @@ func TestDiff(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantFrom := ""
-			if !tc.from.IsZero() {
-				wantFrom = tc.from.String()
+			if ch.From != tc.from.String() || ch.To != tc.to.String() || ch.Commits != tc.commits || ch.Truncated {
+				t.Errorf("change %s..%s, %d commits (truncated %v); want %s..%s, %d commits", ch.From, ch.To, ch.Commits, ch.Truncated, tc.from, tc.to, tc.commits)
 			}
-			if ch.From != wantFrom || ch.To != tc.to.String() || ch.Truncated {
-				t.Errorf("change %s..%s (truncated %v), want %s..%s", ch.From, ch.To, ch.Truncated, wantFrom, tc.to)
+			want := fmt.Sprintf("%s..%s (%d commit", tc.from.String()[:7], tc.to.String()[:7], tc.commits)
+			if !strings.HasPrefix(ch.Reviewed(), want) {
+				t.Errorf("Reviewed() = %q, want %q...", ch.Reviewed(), want)
 			}
 			for _, s := range tc.contains {
 				if !strings.Contains(ch.Patch, s) {
@@ -134,10 +146,15 @@ func TestDiff(t *testing.T) {
 		})
 	}
 	t.Run("bad refs", func(t *testing.T) {
-		for _, ref := range []string{"nope", "HEAD..nope", "HEAD~9"} {
-			if _, err := Diff(context.Background(), repo.dir, ref); !errors.Is(err, ErrBadRange) {
+		for _, ref := range []string{"nope", "HEAD..nope", "HEAD~9", "HEAD~1..HEAD..x"} {
+			_, err := Diff(context.Background(), repo.dir, ref)
+			if !errors.Is(err, ErrBadRange) {
 				t.Errorf("Diff(%q) error = %v, want ErrBadRange", ref, err)
 			}
+		}
+		_, err := Diff(context.Background(), repo.dir, "HEAD~9")
+		if err == nil || !strings.Contains(err.Error(), `codereview: bad ref: "HEAD~9"`) {
+			t.Errorf("Diff(HEAD~9) error = %v, want it to name the ref", err)
 		}
 	})
 	t.Run("not a repository", func(t *testing.T) {
@@ -149,6 +166,39 @@ func TestDiff(t *testing.T) {
 		ch, err := Diff(context.Background(), "file://"+repo.dir, "HEAD")
 		if err != nil || ch.To != repo.third.String() {
 			t.Errorf("Diff(file URL) = %+v, %v", ch, err)
+		}
+	})
+
+	// With HEAD moved back (detached at an older commit), a revision that
+	// is not behind HEAD is reviewed from where it left HEAD's history;
+	// with HEAD at the root commit, HEAD is that commit, from the start.
+	moved := func(t *testing.T, at plumbing.Hash) string {
+		t.Helper()
+		r := newTestRepo(t)
+		g, err := git.PlainOpen(r.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Storer.SetReference(plumbing.NewHashReference(plumbing.HEAD, at)); err != nil {
+			t.Fatal(err)
+		}
+		return r.dir
+	}
+	t.Run("a revision ahead of HEAD", func(t *testing.T) {
+		ch, err := Diff(context.Background(), moved(t, repo.second), repo.third.String())
+		if err != nil || ch.From != repo.second.String() || ch.To != repo.third.String() || ch.Commits != 1 ||
+			!strings.Contains(ch.Patch, "+++ b/shop.go") {
+			t.Errorf("Diff(a commit ahead of HEAD) = %+v, %v; want %s..%s", ch, err, repo.second, repo.third)
+		}
+	})
+	t.Run("the root commit", func(t *testing.T) {
+		ch, err := Diff(context.Background(), moved(t, repo.root), "HEAD")
+		if err != nil || ch.From != "" || ch.To != repo.root.String() || ch.Commits != 1 ||
+			!strings.Contains(ch.Patch, "--- /dev/null") {
+			t.Fatalf("Diff(HEAD at the root) = %+v, %v", ch, err)
+		}
+		if want := repo.root.String()[:7] + " (1 commit, from the start of the history)"; ch.Reviewed() != want {
+			t.Errorf("Reviewed() = %q, want %q", ch.Reviewed(), want)
 		}
 	})
 }

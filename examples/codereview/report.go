@@ -42,6 +42,9 @@ type Report struct {
 	FindingsPath string `json:"findings_path"`
 	// Counts are the findings by severity.
 	Counts Counts `json:"counts"`
+	// Reviewed names the commits reviewed (Change.Reviewed), e.g.
+	// "abc1234..def5678 (2 commits)"; the report says it under its title.
+	Reviewed string `json:"reviewed,omitempty"`
 }
 
 // ParseFindings decodes findings_json: a JSON array of Finding with known
@@ -164,22 +167,48 @@ func validSeverity(s string) bool {
 }
 
 // writeReport is the write_report tool: it validates the findings and
-// writes both files into the run's "out" directory.
+// writes both files into the run's "out" directory, the report saying
+// which commits were reviewed (when the run names its repository).
 func writeReport(ctx context.Context, args ReportArgs) (Report, error) {
 	fs, err := ParseFindings(args.FindingsJSON)
 	if err != nil {
 		return Report{}, err
 	}
-	out := "."
-	if rc, ok := agents.RunContextFrom(ctx); ok && rc.Vars[VarOut] != "" {
-		out = rc.Vars[VarOut]
+	out, reviewed := ".", ""
+	if rc, ok := agents.RunContextFrom(ctx); ok {
+		if rc.Vars[VarOut] != "" {
+			out = rc.Vars[VarOut]
+		}
+		if rc.Vars[VarRepo] != "" {
+			_, ch, err := runChange(ctx, rc)
+			if err != nil {
+				return Report{}, err
+			}
+			reviewed = ch.Reviewed()
+		}
 	}
-	return WriteReport(out, args.Markdown, fs)
+	markdown := args.Markdown
+	if reviewed != "" {
+		markdown = withReviewed(markdown, reviewed)
+	}
+	rep, err := WriteReport(out, markdown, fs)
+	rep.Reviewed = reviewed
+	return rep, err
+}
+
+// withReviewed says under the report's title (its first line, when that
+// is a heading) which commits were reviewed.
+func withReviewed(markdown, reviewed string) string {
+	line := "Reviewed " + reviewed + "."
+	if title, rest, ok := strings.Cut(markdown, "\n"); ok && strings.HasPrefix(title, "#") {
+		return title + "\n\n" + line + "\n" + rest
+	}
+	return line + "\n\n" + markdown
 }
 
 // WriteReportTool is the coordinator's write_report tool. It runs as an
 // activity on a worker, so "out" is a directory of that worker's host.
 var WriteReportTool = agents.MustFunctionTool("write_report",
 	"Writes the review: the Markdown report as "+ReportFile+" and the findings as "+FindingsFile+
-		" in the run's output directory. Returns the paths written and the counts of findings by severity.",
+		" in the run's output directory. Returns the paths written, the counts of findings by severity and the commits reviewed.",
 	writeReport, agents.AsActivity())

@@ -1,8 +1,9 @@
 // Package exampletest holds what the tests of the example graphs
 // (examples/dealdesk, examples/codereview, and e2e's runs of them) share:
-// a test environment that runs a graph offline (Env), the repository a
-// code review's tests review (ReviewRepo), and the check of what such a
-// review wrote (CheckReview).
+// a test environment that runs a graph offline (Env), one request of an
+// agent to a scenario (Asker), the repository a code review's tests
+// review (ReviewRepo), and the check of what such a review wrote
+// (CheckReview).
 package exampletest
 
 import (
@@ -37,14 +38,16 @@ import (
 // under policy (which host paths they may copy from), and a mem:// blob
 // store. It returns the scripted server, to count the rules it answered
 // with, and the directory that holds the workspaces. The environment logs
-// errors only, but those of the memory signal (see noMemorySignal).
-func Env(t testing.TB, g *agents.Graph, scenario []byte, policy sandbox.Policy) (*testsuite.TestWorkflowEnvironment, *scripted.Server, string) {
+// errors only, but those of the memory signal (see noMemorySignal). opts
+// configure the scripted server (scripted.WithLog, to see the requests
+// it rejects).
+func Env(t testing.TB, g *agents.Graph, scenario []byte, policy sandbox.Policy, opts ...scripted.Option) (*testsuite.TestWorkflowEnvironment, *scripted.Server, string) {
 	t.Helper()
 	sc, err := scripted.ParseScenario(scenario)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := scripted.New(sc)
+	srv := scripted.New(sc, opts...)
 	url, err := srv.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +105,71 @@ func (h noMemorySignal) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h noMemorySignal) WithGroup(name string) slog.Handler {
 	return noMemorySignal{h.Handler.WithGroup(name)}
+}
+
+// Asker sends single requests of a graph's agents to a scenario: the
+// scripted server over HTTP, through the model client a worker uses, so a
+// test sees which rule answers a conversation without running it.
+type Asker struct {
+	t     testing.TB
+	g     *agents.Graph
+	srv   *scripted.Server
+	model model.Model
+	vars  map[string]string
+}
+
+// NewAsker serves scenario and asks it as g's agents would, with vars as
+// the run variables of their instructions.
+func NewAsker(t testing.TB, g *agents.Graph, scenario []byte, vars map[string]string) *Asker {
+	t.Helper()
+	sc, err := scripted.ParseScenario(scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := scripted.New(sc)
+	url, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	m, err := model.New(model.Config{BaseURL: url, APIKey: "offline"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Asker{t: t, g: g, srv: srv, model: m, vars: vars}
+}
+
+// Ask sends agent's turn over input, offering it tools (by name, any
+// arguments), and returns the rule that answered and the answer. A
+// request no rule answers returns the model client's error.
+func (a *Asker) Ask(agent string, input []agents.Item, tools ...string) (string, *model.Response, error) {
+	a.t.Helper()
+	ag, err := a.g.Agent(agent)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	instructions, err := ag.ResolveInstructions(context.Background(), agents.RunContext{Vars: a.vars})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	req := model.Request{Model: "scripted", Instructions: instructions, Input: input}
+	for _, name := range tools {
+		req.Tools = append(req.Tools, agents.ToolSpec{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{}}`)})
+	}
+	if ag.Output != nil {
+		spec := ag.Output.Spec()
+		req.Output = &spec
+	}
+	before := len(a.srv.Calls())
+	resp, err := a.model.Respond(context.Background(), req)
+	if err != nil {
+		return "", nil, err
+	}
+	calls := a.srv.Calls()
+	if len(calls) != before+1 {
+		a.t.Fatalf("the server recorded %d answers, want 1", len(calls)-before)
+	}
+	return calls[len(calls)-1].Rule, resp, nil
 }
 
 // ReviewRepo creates a git repository of two commits with go-git: a

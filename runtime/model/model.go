@@ -93,6 +93,10 @@ type APIError struct {
 	StatusCode int
 	// Type and Code are the provider's error type and code, when given.
 	Type, Code string
+	// Param is the provider's param: the request parameter at fault, or,
+	// for the scripted server's CodeScenarioNoMatch, the scenario file to
+	// add a rule to.
+	Param string
 	// Message is the provider's message.
 	Message string
 	// Err is what kept the request from an answer (StatusCode 0): the
@@ -122,6 +126,23 @@ func (e *APIError) Retryable() bool {
 		return true
 	}
 	return false
+}
+
+// CodeScenarioNoMatch is the error code with which the scripted model
+// server (runtime/model/scripted) answers a request no rule of its
+// scenario matches. It is not a failure of the model: the offline script
+// has no answer for what was said.
+const CodeScenarioNoMatch = "scripted_no_match"
+
+// ScenarioNoMatch reports whether err is the scripted server's answer to
+// a request its scenario has no rule for, and if so the scenario file to
+// add a rule to (empty when the server did not say).
+func ScenarioNoMatch(err error) (source string, ok bool) {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.StatusCode == 400 && ae.Code == CodeScenarioNoMatch {
+		return ae.Param, true
+	}
+	return "", false
 }
 
 // IsRetryable reports whether err is worth retrying. A request the

@@ -216,7 +216,7 @@ func apiError(ctx context.Context, err error, resp *http.Response) error {
 	}
 	var oe *openai.Error
 	if errors.As(err, &oe) {
-		ae := &APIError{StatusCode: oe.StatusCode, Type: oe.Type, Code: oe.Code, Message: oe.Message}
+		ae := &APIError{StatusCode: oe.StatusCode, Type: oe.Type, Code: oe.Code, Param: oe.Param, Message: oe.Message}
 		if ae.Message == "" {
 			ae.Message = bodyMessage(oe.Response, oe.StatusCode)
 		}

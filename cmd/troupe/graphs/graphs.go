@@ -16,10 +16,10 @@ import (
 // cli.Main with your list.
 func Served() []cli.Graph {
 	return []cli.Graph{
-		{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario},
-		{Graph: codereview.Graph(), Scenario: codereview.Scenario, DefaultInput: codereview.DefaultRequest, Flags: []cli.Flag{
+		{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario, ScenarioFile: "examples/dealdesk/scenario.yaml"},
+		{Graph: codereview.Graph(), Scenario: codereview.Scenario, ScenarioFile: "examples/codereview/scenario.yaml", DefaultInput: codereview.DefaultRequest, Flags: []cli.Flag{
 			{Name: codereview.VarRepo, Usage: "git repository to review: a local path or a URL", HostPath: true},
-			{Name: codereview.VarRef, Usage: `commit, branch or tag to review against its first parent, or a range "A..B" / "A...B"`, Default: "HEAD"},
+			{Name: codereview.VarRef, Usage: `what to review: HEAD is the last commit; a revision R (HEAD~1, a commit, branch or tag) the change from R to HEAD; or a range "A..B" / "A...B"`, Default: "HEAD"},
 			{Name: codereview.VarOut, Usage: "directory for codereview-report.md and codereview-findings.json", Default: "."},
 		}},
 	}

@@ -21,9 +21,11 @@
 //     calls in the input without their outputs, and outputs without their
 //     calls. Messages follow OpenAI's, so a test sees what production would.
 //  3. Picks the first rule of the scenario whose match holds, or answers 400
-//     with code "scripted_no_match" and a message naming the turn, the
+//     with code "scripted_no_match", a message naming the turn, the
 //     instructions, the last input and the tools, so the scenario's author
-//     can add the missing rule.
+//     can add the missing rule, and as param the scenario file to add it
+//     to (the source of the rules for the request's agent, when known).
+//     A client tells this answer from the API's own by its code.
 //  4. Rejects (400, "scripted_unknown_tool") a rule that would call a tool
 //     the request does not offer, or one its tool_choice rules out ("none",
 //     a forced function, allowed_tools), since a real model cannot do that.
@@ -44,6 +46,8 @@
 //
 // A scenario is YAML or JSON:
 //
+//	intents:                       # what users ask, in their words
+//	  fix: ["fix|repair|patch", "make|get it|this work*"]
 //	rules:                         # in order; the first match wins
 //	  - name: triage-hands-off     # required, unique
 //	    match:                     # all conditions given must hold
@@ -54,6 +58,7 @@
 //	      last_input: "regexp"     # text of the last input item
 //	      input: "regexp"          # text of the first user message
 //	      has_output_schema: true  # a json_schema output format is requested
+//	      intent: fix              # the user just spoke, and has the intent
 //	    respond:                   # exactly one of text, json, calls
 //	      text: "Hello {{.User}}"  # a Go text/template
 //	      json: {risk: '{{field .LastOutput "risk_level"}}'}
@@ -62,6 +67,13 @@
 //	          arguments: {doc: pricing}
 //	      delay_ms: 0
 //	      pace_ms: 0               # between streamed text pieces
+//
+// An intent is a list of alternatives; an alternative is a list of terms
+// that must all be words of the message, in any order; a term is synonyms
+// separated by "|" ("*" ends a prefix); case does not matter. So "fix"
+// above holds for "Please repair the finding" and for "make this work",
+// and a scenario answers what users mean, not one sentence. An intent
+// holds only when the last input item is a user message.
 //
 // The turn of a request is 1 plus the number of model turns in its input,
 // a model turn being a maximal run of assistant-side items (assistant

@@ -6,6 +6,7 @@ package scripted
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -13,7 +14,9 @@ import (
 // Error codes of the rejections that are the scenario's doing rather than the
 // request's. They come in the code field of a 400 invalid_request_error.
 const (
-	// CodeNoMatch: no rule of the scenario matches the request.
+	// CodeNoMatch: no rule of the scenario matches the request. The
+	// error's param names the scenario file to add a rule to (see
+	// Rule.Source), when the rules know theirs.
 	CodeNoMatch = "scripted_no_match"
 	// CodeUnknownTool: the matching rule answers with a call to a tool that
 	// the request does not offer, or that its tool_choice rules out.
@@ -48,7 +51,7 @@ func answer(rules []*rule, c *conversation) (*reply, *apiError) {
 		}
 	}
 	if r == nil {
-		return nil, noMatch(c)
+		return nil, noMatch(rules, c)
 	}
 	for _, call := range r.calls {
 		if !c.offers(call.name) {
@@ -143,13 +146,39 @@ func renderArguments(call compiledCall, data TemplateData) (string, error) {
 // tokens approximates a token count as a quarter of the characters.
 func tokens(chars int) int { return (chars + 3) / 4 }
 
-// noMatch explains, for the scenario's author, which request found no rule.
-func noMatch(c *conversation) *apiError {
-	return &apiError{status: 400, code: CodeNoMatch, msg: fmt.Sprintf(
+// noMatch explains, for the scenario's author, which request found no
+// rule, and where to add one: its param is the source of the rules written
+// for the request's agent (those whose instructions condition the request
+// meets), else of every rule, sources joined by ", "; or null when the
+// rules have no source.
+func noMatch(rules []*rule, c *conversation) *apiError {
+	where := "the scenario"
+	src := ruleSources(rules, func(r *rule) bool {
+		return r.Match.Instructions != "" && strings.Contains(c.instructions, r.Match.Instructions)
+	})
+	if src == "" {
+		src = ruleSources(rules, func(*rule) bool { return true })
+	}
+	if src != "" {
+		where = src
+	}
+	return &apiError{status: 400, code: CodeNoMatch, param: src, msg: fmt.Sprintf(
 		"scripted: no rule matches this %s request: turn %d, instructions %q, last input %q, first user message %q, "+
-			"tools [%s], output schema %v. Add a rule for it to the scenario.",
+			"tools [%s], output schema %v. Add a rule for it to %s.",
 		c.api, c.turn(), truncate(c.instructions, 80), truncate(c.lastInput(), 200), truncate(c.firstUser(), 80),
-		strings.Join(c.tools, ", "), c.hasOutputSchema)}
+		strings.Join(c.tools, ", "), c.hasOutputSchema, where)}
+}
+
+// ruleSources joins the distinct sources of the rules that keep holds
+// for, in the rules' order.
+func ruleSources(rules []*rule, keep func(*rule) bool) string {
+	var srcs []string
+	for _, r := range rules {
+		if r.Source != "" && keep(r) && !slices.Contains(srcs, r.Source) {
+			srcs = append(srcs, r.Source)
+		}
+	}
+	return strings.Join(srcs, ", ")
 }
 
 // truncate shortens s to at most n runes, marking the cut with "...".

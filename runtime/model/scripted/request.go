@@ -127,6 +127,14 @@ func (c *conversation) turn() int {
 	return turns + 1
 }
 
+// lastItem is the last input item, if there is one.
+func (c *conversation) lastItem() (item, bool) {
+	if len(c.items) == 0 {
+		return item{}, false
+	}
+	return c.items[len(c.items)-1], true
+}
+
 func (c *conversation) lastInput() string {
 	if len(c.items) == 0 {
 		return ""

@@ -11,9 +11,11 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"sort"
 	"strings"
 	"text/template"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -21,6 +23,22 @@ import (
 // Scenario is the script a Server follows: an ordered list of rules. For each
 // request the first rule whose Match holds answers it.
 type Scenario struct {
+	// Intents name what a user may ask for, so rules can match a request
+	// by what its user message means (Match.Intent) rather than by its
+	// exact wording. Each intent is a list of alternatives, any of which
+	// will do; an alternative is a space-separated list of terms, all of
+	// which must appear in the message as words, in any order; a term is
+	// one or more synonyms separated by "|", any of which will do; a
+	// synonym ending in "*" is a prefix. Matching ignores case. For
+	// example, with
+	//
+	//	intents:
+	//	  fix: ["fix|repair|patch"]
+	//	  pipeline: ["every|all deal|deals pipeline"]
+	//
+	// "Please repair it" has the intent fix, and "Review all the deals in
+	// the pipeline" the intent pipeline.
+	Intents map[string][]string `yaml:"intents,omitempty" json:"intents,omitempty"`
 	// Rules are evaluated in order; the first match wins.
 	Rules []Rule `yaml:"rules" json:"rules"`
 }
@@ -35,6 +53,16 @@ type Rule struct {
 	Match Match `yaml:"match" json:"match"`
 	// Respond is the answer: exactly one of text, JSON or function calls.
 	Respond Respond `yaml:"respond" json:"respond"`
+	// Source names where the rule was written (a scenario file), so that
+	// the answer to a request no rule matches can say where to add one.
+	// LoadScenario sets it to the file's path; it is not read from the
+	// scenario itself.
+	Source string `yaml:"-" json:"-"`
+
+	// intent is the definition of Match.Intent in the scenario the rule
+	// was parsed from, so the rule keeps its meaning when it is copied
+	// into another scenario (as scenario files are merged).
+	intent []string
 }
 
 // Match is a condition on a request. Every condition that is set must hold;
@@ -71,6 +99,13 @@ type Match struct {
 	// structured output with a JSON schema (Responses text.format or Chat
 	// response_format of type json_schema).
 	HasOutputSchema *bool `yaml:"has_output_schema,omitempty" json:"has_output_schema,omitempty"`
+	// Intent names one of the scenario's Intents. It holds when the last
+	// input item is a user message (the user has just spoken: not a tool's
+	// output, nor a later turn of the same message) whose text has the
+	// intent. A rule from ParseScenario keeps the definition its scenario
+	// gave the intent, so rules copied from several scenario files into
+	// one match as they did in their own.
+	Intent string `yaml:"intent,omitempty" json:"intent,omitempty"`
 }
 
 // Respond is a rule's answer. Exactly one of Text, JSON and Calls is set.
@@ -128,6 +163,11 @@ func ParseScenario(data []byte) (*Scenario, error) {
 			return nil, fmt.Errorf("scripted: parse scenario YAML: %w", err)
 		}
 	}
+	for i, r := range sc.Rules {
+		if alts, ok := sc.Intents[r.Match.Intent]; ok {
+			sc.Rules[i].intent = alts
+		}
+	}
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
@@ -144,6 +184,9 @@ func LoadScenario(path string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	for i := range sc.Rules {
+		sc.Rules[i].Source = path
+	}
 	return sc, nil
 }
 
@@ -151,7 +194,8 @@ func LoadScenario(path string) (*Scenario, error) {
 // parsed one: at least one rule; names present and unique; exactly one of
 // text, json and calls per rule; tool names valid; turn bounds coherent;
 // templates parse and name only TemplateData fields; regular expressions
-// compile. The error names each invalid rule.
+// compile; intents are well formed and every intent a rule names exists.
+// The error names each invalid rule.
 func (sc *Scenario) Validate() error {
 	_, err := compileScenario(sc)
 	return err
@@ -162,6 +206,7 @@ type rule struct {
 	Rule
 	lastInput *regexp.Regexp
 	input     *regexp.Regexp
+	intent    intent
 	text      *template.Template
 	json      valueTemplate
 	calls     []compiledCall
@@ -180,6 +225,19 @@ func compileScenario(sc *Scenario) ([]*rule, error) {
 		return nil, errors.New("scripted: scenario has no rules")
 	}
 	var errs []error
+	intents := make(map[string]intent, len(sc.Intents))
+	names := make([]string, 0, len(sc.Intents))
+	for name := range sc.Intents {
+		names = append(names, name)
+	}
+	sort.Strings(names) // Errors in a stable order.
+	for _, name := range names {
+		in, err := compileIntent(sc.Intents[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("scripted: intent %q: %w", name, err))
+		}
+		intents[name] = in
+	}
 	seen := map[string]int{}
 	rules := make([]*rule, 0, len(sc.Rules))
 	for i, r := range sc.Rules {
@@ -215,6 +273,18 @@ func compileScenario(sc *Scenario) ([]*rule, error) {
 			if cr.input, err = regexp.Compile(m.Input); err != nil {
 				fail("match.input: %v", err)
 			}
+		}
+		if m.Intent != "" {
+			in, ok := intents[m.Intent]
+			if r.intent != nil {
+				// Defined where the rule was parsed (and checked there).
+				in, err = compileIntent(r.intent)
+				ok = err == nil
+			}
+			if !ok {
+				fail("match.intent %q is not one of the scenario's intents", m.Intent)
+			}
+			cr.intent = in
 		}
 		res := r.Respond
 		set := 0
@@ -312,5 +382,87 @@ func (r *rule) matches(c *conversation) bool {
 	if m.HasOutputSchema != nil && *m.HasOutputSchema != c.hasOutputSchema {
 		return false
 	}
+	if r.intent != nil {
+		last, ok := c.lastItem()
+		if !ok || last.kind != kindMessage || last.role != "user" || !r.intent.in(last.text) {
+			return false
+		}
+	}
 	return true
+}
+
+// intent is a compiled Scenario intent: alternatives of terms of
+// synonyms (see Scenario.Intents).
+type intent [][]term
+
+// term is one word of an alternative, with its synonyms.
+type term []synonym
+
+type synonym struct {
+	word   string // lower case
+	prefix bool   // written with a trailing "*"
+}
+
+func compileIntent(alts []string) (intent, error) {
+	if len(alts) == 0 {
+		return nil, errors.New("has no alternatives")
+	}
+	var in intent
+	for _, alt := range alts {
+		var terms []term
+		for _, t := range strings.Fields(alt) {
+			var tm term
+			for _, w := range strings.Split(t, "|") {
+				s := synonym{word: strings.ToLower(w)}
+				s.word, s.prefix = strings.CutSuffix(s.word, "*")
+				if s.word == "" || len(words(s.word)) != 1 || words(s.word)[0] != s.word {
+					return nil, fmt.Errorf("alternative %q: %q is not a word (letters and digits; a trailing * for a prefix)", alt, w)
+				}
+				tm = append(tm, s)
+			}
+			terms = append(terms, tm)
+		}
+		if len(terms) == 0 {
+			return nil, fmt.Errorf("alternative %q has no terms", alt)
+		}
+		in = append(in, terms)
+	}
+	return in, nil
+}
+
+// in reports whether text has the intent: every term of some alternative
+// is among its words.
+func (in intent) in(text string) bool {
+	ws := words(text)
+	for _, alt := range in {
+		all := true
+		for _, t := range alt {
+			if !t.among(ws) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+func (t term) among(ws []string) bool {
+	for _, s := range t {
+		for _, w := range ws {
+			if w == s.word || s.prefix && strings.HasPrefix(w, s.word) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// words splits text into lower-case words: runs of letters and digits.
+func words(text string) []string {
+	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
 }
