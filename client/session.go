@@ -365,10 +365,25 @@ func (c *Client) RemoveSession(ctx context.Context, id string) (RemoveSessionRes
 		if already {
 			why = "no session %s: it was removed already"
 		}
-		return res, fmt.Errorf("%w: %w", ErrNoSession, troupe.NonRetryable(troupe.ErrUnknownSession, why, id))
+		return res, noSession(fmt.Sprintf(why, id))
 	}
 	return res, nil
 }
+
+// noSessionError is RemoveSession's error for an id that names no
+// session: it reads as its message and the type, and is both ErrNoSession
+// and a troupe.ErrUnknownSession application error.
+type noSessionError struct {
+	msg string
+	app error
+}
+
+func noSession(msg string) error {
+	return &noSessionError{msg: msg, app: troupe.NonRetryable(troupe.ErrUnknownSession, "%s", msg)}
+}
+
+func (e *noSessionError) Error() string   { return e.msg + " (" + troupe.ErrUnknownSession + ")" }
+func (e *noSessionError) Unwrap() []error { return []error{ErrNoSession, e.app} }
 
 // terminateSession terminates session id's workflow and the workflows of
 // its turns that run, and records them in res (Found when it ran). closed
@@ -385,7 +400,7 @@ func (c *Client) terminateSession(ctx context.Context, id string, res *RemoveSes
 	}
 	info := d.GetWorkflowExecutionInfo()
 	if typ := info.GetType().GetName(); typ != troupe.SessionWorkflowName {
-		return false, false, fmt.Errorf("%w: %w", ErrNoSession, troupe.NonRetryable(troupe.ErrUnknownSession, "%s is a %q workflow, not a session: left alone", id, typ))
+		return false, false, noSession(fmt.Sprintf("%s is a %q workflow, not a session: left alone", id, typ))
 	}
 	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return true, info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED && c.removedBefore(ctx, id), nil

@@ -112,6 +112,9 @@ func TestRemoveSession(t *testing.T) {
 				troupe.SessionEntry{ID: id, Graph: "nosuch", Status: runtime.SessionIdle}); err != nil {
 				t.Fatal(err)
 			}
+			if err := c.GetWorkflow(ctx, id, "").Get(ctx, nil); err == nil {
+				t.Fatal("a session of graph nosuch ran")
+			}
 			waitListed(t, cl, id)
 			return id
 		}, 0, false},
@@ -169,6 +172,21 @@ func TestRemoveSession(t *testing.T) {
 			t.Errorf("removing an unknown id: %+v, %v; want not found (%s)", res, err, troupe.ErrUnknownSession)
 		}
 	})
+	t.Run("not a session", func(t *testing.T) {
+		id := fmt.Sprintf("other-%d", os.Getpid())
+		if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue + "-nobody"}, "not.a.session"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := cl.RemoveSession(ctx, id)
+		if !errors.Is(err, troupeclient.ErrNoSession) || troupe.ErrorType(err) != troupe.ErrUnknownSession || res.Found || len(res.Terminated) != 0 {
+			t.Errorf("removing a workflow that is not a session: %+v, %v; want not found (%s)", res, err, troupe.ErrUnknownSession)
+		}
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil || d.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			t.Errorf("the workflow that is not a session: %v, %v; want it left running", d.GetWorkflowExecutionInfo().GetStatus(), err)
+		}
+		_ = c.TerminateWorkflow(ctx, id, "", "test over")
+	})
 	if *historiesDir != "" {
 		for name, ids := range saved {
 			saveHistories(t, c, ids, *historiesDir, "removed-"+strings.ReplaceAll(name, " ", "-"))
@@ -185,7 +203,7 @@ func TestRemoveSession(t *testing.T) {
 func TestRemoveSessionWithoutWorker(t *testing.T) {
 	c := dial(t)
 	_, url := modelServer(t)
-	queue := fmt.Sprintf("e2e-rm-%d", os.Getpid())
+	queue := fmt.Sprintf("e2e-rm-%d-%d", os.Getpid(), queues.Add(1))
 	start := func() func() {
 		r := newRunner(t, url, model.APIResponses, queue, nil)
 		stop, err := r.StartWorkers(c, queue, worker.Options{})

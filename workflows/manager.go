@@ -3,14 +3,14 @@ package workflows
 // The session manager is the registry of a namespace's sessions and the
 // one door for their lifecycle: a session is created through it (it starts
 // the SessionWorkflow as its child, abandoned so that the session outlives
-// any one run of the manager), and renamed, paused, resumed and stopped
-// through it. Each step is a durable command of the manager's history, so
-// a call that a crash interrupts is carried on where it stopped when the
-// worker replays it, and calls are applied one after the other, in the
-// order the server took them: the registry and the sessions never
-// disagree for longer than a signal takes. Sessions tell the manager what
-// changed (troupe.session-changed) after each turn and command, so a
-// list needs no call to each session.
+// any one run of the manager), and renamed, paused, resumed, stopped and
+// removed through it (remove.go). Each step is a durable command of the
+// manager's history, so a call that a crash interrupts is carried on where
+// it stopped when the worker replays it, and calls are applied one after
+// the other, in the order the server took them: the registry and the
+// sessions never disagree for longer than a signal takes. Sessions tell
+// the manager what changed (troupe.session-changed) after each turn and
+// command, so a list needs no call to each session.
 
 import (
 	"errors"
