@@ -25,10 +25,12 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // TestRemoveSession: a session goes with `RemoveSession` whatever its
-// state — idle, paused, holding a live sandbox after a turn, stuck on a
+// state — idle, paused, holding a live sandbox after a turn, in the
+// middle of a turn (its agent terminated too), stuck on a
 // graph no worker serves — and with it its workflows, its place in the
 // manager's list, its sandboxes (the backend holds none after) and its
 // blob data. An unknown id, and one removed already, are not found. With
@@ -64,6 +66,8 @@ func TestRemoveSession(t *testing.T) {
 		// ran is whether the session's workflow ran until removed (a
 		// stuck one failed at its start, and stayed listed).
 		ran bool
+		// midTurn is whether a turn's agent runs when it is removed.
+		midTurn bool
 	}{
 		{"idle", func(t *testing.T) string {
 			s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes"})
@@ -71,7 +75,7 @@ func TestRemoveSession(t *testing.T) {
 				t.Fatal(err)
 			}
 			return s.ID()
-		}, 0, true},
+		}, 0, true, false},
 		{"paused", func(t *testing.T) string {
 			s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes"})
 			if err != nil {
@@ -81,7 +85,7 @@ func TestRemoveSession(t *testing.T) {
 				t.Fatalf("pause: %+v, %v", e, err)
 			}
 			return s.ID()
-		}, 0, true},
+		}, 0, true, false},
 		{"live sandbox", func(t *testing.T) string {
 			s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes"})
 			if err != nil {
@@ -97,7 +101,25 @@ func TestRemoveSession(t *testing.T) {
 				t.Fatalf("after a turn the session has no transcript: %v, %v", keys, err)
 			}
 			return s.ID()
-		}, 1, true},
+		}, 1, true, false},
+		// A turn's agent ran its command and waits on the model (30 s).
+		{"mid-turn", func(t *testing.T) string {
+			s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "notes"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slow, err := s.Send(ctx, "slow run: echo half > f.txt", false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			agent := s.ID() + "/" + slow.Turn + "/0-notekeeper"
+			for deadline := time.Now().Add(time.Minute); !activityDone(c, agent, lease.SandboxToolActivityName); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the turn's command never ran")
+				}
+			}
+			return s.ID()
+		}, 1, true, true},
 		// A session of a graph no worker serves (started directly, as a
 		// manager from before graphs were checked at create did): its
 		// workflow failed at once, its manager lists it idle for ever,
@@ -117,11 +139,11 @@ func TestRemoveSession(t *testing.T) {
 			}
 			waitListed(t, cl, id)
 			return id
-		}, 0, false},
+		}, 0, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := tc.make(t)
-			if tc.ran {
+			if tc.ran && !tc.midTurn {
 				saved[tc.name] = map[string]bool{id: true}
 				if tc.sandboxes > 0 {
 					saved[tc.name][id+"/t1/0-notekeeper"] = true
@@ -133,6 +155,9 @@ func TestRemoveSession(t *testing.T) {
 			}
 			if !res.Found || !res.Unlisted || slices.Contains(res.Terminated, id) != tc.ran || len(res.Sandboxes) != tc.sandboxes || len(res.Pending) != 0 {
 				t.Errorf("removed %+v; want found, unlisted, %s terminated: %v, %d sandboxes removed, nothing pending", res, id, tc.ran, tc.sandboxes)
+			}
+			if tc.midTurn && !slices.Contains(res.Terminated, id+"/t1/0-notekeeper") {
+				t.Errorf("removed %+v; want the turn's agent terminated too", res)
 			}
 			if tc.sandboxes > 0 && res.Blobs == 0 {
 				t.Errorf("removed %+v; want its turn's blob data deleted", res)
