@@ -112,3 +112,46 @@ type ManagerInput struct {
 	// commands. Callers leave it 0.
 	Bound int `json:"bound,omitempty"`
 }
+
+// Removing a session: troupe sessions rm, client.RemoveSession.
+const (
+	// RemoveSessionUpdate drops a session from the manager's registry
+	// and removes what it left: its sandboxes on the worker that takes
+	// the update's activity, its blob data (RemoveSessionInput →
+	// RemoveSessionResult). The caller terminates the session's
+	// workflows first, which needs no worker.
+	RemoveSessionUpdate = "troupe.remove-session"
+	// RemoveSessionSignal asks the same when no worker serves the
+	// manager's queue: the server keeps it until a worker runs the
+	// manager, which applies it then (RemoveSessionInput).
+	RemoveSessionSignal = "troupe.remove-session-signal"
+)
+
+// RemoveSessionInput removes the session ID.
+type RemoveSessionInput struct {
+	ID string `json:"id"`
+}
+
+// RemoveSessionResult says what the removal of session ID did, and what
+// waits.
+type RemoveSessionResult struct {
+	ID string `json:"id"`
+	// Found is whether there was a session to remove: its workflow, or
+	// an entry in the manager's registry. Removing an id that names
+	// neither (unknown, or removed already) does nothing.
+	Found bool `json:"found"`
+	// Terminated are the workflows that were running and were
+	// terminated: the session's and its turns' agents'.
+	Terminated []string `json:"terminated,omitempty"`
+	// Unlisted is whether the manager dropped the session from its
+	// registry (sessions ls no longer lists it).
+	Unlisted bool `json:"unlisted"`
+	// Sandboxes are the sandboxes removed, as backend/id.
+	Sandboxes []string `json:"sandboxes,omitempty"`
+	// Blobs counts the blob objects deleted: transcripts, outputs,
+	// snapshots and event pages of the session and its turns.
+	Blobs int `json:"blobs"`
+	// Pending says what is left to do and who does it: what waits for
+	// a worker, the data a fork of the session still shares.
+	Pending []string `json:"pending,omitempty"`
+}

@@ -26,7 +26,7 @@ func sessionsCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "sessions",
-		Short: "Create, list, show, message, pause, resume, rename and stop sessions, and set their budgets",
+		Short: "Create, list, show, message, pause, resume, rename, stop and remove sessions, and set their budgets",
 		Long: "A session is a conversation with a graph that lives as long as you keep it: each message is a turn, answered by\n" +
 			"the agent that ended the last one, with the conversation and the workspaces so far. A worker (`troupe dev` or\n" +
 			"`troupe worker`) serves them; they idle at no cost between messages.",
@@ -270,7 +270,43 @@ func sessionsCommand() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, ls, show, send, fork, budget,
+	rm := &cobra.Command{
+		Use:   "rm SESSION...",
+		Short: "Remove sessions in any state, stuck or not: their workflows, their place in sessions ls, their sandboxes and blob data",
+		Long: "rm removes each session, whatever it is doing: a running turn is cut short (terminated, not cancelled), a\n" +
+			"paused, stopped or stuck session (one of a graph no worker serves) goes all the same. Its workflows are\n" +
+			"terminated at once; the worker that takes the removal drops it from sessions ls and removes its sandboxes\n" +
+			"and blob data (data a fork still shares stays until the fork is done). With no worker running it does not\n" +
+			"wait: it says what is left for the next worker to do. An id that names no session, or one removed\n" +
+			"already, is reported as not found (troupe.UnknownSession) and makes the exit status 1.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withTemporal(cmd, func(cn *conn) error {
+				cl := cn.runs("", nil)
+				var results []troupeclient.RemoveSessionResult
+				var missing []error
+				for _, id := range args {
+					res, err := cl.RemoveSession(cmd.Context(), id)
+					if errors.Is(err, troupeclient.ErrNoSession) {
+						missing = append(missing, err)
+					} else if err != nil {
+						return err
+					}
+					results = append(results, res)
+					if !asJSON && res.Found {
+						printRemoved(cmd.OutOrStdout(), res)
+					}
+				}
+				if asJSON {
+					if err := printJSON(cmd.OutOrStdout(), results); err != nil {
+						return err
+					}
+				}
+				return errors.Join(missing...)
+			})
+		},
+	}
+	cmd.AddCommand(create, ls, show, send, fork, budget, rm,
 		command("switch SESSION BACKEND", "Move every workspace of a session to another sandbox backend (local, bwrap, docker), files intact", troupe.CommandSwitch, 2),
 		command("pause SESSION", "Pause a session: no turn starts, and a running turn's agents start no model call or tool", troupe.CommandPause, 1),
 		command("resume SESSION", "Resume a paused session where it stopped", troupe.CommandResume, 1),
@@ -279,6 +315,37 @@ func sessionsCommand() *cobra.Command {
 		command("policy SESSION enqueue|reject|interrupt|rollback", "Set what a message sent during a turn does", troupe.CommandPolicy, 2),
 	)
 	return cmd
+}
+
+// printRemoved says what the removal of a session did, and what waits.
+func printRemoved(w io.Writer, res troupeclient.RemoveSessionResult) {
+	var did []string
+	if n := len(res.Terminated); n > 0 {
+		did = append(did, fmt.Sprintf("terminated %d workflow%s", n, plural(n)))
+	}
+	if res.Unlisted {
+		did = append(did, "unlisted")
+	}
+	if n := len(res.Sandboxes); n > 0 {
+		did = append(did, fmt.Sprintf("removed %d sandbox%s (%s)", n, map[bool]string{true: "es"}[n > 1], strings.Join(res.Sandboxes, ", ")))
+	}
+	if res.Blobs > 0 {
+		did = append(did, fmt.Sprintf("deleted %d blob%s", res.Blobs, plural(res.Blobs)))
+	}
+	if len(did) == 0 {
+		did = append(did, "nothing was left of it")
+	}
+	fmt.Fprintf(w, "removed session %s: %s\n", res.ID, strings.Join(did, ", "))
+	for _, p := range res.Pending {
+		fmt.Fprintf(w, "  left: %s\n", p)
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // warnUnserved says so on stderr when no worker serves the sessions: the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -313,4 +315,199 @@ func (s *Session) Result(ctx context.Context) (SessionInfo, error) {
 	var info SessionInfo
 	err := s.c.cfg.Temporal.GetWorkflow(ctx, s.id, "").Get(ctx, &info)
 	return info, err
+}
+
+// RemoveSessionResult says what RemoveSession removed, and what waits.
+type RemoveSessionResult = troupe.RemoveSessionResult
+
+// removedReason is the reason RemoveSession terminates a session's
+// workflows with: a session terminated with it was removed already.
+const removedReason = "troupe: session removed"
+
+// acceptPatience bounds how long RemoveSession waits for a worker to take
+// its update in before it leaves the removal to the manager by signal: a
+// worker that polled a minute ago may be gone.
+const acceptPatience = 10 * time.Second
+
+// RemoveSession removes session id, whatever state it is in: running a
+// turn, idle, paused, stopped, or stuck (a graph no worker serves, a
+// workflow that fails every task). It terminates the session's workflow
+// and those of its turns' agents (no worker needed), then has the session
+// manager of the client's task queue drop it from its registry and remove
+// its sandboxes and blob data (troupe.RemoveSessionUpdate). When no worker
+// serves the queue it does not wait for one: it signals the manager
+// instead (troupe.RemoveSessionSignal), which does the rest when a worker
+// runs, and the result's Pending says so. Data a fork of the session
+// still shares stays until the fork is done with it.
+//
+// An id that names no session (unknown, or removed already) fails with an
+// error that wraps ErrNoSession and whose troupe.ErrorType is
+// troupe.ErrUnknownSession, with a result whose Found is false; one that
+// names another kind of workflow fails the same way and is left alone.
+func (c *Client) RemoveSession(ctx context.Context, id string) (RemoveSessionResult, error) {
+	res := RemoveSessionResult{ID: id}
+	if id == "" || strings.Contains(id, "/") {
+		return res, fmt.Errorf("remove session %q: %w", id, troupe.NonRetryable(troupe.ErrBadCommand, "a session id is not empty and holds no /"))
+	}
+	closed, already, err := c.terminateSession(ctx, id, &res)
+	if err != nil {
+		return res, err
+	}
+	signalled, err := c.unlist(ctx, id, &res)
+	if err != nil {
+		return res, err
+	}
+	// A session that closed (stopped) without a removal is found when the
+	// registry lists it, or when no worker can say whether it does.
+	res.Found = res.Found || closed && !already && signalled
+	if !res.Found {
+		why := "no session %s"
+		if already {
+			why = "no session %s: it was removed already"
+		}
+		return res, noSession(fmt.Sprintf(why, id))
+	}
+	return res, nil
+}
+
+// noSessionError is RemoveSession's error for an id that names no
+// session: it reads as its message and the type, and is both ErrNoSession
+// and a troupe.ErrUnknownSession application error.
+type noSessionError struct {
+	msg string
+	app error
+}
+
+func noSession(msg string) error {
+	return &noSessionError{msg: msg, app: troupe.NonRetryable(troupe.ErrUnknownSession, "%s", msg)}
+}
+
+func (e *noSessionError) Error() string   { return e.msg + " (" + troupe.ErrUnknownSession + ")" }
+func (e *noSessionError) Unwrap() []error { return []error{ErrNoSession, e.app} }
+
+// terminateSession terminates session id's workflow and the workflows of
+// its turns that run, and records them in res (Found when it ran). closed
+// reports a session whose workflow had closed; already one that an
+// earlier removal terminated.
+func (c *Client) terminateSession(ctx context.Context, id string, res *RemoveSessionResult) (closed, already bool, err error) {
+	d, err := c.cfg.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return false, false, nil // Only the registry may hold it.
+	case err != nil:
+		return false, false, fmt.Errorf("remove session %s: %w", id, err)
+	}
+	info := d.GetWorkflowExecutionInfo()
+	if typ := info.GetType().GetName(); typ != troupe.SessionWorkflowName {
+		return false, false, noSession(fmt.Sprintf("%s is a %q workflow, not a session: left alone", id, typ))
+	}
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return true, info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED && c.removedBefore(ctx, id), nil
+	}
+	res.Found = true
+	// Its turns' workflows close with it (they are children that the
+	// server terminates with their parent); they are terminated here too,
+	// so that none runs, and holds its sandbox, once this returns.
+	tree := []string{id}
+	for i := 0; i < len(tree); i++ {
+		if i > 0 {
+			if d, err = c.cfg.Temporal.DescribeWorkflowExecution(ctx, tree[i], ""); err != nil {
+				continue // Closed and gone meanwhile.
+			}
+		}
+		for _, ch := range d.GetPendingChildren() {
+			tree = append(tree, ch.GetWorkflowId())
+		}
+	}
+	for _, wf := range tree {
+		err := c.cfg.Temporal.TerminateWorkflow(ctx, wf, "", removedReason)
+		switch {
+		case err == nil:
+			res.Terminated = append(res.Terminated, wf)
+		case errors.As(err, &nf): // Closed meanwhile.
+		default:
+			return false, false, fmt.Errorf("remove session %s: terminate %s: %w", id, wf, err)
+		}
+	}
+	return false, false, nil
+}
+
+// removedBefore reports whether the terminated session id was terminated
+// by a removal.
+func (c *Client) removedBefore(ctx context.Context, id string) bool {
+	it := c.cfg.Temporal.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return false
+		}
+		if t := e.GetWorkflowExecutionTerminatedEventAttributes(); t != nil {
+			return t.GetReason() == removedReason
+		}
+	}
+	return false
+}
+
+// unlist has the session manager drop session id from its registry and
+// remove its sandboxes and blob data: by update, when a worker takes it
+// within acceptPatience; else by signal (signalled), which the manager
+// takes when a worker runs.
+func (c *Client) unlist(ctx context.Context, id string, res *RemoveSessionResult) (signalled bool, err error) {
+	manager := troupe.SessionManagerIDFor(c.cfg.TaskQueue)
+	in := troupe.RemoveSessionInput{ID: id}
+	var nf *serviceerror.NotFound
+	if queueServed(ctx, c.cfg.Temporal, c.cfg.TaskQueue) {
+		actx, cancel := context.WithTimeout(ctx, acceptPatience)
+		h, err := c.cfg.Temporal.UpdateWorkflow(actx, client.UpdateWorkflowOptions{WorkflowID: manager, UpdateName: troupe.RemoveSessionUpdate,
+			WaitForStage: client.WorkflowUpdateStageAccepted, Args: []any{in}})
+		cancel()
+		switch {
+		case errors.As(err, &nf):
+			return false, nil // No manager: no session was ever created on this queue.
+		case err == nil:
+			var done RemoveSessionResult
+			if err := h.Get(ctx, &done); err != nil {
+				return false, fmt.Errorf("remove session %s: %w", id, err)
+			}
+			res.Found = res.Found || done.Found
+			res.Unlisted, res.Sandboxes, res.Blobs, res.Pending = done.Unlisted, done.Sandboxes, done.Blobs, append(res.Pending, done.Pending...)
+			return false, nil
+		case ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !isDeadline(err):
+			return false, fmt.Errorf("remove session %s: %w", id, err)
+		}
+		// No worker took it in: the manager takes the signal when one runs.
+	}
+	err = c.cfg.Temporal.SignalWorkflow(ctx, manager, "", troupe.RemoveSessionSignal, in)
+	switch {
+	case errors.As(err, &nf):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("remove session %s: %w", id, err)
+	}
+	res.Pending = append(res.Pending, fmt.Sprintf("no worker serves task queue %s: the session manager drops it from its list, and its sandboxes and blob data are removed, when `troupe dev` or `troupe worker` runs", c.cfg.TaskQueue))
+	return true, nil
+}
+
+// isDeadline reports whether err is the server's deadline, which an
+// update's wait for a worker may end with rather than the context's.
+func isDeadline(err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	return errors.As(err, &de)
+}
+
+// queueServed reports whether a worker polled queue's workflow tasks
+// within pollerFresh; true when the server cannot say, so that the caller
+// tries.
+func queueServed(ctx context.Context, c client.Client, queue string) bool {
+	d, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return true
+	}
+	for _, p := range d.GetPollers() {
+		if time.Since(p.GetLastAccessTime().AsTime()) < pollerFresh {
+			return true
+		}
+	}
+	return false
 }

@@ -24,7 +24,8 @@ import (
 //	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio|TestRunContinuesAsNew|TestLongRunContinuesAsNew|TestDealDeskSession' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
 //
 // (and so do the tests of other sets: TestBudgetEndToEnd's
-// v11-budget-asks, TestGuardrailsEndToEnd's v10-guardrails, ...).
+// v11-budget-asks, TestGuardrailsEndToEnd's v10-guardrails, TestRemoveSession's and
+// TestRemoveSessionWithoutWorker's v13-remove-session, ...).
 var historiesDir = flag.String("histories", "", "save the deal-desk and MCP runs' workflow histories to this directory")
 
 // saveHistories writes the histories of the workflows ids to dir, named

@@ -87,6 +87,10 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["sandbox_info"] = lease.SandboxInfo{State: sandbox.State{Backend: "bwrap", Host: "host-1", ID: "run-1-0-triage-1a2b3c4d-g1", Workspace: "/var/troupe/sandboxes/bwrap/run-1-0-triage-1a2b3c4d-g1"},
 		Queue: "troupe-sandbox-host-1-1234abcd", NotInForce: []string{"memory_bytes: no cgroup v2 delegation"}, Guidance: "outputs/run-1/0-triage/guidance-1f2e3d4c5b6a7988.md"}
 	payloads["lifecycle_input"] = troupe.LifecycleInput{ID: "session-1", Command: troupe.SessionCommand{Op: troupe.CommandSwitch, Arg: "bwrap"}}
+	payloads["remove_session_input"] = troupe.RemoveSessionInput{ID: "session-1"}
+	payloads["remove_session_result"] = troupe.RemoveSessionResult{ID: "session-1", Found: true, Terminated: []string{"session-1", "session-1/t3/0-coordinator"},
+		Unlisted: true, Sandboxes: []string{"bwrap/session-1-coordinator-g1"}, Blobs: 42,
+		Pending: []string{"its blob data, which its fork session-1-fork-1a2b3c4d still shares: the retention sweep deletes it once the fork is done"}}
 	payloads["session_entry"] = troupe.SessionEntry{ID: "session-1", Name: "acme renewal", Graph: "dealdesk", Agent: "coordinator", Status: runtime.SessionIdle,
 		Policy: runtime.PolicyEnqueue, Turns: 3, Usage: usage, Backends: []string{"bwrap"}, Created: at, LastActivity: at}
 	// Memory: the scope's workflow input (carried through continue-as-new),

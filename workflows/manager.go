@@ -3,14 +3,14 @@ package workflows
 // The session manager is the registry of a namespace's sessions and the
 // one door for their lifecycle: a session is created through it (it starts
 // the SessionWorkflow as its child, abandoned so that the session outlives
-// any one run of the manager), and renamed, paused, resumed and stopped
-// through it. Each step is a durable command of the manager's history, so
-// a call that a crash interrupts is carried on where it stopped when the
-// worker replays it, and calls are applied one after the other, in the
-// order the server took them: the registry and the sessions never
-// disagree for longer than a signal takes. Sessions tell the manager what
-// changed (troupe.session-changed) after each turn and command, so a
-// list needs no call to each session.
+// any one run of the manager), and renamed, paused, resumed, stopped and
+// removed through it (remove.go). Each step is a durable command of the
+// manager's history, so a call that a crash interrupts is carried on where
+// it stopped when the worker replays it, and calls are applied one after
+// the other, in the order the server took them: the registry and the
+// sessions never disagree for longer than a signal takes. Sessions tell
+// the manager what changed (troupe.session-changed) after each turn and
+// command, so a list needs no call to each session.
 
 import (
 	"errors"
@@ -47,8 +47,13 @@ type manager struct {
 	// the previous run left: the query says to ask again, updates wait.
 	loading bool
 	// failures and news are the channels of the forks that failed and of
-	// the sessions' news (troupe.session-changed).
-	failures, news workflow.ReceiveChannel
+	// the sessions' news (troupe.session-changed); removals that of the
+	// removals signalled when no worker served the queue.
+	failures, news, removals workflow.ReceiveChannel
+	// removed are the sessions this run removed, whose late news it
+	// drops; removing counts the signalled removals under way.
+	removed  map[string]bool
+	removing int
 	// bound is the history length at which the run continues as new.
 	bound int
 }
@@ -57,7 +62,7 @@ type manager struct {
 // file. It continues as new, carrying its registry by reference (blob
 // pages, see registry.go), when its history reaches its bound.
 func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerInput) error {
-	m := &manager{r: r, sessions: in.Sessions, failed: map[string]string{}, loading: len(in.Pages) > 0}
+	m := &manager{r: r, sessions: in.Sessions, failed: map[string]string{}, removed: map[string]bool{}, loading: len(in.Pages) > 0}
 	if err := m.setHandlers(ctx); err != nil {
 		return err
 	}
@@ -69,6 +74,7 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 	// handed a signal it has not applied yet when the run continues.
 	m.failures = workflow.GetSignalChannel(ctx, troupe.ForkFailedSignal)
 	m.news = workflow.GetSignalChannel(ctx, troupe.SessionChangedSignal)
+	m.removals = workflow.GetSignalChannel(ctx, troupe.RemoveSessionSignal)
 	if err := m.fixBound(ctx, in.Bound); err != nil {
 		return err
 	}
@@ -97,7 +103,7 @@ func (m *manager) load(ctx workflow.Context, pages []string) error {
 // with no update half-handled, so that the run can continue as new.
 func (m *manager) listen(ctx workflow.Context) error {
 	for {
-		if err := workflow.Await(ctx, func() bool { return m.failures.Len() > 0 || m.news.Len() > 0 || m.atBound(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return m.signalled() || m.atBound(ctx) }); err != nil {
 			return err
 		}
 		m.drain(ctx)
@@ -130,6 +136,9 @@ func (m *manager) setHandlers(ctx workflow.Context) error {
 	if err := setLoadedUpdate(ctx, troupe.LifecycleUpdate, &m.loading, m.checkLifecycle, m.lifecycle, nil); err != nil {
 		return err
 	}
+	if err := setLoadedUpdate(ctx, troupe.RemoveSessionUpdate, &m.loading, m.checkRemove, m.remove, nil); err != nil {
+		return err
+	}
 	return setLoadedUpdate(ctx, troupe.ForkUpdate, &m.loading, m.checkFork, m.fork, nil)
 }
 
@@ -152,7 +161,18 @@ func (m *manager) fixBound(ctx workflow.Context, bound int) error {
 // long enough, and no update is half-handled.
 func (m *manager) atBound(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	return (info.GetCurrentHistoryLength() >= m.bound || info.GetContinueAsNewSuggested()) && workflow.AllHandlersFinished(ctx)
+	return (info.GetCurrentHistoryLength() >= m.bound || info.GetContinueAsNewSuggested()) && m.settled(ctx)
+}
+
+// signalled is whether a signal waits to be taken.
+func (m *manager) signalled() bool {
+	return m.failures.Len() > 0 || m.news.Len() > 0 || m.removals.Len() > 0
+}
+
+// settled is whether no update is half-handled and no signalled removal
+// under way.
+func (m *manager) settled(ctx workflow.Context) bool {
+	return workflow.AllHandlersFinished(ctx) && m.removing == 0
 }
 
 // drain applies every signal received and not yet taken, the failed forks
@@ -171,6 +191,13 @@ func (m *manager) drain(ctx workflow.Context) {
 			break
 		}
 		m.changed(workflow.Now(ctx), e)
+	}
+	for {
+		var in troupe.RemoveSessionInput
+		if !m.removals.ReceiveAsync(&in) {
+			break
+		}
+		m.removeSignalled(ctx, in)
 	}
 }
 
@@ -217,10 +244,10 @@ func (m *manager) save(ctx workflow.Context, kept []troupe.SessionEntry) ([]stri
 		}
 		// Signals and updates that came while the pages were saved are
 		// taken, and the registry saved again: none is lost.
-		if m.failures.Len() == 0 && m.news.Len() == 0 && workflow.AllHandlersFinished(ctx) {
+		if !m.signalled() && m.settled(ctx) {
 			return pages, nil
 		}
-		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return m.settled(ctx) }); err != nil {
 			return nil, err
 		}
 		m.drain(ctx)
@@ -450,6 +477,9 @@ func (m *manager) fork(ctx workflow.Context, in troupe.ForkInput) (troupe.Sessio
 // changed takes a session's news, at now. A session the registry first
 // hears of by its news (a fork) was created then.
 func (m *manager) changed(now time.Time, e troupe.SessionEntry) {
+	if m.removed[e.ID] {
+		return // Late news of a session removed.
+	}
 	i := m.find(e.ID)
 	if i < 0 {
 		if e.Created.IsZero() {

@@ -102,6 +102,12 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// that has not ended. Runs from before the change replay as they
 		// were: v12-source-not-allowed-before, recorded on d952abc.)
 		{mustFail, "source-not-allowed-version-bumped.json", today, "a coordinator whose source-not-allowed marker has version 2", "TMPRL1100"},
+		// A manager that removed sessions, its remove-session marker
+		// renamed: replayed, it takes the removals as a manager from
+		// before removals did (ignored), and schedules none of the
+		// activities its history has: the SDK finds no activity for the
+		// completion its history records (TMPRL1100).
+		{mustFail, "remove-session-version-renamed.json", today, "a session manager whose remove-session marker has another change id", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -114,7 +120,8 @@ func TestReplayCatchesDrift(t *testing.T) {
 	// Every must-fail fixture is in the table above, with why it must fail.
 	for f := range workflowstest.ReadIndex(t, mustFail) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
-			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json"}, f) {
+			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json",
+			"remove-session-version-renamed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

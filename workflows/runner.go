@@ -393,6 +393,7 @@ func (r *Runner) RegisterActivities(w worker.ActivityRegistry) {
 	r.events.Register(w)
 	r.retention.Register(w)
 	w.RegisterActivityWithOptions(r.acts.RegistryPages, activity.RegisterOptions{Name: RegistryActivityName})
+	w.RegisterActivityWithOptions(r.acts.RemoveSessionData, activity.RegisterOptions{Name: RemoveSessionDataActivityName})
 	r.memory.Register(w)
 }
 

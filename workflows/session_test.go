@@ -1301,3 +1301,48 @@ func TestSessionSwitchReachesAgentTools(t *testing.T) {
 		t.Errorf("after the switch the agent tool ran in %s, want a workspace under %s (the backend switched to)", got, other)
 	}
 }
+
+// The manager drops a removed session from its list, whether the removal
+// came by update or (with no worker up when it was asked) by signal, and
+// news the session sent before it was terminated, arriving late, does
+// not list it again. A removal of a turn's workflow id is refused.
+func TestSessionManagerRemoves(t *testing.T) {
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{testGraph(t)}, Model: &workflowstest.FuncModel{}})
+	news := func(id string) {
+		env.SignalWorkflow(troupe.SessionChangedSignal, troupe.SessionEntry{ID: id, Graph: "test", Agent: "c", Status: runtime.SessionIdle})
+	}
+	var removed, again, turn *workflowstest.Update
+	var listed [][]troupe.SessionEntry
+	list := func() { listed = append(listed, sessionsNow(t, env)) }
+	env.RegisterDelayedCallback(func() { news("s1"); news("s2"); news("s3") }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		removed = workflowstest.SendUpdate(env, troupe.RemoveSessionUpdate, troupe.RemoveSessionInput{ID: "s1"})
+		turn = workflowstest.SendUpdate(env, troupe.RemoveSessionUpdate, troupe.RemoveSessionInput{ID: "s2/t1/0-c"})
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		news("s1") // Late.
+		env.SignalWorkflow(troupe.RemoveSessionSignal, troupe.RemoveSessionInput{ID: "s2"})
+	}, 3*time.Second)
+	env.RegisterDelayedCallback(list, 4*time.Second)
+	env.RegisterDelayedCallback(func() {
+		again = workflowstest.SendUpdate(env, troupe.RemoveSessionUpdate, troupe.RemoveSessionInput{ID: "s1"})
+	}, 5*time.Second)
+	listThenCancel(t, env, new([]troupe.SessionEntry), time.Minute)
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
+
+	var res troupe.RemoveSessionResult
+	removed.Decode(t, &res)
+	if removed.Err() != nil || !res.Found || !res.Unlisted {
+		t.Errorf("remove s1: %+v, %v; want found and unlisted", res, removed.Err())
+	}
+	again.Decode(t, &res)
+	if again.Err() != nil || res.Found || res.Unlisted {
+		t.Errorf("remove s1 again: %+v, %v; want not found", res, again.Err())
+	}
+	if turn.Accepted() || troupe.ErrorType(turn.Err()) != troupe.ErrBadCommand {
+		t.Errorf("remove a turn's workflow: accepted %v, err %v; want refused as %s", turn.Accepted(), turn.Err(), troupe.ErrBadCommand)
+	}
+	if len(listed) != 1 || len(listed[0]) != 1 || listed[0][0].ID != "s3" {
+		t.Errorf("listed %+v, want s3 alone", listed)
+	}
+}

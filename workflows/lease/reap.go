@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -47,6 +48,24 @@ func ReapOrphans(ctx context.Context, clients map[string]sandbox.Client, keep fu
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// ReapRun removes, from every client that is a sandbox.Reaper, the
+// sandboxes of workflow id and of the workflows under it (whose ids start
+// with id/: a session's turns and their agents) once their workflow has
+// closed, by KeepOpen's rule; the sandboxes of other workflows are left
+// to StartReaping. It is what removing a session does at once, on the
+// worker that runs it; the sandboxes on other hosts go when their
+// worker's reaper next runs.
+func ReapRun(ctx context.Context, c client.Client, namespace string, clients map[string]sandbox.Client, id string) (map[string][]string, error) {
+	open := KeepOpen(ctx, c, namespace)
+	return ReapOrphans(ctx, clients, func(labels map[string]string) bool {
+		wf := labels["troupe.workflow"]
+		if wf != id && !strings.HasPrefix(wf, id+"/") {
+			return true
+		}
+		return open(labels)
+	})
 }
 
 // StartReaping reaps the orphan sandboxes of namespace's workflows on c's

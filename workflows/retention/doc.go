@@ -21,6 +21,9 @@
 //     state cannot be read, is never touched. A run's marks go with its
 //     data. StartSweeping sweeps in the background, at start and every
 //     SweepInterval; the worker command (TROUPE_BLOB_RETENTION) runs it.
+//  4. Removal. Remove deletes the data of a run at once, whatever its
+//     age (a session removed: troupe sessions rm), but for the data a
+//     fork still shares, which Sweep deletes later.
 //
 // A store shared by several namespaces or clusters would see the others'
 // runs as unknown ones: give each namespace its own bucket or prefix.

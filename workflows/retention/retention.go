@@ -130,6 +130,48 @@ func Sweep(ctx context.Context, c client.Client, store *blob.Store, retention ti
 	return swept, errors.Join(errs...)
 }
 
+// Remove deletes the blob data of run (a session removed: its workflows
+// terminated), whatever its age, and returns how many blobs it deleted.
+// Data that a fork still shares (a fork not done with it, by keptFor's
+// rule at the Default retention) is kept, and the forks that keep it are
+// returned: Sweep deletes it once they are done. Run's own marks on the
+// data of the runs it was forked from go either way, so that their data
+// no longer waits for run.
+func Remove(ctx context.Context, c client.Client, store *blob.Store, run string) (deleted int, keptFor []string, err error) {
+	forks, err := store.Dirs(ctx, "keep/"+run+"/")
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, f := range forks {
+		done, err := runDone(ctx, c, store, f, Default)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !done {
+			keptFor = append(keptFor, f)
+		}
+	}
+	var errs []error
+	if len(keptFor) == 0 {
+		for _, area := range areas {
+			n, err := store.DeletePrefix(ctx, area+run+"/")
+			deleted += n
+			errs = append(errs, err)
+		}
+		n, err := store.DeletePrefix(ctx, "keep/"+run+"/")
+		deleted += n
+		errs = append(errs, err)
+	}
+	marked, err := store.Dirs(ctx, "keep/")
+	errs = append(errs, err)
+	for _, m := range marked {
+		n, err := store.DeletePrefix(ctx, "keep/"+m+"/"+run+"/")
+		deleted += n
+		errs = append(errs, err)
+	}
+	return deleted, keptFor, errors.Join(errs...)
+}
+
 // keptFor reports whether a run that shares run's data (a fork of it) is
 // not done with its own.
 func keptFor(ctx context.Context, c client.Client, store *blob.Store, run string, retention time.Duration) (bool, error) {

@@ -134,3 +134,59 @@ func TestStartSweeping(t *testing.T) {
 		t.Errorf("sweeps %v then %v, want gone then nothing", first, second)
 	}
 }
+
+// TestRemove: a removed run's data goes at once, whatever its age, with
+// its own marks on the data it shares; the data a running fork still
+// shares stays, and the fork is named.
+func TestRemove(t *testing.T) {
+	ctx := context.Background()
+	c := runs{status: map[string]enums.WorkflowExecutionStatus{
+		"removed": enums.WORKFLOW_EXECUTION_STATUS_TERMINATED, "source": enums.WORKFLOW_EXECUTION_STATUS_TERMINATED,
+		"fork": enums.WORKFLOW_EXECUTION_STATUS_RUNNING,
+	}, closed: time.Now()}
+	for _, tc := range []struct {
+		name, run string
+		deleted   int
+		keptFor   []string
+		left      []string // keys left in the store
+	}{
+		// removed is itself a fork of source: its mark on source goes.
+		{"unshared", "removed", 3, nil, []string{"outputs/source/0-a/1-call", "keep/source/fork/mark"}},
+		{"shared with a running fork", "source", 0, []string{"fork"}, []string{"outputs/source/0-a/1-call", "keep/source/fork/mark"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, err := blob.Open(ctx, "mem://")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"transcripts/removed/0-a/000001.json", "outputs/removed/t1/0-a/1-call", "outputs/source/0-a/1-call"} {
+				if err := store.Put(ctx, k, []byte("data")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			acts := &retention.Activities{Store: store}
+			if err := acts.Keep(ctx, retention.KeepInput{For: "removed", Runs: []string{"source"}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := acts.Keep(ctx, retention.KeepInput{For: "fork", Runs: []string{"source"}}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.run == "source" {
+				// The removed fork's own data and mark are another test's.
+				for _, p := range []string{"transcripts/removed/", "outputs/removed/", "keep/source/removed/"} {
+					if _, err := store.DeletePrefix(ctx, p); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			deleted, keptFor, err := retention.Remove(ctx, c, store, tc.run)
+			if err != nil || deleted != tc.deleted || !slices.Equal(keptFor, tc.keptFor) {
+				t.Errorf("remove %s: deleted %d, kept for %v, %v; want %d, %v", tc.run, deleted, keptFor, err, tc.deleted, tc.keptFor)
+			}
+			left, _, err := store.List(ctx, "", 0)
+			if err != nil || !slices.Equal(left, slices.Sorted(slices.Values(tc.left))) {
+				t.Errorf("left in the store: %v, %v; want %v", left, err, tc.left)
+			}
+		})
+	}
+}
