@@ -58,7 +58,7 @@ func needWorker(ctx context.Context, cn *conn, queue string, wait bool, stderr i
 			return nil
 		}
 		if !wait && time.Now().After(deadline) {
-			return &Error{Type: troupe.ErrNoWorker, Message: fmt.Sprintf("no worker serves task queue %s; start one with %s (or pass --wait to wait for one)", queue, startWorkerHint(cn, queue, false))}
+			return noWorker(cn, queue, " (or pass --wait to wait for one)")
 		}
 		if wait && !said {
 			fmt.Fprintf(stderr, "troupe: no worker serves task queue %s; waiting for one (start it with %s)\n", queue, startWorkerHint(cn, queue, true))
@@ -70,6 +70,11 @@ func needWorker(ctx context.Context, cn *conn, queue string, wait bool, stderr i
 		case <-time.After(workerPoll):
 		}
 	}
+}
+
+// noWorker is the troupe.ErrNoWorker of queue: what to start, then more.
+func noWorker(cn *conn, queue, more string) *Error {
+	return &Error{Type: troupe.ErrNoWorker, Message: fmt.Sprintf("no worker serves task queue %s; start one with %s%s", queue, startWorkerHint(cn, queue, false), more)}
 }
 
 // startWorkerHint says how to start a worker of queue for the server cn
