@@ -5,7 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -282,5 +286,34 @@ func checkFailure(t *testing.T, args []string, code int, stdout, stderr, typ str
 		if strings.Contains(doc.Error.Message, raw) {
 			t.Errorf("%s: the --json error holds Temporal's own text %q: %s", cmdline, raw, doc.Error.Message)
 		}
+	}
+}
+
+// TestIdleHome: without TEMPORAL_ADDRESS, and with no troupe command
+// running the server of TROUPE_HOME, no worker can serve anything: a
+// command that needs one says so at once, without starting the server.
+func TestIdleHome(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TROUPE_HOME", dir)
+	t.Setenv("TEMPORAL_ADDRESS", "")
+	graphs := []Graph{{Graph: agents.MustGraph("g", "a", &agents.Agent{Name: "a", Instructions: "Answer."})}}
+	for _, args := range [][]string{
+		{"sessions", "new", "g", "--json"},
+		{"sessions", "send", "session-g-1", "hello", "--json"},
+		{"sessions", "stop", "session-g-1", "--json"},
+		{"runs", "approvals", "run-1", "--json"},
+		{"chat"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code, info := execute(context.Background(), Command(graphs, &stdout, &stderr), args)
+			if info.Type != troupe.ErrNoWorker || !strings.Contains(info.Message, "start one with `troupe dev`") {
+				t.Errorf("error %+v, want %s saying to start troupe dev", info, troupe.ErrNoWorker)
+			}
+			checkFailure(t, args, code, stdout.String(), stderr.String(), troupe.ErrNoWorker, args[len(args)-1] == "--json")
+			if _, err := os.Stat(filepath.Join(dir, devserver.DBFile)); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the command started the home's server (its database: %v)", err)
+			}
+		})
 	}
 }

@@ -9,8 +9,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
+	"github.com/troupe-dev/troupe/runtime/devserver"
 )
 
 // workerGrace is how long a command looks for a worker of its queue before
@@ -49,6 +52,11 @@ func needWorker(ctx context.Context, cn *conn, queue string, wait bool, stderr i
 		queue = troupe.DefaultTaskQueue
 	}
 	deadline := time.Now().Add(workerGrace)
+	if cn.home != nil && cn.home.srv != nil {
+		// This process has just started the server: no worker has
+		// joined it yet.
+		deadline = time.Now()
+	}
 	said := false
 	for {
 		if served(ctx, cn, queue) {
@@ -77,6 +85,31 @@ func noWorker(cn *conn, queue, more string) *Error {
 	return &Error{Type: troupe.ErrNoWorker, Message: fmt.Sprintf("no worker serves task queue %s; start one with %s%s", queue, startWorkerHint(cn, queue, false), more)}
 }
 
+// idleHome is the troupe.ErrNoWorker of a command that needs a worker
+// of queue (the default one when empty) when TEMPORAL_ADDRESS is unset
+// and no server runs on TROUPE_HOME: no worker can serve it then (the
+// home's workers run with its server, or join it), so the command says
+// so at once rather than start the server, which takes seconds, to ask
+// it. It is nil otherwise, and with wait: that command starts the server
+// and waits for a worker to join it.
+func idleHome(queue string, wait bool) error {
+	if wait || os.Getenv("TEMPORAL_ADDRESS") != "" {
+		return nil
+	}
+	dir, err := home()
+	if err != nil {
+		return nil
+	}
+	if _, err := devserver.Running(dir); !errors.Is(err, devserver.ErrNotRunning) {
+		return nil
+	}
+	if queue == "" {
+		queue = troupe.DefaultTaskQueue
+	}
+	return &Error{Type: troupe.ErrNoWorker, Message: fmt.Sprintf("no worker serves task queue %s: no troupe command runs the server of %s; "+
+		"start one with `troupe dev` (or pass --wait to wait for one)", queue, dir)}
+}
+
 // startWorkerHint says how to start a worker of queue for the server cn
 // uses. A command that runs the home's server itself keeps it up only
 // while it runs: while it waits, a worker must join that server; once it
@@ -98,6 +131,9 @@ func startWorkerHint(cn *conn, queue string, waiting bool) string {
 // withWorker is withTemporal for a command that needs a worker of queue
 // (the default one when empty): fn runs once one serves it (needWorker).
 func withWorker(cmd *cobra.Command, queue string, wait bool, fn func(*conn) error) error {
+	if err := idleHome(queue, wait); err != nil {
+		return err
+	}
 	return withTemporal(cmd, func(cn *conn) error {
 		if err := needWorker(cmd.Context(), cn, queue, wait, cmd.ErrOrStderr()); err != nil {
 			return err
@@ -121,6 +157,9 @@ func queueOf(ctx context.Context, cn *conn, id string) string {
 // worker of the workflow's own queue; for an id the server does not know,
 // fn runs at once, and its call says that it is not found.
 func withWorkerOf(cmd *cobra.Command, id string, wait bool, fn func(*conn) error) error {
+	if err := idleHome("", wait); err != nil {
+		return err
+	}
 	return withTemporal(cmd, func(cn *conn) error {
 		if queue := queueOf(cmd.Context(), cn, id); queue != "" {
 			if err := needWorker(cmd.Context(), cn, queue, wait, cmd.ErrOrStderr()); err != nil {
