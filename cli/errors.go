@@ -280,4 +280,3 @@ func dialError(addr string, err error) error {
 
 // flatten makes text one line.
 func flatten(text string) string { return strings.Join(strings.Fields(text), " ") }
-
