@@ -190,12 +190,13 @@ func describeError(err error) FailureInfo {
 // SDK or server made, whose text is theirs: nil when there is none.
 func temporalError(err error) error {
 	for e := err; e != nil; e = errors.Unwrap(e) {
-		pkg := reflect.TypeOf(e).String()
-		if strings.HasPrefix(pkg, "*temporal.") || strings.HasPrefix(pkg, "*serviceerror.") || strings.HasPrefix(pkg, "*internal.") {
-			return e
+		t := reflect.TypeOf(e)
+		if t.Kind() == reflect.Pointer {
+			t = t.Elem()
 		}
-		switch e.(type) {
-		case *temporal.ApplicationError, *temporal.WorkflowExecutionError, *temporal.CanceledError, *temporal.TerminatedError, *temporal.TimeoutError:
+		// The SDK's errors (temporal, and its internal package's) and the
+		// server's (serviceerror).
+		if strings.HasPrefix(t.PkgPath(), "go.temporal.io/") {
 			return e
 		}
 	}
@@ -229,7 +230,7 @@ func plainTemporal(err error) (string, string) {
 	case errors.As(err, &started):
 		return troupe.ErrFailed, "that id is in use already"
 	case errors.As(err, &queryFailed):
-		return troupe.ErrFailed, "its workflow cannot answer: " + queryFailed.Error()
+		return troupe.ErrFailed, "the worker cannot answer for it (a workflow of a graph, or of a version, that no worker serves?)"
 	case errors.As(err, &unavailable):
 		return troupe.ErrNoServer, "the Temporal server does not answer"
 	case errors.As(err, &deadline), errors.Is(err, context.DeadlineExceeded):
