@@ -167,7 +167,7 @@ func describeError(err error) FailureInfo {
 	case errors.Is(err, troupeclient.ErrClosed):
 		typ = troupe.ErrRunClosed
 	case errors.Is(err, troupeclient.ErrNoSession):
-		typ = troupe.ErrNotFound
+		typ = troupe.ErrUnknownSession
 	}
 	raw := temporalError(err)
 	if raw == nil {

@@ -291,11 +291,11 @@ func sessionsCommand() *cobra.Command {
 	for _, sub := range cmd.Commands() {
 		if runE := sub.RunE; runE != nil && sub != create && sub != ls {
 			sub.RunE = func(cmd *cobra.Command, args []string) error {
-				if err := runE(cmd, args); len(args) > 0 {
-					return onSession(args[0], err)
-				} else {
+				err := runE(cmd, args)
+				if len(args) == 0 {
 					return err
 				}
+				return onSession(args[0], err)
 			}
 		}
 	}
