@@ -59,6 +59,34 @@ const (
 	ErrGateFailed = "troupe.GateFailed"
 )
 
+// Error types of the troupe command line and the client: what a command
+// that could not do its work reports (`--json` prints them as
+// {"error": {"type", "message"}}), stable for scripts to branch on.
+const (
+	// ErrNotFound: the id a command was given names no workflow on the
+	// server (for a session: ErrUnknownSession).
+	ErrNotFound = "troupe.NotFound"
+	// ErrNoRun: the id names no workflow at all (troupe runs).
+	ErrNoRun = "troupe.NoRun"
+	// ErrNotRun: the id names a workflow that is not a run (an agent of
+	// one, a session).
+	ErrNotRun = "troupe.NotRun"
+	// ErrRunClosed: the run (or the workflow a command names) has
+	// closed, so it cannot be cancelled, terminated or sent anything (for
+	// a session: ErrSessionStopped).
+	ErrRunClosed = "troupe.RunClosed"
+	// ErrNoWorker: no worker serves the task queue the command needs, so
+	// nothing would answer it (start one, or wait with --wait).
+	ErrNoWorker = "troupe.NoWorker"
+	// ErrNoServer: no Temporal server answers at the address in use.
+	ErrNoServer = "troupe.NoServer"
+	// ErrUsage: the command line is wrong: an unknown flag or command, a
+	// missing or extra argument, a value a flag does not take.
+	ErrUsage = "troupe.Usage"
+	// ErrFailed: a command failed for a reason with no type of its own.
+	ErrFailed = "troupe.Failed"
+)
+
 // ErrorType returns the Type of the first Temporal application error in
 // err's chain (for example ErrMaxTurns), or "" when there is none.
 func ErrorType(err error) string {

@@ -21,13 +21,13 @@ import (
 // approvalCommands are `troupe runs approvals|approve|reject`: the calls
 // of a run's (or a session's) agent tree that wait for a human, and the
 // decisions on them.
-func approvalCommands(asJSON *bool) []*cobra.Command {
+func approvalCommands(asJSON, wait *bool) []*cobra.Command {
 	approvals := &cobra.Command{
 		Use:   "approvals RUN",
 		Short: "List the calls of a run's (or session's) agents that wait for approval",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withTemporal(cmd, func(cn *conn) error {
+			return withWorkerOf(cmd, args[0], *wait, func(cn *conn) error {
 				list, err := cn.runs("", nil).Approvals(cmd.Context(), args[0])
 				if err != nil {
 					return err
@@ -45,7 +45,7 @@ func approvalCommands(asJSON *bool) []*cobra.Command {
 	var message, remember, arguments string
 	decide := func(approve bool) func(cmd *cobra.Command, args []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			return withTemporal(cmd, func(cn *conn) error {
+			return withWorkerOf(cmd, args[0], *wait, func(cn *conn) error {
 				d := troupeclient.Decision{ID: args[1], Approve: approve, Message: message, Remember: remember, Arguments: arguments}
 				decided, err := cn.runs("", nil).Decide(cmd.Context(), args[0], d)
 				if err != nil {
@@ -79,6 +79,9 @@ func approvalCommands(asJSON *bool) []*cobra.Command {
 		c.Flags().Lookup("remember").NoOptDefVal = runtime.RememberTool
 	}
 	approve.Flags().StringVar(&arguments, "args", "", "JSON arguments that replace the model's")
+	for _, c := range []*cobra.Command{approvals, approve, reject} {
+		addWaitFlag(c.Flags(), wait)
+	}
 	return []*cobra.Command{approvals, approve, reject}
 }
 

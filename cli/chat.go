@@ -23,6 +23,7 @@ import (
 func chatCommand(graphs []Graph) *cobra.Command {
 	var session, graph, budgetSpec string
 	var vars []string
+	var wait bool
 	cmd := &cobra.Command{
 		Use:   "chat",
 		Short: "Talk to sessions in a terminal UI: watch each turn live, fork, switch backend, pause, resume",
@@ -41,16 +42,26 @@ func chatCommand(graphs []Graph) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if f, ok := cmd.InOrStdin().(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
-				return errors.New("troupe chat needs a terminal; scripts use `troupe sessions`")
-			}
-			return withTemporal(cmd, func(cn *conn) error { return runChat(cmd, cn, graphs, session, graph, vs, budget) })
+			return withWorker(cmd, "", wait, func(cn *conn) error {
+				if session != "" {
+					// An id that names no session is said now, not in
+					// the terminal UI.
+					if _, err := cn.runs("", nil).Session(session).Input(cmd.Context()); err != nil {
+						return onSession(session, err)
+					}
+				}
+				if f, ok := cmd.InOrStdin().(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
+					return usage(errors.New("troupe chat needs a terminal; scripts use `troupe sessions`"))
+				}
+				return runChat(cmd, cn, graphs, session, graph, vs, budget)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&session, "session", "", "the session to open")
 	cmd.Flags().StringVar(&graph, "graph", "", "the graph of /new when it names none")
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "variable KEY=VALUE of the sessions /new starts (repeatable), as for troupe sessions new")
 	cmd.Flags().StringVar(&budgetSpec, "budget", "", "the budget of the sessions /new starts, "+budgetUsage)
+	addWaitFlag(cmd.Flags(), &wait)
 	return cmd
 }
 

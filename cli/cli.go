@@ -52,12 +52,9 @@ type Flag struct {
 // Main runs the troupe command line over graphs and exits.
 func Main(graphs ...Graph) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := Command(graphs, os.Stdout, os.Stderr).ExecuteContext(ctx)
+	code := Execute(ctx, Command(graphs, os.Stdout, os.Stderr), os.Args[1:])
 	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "troupe:", err)
-		os.Exit(ExitCode(err))
-	}
+	os.Exit(code)
 }
 
 // ExitCode is the troupe command's exit status for the error a command
@@ -86,6 +83,7 @@ func Command(graphs []Graph, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(devCommand(graphs), workerCommand(graphs), runCommand(graphs), runsCommand(graphs), sessionsCommand(), chatCommand(graphs), mcpCommand(graphs), modelCommand(), sandboxCommand())
+	markRun(root)
 	return root
 }
 
@@ -98,7 +96,7 @@ func findGraph(graphs []Graph, name string) (Graph, error) {
 		names = append(names, g.Graph.Name())
 	}
 	if name == "" {
-		return Graph{}, fmt.Errorf("name a graph with --graph: this troupe serves %s", strings.Join(names, ", "))
+		return Graph{}, usage(fmt.Errorf("name a graph with --graph: this troupe serves %s", strings.Join(names, ", ")))
 	}
-	return Graph{}, fmt.Errorf("no graph %q; this troupe serves %s", name, strings.Join(names, ", "))
+	return Graph{}, usage(fmt.Errorf("no graph %q; this troupe serves %s", name, strings.Join(names, ", ")))
 }

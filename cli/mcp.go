@@ -130,7 +130,8 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 	}
 	defer cn.close(stderr)
 	c, namespace := cn.c, cn.namespace
-	if o.queue == "" {
+	ownWorker := o.queue == ""
+	if ownWorker {
 		// One queue per set of graphs, the same after a restart: the
 		// worker of the next server picks up the runs of this one. Its
 		// events reach the calls' progress as they are recorded.
@@ -143,10 +144,24 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 		}
 		defer stop()
 	}
-	s, err := server.New(server.Config{
+	cfg := server.Config{
 		Client: c, TaskQueue: o.queue, Graphs: graphList(o.served), Events: o.worker.events,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	if !ownWorker {
+		// The workers are elsewhere: a call says at once when none serves
+		// the queue, rather than wait for one.
+		cfg.Workers = func(ctx context.Context) error {
+			if err := needWorker(ctx, cn, o.queue, false, io.Discard); err != nil {
+				return noWorker(cn, o.queue, "")
+			}
+			return nil
+		}
+		if err := cfg.Workers(ctx); err != nil {
+			fmt.Fprintf(stderr, "troupe: %v; until one does, calls answer so\n", err)
+		}
+	}
+	s, err := server.New(cfg)
 	if err != nil {
 		return err
 	}

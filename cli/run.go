@@ -125,6 +125,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "run variable KEY=VALUE (repeatable)")
 	cmd.Flags().StringVar(&budgetSpec, "budget", "", "the run's budget, "+budgetUsage)
 	cmd.Flags().StringVar(&wo.taskQueue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
+	addWaitFlag(cmd.Flags(), &wo.wait)
 	addSandboxFlags(cmd.Flags(), &wo)
 	return cmd
 }
@@ -167,6 +168,8 @@ func runGraph(ctx context.Context, graphs []Graph, in troupe.RunInput, wo worker
 			return err
 		}
 		defer stopWithin(stop, workerStopWait)
+	} else if err := needWorker(ctx, conn, taskQueue, wo.wait, stderr); err != nil {
+		return err
 	}
 	run, err := conn.runs(taskQueue, wo.events).Start(ctx, in)
 	if err != nil {
@@ -459,7 +462,7 @@ func dialTemporal(ctx context.Context, logger log.Logger, stderr io.Writer) (*co
 	if err == nil {
 		if cn.c, err = client.DialContext(ctx, opts); err != nil {
 			cn.stopTelemetry()
-			err = fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+			err = dialError(opts.HostPort, err)
 		}
 	}
 	if err != nil {

@@ -8,6 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -26,7 +29,7 @@ import (
 // runsCommand is `troupe runs`: the runs of the Temporal server the other
 // commands use (TEMPORAL_ADDRESS, else the server of TROUPE_HOME).
 func runsCommand(graphs []Graph) *cobra.Command {
-	var asJSON bool
+	var asJSON, wait bool
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List, show, follow, cancel, terminate and resume runs, and decide the calls that wait for approval",
@@ -93,14 +96,16 @@ func runsCommand(graphs []Graph) *cobra.Command {
 				if f, ok := cmd.InOrStdin().(*os.File); ok && !asJSON && term.IsTerminal(int(f.Fd())) {
 					out.ask = f
 				}
-				if !served(cmd.Context(), cn, info.TaskQueue) {
+				if info.Close == nil {
+					// A run that goes on moves, and shows its progress,
+					// only through its workers.
+					if err := needWorker(cmd.Context(), cn, info.TaskQueue, wait, cmd.ErrOrStderr()); err != nil {
+						return &Error{Type: troupe.ErrNoWorker, Message: err.Error() + "; or run it here with `troupe runs resume " + info.WorkflowID + "`", Err: err}
+					}
+				} else if !served(cmd.Context(), cn, info.TaskQueue) {
 					// A run's events are read through its workers.
 					out.noEvents = true
-					if info.Close == nil {
-						fmt.Fprintf(cmd.ErrOrStderr(), "troupe: no worker serves task queue %s, so run %s neither moves on nor shows its progress; start one: troupe dev, or troupe runs resume %s. Waiting for its result.\n", info.TaskQueue, info.WorkflowID, info.WorkflowID)
-					} else {
-						fmt.Fprintf(cmd.ErrOrStderr(), "troupe: run %s is %s; no worker serves task queue %s to show its progress (troupe dev does).\n", info.WorkflowID, info.Status, info.TaskQueue)
-					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "troupe: run %s is %s; no worker serves task queue %s to show its progress (troupe dev does).\n", info.WorkflowID, info.Status, info.TaskQueue)
 				}
 				return awaitRun(cmd.Context(), run, out, "", cmd.OutOrStdout(), cmd.ErrOrStderr(), cmd.ErrOrStderr())
 			})
@@ -166,28 +171,16 @@ func runsCommand(graphs []Graph) *cobra.Command {
 			var rf *RunFailure
 			var in *Interrupted
 			if err != nil && asJSON && !errors.As(err, &rf) && !errors.As(err, &in) {
-				_ = printJSON(cmd.OutOrStdout(), RunFailure{WorkflowID: args[0], Err: FailureInfo{Type: lookupErrorType(err), Message: err.Error()}})
+				_ = printJSON(cmd.OutOrStdout(), RunFailure{WorkflowID: args[0], Err: describeError(&ranError{err})})
+				return &reported{err}
 			}
 			return err
 		}
 	}
+	addWaitFlag(follow.Flags(), &wait)
 	cmd.AddCommand(ls, show, follow, cancel, terminate, resume)
-	cmd.AddCommand(approvalCommands(&asJSON)...)
+	cmd.AddCommand(approvalCommands(&asJSON, &wait)...)
 	return cmd
-}
-
-// lookupErrorType is the type a --json failure gives an error of finding
-// or stopping a run.
-func lookupErrorType(err error) string {
-	switch {
-	case errors.Is(err, troupeclient.ErrNoRun):
-		return "troupe.NoRun"
-	case errors.Is(err, troupeclient.ErrNotRun):
-		return "troupe.NotRun"
-	case errors.Is(err, troupeclient.ErrClosed):
-		return "troupe.RunClosed"
-	}
-	return ""
 }
 
 // withTemporal runs fn with a client of the server the troupe commands
@@ -325,11 +318,26 @@ func freshPollers(ctx context.Context, c client.Client, queue string) ([]*taskqu
 	}
 	var fresh []*taskqueuepb.PollerInfo
 	for _, p := range d.GetPollers() {
-		if time.Since(p.GetLastAccessTime().AsTime()) < pollerFresh {
+		if time.Since(p.GetLastAccessTime().AsTime()) < pollerFresh && !goneProcess(p.GetIdentity()) {
 			fresh = append(fresh, p)
 		}
 	}
 	return fresh, nil
+}
+
+// goneProcess reports whether a poller's identity ("PID@HOST...", as the
+// SDK and workerIdentity write it) names a process of this host that has
+// exited: the server lists its polls for a while after it stopped, but it
+// serves nothing.
+func goneProcess(identity string) bool {
+	who, _, _ := strings.Cut(identity, " ")
+	parts := strings.SplitN(who, "@", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	host, _ := os.Hostname()
+	pid, err := strconv.Atoi(parts[0])
+	return err == nil && parts[1] == host && pid > 0 && syscall.Kill(pid, 0) == syscall.ESRCH
 }
 
 // pollerFresh is how recent a worker's last poll must be for freshPollers.

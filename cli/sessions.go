@@ -23,7 +23,7 @@ import (
 // server of TROUPE_HOME), served by the workers of `troupe dev` or
 // `troupe worker`.
 func sessionsCommand() *cobra.Command {
-	var asJSON bool
+	var asJSON, wait bool
 	cmd := &cobra.Command{
 		Use:   "sessions",
 		Short: "Create, list, show, message, pause, resume, rename, stop and remove sessions, and set their budgets",
@@ -32,6 +32,7 @@ func sessionsCommand() *cobra.Command {
 			"`troupe worker`) serves them; they idle at no cost between messages.",
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	addWaitFlag(cmd.PersistentFlags(), &wait)
 
 	var agent, name, policy, id, budgetSpec string
 	var vars []string
@@ -42,7 +43,7 @@ func sessionsCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := runtime.ParsePolicy(policy)
 			if err != nil {
-				return err
+				return usage(fmt.Errorf("--policy: %w", err))
 			}
 			vs, err := parseVars(vars)
 			if err != nil {
@@ -52,7 +53,7 @@ func sessionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withTemporal(cmd, func(cn *conn) error {
+			return withWorker(cmd, "", wait, func(cn *conn) error {
 				var opts []troupeclient.StartOption
 				if id != "" {
 					opts = append(opts, troupeclient.WithID(id))
@@ -61,7 +62,6 @@ func sessionsCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				warnUnserved(cmd, cn, "session "+e.ID)
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), e)
 				}
@@ -83,7 +83,17 @@ func sessionsCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withTemporal(cmd, func(cn *conn) error {
-				list, err := cn.runs("", nil).Sessions(cmd.Context())
+				var list []troupeclient.SessionEntry
+				err := needWorker(cmd.Context(), cn, "", wait, cmd.ErrOrStderr())
+				var own *Error
+				if errors.As(err, &own) && own.Type == troupe.ErrNoWorker && !wait {
+					// The manager's list is a query, which needs a
+					// worker: what the server recorded stands in.
+					fmt.Fprintf(cmd.ErrOrStderr(), "troupe: %s; the sessions as the server recorded them follow (no turns or usage)\n", own.Message)
+					list, err = recordedSessions(cmd.Context(), cn, troupe.DefaultTaskQueue, recordedMax)
+				} else if err == nil {
+					list, err = cn.runs("", nil).Sessions(cmd.Context())
+				}
 				if err != nil {
 					return err
 				}
@@ -113,7 +123,7 @@ func sessionsCommand() *cobra.Command {
 		Short: "Show a session: status, agent, policy, usage and cost per agent, budget, sandboxes and its last turns",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withTemporal(cmd, func(cn *conn) error {
+			return withWorkerOf(cmd, args[0], wait, func(cn *conn) error {
 				info, err := cn.runs("", nil).Session(args[0]).Info(cmd.Context())
 				if err != nil {
 					return err
@@ -138,9 +148,8 @@ func sessionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withTemporal(cmd, func(cn *conn) error {
+			return withWorkerOf(cmd, args[0], wait, func(cn *conn) error {
 				s := cn.runs("", nil).Session(args[0])
-				warnUnserved(cmd, cn, "session "+args[0])
 				if noWait {
 					res, err := s.Send(cmd.Context(), msg, false)
 					if err != nil {
@@ -192,7 +201,7 @@ func sessionsCommand() *cobra.Command {
 				if nargs == 2 {
 					c.Arg = args[1]
 				}
-				return withTemporal(cmd, func(cn *conn) error {
+				return withWorker(cmd, "", wait, func(cn *conn) error {
 					e, err := cn.runs("", nil).Session(args[0]).Command(cmd.Context(), c)
 					if err != nil {
 						return err
@@ -212,7 +221,7 @@ func sessionsCommand() *cobra.Command {
 		Short: "Fork a session: a new session with its conversation and workspaces as they stand, independent from then on",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withTemporal(cmd, func(cn *conn) error {
+			return withWorker(cmd, "", wait, func(cn *conn) error {
 				_, e, err := cn.runs("", nil).Session(args[0]).Fork(cmd.Context(), forkName)
 				if err != nil {
 					return err
@@ -237,15 +246,14 @@ func sessionsCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 2 {
 				if _, err := spend.Parse(args[1]); err != nil {
-					return fmt.Errorf("budget %w (want %s)", err, spend.Syntax)
+					return usage(fmt.Errorf("budget %w (want %s)", err, spend.Syntax))
 				}
 			}
-			return withTemporal(cmd, func(cn *conn) error {
+			return withWorkerOf(cmd, args[0], wait, func(cn *conn) error {
 				s := cn.runs("", nil).Session(args[0])
 				var info troupeclient.SessionInfo
 				var err error
 				if len(args) == 2 {
-					warnUnserved(cmd, cn, "session "+args[0])
 					info, err = s.SetBudget(cmd.Context(), args[1])
 					var ae *temporal.ApplicationError
 					if troupe.ErrorType(err) == troupe.ErrBadBudget && errors.As(err, &ae) {
@@ -284,13 +292,13 @@ func sessionsCommand() *cobra.Command {
 			return withTemporal(cmd, func(cn *conn) error {
 				cl := cn.runs("", nil)
 				var results []troupeclient.RemoveSessionResult
-				var missing []error
+				var missing []string
 				for _, id := range args {
 					res, err := cl.RemoveSession(cmd.Context(), id)
 					if errors.Is(err, troupeclient.ErrNoSession) {
-						missing = append(missing, err)
+						missing = append(missing, id)
 					} else if err != nil {
-						return err
+						return onSession(id, err)
 					}
 					results = append(results, res)
 					if !asJSON && res.Found {
@@ -302,7 +310,14 @@ func sessionsCommand() *cobra.Command {
 						return err
 					}
 				}
-				return errors.Join(missing...)
+				if len(missing) == 0 {
+					return nil
+				}
+				err := &Error{Type: troupe.ErrUnknownSession, Message: fmt.Sprintf("no session %s, or removed already (troupe sessions ls lists them)", strings.Join(missing, ", "))}
+				if asJSON {
+					return &reported{err} // The results say which were not found.
+				}
+				return err
 			})
 		},
 	}
@@ -314,6 +329,19 @@ func sessionsCommand() *cobra.Command {
 		command("rename SESSION NAME", "Rename a session", troupe.CommandRename, 2),
 		command("policy SESSION enqueue|reject|interrupt|rollback", "Set what a message sent during a turn does", troupe.CommandPolicy, 2),
 	)
+	// The errors of a command on a session (all but new, ls and rm,
+	// whose errors say which of its sessions) say which, typed.
+	for _, sub := range cmd.Commands() {
+		if runE := sub.RunE; runE != nil && sub != create && sub != ls && sub != rm {
+			sub.RunE = func(cmd *cobra.Command, args []string) error {
+				err := runE(cmd, args)
+				if len(args) == 0 {
+					return err
+				}
+				return onSession(args[0], err)
+			}
+		}
+	}
 	return cmd
 }
 
@@ -348,13 +376,8 @@ func plural(n int) string {
 	return "s"
 }
 
-// warnUnserved says so on stderr when no worker serves the sessions: the
-// session waits for one.
-func warnUnserved(cmd *cobra.Command, cn *conn, what string) {
-	if !served(cmd.Context(), cn, troupe.DefaultTaskQueue) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "troupe: no worker serves task queue %s: %s waits until `troupe dev` or `troupe worker` runs\n", troupe.DefaultTaskQueue, what)
-	}
-}
+// recordedMax bounds the sessions `sessions ls` lists without a worker.
+const recordedMax = 200
 
 // printTurn prints a turn's answer, or why it has none.
 func printTurn(w io.Writer, rec troupeclient.TurnRecord) error {
@@ -430,7 +453,7 @@ func parseVars(vars []string) (map[string]string, error) {
 	for _, v := range vars {
 		k, val, ok := strings.Cut(v, "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--var %q: want KEY=VALUE", v)
+			return nil, usage(fmt.Errorf("--var %q: want KEY=VALUE", v))
 		}
 		out[k] = val
 	}
@@ -445,13 +468,13 @@ func messageOf(args []string, file string, stdin io.Reader) (string, error) {
 	var err error
 	switch {
 	case file != "" && len(args) > 0:
-		return "", errors.New("give the message as an argument, as - (standard input) or with --file, not two of them")
+		return "", usage(errors.New("give the message as an argument, as - (standard input) or with --file, not two of them"))
 	case file != "":
 		if data, err = os.ReadFile(file); err != nil {
-			return "", fmt.Errorf("--file: %w", err)
+			return "", usage(fmt.Errorf("--file: %w", err))
 		}
 	case len(args) == 0:
-		return "", errors.New("no message: give it as an argument, as - (standard input) or with --file")
+		return "", usage(errors.New("no message: give it as an argument, as - (standard input) or with --file"))
 	case args[0] == "-":
 		if data, err = io.ReadAll(io.LimitReader(stdin, troupe.PayloadLimit+1)); err != nil {
 			return "", fmt.Errorf("reading the message from standard input: %w", err)

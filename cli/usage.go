@@ -23,7 +23,7 @@ func budgetFlag(cmd *cobra.Command, spec string) (*agents.Budget, error) {
 	}
 	b, err := spend.Parse(spec)
 	if err != nil {
-		return nil, fmt.Errorf("--budget %w (want %s)", err, spend.Syntax)
+		return nil, usage(fmt.Errorf("--budget %w (want %s)", err, spend.Syntax))
 	}
 	return b, nil
 }

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,6 +49,10 @@ type workerOptions struct {
 	// to followers in other processes (--deltas-addr, TROUPE_DELTAS_ADDR;
 	// workflows.Config.DeltaAddr): empty for loopback, "off" for none.
 	deltaAddr string
+	// wait, for a command that uses the workers of taskQueue rather than
+	// its own (`troupe run --task-queue`), waits for one to serve it
+	// instead of failing with troupe.ErrNoWorker (--wait).
+	wait bool
 }
 
 // addDeltaFlag adds --deltas-addr to a command that runs a long-lived
@@ -128,12 +131,16 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	if !o.brief {
 		printLimits(stderr, sandboxes)
 	}
-	stop, err := r.StartWorkers(c, taskQueue, worker.Options{Identity: workerIdentity(modelID, storeID)})
+	identity := workerIdentity(modelID, storeID)
+	stop, err := r.StartWorkers(c, taskQueue, worker.Options{Identity: identity})
 	if err != nil {
 		release()
 		store.Close()
 		return nil, err
 	}
+	// Up means seen: the commands that need a worker (needWorker) ask
+	// the server, which lists a worker once its first poll came in.
+	awaitPolling(ctx, c, taskQueue, identity)
 	// Sandboxes whose workflow has closed (a worker killed before it could
 	// stop them) are removed now and every lease.ReapInterval.
 	stopReaping := lease.StartReaping(ctx, c, namespace, sandboxes, 0, func(removed map[string][]string, err error) {
@@ -159,6 +166,34 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	}
 	return func() { stopSweeping(); stopReaping(); stop(); release(); store.Close() }, nil
 }
+
+// awaitPolling returns once the server lists a poller of queue whose
+// identity starts with identity (a worker of this process), or after
+// pollingWait: the worker runs either way, and a server that lists no
+// pollers must not keep it from starting.
+func awaitPolling(ctx context.Context, c client.Client, queue, identity string) {
+	ctx, cancel := context.WithTimeout(ctx, pollingWait)
+	defer cancel()
+	for {
+		pollers, err := freshPollers(ctx, c, queue)
+		if err != nil {
+			return
+		}
+		for _, p := range pollers {
+			if strings.HasPrefix(p.GetIdentity(), identity) {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(workerPoll):
+		}
+	}
+}
+
+// pollingWait bounds awaitPolling.
+const pollingWait = 10 * time.Second
 
 // workerIdentity is a worker's identity on the Temporal server: its
 // process and host, as the SDK's default says them, the model it calls and
@@ -228,8 +263,8 @@ func sameSetup(ctx context.Context, c client.Client, taskQueue, model, store str
 			continue
 		}
 		if pid, h, _ := strings.Cut(who, "@"); h == host {
-			if n, err := strconv.Atoi(pid); err == nil && (n == os.Getpid() || syscall.Kill(n, 0) == syscall.ESRCH) {
-				continue // Stopped: its polls are still listed.
+			if n, err := strconv.Atoi(pid); err == nil && n == os.Getpid() {
+				continue // Stopped (freshPollers leaves out those of other processes gone): its polls are still listed.
 			}
 		}
 		if theirs != model {
@@ -282,7 +317,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 			defer stopTelemetry()
 			c, err := client.DialContext(cmd.Context(), opts)
 			if err != nil {
-				return fmt.Errorf("connect to %s: %w", opts.HostPort, err)
+				return dialError(opts.HostPort, err)
 			}
 			defer c.Close()
 			stop, err := startWorker(cmd.Context(), c, opts.Namespace, o, graphs, cmd.ErrOrStderr())

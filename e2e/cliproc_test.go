@@ -95,13 +95,7 @@ func cliProcess() int {
 	if os.Getenv(envCLIPlod) != "" {
 		served = append(served, plodGraph(), gateGraph())
 	}
-	cmd := cli.Command(served, os.Stdout, os.Stderr)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "troupe:", err)
-	}
-	return cli.ExitCode(err)
+	return cli.Execute(ctx, cli.Command(served, os.Stdout, os.Stderr), args)
 }
 
 // troupeCommand returns the troupe command line with args as a process,

@@ -86,6 +86,14 @@ type Config struct {
 	// notifications then carry its run's events as they are recorded,
 	// and polls bring only those of other workers.
 	Events troupeclient.LiveEvents
+	// Workers, when set, is asked before a call of an agent or session
+	// tool starts anything whether a worker serves TaskQueue: when it
+	// returns an error, the call answers with it (isError, with
+	// troupe.ErrNoWorker under MetaErrorType) at once, instead of
+	// waiting for a worker that may never come, and nothing is started.
+	// Nil starts calls without asking (the workers run beside the
+	// server, say).
+	Workers func(ctx context.Context) error
 }
 
 // Server is an MCP server whose tools are the exposed agents of its graphs,

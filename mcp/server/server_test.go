@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -256,5 +257,50 @@ func TestHTTPHandlerAuthAndPath(t *testing.T) {
 				t.Errorf("status %d, WWW-Authenticate %q; want %d, %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.status, tc.challenge)
 			}
 		})
+	}
+}
+
+// TestCallsWithoutWorker: when Config.Workers says that no worker serves
+// the queue, a call of an agent tool or a session tool answers so at
+// once, typed troupe.ErrNoWorker, and starts nothing (the fake Temporal
+// records no start and no session).
+func TestCallsWithoutWorker(t *testing.T) {
+	ft := &fakeTemporal{}
+	s, err := New(Config{Client: ft, Graphs: []*agents.Graph{dealdesk.Graph()},
+		Workers: func(context.Context) error { return errors.New("no worker serves task queue troupe; start one") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	serverSide, clientSide := mcp.NewInMemoryTransports()
+	go func() { _ = s.Serve(ctx, serverSide) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(ctx, clientSide, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tool := range []string{"dealdesk_coordinator", "dealdesk_coordinator_session"} {
+		t.Run(tool, func(t *testing.T) {
+			arg := "input"
+			if strings.HasSuffix(tool, "_session") {
+				arg = "message"
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{arg: "Review the Acme Corp deal"}})
+			if err != nil {
+				t.Fatalf("protocol error %v, want an isError result", err)
+			}
+			text := ""
+			if len(res.Content) > 0 {
+				text = res.Content[0].(*mcp.TextContent).Text
+			}
+			if !res.IsError || !strings.Contains(text, "no worker serves task queue troupe") || res.Meta[MetaErrorType] != troupe.ErrNoWorker {
+				t.Errorf("result isError=%v %q meta %v, want isError saying no worker serves the queue, typed %s", res.IsError, text, res.Meta, troupe.ErrNoWorker)
+			}
+		})
+	}
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	if len(ft.starts) > 0 || len(ft.sessions) > 0 {
+		t.Errorf("calls without a worker started %v and sessions %v", ft.starts, ft.sessions)
 	}
 }

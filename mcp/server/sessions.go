@@ -210,6 +210,9 @@ func (s *Server) callSession(t *sessionTool) mcp.ToolHandler {
 		if ctx.Err() != nil || s.calls.wasCancelled(cl) {
 			return errorResult("call cancelled before its message was sent; nothing was sent", mcp.Meta{MetaErrorType: "cancelled"}), nil
 		}
+		if res := s.unserved(ctx); res != nil {
+			return res, nil
+		}
 
 		var id string
 		created := false

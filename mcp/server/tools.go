@@ -206,6 +206,9 @@ func (s *Server) callAgent(t *agentTool) mcp.ToolHandler {
 			return errorResult(fmt.Sprintf("call cancelled before run %s started; no run was started", id), mcp.Meta{MetaErrorType: "cancelled"}), nil
 		}
 
+		if res := s.unserved(ctx); res != nil {
+			return res, nil
+		}
 		in := troupe.RunInput{Graph: t.graph.Name(), Agent: t.agent.Name, Input: run.Input, Vars: run.Vars}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 		_, err = s.runs.Start(sctx, in, troupeclient.WithID(id))
@@ -397,6 +400,18 @@ func appMessage(err error) string {
 		return ae.Message()
 	}
 	return err.Error()
+}
+
+// unserved is the answer of a call that Config.Workers says no worker
+// would serve, or nil when one would (or nothing was asked).
+func (s *Server) unserved(ctx context.Context) *mcp.CallToolResult {
+	if s.cfg.Workers == nil {
+		return nil
+	}
+	if err := s.cfg.Workers(ctx); err != nil {
+		return errorResult(err.Error(), mcp.Meta{MetaErrorType: troupe.ErrNoWorker})
+	}
+	return nil
 }
 
 func errorResult(text string, meta mcp.Meta) *mcp.CallToolResult {
