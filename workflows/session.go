@@ -68,8 +68,12 @@ type session struct {
 	signals []signalIn
 	// turnsInRun counts the turns of this run.
 	turnsInRun int
-	// switchTo is the backend a switch asked for, done between turns.
-	switchTo string
+	// switchTo is the backend a switch asked for, done between turns;
+	// switchAsked counts the switches asked, switchDone those done (a
+	// later ask covers an earlier one), switchErr why the last failed.
+	switchTo                string
+	switchAsked, switchDone int
+	switchErr               error
 	// continuing says the run is about to continue as new: callers
 	// waiting on turns are answered Continued, so that it can.
 	continuing bool
@@ -224,7 +228,7 @@ func (s *session) handle(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
-	err = workflow.SetUpdateHandlerWithOptions(ctx, troupe.CommandUpdate, s.command, workflow.UpdateHandlerOptions{
+	err = workflow.SetUpdateHandlerWithOptions(ctx, troupe.CommandUpdate, s.commandUpdate, workflow.UpdateHandlerOptions{
 		Validator: func(ctx workflow.Context, c troupe.SessionCommand) error { return s.checkCommand(c) },
 	})
 	if err != nil {
