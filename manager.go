@@ -46,6 +46,9 @@ type ForkInput struct {
 type ForkFailure struct {
 	NewID string `json:"new_id"`
 	Error string `json:"error"`
+	// Type, when set, is the error type the fork fails with (such as
+	// ErrSnapshotFailed); ErrBadCommand when empty.
+	Type string `json:"type,omitempty"`
 }
 
 // SessionManagerIDFor is the workflow id of the session manager of task

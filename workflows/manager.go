@@ -13,6 +13,7 @@ package workflows
 // list needs no call to each session.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,7 +43,7 @@ type manager struct {
 	r        *Runner
 	sessions []troupe.SessionEntry
 	// failed are the forks their source could not make, by new id.
-	failed map[string]string
+	failed map[string]troupe.ForkFailure
 	// loading is whether the registry is still being read from the pages
 	// the previous run left: the query says to ask again, updates wait.
 	loading bool
@@ -57,7 +58,7 @@ type manager struct {
 // file. It continues as new, carrying its registry by reference (blob
 // pages, see registry.go), when its history reaches its bound.
 func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerInput) error {
-	m := &manager{r: r, sessions: in.Sessions, failed: map[string]string{}, loading: len(in.Pages) > 0}
+	m := &manager{r: r, sessions: in.Sessions, failed: map[string]troupe.ForkFailure{}, loading: len(in.Pages) > 0}
 	if err := m.setHandlers(ctx); err != nil {
 		return err
 	}
@@ -163,7 +164,7 @@ func (m *manager) drain(ctx workflow.Context) {
 		if !m.failures.ReceiveAsync(&f) {
 			break
 		}
-		m.failed[f.NewID] = f.Error
+		m.failed[f.NewID] = f
 	}
 	for {
 		var e troupe.SessionEntry
@@ -433,16 +434,16 @@ func (m *manager) fork(ctx workflow.Context, in troupe.ForkInput) (troupe.Sessio
 	if err := workflow.SignalExternalWorkflow(ctx, in.ID, "", troupe.ForkSignal, req).Get(ctx, nil); err != nil {
 		return troupe.SessionEntry{}, err
 	}
-	ok, err := workflow.AwaitWithTimeout(ctx, forkTimeout, func() bool { return m.find(id) >= 0 || m.failed[id] != "" })
+	ok, err := workflow.AwaitWithTimeout(ctx, forkTimeout, func() bool { return m.find(id) >= 0 || m.failed[id].Error != "" })
 	switch {
 	case err != nil:
 		return troupe.SessionEntry{}, err
 	case !ok:
 		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s did not fork within %s (a turn still running?)", in.ID, forkTimeout), troupe.ErrBadCommand, nil)
-	case m.failed[id] != "":
-		why := m.failed[id]
+	case m.failed[id].Error != "":
+		f := m.failed[id]
 		delete(m.failed, id)
-		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("fork of session %s failed: %s", in.ID, why), troupe.ErrBadCommand, nil)
+		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("fork of session %s failed: %s", in.ID, f.Error), cmp.Or(f.Type, troupe.ErrBadCommand), nil)
 	}
 	return m.sessions[m.find(id)], nil
 }

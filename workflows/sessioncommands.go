@@ -237,8 +237,18 @@ func (s *session) fork(ctx workflow.Context, req troupe.ForkRequest) {
 func (s *session) forkFailed(ctx workflow.Context, req troupe.ForkRequest, err error) {
 	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("fork as %s failed: %v", req.NewID, err)})
 	if m := cmp.Or(req.Manager, s.in.Manager); m != "" {
-		_ = workflow.SignalExternalWorkflow(ctx, m, "", troupe.ForkFailedSignal, troupe.ForkFailure{NewID: req.NewID, Error: troupe.FailureText(err)})
+		_ = workflow.SignalExternalWorkflow(ctx, m, "", troupe.ForkFailedSignal, troupe.ForkFailure{NewID: req.NewID, Error: troupe.FailureText(err), Type: forkErrorType(err)})
 	}
+}
+
+// forkErrorType is the type a fork that failed with err fails with at
+// its manager: troupe.ErrSnapshotFailed for a workspace that could not be
+// snapshotted (the caller can mend that), else the manager's default.
+func forkErrorType(err error) string {
+	if troupe.ErrorType(err) == troupe.ErrSnapshotFailed {
+		return troupe.ErrSnapshotFailed
+	}
+	return ""
 }
 
 // sharedRuns are the runs (sessions) whose blob data a session state

@@ -164,3 +164,64 @@ func TestSessionSnapshotRefused(t *testing.T) {
 		t.Errorf("workspaces left after the session stopped: %v", left)
 	}
 }
+
+// A fork needs a fresh snapshot of each workspace: one that fails fails
+// the fork with troupe.SnapshotFailed, makes no fork and leaves the
+// source's sandbox up with its files; once the file is deleted, the fork
+// is made and finds them.
+func TestSessionForkSnapshotRefused(t *testing.T) {
+	env, root, _, _ := managerWithCode(t)
+	var made, deleted, forkTurn *workflowstest.Update
+	var refused, forked *workflowstest.Update
+	var listed []troupe.SessionEntry
+	var filesAfter []string
+	env.RegisterDelayedCallback(func() {
+		workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		made = workflowstest.AskSession(t, env, "src", "run: "+makeSparse+" && echo kept > notes.txt && echo made")
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		refused = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "refused"})
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		listed = sessionsNow(t, env)
+		filesAfter, _ = filepath.Glob(filepath.Join(root, "*", "notes.txt"))
+		deleted = workflowstest.AskSession(t, env, "src", "run: rm sparse && echo deleted")
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		forked = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
+	}, 3*time.Minute)
+	env.RegisterDelayedCallback(func() { forkTurn = workflowstest.AskSession(t, env, "branch", "run: cat notes.txt") }, 4*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		for _, id := range []string{"src", "branch"} {
+			workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: id, Command: troupe.SessionCommand{Op: troupe.CommandStop}})
+		}
+	}, time.Hour)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
+
+	if got := made.Output(t); got != `"out: made"` {
+		t.Fatalf("the turn that made the sparse file answered %s", got)
+	}
+	if err := refused.Err(); troupe.ErrorType(err) != troupe.ErrSnapshotFailed || !strings.Contains(err.Error(), `"sparse"`) || !strings.Contains(err.Error(), "Delete that file") {
+		t.Errorf("fork with a file the snapshot refuses: %v; want %s saying which file and what to do", err, troupe.ErrSnapshotFailed)
+	}
+	for _, e := range listed {
+		if e.ID == "refused" {
+			t.Errorf("the manager lists the fork that failed: %+v", e)
+		}
+	}
+	if len(filesAfter) != 1 {
+		t.Errorf("after the failed fork the source's live workspaces hold notes.txt at %v; want one", filesAfter)
+	}
+	if got := deleted.Output(t); got != `"out: deleted"` {
+		t.Errorf("the turn that deleted the file answered %s", got)
+	}
+	if forked.Err() != nil {
+		t.Fatalf("fork once the file is gone: %v", forked.Err())
+	}
+	if got := forkTurn.Output(t); got != `"out: kept"` {
+		t.Errorf("the fork's first turn reads %s, want notes.txt as the source wrote it", got)
+	}
+}
