@@ -102,6 +102,14 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// that has not ended. Runs from before the change replay as they
 		// were: v12-source-not-allowed-before, recorded on d952abc.)
 		{mustFail, "source-not-allowed-version-bumped.json", today, "a coordinator whose source-not-allowed marker has version 2", "TMPRL1100"},
+		// A session whose pause, switch and idle suspensions met a file
+		// its snapshots refused (v13-snapshot-refused), replayed without
+		// its snapshot-before-stop marker: its pause answers at once and
+		// its sandbox is stopped, as before the change, and the SDK
+		// (TMPRL1100) finds no activity where the history has the
+		// snapshot's. (Runs from before the change replay as they were:
+		// v13-snapshot-refused-before, recorded on cb609cf.)
+		{mustFail, "snapshot-before-stop-version-renamed.json", today, "a session whose snapshot-before-stop marker is renamed", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -114,7 +122,8 @@ func TestReplayCatchesDrift(t *testing.T) {
 	// Every must-fail fixture is in the table above, with why it must fail.
 	for f := range workflowstest.ReadIndex(t, mustFail) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
-			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json"}, f) {
+			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json",
+			"snapshot-before-stop-version-renamed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}
