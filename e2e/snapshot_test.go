@@ -26,8 +26,9 @@ const makeSparse = `python3 -c "f = open('sparse', 'wb'); [(f.seek(i * 8192), f.
 // idle suspension, each of which fails (the first two with
 // troupe.SnapshotFailed, the last trying again later) and stops nothing;
 // once the file is deleted all three go through, and the files are there
-// after the switch. With -histories, the session's and its agents'
-// histories are saved for the replay tests (v13-snapshot-refused).
+// after the switch. With -histories, the session's, its agents' and its
+// manager's histories are saved for the replay tests
+// (v13-snapshot-refused).
 func TestSessionSnapshotRefusedKeepsFiles(t *testing.T) {
 	cl, _, c := sessionClient(t, "local", func(cfg *workflows.Config) { cfg.SandboxIdleTimeout = 2 * time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -54,11 +55,14 @@ func TestSessionSnapshotRefusedKeepsFiles(t *testing.T) {
 		return h.Get(ctx, nil)
 	}
 	ask("run: "+makeSparse+" && echo kept > notes.txt && echo made", `"made\n"`)
-	for _, cmd := range [][2]string{{troupe.CommandPause, ""}, {troupe.CommandSwitch, "local"}} {
-		err := command(cmd[0], cmd[1])
-		if troupe.ErrorType(err) != troupe.ErrSnapshotFailed || !strings.Contains(err.Error(), `"sparse"`) {
-			t.Fatalf("%s with a file the snapshot refuses: %v; want %s naming it", cmd[0], err, troupe.ErrSnapshotFailed)
-		}
+	// The pause through the manager (as troupe sessions pause), the
+	// switch through the session's own update.
+	_, err = s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandPause})
+	if troupe.ErrorType(err) != troupe.ErrSnapshotFailed || !strings.Contains(err.Error(), `"sparse"`) {
+		t.Fatalf("pause with a file the snapshot refuses: %v; want %s naming it", err, troupe.ErrSnapshotFailed)
+	}
+	if err := command(troupe.CommandSwitch, "local"); troupe.ErrorType(err) != troupe.ErrSnapshotFailed || !strings.Contains(err.Error(), `"sparse"`) {
+		t.Fatalf("switch with a file the snapshot refuses: %v; want %s naming it", err, troupe.ErrSnapshotFailed)
 	}
 	// The idle suspension fails too, and says it tries again.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
@@ -90,10 +94,13 @@ func TestSessionSnapshotRefusedKeepsFiles(t *testing.T) {
 		t.Fatalf("after the failures: %s, sandboxes %+v; want idle, the sandbox live", info.Status, info.Sandboxes)
 	}
 	ask("run: cat notes.txt && rm sparse", `"kept\n"`)
-	for _, cmd := range [][2]string{{troupe.CommandPause, ""}, {troupe.CommandResume, ""}, {troupe.CommandSwitch, "local"}} {
-		if err := command(cmd[0], cmd[1]); err != nil {
-			t.Fatalf("%s once the file is deleted: %v", cmd[0], err)
+	for _, cmd := range []troupeclient.SessionCommand{{Op: troupe.CommandPause}, {Op: troupe.CommandResume}, {Op: troupe.CommandSwitch, Arg: "local"}} {
+		if _, err := s.Command(ctx, cmd); err != nil {
+			t.Fatalf("%s once the file is deleted: %v", cmd.Op, err)
 		}
+	}
+	if err := command(troupe.CommandSwitch, "local"); err != nil {
+		t.Fatalf("switch once the file is deleted, through the session's update: %v", err)
 	}
 	ask("run: cat notes.txt; ls", `"kept\nnotes.txt\n"`)
 	if _, err := s.Command(ctx, troupeclient.SessionCommand{Op: troupe.CommandStop}); err != nil {
@@ -104,5 +111,6 @@ func TestSessionSnapshotRefusedKeepsFiles(t *testing.T) {
 	}
 	if *historiesDir != "" {
 		saveHistories(t, c, ids, *historiesDir, "snapshot-refused")
+		saveHistories(t, c, map[string]bool{troupe.SessionManagerIDFor(cl.TaskQueue()): true}, *historiesDir, "snapshot-refused-manager")
 	}
 }

@@ -34,6 +34,16 @@ import (
 // source forks between turns, so a long turn holds it.
 const forkTimeout = time.Hour
 
+// versionCommandOutcome marks the change to managers that wait for a
+// session's word of how a pause or a switch ended (troupe.CommandOutcome),
+// so that one whose snapshot failed fails for its caller. The marker is
+// written at each pause or switch.
+const versionCommandOutcome = "troupe.command-outcome"
+
+// commandTimeout bounds how long a manager waits for a session's word of
+// a command: the snapshots of its workspaces take seconds, as a rule.
+const commandTimeout = 2 * time.Minute
+
 // versionManagerBound marks the change to managers that fix their bound
 // at their first start (a side effect) rather than read the worker's.
 const versionManagerBound = "troupe.manager-bound"
@@ -48,8 +58,12 @@ type manager struct {
 	// the previous run left: the query says to ask again, updates wait.
 	loading bool
 	// failures and news are the channels of the forks that failed and of
-	// the sessions' news (troupe.session-changed).
-	failures, news workflow.ReceiveChannel
+	// the sessions' news (troupe.session-changed); done that of the
+	// outcomes of the commands the manager waits on.
+	failures, news, done workflow.ReceiveChannel
+	// outcomes are the commands the manager waits on, by reply (nil
+	// until their session answers).
+	outcomes map[string]*troupe.CommandOutcome
 	// bound is the history length at which the run continues as new.
 	bound int
 }
@@ -58,7 +72,8 @@ type manager struct {
 // file. It continues as new, carrying its registry by reference (blob
 // pages, see registry.go), when its history reaches its bound.
 func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerInput) error {
-	m := &manager{r: r, sessions: in.Sessions, failed: map[string]troupe.ForkFailure{}, loading: len(in.Pages) > 0}
+	m := &manager{r: r, sessions: in.Sessions, failed: map[string]troupe.ForkFailure{},
+		outcomes: map[string]*troupe.CommandOutcome{}, loading: len(in.Pages) > 0}
 	if err := m.setHandlers(ctx); err != nil {
 		return err
 	}
@@ -70,6 +85,7 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 	// handed a signal it has not applied yet when the run continues.
 	m.failures = workflow.GetSignalChannel(ctx, troupe.ForkFailedSignal)
 	m.news = workflow.GetSignalChannel(ctx, troupe.SessionChangedSignal)
+	m.done = workflow.GetSignalChannel(ctx, troupe.CommandDoneSignal)
 	if err := m.fixBound(ctx, in.Bound); err != nil {
 		return err
 	}
@@ -98,7 +114,7 @@ func (m *manager) load(ctx workflow.Context, pages []string) error {
 // with no update half-handled, so that the run can continue as new.
 func (m *manager) listen(ctx workflow.Context) error {
 	for {
-		if err := workflow.Await(ctx, func() bool { return m.failures.Len() > 0 || m.news.Len() > 0 || m.atBound(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return m.failures.Len() > 0 || m.news.Len() > 0 || m.done.Len() > 0 || m.atBound(ctx) }); err != nil {
 			return err
 		}
 		m.drain(ctx)
@@ -165,6 +181,15 @@ func (m *manager) drain(ctx workflow.Context) {
 			break
 		}
 		m.failed[f.NewID] = f
+	}
+	for {
+		var o troupe.CommandOutcome
+		if !m.done.ReceiveAsync(&o) {
+			break
+		}
+		if _, waiting := m.outcomes[o.Reply]; waiting {
+			m.outcomes[o.Reply] = &o
+		}
 	}
 	for {
 		var e troupe.SessionEntry
@@ -380,12 +405,36 @@ func (m *manager) checkLifecycle(ctx workflow.Context, in troupe.LifecycleInput)
 }
 
 // lifecycle sends the session its command and records the outcome in
-// the registry at once (the session's news confirms it).
+// the registry at once (the session's news confirms it). A pause, and a
+// switch of a session between turns, wait for the session's word of how
+// they ended (on code from versionCommandOutcome on): each needs a
+// snapshot of every workspace, and one that fails fails the command
+// (troupe.ErrSnapshotFailed, saying why and what to do).
 func (m *manager) lifecycle(ctx workflow.Context, in troupe.LifecycleInput) (troupe.SessionEntry, error) {
+	i := m.find(in.ID)
+	op := in.Command.Op
+	wait := i >= 0 && (op == troupe.CommandPause || op == troupe.CommandSwitch && m.sessions[i].Status == runtime.SessionIdle) &&
+		workflow.GetVersion(ctx, versionCommandOutcome, workflow.DefaultVersion, 1) == 1
+	if wait {
+		in.Command.Reply = workflow.GetCurrentUpdateInfo(ctx).ID
+		m.outcomes[in.Command.Reply] = nil
+		defer delete(m.outcomes, in.Command.Reply)
+	}
 	if err := workflow.SignalExternalWorkflow(ctx, in.ID, "", troupe.CommandSignal, in.Command).Get(ctx, nil); err != nil {
 		return troupe.SessionEntry{}, err
 	}
-	i := m.find(in.ID)
+	if wait {
+		// A session that does not answer in time (a switch that waits
+		// for a turn after all) is taken at its word as before: its news
+		// tells the registry where it stands.
+		if _, err := workflow.AwaitWithTimeout(ctx, commandTimeout, func() bool { return m.outcomes[in.Command.Reply] != nil }); err != nil {
+			return troupe.SessionEntry{}, err
+		}
+		if o := m.outcomes[in.Command.Reply]; o != nil && o.Error != "" {
+			return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s session %s: %s", op, in.ID, o.Error), cmp.Or(o.Type, troupe.ErrBadCommand), nil)
+		}
+	}
+	i = m.find(in.ID)
 	e := &m.sessions[i]
 	switch in.Command.Op {
 	case troupe.CommandPause:

@@ -74,6 +74,9 @@ type session struct {
 	switchTo                string
 	switchAsked, switchDone int
 	switchErr               error
+	// switchReplies are the replies (troupe.SessionCommand.Reply) the
+	// manager waits for, of the switches asked and not yet done.
+	switchReplies []string
 	// continuing says the run is about to continue as new: callers
 	// waiting on turns are answered Continued, so that it can.
 	continuing bool
@@ -267,11 +270,14 @@ func (s *session) handle(ctx workflow.Context) error {
 			if !c.ReceiveAsync(&cmd) {
 				return false
 			}
-			if err := s.checkCommand(cmd); err != nil {
+			err := s.checkCommand(cmd)
+			if err != nil {
 				s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", cmd.Op, err)})
-			} else {
-				_, _ = s.command(ctx, cmd)
+			} else if _, err = s.command(ctx, cmd); err == nil && cmd.Op == troupe.CommandSwitch && cmd.Reply != "" {
+				s.switchReplies = append(s.switchReplies, cmd.Reply) // Answered once switched.
+				return true
 			}
+			s.reply(ctx, cmd.Reply, err)
 			return true
 		}},
 		{workflow.GetSignalChannel(ctx, troupe.MessageSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
@@ -521,6 +527,10 @@ func (s *session) end(ctx workflow.Context) (*troupe.SessionInfo, error) {
 		s.forkFailed(ctx, req, errors.New("the session stopped"))
 	}
 	s.forks = nil
+	for _, r := range s.switchReplies {
+		s.reply(ctx, r, sessionErr(runtime.ErrSessionStopped))
+	}
+	s.switchReplies = nil
 	s.boxes.StopAll(ctx)
 	s.mem.Final(ctx, s.spec, s.id)
 	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})

@@ -6,6 +6,7 @@ package workflows
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -140,6 +141,23 @@ func (s *session) commandUpdate(ctx workflow.Context, c troupe.SessionCommand) (
 		return troupe.SessionInfo{}, s.switchErr
 	}
 	return s.info(), nil
+}
+
+// reply tells the manager how the command it asked a reply to (reply,
+// when set) ended: err, or nil.
+func (s *session) reply(ctx workflow.Context, reply string, err error) {
+	if reply == "" || s.in.Manager == "" {
+		return
+	}
+	o := troupe.CommandOutcome{Reply: reply}
+	if err != nil {
+		o.Error, o.Type = err.Error(), troupe.ErrorType(err)
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) {
+			o.Error = ae.Message()
+		}
+	}
+	_ = workflow.SignalExternalWorkflow(ctx, s.in.Manager, "", troupe.CommandDoneSignal, o)
 }
 
 // commandFailed ends command c, which failed with err (a typed error that
@@ -292,18 +310,23 @@ func (s *session) switchBackend(ctx workflow.Context) {
 	to := s.switchTo
 	s.switchTo = ""
 	asked := s.switchAsked
-	if err := s.boxes.SuspendEach(ctx, "switch to "+to); err != nil {
-		s.switchDone, s.switchErr = asked, err
+	replies := s.switchReplies
+	s.switchReplies = nil
+	err := s.boxes.SuspendEach(ctx, "switch to "+to)
+	s.switchDone, s.switchErr = asked, err
+	if err != nil {
 		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
 		if troupe.ErrorType(err) == troupe.ErrSnapshotFailed {
 			s.changed(ctx) // The manager took the switch as done.
 		}
-		return
+	} else {
+		s.st.Backend = to
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: "switched to " + to})
+		s.changed(ctx)
 	}
-	s.switchDone, s.switchErr = asked, nil
-	s.st.Backend = to
-	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: "switched to " + to})
-	s.changed(ctx)
+	for _, r := range replies {
+		s.reply(ctx, r, err)
+	}
 }
 
 // changedBudget is the session's budget as the budget command's arg

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,11 @@ for i in range(65537):
     f.seek(i * 8192); f.write(b'x')
 "`
 
+// sparseTimeout bounds, in real time, a test that makes sparse files of
+// makeSparse's (256 MiB on disk each) and snapshots them: over the test
+// environment's 3 s on a loaded machine.
+const sparseTimeout = 2 * time.Minute
+
 // A snapshot that fails stops no sandbox: the turn's files stay in the
 // live workspace, a pause and a switch fail with troupe.SnapshotFailed
 // (nothing paused, nothing switched), the idle suspension says it will
@@ -38,6 +44,7 @@ func TestSessionSnapshotRefused(t *testing.T) {
 		}
 		c.Sandboxes["other"] = oc
 	})
+	env.SetTestTimeout(sparseTimeout)
 	var made, deleted, restored *workflowstest.Update
 	var pause, sw, pause2, resume, sw2 *workflowstest.Update
 	var afterFail, idle, afterFix troupe.SessionInfo
@@ -171,6 +178,7 @@ func TestSessionSnapshotRefused(t *testing.T) {
 // is made and finds them.
 func TestSessionForkSnapshotRefused(t *testing.T) {
 	env, root, _, _ := managerWithCode(t)
+	env.SetTestTimeout(sparseTimeout)
 	var made, deleted, forkTurn *workflowstest.Update
 	var refused, forked *workflowstest.Update
 	var listed []troupe.SessionEntry
@@ -223,5 +231,64 @@ func TestSessionForkSnapshotRefused(t *testing.T) {
 	}
 	if got := forkTurn.Output(t); got != `"out: kept"` {
 		t.Errorf("the fork's first turn reads %s, want notes.txt as the source wrote it", got)
+	}
+}
+
+// Through the manager (what troupe sessions and client.Session.Command
+// use), a pause and a switch whose snapshots fail fail for their caller
+// with troupe.SnapshotFailed, and the registry does not take them as
+// done; once the file is deleted both go through.
+func TestManagerCommandSnapshotRefused(t *testing.T) {
+	env, _, _, _ := managerWithCode(t)
+	env.SetTestTimeout(sparseTimeout)
+	var made, deleted, restored *workflowstest.Update
+	var pause, sw, pause2, resume, sw2 *workflowstest.Update
+	var listed []troupe.SessionEntry
+	lifecycle := func(op, arg string) *workflowstest.Update {
+		return workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "src", Command: troupe.SessionCommand{Op: op, Arg: arg}})
+	}
+	env.RegisterDelayedCallback(func() {
+		workflowstest.SendUpdate(env, troupe.CreateSessionUpdate, troupe.CreateSessionInput{ID: "src", Session: troupe.SessionInput{Graph: "code"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		made = workflowstest.AskSession(t, env, "src", "run: "+makeSparse+" && echo kept > notes.txt && echo made")
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() { pause = lifecycle(troupe.CommandPause, "") }, time.Minute)
+	env.RegisterDelayedCallback(func() { sw = lifecycle(troupe.CommandSwitch, "other") }, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		listed = sessionsNow(t, env)
+		deleted = workflowstest.AskSession(t, env, "src", "run: rm sparse && echo deleted")
+	}, 3*time.Minute)
+	env.RegisterDelayedCallback(func() { pause2 = lifecycle(troupe.CommandPause, "") }, 4*time.Minute)
+	env.RegisterDelayedCallback(func() { resume = lifecycle(troupe.CommandResume, "") }, 5*time.Minute)
+	env.RegisterDelayedCallback(func() { sw2 = lifecycle(troupe.CommandSwitch, "other") }, 6*time.Minute)
+	env.RegisterDelayedCallback(func() { restored = workflowstest.AskSession(t, env, "src", "run: cat notes.txt") }, 7*time.Minute)
+	env.RegisterDelayedCallback(func() { lifecycle(troupe.CommandStop, "") }, time.Hour)
+	env.RegisterDelayedCallback(env.CancelWorkflow, 2*time.Hour)
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
+
+	if got := made.Output(t); got != `"out: made"` {
+		t.Fatalf("the turn that made the sparse file answered %s", got)
+	}
+	for name, u := range map[string]*workflowstest.Update{"pause": pause, "switch": sw} {
+		if err := u.Err(); troupe.ErrorType(err) != troupe.ErrSnapshotFailed || !strings.Contains(err.Error(), `"sparse"`) || !strings.Contains(err.Error(), "Delete that file") {
+			t.Errorf("%s through the manager, with a file the snapshot refuses: %v; want %s saying which file and what to do", name, err, troupe.ErrSnapshotFailed)
+		}
+	}
+	for _, e := range listed {
+		if e.ID == "src" && (e.Status != runtime.SessionIdle || slices.Contains(e.Backends, "other")) {
+			t.Errorf("the registry after the failed pause and switch: %+v; want src idle, not on other", e)
+		}
+	}
+	if got := deleted.Output(t); got != `"out: deleted"` {
+		t.Errorf("the turn that deleted the file answered %s", got)
+	}
+	for name, u := range map[string]*workflowstest.Update{"pause": pause2, "resume": resume, "switch": sw2} {
+		if u.Err() != nil || !u.Done() {
+			t.Errorf("%s once the file is deleted: done %v, err %v", name, u.Done(), u.Err())
+		}
+	}
+	if got := restored.Output(t); got != `"out: kept"` {
+		t.Errorf("the turn after the switch reads %s, want notes.txt as the first turn wrote it", got)
 	}
 }
