@@ -38,9 +38,8 @@
 //     sandbox is snapshotted, then stopped. Event: sandbox_suspended. The
 //     next need restores it from its snapshot (2), that one and no other:
 //     a snapshot the store lacks fails the create (troupe.ErrBlobMissing)
-//     rather than make the workspace from an older one, or empty.
-//
-//     No sandbox is stopped, suspended, switched or forked without a good
+//     rather than make the workspace from an older one, or empty. No
+//     sandbox is stopped, suspended, switched or forked without a good
 //     snapshot of its current state. A snapshot that fails (a file the
 //     host will not archive, such as a sparse file of more than 65,536
 //     data runs, which the activity refuses as troupe.ErrSnapshotFailed
