@@ -32,7 +32,19 @@ const (
 	// ForkFailedSignal is a session's word that a fork of it could not
 	// be made (ForkFailure).
 	ForkFailedSignal = "troupe.fork-failed"
+	// CommandDoneSignal is a session's word of how a command its manager
+	// asked a reply to (SessionCommand.Reply) ended (CommandOutcome).
+	CommandDoneSignal = "troupe.command-done"
 )
+
+// CommandOutcome is how a command a manager sent a session ended: Reply
+// is the command's SessionCommand.Reply; Error, when set, says why it
+// failed, and Type is the error's type (such as ErrSnapshotFailed).
+type CommandOutcome struct {
+	Reply string `json:"reply"`
+	Error string `json:"error,omitempty"`
+	Type  string `json:"type,omitempty"`
+}
 
 // ForkInput forks the session ID as NewID (empty for a fresh id), named
 // Name (empty: the source's name, "(fork)").
@@ -46,6 +58,9 @@ type ForkInput struct {
 type ForkFailure struct {
 	NewID string `json:"new_id"`
 	Error string `json:"error"`
+	// Type, when set, is the error type the fork fails with (such as
+	// ErrSnapshotFailed); ErrBadCommand when empty.
+	Type string `json:"type,omitempty"`
 }
 
 // SessionManagerIDFor is the workflow id of the session manager of task

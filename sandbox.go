@@ -22,6 +22,13 @@ const (
 	// EventSandboxCallRetry: a sandbox tool call runs again on the same
 	// workspace, the worker that ran it having died (at least once).
 	EventSandboxCallRetry = "sandbox_call_retry"
+	// EventSandboxSnapshotFailed: a snapshot of a live sandbox failed (a
+	// file it cannot archive, a full disk, a blob store down). The
+	// sandbox stays up with its files and its last good snapshot stands;
+	// the detail says what needed the snapshot (the end of a turn, an
+	// idle suspension, which is tried again later, a pause, a switch, a
+	// fork), why it failed and what to do.
+	EventSandboxSnapshotFailed = "sandbox_snapshot_failed"
 )
 
 // Sandbox application error types.
@@ -43,6 +50,14 @@ const (
 	// sandbox roots sharing a sandbox queue). The call fails; the sandbox
 	// is not taken as lost.
 	ErrSandboxMisrouted = "troupe.SandboxMisrouted"
+	// ErrSnapshotFailed is a command that needed a snapshot of a live
+	// sandbox's current state (pause, switch, fork) and could not take
+	// one: the sandbox stays up with its files, and the command did not
+	// happen. The message says why (a file the snapshot refuses, such as
+	// a sparse file of too many data runs; a full disk; the blob store)
+	// and what to do; once that is done, the command succeeds. It is
+	// also the type of a snapshot activity that refused a workspace file.
+	ErrSnapshotFailed = "troupe.SnapshotFailed"
 )
 
 // BackendLabel names a sandbox backend wherever a sandbox is shown (events,

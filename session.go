@@ -150,6 +150,10 @@ const (
 type SessionCommand struct {
 	Op  string `json:"op"`
 	Arg string `json:"arg,omitempty"`
+	// Reply, when set, asks the session to say how the command ended
+	// (CommandDoneSignal) to its manager, which waits for it on a pause,
+	// or a switch between turns: both need snapshots that can fail.
+	Reply string `json:"reply,omitempty"`
 }
 
 // SessionInfo is where a session stands.

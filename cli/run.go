@@ -620,6 +620,9 @@ func printEvent(w io.Writer, e troupe.Event) {
 	case troupe.EventSandboxProvisioned, troupe.EventSandboxRestored, troupe.EventSandboxSuspended,
 		troupe.EventSandboxLost, troupe.EventSandboxStopped, troupe.EventSandboxCallRetry:
 		fmt.Fprintf(w, "  %s %s: %s\n", tag, strings.ReplaceAll(e.Kind, "_", " "), oneLine(e.Detail))
+	case troupe.EventSandboxSnapshotFailed:
+		// Whole: it says which file and what to do.
+		fmt.Fprintf(w, "  %s ✗ sandbox snapshot failed: %s\n", tag, strings.ReplaceAll(e.Detail, "\n", " "))
 	case troupe.EventFailed:
 		if !rootEvent(e) {
 			fmt.Fprintf(w, "  %s failed: %s\n", tag, oneLine(e.Detail))

@@ -25,7 +25,8 @@ import (
 //	                                     no call running; also from provisioned),
 //	                                     lost, stopped
 //	suspending    being snapshotted and stopped
-//	                                     suspended
+//	                                     suspended, or idle (the snapshot
+//	                                     failed: the sandbox stays up)
 //	suspended     none; its last snapshot holds the workspace
 //	                                     provisioning (the next need), stopped
 //	lost          none: its host or the sandbox died; the last snapshot holds
@@ -181,6 +182,17 @@ func (l *SandboxLease) Suspend() bool {
 	}
 	l.State = LeaseSuspending
 	return true
+}
+
+// SuspendFailed ends a suspension whose snapshot failed: the sandbox is
+// not stopped, since nothing would hold its current state, and the lease
+// is idle again, its last good snapshot unchanged.
+func (l *SandboxLease) SuspendFailed() error {
+	if l.State != LeaseSuspending || !l.Live() {
+		return l.refuse("fail a suspension")
+	}
+	l.State = LeaseIdle
+	return nil
 }
 
 // Stopped records the live sandbox stopped: suspended when it was being

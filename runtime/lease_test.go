@@ -98,6 +98,8 @@ func TestSandboxLeaseTransitions(t *testing.T) {
 			map[runtime.LeaseState]runtime.LeaseState{runtime.LeaseProvisioned: runtime.LeaseIdle, runtime.LeaseIdle: runtime.LeaseIdle}},
 		{"Suspend", suspend,
 			map[runtime.LeaseState]runtime.LeaseState{runtime.LeaseProvisioned: runtime.LeaseSuspending, runtime.LeaseIdle: runtime.LeaseSuspending}},
+		{"SuspendFailed", (*runtime.SandboxLease).SuspendFailed,
+			map[runtime.LeaseState]runtime.LeaseState{runtime.LeaseSuspending: runtime.LeaseIdle}},
 		{"Stopped", (*runtime.SandboxLease).Stopped,
 			map[runtime.LeaseState]runtime.LeaseState{runtime.LeaseSuspending: runtime.LeaseSuspended, runtime.LeaseProvisioned: runtime.LeaseStopped,
 				runtime.LeaseInUse: runtime.LeaseStopped, runtime.LeaseIdle: runtime.LeaseStopped}},

@@ -114,7 +114,9 @@ func (c *control) hold(ctx workflow.Context, sb *lease.Life) error {
 		return nil
 	}
 	if sb != nil && sb.Lease().Live() {
-		if err := sb.Suspend(ctx); err != nil {
+		// A sandbox whose snapshot fails stays up through the pause (an
+		// event says so): stopping it would lose its files.
+		if err := sb.Suspend(ctx, "pause"); err != nil && troupe.ErrorType(err) != troupe.ErrSnapshotFailed {
 			return err
 		}
 	}

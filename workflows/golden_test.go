@@ -79,6 +79,9 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["fork_input"] = troupe.ForkInput{ID: "session-1", NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%"}
 	payloads["fork_request"] = troupe.ForkRequest{NewID: "session-1-fork-1a2b3c4d", Name: "what if 25%", Manager: troupe.SessionManagerID}
 	payloads["fork_failure"] = troupe.ForkFailure{NewID: "session-1-fork-1a2b3c4d", Error: "the session stopped"}
+	payloads["fork_failure_typed"] = troupe.ForkFailure{NewID: "session-1-fork-1a2b3c4d", Error: "fork: the snapshot of coder's sandbox failed", Type: troupe.ErrSnapshotFailed}
+	payloads["session_command_reply"] = troupe.SessionCommand{Op: troupe.CommandPause, Reply: "3f1c2b7a-update"}
+	payloads["command_outcome"] = troupe.CommandOutcome{Reply: "3f1c2b7a-update", Error: "pause: the snapshot of coder's sandbox failed", Type: troupe.ErrSnapshotFailed}
 	forked := state
 	forked.Queue, forked.Transcript = nil, ref.Fork("transcripts/session-1-fork-1a2b3c4d/forked")
 	payloads["session_image"] = troupe.SessionImage{From: "session-1", State: forked}

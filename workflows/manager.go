@@ -13,6 +13,7 @@ package workflows
 // command, so a list needs no call to each session.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -33,6 +34,16 @@ import (
 // source forks between turns, so a long turn holds it.
 const forkTimeout = time.Hour
 
+// versionCommandOutcome marks the change to managers that wait for a
+// session's word of how a pause or a switch ended (troupe.CommandOutcome),
+// so that one whose snapshot failed fails for its caller. The marker is
+// written at each pause or switch.
+const versionCommandOutcome = "troupe.command-outcome"
+
+// commandTimeout bounds how long a manager waits for a session's word of
+// a command: the snapshots of its workspaces take seconds, as a rule.
+const commandTimeout = 2 * time.Minute
+
 // versionManagerBound marks the change to managers that fix their bound
 // at their first start (a side effect) rather than read the worker's.
 const versionManagerBound = "troupe.manager-bound"
@@ -42,18 +53,22 @@ type manager struct {
 	r        *Runner
 	sessions []troupe.SessionEntry
 	// failed are the forks their source could not make, by new id.
-	failed map[string]string
+	failed map[string]troupe.ForkFailure
 	// loading is whether the registry is still being read from the pages
 	// the previous run left: the query says to ask again, updates wait.
 	loading bool
 	// failures and news are the channels of the forks that failed and of
 	// the sessions' news (troupe.session-changed); removals that of the
-	// removals signalled when no worker served the queue.
-	failures, news, removals workflow.ReceiveChannel
+	// removals signalled when no worker served the queue; done that of
+	// the outcomes of the commands the manager waits on.
+	failures, news, removals, done workflow.ReceiveChannel
 	// removed are the sessions this run removed, whose late news it
 	// drops; removing counts the signalled removals under way.
 	removed  map[string]bool
 	removing int
+	// outcomes are the commands the manager waits on, by reply (nil
+	// until their session answers).
+	outcomes map[string]*troupe.CommandOutcome
 	// bound is the history length at which the run continues as new.
 	bound int
 }
@@ -62,7 +77,8 @@ type manager struct {
 // file. It continues as new, carrying its registry by reference (blob
 // pages, see registry.go), when its history reaches its bound.
 func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerInput) error {
-	m := &manager{r: r, sessions: in.Sessions, failed: map[string]string{}, removed: map[string]bool{}, loading: len(in.Pages) > 0}
+	m := &manager{r: r, sessions: in.Sessions, failed: map[string]troupe.ForkFailure{}, removed: map[string]bool{},
+		outcomes: map[string]*troupe.CommandOutcome{}, loading: len(in.Pages) > 0}
 	if err := m.setHandlers(ctx); err != nil {
 		return err
 	}
@@ -75,6 +91,7 @@ func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerI
 	m.failures = workflow.GetSignalChannel(ctx, troupe.ForkFailedSignal)
 	m.news = workflow.GetSignalChannel(ctx, troupe.SessionChangedSignal)
 	m.removals = workflow.GetSignalChannel(ctx, troupe.RemoveSessionSignal)
+	m.done = workflow.GetSignalChannel(ctx, troupe.CommandDoneSignal)
 	if err := m.fixBound(ctx, in.Bound); err != nil {
 		return err
 	}
@@ -166,7 +183,7 @@ func (m *manager) atBound(ctx workflow.Context) bool {
 
 // signalled is whether a signal waits to be taken.
 func (m *manager) signalled() bool {
-	return m.failures.Len() > 0 || m.news.Len() > 0 || m.removals.Len() > 0
+	return m.failures.Len() > 0 || m.news.Len() > 0 || m.removals.Len() > 0 || m.done.Len() > 0
 }
 
 // settled is whether no update is half-handled and no signalled removal
@@ -183,7 +200,16 @@ func (m *manager) drain(ctx workflow.Context) {
 		if !m.failures.ReceiveAsync(&f) {
 			break
 		}
-		m.failed[f.NewID] = f.Error
+		m.failed[f.NewID] = f
+	}
+	for {
+		var o troupe.CommandOutcome
+		if !m.done.ReceiveAsync(&o) {
+			break
+		}
+		if _, waiting := m.outcomes[o.Reply]; waiting {
+			m.outcomes[o.Reply] = &o
+		}
 	}
 	for {
 		var e troupe.SessionEntry
@@ -406,12 +432,36 @@ func (m *manager) checkLifecycle(ctx workflow.Context, in troupe.LifecycleInput)
 }
 
 // lifecycle sends the session its command and records the outcome in
-// the registry at once (the session's news confirms it).
+// the registry at once (the session's news confirms it). A pause, and a
+// switch of a session between turns, wait for the session's word of how
+// they ended (on code from versionCommandOutcome on): each needs a
+// snapshot of every workspace, and one that fails fails the command
+// (troupe.ErrSnapshotFailed, saying why and what to do).
 func (m *manager) lifecycle(ctx workflow.Context, in troupe.LifecycleInput) (troupe.SessionEntry, error) {
+	i := m.find(in.ID)
+	op := in.Command.Op
+	wait := i >= 0 && (op == troupe.CommandPause || op == troupe.CommandSwitch && m.sessions[i].Status == runtime.SessionIdle) &&
+		workflow.GetVersion(ctx, versionCommandOutcome, workflow.DefaultVersion, 1) == 1
+	if wait {
+		in.Command.Reply = workflow.GetCurrentUpdateInfo(ctx).ID
+		m.outcomes[in.Command.Reply] = nil
+		defer delete(m.outcomes, in.Command.Reply)
+	}
 	if err := workflow.SignalExternalWorkflow(ctx, in.ID, "", troupe.CommandSignal, in.Command).Get(ctx, nil); err != nil {
 		return troupe.SessionEntry{}, err
 	}
-	i := m.find(in.ID)
+	if wait {
+		// A session that does not answer in time (a switch that waits
+		// for a turn after all) is taken at its word as before: its news
+		// tells the registry where it stands.
+		if _, err := workflow.AwaitWithTimeout(ctx, commandTimeout, func() bool { return m.outcomes[in.Command.Reply] != nil }); err != nil {
+			return troupe.SessionEntry{}, err
+		}
+		if o := m.outcomes[in.Command.Reply]; o != nil && o.Error != "" {
+			return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s session %s: %s", op, in.ID, o.Error), cmp.Or(o.Type, troupe.ErrBadCommand), nil)
+		}
+	}
+	i = m.find(in.ID)
 	e := &m.sessions[i]
 	switch in.Command.Op {
 	case troupe.CommandPause:
@@ -460,16 +510,16 @@ func (m *manager) fork(ctx workflow.Context, in troupe.ForkInput) (troupe.Sessio
 	if err := workflow.SignalExternalWorkflow(ctx, in.ID, "", troupe.ForkSignal, req).Get(ctx, nil); err != nil {
 		return troupe.SessionEntry{}, err
 	}
-	ok, err := workflow.AwaitWithTimeout(ctx, forkTimeout, func() bool { return m.find(id) >= 0 || m.failed[id] != "" })
+	ok, err := workflow.AwaitWithTimeout(ctx, forkTimeout, func() bool { return m.find(id) >= 0 || m.failed[id].Error != "" })
 	switch {
 	case err != nil:
 		return troupe.SessionEntry{}, err
 	case !ok:
 		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s did not fork within %s (a turn still running?)", in.ID, forkTimeout), troupe.ErrBadCommand, nil)
-	case m.failed[id] != "":
-		why := m.failed[id]
+	case m.failed[id].Error != "":
+		f := m.failed[id]
 		delete(m.failed, id)
-		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("fork of session %s failed: %s", in.ID, why), troupe.ErrBadCommand, nil)
+		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("fork of session %s failed: %s", in.ID, f.Error), cmp.Or(f.Type, troupe.ErrBadCommand), nil)
 	}
 	return m.sessions[m.find(id)], nil
 }

@@ -108,6 +108,18 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// activities its history has: the SDK finds no activity for the
 		// completion its history records (TMPRL1100).
 		{mustFail, "remove-session-version-renamed.json", today, "a session manager whose remove-session marker has another change id", "TMPRL1100"},
+		// A session whose pause, switch and idle suspensions met a file
+		// its snapshots refused (v13-snapshot-refused), replayed without
+		// its snapshot-before-stop marker: its pause answers at once and
+		// its sandbox is stopped, as before the change, and the SDK
+		// (TMPRL1100) finds no activity where the history has the
+		// snapshot's. (Runs from before the change replay as they were:
+		// v13-snapshot-refused-before, recorded on cb609cf.)
+		{mustFail, "snapshot-before-stop-version-renamed.json", today, "a session whose snapshot-before-stop marker is renamed", "TMPRL1100"},
+		// Its manager, replayed without its command-outcome marker, does
+		// not wait for the session's word of the pause that failed: it
+		// answers the pause where its history waits on a timer.
+		{mustFail, "command-outcome-version-renamed.json", today, "a manager whose command-outcome marker is renamed", ""},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -121,7 +133,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 	for f := range workflowstest.ReadIndex(t, mustFail) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
 			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json",
-			"remove-session-version-renamed.json"}, f) {
+			"remove-session-version-renamed.json", "snapshot-before-stop-version-renamed.json", "command-outcome-version-renamed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

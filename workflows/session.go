@@ -68,8 +68,15 @@ type session struct {
 	signals []signalIn
 	// turnsInRun counts the turns of this run.
 	turnsInRun int
-	// switchTo is the backend a switch asked for, done between turns.
-	switchTo string
+	// switchTo is the backend a switch asked for, done between turns;
+	// switchAsked counts the switches asked, switchDone those done (a
+	// later ask covers an earlier one), switchErr why the last failed.
+	switchTo                string
+	switchAsked, switchDone int
+	switchErr               error
+	// switchReplies are the replies (troupe.SessionCommand.Reply) the
+	// manager waits for, of the switches asked and not yet done.
+	switchReplies []string
 	// continuing says the run is about to continue as new: callers
 	// waiting on turns are answered Continued, so that it can.
 	continuing bool
@@ -224,7 +231,7 @@ func (s *session) handle(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
-	err = workflow.SetUpdateHandlerWithOptions(ctx, troupe.CommandUpdate, s.command, workflow.UpdateHandlerOptions{
+	err = workflow.SetUpdateHandlerWithOptions(ctx, troupe.CommandUpdate, s.commandUpdate, workflow.UpdateHandlerOptions{
 		Validator: func(ctx workflow.Context, c troupe.SessionCommand) error { return s.checkCommand(c) },
 	})
 	if err != nil {
@@ -263,11 +270,14 @@ func (s *session) handle(ctx workflow.Context) error {
 			if !c.ReceiveAsync(&cmd) {
 				return false
 			}
-			if err := s.checkCommand(cmd); err != nil {
+			err := s.checkCommand(cmd)
+			if err != nil {
 				s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("%s refused: %v", cmd.Op, err)})
-			} else {
-				_, _ = s.command(ctx, cmd)
+			} else if _, err = s.command(ctx, cmd); err == nil && cmd.Op == troupe.CommandSwitch && cmd.Reply != "" {
+				s.switchReplies = append(s.switchReplies, cmd.Reply) // Answered once switched.
+				return true
 			}
+			s.reply(ctx, cmd.Reply, err)
 			return true
 		}},
 		{workflow.GetSignalChannel(ctx, troupe.MessageSignal), func(ctx workflow.Context, c workflow.ReceiveChannel) bool {
@@ -519,6 +529,10 @@ func (s *session) end(ctx workflow.Context) (*troupe.SessionInfo, error) {
 		s.forkFailed(ctx, req, errors.New("the session stopped"))
 	}
 	s.forks = nil
+	for _, r := range s.switchReplies {
+		s.reply(ctx, r, sessionErr(runtime.ErrSessionStopped))
+	}
+	s.switchReplies = nil
 	s.boxes.StopAll(ctx)
 	s.mem.Final(ctx, s.spec, s.id)
 	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionStopped, Agent: s.st.Agent, Detail: fmt.Sprintf("after %d turns", s.st.Turns)})

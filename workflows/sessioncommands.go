@@ -6,6 +6,7 @@ package workflows
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows/budget"
+	"github.com/troupe-dev/troupe/workflows/lease"
 	"github.com/troupe-dev/troupe/workflows/retention"
 )
 
@@ -72,7 +74,17 @@ func (s *session) command(ctx workflow.Context, c troupe.SessionCommand) (troupe
 			// No model call, tool or agent starts anywhere in the turn's
 			// tree; the workspaces the session holds are suspended.
 			s.ctl.apply(ctx, troupe.Control{Op: troupe.ControlPause, Seq: s.ctl.seq + 1})
-			s.boxes.SuspendAll()
+			if !lease.SnapshotBeforeStop(ctx) {
+				s.boxes.SuspendAll()
+				break
+			}
+			// The pause waits for its suspensions: one whose snapshot
+			// fails keeps its sandbox up, and the pause does not happen.
+			if serr := s.boxes.SuspendEach(ctx, "pause"); serr != nil {
+				_ = s.st.Resume()
+				s.ctl.apply(ctx, troupe.Control{Op: troupe.ControlResume, Seq: s.ctl.seq + 1})
+				return s.commandFailed(ctx, c, serr)
+			}
 		}
 	case troupe.CommandResume:
 		if err = s.st.Resume(); err == nil {
@@ -85,6 +97,7 @@ func (s *session) command(ctx workflow.Context, c troupe.SessionCommand) (troupe
 	case troupe.CommandSwitch:
 		// The main loop switches between turns, before the next one.
 		s.switchTo = c.Arg
+		s.switchAsked++
 	case troupe.CommandBudget:
 		err = s.setBudget(ctx, c.Arg)
 	case troupe.CommandStop:
@@ -105,6 +118,55 @@ func (s *session) command(ctx workflow.Context, c troupe.SessionCommand) (troupe
 	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: detail})
 	s.changed(ctx)
 	return s.info(), nil
+}
+
+// commandUpdate is the troupe.command update: the command, and for a
+// switch its outcome, once the session made it between turns (on code
+// from versionSnapshotBeforeStop on): a switch whose snapshots fail
+// fails with troupe.ErrSnapshotFailed, its sandboxes up on the backend
+// they were on.
+func (s *session) commandUpdate(ctx workflow.Context, c troupe.SessionCommand) (troupe.SessionInfo, error) {
+	info, err := s.command(ctx, c)
+	if err != nil || c.Op != troupe.CommandSwitch || !lease.SnapshotBeforeStop(ctx) {
+		return info, err
+	}
+	asked := s.switchAsked
+	if err := workflow.Await(ctx, func() bool { return s.switchDone >= asked || s.st.Stopped }); err != nil {
+		return troupe.SessionInfo{}, err
+	}
+	switch {
+	case s.switchDone < asked:
+		return troupe.SessionInfo{}, sessionErr(runtime.ErrSessionStopped)
+	case s.switchDone == asked && s.switchErr != nil:
+		return troupe.SessionInfo{}, s.switchErr
+	}
+	return s.info(), nil
+}
+
+// reply tells the manager how the command it asked a reply to (reply,
+// when set) ended: err, or nil.
+func (s *session) reply(ctx workflow.Context, reply string, err error) {
+	if reply == "" || s.in.Manager == "" {
+		return
+	}
+	o := troupe.CommandOutcome{Reply: reply}
+	if err != nil {
+		o.Error, o.Type = err.Error(), troupe.ErrorType(err)
+		var ae *temporal.ApplicationError
+		if errors.As(err, &ae) {
+			o.Error = ae.Message()
+		}
+	}
+	_ = workflow.SignalExternalWorkflow(ctx, s.in.Manager, "", troupe.CommandDoneSignal, o)
+}
+
+// commandFailed ends command c, which failed with err (a typed error that
+// says why, such as troupe.ErrSnapshotFailed) after it changed nothing:
+// an event says so, and the manager hears where the session stands.
+func (s *session) commandFailed(ctx workflow.Context, c troupe.SessionCommand, err error) (troupe.SessionInfo, error) {
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("%s failed: %s", strings.TrimSpace(c.Op+" "+c.Arg), troupe.FailureText(err))})
+	s.changed(ctx)
+	return troupe.SessionInfo{}, err
 }
 
 // changed shows what changed: in the Web UI's current details, and to
@@ -193,8 +255,18 @@ func (s *session) fork(ctx workflow.Context, req troupe.ForkRequest) {
 func (s *session) forkFailed(ctx workflow.Context, req troupe.ForkRequest, err error) {
 	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("fork as %s failed: %v", req.NewID, err)})
 	if m := cmp.Or(req.Manager, s.in.Manager); m != "" {
-		_ = workflow.SignalExternalWorkflow(ctx, m, "", troupe.ForkFailedSignal, troupe.ForkFailure{NewID: req.NewID, Error: troupe.FailureText(err)})
+		_ = workflow.SignalExternalWorkflow(ctx, m, "", troupe.ForkFailedSignal, troupe.ForkFailure{NewID: req.NewID, Error: troupe.FailureText(err), Type: forkErrorType(err)})
 	}
+}
+
+// forkErrorType is the type a fork that failed with err fails with at
+// its manager: troupe.ErrSnapshotFailed for a workspace that could not be
+// snapshotted (the caller can mend that), else the manager's default.
+func forkErrorType(err error) string {
+	if troupe.ErrorType(err) == troupe.ErrSnapshotFailed {
+		return troupe.ErrSnapshotFailed
+	}
+	return ""
 }
 
 // sharedRuns are the runs (sessions) whose blob data a session state
@@ -238,13 +310,24 @@ func (s *session) info() troupe.SessionInfo {
 func (s *session) switchBackend(ctx workflow.Context) {
 	to := s.switchTo
 	s.switchTo = ""
-	if err := s.boxes.SuspendEach(ctx); err != nil {
+	asked := s.switchAsked
+	replies := s.switchReplies
+	s.switchReplies = nil
+	err := s.boxes.SuspendEach(ctx, "switch to "+to)
+	s.switchDone, s.switchErr = asked, err
+	if err != nil {
 		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: fmt.Sprintf("switch to %s failed: %v", to, err)})
-		return
+		if troupe.ErrorType(err) == troupe.ErrSnapshotFailed {
+			s.changed(ctx) // The manager took the switch as done.
+		}
+	} else {
+		s.st.Backend = to
+		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: "switched to " + to})
+		s.changed(ctx)
 	}
-	s.st.Backend = to
-	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSessionCommand, Detail: "switched to " + to})
-	s.changed(ctx)
+	for _, r := range replies {
+		s.reply(ctx, r, err)
+	}
 }
 
 // changedBudget is the session's budget as the budget command's arg

@@ -815,7 +815,7 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 	case troupe.EventModelRetry:
 		step(e.Agent + ": " + e.Detail)
 	case troupe.EventSandboxProvisioned, troupe.EventSandboxRestored, troupe.EventSandboxSuspended,
-		troupe.EventSandboxLost, troupe.EventSandboxStopped:
+		troupe.EventSandboxLost, troupe.EventSandboxStopped, troupe.EventSandboxSnapshotFailed:
 		step(fmt.Sprintf("▣ %s: %s: %s", e.Agent, strings.ReplaceAll(e.Kind, "_", " "), e.Detail))
 	case troupe.EventFinal:
 		if top {

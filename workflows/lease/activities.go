@@ -314,6 +314,12 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	if in.Snapshot != "" {
 		if err := a.restore(ctx, s, in.Snapshot); err != nil {
 			_ = s.Stop(context.WithoutCancel(ctx))
+			if errors.Is(err, blob.ErrNotFound) {
+				// The snapshot the lease names, and no other: a workspace
+				// is never made from an older one, or empty, instead.
+				return nil, temporal.NewApplicationErrorWithCause(fmt.Sprintf("restore snapshot %s: the blob store of this worker does not hold it, "+
+					"so the workspace is not made (not from an older snapshot, nor empty): %v", in.Snapshot, err), troupe.ErrBlobMissing, err)
+			}
 			return nil, fmt.Errorf("restore snapshot %s: %w", in.Snapshot, err)
 		}
 	}
@@ -413,6 +419,11 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	if _, err := heartbeat.While(ctx, func() (struct{}, error) {
 		return struct{}{}, s.Snapshot(ctx, io.MultiWriter(spool, h))
 	}); err != nil {
+		if errors.Is(err, sandbox.ErrTooLarge) {
+			// A file no retry will archive: the workflow keeps the
+			// sandbox up and says which.
+			return "", temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSnapshotFailed, err)
+		}
 		return "", sandboxErr(err)
 	}
 	// Under the run's own prefix, so its data goes with it (the retention

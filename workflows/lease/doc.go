@@ -35,9 +35,24 @@
 //     worker stopped heartbeating is taken again, twice at most.
 //  5. Suspended. When the idle timer (Settings.IdleTimeout) fires with no
 //     call running, or when a paused session suspends it (Suspend), the
-//     sandbox is snapshotted, then stopped; on a failed snapshot the last
-//     one stands. Event: sandbox_suspended. The next need restores it
-//     from its snapshot (2).
+//     sandbox is snapshotted, then stopped. Event: sandbox_suspended. The
+//     next need restores it from its snapshot (2), that one and no other:
+//     a snapshot the store lacks fails the create (troupe.ErrBlobMissing)
+//     rather than make the workspace from an older one, or empty. No
+//     sandbox is stopped, suspended, switched or forked without a good
+//     snapshot of its current state. A snapshot that fails (a file the
+//     host will not archive, such as a sparse file of more than 65,536
+//     data runs, which the activity refuses as troupe.ErrSnapshotFailed
+//     naming it; a full disk; the blob store down) stops nothing: the
+//     sandbox stays up, idle, with its files (SandboxLease.SuspendFailed),
+//     and an event (sandbox_snapshot_failed) says what needed the
+//     snapshot, why it failed and what to do. After a turn the idle timer
+//     starts all the same; an idle suspension tries again after the idle
+//     timeout, doubled at each failure up to an hour, and says so; a
+//     pause, a switch or a fork that needed it fails with
+//     troupe.ErrSnapshotFailed and changes nothing. A snapshot that lost
+//     the sandbox (its host gone) marks the lease lost (6). Only the end
+//     (8) stops a sandbox without a snapshot: nothing restores it then.
 //  6. Lost, and re-provisioned. A call whose worker stopped heartbeating
 //     (the worker died, the host may live) runs again on the same host
 //     and workspace, twice more at most (event sandbox_call_retry): the
@@ -55,8 +70,9 @@
 //     (KeepsFailedWorkspace). The session's Keeper lends each agent's lease
 //     to the agent workflow of a turn (Lend) and takes it back (Back, or
 //     Unlend for an agent that never started); between turns it runs the
-//     idle timers, suspends on pause (SuspendAll) and before a switch of
-//     backend (SuspendEach), snapshots for a fork (SnapshotEach), takes
+//     idle timers, suspends on pause and before a switch of backend
+//     (SuspendEach; a pause and a switch wait for it, and fail with it),
+//     snapshots for a fork (SnapshotEach), takes
 //     the workspaces back to a rolled-back turn's start (Restore), and
 //     carries the leases through continue-as-new (Settle).
 //  8. Stopped. An agent that ends, however it ends (output, handoff,
@@ -67,7 +83,8 @@
 // Life and Keeper are workflow code: deterministic, touching sandboxes
 // only through the activities. Every change of the commands they issue is
 // versioned (troupe.clear-lost-sandbox, troupe.snapshot-retry,
-// troupe.manifest-guidance, troupe.keep-failed-workspace) and proven by
+// troupe.manifest-guidance, troupe.keep-failed-workspace,
+// troupe.snapshot-before-stop) and proven by
 // the replay sets of package workflows. The activities' names and
 // payloads (SandboxCreateInput, SandboxInfo, SandboxToolInput,
 // WorkspaceGuidanceInput) are stable: histories hold them.

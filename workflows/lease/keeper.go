@@ -162,23 +162,36 @@ func (b *Keeper) Restore(ctx workflow.Context, start map[string]runtime.SandboxL
 }
 
 // SuspendAll suspends, in the background, each live sandbox the session
-// holds (a paused session's): snapshot, then stop; the next command
-// restores it.
+// holds (a paused session's, on code from before
+// versionSnapshotBeforeStop: SuspendEach since): snapshot, then stop; the
+// next command restores it.
 func (b *Keeper) SuspendAll() {
 	for _, a := range b.agents() {
 		l := b.lives[a]
 		if _, out := b.lent[a]; out || !l.lease.Live() {
 			continue
 		}
-		workflow.Go(b.ctx, func(gctx workflow.Context) { _ = l.Suspend(gctx) })
+		workflow.Go(b.ctx, func(gctx workflow.Context) { _ = l.Suspend(gctx, "pause") })
 	}
 }
 
-// SuspendEach suspends each live sandbox the session holds, and waits
-// for it: the workspaces are then in their snapshots only.
-func (b *Keeper) SuspendEach(ctx workflow.Context) error {
+// SuspendEach suspends each live sandbox the session holds and has not
+// lent to a running turn (whose agent suspends it if need be), for what
+// (a pause, a switch), and waits for it: the workspaces are then in their
+// snapshots only. It stops at the first snapshot that fails, with
+// troupe.ErrSnapshotFailed: that sandbox stays up with its files, its
+// idle timer running again, and those not yet suspended stay as they
+// were.
+func (b *Keeper) SuspendEach(ctx workflow.Context, what string) error {
 	for _, a := range b.agents() {
-		if err := b.lives[a].Suspend(ctx); err != nil {
+		l := b.lives[a]
+		if _, out := b.lent[a]; out {
+			continue
+		}
+		if err := l.Suspend(ctx, what); err != nil {
+			if l.lease.Live() && l.idleCancel == nil {
+				l.touch(b.ctx)
+			}
 			return err
 		}
 	}
@@ -197,7 +210,12 @@ func (b *Keeper) SnapshotEach(ctx workflow.Context) ([]runtime.AgentLease, error
 		if l.lease.Live() {
 			if err := l.snapshotSafely(ctx); err != nil {
 				if !l.isLost(err) {
-					return nil, err
+					if !snapshotBeforeStop(ctx) {
+						return nil, err
+					}
+					// The sandbox goes on as it was, idle timer and all.
+					l.touch(b.ctx)
+					return nil, l.snapshotFailed(ctx, "fork", err, "no fork was made")
 				}
 				l.lost(ctx, err) // The fork restores the last snapshot.
 			} else {

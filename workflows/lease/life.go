@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ type Life struct {
 	run        agents.RunContext
 	lease      *runtime.SandboxLease
 	idleCancel workflow.CancelFunc
+	// idleFailures counts the idle suspensions in a row whose snapshot
+	// failed (idleRetry).
+	idleFailures int
 	// owner is the session that owns the sandbox across turns, if any;
 	// backend the backend it chose, if any.
 	owner, backend string
@@ -254,7 +258,10 @@ func (s *Life) lost(ctx workflow.Context, err error) {
 const versionClearLostSandbox = "troupe.clear-lost-sandbox"
 
 // AfterTurn snapshots the workspace after a turn that used it and
-// restarts the idle timer.
+// restarts the idle timer. A snapshot that fails (and did not lose the
+// sandbox) leaves the sandbox up with its files, is an event, and the
+// idle timer starts all the same: its suspension takes the snapshot
+// again.
 func (s *Life) AfterTurn(ctx workflow.Context) {
 	if !s.lease.Live() {
 		return
@@ -262,10 +269,59 @@ func (s *Life) AfterTurn(ctx workflow.Context) {
 	if err := s.snapshotSafely(ctx); err != nil {
 		if s.isLost(err) {
 			s.lost(ctx, err)
+			return
 		}
-		return
+		if !snapshotBeforeStop(ctx) {
+			return
+		}
+		_ = s.snapshotFailed(ctx, "after the turn", err, "it is taken again when the sandbox idles, or at the next turn's end")
 	}
 	s.touch(ctx)
+}
+
+// versionSnapshotBeforeStop marks the change to agents and sessions that
+// stop, suspend, switch or fork no sandbox without a good snapshot of its
+// current state: a snapshot that fails keeps the sandbox up, is an event
+// (troupe.EventSandboxSnapshotFailed), fails the command that needed it
+// (troupe.ErrSnapshotFailed) and, for an idle suspension, is tried again
+// later. Before, the last snapshot stood and the sandbox was stopped,
+// losing what changed since. The marker is written when a snapshot fails,
+// and when a session pauses (the pause now waits for its suspensions).
+const versionSnapshotBeforeStop = "troupe.snapshot-before-stop"
+
+// snapshotBeforeStop reports whether the workflow runs on code that keeps
+// a sandbox whose snapshot failed (versionSnapshotBeforeStop).
+func snapshotBeforeStop(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, versionSnapshotBeforeStop, workflow.DefaultVersion, 1) == 1
+}
+
+// SnapshotBeforeStop is snapshotBeforeStop for the session's commands.
+func SnapshotBeforeStop(ctx workflow.Context) bool { return snapshotBeforeStop(ctx) }
+
+// snapshotFailed records that the snapshot the sandbox needed for what
+// (an idle suspension, a pause...) failed with err, and that the sandbox
+// stays up; then says what happens next. It returns the error a command
+// that needed the snapshot fails with.
+func (s *Life) snapshotFailed(ctx workflow.Context, what string, err error, next string) error {
+	why := strings.TrimPrefix(troupe.FailureText(err), troupe.ErrSnapshotFailed+": ")
+	last := "it has no good snapshot yet"
+	if s.lease.Snapshot != "" {
+		last = "its last good snapshot is " + s.lease.Snapshot
+	}
+	msg := fmt.Sprintf("%s: the snapshot of %s's sandbox failed, so the sandbox stays up with its files (%s): %s. %s",
+		what, s.agent, last, why, snapshotAdvice(err))
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSandboxSnapshotFailed, Agent: s.agent, Detail: msg + "; " + next})
+	return troupe.NonRetryable(troupe.ErrSnapshotFailed, "%s", msg)
+}
+
+// snapshotAdvice is what a user can do about the snapshot failure err.
+func snapshotAdvice(err error) string {
+	if troupe.ErrorType(err) == troupe.ErrSnapshotFailed {
+		// The snapshot refused a file of the workspace: the activity's
+		// message names it and says why.
+		return "Delete that file (or copy it dense, or move it out of the workspace), then try again"
+	}
+	return "Mend the cause (free space on the worker's spool directory, check the blob store), then try again"
 }
 
 // snapshotSafely archives the live sandbox as snapshotNow does, and takes
@@ -321,6 +377,14 @@ func (s *Life) snapshotNow(ctx workflow.Context) error {
 // running, the sandbox is suspended (snapshot, then stop) until the next
 // call.
 func (s *Life) touch(ctx workflow.Context) {
+	s.idleFailures = 0
+	s.arm(ctx, s.set.idleTimeout())
+}
+
+// arm starts the idle timer, to fire after d. A suspension whose
+// snapshot fails leaves the sandbox up and arms the timer again, a
+// little later each time (idleRetry).
+func (s *Life) arm(ctx workflow.Context, d time.Duration) {
 	if s.idleCancel != nil {
 		s.idleCancel()
 	}
@@ -328,7 +392,7 @@ func (s *Life) touch(ctx workflow.Context) {
 	tctx, cancel := workflow.WithCancel(ctx)
 	s.idleCancel = cancel
 	workflow.Go(tctx, func(gctx workflow.Context) {
-		if err := workflow.NewTimer(gctx, s.set.idleTimeout()).Get(gctx, nil); err != nil {
+		if err := workflow.NewTimer(gctx, d).Get(gctx, nil); err != nil {
 			return // cancelled by a newer touch or the end of the agent
 		}
 		if !s.lease.Suspend() {
@@ -338,9 +402,46 @@ func (s *Life) touch(ctx workflow.Context) {
 		// cancel a suspend under way.
 		sctx, cancel := workflow.NewDisconnectedContext(gctx)
 		defer cancel()
-		_ = s.snapshotSafely(sctx) // on failure the last snapshot stands
-		s.stopNow(sctx, troupe.EventSandboxSuspended)
+		if err := s.suspendNow(sctx); err != nil {
+			s.idleFailures++
+			again := s.idleRetry()
+			_ = s.snapshotFailed(sctx, "idle suspension", err, "suspension is tried again in "+again.String())
+			s.arm(ctx, again)
+		}
 	})
+}
+
+// idleRetry is how long an idle sandbox whose suspension failed
+// idleFailures times in a row waits before the next try: the idle
+// timeout, doubled at each failure up to an hour (or the idle timeout,
+// if longer), so a sandbox left so for days adds little to its history.
+func (s *Life) idleRetry() time.Duration {
+	d, most := s.set.idleTimeout(), max(s.set.idleTimeout(), time.Hour)
+	for i := 1; i < s.idleFailures && d < most; i++ {
+		d *= 2
+	}
+	return min(d, most)
+}
+
+// suspendNow suspends the sandbox, in suspending: snapshot, then stop. A
+// snapshot that fails, on code from versionSnapshotBeforeStop on, stops
+// nothing: the sandbox stays up, idle, and the error comes back (unless
+// the sandbox was lost taking it: the lease is lost then, and nothing
+// else can be done). Before, the last snapshot stood and the sandbox was
+// stopped.
+func (s *Life) suspendNow(ctx workflow.Context) error {
+	if err := s.snapshotSafely(ctx); err != nil && snapshotBeforeStop(ctx) {
+		if s.isLost(err) {
+			s.lost(ctx, err)
+			return nil
+		}
+		if ferr := s.lease.SuspendFailed(); ferr != nil {
+			return leaseErr(ferr)
+		}
+		return err
+	}
+	s.stopNow(ctx, troupe.EventSandboxSuspended)
+	return nil
 }
 
 // stopNow stops the live sandbox, if any: the lease is then suspended (if
@@ -384,16 +485,25 @@ func (s *Life) Release(ctx workflow.Context) *runtime.SandboxLease {
 
 // Suspend suspends the live sandbox at once (snapshot, then stop),
 // unless a call runs on it; the next command restores it. A paused
-// session's agents and sandboxes are suspended so.
-func (s *Life) Suspend(ctx workflow.Context) error {
+// session's agents and sandboxes are suspended so, and a session's
+// before it switches backend (what names the command that needs it).
+//
+// A snapshot that fails stops nothing: the sandbox stays up, idle, with
+// its files and no idle timer (the caller decides), the failure is an
+// event, and Suspend fails with troupe.ErrSnapshotFailed.
+func (s *Life) Suspend(ctx workflow.Context, what string) error {
 	if err := s.Hold(ctx); err != nil {
 		return err
 	}
 	if !s.lease.Suspend() {
 		return nil
 	}
-	_ = s.snapshotSafely(ctx) // On failure the last snapshot stands.
-	s.stopNow(ctx, troupe.EventSandboxSuspended)
+	if err := s.suspendNow(ctx); err != nil {
+		if troupe.ErrorType(err) == troupe.ErrInternal {
+			return err
+		}
+		return s.snapshotFailed(ctx, what, err, "nothing was stopped")
+	}
 	return nil
 }
 
