@@ -318,7 +318,7 @@ func TestCLISessionsRm(t *testing.T) {
 		results[1].Found {
 		t.Errorf("sessions rm --json: %+v; want %s removed and the unknown id not found", results, second)
 	}
-	if !strings.Contains(rm.errText(), "no session session-none-at-all") || !strings.Contains(rm.errText(), troupe.ErrUnknownSession) {
+	if !strings.Contains(rm.errText(), "troupe: no session session-none-at-all") {
 		t.Errorf("sessions rm of an unknown id said:\n%s", rm.errText())
 	}
 	if out := runCLI(t, home, "sessions", "ls"); !strings.Contains(out, "no sessions") {

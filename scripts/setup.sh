@@ -46,6 +46,10 @@ fi
 command -v setpriv >/dev/null || apt_install util-linux
 [ -z "$only_run" ] || exit 0
 
+# python3: the snapshot tests make a sparse file of more than 65,536 data
+# runs in a sandbox with it.
+command -v python3 >/dev/null || apt_install python3
+
 # zstd: `make bench` compares snapshots against tar | zstd.
 command -v zstd >/dev/null || apt_install zstd
 
