@@ -189,6 +189,7 @@ func spawnWorkerTo(t *testing.T, stderr io.Writer, modelURL, blobDir, queue stri
 // children cut off, which the new worker sends again (by update, with
 // the same ids), count once.
 func TestWorkerCrash(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name   string
 		budget *agents.Budget
@@ -267,6 +268,7 @@ func crashWorker(t *testing.T, budget *agents.Budget) {
 // answering, re-provisioned from its last snapshot on the new host, and
 // the run completes with the file written before the crash.
 func TestHostLost(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("hostlost-%d", os.Getpid())
@@ -339,6 +341,7 @@ func TestHostLost(t *testing.T) {
 // on the host's next worker, replaces what the dead one left, the run
 // completes, and no workspace, sidecar or cgroup is left behind.
 func TestWorkerKilledDuringCreate(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("killcreate-%d", os.Getpid())

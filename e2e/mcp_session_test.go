@@ -39,6 +39,7 @@ type tsSessionReply struct {
 // twice under one idempotency key (one turn); wrong calls fail clearly;
 // a call cancelled mid-turn leaves the session and its turn going on.
 func TestMCPServeSession(t *testing.T) {
+	parallel(t)
 	f := newMCPServeFixture(t, server.HTTPOptions{})
 	const tool, other = "mcpchat_talker_session", "mcpwait_waiter_session"
 	var out struct {

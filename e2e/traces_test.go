@@ -68,6 +68,7 @@ type span struct {
 // handoff one span; and the first worker's Temporal SDK metrics reached
 // Jaeger too.
 func TestTracesAcrossCrash(t *testing.T) {
+	parallel(t)
 	j := jaegertest.Start(t)
 	_, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("traces-%d", os.Getpid())
