@@ -61,28 +61,26 @@ func TestCLIRun(t *testing.T) {
 
 // TestCLIRunRemembers: `troupe run` on its own embedded server stays, once
 // the result is out, for the deal desk's memory to be consolidated, so the
-// next `troupe run` of the same home knows the decision made before.
+// next `troupe run` of the same home knows the decision made before. The
+// command runs as a process of its own, with its own environment, so the
+// test runs beside the others.
 func TestCLIRunRemembers(t *testing.T) {
-	// Not parallel: it sets the environment the CLI or the store reads (t.Setenv).
-	t.Setenv("OPENAI_API_KEY", "")
-	t.Setenv("TEMPORAL_ADDRESS", "")
-	t.Setenv("TROUPE_HOME", t.TempDir())
+	parallel(t)
+	home := t.TempDir()
 	review := func() (dealdesk.Recommendation, string) {
-		var stdout, stderr bytes.Buffer
-		cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
-		cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
-		if err := cmd.ExecuteContext(context.Background()); err != nil {
-			t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
+		r := startCLI(t, home, "run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal")
+		if code := r.wait(t); code != 0 {
+			t.Fatalf("troupe run: exit %d\nstderr:\n%s", code, r.errText())
 		}
 		var res troupe.RunResult
-		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-			t.Fatalf("stdout is not a run result: %v\n%s", err, stdout.String())
+		if err := json.Unmarshal([]byte(r.stdout.String()), &res); err != nil {
+			t.Fatalf("stdout is not a run result: %v\n%s", err, r.stdout.String())
 		}
 		rec, err := agents.Decode[dealdesk.Recommendation](res.Output)
 		if err != nil {
 			t.Fatalf("result %+v: %v", res, err)
 		}
-		return rec, stderr.String()
+		return rec, r.errText()
 	}
 	if first, progress := review(); strings.Contains(first.Summary, "Earlier for") {
 		t.Fatalf("first run: summary %q; progress:\n%s", first.Summary, progress)
