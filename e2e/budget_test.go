@@ -89,7 +89,8 @@ func trafficOf(t *testing.T, c client.Client, root string, agents map[string]boo
 //
 //	go test ./e2e -run 'TestBudgetEndToEnd|TestDealDeskSession' -histories ../workflows/testdata/histories/v11-budget-asks
 func TestBudgetEndToEnd(t *testing.T) {
-	parallelLong(t)
+	// Not parallel: it counts model calls exactly, and beside the other
+	// tests on a loaded two-core machine it saw one call too many.
 	c := dial(t)
 	ms, url := modelServer(t)
 	queue := startWorker(t, c, url, "", nil)
