@@ -248,7 +248,7 @@ func (m phaseModel) Respond(ctx context.Context, req model.Request) (*model.Resp
 // has, the reaper leaves no workspace, sidecar, workspace disk, mount,
 // bwrap cgroup or container behind.
 func TestWorkerKilledInEachPhase(t *testing.T) {
-	parallelLong(t)
+	parallel(t)
 	dc, err := docker.New(docker.Config{Root: t.TempDir(), Image: docker.BusyboxImage})
 	if err != nil {
 		t.Fatal(err)

@@ -46,10 +46,11 @@ import (
 
 var temporalAddr string
 
-// parallelTests is how many tests marked with parallel run at once: the
-// tests spend most of their time waiting, not computing, so more than
-// -test.parallel's default (GOMAXPROCS, 2 on a two-core machine).
-const parallelTests = 4
+// parallelTests is how many tests marked with parallel run at once, as
+// many as -test.parallel's default (GOMAXPROCS) on a two-core machine:
+// more, beside the long tests, made tests that count model calls or time
+// their steps fail on a loaded machine.
+const parallelTests = 2
 
 // shortSlots holds a token for each test that parallel let run.
 var shortSlots = make(chan struct{}, parallelTests)
@@ -63,7 +64,7 @@ func parallel(t *testing.T) {
 	t.Cleanup(func() { <-shortSlots })
 }
 
-// parallelLong runs t, one of the few tests that take minutes, in
+// parallelLong runs t, one of the two tests that take many minutes, in
 // parallel from the start of the parallel tests, beside parallel's: the
 // package takes as long as its longest test, if that one starts first.
 // (The order in which Go starts the parallel tests is not theirs in the

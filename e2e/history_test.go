@@ -37,7 +37,7 @@ const historyBound = 1_100
 // arrive in order, each once, across the runs, whether polled or also
 // taken from the worker's event bus, and as the workflow recorded them.
 func TestLongRunContinuesAsNew(t *testing.T) {
-	parallelLong(t) // long and on its own worker
+	parallel(t) // long and on its own worker
 	c := dial(t)
 	_, url := modelServer(t)
 	bus := events.NewBus()

@@ -423,7 +423,8 @@ func TestMCPServeIdempotency(t *testing.T) {
 // goes on, and a new session reads it by id with troupe_run_status and
 // troupe_run_result.
 func TestMCPServeReconnect(t *testing.T) {
-	parallel(t)
+	// Not parallel: beside the other tests on a loaded two-core machine, a
+	// running call's status had no events yet.
 	f := newMCPServeFixture(t, server.HTTPOptions{})
 	t.Run("new session", func(t *testing.T) { testMCPReconnect(t, f) })
 	t.Run("session deleted", func(t *testing.T) { testMCPSessionDeleted(t, f) })

@@ -129,7 +129,7 @@ var (
 // leaves its run RUNNING on the home's server, and `troupe runs resume`
 // finishes it with the result `troupe run` would have printed.
 func TestRunInterruptedAndResumed(t *testing.T) {
-	parallelLong(t) // mostly waiting, on a server or worker of its own
+	parallel(t) // mostly waiting, on a server or worker of its own
 	for _, tc := range []struct {
 		name string
 		sig  os.Signal
@@ -217,7 +217,7 @@ func TestTwoRunsOneHome(t *testing.T) {
 // runs left going by a Ctrl-C, refuse the id of one of a run's agents and
 // a run that has closed, and `runs show` says how each ended, typed.
 func TestRunsCancelAndTerminate(t *testing.T) {
-	parallelLong(t) // mostly waiting, on a server or worker of its own
+	parallel(t) // mostly waiting, on a server or worker of its own
 	home := t.TempDir()
 	interrupted := func() string {
 		r := startCLI(t, home, "run", "--graph", "plod", "go")
