@@ -51,6 +51,7 @@ func sessionInfo(t *testing.T, home, id string) troupeclient.SessionInfo {
 // still waits, under the same id; `troupe runs approve` approves it, and
 // the turn goes on: the tool runs once, and the answer says so.
 func TestApprovalSurvivesWorkerAndServerKill(t *testing.T) {
+	parallel(t)
 	home := t.TempDir()
 	port := strconv.Itoa(freePort(t))
 	up := regexp.MustCompile(`^troupe: dev server up`)
@@ -118,6 +119,7 @@ func saveDevHistories(t *testing.T, home string, ids map[string]bool, prefix str
 // waits: an answer it does not know asks again, "e" edits the arguments,
 // and the run goes on with them.
 func TestRunAsksForApproval(t *testing.T) {
+	parallel(t)
 	home := t.TempDir()
 	port := strconv.Itoa(freePort(t))
 	env := []string{"TROUPE_HOME=" + home, envCLIPlod + "=1"}
@@ -155,6 +157,7 @@ func TestRunAsksForApproval(t *testing.T) {
 // session waiting, and takes the decision: y, pressed with no Enter,
 // approves the oldest, and the turn goes on.
 func TestChatApproves(t *testing.T) {
+	parallel(t)
 	home := t.TempDir()
 	port := strconv.Itoa(freePort(t))
 	env := []string{"TROUPE_HOME=" + home, envCLIPlod + "=1"}

@@ -23,6 +23,7 @@ import (
 //     message is answered. /budget shows the spending per agent; /budget
 //     off lifts the budget.
 func TestBudgetCLI(t *testing.T) {
+	parallel(t)
 	home := t.TempDir()
 	port := strconv.Itoa(freePort(t))
 	dev := startTroupe(t, "dev", []string{"TROUPE_HOME=" + home}, "troupe: dev server up", "dev", "--port", port, "--ui-port", "-1")

@@ -37,6 +37,7 @@ import (
 // Each step waits, with a deadline, for the screen (capture-pane) and the
 // session to show what it must.
 func TestChat(t *testing.T) {
+	parallel(t)
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatal("tmux is not installed (scripts/setup.sh installs it)")
 	}

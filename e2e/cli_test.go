@@ -22,6 +22,7 @@ import (
 // the deal-desk offline scenario answers) and, in turn, against a running
 // Temporal (TEMPORAL_ADDRESS) and on its own embedded server.
 func TestCLIRun(t *testing.T) {
+	// Not parallel: it sets the environment the CLI or the store reads (t.Setenv).
 	tests := []struct {
 		name    string
 		address string
@@ -60,27 +61,26 @@ func TestCLIRun(t *testing.T) {
 
 // TestCLIRunRemembers: `troupe run` on its own embedded server stays, once
 // the result is out, for the deal desk's memory to be consolidated, so the
-// next `troupe run` of the same home knows the decision made before.
+// next `troupe run` of the same home knows the decision made before. The
+// command runs as a process of its own, with its own environment, so the
+// test runs beside the others.
 func TestCLIRunRemembers(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "")
-	t.Setenv("TEMPORAL_ADDRESS", "")
-	t.Setenv("TROUPE_HOME", t.TempDir())
+	parallel(t)
+	home := t.TempDir()
 	review := func() (dealdesk.Recommendation, string) {
-		var stdout, stderr bytes.Buffer
-		cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
-		cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
-		if err := cmd.ExecuteContext(context.Background()); err != nil {
-			t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
+		r := startCLI(t, home, "run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal")
+		if code := r.wait(t); code != 0 {
+			t.Fatalf("troupe run: exit %d\nstderr:\n%s", code, r.errText())
 		}
 		var res troupe.RunResult
-		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-			t.Fatalf("stdout is not a run result: %v\n%s", err, stdout.String())
+		if err := json.Unmarshal([]byte(r.stdout.String()), &res); err != nil {
+			t.Fatalf("stdout is not a run result: %v\n%s", err, r.stdout.String())
 		}
 		rec, err := agents.Decode[dealdesk.Recommendation](res.Output)
 		if err != nil {
 			t.Fatalf("result %+v: %v", res, err)
 		}
-		return rec, stderr.String()
+		return rec, r.errText()
 	}
 	if first, progress := review(); strings.Contains(first.Summary, "Earlier for") {
 		t.Fatalf("first run: summary %q; progress:\n%s", first.Summary, progress)
@@ -95,6 +95,7 @@ func TestCLIRunRemembers(t *testing.T) {
 // fix it, and never falls back to the unconfined local backend by itself;
 // chosen explicitly, local runs, labelled as unconfined.
 func TestWorkerSandboxChoice(t *testing.T) {
+	// Not parallel: it sets the environment the CLI or the store reads (t.Setenv).
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("TEMPORAL_ADDRESS", temporalAddr)
 	t.Setenv("TROUPE_HOME", t.TempDir())
@@ -142,6 +143,7 @@ func TestWorkerSandboxChoice(t *testing.T) {
 // silent: each retry of the model call shows in its progress, saying why
 // and when the next attempt comes.
 func TestCLIDeadModel(t *testing.T) {
+	// Not parallel: it sets the environment the CLI or the store reads (t.Setenv).
 	t.Setenv("OPENAI_API_KEY", "test")
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1") // The discard port: nothing listens.
 	t.Setenv("TEMPORAL_ADDRESS", "")
@@ -180,6 +182,7 @@ func TestCLIDeadModel(t *testing.T) {
 // TestCLIRunNeedsInput: a graph without a default input says how to give
 // one, before anything starts.
 func TestCLIRunNeedsInput(t *testing.T) {
+	parallel(t)
 	var stdout, stderr bytes.Buffer
 	cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
 	cmd.SetArgs([]string{"run", "--graph", "dealdesk"})
@@ -193,6 +196,7 @@ func TestCLIRunNeedsInput(t *testing.T) {
 // error's type and what went wrong; --json prints it as JSON on stdout;
 // the SDK's log goes to a file under TROUPE_HOME, not amid the progress.
 func TestCLIRunFailure(t *testing.T) {
+	// Not parallel: it sets the environment the CLI or the store reads (t.Setenv).
 	// A model server that refuses every request, as OpenAI does a bad key.
 	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

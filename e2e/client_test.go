@@ -20,6 +20,7 @@ import (
 // start under an id twice is one run; cancel and terminate stop runs in
 // flight with the errors Result documents.
 func TestClient(t *testing.T) {
+	parallel(t)
 	if _, err := troupeclient.New(troupeclient.Config{}); err == nil {
 		t.Error("New without a Temporal client: no error")
 	}

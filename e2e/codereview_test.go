@@ -92,6 +92,7 @@ func emptyDirs(t *testing.T, roots ...string) {
 // APIs: three sandboxed reviewers in parallel over a repository the test
 // creates, then the report on the host.
 func TestCodeReview(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	repo := exampletest.ReviewRepo(t)
 	for _, tc := range []struct {
@@ -182,6 +183,7 @@ func TestCodeReview(t *testing.T) {
 // the change from HEAD~1 to HEAD: the last commit's, which the summary
 // names.
 func TestCodeReviewCLI(t *testing.T) {
+	// Not parallel: it sets the environment the CLI or the store reads (t.Setenv).
 	repo := exampletest.ReviewRepo(t)
 	home := t.TempDir()
 	t.Setenv("OPENAI_API_KEY", "")
@@ -268,6 +270,7 @@ func TestOfflineNoMatchCLI(t *testing.T) {
 // -run TestCodeReviewSandboxDenied -histories
 // ../workflows/testdata/histories/v12-source-not-allowed).
 func TestCodeReviewSandboxDenied(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	repo := exampletest.ReviewRepo(t)
 	_, url := modelServer(t)
@@ -312,6 +315,7 @@ func TestCodeReviewSandboxDenied(t *testing.T) {
 // become the run's variables, the report goes to the request's own
 // directory, and the Summary comes back as structuredContent.
 func TestCodeReviewMCP(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	repo := exampletest.ReviewRepo(t)
 	_, url := modelServer(t)

@@ -189,6 +189,7 @@ func spawnWorkerTo(t *testing.T, stderr io.Writer, modelURL, blobDir, queue stri
 // children cut off, which the new worker sends again (by update, with
 // the same ids), count once.
 func TestWorkerCrash(t *testing.T) {
+	parallel(t)
 	for _, tc := range []struct {
 		name   string
 		budget *agents.Budget
@@ -201,7 +202,10 @@ func crashWorker(t *testing.T, budget *agents.Budget) {
 	c := dial(t)
 	ms, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("crash-%d-%d", os.Getpid(), queues.Add(1))
-	first := spawnWorker(t, url, blobDir, queue)
+	// The first worker holds the slow children's model calls until it is
+	// killed, so they are in flight then however slow the machine.
+	held := filepath.Join(t.TempDir(), "held")
+	first := spawnWorker(t, url, blobDir, queue, envHoldModel+"=fan worker crash", envHoldModelFile+"="+held)
 
 	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "crash", Input: "go", Budget: budget})
 	if err != nil {
@@ -223,12 +227,12 @@ func crashWorker(t *testing.T, budget *agents.Budget) {
 				finished++
 			}
 		}
-		if started == 4 && finished == 2 {
+		// The slow children are waiting on their model calls.
+		if data, _ := os.ReadFile(held); started == 4 && finished == 2 && strings.Count(string(data), "\n") == 2 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond) // the slow children are now waiting on their model calls
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -267,6 +271,7 @@ func crashWorker(t *testing.T, budget *agents.Budget) {
 // answering, re-provisioned from its last snapshot on the new host, and
 // the run completes with the file written before the crash.
 func TestHostLost(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("hostlost-%d", os.Getpid())
@@ -390,6 +395,7 @@ func TestWorkerKilledMidCommand(t *testing.T) {
 // on the host's next worker, replaces what the dead one left, the run
 // completes, and no workspace, sidecar or cgroup is left behind.
 func TestWorkerKilledDuringCreate(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("killcreate-%d", os.Getpid())

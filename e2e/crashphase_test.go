@@ -248,6 +248,7 @@ func (m phaseModel) Respond(ctx context.Context, req model.Request) (*model.Resp
 // has, the reaper leaves no workspace, sidecar, workspace disk, mount,
 // bwrap cgroup or container behind.
 func TestWorkerKilledInEachPhase(t *testing.T) {
+	parallel(t)
 	dc, err := docker.New(docker.Config{Root: t.TempDir(), Image: docker.BusyboxImage})
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +263,7 @@ func TestWorkerKilledInEachPhase(t *testing.T) {
 	for _, backend := range []string{"bwrap", "docker"} {
 		for _, phase := range phases {
 			t.Run(backend+"/"+phase, func(t *testing.T) {
-				t.Parallel()
+				parallel(t)
 				killInPhase(t, backend, phase)
 			})
 		}

@@ -34,7 +34,7 @@ import (
 // alone, about half of the reviewers' commands reach the other process
 // and fail with troupe.SandboxMisrouted.)
 func TestDevBesideWorker(t *testing.T) {
-	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
+	parallel(t) // mostly waiting, on a server or worker of its own
 	repo := exampletest.ReviewRepo(t)
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)

@@ -41,7 +41,7 @@ import (
 //     same home. The reopened chat shows the call that waits; "y"
 //     approves it, and the turn goes on.
 func TestChatCodeReviewDay(t *testing.T) {
-	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
+	parallel(t) // mostly waiting, on a server or worker of its own
 	sc, err := scripted.ParseScenario(codereview.Scenario)
 	if err != nil {
 		t.Fatal(err)

@@ -5,10 +5,20 @@
 //
 // All tests that link the Temporal server live in this one package, so the
 // server is linked once.
+//
+// The tests mostly wait (on scripted model delays, timers, other
+// processes), so they run in parallel (parallel, parallelLong) unless they
+// touch state of the whole process. Those that do (t.Setenv, for the CLI
+// run in process; killing every sandbox process of a kind) stay
+// sequential, say why, and run first, before the parallel ones. A test
+// that runs in parallel keeps what it makes to itself: its own task queue,
+// model server, store, sandbox roots, TROUPE_HOME and ports, and ids that
+// no other test uses.
 package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -36,6 +46,34 @@ import (
 
 var temporalAddr string
 
+// parallelTests is how many tests marked with parallel run at once, as
+// many as -test.parallel's default (GOMAXPROCS) on a two-core machine:
+// more, beside the long tests, made tests that count model calls or time
+// their steps fail on a loaded machine.
+const parallelTests = 2
+
+// shortSlots holds a token for each test that parallel let run.
+var shortSlots = make(chan struct{}, parallelTests)
+
+// parallel runs t in parallel with the other parallel tests, parallelTests
+// of them at a time (and no more than -test.parallel when given).
+func parallel(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	shortSlots <- struct{}{}
+	t.Cleanup(func() { <-shortSlots })
+}
+
+// parallelLong runs t, one of the two tests that take many minutes, in
+// parallel from the start of the parallel tests, beside parallel's: the
+// package takes as long as its longest test, if that one starts first.
+// (The order in which Go starts the parallel tests is not theirs in the
+// source.)
+func parallelLong(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) != "" {
 		os.Exit(workerProcess())
@@ -45,6 +83,17 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(envHostile) != "" {
 		os.Exit(hostileWorkerProcess())
+	}
+	// parallel and parallelLong decide how many tests run at once, unless
+	// -test.parallel is given.
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", "1000"); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: -test.parallel:", err)
+			os.Exit(2)
+		}
 	}
 	srv, err := devserver.Start(context.Background(), devserver.Config{InMemory: true, UIPort: -1})
 	if err != nil {

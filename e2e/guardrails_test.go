@@ -116,6 +116,7 @@ rules:
 //
 //	go test ./e2e -run 'TestGuardrailsEndToEnd/tool_agents' -histories ../workflows/testdata/histories/v11-tool-guardrail-agents
 func TestGuardrailsEndToEnd(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	vet, err := scripted.ParseScenario([]byte(vetRules))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.temporal.io/api/enums/v1"
@@ -68,11 +69,30 @@ func openIndex(t *testing.T, dir string) *historyIndex {
 	return index
 }
 
-// save writes the index back.
+// indexes serializes the saves of index.json files: tests run in
+// parallel, and two that save histories to one set would otherwise lose
+// each other's entries.
+var indexes sync.Mutex
+
+// save writes the index back, with what other tests added to it since it
+// was read (entries are only ever added).
 func (x *historyIndex) save(t *testing.T) {
 	t.Helper()
-	data, _ := json.MarshalIndent(x.files, "", "  ")
-	if err := os.WriteFile(filepath.Join(x.dir, "index.json"), data, 0o644); err != nil {
+	indexes.Lock()
+	defer indexes.Unlock()
+	path := filepath.Join(x.dir, "index.json")
+	files := map[string]string{}
+	if data, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(data, &files); err != nil {
+			t.Error(err)
+			return
+		}
+	}
+	for name, id := range x.files {
+		files[name] = id
+	}
+	data, _ := json.MarshalIndent(files, "", "  ")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Error(err)
 	}
 }

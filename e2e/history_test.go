@@ -37,7 +37,7 @@ const historyBound = 1_100
 // arrive in order, each once, across the runs, whether polled or also
 // taken from the worker's event bus, and as the workflow recorded them.
 func TestLongRunContinuesAsNew(t *testing.T) {
-	t.Parallel() // long and on its own worker: it runs beside the other long ones, after the rest
+	parallel(t) // long and on its own worker
 	c := dial(t)
 	_, url := modelServer(t)
 	bus := events.NewBus()
@@ -219,7 +219,7 @@ const marathonBound = 5_200
 // never shown more than the agent's compaction window, through every
 // continue-as-new (the window travels in the agent's state).
 func TestMarathon(t *testing.T) {
-	t.Parallel() // long and on its own worker: it runs beside the other long ones, after the rest
+	parallelLong(t) // long and on its own worker
 	c := dial(t)
 	srv, url := modelServer(t)
 	var store *blob.Store
@@ -361,7 +361,7 @@ func forgetRuns(t *testing.T, c client.Client, id string, runs []string) {
 // continues as new several times, the result is the whole chain's, and
 // the run's events followed from the start arrive in order, each once.
 func TestRunContinuesAsNew(t *testing.T) {
-	t.Parallel() // long and on its own worker: it runs beside the other long ones, after the rest
+	parallel(t) // on its own worker
 	const handoffs = 40
 	c := dial(t)
 	_, url := modelServer(t)

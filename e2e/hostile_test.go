@@ -119,6 +119,7 @@ func hostileWorkerProcess() int {
 // worker's peak RSS stays under hostileRSSBound; and the worker, stopped
 // with SIGTERM, exits.
 func TestHostileWorkspace(t *testing.T) {
+	parallel(t)
 	for _, backend := range []string{bwrap.Backend, docker.Backend} {
 		t.Run(backend, func(t *testing.T) {
 			if backend == docker.Backend {

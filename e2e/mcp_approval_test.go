@@ -125,6 +125,7 @@ func gateLog(t *testing.T, log string) []string {
 // troupe_run_approve decides it, for a run and for a session; and by
 // go-sdk's client on 2026-07-28, with multi round-trip requests.
 func TestMCPServeApprovals(t *testing.T) {
+	parallel(t)
 	url, stateless, log := newMCPGateFixture(t)
 	var ran []string
 	checkRan := func(t *testing.T, want ...string) {

@@ -126,6 +126,7 @@ func waitForCall(t *testing.T, c client.Client, id, tool string) {
 // tool error; the next call runs on a restarted server, and the run ends
 // with its output.
 func TestMCPToolsEndToEnd(t *testing.T) {
+	parallel(t)
 	for _, transport := range []string{"stdio", "http"} {
 		t.Run(transport, func(t *testing.T) {
 			mark := fmt.Sprintf("TROUPE_E2E_MCP_MARK=%s-%d", transport, time.Now().UnixNano())
@@ -243,6 +244,7 @@ type noArgs struct{}
 // call on the server (the client sends notifications/cancelled) and the
 // run ends cancelled.
 func TestMCPCallCancelled(t *testing.T) {
+	parallel(t)
 	started, cancelled := make(chan struct{}), make(chan struct{})
 	s := sdk.NewServer(&sdk.Implementation{Name: "hang", Version: "1"}, nil)
 	sdk.AddTool(s, &sdk.Tool{Name: "hang", Description: "Never answers."}, func(ctx context.Context, _ *sdk.CallToolRequest, _ noArgs) (*sdk.CallToolResult, any, error) {

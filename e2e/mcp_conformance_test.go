@@ -51,6 +51,21 @@ func peerCommand(ctx context.Context, t testing.TB, bin string, args ...string) 
 	return cmd
 }
 
+// mcpServeQueue is held, one test at a time, by the tests that run
+// `troupe mcp serve` with a worker of its own on the test server: that
+// worker's task queue is named after the graphs it serves, so it is the
+// same for all of them, and two at once would take each other's tasks
+// (with another TROUPE_HOME, hence another blob store).
+var mcpServeQueue sync.Mutex
+
+// takeMCPServeQueue holds mcpServeQueue until the test and its clean-up
+// (which stops its servers) are done.
+func takeMCPServeQueue(t testing.TB) {
+	t.Helper()
+	mcpServeQueue.Lock()
+	t.Cleanup(mcpServeQueue.Unlock)
+}
+
 // mcpServeEnv is the environment of a `troupe mcp serve` process: the test
 // Temporal server, a fresh TROUPE_HOME and the offline scripted model
 // (no OPENAI_API_KEY), which answers the built-in graphs' scenarios.
@@ -152,6 +167,8 @@ func (l *lockedBuffer) String() string {
 // prompts that Troupe does not offer. Every other scenario must pass, and
 // every listed one must fail, so that a baseline never hides a fix.
 func TestMCPConformance(t *testing.T) {
+	parallel(t)
+	takeMCPServeQueue(t)
 	tests := []struct {
 		name     string
 		flags    []string

@@ -45,6 +45,8 @@ type inspectorOutput struct {
 // tools/call of dealdesk_coordinator runs the deal-desk graph offline and
 // returns its Recommendation as structuredContent.
 func TestMCPInspector(t *testing.T) {
+	parallel(t)
+	takeMCPServeQueue(t)
 	tests := []struct {
 		name string
 		// target returns the Inspector's arguments naming the server.

@@ -305,6 +305,7 @@ func checkDealDeskCall(t *testing.T, c client.Client, out tsCall, wantTools []st
 // TestMCPServeHTTP: the TypeScript SDK client lists the tools and calls
 // dealdesk_coordinator over streamable HTTP with a progress token.
 func TestMCPServeHTTP(t *testing.T) {
+	parallel(t)
 	f := newMCPServeFixture(t, server.HTTPOptions{})
 	var out tsCall
 	runTSClient(t, "call.mjs", nil, &out, f.url)
@@ -337,6 +338,7 @@ func TestMCPServeHTTP(t *testing.T) {
 // waits on the model; the client's notifications/cancelled cancels the
 // workflow.
 func TestMCPServeCancel(t *testing.T) {
+	parallel(t)
 	f := newMCPServeFixture(t, server.HTTPOptions{})
 	var out struct {
 		RunID    string   `json:"run_id"`
@@ -376,6 +378,7 @@ func waitForStatus(t *testing.T, c client.Client, id string, want enums.Workflow
 // key from another session, or with the same JSON-RPC id in its session —
 // is the same run, not a second one.
 func TestMCPServeIdempotency(t *testing.T) {
+	parallel(t)
 	t.Run("idempotency key", func(t *testing.T) {
 		f := newMCPServeFixture(t, server.HTTPOptions{})
 		var out struct {
@@ -420,6 +423,8 @@ func TestMCPServeIdempotency(t *testing.T) {
 // goes on, and a new session reads it by id with troupe_run_status and
 // troupe_run_result.
 func TestMCPServeReconnect(t *testing.T) {
+	// Not parallel: beside the other tests on a loaded two-core machine, a
+	// running call's status had no events yet.
 	f := newMCPServeFixture(t, server.HTTPOptions{})
 	t.Run("new session", func(t *testing.T) { testMCPReconnect(t, f) })
 	t.Run("session deleted", func(t *testing.T) { testMCPSessionDeleted(t, f) })
@@ -481,6 +486,7 @@ func testMCPReconnect(t *testing.T, f *mcpServeFixture) {
 // polls an hour apart, the agent's start comes while the run still runs
 // (its agent waits two minutes on the model), not with the run's end.
 func TestMCPServeLiveProgress(t *testing.T) {
+	parallel(t)
 	f := newMCPServeFixtureWith(t, server.HTTPOptions{}, events.NewBus(), time.Hour)
 	s := newRawMCP(t, f.url, "")
 	s.initialize()
@@ -582,6 +588,7 @@ func testMCPSessionDeleted(t *testing.T, f *mcpServeFixture) {
 // troupe_run_result read the runs that the server's agent tools start,
 // and answer any other workflow id as an unknown one, naming no graph.
 func TestMCPServeRunToolsRefuseForeignRuns(t *testing.T) {
+	parallel(t)
 	f := newMCPServeFixture(t, server.HTTPOptions{})
 	ctx := context.Background()
 	// The foreign runs wait on a queue no worker polls, until cleanup.
@@ -640,6 +647,7 @@ func TestMCPServeRunToolsRefuseForeignRuns(t *testing.T) {
 // TestMCPServeHTTPNeedsToken: `troupe mcp serve --http` on an address
 // others can reach needs a token, or --insecure-no-auth (with a warning).
 func TestMCPServeHTTPNeedsToken(t *testing.T) {
+	// Not parallel: it sets the environment the CLI or the store reads (t.Setenv).
 	const refusal = "is not a loopback address"
 	tests := []struct {
 		name    string
@@ -696,6 +704,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // TestMCPServeStatelessTokenHost: stateless mode with a bearer token, and
 // DNS-rebinding protection, with plain HTTP requests.
 func TestMCPServeStatelessTokenHost(t *testing.T) {
+	parallel(t)
 	const token = "tok-0123456789"
 	f := newMCPServeFixture(t, server.HTTPOptions{Stateless: true, Token: token})
 	t.Run("token", func(t *testing.T) {
@@ -747,6 +756,8 @@ func TestMCPServeStatelessTokenHost(t *testing.T) {
 // TestMCPServeStdio: `troupe mcp serve --stdio` (this test binary as the
 // troupe command) under the TypeScript SDK's StdioClientTransport.
 func TestMCPServeStdio(t *testing.T) {
+	parallel(t)
+	takeMCPServeQueue(t)
 	_, modelURL := modelServer(t)
 	cmd, cliEnv := troupeCommand(t, "mcp", "serve", "--stdio", "--graph", "dealdesk")
 	env := map[string]string{}

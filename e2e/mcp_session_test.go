@@ -39,6 +39,9 @@ type tsSessionReply struct {
 // twice under one idempotency key (one turn); wrong calls fail clearly;
 // a call cancelled mid-turn leaves the session and its turn going on.
 func TestMCPServeSession(t *testing.T) {
+	// Not parallel: it counts model calls exactly, and beside the other
+	// tests on a loaded two-core machine it saw the slow call answered
+	// three times.
 	f := newMCPServeFixture(t, server.HTTPOptions{})
 	const tool, other = "mcpchat_talker_session", "mcpwait_waiter_session"
 	var out struct {

@@ -46,6 +46,7 @@ rules:
 // only, one of the fork the fork only; each side's rollouts go to its own
 // scope; and both sessions' histories (troupe.memory-fork) replay.
 func TestMemoryForkEndToEnd(t *testing.T) {
+	parallel(t)
 	_, base := scenarioServer(t, forkScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("e2e-f-%d-%d", os.Getpid(), time.Now().UnixNano())

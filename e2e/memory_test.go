@@ -51,6 +51,7 @@ rules:
 // consolidation starts; phase 1 runs once per run, phase 2 writes the
 // handbook, the summary and the selection; the workflow ends when idle.
 func TestMemoryConsolidationEndToEnd(t *testing.T) {
+	parallel(t)
 	srv, base := scenarioServer(t, memoryScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("e2e-%d-%d", os.Getpid(), time.Now().UnixNano())
@@ -152,6 +153,7 @@ func TestMemoryConsolidationEndToEnd(t *testing.T) {
 // scope's memory workflow replay on this code (the versioned commands of
 // troupe.memory-rollouts, the memory workflow's coroutines and timers).
 func TestMemorySessionEndToEnd(t *testing.T) {
+	parallel(t)
 	_, base := scenarioServer(t, memoryScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("e2e-s-%d-%d", os.Getpid(), time.Now().UnixNano())
@@ -281,7 +283,7 @@ rules:
 // model call per rollout and per phase 2, one raw memory and one summary
 // per rollout, and the selection written once phase 2 is done.
 func TestMemoryWorkerKilledInPhases(t *testing.T) {
-	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
+	parallel(t) // mostly waiting, on a server or worker of its own
 	srv, url := scenarioServer(t, crashScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("crash-%d", os.Getpid())
@@ -403,6 +405,7 @@ func readFresh(ctx context.Context, store *blob.Store, key string) ([]byte, erro
 // signals reach the scope's single memory workflow, whose phase 2s never
 // overlap, and whose last selection holds both sessions.
 func TestMemoryTwoSessionsStopTogether(t *testing.T) {
+	parallel(t)
 	srv, base := scenarioServer(t, memoryScenario)
 	c := dial(t)
 	scope := fmt.Sprintf("e2e-two-%d-%d", os.Getpid(), time.Now().UnixNano())

@@ -111,6 +111,7 @@ func (b *syncBuffer) String() string {
 // run. The run completes with the recommendation of an undisturbed run,
 // and the new worker logs no nondeterminism error.
 func TestRedeployMidRun(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	_, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("redeploy-%d", os.Getpid())
@@ -164,6 +165,7 @@ func TestRedeployMidRun(t *testing.T) {
 // its first sandbox, with ErrStoreNotServed naming the fix, instead of
 // running on with "sandbox lost" answers to a degraded result.
 func TestRegisterAloneFailsLoudly(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	_, url := modelServer(t)
 	queue := fmt.Sprintf("e2e-%d-%d", os.Getpid(), queues.Add(1))

@@ -16,6 +16,7 @@ import (
 // of a run reaches the worker that holds its workspace, so each run reads
 // the file its manifest wrote, and no sandbox is ever taken as lost.
 func TestSandboxRoutingByStore(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	_, url := modelServer(t)
 	queue := fmt.Sprintf("e2e-routing-%d", queues.Add(1))

@@ -18,6 +18,7 @@ import (
 )
 
 func TestDealDesk(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	for _, api := range apis {
 		t.Run(string(api), func(t *testing.T) {
@@ -88,6 +89,7 @@ func TestDealDesk(t *testing.T) {
 }
 
 func TestHandoffChain(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	for _, api := range apis {
 		t.Run(string(api), func(t *testing.T) {
@@ -113,6 +115,8 @@ func TestHandoffChain(t *testing.T) {
 }
 
 func TestAgentsAsToolsOverlap(t *testing.T) {
+	// Not parallel: it checks that agents-as-tools overlap in time, which
+	// beside the other tests on a loaded two-core machine they did not.
 	c := dial(t)
 	for _, api := range apis {
 		t.Run(string(api), func(t *testing.T) {
@@ -146,6 +150,7 @@ func TestAgentsAsToolsOverlap(t *testing.T) {
 }
 
 func TestStructuredOutputCorrected(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	for _, api := range apis {
 		t.Run(string(api), func(t *testing.T) {
@@ -171,6 +176,7 @@ func TestStructuredOutputCorrected(t *testing.T) {
 // the agent's tool result comes while the run still runs (its next model
 // call hangs for two minutes), not with the run's end.
 func TestFollowIsPushed(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, "", nil)

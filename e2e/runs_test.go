@@ -129,7 +129,7 @@ var (
 // leaves its run RUNNING on the home's server, and `troupe runs resume`
 // finishes it with the result `troupe run` would have printed.
 func TestRunInterruptedAndResumed(t *testing.T) {
-	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
+	parallel(t) // mostly waiting, on a server or worker of its own
 	for _, tc := range []struct {
 		name string
 		sig  os.Signal
@@ -180,7 +180,7 @@ func TestRunInterruptedAndResumed(t *testing.T) {
 // server. The first, which started the server, finishes first and keeps
 // the server up until the second is done; both print their results.
 func TestTwoRunsOneHome(t *testing.T) {
-	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
+	parallel(t) // mostly waiting, on a server or worker of its own
 	home := t.TempDir()
 	first := startCLI(t, home, "run", "--graph", "plod", "medium")
 	firstID := first.waitLine(t, runStarted)
@@ -217,7 +217,7 @@ func TestTwoRunsOneHome(t *testing.T) {
 // runs left going by a Ctrl-C, refuse the id of one of a run's agents and
 // a run that has closed, and `runs show` says how each ended, typed.
 func TestRunsCancelAndTerminate(t *testing.T) {
-	t.Parallel() // mostly waiting, on a server or worker of its own: it runs beside the long ones, after the rest
+	parallel(t) // mostly waiting, on a server or worker of its own
 	home := t.TempDir()
 	interrupted := func() string {
 		r := startCLI(t, home, "run", "--graph", "plod", "go")
@@ -308,6 +308,7 @@ func TestRunsCancelAndTerminate(t *testing.T) {
 // for its transcript in the wrong store for ever. It refuses to start,
 // naming the other worker and both stores, and starts no run.
 func TestWorkersAgreeOnTheBlobStore(t *testing.T) {
+	parallel(t)
 	home := t.TempDir()
 	dev := startCLI(t, home, "dev", "--port", strconv.Itoa(freePort(t)), "--ui-port", "-1")
 	dev.waitLine(t, regexp.MustCompile(`^troupe: dev server up`))
@@ -334,6 +335,7 @@ func TestWorkersAgreeOnTheBlobStore(t *testing.T) {
 // model. It refuses to start, naming the other worker and both models,
 // and starts no run.
 func TestWorkersAgreeOnTheModel(t *testing.T) {
+	parallel(t)
 	home := t.TempDir()
 	dev := startCLI(t, home, "dev", "--port", strconv.Itoa(freePort(t)), "--ui-port", "-1")
 	dev.waitLine(t, regexp.MustCompile(`^troupe: dev server up`))

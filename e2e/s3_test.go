@@ -24,6 +24,7 @@ import (
 // real S3-compatible server (versitygw): the run completes, and its
 // transcripts and outputs are in the bucket, under the run's own prefix.
 func TestDealDeskOnS3(t *testing.T) {
+	// Not parallel: it sets the environment the CLI or the store reads (t.Setenv).
 	s3 := s3test.Start(t, "troupe")
 	s3.SetEnv(t)
 	t.Setenv("TROUPE_BLOB_URL", s3.URL("troupe"))
@@ -87,6 +88,7 @@ func TestDealDeskOnS3(t *testing.T) {
 // longer than the retention and of a run Temporal no longer holds, and
 // leaves a running run's data alone, on a real S3-compatible server.
 func TestBlobRetention(t *testing.T) {
+	// Not parallel: it sets the environment the CLI or the store reads (t.Setenv).
 	s3 := s3test.Start(t, "troupe")
 	s3.SetEnv(t)
 	ctx := context.Background()

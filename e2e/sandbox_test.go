@@ -79,6 +79,7 @@ var sha256Line = regexp.MustCompile(`[0-9a-f]{64}`)
 // idle sandbox is suspended (snapshot, then stop); the next command
 // restores it, and the file written before is byte-identical.
 func TestSandboxIdleSuspend(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	_, url := modelServer(t)
 	root := t.TempDir()
@@ -119,6 +120,7 @@ func TestSandboxIdleSuspend(t *testing.T) {
 // completes from the last snapshot: the model sees a tool error for the
 // command in flight, and the file written before is there.
 func TestSandboxDiesMidRun(t *testing.T) {
+	// Not parallel: it kills every bwrap process of the test binary, other tests' too.
 	tests := []struct {
 		backend string
 		client  func(t *testing.T, root string) sandbox.Client
@@ -267,6 +269,7 @@ func killChildren(t *testing.T, comm string) int {
 // TestSandboxStoppedOnCancel cancels a run while a command runs in its
 // sandbox: the sandbox is stopped all the same.
 func TestSandboxStoppedOnCancel(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	root := t.TempDir()
@@ -316,6 +319,7 @@ func TestSandboxStoppedOnCancel(t *testing.T) {
 // StartReaping; those of an open workflow, and of another cluster or
 // namespace, are kept.
 func TestReapOrphans(t *testing.T) {
+	parallel(t)
 	ctx := context.Background()
 	c := dial(t)
 	_, url := modelServer(t)

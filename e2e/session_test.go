@@ -45,6 +45,7 @@ import (
 // the workspace intact, with the notes of both turns before it. Stopping
 // the session through its manager leaves no workspace behind.
 func TestSessionSurvivesWorkerKill(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("session-%d", os.Getpid())
@@ -147,6 +148,7 @@ func TestSessionSurvivesWorkerKill(t *testing.T) {
 // answers on that review. With -histories, the session's, its manager's
 // and its agents' histories are saved for the replay tests.
 func TestDealDeskSession(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	queue := startWorker(t, c, url, model.APIResponses, nil)
@@ -222,6 +224,7 @@ func TestDealDeskSession(t *testing.T) {
 // on the same SQLite file, and the follow-up is answered with the
 // conversation so far.
 func TestSessionSurvivesServerRestart(t *testing.T) {
+	parallel(t)
 	home := t.TempDir()
 	port := strconv.Itoa(freePort(t))
 	dev := startCLI(t, home, "dev", "--port", port, "--ui-port", "-1")
@@ -287,6 +290,7 @@ func sessionClient(t *testing.T, backend string, tweak func(*workflows.Config)) 
 // another, rolls the turn back; the next command finds the workspace as
 // the turn before left it.
 func TestSessionRollbackRestoresFiles(t *testing.T) {
+	parallel(t)
 	cl, _, c := sessionClient(t, "local", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -355,6 +359,7 @@ func activityDone(c client.Client, id, name string) bool {
 // it, and the next turn finds its files. With -histories, the session's,
 // its agents' and its manager's histories are saved for the replay tests.
 func TestSessionFailedTurnKeepsFiles(t *testing.T) {
+	parallel(t)
 	cl, _, c := sessionClient(t, "local", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -406,6 +411,7 @@ func turnOf(info troupeclient.SessionInfo, id string) (troupeclient.TurnRecord, 
 // of the workspace is byte-identical on each backend (checksums of a
 // random file and a nested one), and the conversation goes on.
 func TestSessionSwitchDockerBwrap(t *testing.T) {
+	parallel(t)
 	dockerRoot, bwrapRoot := t.TempDir(), t.TempDir()
 	dc, err := docker.New(docker.Config{Root: dockerRoot, Image: docker.BusyboxImage})
 	if err != nil {
@@ -489,7 +495,7 @@ const sessionTurns = 2000
 // no payload nears the 2 MB limit (the outputs go to the blob store by
 // reference).
 func TestSessionScale(t *testing.T) {
-	t.Parallel()       // long and on its own worker: it runs beside the other long ones, after the rest
+	parallelLong(t)    // long and on its own worker
 	const bound = 1000 // the worker's ContinueAfterEvents
 	cl, _, c := sessionClient(t, "local", func(cfg *workflows.Config) { cfg.ContinueAfterEvents = bound })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a hang detector
@@ -609,6 +615,7 @@ func TestSessionScale(t *testing.T) {
 // next message finds the change there (the session keeps the fixer's
 // workspace between turns).
 func TestCodeReviewSession(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	repo := exampletest.ReviewRepo(t)
 	_, url := modelServer(t)
@@ -714,6 +721,7 @@ func TestCodeReviewSession(t *testing.T) {
 // the other's, and the fork's first command restored the workspace as it
 // stood at the fork.
 func TestSessionForkDiverges(t *testing.T) {
+	parallel(t)
 	cl, _, _ := sessionClient(t, "local", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -777,6 +785,8 @@ func TestSessionForkDiverges(t *testing.T) {
 // was decided before, while a review of another customer says nothing of
 // Acme's.
 func TestDealDeskRemembers(t *testing.T) {
+	// Not parallel: beside the other tests on a loaded two-core machine,
+	// stopping its session timed out.
 	c := dial(t)
 	ms, url := modelServer(t)
 	var store *blob.Store
@@ -840,6 +850,7 @@ func TestDealDeskRemembers(t *testing.T) {
 // second session's review of the same repository passes the dismissal on
 // to the security reviewer, who reports the value as info, not high.
 func TestCodeReviewRemembers(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	repo := exampletest.ReviewRepo(t)
 	ms, url := modelServer(t)

@@ -39,6 +39,7 @@ import (
 // and add up to the answer. The histories of a run followed with deltas
 // and of one on a worker that serves none hold the same events.
 func TestTextStreamsToFollowers(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	_, modelURL := modelServer(t)
 	remoteQueue := fmt.Sprintf("stream-%d", os.Getpid())
@@ -131,6 +132,7 @@ func TestTextStreamsToFollowers(t *testing.T) {
 // generates it: the whole answer (far longer than a model_turn event's
 // preview) on the turn's progress line.
 func TestSessionsSendStreams(t *testing.T) {
+	parallel(t)
 	home := t.TempDir()
 	dev := startCLI(t, home, "dev", "--port", strconv.Itoa(freePort(t)), "--ui-port", "-1")
 	dev.waitLine(t, regexp.MustCompile(`^troupe: dev server up`))

@@ -17,6 +17,7 @@ import (
 // user's message, each agent workflow its agent, and each step what it
 // does: the command a sandbox tool runs, the model turn, the snapshot.
 func TestWebUISummaries(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	_, url := modelServer(t)
 	queue := startWorker(t, c, url, model.APIResponses, nil)

@@ -68,6 +68,8 @@ type span struct {
 // handoff one span; and the first worker's Temporal SDK metrics reached
 // Jaeger too.
 func TestTracesAcrossCrash(t *testing.T) {
+	// Not parallel: beside the other tests on a loaded two-core machine, a
+	// reviewer's redone first turn had no chat span.
 	j := jaegertest.Start(t)
 	_, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("traces-%d", os.Getpid())
