@@ -344,6 +344,7 @@ func TestHostLost(t *testing.T) {
 // lost, nothing is restored from a snapshot, and the run ends as it
 // would have.
 func TestWorkerKilledMidCommand(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("midcmd-%d-%d", os.Getpid(), queues.Add(1))
