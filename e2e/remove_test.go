@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/lease"
+	"github.com/troupe-dev/troupe/workflows/workflowstest"
 )
 
 // TestRemoveSession: a session goes with `RemoveSession` whatever its
@@ -94,7 +95,7 @@ func TestRemoveSession(t *testing.T) {
 			if rec, err := s.Ask(ctx, "run: echo kept > f.txt", nil); err != nil || rec.Outcome != runtime.TurnAnswered {
 				t.Fatalf("turn: %+v, %v", rec, err)
 			}
-			if left := workspaces(t, root); len(left) != 2 {
+			if left := workflowstest.Leftovers(t, root); len(left) != 2 {
 				t.Fatalf("after a turn the backend holds %v, want the session's one workspace and its sidecar", left)
 			}
 			if keys, _, err := store.List(ctx, "transcripts/"+s.ID()+"/", 0); err != nil || len(keys) == 0 {
@@ -176,7 +177,7 @@ func TestRemoveSession(t *testing.T) {
 			if st := d.GetWorkflowExecutionInfo().GetStatus(); st == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				t.Errorf("the session's workflow is %s, want closed", st)
 			}
-			if left := workspaces(t, root); len(left) != 0 {
+			if left := workflowstest.Leftovers(t, root); len(left) != 0 {
 				t.Errorf("the backend still holds %v", left)
 			}
 			for _, area := range []string{"transcripts/", "outputs/", "snapshots/", "events/"} {
@@ -324,21 +325,6 @@ func TestCLISessionsRm(t *testing.T) {
 	if out := runCLI(t, home, "sessions", "ls"); !strings.Contains(out, "no sessions") {
 		t.Errorf("sessions ls after rm:\n%s", out)
 	}
-}
-
-// workspaces are the entries a host-directory backend holds under root:
-// workspaces and their sidecars.
-func workspaces(t *testing.T, root string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	return names
 }
 
 // waitListed waits until the manager lists session id.
