@@ -32,6 +32,9 @@ const (
 	// first).
 	envHoldModel     = "TROUPE_E2E_HOLD_MODEL"
 	envHoldModelFile = "TROUPE_E2E_HOLD_MODEL_FILE"
+	// envHoldModelUser, when set, narrows envHoldModel to the requests
+	// whose last user message holds this text too.
+	envHoldModelUser = "TROUPE_E2E_HOLD_MODEL_USER"
 )
 
 // workerGraphs are the graphs a worker process serves.
@@ -56,16 +59,16 @@ func redeployHooks(m model.Model) model.Model {
 	if os.Getenv(envHoldModel) == "" {
 		return m
 	}
-	return heldModel{Model: m, match: os.Getenv(envHoldModel), file: os.Getenv(envHoldModelFile)}
+	return heldModel{Model: m, match: os.Getenv(envHoldModel), user: os.Getenv(envHoldModelUser), file: os.Getenv(envHoldModelFile)}
 }
 
 type heldModel struct {
 	model.Model
-	match, file string
+	match, user, file string
 }
 
 func (h heldModel) Respond(ctx context.Context, req model.Request) (*model.Response, error) {
-	if !strings.Contains(req.Instructions, h.match) {
+	if !strings.Contains(req.Instructions, h.match) || !strings.Contains(lastUser(req), h.user) {
 		return h.Model.Respond(ctx, req)
 	}
 	f, err := os.OpenFile(h.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -81,6 +84,16 @@ func (h heldModel) Respond(ctx context.Context, req model.Request) (*model.Respo
 	}
 	<-ctx.Done()
 	return nil, ctx.Err()
+}
+
+// lastUser is the text of req's last user message.
+func lastUser(req model.Request) string {
+	for i := len(req.Input) - 1; i >= 0; i-- {
+		if it := req.Input[i]; it.Type == agents.ItemMessage && it.Role == "user" {
+			return it.Content
+		}
+	}
+	return ""
 }
 
 // syncBuffer is a bytes.Buffer that a process's output and the test can

@@ -40,16 +40,20 @@ import (
 
 // A three-turn session on the embedded server, its worker a separate
 // process and its model the scripted one over HTTP. The worker is
-// SIGKILLed while the second turn waits on the model, and a new worker
+// SIGKILLed while the second turn waits on the model (its model holds
+// that call until it dies, however slow the machine: killed during the
+// command the call asks for, the worker would leave it to run again,
+// at least once, which TestWorkerKilledMidCommand shows), and a new worker
 // process takes over: the turn completes once, and the third turn finds
 // the workspace intact, with the notes of both turns before it. Stopping
 // the session through its manager leaves no workspace behind.
 func TestSessionSurvivesWorkerKill(t *testing.T) {
 	parallel(t)
 	c := dial(t)
-	ms, url := modelServer(t)
+	_, url := modelServer(t)
 	blobDir, queue := t.TempDir(), fmt.Sprintf("session-%d", os.Getpid())
-	first := spawnWorker(t, url, blobDir, queue)
+	held := filepath.Join(t.TempDir(), "held")
+	first := spawnWorker(t, url, blobDir, queue, envHoldModel+"=session notekeeper", envHoldModelUser+"=slow note", envHoldModelFile+"="+held)
 	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +84,10 @@ func TestSessionSurvivesWorkerKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(time.Minute)
-	for ms.Count("notes-slow") == 0 {
+	for {
+		if _, err := os.Stat(held); err == nil {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("the slow turn's model call never came")
 		}
