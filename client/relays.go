@@ -14,6 +14,7 @@ import (
 	"time"
 
 	enums "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe"
@@ -115,20 +116,33 @@ func errText(err error) string {
 // queueRelays returns the relay URLs that the workers polling queue
 // advertise, from those that polled in the last pollerFresh.
 func queueRelays(ctx context.Context, c client.Client, queue string) []string {
-	d, err := c.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+	pollers, err := freshPollers(ctx, c, queue)
 	if err != nil {
 		return nil
 	}
 	var out []string
-	for _, p := range d.GetPollers() {
-		if time.Since(p.GetLastAccessTime().AsTime()) >= pollerFresh {
-			continue
-		}
+	for _, p := range pollers {
 		if u, _ := troupe.RelayOf(p.GetIdentity()); u != "" {
 			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// freshPollers returns the workers polling queue's workflow tasks whose
+// last poll began within pollerFresh: those that may be up.
+func freshPollers(ctx context.Context, c client.Client, queue string) ([]*taskqueuepb.PollerInfo, error) {
+	d, err := c.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+	if err != nil {
+		return nil, err
+	}
+	var fresh []*taskqueuepb.PollerInfo
+	for _, p := range d.GetPollers() {
+		if time.Since(p.GetLastAccessTime().AsTime()) < pollerFresh {
+			fresh = append(fresh, p)
+		}
+	}
+	return fresh, nil
 }
 
 // pollerFresh is how recently a worker must have polled for its relay to

@@ -500,14 +500,6 @@ func isDeadline(err error) bool {
 // within pollerFresh; true when the server cannot say, so that the caller
 // tries.
 func queueServed(ctx context.Context, c client.Client, queue string) bool {
-	d, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
-	if err != nil {
-		return true
-	}
-	for _, p := range d.GetPollers() {
-		if time.Since(p.GetLastAccessTime().AsTime()) < pollerFresh {
-			return true
-		}
-	}
-	return false
+	pollers, err := freshPollers(ctx, c, queue)
+	return err != nil || len(pollers) > 0
 }
