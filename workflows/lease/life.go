@@ -201,15 +201,12 @@ func (s *Life) Call(ctx workflow.Context, ti troupe.ToolInput, timeout time.Dura
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { _ = s.lease.CallEnded() }()
 		var item agents.Item
-		err := inner.Get(gctx, &item)
-		for attempt := 1; err != nil && attempt < 3 && heartbeatTimeout(err) && s.lease.Live(); attempt++ {
-			if workflow.GetVersion(gctx, versionCallRetry, workflow.DefaultVersion, 1) != 1 {
-				break
-			}
-			s.rec.Add(gctx, troupe.Event{Kind: troupe.EventSandboxCallRetry, Agent: s.agent, Turn: ti.Run.Turn, Tool: ti.Call.Name, CallID: ti.Call.CallID,
-				Detail: "the worker running " + ti.Call.Name + " stopped answering; running it again on the same workspace"})
-			err = workflow.ExecuteActivity(s.hostCtx(gctx, sb, timeout, summary), SandboxToolActivityName, in).Get(gctx, &item)
-		}
+		err := s.again(gctx, versionCallRetry, inner.Get(gctx, &item), func(error) troupe.Event {
+			return troupe.Event{Kind: troupe.EventSandboxCallRetry, Agent: s.agent, Turn: ti.Run.Turn, Tool: ti.Call.Name, CallID: ti.Call.CallID,
+				Detail: "the worker running " + ti.Call.Name + " stopped answering; running it again on the same workspace"}
+		}, func() error {
+			return workflow.ExecuteActivity(s.hostCtx(gctx, sb, timeout, summary), SandboxToolActivityName, in).Get(gctx, &item)
+		})
 		if err != nil && s.isLost(err) {
 			s.lost(gctx, err)
 			item = agents.FunctionCallOutput(ti.Call.CallID, "Error: the sandbox was lost while running this call; it will be restored from its last snapshot on the next call, so run the command again if its effect is needed.")
@@ -331,13 +328,24 @@ func snapshotAdvice(err error) string {
 // the work since its last snapshot. A host that is gone does not take the
 // retry (schedule-to-start), and the sandbox is lost then.
 func (s *Life) snapshotSafely(ctx workflow.Context) error {
-	err := s.snapshotNow(ctx)
+	return s.again(ctx, versionSnapshotRetry, s.snapshotNow(ctx), func(err error) troupe.Event {
+		return troupe.Event{Kind: troupe.EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()}
+	}, func() error { return s.snapshotNow(ctx) })
+}
+
+// again runs do again, twice more at most, while err (do's last error)
+// says that the worker running it died (its heartbeats stopped) and the
+// sandbox is live: the sandbox may well be alive on its host, which the
+// host's next worker takes up. Each time it first records the event that
+// event makes of err. The change that does so is version, asked only
+// then; histories from before it end with err.
+func (s *Life) again(ctx workflow.Context, version string, err error, event func(error) troupe.Event, do func() error) error {
 	for attempt := 1; err != nil && attempt < 3 && heartbeatTimeout(err) && s.lease.Live(); attempt++ {
-		if workflow.GetVersion(ctx, versionSnapshotRetry, workflow.DefaultVersion, 1) != 1 {
+		if workflow.GetVersion(ctx, version, workflow.DefaultVersion, 1) != 1 {
 			break
 		}
-		s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSandboxSnapshotRetry, Agent: s.agent, Detail: "the worker taking the snapshot stopped answering; taking it again: " + err.Error()})
-		err = s.snapshotNow(ctx)
+		s.rec.Add(ctx, event(err))
+		err = do()
 	}
 	return err
 }
