@@ -43,20 +43,7 @@ import (
 // it rejects).
 func Env(t testing.TB, g *agents.Graph, scenario []byte, policy sandbox.Policy, opts ...scripted.Option) (*testsuite.TestWorkflowEnvironment, *scripted.Server, string) {
 	t.Helper()
-	sc, err := scripted.ParseScenario(scenario)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := scripted.New(sc, opts...)
-	url, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	m, err := model.New(model.Config{BaseURL: url, APIKey: "offline"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, m := serve(t, scenario, opts...)
 	root := t.TempDir()
 	lc, err := local.New(local.Config{Root: root, Policy: policy})
 	if err != nil {
@@ -122,11 +109,19 @@ type Asker struct {
 // the run variables of their instructions.
 func NewAsker(t testing.TB, g *agents.Graph, scenario []byte, vars map[string]string) *Asker {
 	t.Helper()
+	srv, m := serve(t, scenario)
+	return &Asker{t: t, g: g, srv: srv, model: m, vars: vars}
+}
+
+// serve serves scenario on a scripted server (opts configure it) for the
+// test's time, and returns it with the model client a worker would use.
+func serve(t testing.TB, scenario []byte, opts ...scripted.Option) (*scripted.Server, model.Model) {
+	t.Helper()
 	sc, err := scripted.ParseScenario(scenario)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := scripted.New(sc)
+	srv := scripted.New(sc, opts...)
 	url, err := srv.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +131,7 @@ func NewAsker(t testing.TB, g *agents.Graph, scenario []byte, vars map[string]st
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Asker{t: t, g: g, srv: srv, model: m, vars: vars}
+	return srv, m
 }
 
 // Ask sends agent's turn over input, offering it tools (by name, any
