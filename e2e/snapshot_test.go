@@ -66,7 +66,9 @@ func TestSessionSnapshotRefusedKeepsFiles(t *testing.T) {
 	}
 	// The idle suspension fails too, and says it tries again.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		evs, err := cl.Run(s.ID()).Events(ctx)
+		// A session busy in a workflow task answers its query late on a
+		// loaded machine: read with patience, as a whole reading wants.
+		evs, err := troupeclient.Events(ctx, c, s.ID(), troupeclient.WithPatience(10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
