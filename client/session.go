@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -420,7 +421,10 @@ func (c *Client) terminateSession(ctx context.Context, id string, res *RemoveSes
 			tree = append(tree, ch.GetWorkflowId())
 		}
 	}
-	for _, wf := range tree {
+	// Deepest first: a parent terminated first would have the server
+	// terminate its children (their parent-close policy) before this
+	// could, and the result would miss them.
+	for _, wf := range slices.Backward(tree) {
 		err := c.cfg.Temporal.TerminateWorkflow(ctx, wf, "", removedReason)
 		switch {
 		case err == nil:

@@ -95,7 +95,7 @@ func TestSessionSnapshotRefusedKeepsFiles(t *testing.T) {
 	if info.Status != runtime.SessionIdle || len(info.Sandboxes) != 1 || info.Sandboxes[0].ID == "" {
 		t.Fatalf("after the failures: %s, sandboxes %+v; want idle, the sandbox live", info.Status, info.Sandboxes)
 	}
-	ask("run: cat notes.txt && rm sparse", `"kept\n"`)
+	ask("run: cat notes.txt && rm -f sparse", `"kept\n"`)
 	for _, cmd := range []troupeclient.SessionCommand{{Op: troupe.CommandPause}, {Op: troupe.CommandResume}, {Op: troupe.CommandSwitch, Arg: "local"}} {
 		if _, err := s.Command(ctx, cmd); err != nil {
 			t.Fatalf("%s once the file is deleted: %v", cmd.Op, err)

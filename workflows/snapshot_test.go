@@ -74,7 +74,7 @@ func TestSessionSnapshotRefused(t *testing.T) {
 	}, 20*time.Minute)
 	// (d) The user deletes the file; the pause and the switch go through.
 	env.RegisterDelayedCallback(func() {
-		deleted = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: rm sparse && echo deleted", Wait: true})
+		deleted = workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: rm -f sparse && echo deleted", Wait: true})
 	}, 21*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		pause2 = workflowstest.SendUpdate(env, troupe.CommandUpdate, troupe.SessionCommand{Op: troupe.CommandPause})
@@ -195,7 +195,7 @@ func TestSessionForkSnapshotRefused(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		listed = sessionsNow(t, env)
 		filesAfter, _ = filepath.Glob(filepath.Join(root, "*", "notes.txt"))
-		deleted = workflowstest.AskSession(t, env, "src", "run: rm sparse && echo deleted")
+		deleted = workflowstest.AskSession(t, env, "src", "run: rm -f sparse && echo deleted")
 	}, 2*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		forked = workflowstest.SendUpdate(env, troupe.ForkUpdate, troupe.ForkInput{ID: "src", NewID: "branch"})
@@ -257,7 +257,7 @@ func TestManagerCommandSnapshotRefused(t *testing.T) {
 	env.RegisterDelayedCallback(func() { sw = lifecycle(troupe.CommandSwitch, "other") }, 2*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		listed = sessionsNow(t, env)
-		deleted = workflowstest.AskSession(t, env, "src", "run: rm sparse && echo deleted")
+		deleted = workflowstest.AskSession(t, env, "src", "run: rm -f sparse && echo deleted")
 	}, 3*time.Minute)
 	env.RegisterDelayedCallback(func() { pause2 = lifecycle(troupe.CommandPause, "") }, 4*time.Minute)
 	env.RegisterDelayedCallback(func() { resume = lifecycle(troupe.CommandResume, "") }, 5*time.Minute)

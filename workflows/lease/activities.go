@@ -362,8 +362,15 @@ func (a *Activities) saveGuidance(ctx context.Context, s sandbox.Session, workfl
 
 // SandboxTool runs a sandbox tool with the agent's session in its context.
 // A sandbox that died before or during the call fails the activity with
-// ErrSandboxGone, so the workflow re-provisions it.
+// ErrSandboxGone, so the workflow re-provisions it. The activity
+// heartbeats from its start to its end, not only while the tool runs: a
+// worker slow to reach the sandbox (a loaded machine) must not pass for
+// a dead one, whose call the workflow runs again.
 func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agents.Item, error) {
+	return heartbeat.While(ctx, func() (agents.Item, error) { return a.sandboxTool(ctx, in) })
+}
+
+func (a *Activities) sandboxTool(ctx context.Context, in SandboxToolInput) (agents.Item, error) {
 	g, _, err := a.Agent(in.Tool.Graph, in.Tool.Agent)
 	if err != nil {
 		return agents.Item{}, err
@@ -382,7 +389,7 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 	}
 	sctx, span := telemetry.StartToolCall(ctx, in.Tool, toolKind)
 	tctx := sandbox.WithSession(agents.WithRunContext(sctx, in.Tool.Run), traceSession(sctx, s))
-	output, _ := heartbeat.While(ctx, func() (string, error) { return ref.Function.Answer(tctx, in.Tool.Call.Arguments), nil })
+	output := ref.Function.Answer(tctx, in.Tool.Call.Arguments)
 	telemetry.EndTool(span, output)
 	if err := s.Alive(ctx); err != nil {
 		a.forget(in.Sandbox.ID)
