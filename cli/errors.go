@@ -82,7 +82,8 @@ func (e *reported) Unwrap() error { return e.err }
 
 // Execute runs root, a troupe command (see Command), on args under ctx,
 // and returns its exit status (ExitCode). When it fails, Execute prints
-// its error (describeError) on root's stderr, one line, and when the
+// its error (describeError) on root's stderr, one line ending with its
+// type, and when the
 // command was given --json, {"error": {"type", "message"}} on root's
 // stdout.
 func Execute(ctx context.Context, root *cobra.Command, args []string) int {
@@ -101,7 +102,7 @@ func execute(ctx context.Context, root *cobra.Command, args []string) (int, Fail
 	if info.Type == troupe.ErrUsage && cmd != nil {
 		info.Message += " (see `" + cmd.CommandPath() + " --help`)"
 	}
-	fmt.Fprintln(root.ErrOrStderr(), "troupe:", info.Message)
+	fmt.Fprintln(root.ErrOrStderr(), "troupe:", errorLine(info))
 	var done *reported
 	var rf *RunFailure
 	var in *Interrupted
@@ -111,6 +112,16 @@ func execute(ctx context.Context, root *cobra.Command, args []string) (int, Fail
 		}{info})
 	}
 	return ExitCode(err), info
+}
+
+// errorLine is the line a failed command prints: what happened, then
+// its type, which scripts and searches can match on, unless the message
+// names it already.
+func errorLine(info FailureInfo) string {
+	if info.Type == "" || strings.Contains(info.Message, info.Type) {
+		return info.Message
+	}
+	return info.Message + " [" + info.Type + "]"
 }
 
 // wantsJSON reports whether the command that ran was given --json: its

@@ -73,7 +73,10 @@ func TestCommandErrors(t *testing.T) {
 	}
 	rows := []row{
 		{args: []string{"sessions", "new", "g"}, json: true, want: byDefault("", "")},
-		{args: []string{"sessions", "new", "g", "--id", "ID"}, json: true, want: byDefault("", troupe.ErrBadCommand)},
+		// FRESH is the case's session id, but for an unknown id one of its
+		// own: the session this row makes must not be what the rows
+		// beside it (in parallel) take for unknown.
+		{args: []string{"sessions", "new", "g", "--id", "FRESH"}, json: true, want: byDefault("", troupe.ErrBadCommand)},
 		{args: []string{"sessions", "ls"}, json: true, want: with(byDefault("", ""), caseNoWorker, "")},
 		{args: []string{"sessions", "show", "ID"}, json: true, want: byDefault(troupe.ErrUnknownSession, "")},
 		{args: []string{"sessions", "send", "ID", "hello"}, json: true, want: byDefault(troupe.ErrUnknownSession, troupe.ErrSessionStopped)},
@@ -129,8 +132,12 @@ func TestCommandErrors(t *testing.T) {
 				continue
 			}
 			args := make([]string, 0, len(r.args)+2)
+			fresh := id
+			if c == caseUnknownID {
+				fresh = id + "-fresh"
+			}
 			for _, a := range r.args {
-				args = append(args, strings.NewReplacer("ID", id, "RUN", runID).Replace(a))
+				args = append(args, strings.NewReplacer("FRESH", fresh, "ID", id, "RUN", runID).Replace(a))
 			}
 			if c == caseBadFlag {
 				args = append(args, "--no-such-flag")
@@ -267,6 +274,9 @@ func checkFailure(t *testing.T, args []string, code int, stdout, stderr, typ str
 	}
 	if !strings.HasPrefix(line, "troupe: ") {
 		t.Errorf("%s: stderr does not end with one line \"troupe: …\":\n%s", cmdline, stderr)
+	}
+	if !strings.Contains(line, typ) {
+		t.Errorf("%s: the error line does not name its type %s: %s", cmdline, typ, line)
 	}
 	for _, raw := range rawTemporal {
 		if strings.Contains(line, raw) {

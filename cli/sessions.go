@@ -435,13 +435,13 @@ func raiseHint(info troupeclient.SessionInfo) string {
 func budgetSpent(cmd *cobra.Command, s *troupeclient.Session, what string) error {
 	info, err := s.Info(cmd.Context())
 	if err != nil {
-		return fmt.Errorf("%s: session %s's budget is spent: troupe sessions budget %s shows it", what, s.ID(), s.ID())
+		return &Error{Type: troupe.ErrBudgetExceeded, Message: fmt.Sprintf("%s: session %s's budget is spent: troupe sessions budget %s shows it", what, s.ID(), s.ID())}
 	}
 	spent := spend.Spent(info.Budget)
 	if spent == "" {
 		spent = spend.Budget(info.Budget)
 	}
-	return fmt.Errorf("%s: session %s's budget is spent (%s): %s", what, s.ID(), spent, raiseHint(info))
+	return &Error{Type: troupe.ErrBudgetExceeded, Message: fmt.Sprintf("%s: session %s's budget is spent (%s): %s", what, s.ID(), spent, raiseHint(info))}
 }
 
 // parseVars reads --var KEY=VALUE flags.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/troupe-dev/troupe"
 )
 
 // TestBudgetCLI: budgets where users look, as a user sees them, on the
@@ -59,7 +61,7 @@ func TestBudgetCLI(t *testing.T) {
 
 	// 2. A session its budget stops.
 	id := strings.TrimSpace(runCLI(t, home, "sessions", "new", "dealdesk", "--budget", "model_calls=1"))
-	hint := "troupe sessions budget " + id + " model_calls=N raises it (N the new limit), troupe sessions budget " + id + " off lifts it\n"
+	hint := "troupe sessions budget " + id + " model_calls=N raises it (N the new limit), troupe sessions budget " + id + " off lifts it [" + troupe.ErrBudgetExceeded + "]\n"
 	send := startCLI(t, home, "sessions", "send", id, "Review the Acme Corp deal")
 	if code := send.wait(t); code != 1 || !strings.HasSuffix(send.errText(), "troupe: turn t1 stopped: session "+id+"'s budget is spent (1 of 1 model calls): "+hint) {
 		t.Errorf("the turn the budget stops: exit %d, stderr:\n%s", code, send.errText())
