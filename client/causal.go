@@ -17,16 +17,36 @@ import (
 // and clocks of several hosts differ); without this, a tech agent's
 // answer could show before the handoff to it.
 //
+// The other way round, the run's own final_output or failed event waits
+// (with the run's events after it, a session's next turn) until every
+// workflow of the run that has started has been passed on to its end:
+// its own final_output, failed, handoff or interrupted event. A child
+// ends before its parent does, but its last events can be read after the
+// parent's (the follower reads a workflow as its history grows, one at a
+// time, and a bus hands this process's events at once while another
+// worker's are polled); without this, a child's final output could show
+// after the run's.
+//
 // A workflow whose starting event the follower never sees (it was
 // before the cursor the follower starts from) is not held for ever: its
 // events are passed on once they waited causalPatience, at the next
-// event, and at the end (flush).
+// event, and at the end (flush). The run's end waits as long for a
+// workflow whose end does not come (one that never started, or that was
+// terminated): causalPatience, then the next event, or the end.
 type causal struct {
 	fn    func(troupe.Event)
+	root  string
 	shown map[string]bool
 	held  map[string][]troupe.Event
 	since map[string]time.Time
 	now   func() time.Time
+	// open are the workflows of the run, but the root, that started (or
+	// whose events came) and whose end has not been passed on.
+	open map[string]bool
+	// ending are the root's events from its final_output or failed on,
+	// held while a workflow is open, since endingSince.
+	ending      []troupe.Event
+	endingSince time.Time
 }
 
 // causalPatience is how long the events of a workflow whose starting
@@ -37,7 +57,8 @@ const causalPatience = 2 * time.Second
 // from cursor from: the root and the workflows of the cursor are shown
 // already.
 func newCausal(root string, from troupe.Cursor, fn func(troupe.Event)) *causal {
-	c := &causal{fn: fn, shown: map[string]bool{root: true}, held: map[string][]troupe.Event{}, since: map[string]time.Time{}, now: time.Now}
+	c := &causal{fn: fn, root: root, shown: map[string]bool{root: true}, held: map[string][]troupe.Event{}, since: map[string]time.Time{}, now: time.Now,
+		open: map[string]bool{}}
 	for id := range from {
 		c.shown[id] = true
 	}
@@ -57,12 +78,59 @@ func (c *causal) event(e troupe.Event) {
 	c.pass(e)
 }
 
-// pass passes e on, then the events that waited for it.
+// pass passes e on, then the events that waited for it; or, for the
+// root's end (and what follows it), holds it while a workflow is open.
 func (c *causal) pass(e troupe.Event) {
+	if e.WorkflowID == c.root && (len(c.ending) > 0 || ends(e) && len(c.open) > 0) {
+		if len(c.ending) == 0 {
+			c.endingSince = c.now()
+		}
+		c.ending = append(c.ending, e)
+		return
+	}
 	c.fn(e)
+	if e.WorkflowID != c.root && e.Seq > 0 {
+		if ends(e) {
+			delete(c.open, e.WorkflowID)
+		} else {
+			c.open[e.WorkflowID] = true
+		}
+	}
 	if e.Child != "" && !c.shown[e.Child] {
+		if starts(e) {
+			c.open[e.Child] = true
+		}
 		c.show(e.Child)
 	}
+	if len(c.ending) > 0 && len(c.open) == 0 {
+		c.end()
+	}
+}
+
+// end passes on the root's events that waited for the open workflows:
+// its end first. One of them may start a workflow (a session's next
+// turn), and a later end wait for it in turn.
+func (c *causal) end() {
+	ending := c.ending
+	c.ending = nil
+	for _, e := range ending {
+		c.pass(e)
+	}
+}
+
+// ends reports whether e is the last event of its workflow.
+func ends(e troupe.Event) bool {
+	switch e.Kind {
+	case troupe.EventFinal, troupe.EventFailed, troupe.EventHandoff, troupe.EventInterrupted:
+		return true
+	}
+	return false
+}
+
+// starts reports whether e starts the workflow it names (Child), which
+// then must end before the run does.
+func starts(e troupe.Event) bool {
+	return e.Kind == troupe.EventAgentStarted || e.Kind == troupe.EventAgentToolStarted
 }
 
 // show marks workflow id shown and passes on its events that waited.
@@ -76,8 +144,14 @@ func (c *causal) show(id string) {
 	}
 }
 
-// expire shows the workflows whose events waited causalPatience.
+// expire shows the workflows whose events waited causalPatience, and
+// passes on the root's end when it waited as long (first: it was read
+// before what waits after it).
 func (c *causal) expire() {
+	if len(c.ending) > 0 && c.now().Sub(c.endingSince) >= causalPatience {
+		clear(c.open)
+		c.end()
+	}
 	if len(c.held) == 0 {
 		return
 	}
@@ -89,9 +163,16 @@ func (c *causal) expire() {
 	}
 }
 
-// flush passes on every event that still waits, as the follower ends.
+// flush passes on every event that still waits, as the follower ends:
+// the root's end first (the events after it may start the workflows
+// whose events wait), then the workflows' whose start never came.
 func (c *causal) flush() {
-	for len(c.held) > 0 {
+	for len(c.held) > 0 || len(c.ending) > 0 {
+		if len(c.ending) > 0 {
+			clear(c.open)
+			c.end()
+			continue
+		}
 		c.show(slices.Sorted(maps.Keys(c.held))[0])
 	}
 }

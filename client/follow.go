@@ -65,7 +65,9 @@ const (
 // Follow streams the events of a run and of every workflow it starts
 // (agents, handoff targets, agents-as-tools), calling fn once per event, in
 // the order each workflow recorded them and, across workflows, by time,
-// until ctx is done; cancel ctx once the run's result is in, and Follow
+// a workflow's events after the event that started it and the run's
+// final_output or failed event after the last events of every workflow
+// of the run that started, until ctx is done; cancel ctx once the run's result is in, and Follow
 // returns after last readings (within 30 s) that bring nothing new.
 //
 // Follow watches each workflow's history with a long poll that the
