@@ -30,9 +30,10 @@ import (
 // A workflow whose starting event the follower never sees (it was
 // before the cursor the follower starts from) is not held for ever: its
 // events are passed on once they waited causalPatience, at the next
-// event, and at the end (flush). The run's end waits as long for a
-// workflow whose end does not come (one that never started, or that was
-// terminated): causalPatience, then the next event, or the end.
+// event or tick, and at the end (flush). The run's end waits for a
+// workflow whose end does not come (one that was interrupted before it
+// started, or terminated) for endPatience, and no longer: a follower
+// waiting for it (a session's turn) is not held up for ever.
 type causal struct {
 	fn    func(troupe.Event)
 	root  string
@@ -50,8 +51,17 @@ type causal struct {
 }
 
 // causalPatience is how long the events of a workflow whose starting
-// event has not come wait for it.
-const causalPatience = 2 * time.Second
+// event has not come wait for it; endPatience how long the run's end
+// waits for the ends of its workflows (longer: on a loaded machine a
+// workflow's last reading can come seconds after its parent's).
+const (
+	causalPatience = 2 * time.Second
+	endPatience    = 5 * time.Second
+)
+
+// causalTick is how often a follower ticks its causal stage, so that
+// what waits past its patience goes on with no event after it.
+const causalTick = 250 * time.Millisecond
 
 // newCausal returns the stage in front of fn for the run root followed
 // from cursor from: the root and the workflows of the cursor are shown
@@ -65,17 +75,19 @@ func newCausal(root string, from troupe.Cursor, fn func(troupe.Event)) *causal {
 	return c
 }
 
-// event takes the next event read.
+// event takes the next event read. The run's end waited past its
+// patience goes on after it: e may be the end it waited for.
 func (c *causal) event(e troupe.Event) {
-	c.expire()
+	c.expireHeld()
 	if !c.shown[e.WorkflowID] {
 		if _, ok := c.held[e.WorkflowID]; !ok {
 			c.since[e.WorkflowID] = c.now()
 		}
 		c.held[e.WorkflowID] = append(c.held[e.WorkflowID], e)
-		return
+	} else {
+		c.pass(e)
 	}
-	c.pass(e)
+	c.expireEnd()
 }
 
 // pass passes e on, then the events that waited for it; or, for the
@@ -144,14 +156,25 @@ func (c *causal) show(id string) {
 	}
 }
 
-// expire shows the workflows whose events waited causalPatience, and
-// passes on the root's end when it waited as long (first: it was read
-// before what waits after it).
+// expire passes on what waited past its patience, when no event came
+// (a tick): the run's end first (it was read before what waits after
+// it), then the workflows whose start did not come.
 func (c *causal) expire() {
-	if len(c.ending) > 0 && c.now().Sub(c.endingSince) >= causalPatience {
+	c.expireEnd()
+	c.expireHeld()
+}
+
+// expireEnd passes on the run's end when it waited endPatience for the
+// workflows still open.
+func (c *causal) expireEnd() {
+	if len(c.ending) > 0 && c.now().Sub(c.endingSince) >= endPatience {
 		clear(c.open)
 		c.end()
 	}
+}
+
+// expireHeld shows the workflows whose events waited causalPatience.
+func (c *causal) expireHeld() {
 	if len(c.held) == 0 {
 		return
 	}

@@ -91,7 +91,8 @@ func TestCausalOrder(t *testing.T) {
 // root's events after it, wait until every workflow of the run that
 // started has been passed on to its end, in whatever order the workflows
 // were read; a workflow whose end does not come holds it for
-// causalPatience, until the next event, or until the end.
+// endPatience (then the next event or tick passes it on), or until the
+// end.
 func TestCausalRunEndsLast(t *testing.T) {
 	ev := func(wf string, seq int, kind, child string) troupe.Event {
 		return troupe.Event{WorkflowID: wf, Seq: seq, Kind: kind, Child: child}
@@ -112,6 +113,7 @@ func TestCausalRunEndsLast(t *testing.T) {
 		from   troupe.Cursor
 		in     []troupe.Event
 		wait   time.Duration // before the last event
+		tick   time.Duration // after the last event, then a tick
 		flush  bool
 		want   []string
 		before []string // what is passed before the flush, when flush
@@ -147,10 +149,28 @@ func TestCausalRunEndsLast(t *testing.T) {
 			want: []string{"r#4"},
 		},
 		{
-			name: "a child whose end never comes: the run's end after the patience",
+			name: "a child's end read after the patience goes first still",
+			in:   []troupe.Event{ev(r, 1, started, a), ev(a, 1, turn, ""), ev(r, 2, final, ""), ev(a, 2, final, "")},
+			wait: endPatience,
+			want: []string{"r#1", "r/0-a#1", "r/0-a#2", "r#2"},
+		},
+		{
+			name: "a child whose end never comes: the run's end after the patience, at the next event",
 			in:   []troupe.Event{ev(r, 1, started, a), ev(a, 1, turn, ""), ev(r, 2, final, ""), ev(r, 3, message, "")},
-			wait: causalPatience,
+			wait: endPatience,
 			want: []string{"r#1", "r/0-a#1", "r#2", "r#3"},
+		},
+		{
+			name: "a child whose end never comes: the run's end after the patience, at a tick",
+			in:   []troupe.Event{ev(r, 1, started, a), ev(a, 1, turn, ""), ev(r, 2, final, "")},
+			tick: endPatience,
+			want: []string{"r#1", "r/0-a#1", "r#2"},
+		},
+		{
+			name: "not before the patience",
+			in:   []troupe.Event{ev(r, 1, started, a), ev(a, 1, turn, ""), ev(r, 2, final, "")},
+			tick: endPatience - time.Millisecond,
+			want: []string{"r#1", "r/0-a#1"},
 		},
 		{
 			name:   "a child that never started: the run's end at the end",
@@ -171,6 +191,10 @@ func TestCausalRunEndsLast(t *testing.T) {
 					now = now.Add(tc.wait)
 				}
 				order.event(e)
+			}
+			if tc.tick > 0 {
+				now = now.Add(tc.tick)
+				order.expire()
 			}
 			if tc.flush {
 				if !slices.Equal(got, tc.before) {
