@@ -32,6 +32,13 @@
 // free port by default, "off" for none) and advertise in their identity on
 // the task queue (see package workflows).
 //
+// Every command exports traces when the OTEL_EXPORTER_OTLP_* variables ask
+// for them (package telemetry). dev and worker say in their identity on the
+// task queue whether they do (" traces=on" or " traces=off"); a command
+// that needs a worker of another process and exports while those of its
+// queue do not says so once on stderr, naming them: their spans, most of a
+// run's, are missing from its trace.
+//
 // Budgets (see package workflows): run --budget SPEC, sessions new --budget
 // SPEC and chat --budget SPEC (for the sessions /new starts) replace the
 // graph's default budget with SPEC, limits as agents.Budget.Change takes

@@ -27,6 +27,7 @@ import (
 	"github.com/troupe-dev/troupe/memory"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows/events"
 )
 
@@ -425,6 +426,11 @@ type conn struct {
 	opened bool
 	// stopTelemetry flushes and stops the client's telemetry.
 	stopTelemetry func()
+	// tracesTo is where this command exports traces (the endpoint), or
+	// "" when it exports none; untracedSaid whether warnUntraced has
+	// spoken.
+	tracesTo     string
+	untracedSaid bool
 }
 
 // runs is the run client of the connection, starting runs on queue (the
@@ -472,6 +478,7 @@ func dialTemporal(ctx context.Context, logger log.Logger, stderr io.Writer) (*co
 		return nil, err
 	}
 	cn.namespace = opts.Namespace
+	cn.tracesTo = telemetry.TraceEndpoint()
 	return cn, nil
 }
 

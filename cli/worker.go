@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime/devserver"
+	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
 	"github.com/troupe-dev/troupe/workflows/lease"
@@ -131,7 +132,7 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	if !o.brief {
 		printLimits(stderr, sandboxes)
 	}
-	identity := workerIdentity(modelID, storeID)
+	identity := workerIdentity(modelID, storeID, telemetry.TraceEndpoint() != "")
 	stop, err := r.StartWorkers(c, taskQueue, worker.Options{Identity: identity})
 	if err != nil {
 		release()
@@ -196,13 +197,44 @@ func awaitPolling(ctx context.Context, c client.Client, queue, identity string) 
 const pollingWait = 10 * time.Second
 
 // workerIdentity is a worker's identity on the Temporal server: its
-// process and host, as the SDK's default says them, the model it calls and
-// the blob store it keeps transcripts in (storeName), which sameSetup reads
-// back. StartWorkers adds where the worker serves its text deltas
+// process and host, as the SDK's default says them, whether it exports
+// traces (tracesOf, which warnUntraced reads), the model it calls and
+// the blob store it keeps transcripts in (storeName), which sameSetup
+// reads back. StartWorkers adds where the worker serves its text deltas
 // (" deltas=URL", workflows.RelayOf).
-func workerIdentity(model, store string) string {
+func workerIdentity(model, store string, traces bool) string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%d@%s troupe model=%s blob=%s", os.Getpid(), host, model, store)
+	state := "off"
+	if traces {
+		state = "on"
+	}
+	// The traces field goes with who the worker is, before " troupe
+	// model=": a troupe of before it then reads the model and the store
+	// as they were, and only a longer name for the worker.
+	return fmt.Sprintf("%d@%s%s%s troupe model=%s blob=%s", os.Getpid(), host, tracesField, state, model, store)
+}
+
+// tracesField marks, in a troupe worker's identity, whether the worker
+// exports traces: " traces=on" or " traces=off".
+const tracesField = " traces="
+
+// tracesOf reads what a worker's identity says of its traces: known is
+// false when it says nothing (a worker of before the field, or one a
+// program of its own started) or what tracesOf does not know; on is
+// whether the worker exports them. rest is the identity without the
+// field.
+func tracesOf(identity string) (on, known bool, rest string) {
+	i := strings.Index(identity, tracesField)
+	if i < 0 {
+		return false, false, identity
+	}
+	value, after, _ := strings.Cut(identity[i+len(tracesField):], " ")
+	if after != "" {
+		after = " " + after
+	}
+	// A value of a later troupe is no answer, but not part of who the
+	// worker is either.
+	return value == "on", value == "on" || value == "off", identity[:i] + after
 }
 
 // setupOf reads back what workerIdentity wrote: who the worker is, its
@@ -211,6 +243,7 @@ func workerIdentity(model, store string) string {
 // worker's.
 func setupOf(identity string) (who, model, store string, ok bool) {
 	_, identity = troupe.RelayOf(identity)
+	_, _, identity = tracesOf(identity)
 	who, rest, ok := strings.Cut(identity, " troupe model=")
 	if !ok {
 		return "", "", "", false

@@ -17,8 +17,9 @@ func TestSetupOf(t *testing.T) {
 		who, model, store string
 		ok                bool
 	}{
-		{workerIdentity("the responses API at https://api.openai.com/v1", store), "", "the responses API at https://api.openai.com/v1", store, true},
-		{troupe.WithRelay(workerIdentity("the offline scenarios", store), "http://troupe:t@127.0.0.1:1/deltas"), "", "the offline scenarios", store, true},
+		{workerIdentity("the responses API at https://api.openai.com/v1", store, false), "", "the responses API at https://api.openai.com/v1", store, true},
+		{troupe.WithRelay(workerIdentity("the offline scenarios", store, true), "http://troupe:t@127.0.0.1:1/deltas"), "", "the offline scenarios", store, true},
+		{"7@h traces=on troupe model=m blob=" + store + " deltas=http://troupe:t@127.0.0.1:1/deltas", "7@h", "m", store, true},
 		{"7@h troupe model=the offline scenarios", "7@h", "the offline scenarios", "", true},
 		{"7@h", "", "", "", false},
 	}
@@ -27,6 +28,43 @@ func TestSetupOf(t *testing.T) {
 		if ok != tt.ok || model != tt.model || got != tt.store || tt.who != "" && who != tt.who {
 			t.Errorf("setupOf(%q) = %q, %q, %q, %v; want %q, %q, %v", tt.identity, who, model, got, ok, tt.model, tt.store, tt.ok)
 		}
+	}
+}
+
+// A worker's identity says whether it exports traces, after who it is,
+// and tracesOf reads it back whole, with the rest of the identity as it
+// was; a worker of before the field, or not troupe's, says nothing.
+func TestTracesOf(t *testing.T) {
+	store := storeName("/srv/troupe/blobs")
+	relayed := func(id string) string { return troupe.WithRelay(id, "http://troupe:t@127.0.0.1:1/deltas") }
+	tests := []struct {
+		name      string
+		identity  string
+		on, known bool
+		rest      string
+	}{
+		{"exports", "7@h traces=on troupe model=m blob=b", true, true, "7@h troupe model=m blob=b"},
+		{"exports none", "7@h traces=off troupe model=m blob=b deltas=http://x/deltas", false, true, "7@h troupe model=m blob=b deltas=http://x/deltas"},
+		{"field last", "7@h traces=off", false, true, "7@h"},
+		{"a worker of before the field", "7@h troupe model=m blob=b", false, false, "7@h troupe model=m blob=b"},
+		{"the SDK's default", "7@h@ deltas=http://x/deltas", false, false, "7@h@ deltas=http://x/deltas"},
+		{"a value it does not know", "7@h traces=maybe troupe model=m", false, false, "7@h troupe model=m"},
+		{"workerIdentity, on", relayed(workerIdentity("the offline scenarios", store, true)), true, true, ""},
+		{"workerIdentity, off", relayed(workerIdentity("the offline scenarios", store, false)), false, true, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			on, known, rest := tracesOf(tt.identity)
+			if on != tt.on || known != tt.known || tt.rest != "" && rest != tt.rest {
+				t.Errorf("tracesOf(%q) = %v, %v, %q; want %v, %v, %q", tt.identity, on, known, rest, tt.on, tt.known, tt.rest)
+			}
+			if strings.Contains(rest, tracesField) {
+				t.Errorf("tracesOf(%q) leaves %q in the rest: %q", tt.identity, tracesField, rest)
+			}
+			if who, _, _, _ := setupOf(tt.identity); strings.Contains(who, " ") {
+				t.Errorf("setupOf(%q) reads who the worker is as %q", tt.identity, who)
+			}
+		})
 	}
 }
 

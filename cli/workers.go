@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,6 +64,7 @@ func needWorker(ctx context.Context, cn *conn, queue string, wait bool, stderr i
 			if said {
 				fmt.Fprintf(stderr, "troupe: a worker serves task queue %s now\n", queue)
 			}
+			warnUntraced(ctx, cn, queue, stderr)
 			return nil
 		}
 		if !wait && time.Now().After(deadline) {
@@ -78,6 +80,38 @@ func needWorker(ctx context.Context, cn *conn, queue string, wait bool, stderr i
 		case <-time.After(workerPoll):
 		}
 	}
+}
+
+// warnUntraced says on stderr, once per connection, that this command
+// exports traces while workers of queue export none, naming them: the
+// spans of the run's workflows, model calls and tools are theirs to
+// record, so its trace would hold this command's spans and little else,
+// and nothing would say why. A worker whose identity does not say
+// (tracesOf: one of before troupe said it, or one a program of its own
+// runs) is not named: it may export.
+func warnUntraced(ctx context.Context, cn *conn, queue string, stderr io.Writer) {
+	if cn.tracesTo == "" || cn.untracedSaid {
+		return
+	}
+	pollers, err := freshPollers(ctx, cn.c, queue)
+	if err != nil {
+		return
+	}
+	var untraced []string
+	for _, p := range pollers {
+		on, known, rest := tracesOf(p.GetIdentity())
+		who, _, _ := strings.Cut(rest, " ")
+		if known && !on && !slices.Contains(untraced, who) {
+			untraced = append(untraced, who)
+		}
+	}
+	if len(untraced) == 0 {
+		return
+	}
+	cn.untracedSaid = true
+	fmt.Fprintf(stderr, "troupe: traces: this command exports them to %s, but the worker(s) serving task queue %s (%s) export none: "+
+		"the run's own spans are missing from its trace; set OTEL_EXPORTER_OTLP_ENDPOINT for `troupe worker` (or `troupe dev`) too\n",
+		cn.tracesTo, queue, strings.Join(untraced, ", "))
 }
 
 // noWorker is the troupe.ErrNoWorker of queue: what to start, then more.

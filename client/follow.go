@@ -65,7 +65,9 @@ const (
 // Follow streams the events of a run and of every workflow it starts
 // (agents, handoff targets, agents-as-tools), calling fn once per event, in
 // the order each workflow recorded them and, across workflows, by time,
-// until ctx is done; cancel ctx once the run's result is in, and Follow
+// a workflow's events after the event that started it and the run's
+// final_output or failed event after the last events of every workflow
+// of the run that started, until ctx is done; cancel ctx once the run's result is in, and Follow
 // returns after last readings (within 30 s) that bring nothing new.
 //
 // Follow watches each workflow's history with a long poll that the
@@ -168,7 +170,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	defer order.flush()
 	fn = order.event
 	if bus == nil && !cfg.deltas {
-		return follow(ctx, c, workflowID, every, fn, opts)
+		return follow(ctx, c, workflowID, every, fn, order.expire, opts)
 	}
 	var live <-chan troupe.Event
 	if bus != nil {
@@ -195,7 +197,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	polled := make(chan troupe.Event, liveBuffer)
 	go func() {
 		defer close(polled)
-		_ = follow(ctx, c, workflowID, every, func(e troupe.Event) { polled <- e }, opts)
+		_ = follow(ctx, c, workflowID, every, func(e troupe.Event) { polled <- e }, nil, opts)
 	}()
 	// Both streams keep each workflow's order; the polled one has no gap.
 	// An event is passed on when it is the next of its workflow.
@@ -242,8 +244,14 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		}
 		take(e, false)
 	}
+	// What waits in the causal stage past its patience goes on with no
+	// event after it.
+	tick := time.NewTicker(causalTick)
+	defer tick.Stop()
 	for {
 		select {
+		case <-tick.C:
+			order.expire()
 		case e := <-live:
 			fromBus(e)
 		case e := <-relayed:
@@ -267,8 +275,9 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	}
 }
 
-// follow is Follow without a bus.
-func follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(troupe.Event), opts []FollowOption) error {
+// follow is Follow without a bus. It calls idle (when not nil) at each
+// tick, between calls of fn.
+func follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(troupe.Event), idle func(), opts []FollowOption) error {
 	if every <= 0 {
 		every = 250 * time.Millisecond
 	}
@@ -337,6 +346,9 @@ func follow(ctx context.Context, c client.Client, workflowID string, every time.
 			round, _ := t.poll(ctx, max(time.Second, 4*every))
 			emit(round)
 			watch()
+			if idle != nil {
+				idle()
+			}
 		}
 	}
 }

@@ -42,7 +42,9 @@ func TestTextStreamsToFollowers(t *testing.T) {
 	parallel(t)
 	c := dial(t)
 	_, modelURL := modelServer(t)
-	remoteQueue := fmt.Sprintf("stream-%d", os.Getpid())
+	// Queues of this run of the test only: under -count, the server still
+	// lists the last run's stopped worker, and its relay, for a while.
+	remoteQueue := fmt.Sprintf("stream-%d-%d", os.Getpid(), time.Now().UnixNano())
 	spawnWorker(t, modelURL, t.TempDir(), remoteQueue)
 	relay := waitRelay(t, c, remoteQueue)
 	if u, err := url.Parse(relay); err != nil || u.Hostname() != "127.0.0.1" || u.User == nil {
@@ -95,7 +97,7 @@ func TestTextStreamsToFollowers(t *testing.T) {
 	})
 
 	t.Run("an unreachable relay", func(t *testing.T) {
-		queue := fmt.Sprintf("stream-dead-%d", os.Getpid())
+		queue := fmt.Sprintf("stream-dead-%d-%d", os.Getpid(), time.Now().UnixNano())
 		r := newRunner(t, modelURL, "", queue, nil)
 		stop, err := r.StartWorkers(c, queue, worker.Options{Identity: "dead-relay deltas=http://troupe:nope@127.0.0.1:9/deltas"})
 		if err != nil {

@@ -11,17 +11,21 @@ import (
 )
 
 // TestEnvironment: New exports over OTLP only when the standard
-// variables name an endpoint, and refuses what it cannot honour.
+// variables name an endpoint, and refuses what it cannot honour;
+// TraceEndpoint says where the traces go, without credentials.
 func TestEnvironment(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
 		on   bool
-		err  string
+		// traces is what TraceEndpoint returns.
+		traces string
+		err    string
 	}{
 		{name: "nothing set", on: false},
-		{name: "endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, on: true},
-		{name: "traces endpoint over grpc", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, on: true},
+		{name: "endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, on: true, traces: "http://127.0.0.1:4318"},
+		{name: "endpoint with credentials", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://me:secret@otlp.example:4318?key=k"}, on: true, traces: "https://otlp.example:4318"},
+		{name: "traces endpoint over grpc", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, on: true, traces: "http://127.0.0.1:4317"},
 		{name: "metrics endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://127.0.0.1:4318/v1/metrics"}, on: true},
 		{name: "exporters none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}, on: false},
 		{name: "sdk disabled", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_SDK_DISABLED": "true"}, on: false},
@@ -33,6 +37,9 @@ func TestEnvironment(t *testing.T) {
 				"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
 				"OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_SDK_DISABLED"} {
 				t.Setenv(k, tc.env[k])
+			}
+			if got := telemetry.TraceEndpoint(); got != tc.traces {
+				t.Errorf("TraceEndpoint = %q, want %q", got, tc.traces)
 			}
 			tel, err := telemetry.New(context.Background(), telemetry.Config{})
 			if tc.err != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -194,6 +195,27 @@ func signalEnv(signal string) (on bool, protocol string, err error) {
 		return true, "grpc", nil
 	}
 	return false, "", fmt.Errorf("telemetry: %s=%s: want http/protobuf or grpc", protocolVar, protocol)
+}
+
+// TraceEndpoint returns where the environment's OTEL_EXPORTER_OTLP_*
+// variables send traces, as New reads them (the traces' own endpoint
+// before the shared one), shown without credentials or parameters; or ""
+// when they ask for no traces (New then exports none unless its Config
+// has a SpanExporter). Commands tell with it whether they, and the
+// workers they talk to, export traces.
+func TraceEndpoint() string {
+	if on, _, err := signalEnv("TRACES"); !on || err != nil {
+		return ""
+	}
+	endpoint := os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	if endpoint == "" {
+		endpoint = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	}
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		u.User, u.RawQuery, u.Fragment = nil, "", ""
+		return u.String()
+	}
+	return endpoint // host:port, as gRPC takes it
 }
 
 // processResource describes this process: the SDK, the host, the service
