@@ -54,7 +54,7 @@ stress: setup
 
 # The campaign takes many minutes (a kill during a model call costs the
 # workflow task timeout); make test runs only its short version
-# (TestDealDeskSurvivesKills).
+# (TestExamplesSurviveKillsShort).
 crash: setup
 	TROUPE_E2E_KILLS=$(KILLS) TROUPE_E2E_KILL_SEED=$(SEED) $(GO) test -count=1 -v -timeout 60m -run '^TestExamplesSurviveKills$$' ./e2e/
 
