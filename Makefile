@@ -7,12 +7,18 @@
 #              scripts/packages.sh)
 #   make stress N=5  the suite N times; prints each test that failed with
 #              its failure rate (scripts/stress.sh)
+#   make crash  the kill campaign: the shipped examples' sessions with their
+#              worker killed -9 KILLS times each (20) at random, outputs
+#              identical to an undisturbed run; SEED=n replays a campaign
+#              (each prints its seed)
 export GOTOOLCHAIN := local
 GO ?= go
 BIN := bin/troupe
 N ?= 5
+KILLS ?= 20
+SEED ?=
 
-.PHONY: run test stress bench lint setup build clean
+.PHONY: run test stress crash bench lint setup build clean
 
 setup:
 	@scripts/setup.sh
@@ -45,6 +51,12 @@ test: setup
 
 stress: setup
 	@scripts/stress.sh $(N)
+
+# The campaign takes many minutes (a kill during a model call costs the
+# workflow task timeout); make test runs only its short version
+# (TestExamplesSurviveKillsShort).
+crash: setup
+	TROUPE_E2E_KILLS=$(KILLS) TROUPE_E2E_KILL_SEED=$(SEED) $(GO) test -count=1 -v -timeout 60m -run '^TestExamplesSurviveKills$$' ./e2e/
 
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 45m ./bench/

@@ -19,6 +19,9 @@ const (
 	// EventSandboxSnapshotRetry: a snapshot is taken again, its worker
 	// having died.
 	EventSandboxSnapshotRetry = "sandbox_snapshot_retry"
+	// EventSandboxStopRetry: a sandbox is stopped again, the worker that
+	// stopped it having died.
+	EventSandboxStopRetry = "sandbox_stop_retry"
 	// EventSandboxCallRetry: a sandbox tool call runs again on the same
 	// workspace, the worker that ran it having died (at least once).
 	EventSandboxCallRetry = "sandbox_call_retry"

@@ -45,6 +45,9 @@ const (
 	// envHold names a file; while it exists, the worker's bwrap Create
 	// holds (see holdingClient).
 	envHold = "TROUPE_E2E_HOLD"
+	// envAllowRoot is a host directory the worker's sandboxes may copy
+	// from (sandbox.Policy), such as the repository a code review reads.
+	envAllowRoot = "TROUPE_E2E_ALLOW_ROOT"
 )
 
 // workerDeps are what a worker process of these tests connects to, from
@@ -79,10 +82,14 @@ func workerProcess() int {
 	}
 	defer c.Close()
 	backend := cmp.Or(os.Getenv(envBackend), "local")
+	var policy sandbox.Policy
+	if root := os.Getenv(envAllowRoot); root != "" {
+		policy.AllowedRoots = []string{root}
+	}
 	var sc sandbox.Client
 	switch backend {
 	case "bwrap":
-		bc, err := bwrap.New(bwrap.Config{Root: os.Getenv(envBlob) + "-bwrap"})
+		bc, err := bwrap.New(bwrap.Config{Root: os.Getenv(envBlob) + "-bwrap", Policy: policy})
 		if err != nil {
 			return fail(err)
 		}
@@ -92,7 +99,7 @@ func workerProcess() int {
 			return fail(err)
 		}
 	default:
-		if sc, err = local.New(local.Config{Root: os.Getenv(envBlob) + "-sandboxes"}); err != nil {
+		if sc, err = local.New(local.Config{Root: os.Getenv(envBlob) + "-sandboxes", Policy: policy}); err != nil {
 			return fail(err)
 		}
 	}

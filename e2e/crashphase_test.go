@@ -349,6 +349,13 @@ func killInPhase(t *testing.T, backend, phase string) {
 // mounts and loop devices, bwrap cgroups, and containers.
 func phaseLeftovers(t *testing.T, root, ids string) []string {
 	t.Helper()
+	return leftovers(t, root, ids, true)
+}
+
+// leftovers is phaseLeftovers, the containers left only when containers
+// is set (a test on bwrap alone needs no Docker Engine).
+func leftovers(t *testing.T, root, ids string, containers bool) []string {
+	t.Helper()
 	data, err := os.ReadFile(ids)
 	if err != nil {
 		t.Fatal(err)
@@ -404,6 +411,10 @@ func phaseLeftovers(t *testing.T, root, ids string) []string {
 		}
 		return nil
 	})
+	if !containers {
+		slices.Sort(left)
+		return left
+	}
 	out, err := exec.Command("docker", "ps", "-a", "--filter", "label="+docker.LabelBackend+"="+docker.Backend,
 		"--format", `{{.ID}} {{.Label "`+docker.LabelWorkspace+`"}}`).Output()
 	if err != nil {
@@ -416,4 +427,85 @@ func phaseLeftovers(t *testing.T, root, ids string) []string {
 	}
 	slices.Sort(left)
 	return left
+}
+
+// TestWorkerKilledDuringStop kills the worker process (SIGKILL) while it
+// stops the deal desk's reviewers' bwrap sandboxes at their end, their
+// host and workspaces intact. The stops go again on the host's next
+// worker (which does not reap): each reviewer records the retry and a
+// stop that did not fail, the run completes, and nothing of the
+// sandboxes is left. Before, the stop was recorded as failed and the
+// workspaces stayed on the host until a reaper found them. With
+// -histories, the run's histories are a replay set (go test ./e2e -run
+// TestWorkerKilledDuringStop -histories
+// ../workflows/testdata/histories/v14-stop-retry).
+func TestWorkerKilledDuringStop(t *testing.T) {
+	parallel(t)
+	c := dial(t)
+	_, url := modelServer(t)
+	blobDir := t.TempDir()
+	queue := fmt.Sprintf("killstop-%d-%d", os.Getpid(), queues.Add(1))
+	root, hold, ids := blobDir+"-bwrap", blobDir+"-hold", blobDir+"-ids"
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(hold); os.Remove(hold + ".in"); os.Remove(ids) })
+	env := []string{envBackend + "=bwrap", envPhaseIDs + "=" + ids}
+	first := spawnWorker(t, url, blobDir, queue, append(env, envPhase+"=stop", envPhaseHold+"="+hold)...)
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "dealdesk", Input: "Review the Acme Corp deal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both reviewers' stops are under way when the worker is killed.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if in, _ := os.ReadFile(hold + ".in"); strings.Count(string(in), "\n") == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reviewers' sandboxes were not stopping within a minute")
+		}
+	}
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	spawnWorker(t, url, blobDir, queue, env...)
+	ctx, cancel := context.WithTimeout(context.Background(), phaseBound)
+	defer cancel()
+	var res troupe.RunResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(res.Output), `"pricing_risk":"high"`) {
+		t.Errorf("output = %s, want the deal desk's recommendation", res.Output)
+	}
+	events, err := troupeclient.Events(ctx, c, run.GetID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflows := map[string]bool{}
+	retries, stops := map[string]int{}, map[string][]string{}
+	for _, e := range events {
+		workflows[e.WorkflowID] = true
+		switch e.Kind {
+		case troupe.EventSandboxStopRetry:
+			retries[e.Agent]++
+		case troupe.EventSandboxStopped:
+			stops[e.Agent] = append(stops[e.Agent], e.Detail)
+		}
+	}
+	for _, agent := range []string{"pricing_reviewer", "rollout_reviewer"} {
+		if retries[agent] != 1 || len(stops[agent]) != 1 || strings.Contains(stops[agent][0], "stop failed") {
+			t.Errorf("%s: %d stop retries, stopped %q; want the stop run again once, and done", agent, retries[agent], stops[agent])
+		}
+	}
+	if left := leftovers(t, root, ids, false); len(left) != 0 {
+		t.Errorf("left after the run: %s", strings.Join(left, "; "))
+	}
+	if *historiesDir != "" {
+		saveHistories(t, c, workflows, *historiesDir, "dealdesk")
+	}
 }

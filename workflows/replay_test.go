@@ -120,6 +120,13 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// not wait for the session's word of the pause that failed: it
 		// answers the pause where its history waits on a timer.
 		{mustFail, "command-outcome-version-renamed.json", today, "a manager whose command-outcome marker is renamed", ""},
+		// A reviewer whose worker died while it stopped its sandbox
+		// (v14-stop-retry), replayed without its stop-retry marker:
+		// it takes the stop as failed, as before the change, and
+		// schedules no second stop: the SDK (TMPRL1100) finds no
+		// activity for the one its history records. (Runs from before
+		// the change replay as they were: v14-stop-retry-before.)
+		{mustFail, "stop-retry-version-renamed.json", today, "a reviewer whose sandbox-stop-retry marker is renamed", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -133,7 +140,8 @@ func TestReplayCatchesDrift(t *testing.T) {
 	for f := range workflowstest.ReadIndex(t, mustFail) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
 			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json",
-			"remove-session-version-renamed.json", "snapshot-before-stop-version-renamed.json", "command-outcome-version-renamed.json"}, f) {
+			"remove-session-version-renamed.json", "snapshot-before-stop-version-renamed.json", "command-outcome-version-renamed.json",
+			"stop-retry-version-renamed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

@@ -78,11 +78,15 @@
 //  8. Stopped. An agent that ends, however it ends (output, handoff,
 //     failure, cancellation), stops its sandbox on a disconnected context
 //     (End), unless its session keeps it; a session stops its sandboxes
-//     when it stops (StopAll). Event: sandbox_stopped.
+//     when it stops (StopAll). A stop whose worker died (its heartbeats
+//     stopped) goes again on the host's next worker, twice more at most
+//     (event sandbox_stop_retry), so the workspace does not wait for a
+//     reaper. Event: sandbox_stopped.
 //
 // Life and Keeper are workflow code: deterministic, touching sandboxes
 // only through the activities. Every change of the commands they issue is
 // versioned (troupe.clear-lost-sandbox, troupe.snapshot-retry,
+// troupe.sandbox-call-retry, troupe.sandbox-stop-retry,
 // troupe.manifest-guidance, troupe.keep-failed-workspace,
 // troupe.snapshot-before-stop) and proven by
 // the replay sets of package workflows. The activities' names and

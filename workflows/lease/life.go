@@ -360,6 +360,12 @@ const versionCallRetry = "troupe.sandbox-call-retry"
 // The marker is written only then.
 const versionSnapshotRetry = "troupe.snapshot-retry"
 
+// versionStopRetry marks the change to agents and sessions that stop a
+// sandbox again when the worker stopping it died, rather than record the
+// stop as failed and leave the workspace on its host. The marker is
+// written only then.
+const versionStopRetry = "troupe.sandbox-stop-retry"
+
 // heartbeatTimeout reports whether err is an activity whose worker
 // stopped heartbeating.
 func heartbeatTimeout(err error) bool {
@@ -459,7 +465,15 @@ func (s *Life) stopNow(ctx workflow.Context, kind string) {
 		return
 	}
 	sb := *s.lease.Sandbox
-	err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 5*time.Minute, "stop the sandbox"), SandboxStopActivityName, sb.State).Get(ctx, nil)
+	stop := func() error {
+		return workflow.ExecuteActivity(s.hostCtx(ctx, sb, 5*time.Minute, "stop the sandbox"), SandboxStopActivityName, sb.State).Get(ctx, nil)
+	}
+	// A stop whose worker died goes again on the host's next worker, as a
+	// call and a snapshot do: given up, it would leave the workspace (its
+	// disk, its mount, its container) on the host until a reaper found it.
+	err := s.again(ctx, versionStopRetry, stop(), func(err error) troupe.Event {
+		return troupe.Event{Kind: troupe.EventSandboxStopRetry, Agent: s.agent, Detail: "the worker stopping the sandbox stopped answering; stopping it again: " + err.Error()}
+	}, stop)
 	detail := sb.State.Backend + " sandbox " + sb.State.ID
 	if err != nil {
 		detail += " (stop failed: " + err.Error() + ")"
