@@ -42,13 +42,16 @@ func (c *Client) storeMessage(ctx context.Context, what, message string) (*troup
 
 // takeInputRefs refuses a run input by reference (n bytes) when a worker
 // polling the client's queue does not say it takes one
-// (troupe.TakesInputRefs): it would run on the input's preview. A queue
-// that no worker polls is left to the caller's check of it: the run waits
-// for a worker, which may take references.
+// (troupe.TakesInputRefs): it would run on the input's preview. It
+// refuses one for a queue no worker polls too (troupe.ErrNoWorker): the
+// worker that would come to take it might be one of those.
 func (c *Client) takeInputRefs(ctx context.Context, n int) error {
 	pollers, err := freshPollers(ctx, c.cfg.Temporal, c.cfg.TaskQueue)
 	if err != nil {
 		return fmt.Errorf("client: list the workers of task queue %s, to check they take a run input of %d bytes: %w", c.cfg.TaskQueue, n, err)
+	}
+	if len(pollers) == 0 {
+		return troupe.NonRetryable(troupe.ErrNoWorker, "no worker serves task queue %s, and a run input over %d bytes (this one is %d) goes only to workers that say they take it by reference: start one first", c.cfg.TaskQueue, troupe.MessageInline, n)
 	}
 	var old []string
 	for _, p := range pollers {

@@ -11,14 +11,19 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/runtime/blob"
 )
 
 // bigFile writes a message of at least n bytes, every line of it
@@ -87,6 +92,14 @@ func TestBigMessages(t *testing.T) {
 		t.Errorf("after the refused turn, the session answered %q", out)
 	}
 
+	// A command whose blob store is not the workers' says so, and sends
+	// nothing: the workers would not find the message.
+	other := "file://" + t.TempDir()
+	wrong := startCLIEnv(t, home, []string{"TROUPE_BLOB_URL=" + other}, "sessions", "send", id, "--file", nine)
+	if code := wrong.wait(t); code == 0 || !strings.Contains(wrong.errText(), troupe.ErrBlobMissing) || !strings.Contains(wrong.errText(), other) {
+		t.Errorf("sessions send through another store: exit %d; stderr:\n%s\nwant %s naming both stores", code, wrong.errText(), troupe.ErrBlobMissing)
+	}
+
 	// Past the limit: refused before anything is sent.
 	huge, _ := bigFile(t, dir, troupe.MessageLimit+1)
 	for _, args := range [][]string{{"sessions", "send", id, "--file", huge}, {"run", "--graph", "measure", "--file", huge}} {
@@ -146,4 +159,95 @@ func historyHolds(t *testing.T, c client.Client, id, chunk string) (int, bool) {
 		holds = holds || strings.Contains(string(b), chunk)
 	}
 	return size, holds
+}
+
+// TestBigMessageOldWorkers: workers from before references never get a
+// big message to run on its preview. A session on one rejects the update
+// that carries a reference, and the client says the workers are too old;
+// a run's input goes only to a queue whose workers all say they take
+// references, so none starts on one of theirs.
+func TestBigMessageOldWorkers(t *testing.T) {
+	parallel(t)
+	c := dial(t)
+	queue := fmt.Sprintf("e2e-old-%d-%d", os.Getpid(), queues.Add(1))
+	var mu sync.Mutex
+	ran := 0
+	w := worker.New(c, queue, worker.Options{})
+	// Stand-ins of the workflows of an older worker: a session that knows
+	// only troupe.send, an orchestrator that runs whatever it is given.
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, _ troupe.SessionInput) error {
+		if err := workflow.SetUpdateHandler(ctx, troupe.SendUpdate, func(ctx workflow.Context, _ troupe.SendInput) (troupe.SendResult, error) {
+			return troupe.SendResult{Turn: "t1"}, nil
+		}); err != nil {
+			return err
+		}
+		return workflow.Await(ctx, func() bool { return false })
+	}, workflow.RegisterOptions{Name: troupe.SessionWorkflowName})
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context, _ troupe.RunInput) error {
+		mu.Lock()
+		ran++
+		mu.Unlock()
+		return nil
+	}, workflow.RegisterOptions{Name: troupe.OrchestratorWorkflowName})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The server lists the worker once it has polled.
+	for {
+		d, err := c.DescribeTaskQueue(ctx, queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.GetPollers()) > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the old worker is never listed")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	store, err := blob.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue, Inputs: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("a big message. ", troupe.MessageInline/10)
+
+	if _, err := cl.Start(ctx, troupe.RunInput{Graph: "measure", Input: big}); troupe.ErrorType(err) != troupe.ErrWorkerTooOld {
+		t.Errorf("a big run input to old workers: %v; want %s", err, troupe.ErrWorkerTooOld)
+	}
+	// A small one goes as it always did.
+	small, err := cl.Start(ctx, troupe.RunInput{Graph: "measure", Input: "small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.GetWorkflow(ctx, small.ID(), "").Get(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	wr, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "session-old-" + queue, TaskQueue: queue}, troupe.SessionWorkflowName, troupe.SessionInput{Graph: "measure"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.TerminateWorkflow(context.Background(), wr.GetID(), "", "test over") }()
+	s := cl.Session(wr.GetID())
+	if _, err := s.Send(ctx, big, false); troupe.ErrorType(err) != troupe.ErrWorkerTooOld || !strings.Contains(err.Error(), "upgrade") {
+		t.Errorf("a big message to a session of an old worker: %v; want %s saying to upgrade", err, troupe.ErrWorkerTooOld)
+	}
+	if res, err := s.Send(ctx, "small", false); err != nil || res.Turn != "t1" {
+		t.Errorf("a small message: %+v, %v; want it taken", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ran != 1 {
+		t.Errorf("the old worker ran %d runs, want 1: the small one alone", ran)
+	}
 }
