@@ -119,6 +119,14 @@ func TestBigMessages(t *testing.T) {
 	if info.Turns != 3 {
 		t.Errorf("the session had %d turns, want 3 (9 MiB, 50 MB, short): the message over the limit started none", info.Turns)
 	}
+	if *historiesDir != "" {
+		runCLI(t, home, "sessions", "stop", id)
+		ids := map[string]bool{}
+		for _, wf := range workflowTree(t, c, id) {
+			ids[wf] = true
+		}
+		saveHistories(t, c, ids, *historiesDir, "measure-session")
+	}
 }
 
 // workflowTree is id and every workflow it started, at any depth.
