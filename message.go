@@ -49,17 +49,20 @@ type MessageRef struct {
 	Preview string `json:"preview"`
 }
 
-// MessageKey is the blob key of a big message: "inputs/" and the SHA-256
-// of its bytes, so that the same message stored twice is one blob, and a
-// key names its bytes alone.
-func MessageKey(data []byte) string {
+// MessageKey is the blob key of a big message to run (a run's or a
+// session's workflow id): "inputs/RUN/" and the SHA-256 of its bytes. Under
+// its run, it is swept with the run's other data after retention, removed
+// with its session, and kept as long as a fork shares it; by its hash, the
+// same message sent again (a retry) is one blob.
+func MessageKey(run string, data []byte) string {
 	sum := sha256.Sum256(data)
-	return inputsPrefix + hex.EncodeToString(sum[:])
+	return inputsPrefix + run + "/" + hex.EncodeToString(sum[:])
 }
 
-// NewMessageRef is the reference of message stored under MessageKey.
-func NewMessageRef(message string) MessageRef {
-	return MessageRef{Key: MessageKey([]byte(message)), Size: len(message), Preview: Preview(message, 200)}
+// NewMessageRef is the reference of message to run stored under
+// MessageKey.
+func NewMessageRef(run, message string) MessageRef {
+	return MessageRef{Key: MessageKey(run, []byte(message)), Size: len(message), Preview: Preview(message, 200)}
 }
 
 // CheckMessage refuses a message (what: "the message", "the run input")

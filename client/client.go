@@ -157,7 +157,12 @@ func (c *Client) Start(ctx context.Context, in RunInput, opts ...StartOption) (*
 		if err := c.takeInputRefs(ctx, len(in.Input)); err != nil {
 			return nil, err
 		}
-		ref, err := c.storeMessage(ctx, "the run input", in.Input)
+		if o.id == "" {
+			// The input is stored under the run's id, so the run is
+			// named first.
+			o.id = freshRunID(in.Graph)
+		}
+		ref, err := c.storeMessage(ctx, o.id, "the run input", in.Input)
 		if err != nil {
 			return nil, err
 		}

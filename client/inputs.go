@@ -21,11 +21,11 @@ type InputStore interface {
 	Put(ctx context.Context, key string, data []byte) error
 }
 
-// storeMessage checks message (what: "the message", "the run input")
-// against troupe.MessageLimit and stores it in the client's InputStore,
-// returning its reference. Call it only for a message over
+// storeMessage checks message to run (what: "the message", "the run
+// input") against troupe.MessageLimit and stores it in the client's
+// InputStore, returning its reference. Call it only for a message over
 // troupe.MessageInline.
-func (c *Client) storeMessage(ctx context.Context, what, message string) (*troupe.MessageRef, error) {
+func (c *Client) storeMessage(ctx context.Context, run, what, message string) (*troupe.MessageRef, error) {
 	if err := troupe.CheckMessage(what, len(message)); err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (c *Client) storeMessage(ctx context.Context, what, message string) (*troup
 		return nil, troupe.NonRetryable(troupe.ErrPayloadTooLarge, "%s is %d bytes, over the %d that travel inside Temporal, and this client has no store for the larger ones: "+
 			"set client.Config.Inputs to the workers' blob store (the troupe command uses TROUPE_BLOB_URL, or TROUPE_HOME's store)", what, len(message), troupe.MessageInline)
 	}
-	ref := troupe.NewMessageRef(message)
+	ref := troupe.NewMessageRef(run, message)
 	if err := c.cfg.Inputs.Put(ctx, ref.Key, []byte(message)); err != nil {
 		return nil, fmt.Errorf("client: store %s (%d bytes) in the workers' blob store: %w", what, len(message), err)
 	}

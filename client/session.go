@@ -139,7 +139,7 @@ func (s *Session) Send(ctx context.Context, message string, wait bool, opts ...S
 	if len(message) > troupe.MessageInline {
 		// Too big to travel inside Temporal: stored, and sent by
 		// reference by an update a session on an older worker rejects.
-		ref, err := s.c.storeMessage(ctx, "the message", message)
+		ref, err := s.c.storeMessage(ctx, s.id, "the message", message)
 		if err != nil {
 			return SendResult{}, err
 		}

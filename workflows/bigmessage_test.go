@@ -52,7 +52,7 @@ func bigEnv(t *testing.T, msg string) (env *testsuite.TestWorkflowEnvironment, s
 		},
 	}}})
 	store := workflowstest.MemStore(t)
-	ref := troupe.NewMessageRef(msg)
+	ref := troupe.NewMessageRef("big-1", msg)
 	if err := store.Put(context.Background(), ref.Key, []byte(msg)); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func bigEnv(t *testing.T, msg string) (env *testsuite.TestWorkflowEnvironment, s
 // (RunInput.InputRef); the session's record and events hold its preview.
 func TestMessageByReference(t *testing.T) {
 	msg := bigMessage()
-	ref := troupe.NewMessageRef(msg)
+	ref := troupe.NewMessageRef("big-1", msg)
 	check := func(t *testing.T, models, guards []string) {
 		t.Helper()
 		if len(models) != 1 || models[0] != msg {
