@@ -20,6 +20,9 @@ func TestSetupOf(t *testing.T) {
 		{workerIdentity("the responses API at https://api.openai.com/v1", store), "", "the responses API at https://api.openai.com/v1", store, true},
 		{troupe.WithRelay(workerIdentity("the offline scenarios", store), "http://troupe:t@127.0.0.1:1/deltas"), "", "the offline scenarios", store, true},
 		{"7@h troupe model=the offline scenarios", "7@h", "the offline scenarios", "", true},
+		// A worker that takes big messages by reference says so last.
+		{troupe.WithInputRefs(workerIdentity("the offline scenarios", store)), "", "the offline scenarios", store, true},
+		{troupe.WithInputRefs(troupe.WithRelay(workerIdentity("m", store), "http://troupe:t@127.0.0.1:1/deltas")), "", "m", store, true},
 		{"7@h", "", "", "", false},
 	}
 	for _, tt := range tests {
