@@ -40,8 +40,10 @@ func WithRelay(identity, url string) string {
 }
 
 // RelayOf returns the delta relay URL that a worker identity advertises
-// (with its token), or "" for none; and the identity without it.
+// (with its token), or "" for none; and the identity without it (nor the
+// mark of WithInputRefs).
 func RelayOf(identity string) (url, rest string) {
+	identity = withoutInputRefs(identity)
 	i := strings.LastIndex(identity, relayField)
 	if i < 0 {
 		return "", identity

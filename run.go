@@ -25,8 +25,14 @@ type RunInput struct {
 	Graph string `json:"graph"`
 	// Agent is the agent to start at; empty means the graph's entry agent.
 	Agent string `json:"agent,omitempty"`
-	// Input is the user's message.
+	// Input is the user's message; its start (InputRef.Preview) when it
+	// is stored apart.
 	Input string `json:"input"`
+	// InputRef, when set, is the user's message stored apart in the
+	// workers' blob store: an input over MessageInline, which
+	// client.Client.Start stores and sends so only to workers that take
+	// it (TakesInputRefs).
+	InputRef *MessageRef `json:"input_ref,omitempty"`
 	// Vars are run variables, visible to agents' Go funcs in RunContext.
 	Vars map[string]string `json:"vars,omitempty"`
 	// MaxHandoffs bounds the handoffs of the run; 0 means the worker's

@@ -11,7 +11,8 @@ import (
 // Names of the session workflow and the messages it takes.
 const (
 	SessionWorkflowName = "troupe.Session"
-	// SendUpdate sends the session a message (SendInput → SendResult).
+	// SendUpdate sends the session a message (SendInput → SendResult);
+	// one stored apart goes by SendRefUpdate.
 	SendUpdate = "troupe.send"
 	// MessageSignal sends the session a message (SendInput) with no
 	// answer; a refused one is an event (message_refused).
@@ -115,6 +116,18 @@ type SendInput struct {
 	// Wait has the update answer when the message's turn has ended, with
 	// its record; otherwise it answers when the message is queued.
 	Wait bool `json:"wait,omitempty"`
+	// Ref, when set, is the message stored apart, instead of Message: it
+	// is sent by SendRefUpdate, never SendUpdate or MessageSignal (a
+	// worker that does not know references would take the empty Message).
+	Ref *MessageRef `json:"ref,omitempty"`
+}
+
+// Text is the message, or its preview when it is stored apart.
+func (in SendInput) Text() string {
+	if in.Ref != nil {
+		return in.Ref.Preview
+	}
+	return in.Message
 }
 
 // SendResult is a session's answer to a message.

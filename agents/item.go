@@ -34,6 +34,10 @@ type Item struct {
 	Role string `json:"role,omitempty"`
 	// Content is the text of a message item.
 	Content string `json:"content,omitempty"`
+	// ContentRef, when set, names a blob that holds Content instead: a
+	// user's message too big for a Temporal payload travels by reference
+	// (troupe.MessageRef) and is read back only in activities.
+	ContentRef string `json:"content_ref,omitempty"`
 	// ID is the provider's item id, kept for reasoning items and messages
 	// that must be passed back verbatim.
 	ID string `json:"id,omitempty"`
@@ -68,6 +72,12 @@ type Item struct {
 // UserMessage returns a user message item with the given text.
 func UserMessage(text string) Item {
 	return Item{Type: ItemMessage, Role: RoleUser, Content: text}
+}
+
+// UserMessageRef returns a user message item whose text is the blob at
+// key (ContentRef).
+func UserMessageRef(key string) Item {
+	return Item{Type: ItemMessage, Role: RoleUser, ContentRef: key}
 }
 
 // AssistantMessage returns an assistant message item with the given text.

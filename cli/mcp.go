@@ -147,6 +147,7 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 	cfg := server.Config{
 		Client: c, TaskQueue: o.queue, Graphs: graphList(o.served), Events: o.worker.events,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Inputs: workersStore{cn, o.queue},
 	}
 	if !ownWorker {
 		// The workers are elsewhere: a call says at once when none serves

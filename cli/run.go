@@ -43,10 +43,11 @@ func runCommand(graphs []Graph) *cobra.Command {
 		verbose          bool
 		vars             []string
 		budgetSpec       string
+		inputFile        string
 	)
 	graphFlags := map[string]*string{}
 	cmd := &cobra.Command{
-		Use:   "run [flags] [INPUT]",
+		Use:   "run [flags] [INPUT|-]",
 		Short: "Run a graph to completion, showing live progress on stderr and the final output on stdout",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if graphName == "" && len(graphs) == 1 {
@@ -61,6 +62,15 @@ func runCommand(graphs []Graph) *cobra.Command {
 				return err
 			}
 			input := strings.Join(args, " ")
+			if inputFile != "" || len(args) == 1 && args[0] == "-" {
+				// Read whole, up to troupe.MessageLimit; a big one goes
+				// by reference.
+				if input, err = messageOf(args, inputFile, cmd.InOrStdin()); err != nil {
+					return err
+				}
+			} else if err := troupe.CheckMessage("the run input", len(input)); err != nil {
+				return err
+			}
 			if strings.TrimSpace(input) == "" {
 				if input = g.DefaultInput; input == "" {
 					return fmt.Errorf("graph %s needs an input: troupe run --graph %s \"what to do\"", g.Graph.Name(), g.Graph.Name())
@@ -118,6 +128,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 			graphFlags[f.Name] = cmd.Flags().String(f.Name, "", f.Usage+" (graph "+g.Graph.Name()+")")
 		}
 	}
+	cmd.Flags().StringVar(&inputFile, "file", "", "read the input from this file (- as INPUT reads it from stdin); up to 64 MiB")
 	cmd.Flags().StringVar(&graphName, "graph", "", "graph to run (required when the binary serves several)")
 	cmd.Flags().StringVar(&agent, "agent", "", "agent to start at (default: the graph's entry agent)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the whole run result as JSON")
@@ -424,6 +435,9 @@ type conn struct {
 	// when there is none to use or it cannot be opened.
 	store  *blob.Store
 	opened bool
+	// inputs is the workers' blob store, once a message too big to travel
+	// inside Temporal was put there (workersStore).
+	inputs *blob.Store
 	// stopTelemetry flushes and stops the client's telemetry.
 	stopTelemetry func()
 	// tracesTo is where this command exports traces (the endpoint), or
@@ -437,7 +451,7 @@ type conn struct {
 // default one when empty) and following them with the events of bus (a
 // worker of this process) when set.
 func (cn *conn) runs(queue string, bus *events.Bus) *troupeclient.Client {
-	cl, err := troupeclient.New(troupeclient.Config{Temporal: cn.c, TaskQueue: queue, Events: bus, Store: cn.eventStore()})
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: cn.c, TaskQueue: queue, Events: bus, Store: cn.eventStore(), Inputs: workersStore{cn, queue}})
 	if err != nil {
 		panic(err) // unreachable: cn.c is set
 	}
@@ -507,6 +521,9 @@ func (cn *conn) eventStore() *blob.Store {
 func (cn *conn) close(stderr io.Writer) {
 	if cn.store != nil {
 		cn.store.Close()
+	}
+	if cn.inputs != nil {
+		cn.inputs.Close()
 	}
 	cn.c.Close()
 	cn.stopTelemetry()

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -149,7 +148,13 @@ func sessionsCommand() *cobra.Command {
 				return err
 			}
 			return withWorkerOf(cmd, args[0], wait, func(cn *conn) error {
-				s := cn.runs("", nil).Session(args[0])
+				cl := cn.runs("", nil)
+				if len(msg) > troupe.MessageInline {
+					// By reference, through the store of the session's
+					// workers.
+					cl = cn.runs(queueOf(cmd.Context(), cn, args[0]), nil)
+				}
+				s := cl.Session(args[0])
 				if noWait {
 					res, err := s.Send(cmd.Context(), msg, false)
 					if err != nil {
@@ -458,34 +463,4 @@ func parseVars(vars []string) (map[string]string, error) {
 		out[k] = val
 	}
 	return out, nil
-}
-
-// messageOf is the message a command was given: its argument, standard
-// input when the argument is "-", or file. Exactly one of them; one over
-// troupe.PayloadLimit is refused before anything is sent.
-func messageOf(args []string, file string, stdin io.Reader) (string, error) {
-	var data []byte
-	var err error
-	switch {
-	case file != "" && len(args) > 0:
-		return "", usage(errors.New("give the message as an argument, as - (standard input) or with --file, not two of them"))
-	case file != "":
-		if data, err = os.ReadFile(file); err != nil {
-			return "", usage(fmt.Errorf("--file: %w", err))
-		}
-	case len(args) == 0:
-		return "", usage(errors.New("no message: give it as an argument, as - (standard input) or with --file"))
-	case args[0] == "-":
-		if data, err = io.ReadAll(io.LimitReader(stdin, troupe.PayloadLimit+1)); err != nil {
-			return "", fmt.Errorf("reading the message from standard input: %w", err)
-		}
-	default:
-		return args[0], nil
-	}
-	if len(data) > troupe.PayloadLimit {
-		return "", troupe.NonRetryable(troupe.ErrPayloadTooLarge, "the message is over %d bytes, Troupe's bound for one Temporal payload: "+
-			"put the material in a file the graph's tools read (a --var path, say) and send a message that points to it", troupe.PayloadLimit)
-	}
-	// What a pipe or an editor ends with is not part of the message.
-	return strings.TrimRight(string(data), "\r\n"), nil
 }

@@ -80,6 +80,12 @@ type Config struct {
 	// those events are read from the earlier runs. The Client does not
 	// close it.
 	Store EventStore
+	// Inputs, when set, is the workers' blob store, where Start and
+	// Session.Send put a run input or message over troupe.MessageInline
+	// (up to troupe.MessageLimit), to send it by reference. Without it,
+	// those fail with troupe.ErrPayloadTooLarge. The Client does not close
+	// it.
+	Inputs InputStore
 }
 
 // Client starts and reads runs. It is safe for concurrent use.
@@ -103,6 +109,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if none(cfg.Store) {
 		cfg.Store = nil
+	}
+	if none(cfg.Inputs) {
+		cfg.Inputs = nil
 	}
 	return &Client{cfg: cfg}, nil
 }
@@ -130,10 +139,34 @@ func WithID(id string) StartOption {
 
 // Start starts a run of in on the client's task queue and returns its
 // handle. Without WithID the run gets a fresh id, "troupe-<graph>-<8 hex>".
+// An input over troupe.MessageInline goes by reference (Config.Inputs),
+// when every worker of the queue takes one (else troupe.ErrWorkerTooOld);
+// one over troupe.MessageLimit fails with troupe.ErrPayloadTooLarge, and
+// nothing starts.
 func (c *Client) Start(ctx context.Context, in RunInput, opts ...StartOption) (*Run, error) {
 	var o startOptions
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if len(in.Input) > troupe.MessageInline && in.InputRef == nil {
+		// Too big to travel inside Temporal: by reference, to workers
+		// that take one.
+		if err := troupe.CheckMessage("the run input", len(in.Input)); err != nil {
+			return nil, err
+		}
+		if err := c.takeInputRefs(ctx, len(in.Input)); err != nil {
+			return nil, err
+		}
+		if o.id == "" {
+			// The input is stored under the run's id, so the run is
+			// named first.
+			o.id = freshRunID(in.Graph)
+		}
+		ref, err := c.storeMessage(ctx, o.id, "the run input", in.Input)
+		if err != nil {
+			return nil, err
+		}
+		in.Input, in.InputRef = ref.Preview, ref
 	}
 	var (
 		wr  client.WorkflowRun

@@ -28,7 +28,7 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in troupe.
 		return nil, err
 	}
 	opts := client.StartWorkflowOptions{
-		ID:            fmt.Sprintf("troupe-%s-%s", in.Graph, uuid.NewString()[:8]),
+		ID:            freshRunID(in.Graph),
 		TaskQueue:     taskQueue,
 		StaticSummary: in.Summary(),
 		Memo:          runMemo(in),
@@ -38,6 +38,11 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in troupe.
 		return nil, fmt.Errorf("client: start run of %s: %w", in.Graph, err)
 	}
 	return run, nil
+}
+
+// freshRunID is a new run's id: "troupe-<graph>-<8 hex>".
+func freshRunID(graph string) string {
+	return fmt.Sprintf("troupe-%s-%s", graph, uuid.NewString()[:8])
 }
 
 // Execute starts a run and waits for its result.

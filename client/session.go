@@ -125,19 +125,36 @@ func WithMessageID(id string) SendOption {
 // message the session refuses fails with an error whose
 // troupe.ErrorType is troupe.ErrSessionBusy (the reject policy),
 // troupe.ErrSessionStopped, troupe.ErrBudgetExceeded (the session's
-// budget is spent: SetBudget raises it) or troupe.ErrBadCommand.
+// budget is spent: SetBudget raises it) or troupe.ErrBadCommand. A
+// message over troupe.MessageInline goes by reference (Config.Inputs); a
+// session whose worker cannot take one refuses it, troupe.ErrWorkerTooOld;
+// one over troupe.MessageLimit fails with troupe.ErrPayloadTooLarge before
+// anything is sent.
 func (s *Session) Send(ctx context.Context, message string, wait bool, opts ...SendOption) (SendResult, error) {
 	var o sendOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: o.id, WorkflowID: s.id, UpdateName: troupe.SendUpdate,
-		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{troupe.SendInput{Message: message, Wait: wait}}})
-	if err != nil {
-		return SendResult{}, fmt.Errorf("send to session %s: %w", s.id, err)
+	in, update := troupe.SendInput{Message: message, Wait: wait}, troupe.SendUpdate
+	if len(message) > troupe.MessageInline {
+		// Too big to travel inside Temporal: stored, and sent by
+		// reference by an update a session on an older worker rejects.
+		ref, err := s.c.storeMessage(ctx, s.id, "the message", message)
+		if err != nil {
+			return SendResult{}, err
+		}
+		in, update = troupe.SendInput{Ref: ref, Wait: wait}, troupe.SendRefUpdate
 	}
+	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{UpdateID: o.id, WorkflowID: s.id, UpdateName: update,
+		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{in}})
 	var res SendResult
-	if err := h.Get(ctx, &res); err != nil {
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	if unknownUpdate(err, troupe.SendRefUpdate) {
+		return SendResult{}, fmt.Errorf("send to session %s: %w", s.id, troupe.WorkerTooOld(s.c.cfg.TaskQueue, s.id, len(message)))
+	}
+	if err != nil {
 		return SendResult{}, fmt.Errorf("send to session %s: %w", s.id, err)
 	}
 	// The session continued as new before the turn ended: wait on its

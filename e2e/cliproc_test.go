@@ -24,7 +24,7 @@ import (
 // server, say) without building a binary.
 const envCLI = "TROUPE_E2E_CLI_ARGS"
 
-// envCLIPlod adds plodGraph and gateGraph to the graphs the test binary serves as the
+// envCLIPlod adds plodGraph, gateGraph and measureGraph to the graphs the test binary serves as the
 // troupe command.
 const envCLIPlod = "TROUPE_E2E_CLI_PLOD"
 
@@ -83,6 +83,21 @@ func gateGraph() cli.Graph {
 	}
 }
 
+// measureGraph is a graph whose one agent answers with the size and the
+// SHA-256 of the user's last message: a message that reached the model
+// whole says so.
+func measureGraph() cli.Graph {
+	scenario := `rules:
+  - name: measure
+    match: {instructions: "measure"}
+    respond: {text: "got {{len .LastUser}} bytes, sha256 {{sha256 .LastUser}}"}
+`
+	return cli.Graph{
+		Graph:    agents.MustGraph("measure", "measurer", &agents.Agent{Name: "measurer", Instructions: "measure what you are given"}),
+		Scenario: []byte(scenario),
+	}
+}
+
 func cliProcess() int {
 	var args []string
 	if err := json.Unmarshal([]byte(os.Getenv(envCLI)), &args); err != nil {
@@ -93,7 +108,7 @@ func cliProcess() int {
 	defer stop()
 	served := graphs.Served()
 	if os.Getenv(envCLIPlod) != "" {
-		served = append(served, plodGraph(), gateGraph())
+		served = append(served, plodGraph(), gateGraph(), measureGraph())
 	}
 	return cli.Execute(ctx, cli.Command(served, os.Stdout, os.Stderr), args)
 }

@@ -105,9 +105,24 @@ type SessionMessage struct {
 	// Turn is the id of the turn that answers it: "t1", "t2", ... in the
 	// order the messages arrived.
 	Turn string `json:"turn"`
+	// Text is the message, or its start when it is stored apart (Ref).
 	Text string `json:"text"`
+	// Ref, when set, is the blob key of a message too big for a Temporal
+	// payload (troupe.MessageRef), of Size bytes: the turn's agents read
+	// it from the blob store.
+	Ref  string `json:"ref,omitempty"`
+	Size int    `json:"size,omitempty"`
 	// At is when the session took it (workflow time).
 	At time.Time `json:"at"`
+}
+
+// Item is the message as the conversation's user item: its text, or the
+// reference of a message stored apart.
+func (m SessionMessage) Item() agents.Item {
+	if m.Ref != "" {
+		return agents.UserMessageRef(m.Ref)
+	}
+	return agents.UserMessage(m.Text)
 }
 
 // TurnRecord is a turn that ended.
@@ -260,11 +275,17 @@ func (s *SessionState) CheckMessage(text string) error {
 // Submit takes a message at time now: it is queued with its turn id, and
 // the returned preemption says what to do to the running turn, if any.
 func (s *SessionState) Submit(text string, now time.Time) (SessionMessage, Preempt, error) {
-	if err := s.CheckMessage(text); err != nil {
+	return s.SubmitMessage(SessionMessage{Text: text}, now)
+}
+
+// SubmitMessage is Submit of m, a message stored apart when its Ref is
+// set (Text its preview); Turn and At are the session's to set.
+func (s *SessionState) SubmitMessage(m SessionMessage, now time.Time) (SessionMessage, Preempt, error) {
+	if err := s.CheckMessage(m.Text); err != nil {
 		return SessionMessage{}, PreemptNone, err
 	}
 	s.NextTurn++
-	m := SessionMessage{Turn: fmt.Sprintf("t%d", s.NextTurn), Text: text, At: now}
+	m.Turn, m.At = fmt.Sprintf("t%d", s.NextTurn), now
 	s.Queue = append(s.Queue, m)
 	s.LastActivity = now
 	p := PreemptNone

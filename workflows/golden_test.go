@@ -69,6 +69,12 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["session_input"] = troupe.SessionInput{Graph: "dealdesk", Agent: "triage", Name: "acme renewal", Policy: runtime.PolicyRollback, Vars: rc.Vars}
 	payloads["session_carry"] = troupe.SessionCarry{State: state, NextEvent: 40, Pages: []troupe.EventPage{{From: 1, To: 39, Key: "events/session-1/session-1/000000001.json"}}}
 	payloads["send_input"] = troupe.SendInput{Message: "what if the discount were 25%?", Wait: true}
+	// A message too big for a payload, stored apart (troupe.MessageRef).
+	big := troupe.MessageRef{Key: "inputs/session-1/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Size: 9437184, Preview: "line 000000000 of a message too big for one Temporal payload…"}
+	payloads["send_input_ref"] = troupe.SendInput{Ref: &big, Wait: true}
+	payloads["run_input_ref"] = troupe.RunInput{Graph: "dealdesk", Input: big.Preview, InputRef: &big}
+	payloads["session_message_ref"] = runtime.SessionMessage{Turn: "t5", Text: big.Preview, Ref: big.Key, Size: big.Size, At: at}
+	payloads["agent_input_ref"] = troupe.AgentInput{Graph: "dealdesk", Agent: "triage", RunID: "run-1", Transcript: ref, Pending: []agents.Item{agents.UserMessageRef(big.Key)}}
 	payloads["send_result"] = troupe.SendResult{Turn: "t3", Ahead: 1, Cursor: troupe.Cursor{"session-1": 31}, Record: &rec}
 	payloads["session_command"] = troupe.SessionCommand{Op: troupe.CommandRename, Arg: "acme renewal"}
 	payloads["session_info"] = troupe.SessionInfo{ID: "session-1", Graph: "dealdesk", Name: "acme renewal", Status: runtime.SessionIdle, Agent: "coordinator",
@@ -128,6 +134,8 @@ func TestGoldenPayloads(t *testing.T) {
 	payloads["graph_spec_guardrails"] = runtime.SpecOf(guardrailsGolden(), runtime.RunSettings{MaxHandoffs: 5})
 	payloads["guardrail_input"] = guardrail.GuardrailInput{Graph: "dealdesk", Agent: "triage", Run: rc, Kind: agents.GuardrailToolAfter,
 		Calls: []guardrail.GuardrailCall{{Call: call, Guardrails: []string{"no_secrets"}}}, Result: &out, OutputKey: "outputs/run-1/2-call_1-guarded"}
+	payloads["guardrail_input_ref"] = guardrail.GuardrailInput{Graph: "dealdesk", Agent: "triage", Run: rc, Kind: agents.GuardrailInput,
+		Guardrails: []string{"no_secrets"}, InputRef: "inputs/session-1/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}
 	payloads["guardrail_output"] = guardrail.GuardrailOutput{Outcomes: []runtime.GuardrailOutcome{{Guardrail: "no_secrets", Kind: agents.GuardrailToolAfter,
 		Action: runtime.GuardrailReplace, CallID: "call_1", Reason: "a key", Message: "[redacted]"}}, Result: &out}
 	payloads["guardrail_trip"] = troupe.GuardrailTrip{Guardrail: "on_topic", Kind: agents.GuardrailInput, Agent: "triage", Workflow: "run-1/0-triage", Reason: "not about a deal"}

@@ -130,7 +130,12 @@ func (o *orchestratorRun) startRoute(ctx workflow.Context, isPinned bool) (hando
 		return handoff.State{}, err
 	}
 	o.rec.Add(ctx, troupe.Event{Kind: troupe.EventRunStarted, Agent: start, Detail: troupe.Preview(in.Input, 200)})
-	rs := handoff.State{Current: start, Input: troupe.AgentInput{Graph: in.Graph, RunID: o.wfID, Vars: in.Vars, Pending: []agents.Item{agents.UserMessage(in.Input)}}}
+	msg := agents.UserMessage(in.Input)
+	if in.InputRef != nil {
+		// Stored apart (Input is its start): the agents read it.
+		msg = agents.UserMessageRef(in.InputRef.Key)
+	}
+	rs := handoff.State{Current: start, Input: troupe.AgentInput{Graph: in.Graph, RunID: o.wfID, Vars: in.Vars, Pending: []agents.Item{msg}}}
 	if isPinned {
 		rs.Input.Spec = o.spec
 	}

@@ -39,7 +39,7 @@ func replaySet(t *testing.T, dir string, graphs ...*agents.Graph) {
 		t.Fatalf("%d histories, want at least 4 (a session and its three turns; a deal-desk run has 5 workflows)", len(files))
 	}
 	if graphs == nil {
-		graphs = []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpReplayGraph(), notesReplayGraph(), testgraphs.Gate(func() string { return os.DevNull })}
+		graphs = []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpReplayGraph(), notesReplayGraph(), measureReplayGraph(), testgraphs.Gate(func() string { return os.DevNull })}
 	}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
@@ -155,6 +155,12 @@ func TestReplayCatchesDrift(t *testing.T) {
 func notesReplayGraph() *agents.Graph {
 	return agents.MustGraph("notes", "notekeeper",
 		&agents.Agent{Name: "notekeeper", Instructions: "session notekeeper", Sandbox: &agents.Sandbox{Backend: "local"}})
+}
+
+// measureReplayGraph is the e2e package's measure graph (a session of it
+// took messages by reference: v14-message-refs).
+func measureReplayGraph() *agents.Graph {
+	return agents.MustGraph("measure", "measurer", &agents.Agent{Name: "measurer", Instructions: "measure what you are given"})
 }
 
 func mcpReplayGraph() *agents.Graph {

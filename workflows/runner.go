@@ -509,7 +509,8 @@ func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
 // holds its sessions. With Config.Events set, it also serves the bus's
 // text deltas on Config.DeltaAddr and advertises the relay in the
 // workers' identity (opts.Identity, or the SDK's default, followed by
-// " deltas=URL"). The returned func stops them all and closes the Runner.
+// " deltas=URL"); the identity says, last, that the workers take messages
+// and run inputs by reference (troupe.WithInputRefs). The returned func stops them all and closes the Runner.
 // (A Runner whose workers are registered by hand sends MCP calls to the
 // workflow's own queue.)
 func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Options) (stop func(), err error) {
@@ -533,6 +534,9 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		releaseRelay = release
 		opts.Identity = troupe.WithRelay(opts.Identity, url)
 	}
+	// Clients send big run inputs only to queues whose workers all say
+	// they take them by reference (troupe.TakesInputRefs).
+	opts.Identity = troupe.WithInputRefs(opts.Identity)
 	// An activity that stays without its blob fails, typed, rather than
 	// retrying for ever (blobwait).
 	opts.Interceptors = append(slices.Clip(opts.Interceptors), &blobwait.Interceptor{})

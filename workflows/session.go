@@ -225,6 +225,20 @@ func (s *session) handle(ctx workflow.Context) error {
 	if err != nil {
 		return err
 	}
+	// A message stored apart comes by an update of its own, which a
+	// worker that does not know references rejects, unknown, rather than
+	// run a turn on its preview.
+	err = workflow.SetUpdateHandlerWithOptions(ctx, troupe.SendRefUpdate, s.send, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, in troupe.SendInput) error {
+			if in.Ref == nil || in.Ref.Key == "" {
+				return temporal.NewNonRetryableApplicationError("a message by reference without its reference", troupe.ErrBadCommand, nil)
+			}
+			return sessionErr(s.st.CheckMessage(in.Ref.Preview))
+		},
+	})
+	if err != nil {
+		return err
+	}
 	err = workflow.SetUpdateHandler(ctx, troupe.AwaitUpdate, func(ctx workflow.Context, turn string) (troupe.SendResult, error) {
 		return s.await(ctx, troupe.SendResult{Turn: turn})
 	})
@@ -285,8 +299,8 @@ func (s *session) handle(ctx workflow.Context) error {
 			if !c.ReceiveAsync(&in) {
 				return false
 			}
-			if _, err := s.submit(ctx, in.Message); err != nil {
-				s.rec.Add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, troupe.Preview(in.Message, 200))})
+			if _, err := s.submit(ctx, in); err != nil {
+				s.rec.Add(ctx, troupe.Event{Kind: troupe.EventMessageRefused, Detail: fmt.Sprintf("%v: %s", err, troupe.Preview(in.Text(), 200))})
 			}
 			return true
 		}},
@@ -343,8 +357,15 @@ func sessionErr(err error) error {
 
 // submit queues a message and preempts the running turn as the policy
 // says.
-func (s *session) submit(ctx workflow.Context, text string) (troupe.SendResult, error) {
-	if err := troupe.CheckPayload("the message", len(text)); err != nil {
+func (s *session) submit(ctx workflow.Context, in troupe.SendInput) (troupe.SendResult, error) {
+	msg := runtime.SessionMessage{Text: in.Message}
+	if in.Ref != nil {
+		// Stored apart: the session carries its key and its start.
+		msg = runtime.SessionMessage{Text: in.Ref.Preview, Ref: in.Ref.Key, Size: in.Ref.Size}
+		if msg.Text == "" || msg.Ref == "" {
+			return troupe.SendResult{}, temporal.NewNonRetryableApplicationError("a message by reference without its reference or preview", troupe.ErrBadCommand, nil)
+		}
+	} else if err := troupe.CheckPayload("the message", len(in.Message)); err != nil {
 		return troupe.SendResult{}, err
 	}
 	ahead := len(s.st.Queue)
@@ -352,11 +373,11 @@ func (s *session) submit(ctx workflow.Context, text string) (troupe.SendResult, 
 		ahead++
 	}
 	cursor := troupe.Cursor{s.id: s.rec.Next() - 1}
-	m, p, err := s.st.Submit(text, workflow.Now(ctx))
+	m, p, err := s.st.SubmitMessage(msg, workflow.Now(ctx))
 	if err != nil {
 		return troupe.SendResult{}, sessionErr(err)
 	}
-	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventMessage, Turn: turnNumber(m.Turn), Detail: troupe.Preview(text, 200)})
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventMessage, Turn: turnNumber(m.Turn), Detail: troupe.Preview(msg.Text, 200)})
 	switch {
 	case p == runtime.PreemptRollback && s.cancelTurn != nil:
 		s.rollback = true
@@ -369,7 +390,7 @@ func (s *session) submit(ctx workflow.Context, text string) (troupe.SendResult, 
 
 // send is the troupe.send update.
 func (s *session) send(ctx workflow.Context, in troupe.SendInput) (troupe.SendResult, error) {
-	res, err := s.submit(ctx, in.Message)
+	res, err := s.submit(ctx, in)
 	if err != nil || !in.Wait {
 		return res, err
 	}
@@ -436,7 +457,7 @@ func (s *session) turn(ctx workflow.Context) error {
 	startTranscript := s.st.Transcript
 	s.ctl.interrupted = false
 	// What an interrupted turn left to say goes first.
-	pending := append(append([]agents.Item(nil), s.st.Pending...), agents.UserMessage(m.Text))
+	pending := append(append([]agents.Item(nil), s.st.Pending...), m.Item())
 	// Every sandbox the turn starts, at any depth, is on the backend the
 	// session switched to, if it did.
 	in := troupe.AgentInput{Graph: s.in.Graph, RunID: s.id, Vars: s.in.Vars, Transcript: s.st.Transcript, Pending: pending, Spec: s.spec, Backend: s.st.Backend}

@@ -94,6 +94,11 @@ type Config struct {
 	// Nil starts calls without asking (the workers run beside the
 	// server, say).
 	Workers func(ctx context.Context) error
+	// Inputs, when set, is the workers' blob store, where a call's
+	// message over troupe.MessageInline goes to travel by reference
+	// (client.Config.Inputs); without it, such a call fails with
+	// troupe.ErrPayloadTooLarge.
+	Inputs troupeclient.InputStore
 }
 
 // Server is an MCP server whose tools are the exposed agents of its graphs,
@@ -134,7 +139,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
-	runs, err := troupeclient.New(troupeclient.Config{Temporal: cfg.Client, TaskQueue: cfg.TaskQueue, PollInterval: cfg.PollInterval, Events: cfg.Events})
+	runs, err := troupeclient.New(troupeclient.Config{Temporal: cfg.Client, TaskQueue: cfg.TaskQueue, PollInterval: cfg.PollInterval, Events: cfg.Events, Inputs: cfg.Inputs})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -256,6 +256,9 @@ func chatMessages(items []agents.Item) ([]openai.ChatCompletionMessageParamUnion
 		switch it.Type {
 		case agents.ItemMessage:
 			open = nil
+			if it.ContentRef != "" {
+				return nil, invalid("input item %d: message is still a reference (%s); resolve it before calling the model", i, it.ContentRef)
+			}
 			switch it.Role {
 			case agents.RoleUser:
 				out = append(out, openai.UserMessage(it.Content))

@@ -470,6 +470,11 @@ func TestInvalidRequests(t *testing.T) {
 			want: `output of call "call_1" is still a reference (blobs/out/1)`,
 		},
 		{
+			name: "unresolved message reference",
+			req:  model.Request{Input: []agents.Item{agents.UserMessageRef("inputs/run-1/9f86d0")}},
+			want: `input item 0: message is still a reference (inputs/run-1/9f86d0)`,
+		},
+		{
 			name: "unknown item type",
 			req:  model.Request{Input: []agents.Item{{Type: "image", Content: "x"}}},
 			want: `input item 0: unknown type "image"`,

@@ -85,6 +85,9 @@ func appendInput(b []byte, items []agents.Item) ([]byte, error) {
 		}
 		switch it.Type {
 		case agents.ItemMessage:
+			if it.ContentRef != "" {
+				return nil, invalid("input item %d: message is still a reference (%s); resolve it before calling the model", i, it.ContentRef)
+			}
 			switch it.Role {
 			case agents.RoleAssistant, agents.RoleUser, agents.RoleSystem, agents.RoleDeveloper:
 			default:

@@ -313,9 +313,18 @@ func (t *Transcripts) forget(key string, i int) {
 // and read again stands twice in order; evicting it early is harmless.
 func (t *Transcripts) evict(id segID) { t.forget(id.key, id.i) }
 
-// ResolveOutputs replaces each item's OutputRef with the output it names.
+// ResolveOutputs replaces each item's OutputRef with the output it names,
+// and each message's ContentRef with the text it names.
 func ResolveOutputs(ctx context.Context, store *blob.Store, items []agents.Item) ([]agents.Item, error) {
 	for i := range items {
+		if items[i].ContentRef != "" {
+			data, err := store.Get(ctx, items[i].ContentRef)
+			if err != nil {
+				return nil, fmt.Errorf("runtime: the message stored apart as %s: %w", items[i].ContentRef, err)
+			}
+			items[i].Content = string(data)
+			items[i].ContentRef = ""
+		}
 		if items[i].OutputRef == "" {
 			continue
 		}

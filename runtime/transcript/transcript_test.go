@@ -55,6 +55,52 @@ func TestTranscriptRoundTrip(t *testing.T) {
 	}
 }
 
+// A user's message stored apart (agents.Item.ContentRef) stays a
+// reference in its segment, and every read, of the transcript or of a
+// turn's pending items, gives its text; a message whose blob is gone is an
+// error, not an empty message.
+func TestTranscriptMessageRef(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("a long message. ", 1000)
+	if err := store.Put(ctx, "inputs/run-1/abc", []byte(text)); err != nil {
+		t.Fatal(err)
+	}
+	msg := agents.UserMessageRef("inputs/run-1/abc")
+	ts := transcript.NewTranscripts(store)
+	ref, err := ts.Append(ctx, runtime.TranscriptRef{Key: "transcripts/run-1"}, []agents.Item{msg, agents.AssistantMessage("ok")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := store.Get(ctx, "transcripts/run-1/000000.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(seg), "a long message") || !strings.Contains(string(seg), "inputs/run-1/abc") {
+		t.Errorf("the segment is %s; want the message's reference, not its text", cut300(string(seg)))
+	}
+	items, _, err := transcript.NewTranscripts(store).LoadView(ctx, ref, []agents.Item{msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 3 || items[0].Content != text || items[0].ContentRef != "" || items[2].Content != text {
+		t.Errorf("read back %d items; want the message's text, resolved, in the transcript and the pending items", len(items))
+	}
+	if _, err := transcript.ResolveOutputs(ctx, store, []agents.Item{agents.UserMessageRef("inputs/run-1/gone")}); err == nil {
+		t.Error("a message whose blob is gone resolved without an error")
+	}
+}
+
+func cut300(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}
+
 // TestTranscriptCache checks that a cached transcript is never stale: a
 // rewritten segment (an activity retried) is read anew, and callers may
 // change what Load returns without changing what the next Load sees.

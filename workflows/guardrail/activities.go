@@ -75,6 +75,9 @@ type GuardrailInput struct {
 	Guardrails []string `json:"guardrails,omitempty"`
 	// Input is the user's message (input).
 	Input string `json:"input,omitempty"`
+	// InputRef, when set, is the key of the user's message stored apart
+	// (troupe.MessageRef), which the activity reads instead of Input.
+	InputRef string `json:"input_ref,omitempty"`
 	// Output is the agent's final output (output).
 	Output json.RawMessage `json:"output,omitempty"`
 	// Calls are the calls to check, each with its guardrails in order
@@ -155,6 +158,13 @@ func (a *Activities) Guardrails(ctx context.Context, in GuardrailInput) (*Guardr
 		return nil, err
 	}
 	ctx = agents.WithRunContext(ctx, in.Run)
+	if in.InputRef != "" {
+		items, err := transcript.ResolveOutputs(ctx, a.Store, []agents.Item{agents.UserMessageRef(in.InputRef)})
+		if err != nil {
+			return nil, err
+		}
+		in.Input, in.InputRef = items[0].Content, ""
+	}
 	out := &GuardrailOutput{}
 	var errs []error
 	switch in.Kind {

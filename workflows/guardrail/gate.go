@@ -157,10 +157,11 @@ func (gt *Gate) guardInput(ctx workflow.Context, t *gate.Turn) (workflow.Context
 	if !t.Input.CheckInput || t.Continued || t.Run.Turn != 1 || len(gs) == 0 || !guarding(ctx) {
 		return ctx, none, nil
 	}
-	input := ""
+	input, ref := "", ""
 	for _, it := range t.Input.Pending {
 		if it.Type == agents.ItemMessage && it.Role == agents.RoleUser {
-			input = it.Content
+			// A message stored apart is read where the guardrails run.
+			input, ref = it.Content, it.ContentRef
 		}
 	}
 	var blocking, parallel []runtime.GuardrailSpec
@@ -172,7 +173,7 @@ func (gt *Gate) guardInput(ctx workflow.Context, t *gate.Turn) (workflow.Context
 		}
 	}
 	if len(blocking) > 0 {
-		if err := gt.check(ctx, t, agents.GuardrailInput, blocking, input, nil); err != nil {
+		if err := gt.check(ctx, t, agents.GuardrailInput, blocking, input, ref, nil); err != nil {
 			return ctx, none, err
 		}
 	}
@@ -183,7 +184,7 @@ func (gt *Gate) guardInput(ctx workflow.Context, t *gate.Turn) (workflow.Context
 	var err error
 	done := false
 	workflow.Go(ctx, func(gctx workflow.Context) {
-		err = gt.check(gctx, t, agents.GuardrailInput, parallel, input, nil)
+		err = gt.check(gctx, t, agents.GuardrailInput, parallel, input, ref, nil)
 		done = true
 		if err != nil {
 			cancel() // The model's answer is not wanted.
@@ -206,15 +207,16 @@ func (gt *Gate) guardOutput(ctx workflow.Context, t *gate.Turn, output json.RawM
 	if len(gs) == 0 || !guarding(ctx) {
 		return nil
 	}
-	return gt.check(ctx, t, agents.GuardrailOutput, gs, runtime.OutputText(output), output)
+	return gt.check(ctx, t, agents.GuardrailOutput, gs, runtime.OutputText(output), "", output)
 }
 
 // check runs input or output guardrails gs on text (the user's message,
-// or the final output's text; output is the final output's document):
+// or the final output's text; output is the final output's document; ref,
+// when set, the key of a user's message stored apart, instead of text):
 // the funcs in one activity, the agents as children, all at once. The
 // first of gs that tripped ends the agent; else the first that could not
 // decide does.
-func (gt *Gate) check(ctx workflow.Context, t *gate.Turn, kind string, gs []runtime.GuardrailSpec, text string, output json.RawMessage) error {
+func (gt *Gate) check(ctx workflow.Context, t *gate.Turn, kind string, gs []runtime.GuardrailSpec, text, ref string, output json.RawMessage) error {
 	outcomes := make([]*runtime.GuardrailOutcome, len(gs))
 	failures := make([]error, len(gs))
 	var funcs []string
@@ -225,7 +227,7 @@ func (gt *Gate) check(ctx workflow.Context, t *gate.Turn, kind string, gs []runt
 	}
 	var fut workflow.Future
 	if len(funcs) > 0 {
-		in := GuardrailInput{Graph: t.Input.Graph, Agent: t.Agent.Name, Run: t.Run, Kind: kind, Guardrails: funcs, Input: text, Output: output}
+		in := GuardrailInput{Graph: t.Input.Graph, Agent: t.Agent.Name, Run: t.Run, Kind: kind, Guardrails: funcs, Input: text, InputRef: ref, Output: output}
 		if kind == agents.GuardrailOutput {
 			in.Input = ""
 		}
@@ -243,7 +245,7 @@ func (gt *Gate) check(ctx workflow.Context, t *gate.Turn, kind string, gs []runt
 		wg.Add(1)
 		workflow.Go(ctx, func(gctx workflow.Context) {
 			defer wg.Done()
-			outcomes[i], failures[i] = gt.askAgent(gctx, t, kind, g, text)
+			outcomes[i], failures[i] = gt.askAgent(gctx, t, kind, g, text, ref)
 		})
 	}
 	if fut != nil {
@@ -277,9 +279,14 @@ func (gt *Gate) check(ctx workflow.Context, t *gate.Turn, kind string, gs []runt
 	return nil
 }
 
-// askAgent runs guardrail g, an agent, on text, and reads its verdict.
-func (gt *Gate) askAgent(ctx workflow.Context, t *gate.Turn, kind string, g runtime.GuardrailSpec, text string) (*runtime.GuardrailOutcome, error) {
-	in := troupe.AgentInput{Pending: []agents.Item{agents.UserMessage(text)}}
+// askAgent runs guardrail g, an agent, on text (or the message stored
+// apart under ref), and reads its verdict.
+func (gt *Gate) askAgent(ctx workflow.Context, t *gate.Turn, kind string, g runtime.GuardrailSpec, text, ref string) (*runtime.GuardrailOutcome, error) {
+	item := agents.UserMessage(text)
+	if ref != "" {
+		item = agents.UserMessageRef(ref)
+	}
+	in := troupe.AgentInput{Pending: []agents.Item{item}}
 	output, err := t.RunAgent(ctx, g.Agent, fmt.Sprintf("%s/%s-guardrail-%s", t.Run.WorkflowID, kind, g.Name), in, t.Usage)
 	if err != nil {
 		return nil, err

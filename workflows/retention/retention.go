@@ -25,7 +25,7 @@ const Default = 7 * 24 * time.Hour
 const SweepInterval = time.Hour
 
 // areas are the key prefixes under which each run keeps its data.
-var areas = []string{"transcripts/", "outputs/", "snapshots/", "events/"}
+var areas = []string{"transcripts/", "outputs/", "snapshots/", "events/", "inputs/"}
 
 // KeepActivityName is the activity that marks the runs whose data a fork
 // shares.

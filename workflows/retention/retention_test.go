@@ -58,7 +58,9 @@ func TestSweep(t *testing.T) {
 		"running": enums.WORKFLOW_EXECUTION_STATUS_RUNNING,
 	}, closed: time.Now().Add(-time.Hour)}
 	for _, k := range []string{"transcripts/closed/0-a/000001.json", "events/closed/0-a/000000001.json", "snapshots/running/s.tar.zst",
-		"outputs/gone/0-a/1-call", "outputs/shared/0-a/1-call", "outputs/gone2/0-a/1-call", "outputs/unreadable/0-a/1-call"} {
+		"outputs/gone/0-a/1-call", "outputs/shared/0-a/1-call", "outputs/gone2/0-a/1-call", "outputs/unreadable/0-a/1-call",
+		// Big messages and inputs go with their run's data.
+		"inputs/closed/9f86d0", "inputs/gone/9f86d0", "inputs/shared/9f86d0"} {
 		if err := store.Put(ctx, k, []byte("data")); err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +74,7 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	has := func(run string) bool {
-		for _, area := range []string{"transcripts/", "outputs/", "snapshots/", "events/"} {
+		for _, area := range []string{"transcripts/", "outputs/", "snapshots/", "events/", "inputs/"} {
 			if _, ok, err := store.Newest(ctx, area+run+"/"); err != nil {
 				t.Fatal(err)
 			} else if ok {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -338,7 +339,7 @@ func contentText(raw json.RawMessage, param string) (string, *apiError) {
 	case "a string":
 		var s string
 		_ = json.Unmarshal(raw, &s)
-		return s, nil
+		return s, stringTooLong(param, s)
 	case "an array":
 		var parts []json.RawMessage
 		_ = json.Unmarshal(raw, &parts)
@@ -353,6 +354,9 @@ func contentText(raw json.RawMessage, param string) (string, *apiError) {
 				return "", err
 			}
 			if ok {
+				if err := stringTooLong(fmt.Sprintf("%s[%d].text", param, i), t); err != nil {
+					return "", err
+				}
 				texts = append(texts, t)
 			}
 		}
@@ -360,6 +364,24 @@ func contentText(raw json.RawMessage, param string) (string, *apiError) {
 	default:
 		return "", invalidType(param, "a string or an array", raw)
 	}
+}
+
+// maxString is the longest text OpenAI takes in one message's content
+// or one output, in characters: 10 MiB.
+const maxString = 10 << 20
+
+// stringTooLong is OpenAI's refusal of a text s at param longer than
+// maxString, or nil.
+func stringTooLong(param, s string) *apiError {
+	if len(s) <= maxString {
+		return nil
+	}
+	if n := utf8.RuneCountInString(s); n > maxString {
+		return &apiError{status: 400, param: param, code: "string_above_max_length",
+			msg: fmt.Sprintf("Invalid '%s': string too long. Expected a string with maximum length %d, "+
+				"but got a string with length %d instead.", param, maxString, n)}
+	}
+	return nil
 }
 
 // parseTop decodes the request body and reads the fields both APIs share.

@@ -5,6 +5,8 @@ package scripted
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -64,11 +66,17 @@ type TemplateData struct {
 //	       separator, the distinct first submatches (whole matches when
 //	       there is no group) of every match, in order: e.g. every bullet
 //	       of a list.
+//	sha256: {{sha256 .LastUser}} is the hex SHA-256 of a text, e.g. to show
+//	       that a big message arrived whole ({{len .LastUser}} its bytes).
 //	add:   {{add (match .LastInput `^ok (\d+)$`) 1}} is the sum of integers
 //	       given as numbers or as decimal text ("" counts as 0), e.g. to
 //	       count turns that a trimmed context no longer shows.
 var templateFuncs = template.FuncMap{
 	"add": add,
+	"sha256": func(s string) string {
+		sum := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(sum[:])
+	},
 	"after": func(s, marker string) string {
 		if _, rest, ok := strings.Cut(s, marker); ok {
 			return rest

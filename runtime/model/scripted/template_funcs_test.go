@@ -31,6 +31,7 @@ func TestTemplateFuncs(t *testing.T) {
 		{"matches without group", "{{matches .User `[0-9]+` \",\"}}", "1,22", TemplateData{User: "1 22 1"}},
 		{"matches nothing is empty", "{{matches .User `z` \",\"}}", "", TemplateData{User: "abc"}},
 		{"instructions", "{{match .Instructions `(?m)^- Acme: (.*)$`}}", "approved", TemplateData{Instructions: "## Memory\n- Acme: approved\n"}},
+		{"sha256 and len of a message", "{{len .LastUser}} {{sha256 .LastUser}}", "3 ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", TemplateData{LastUser: "abc"}},
 		{"match then json", "{{json (match .LastOutput `:(\\d+):`)}}", `"12"`, TemplateData{LastOutput: "repo/a.go:12:x"}},
 	}
 	for _, tc := range tests {

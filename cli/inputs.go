@@ -1,0 +1,111 @@
+package cli
+
+// This file holds how the troupe command reads a message (an argument, -
+// for standard input, --file) and where it puts one too big to travel
+// inside Temporal: the workers' blob store, once it has checked that the
+// store it can open is theirs.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/runtime/blob"
+)
+
+// messageOf is the message a command was given: its argument, standard
+// input when the argument is "-", or file. Exactly one of them; one over
+// troupe.MessageLimit is refused, typed troupe.ErrPayloadTooLarge, before
+// anything is sent.
+func messageOf(args []string, file string, stdin io.Reader) (string, error) {
+	var data []byte
+	var err error
+	switch {
+	case file != "" && len(args) > 0:
+		return "", usage(errors.New("give the message as an argument, as - (standard input) or with --file, not two of them"))
+	case file != "":
+		if data, err = readLimited(file); err != nil {
+			return "", err
+		}
+	case len(args) == 0:
+		return "", usage(errors.New("no message: give it as an argument, as - (standard input) or with --file"))
+	case args[0] == "-":
+		if data, err = io.ReadAll(io.LimitReader(stdin, troupe.MessageLimit+1)); err != nil {
+			return "", fmt.Errorf("reading the message from standard input: %w", err)
+		}
+	default:
+		return args[0], troupe.CheckMessage("the message", len(args[0]))
+	}
+	if err := troupe.CheckMessage("the message", len(data)); err != nil {
+		return "", err
+	}
+	// What a pipe or an editor ends with is not part of the message.
+	return strings.TrimRight(string(data), "\r\n"), nil
+}
+
+// readLimited reads file, or its first troupe.MessageLimit+1 bytes: enough
+// to tell it is too big without reading a huge file whole.
+func readLimited(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, usage(fmt.Errorf("--file: %w", err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, troupe.MessageLimit+1))
+	if err != nil {
+		return nil, fmt.Errorf("--file: %w", err)
+	}
+	return data, nil
+}
+
+// workersStore is the troupe command's client.InputStore for the workers
+// of queue: the blob store of TROUPE_BLOB_URL (or TROUPE_HOME's), into
+// which it puts a message only when every troupe worker polling queue
+// keeps its blobs there too. Otherwise the workers would look for the
+// message in a store that does not hold it.
+type workersStore struct {
+	cn    *conn
+	queue string
+}
+
+func (w workersStore) Put(ctx context.Context, key string, data []byte) error {
+	url, err := blobURL()
+	if err != nil {
+		return err
+	}
+	if err := sameStore(ctx, w.cn, w.queue, url); err != nil {
+		return err
+	}
+	if w.cn.inputs == nil {
+		if w.cn.inputs, err = blob.Open(ctx, url); err != nil {
+			return fmt.Errorf("open the blob store for a message of %d bytes: %w", len(data), err)
+		}
+	}
+	return w.cn.inputs.Put(ctx, key, data)
+}
+
+// sameStore refuses a store (url) that a troupe worker polling queue does
+// not keep its blobs in, naming both.
+func sameStore(ctx context.Context, cn *conn, queue, url string) error {
+	if queue == "" {
+		queue = troupe.DefaultTaskQueue
+	}
+	pollers, err := freshPollers(ctx, cn.c, queue)
+	if err != nil {
+		return fmt.Errorf("list the workers of task queue %s, to check they read the message from this store: %w", queue, err)
+	}
+	ours := storeName(url)
+	for _, p := range pollers {
+		who, _, theirs, ok := setupOf(p.GetIdentity())
+		if !ok || theirs == "" || theirs == ours {
+			continue
+		}
+		return troupe.NonRetryable(troupe.ErrBlobMissing, "a message over %d bytes goes through the workers' blob store, and the worker %s of task queue %s keeps its blobs in %s, "+
+			"not in %s, where this command would put it: set TROUPE_BLOB_URL to the workers' store (or use their TROUPE_HOME), or send less", troupe.MessageInline, who, queue, theirs, ours)
+	}
+	return nil
+}
