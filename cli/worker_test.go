@@ -22,8 +22,8 @@ func TestSetupOf(t *testing.T) {
 		{"7@h traces=on troupe model=m blob=" + store + " deltas=http://troupe:t@127.0.0.1:1/deltas", "7@h", "m", store, true},
 		{"7@h troupe model=the offline scenarios", "7@h", "the offline scenarios", "", true},
 		// A worker that takes big messages by reference says so last.
-		{troupe.WithInputRefs(workerIdentity("the offline scenarios", store)), "", "the offline scenarios", store, true},
-		{troupe.WithInputRefs(troupe.WithRelay(workerIdentity("m", store), "http://troupe:t@127.0.0.1:1/deltas")), "", "m", store, true},
+		{troupe.WithInputRefs(workerIdentity("the offline scenarios", store, false)), "", "the offline scenarios", store, true},
+		{troupe.WithInputRefs(troupe.WithRelay(workerIdentity("m", store, true), "http://troupe:t@127.0.0.1:1/deltas")), "", "m", store, true},
 		{"7@h", "", "", "", false},
 	}
 	for _, tt := range tests {
