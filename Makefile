@@ -7,12 +7,14 @@
 #              scripts/packages.sh)
 #   make stress N=5  the suite N times; prints each test that failed with
 #              its failure rate (scripts/stress.sh)
+#   make scale the scale tests at full scale: an agent of 5,001 turns and a
+#              session of 2,000 (make test runs them at 1,001 and 200)
 export GOTOOLCHAIN := local
 GO ?= go
 BIN := bin/troupe
 N ?= 5
 
-.PHONY: run test stress bench lint setup build clean
+.PHONY: run test stress scale bench lint setup build clean
 
 setup:
 	@scripts/setup.sh
@@ -45,6 +47,11 @@ test: setup
 
 stress: setup
 	@scripts/stress.sh $(N)
+
+# The scale tests at the scale they are named for: on a loaded two-core
+# machine the session of 2,000 turns alone took 15 minutes.
+scale: setup
+	$(GO) test -count=1 -timeout 45m -run '^(TestMarathon|TestSessionScale)$$' ./e2e -args -scale
 
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 45m ./bench/

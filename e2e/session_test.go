@@ -190,9 +190,9 @@ func TestDealDeskSession(t *testing.T) {
 		!strings.Contains(rec.Conditions[0], "25%") || !strings.Contains(rec.Summary, "a 25% discount") {
 		t.Errorf("follow-up %+v: %+v; want the coordinator's answer on a new pricing review at 25%%", again, rec)
 	}
-	if ms.Count("triage-hands-off") != 1 || ms.Count("pricing-reviews-again") != 1 || ms.Count("rollout-reviews") != 1 {
+	if ms.Requests("triage-hands-off") != 1 || ms.Requests("pricing-reviews-again") != 1 || ms.Requests("rollout-reviews") != 1 {
 		t.Errorf("triage %d, pricing again %d, rollout %d: want the follow-up to skip triage and rollout",
-			ms.Count("triage-hands-off"), ms.Count("pricing-reviews-again"), ms.Count("rollout-reviews"))
+			ms.Requests("triage-hands-off"), ms.Requests("pricing-reviews-again"), ms.Requests("rollout-reviews"))
 	}
 	// A fork goes on from the same conversation on its own.
 	fork, fe, err := s.Fork(ctx, "acme at 20%")
@@ -492,18 +492,26 @@ func TestSessionSwitchDockerBwrap(t *testing.T) {
 	}
 }
 
-// sessionTurns is how many turns TestSessionScale's session takes.
-const sessionTurns = 2000
+// sessionScale is how many turns TestSessionScale's session takes and
+// the worker's ContinueAfterEvents: 200 turns on a bound of 100 events
+// continue the session and its manager as new many times each (the
+// session about every 6 turns); -scale takes 2,000 on 1,000.
+func sessionScale() (turns, bound int) {
+	if *fullScale {
+		return 2000, 1000
+	}
+	return 200, 100
+}
 
-// A session of 2,000 turns, each with a 200 KB tool output, completes on
-// the embedded server; its real histories stay within Temporal's limits:
-// the session continues as new on its bound (its queue of messages
-// carried), no history of its runs nears the event or size limits, and
-// no payload nears the 2 MB limit (the outputs go to the blob store by
-// reference).
+// A session of 200 turns (2,000 with -scale), each with a 200 KB tool
+// output, completes on the embedded server; its real histories stay
+// within Temporal's limits: the session continues as new on its bound
+// (its queue of messages carried), no history of its runs nears the
+// event or size limits, and no payload nears the 2 MB limit (the outputs
+// go to the blob store by reference).
 func TestSessionScale(t *testing.T) {
-	parallelLong(t)    // long and on its own worker
-	const bound = 1000 // the worker's ContinueAfterEvents
+	parallelLong(t) // long and on its own worker
+	sessionTurns, bound := sessionScale()
 	cl, _, c := sessionClient(t, "local", func(cfg *workflows.Config) { cfg.ContinueAfterEvents = bound })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a hang detector
 	defer cancel()
@@ -567,7 +575,7 @@ func TestSessionScale(t *testing.T) {
 		}
 		runID = prev
 	}
-	measure(s.ID()+"/t1000/0-chatter", "")
+	measure(fmt.Sprintf("%s/t%d/0-chatter", s.ID(), sessionTurns/2), "")
 	// The manager took the session's news of every turn: it continued as
 	// new along the way, carrying its registry in blob pages, and lists
 	// the session as it stands.
@@ -792,8 +800,7 @@ func TestSessionForkDiverges(t *testing.T) {
 // was decided before, while a review of another customer says nothing of
 // Acme's.
 func TestDealDeskRemembers(t *testing.T) {
-	// Not parallel: beside the other tests on a loaded two-core machine,
-	// stopping its session timed out.
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	var store *blob.Store
