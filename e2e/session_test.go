@@ -493,17 +493,17 @@ func TestSessionSwitchDockerBwrap(t *testing.T) {
 }
 
 // sessionScale is how many turns TestSessionScale's session takes and
-// the worker's ContinueAfterEvents: 200 turns on a bound of 100 events
+// the worker's ContinueAfterEvents: 300 turns on a bound of 150 events
 // continue the session and its manager as new many times each (the
-// session about every 6 turns); -scale takes 2,000 on 1,000.
+// session about every 9 turns); -scale takes 2,000 on 1,000.
 func sessionScale() (turns, bound int) {
 	if *fullScale {
 		return 2000, 1000
 	}
-	return 200, 100
+	return 300, 150
 }
 
-// A session of 200 turns (2,000 with -scale), each with a 200 KB tool
+// A session of 300 turns (2,000 with -scale), each with a 200 KB tool
 // output, completes on the embedded server; its real histories stay
 // within Temporal's limits: the session continues as new on its bound
 // (its queue of messages carried), no history of its runs nears the
@@ -599,9 +599,16 @@ func TestSessionScale(t *testing.T) {
 			break
 		}
 	}
-	listed, err := cl.Sessions(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// The session's news of its last turn reaches the manager after the
+	// session has it: wait for it, a minute at most (a hang detector).
+	var listed []troupeclient.SessionEntry
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if listed, err = cl.Sessions(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != 1 || listed[0].Turns == sessionTurns || time.Now().After(deadline) {
+			break
+		}
 	}
 	if len(mgrRuns) < 2 || len(listed) != 1 || listed[0].ID != s.ID() || listed[0].Turns != sessionTurns {
 		t.Errorf("the manager ran %d runs and lists %+v; want it continued as new, listing the session at %d turns", len(mgrRuns), listed, sessionTurns)
