@@ -78,9 +78,10 @@ func parallel(t *testing.T) {
 	t.Cleanup(func() { <-shortSlots })
 }
 
-// parallelLong runs t, one of the two tests that take many minutes, in
-// parallel from the start of the parallel tests, beside parallel's: the
-// package takes as long as its longest test, if that one starts first.
+// parallelLong runs t, one of the two scale tests (the longest, minutes
+// with -scale), in parallel from the start of the parallel tests, beside
+// parallel's: the package takes as long as its longest test, if that one
+// starts first.
 // (The order in which Go starts the parallel tests is not theirs in the
 // source.)
 func parallelLong(t *testing.T) {
