@@ -8,7 +8,7 @@
 #   make stress N=5  the suite N times; prints each test that failed with
 #              its failure rate (scripts/stress.sh)
 #   make scale the scale tests at full scale: an agent of 5,001 turns and a
-#              session of 2,000 (make test runs them at 1,001 and 300)
+#              session of 2,000 (make test runs them at 1,001 and 200)
 export GOTOOLCHAIN := local
 GO ?= go
 BIN := bin/troupe

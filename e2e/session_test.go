@@ -493,22 +493,28 @@ func TestSessionSwitchDockerBwrap(t *testing.T) {
 }
 
 // sessionScale is how many turns TestSessionScale's session takes and
-// the worker's ContinueAfterEvents: 300 turns on a bound of 150 events
+// the worker's ContinueAfterEvents: 200 turns on a bound of 100 events
 // continue the session and its manager as new many times each (the
-// session about every 9 turns); -scale takes 2,000 on 1,000.
+// session about every 6 turns; today's runs also right after the last
+// turn, whose news must reach the manager all the same); -scale takes
+// 2,000 on 1,000.
 func sessionScale() (turns, bound int) {
 	if *fullScale {
 		return 2000, 1000
 	}
-	return 300, 150
+	return 200, 100
 }
 
-// A session of 300 turns (2,000 with -scale), each with a 200 KB tool
+// A session of 200 turns (2,000 with -scale), each with a 200 KB tool
 // output, completes on the embedded server; its real histories stay
 // within Temporal's limits: the session continues as new on its bound
 // (its queue of messages carried), no history of its runs nears the
 // event or size limits, and no payload nears the 2 MB limit (the outputs
-// go to the blob store by reference).
+// go to the blob store by reference). No run continues as new before its
+// news to the manager went out (the server drops the signals of a closed
+// run), so the manager lists the session as it stands. With -histories,
+// the manager's and three of the session's runs are saved for the replay
+// tests (v14-news-before-continue).
 func TestSessionScale(t *testing.T) {
 	parallelLong(t) // long and on its own worker
 	sessionTurns, bound := sessionScale()
@@ -548,13 +554,27 @@ func TestSessionScale(t *testing.T) {
 	}
 	// The session's runs, newest first, and one turn's agent.
 	runs, largest, largestBytes, largestPayload := 0, 0, 0, 0
+	// unsent counts the signals (the session's news to its manager) that
+	// a run of the session sent and the server never took: a run that
+	// closes first has its signals dropped.
+	unsent := 0
 	measure := func(id, runID string) (next string) {
 		events, bytes := 0, 0
+		signals := map[int64]bool{}
 		it := c.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			e, err := it.Next()
 			if err != nil {
 				t.Fatal(err)
+			}
+			if e.GetSignalExternalWorkflowExecutionInitiatedEventAttributes() != nil {
+				signals[e.GetEventId()] = true
+			}
+			if a := e.GetExternalWorkflowExecutionSignaledEventAttributes(); a != nil {
+				delete(signals, a.GetInitiatedEventId())
+			}
+			if e.GetWorkflowExecutionContinuedAsNewEventAttributes() != nil {
+				unsent += len(signals)
 			}
 			events++
 			n := proto.Size(e)
@@ -567,6 +587,7 @@ func TestSessionScale(t *testing.T) {
 		largest, largestBytes = max(largest, events), max(largestBytes, bytes)
 		return next
 	}
+	var sessionRuns []string // the earlier ones, newest first
 	for runID := ""; ; runs++ {
 		prev := measure(s.ID(), runID)
 		if prev == "" {
@@ -574,6 +595,7 @@ func TestSessionScale(t *testing.T) {
 			break
 		}
 		runID = prev
+		sessionRuns = append(sessionRuns, prev)
 	}
 	measure(fmt.Sprintf("%s/t%d/0-chatter", s.ID(), sessionTurns/2), "")
 	// The manager took the session's news of every turn: it continued as
@@ -620,8 +642,22 @@ func TestSessionScale(t *testing.T) {
 		writeHistory(t, c, mgr, mgrRuns[1], filepath.Join(*historiesDir, "scale-manager.json"))
 		index.save(t)
 	}
+	if *historiesDir != "" && len(sessionRuns) >= 3 {
+		// Runs of the session that continued as new after their turns'
+		// news (v14-news-before-continue).
+		index := openIndex(t, *historiesDir)
+		for i, runID := range sessionRuns[:3] {
+			file := fmt.Sprintf("scale-session-%d.json", i+1)
+			index.files[file] = s.ID()
+			writeHistory(t, c, s.ID(), runID, filepath.Join(*historiesDir, file))
+		}
+		index.save(t)
+	}
 	t.Logf("%d turns in %d runs of the session; the largest history holds %d events, %d bytes; the largest event is %d bytes",
 		sessionTurns, runs, largest, largestBytes, largestPayload)
+	if unsent > 0 {
+		t.Errorf("the session's runs continued as new before %d of their signals to the manager went out: that news was lost", unsent)
+	}
 	if runs < 3 || largest > 2*bound || largestBytes > 4<<20 || largestPayload > 512<<10 {
 		t.Errorf("%d runs; largest history %d events, %d bytes; largest event %d bytes: want several runs of at most %d events and 4 MB, no event over 512 KB (Temporal's limits: 51,200 events, 50 MB, 2 MB)",
 			runs, largest, largestBytes, largestPayload, 2*bound)
