@@ -11,6 +11,8 @@
 #              worker killed -9 KILLS times each (20) at random, outputs
 #              identical to an undisturbed run; SEED=n replays a campaign
 #              (each prints its seed)
+#   make scale the scale tests at full scale: an agent of 5,001 turns and a
+#              session of 2,000 (make test runs them at 1,001 and 200)
 export GOTOOLCHAIN := local
 GO ?= go
 BIN := bin/troupe
@@ -18,7 +20,7 @@ N ?= 5
 KILLS ?= 20
 SEED ?=
 
-.PHONY: run test stress crash bench lint setup build clean
+.PHONY: run test stress crash scale bench lint setup build clean
 
 setup:
 	@scripts/setup.sh
@@ -57,6 +59,11 @@ stress: setup
 # (TestExamplesSurviveKillsShort).
 crash: setup
 	TROUPE_E2E_KILLS=$(KILLS) TROUPE_E2E_KILL_SEED=$(SEED) $(GO) test -count=1 -v -timeout 60m -run '^TestExamplesSurviveKills$$' ./e2e/
+
+# The scale tests at the scale they are named for: on a loaded two-core
+# machine the session of 2,000 turns alone took 15 minutes.
+scale: setup
+	$(GO) test -count=1 -timeout 45m -run '^(TestMarathon|TestSessionScale)$$' ./e2e -args -scale
 
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 45m ./bench/

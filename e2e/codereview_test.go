@@ -128,8 +128,8 @@ func TestCodeReview(t *testing.T) {
 				t.Errorf("agent %s, turns %d (want 3), requests %d (want 9)", res.Agent, res.Turns, res.Usage.Requests)
 			}
 			for _, rule := range []string{"codereview-security-reviews", "codereview-tests-reviews", "codereview-api-design-reviews", "codereview-coordinator-writes-report"} {
-				if ms.Count(rule) != 1 {
-					t.Errorf("rule %s answered %d times, want 1", rule, ms.Count(rule))
+				if ms.Requests(rule) != 1 {
+					t.Errorf("rule %s answered %d times, want 1", rule, ms.Requests(rule))
 				}
 			}
 			events := runEvents(t, c, run.GetID())

@@ -46,27 +46,42 @@ import (
 
 var temporalAddr string
 
-// parallelTests is how many tests marked with parallel run at once, as
-// many as -test.parallel's default (GOMAXPROCS) on a two-core machine:
-// more, beside the long tests, made tests that count model calls or time
-// their steps fail on a loaded machine.
-const parallelTests = 2
+// fullScale runs the scale tests at the scale they are named for (make
+// scale): TestMarathon's agent 5,000 turns, TestSessionScale's session
+// 2,000. Without it (make test) they take 1,000 and 200 (the session on
+// a bound of 100 events rather than 1,000), which runs the same
+// continue-as-new and bounded histories several times over in a fraction
+// of the time.
+var fullScale = flag.Bool("scale", false, "run TestMarathon and TestSessionScale at full scale (5,000 and 2,000 turns)")
+
+// parallelTests is how many tests marked with parallel run at once,
+// beside the two long ones: they mostly wait (on scripted model delays,
+// timers, other processes), so three keep two cores busy. Tests count
+// the model calls a run made by request (see requests), and wait on
+// conditions rather than time their steps, so a loaded machine slows
+// them but does not fail them.
+const parallelTests = 3
 
 // shortSlots holds a token for each test that parallel let run.
 var shortSlots = make(chan struct{}, parallelTests)
 
 // parallel runs t in parallel with the other parallel tests, parallelTests
 // of them at a time (and no more than -test.parallel when given).
+// It logs when the test got its slot, so that a run with -json (or -v)
+// tells each test's own time from its wait.
 func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
+	asked := time.Now()
 	shortSlots <- struct{}{}
+	t.Logf("parallel: a slot after %s", time.Since(asked).Round(time.Millisecond))
 	t.Cleanup(func() { <-shortSlots })
 }
 
-// parallelLong runs t, one of the two tests that take many minutes, in
-// parallel from the start of the parallel tests, beside parallel's: the
-// package takes as long as its longest test, if that one starts first.
+// parallelLong runs t, one of the two scale tests (the longest, minutes
+// with -scale), in parallel from the start of the parallel tests, beside
+// parallel's: the package takes as long as its longest test, if that one
+// starts first.
 // (The order in which Go starts the parallel tests is not theirs in the
 // source.)
 func parallelLong(t *testing.T) {
@@ -159,6 +174,23 @@ func serveScenario(t testing.TB, sc *scripted.Scenario) (*scripted.Server, strin
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, url
+}
+
+// requests counts the different requests among calls that keep accepts
+// (all with a nil keep): the model calls a run made, once each. A model
+// call runs at least once: a worker runs a local activity again when the
+// workflow task it ran in timed out meanwhile (as on a loaded machine),
+// and the call made again sends the same request (scripted.Call.Digest).
+// Count the calls themselves (len(calls), Server.Count) to test that a
+// turn is not taken again.
+func requests(calls []scripted.Call, keep func(scripted.Call) bool) int {
+	seen := map[string]bool{}
+	for _, c := range calls {
+		if !c.Canceled && (keep == nil || keep(c)) {
+			seen[c.Digest] = true
+		}
+	}
+	return len(seen)
 }
 
 func dial(t testing.TB) client.Client {

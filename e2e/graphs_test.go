@@ -67,7 +67,7 @@ func testGraphs() []*agents.Graph {
 		agents.MustGraph("bounce", "bouncer", &agents.Agent{Name: "bouncer", Instructions: "bounce agent", Handoffs: []agents.Handoff{agents.HandoffTo("bouncer")}}),
 		agents.MustGraph("stream", "streamer", &agents.Agent{Name: "streamer", Instructions: "stream agent"}),
 		agents.MustGraph("watch", "watcher", &agents.Agent{Name: "watcher", Instructions: "watch agent", Tools: []agents.Tool{tick}}),
-		agents.MustGraph("marathon", "runner", &agents.Agent{Name: "runner", Instructions: "marathon agent", Tools: []agents.Tool{tick}, MaxTurns: marathonTurns + 1,
+		agents.MustGraph("marathon", "runner", &agents.Agent{Name: "runner", Instructions: "marathon agent", Tools: []agents.Tool{tick}, MaxTurns: marathonMaxTurns + 1,
 			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{MaxItems: marathonWindow, KeepLast: marathonWindow / 2})}}),
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
 )
@@ -200,8 +201,19 @@ func TestLongRunContinuesAsNew(t *testing.T) {
 	}
 }
 
-// marathonTurns is how many turns the marathon agent calls its tool.
-const marathonTurns = 5000
+// marathonMaxTurns is the most turns the marathon agent calls its tool:
+// TestMarathon's at full scale (-scale).
+const marathonMaxTurns = 5000
+
+// marathonTurns is how many turns TestMarathon's agent calls its tool:
+// 1,000 runs the default bound of 500 turns twice over; -scale takes
+// 5,000.
+func marathonTurns() int {
+	if *fullScale {
+		return marathonMaxTurns
+	}
+	return 1000
+}
 
 // marathonWindow is the most items the marathon agent's model is shown:
 // its Compaction trims the context to half of it once it holds more.
@@ -212,16 +224,29 @@ const marathonWindow = 60
 // defaults), about 2,500 events with a tool call a turn.
 const marathonBound = 5_200
 
-// TestMarathon runs one agent for 5,001 turns (5,000 calling a no-op
-// tool) with the worker's default continue-as-new bounds: it completes,
-// no run's history holds more than marathonBound events, the events
-// followed from the start arrive in order, each once, and the model is
-// never shown more than the agent's compaction window, through every
-// continue-as-new (the window travels in the agent's state).
+// TestMarathon runs one agent for 1,001 turns (1,000 calling a no-op
+// tool; 5,001 with -scale) with the worker's default continue-as-new
+// bounds: it completes, no run's history holds more than marathonBound
+// events, the events followed from the start arrive in order, each once,
+// and the model is never shown more than the agent's compaction window,
+// through every continue-as-new (the window travels in the agent's
+// state).
 func TestMarathon(t *testing.T) {
 	parallelLong(t) // long and on its own worker
 	c := dial(t)
-	srv, url := modelServer(t)
+	turns := marathonTurns()
+	// The agent ends after its tool's turns-th tock.
+	sc := scenario(t)
+	done, err := scripted.ParseScenario([]byte(fmt.Sprintf(`rules:
+  - name: marathon-done
+    match: {instructions: "marathon agent", last_input: "^tock %d$"}
+    respond: {text: "done after %d turns"}
+`, turns, turns+1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Rules = append(done.Rules, sc.Rules...)
+	srv, url := serveScenario(t, sc)
 	var store *blob.Store
 	queue := startWorker(t, c, url, "", func(cfg *workflows.Config) { store = cfg.Store })
 	ctx := context.Background()
@@ -247,7 +272,7 @@ func TestMarathon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(res.Output) != `"done after 5001 turns"` || res.Turns != marathonTurns+1 || res.ToolCalls != marathonTurns {
+	if string(res.Output) != fmt.Sprintf(`"done after %d turns"`, turns+1) || res.Turns != turns+1 || res.ToolCalls != turns {
 		t.Fatalf("output %s after %d turns and %d tool calls", res.Output, res.Turns, res.ToolCalls)
 	}
 	// A model turn is a call and its output, so the window shows at most
@@ -266,19 +291,19 @@ func TestMarathon(t *testing.T) {
 	// (above); how many calls repeat depends on the machine's load, like
 	// a timing, so it is logged, not judged (6 % of 5,001 on a make test
 	// with the race-enabled sandbox tests beside it).
-	if calls > marathonTurns+1 {
-		t.Logf("%d model calls repeated by workflow tasks that timed out", calls-(marathonTurns+1))
+	if calls > turns+1 {
+		t.Logf("%d model calls repeated by workflow tasks that timed out", calls-(turns+1))
 	}
-	if calls < marathonTurns+1 || widest > marathonWindow/2+1 || widest < marathonWindow/4 {
+	if calls < turns+1 || widest > marathonWindow/2+1 || widest < marathonWindow/4 {
 		t.Errorf("%d model calls; the widest showed %d turns; want at least %d calls (one a turn) of at most %d turns each, and trims that keep about %d",
-			calls, widest, marathonTurns+1, marathonWindow/2+1, marathonWindow/4)
+			calls, widest, turns+1, marathonWindow/2+1, marathonWindow/4)
 	}
 	for i, e := range runner {
 		if e.Seq != i+1 {
 			t.Fatalf("followed: event %d is numbered %d: a gap or a repeat", i+1, e.Seq)
 		}
 	}
-	if n := len(runner); n < 3*marathonTurns || runner[n-1].Kind != troupe.EventFinal {
+	if n := len(runner); n < 3*turns || runner[n-1].Kind != troupe.EventFinal {
 		t.Errorf("followed %d events of the runner; want every turn's and the final output last", n)
 	}
 	// Every run of the runner, along the chain of continue-as-new.
@@ -303,8 +328,8 @@ func TestMarathon(t *testing.T) {
 		runID = next
 	}
 	t.Logf("the runner took %d runs; the largest history holds %d events", runs, largest)
-	if largest > marathonBound || runs < marathonTurns/500 {
-		t.Errorf("%d runs, the largest of %d events; want at least %d runs of at most %d events", runs, largest, marathonTurns/500, marathonBound)
+	if largest > marathonBound || runs < turns/500 {
+		t.Errorf("%d runs, the largest of %d events; want at least %d runs of at most %d events", runs, largest, turns/500, marathonBound)
 	}
 	// Once Temporal no longer holds the runner's earlier runs, its events
 	// are still read whole, from the pages it saved to the blob store.

@@ -176,7 +176,7 @@ func TestHostileWorkspace(t *testing.T) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}
 			}
-			if n := ms.Count("hostile-answer"); n != 1 {
+			if n := ms.Requests("hostile-answer"); n != 1 {
 				t.Errorf("hostile-answer answered %d times, want 1", n)
 			}
 

@@ -221,8 +221,8 @@ func TestMCPToolsEndToEnd(t *testing.T) {
 			if len(results["ev_echo"]) != 2 {
 				t.Errorf("echo results = %q, want two", results["ev_echo"])
 			}
-			if ms.Count("mcp-first") != 1 || ms.Count("mcp-answer") != 1 {
-				t.Errorf("model rules: first %d, answer %d", ms.Count("mcp-first"), ms.Count("mcp-answer"))
+			if ms.Requests("mcp-first") != 1 || ms.Requests("mcp-answer") != 1 {
+				t.Errorf("model rules: first %d, answer %d", ms.Requests("mcp-first"), ms.Requests("mcp-answer"))
 			}
 			if *historiesDir != "" && transport == "stdio" {
 				saveHistories(t, c, map[string]bool{run.GetID(): true, agentID: true}, *historiesDir, "mcp")

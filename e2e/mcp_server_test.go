@@ -419,12 +419,11 @@ func TestMCPServeIdempotency(t *testing.T) {
 	})
 }
 
-// TestMCPServeReconnect: a client drops its connection mid-run; the run
-// goes on, and a new session reads it by id with troupe_run_status and
-// troupe_run_result.
+// TestMCPServeReconnect: a client drops its connection mid-run, once the
+// run has events; the run goes on, and a new session reads it by id with
+// troupe_run_status (its events so far) and troupe_run_result.
 func TestMCPServeReconnect(t *testing.T) {
-	// Not parallel: beside the other tests on a loaded two-core machine, a
-	// running call's status had no events yet.
+	parallel(t)
 	f := newMCPServeFixture(t, server.HTTPOptions{})
 	t.Run("new session", func(t *testing.T) { testMCPReconnect(t, f) })
 	t.Run("session deleted", func(t *testing.T) { testMCPSessionDeleted(t, f) })

@@ -38,6 +38,7 @@ import (
 // -histories, the manager's, the sessions' and their agents' histories
 // are saved for the replay tests.
 func TestRemoveSession(t *testing.T) {
+	parallel(t)
 	root := t.TempDir()
 	var store *blob.Store
 	c := dial(t)
@@ -227,6 +228,7 @@ func TestRemoveSession(t *testing.T) {
 // session from its list. With -histories, the manager's history is saved
 // for the replay tests.
 func TestRemoveSessionWithoutWorker(t *testing.T) {
+	parallel(t)
 	c := dial(t)
 	_, url := modelServer(t)
 	queue := fmt.Sprintf("e2e-rm-%d-%d", os.Getpid(), queues.Add(1))
@@ -295,6 +297,7 @@ func TestRemoveSessionWithoutWorker(t *testing.T) {
 // stopped, one idle) and says what it did; --json prints the results; an
 // unknown id among them is reported as not found, with exit status 1.
 func TestCLISessionsRm(t *testing.T) {
+	parallel(t)
 	home := t.TempDir()
 	port := strconv.Itoa(freePort(t))
 	dev := startCLI(t, home, "dev", "--port", port, "--ui-port", "-1")

@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"slices"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
 )
 
 func TestDealDesk(t *testing.T) {
@@ -56,9 +61,9 @@ func TestDealDesk(t *testing.T) {
 			if got := strings.Join(res.Path, ">"); got != "triage>coordinator" {
 				t.Errorf("path = %s", got)
 			}
-			if res.Usage.Requests != 7 || ms.Count("pricing-reviews") != 1 || ms.Count("rollout-reviews") != 1 {
+			if res.Usage.Requests != 7 || ms.Requests("pricing-reviews") != 1 || ms.Requests("rollout-reviews") != 1 {
 				t.Errorf("usage requests = %d (want 7), pricing-reviews %d, rollout-reviews %d",
-					res.Usage.Requests, ms.Count("pricing-reviews"), ms.Count("rollout-reviews"))
+					res.Usage.Requests, ms.Requests("pricing-reviews"), ms.Requests("rollout-reviews"))
 			}
 			checkCausal(t, run.GetID(), events)
 			kinds := map[string]int{}
@@ -106,22 +111,29 @@ func TestHandoffChain(t *testing.T) {
 				t.Errorf("output = %s", res.Output)
 			}
 			for _, rule := range []string{"chain-a", "chain-b", "chain-c"} {
-				if ms.Count(rule) != 1 {
-					t.Errorf("%s answered %d times, want 1", rule, ms.Count(rule))
+				if ms.Requests(rule) != 1 {
+					t.Errorf("%s answered %d times, want 1", rule, ms.Requests(rule))
 				}
 			}
 		})
 	}
 }
 
+// TestAgentsAsToolsOverlap: the four agents-as-tools of one turn run at
+// once. The model server holds each of their calls until all four are in
+// flight, so what the test sees does not hang on how fast a loaded
+// machine starts them; called one after the other, the first would wait
+// for the others in vain (a minute) and the most in flight would be one.
 func TestAgentsAsToolsOverlap(t *testing.T) {
-	// Not parallel: it checks that agents-as-tools overlap in time, which
-	// beside the other tests on a loaded two-core machine they did not.
+	parallel(t)
 	c := dial(t)
 	for _, api := range apis {
 		t.Run(string(api), func(t *testing.T) {
-			ms, url := modelServer(t)
-			queue := startWorker(t, c, url, api, nil)
+			ms := scripted.New(scenario(t))
+			g := &gate{next: ms, match: "fan worker slow", want: 4, all: make(chan struct{})}
+			srv := httptest.NewServer(g)
+			t.Cleanup(srv.Close)
+			queue := startWorker(t, c, srv.URL+"/v1", api, nil)
 			res, err := runGraph(t, c, queue, troupe.RunInput{Graph: "fan", Input: "split the work"})
 			if err != nil {
 				t.Fatal(err)
@@ -131,22 +143,69 @@ func TestAgentsAsToolsOverlap(t *testing.T) {
 			if text != "part 1 done slowly;part 2 done slowly;part 3 done slowly;part 4 done slowly;" {
 				t.Errorf("output = %q", text)
 			}
-			var starts, ends []time.Time
-			for _, call := range ms.Calls() {
-				if call.Rule == "fan-slow" {
-					starts, ends = append(starts, call.Start), append(ends, call.End)
-				}
+			if n := ms.Requests("fan-slow"); n != 4 {
+				t.Errorf("%d worker calls, want 4", n)
 			}
-			if len(starts) != 4 {
-				t.Fatalf("%d worker calls, want 4", len(starts))
-			}
-			// All four were in flight at once: the last to start started
-			// before the first to end ended.
-			if last, first := slices.MaxFunc(starts, time.Time.Compare), slices.MinFunc(ends, time.Time.Compare); !last.Before(first) {
-				t.Errorf("agent tools did not overlap: last start %s, first end %s", last.Format(time.StampMicro), first.Format(time.StampMicro))
+			if most := g.most(); most < 4 {
+				t.Errorf("at most %d of the four agent tools' model calls in flight at once, want all four", most)
 			}
 		})
 	}
+}
+
+// gate is a model server's front that holds the requests whose body
+// holds match until want of them are in flight at once (or for a minute,
+// when they never are), and records how many were in flight at most.
+type gate struct {
+	next  http.Handler
+	match string
+	want  int
+	all   chan struct{} // closed once want are in flight
+
+	mu                 sync.Mutex
+	inFlight, mostSeen int
+	open               bool
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !bytes.Contains(body, []byte(g.match)) {
+		g.next.ServeHTTP(w, r)
+		return
+	}
+	g.mu.Lock()
+	g.inFlight++
+	g.mostSeen = max(g.mostSeen, g.inFlight)
+	if g.inFlight >= g.want && !g.open {
+		g.open = true
+		close(g.all)
+	}
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.inFlight--
+		g.mu.Unlock()
+	}()
+	wait := time.NewTimer(time.Minute)
+	defer wait.Stop()
+	select {
+	case <-g.all:
+	case <-wait.C:
+	case <-r.Context().Done():
+		return
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+func (g *gate) most() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mostSeen
 }
 
 func TestStructuredOutputCorrected(t *testing.T) {
@@ -163,8 +222,8 @@ func TestStructuredOutputCorrected(t *testing.T) {
 			if string(res.Output) != `{"note":"corrected","risk":"low"}` {
 				t.Errorf("output = %s", res.Output)
 			}
-			if ms.Count("fix-invalid") != 1 || ms.Count("fix-corrected") != 1 || res.Turns != 2 {
-				t.Errorf("invalid %d, corrected %d, turns %d; want 1, 1, 2", ms.Count("fix-invalid"), ms.Count("fix-corrected"), res.Turns)
+			if ms.Requests("fix-invalid") != 1 || ms.Requests("fix-corrected") != 1 || res.Turns != 2 {
+				t.Errorf("invalid %d, corrected %d, turns %d; want 1, 1, 2", ms.Requests("fix-invalid"), ms.Requests("fix-corrected"), res.Turns)
 			}
 		})
 	}

@@ -190,9 +190,9 @@ func TestDealDeskSession(t *testing.T) {
 		!strings.Contains(rec.Conditions[0], "25%") || !strings.Contains(rec.Summary, "a 25% discount") {
 		t.Errorf("follow-up %+v: %+v; want the coordinator's answer on a new pricing review at 25%%", again, rec)
 	}
-	if ms.Count("triage-hands-off") != 1 || ms.Count("pricing-reviews-again") != 1 || ms.Count("rollout-reviews") != 1 {
+	if ms.Requests("triage-hands-off") != 1 || ms.Requests("pricing-reviews-again") != 1 || ms.Requests("rollout-reviews") != 1 {
 		t.Errorf("triage %d, pricing again %d, rollout %d: want the follow-up to skip triage and rollout",
-			ms.Count("triage-hands-off"), ms.Count("pricing-reviews-again"), ms.Count("rollout-reviews"))
+			ms.Requests("triage-hands-off"), ms.Requests("pricing-reviews-again"), ms.Requests("rollout-reviews"))
 	}
 	// A fork goes on from the same conversation on its own.
 	fork, fe, err := s.Fork(ctx, "acme at 20%")
@@ -492,18 +492,32 @@ func TestSessionSwitchDockerBwrap(t *testing.T) {
 	}
 }
 
-// sessionTurns is how many turns TestSessionScale's session takes.
-const sessionTurns = 2000
+// sessionScale is how many turns TestSessionScale's session takes and
+// the worker's ContinueAfterEvents: 200 turns on a bound of 100 events
+// continue the session and its manager as new many times each (the
+// session about every 6 turns; today's runs also right after the last
+// turn, whose news must reach the manager all the same); -scale takes
+// 2,000 on 1,000.
+func sessionScale() (turns, bound int) {
+	if *fullScale {
+		return 2000, 1000
+	}
+	return 200, 100
+}
 
-// A session of 2,000 turns, each with a 200 KB tool output, completes on
-// the embedded server; its real histories stay within Temporal's limits:
-// the session continues as new on its bound (its queue of messages
-// carried), no history of its runs nears the event or size limits, and
-// no payload nears the 2 MB limit (the outputs go to the blob store by
-// reference).
+// A session of 200 turns (2,000 with -scale), each with a 200 KB tool
+// output, completes on the embedded server; its real histories stay
+// within Temporal's limits: the session continues as new on its bound
+// (its queue of messages carried), no history of its runs nears the
+// event or size limits, and no payload nears the 2 MB limit (the outputs
+// go to the blob store by reference). No run continues as new before its
+// news to the manager went out (the server drops the signals of a closed
+// run), so the manager lists the session as it stands. With -histories,
+// the manager's and three of the session's runs are saved for the replay
+// tests (v14-news-before-continue).
 func TestSessionScale(t *testing.T) {
-	parallelLong(t)    // long and on its own worker
-	const bound = 1000 // the worker's ContinueAfterEvents
+	parallelLong(t) // long and on its own worker
+	sessionTurns, bound := sessionScale()
 	cl, _, c := sessionClient(t, "local", func(cfg *workflows.Config) { cfg.ContinueAfterEvents = bound })
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a hang detector
 	defer cancel()
@@ -540,13 +554,27 @@ func TestSessionScale(t *testing.T) {
 	}
 	// The session's runs, newest first, and one turn's agent.
 	runs, largest, largestBytes, largestPayload := 0, 0, 0, 0
+	// unsent counts the signals (the session's news to its manager) that
+	// a run of the session sent and the server never took: a run that
+	// closes first has its signals dropped.
+	unsent := 0
 	measure := func(id, runID string) (next string) {
 		events, bytes := 0, 0
+		signals := map[int64]bool{}
 		it := c.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			e, err := it.Next()
 			if err != nil {
 				t.Fatal(err)
+			}
+			if e.GetSignalExternalWorkflowExecutionInitiatedEventAttributes() != nil {
+				signals[e.GetEventId()] = true
+			}
+			if a := e.GetExternalWorkflowExecutionSignaledEventAttributes(); a != nil {
+				delete(signals, a.GetInitiatedEventId())
+			}
+			if e.GetWorkflowExecutionContinuedAsNewEventAttributes() != nil {
+				unsent += len(signals)
 			}
 			events++
 			n := proto.Size(e)
@@ -559,6 +587,7 @@ func TestSessionScale(t *testing.T) {
 		largest, largestBytes = max(largest, events), max(largestBytes, bytes)
 		return next
 	}
+	var sessionRuns []string // the earlier ones, newest first
 	for runID := ""; ; runs++ {
 		prev := measure(s.ID(), runID)
 		if prev == "" {
@@ -566,8 +595,9 @@ func TestSessionScale(t *testing.T) {
 			break
 		}
 		runID = prev
+		sessionRuns = append(sessionRuns, prev)
 	}
-	measure(s.ID()+"/t1000/0-chatter", "")
+	measure(fmt.Sprintf("%s/t%d/0-chatter", s.ID(), sessionTurns/2), "")
 	// The manager took the session's news of every turn: it continued as
 	// new along the way, carrying its registry in blob pages, and lists
 	// the session as it stands.
@@ -591,9 +621,16 @@ func TestSessionScale(t *testing.T) {
 			break
 		}
 	}
-	listed, err := cl.Sessions(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// The session's news of its last turn reaches the manager after the
+	// session has it: wait for it, a minute at most (a hang detector).
+	var listed []troupeclient.SessionEntry
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if listed, err = cl.Sessions(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != 1 || listed[0].Turns == sessionTurns || time.Now().After(deadline) {
+			break
+		}
 	}
 	if len(mgrRuns) < 2 || len(listed) != 1 || listed[0].ID != s.ID() || listed[0].Turns != sessionTurns {
 		t.Errorf("the manager ran %d runs and lists %+v; want it continued as new, listing the session at %d turns", len(mgrRuns), listed, sessionTurns)
@@ -605,8 +642,22 @@ func TestSessionScale(t *testing.T) {
 		writeHistory(t, c, mgr, mgrRuns[1], filepath.Join(*historiesDir, "scale-manager.json"))
 		index.save(t)
 	}
+	if *historiesDir != "" && len(sessionRuns) >= 3 {
+		// Runs of the session that continued as new after their turns'
+		// news (v14-news-before-continue).
+		index := openIndex(t, *historiesDir)
+		for i, runID := range sessionRuns[:3] {
+			file := fmt.Sprintf("scale-session-%d.json", i+1)
+			index.files[file] = s.ID()
+			writeHistory(t, c, s.ID(), runID, filepath.Join(*historiesDir, file))
+		}
+		index.save(t)
+	}
 	t.Logf("%d turns in %d runs of the session; the largest history holds %d events, %d bytes; the largest event is %d bytes",
 		sessionTurns, runs, largest, largestBytes, largestPayload)
+	if unsent > 0 {
+		t.Errorf("the session's runs continued as new before %d of their signals to the manager went out: that news was lost", unsent)
+	}
 	if runs < 3 || largest > 2*bound || largestBytes > 4<<20 || largestPayload > 512<<10 {
 		t.Errorf("%d runs; largest history %d events, %d bytes; largest event %d bytes: want several runs of at most %d events and 4 MB, no event over 512 KB (Temporal's limits: 51,200 events, 50 MB, 2 MB)",
 			runs, largest, largestBytes, largestPayload, 2*bound)
@@ -792,8 +843,7 @@ func TestSessionForkDiverges(t *testing.T) {
 // was decided before, while a review of another customer says nothing of
 // Acme's.
 func TestDealDeskRemembers(t *testing.T) {
-	// Not parallel: beside the other tests on a loaded two-core machine,
-	// stopping its session timed out.
+	parallel(t)
 	c := dial(t)
 	ms, url := modelServer(t)
 	var store *blob.Store

@@ -30,6 +30,7 @@ const makeSparse = `python3 -c "f = open('sparse', 'wb'); [(f.seek(i * 8192), f.
 // manager's histories are saved for the replay tests
 // (v13-snapshot-refused).
 func TestSessionSnapshotRefusedKeepsFiles(t *testing.T) {
+	parallel(t)
 	cl, _, c := sessionClient(t, "local", func(cfg *workflows.Config) { cfg.SandboxIdleTimeout = 2 * time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

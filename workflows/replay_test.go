@@ -127,6 +127,14 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// activity for the one its history records. (Runs from before
 		// the change replay as they were: v14-stop-retry-before.)
 		{mustFail, "stop-retry-version-renamed.json", today, "a reviewer whose sandbox-stop-retry marker is renamed", "TMPRL1100"},
+		// A session that waited for its last news to reach its manager
+		// before it continued as new (v14-news-before-continue), whose
+		// marker says a version this code does not know. (Renaming the
+		// marker instead replays without error: the session then
+		// continues as new at once, and the history's next command is
+		// that continue-as-new too. Runs from before the change replay
+		// as they were: every earlier set's sessions.)
+		{mustFail, "news-before-continue-version-bumped.json", today, "a session whose news-before-continue marker has version 2", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -141,7 +149,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
 			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json",
 			"remove-session-version-renamed.json", "snapshot-before-stop-version-renamed.json", "command-outcome-version-renamed.json",
-			"stop-retry-version-renamed.json"}, f) {
+			"stop-retry-version-renamed.json", "news-before-continue-version-bumped.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

@@ -88,6 +88,9 @@ type session struct {
 	// budget answers the running turn's agents for the session's budget
 	// (st.Budget).
 	budget *budget.Tree
+	// news is the signal of the session's last news to its manager
+	// (changed), until the server took it.
+	news workflow.Future
 }
 
 // SessionWorkflow runs a session: see the top of this file.
@@ -136,6 +139,7 @@ func (r *Runner) SessionWorkflow(ctx workflow.Context, in troupe.SessionInput) (
 			if err := s.rec.SavePage(ctx); err != nil {
 				return nil, err
 			}
+			s.newsTaken(ctx)
 			// Settling and saving block: what came in meanwhile is taken
 			// first, and the idle timers run again.
 			if s.drain(ctx) || len(s.forks) > 0 || s.switchTo != "" || !workflow.AllHandlersFinished(ctx) {

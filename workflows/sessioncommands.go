@@ -176,7 +176,28 @@ func (s *session) changed(ctx workflow.Context) {
 	if s.in.Manager == "" {
 		return
 	}
-	_ = workflow.SignalExternalWorkflow(ctx, s.in.Manager, "", troupe.SessionChangedSignal, s.entry())
+	s.news = workflow.SignalExternalWorkflow(ctx, s.in.Manager, "", troupe.SessionChangedSignal, s.entry())
+}
+
+// versionNewsBeforeContinue marks the change to sessions that wait, before
+// they continue as new, until the server took their last news to the
+// manager. The server drops a signal whose sender closed before the
+// signal went out, so news sent in the run's last workflow tasks (a
+// turn's end, when the history reached its bound with that turn) was
+// lost, and the manager listed the session a turn behind, still
+// thinking, until its next turn. The marker is written at each
+// continue-as-new after news.
+const versionNewsBeforeContinue = "troupe.news-before-continue"
+
+// newsTaken waits until the server took the session's last news to its
+// manager (or refused it: a manager gone), on code from
+// versionNewsBeforeContinue on.
+func (s *session) newsTaken(ctx workflow.Context) {
+	if s.news == nil || workflow.GetVersion(ctx, versionNewsBeforeContinue, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	_ = s.news.Get(ctx, nil)
+	s.news = nil
 }
 
 // entry is the session as its manager lists it.

@@ -1,17 +1,32 @@
 // reconnect.mjs URL TOOL INPUT: calls TOOL, reads the run id from the
-// first progress notification and drops the connection mid-run; then a
-// new client (a new session) reads the run with troupe_run_status and
-// waits for it with troupe_run_result.
+// first progress notification and drops the connection mid-run, once a
+// later notification said the run recorded an event; then a new client
+// (a new session) reads the run with troupe_run_status and waits for it
+// with troupe_run_result.
 import { connect, runIdOf, sleep, main } from './lib.mjs';
 
 main(async ([url, tool, input]) => {
   const first = await connect(url);
-  let gotRunId;
+  let gotRunId, gotEvent;
   const runId = new Promise((resolve) => (gotRunId = resolve));
+  const running = new Promise((resolve) => (gotEvent = resolve));
+  // The first notification names the run as the server starts it; the
+  // next ones are its events. Until the run's first workflow task ends
+  // (a while, on a loaded machine) it has none.
+  let named = false;
+  const onprogress = (p) => {
+    if (!named) {
+      named = true;
+      gotRunId(runIdOf(p));
+    } else {
+      gotEvent();
+    }
+  };
   const call = first
-    .callTool({ name: tool, arguments: { input } }, undefined, { onprogress: (p) => gotRunId(runIdOf(p)), timeout: 120000 })
+    .callTool({ name: tool, arguments: { input } }, undefined, { onprogress, timeout: 120000 })
     .then(() => 'answered', (e) => String(e));
   const id = await runId;
+  await running;
   const firstSession = first.transport.sessionId;
   await first.close(); // no DELETE: the session is just gone from here
   const firstCall = await Promise.race([call, sleep(2000).then(() => 'pending')]);

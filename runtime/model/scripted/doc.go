@@ -36,7 +36,7 @@
 //     parallel tool calls). Ids are derived from the request's content, so a
 //     retry of the same request gets the same call ids; usage counts about a
 //     token per four characters.
-//  6. Records the answer (Server.Calls, Server.Count).
+//  6. Records the answer (Server.Calls, Server.Count, Server.Requests).
 //
 // The server stores nothing: previous_response_id, conversation and prompt
 // are rejected, and each request must carry the whole conversation. Unknown

@@ -5,6 +5,8 @@ package scripted
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +50,11 @@ type Call struct {
 	// or the connection dropped) before the whole answer was sent, as when a
 	// test kills a worker during a delay.
 	Canceled bool
+	// Digest is the SHA-256 of the request body, in hex. A request sent
+	// again has the digest of the first: a model call that its client
+	// made again, as a Temporal worker does when the workflow task of a
+	// local activity timed out while the call ran (at least once).
+	Digest string
 }
 
 // Option configures a Server.
@@ -98,6 +105,24 @@ func (s *Server) Count(rule string) int {
 		}
 	}
 	return n
+}
+
+// Requests returns how many different requests the named rule answered
+// completely: requests with the same body (Call.Digest) count once.
+// Count counts each time one was answered. A test of what a client asks
+// (one call per model turn) counts Requests, since a client that runs its
+// calls at least once may send one again; a test of how often a client
+// asks counts Count.
+func (s *Server) Requests(rule string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, c := range s.calls {
+		if c.Rule == rule && !c.Canceled {
+			seen[c.Digest] = true
+		}
+	}
+	return len(seen)
 }
 
 // Start listens on addr (for example "127.0.0.1:0" for any free port; "" means
@@ -249,7 +274,8 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, start time.Time
 		s.reject(w, r, aerr)
 		return
 	}
-	call := Call{Rule: rep.rule.Name, API: api, Model: c.model, Turn: rep.turn, Stream: c.stream, Start: start}
+	sum := sha256.Sum256(body)
+	call := Call{Rule: rep.rule.Name, API: api, Model: c.model, Turn: rep.turn, Stream: c.stream, Start: start, Digest: hex.EncodeToString(sum[:])}
 	if d := rep.rule.delay; d > 0 {
 		t := time.NewTimer(d)
 		select {

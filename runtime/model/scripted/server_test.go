@@ -923,6 +923,36 @@ func TestDelayOverlapAndCancel(t *testing.T) {
 	}
 }
 
+// TestRequestsCountsARequestSentAgainOnce: a request sent twice with the
+// same body (a model call made again, at least once) is two answers
+// (Count) but one request (Requests); another body is another request.
+func TestRequestsCountsARequestSentAgainOnce(t *testing.T) {
+	s, baseURL := startServer(t, testScenario)
+	client := newClient(baseURL)
+	ask := func(user string) {
+		t.Helper()
+		params := openai.ChatCompletionNewParams{
+			Model:    "gpt-test",
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are pricing."), openai.UserMessage(user)},
+			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_document",
+				Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{}}})},
+		}
+		if _, err := client.Chat.Completions.New(context.Background(), params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask("price?")
+	ask("price?")
+	ask("price, again?")
+	if count, requests := s.Count("pricing-lookup"), s.Requests("pricing-lookup"); count != 3 || requests != 2 {
+		t.Errorf("Count = %d, Requests = %d; want 3 answers to 2 requests", count, requests)
+	}
+	calls := s.Calls()
+	if len(calls) != 3 || calls[0].Digest == "" || calls[0].Digest != calls[1].Digest || calls[1].Digest == calls[2].Digest {
+		t.Errorf("digests %q, want the first two equal, the third another", []string{calls[0].Digest, calls[1].Digest, calls[2].Digest})
+	}
+}
+
 func TestModelsAndRoutes(t *testing.T) {
 	_, baseURL := startServer(t, testScenario)
 	client := newClient(baseURL)
