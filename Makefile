@@ -38,16 +38,17 @@ run:
 	$(BIN) run --graph dealdesk "Review the Acme Corp deal: a 3-year, 5000-seat renewal at 35% off list, net-90, go-live in 3 weeks."
 
 # The two halves run at once (the server half is mostly end-to-end tests
-# that wait, the other mostly CPU), and both to the end even when one
-# fails; the timeout is per package. The half without a server runs once,
+# that wait, the other mostly CPU), and go vet beside them, all to the
+# end even when one fails; the timeout is per package. The server half
+# starts first: its end-to-end package is the long pole. The half without a server runs once,
 # under -race (twice kept make test over ten minutes warm on two cores);
 # make stress repeats the whole suite to find flaky tests.
 test: setup
-	$(GO) vet ./...
 	@noserver=$$(scripts/packages.sh noserver) && server=$$(scripts/packages.sh server) || exit 1; \
 	status=0; set -x; \
-	{ [ -z "$$noserver" ] || $(GO) test -count=1 -race -timeout 20m $$noserver; } & first=$$!; \
 	{ [ -z "$$server" ] || $(GO) test -count=1 -timeout 20m $$server; } & second=$$!; \
+	{ [ -z "$$noserver" ] || $(GO) test -count=1 -race -timeout 20m $$noserver; } & first=$$!; \
+	$(GO) vet ./... || status=1; \
 	wait $$first || status=1; wait $$second || status=1; \
 	exit $$status
 

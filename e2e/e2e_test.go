@@ -56,11 +56,11 @@ var fullScale = flag.Bool("scale", false, "run TestMarathon and TestSessionScale
 
 // parallelTests is how many tests marked with parallel run at once,
 // beside the two long ones: they mostly wait (on scripted model delays,
-// timers, other processes), so three keep two cores busy. Tests count
+// timers, other processes), so four keep two cores busy. Tests count
 // the model calls a run made by request (see requests), and wait on
 // conditions rather than time their steps, so a loaded machine slows
 // them but does not fail them.
-const parallelTests = 3
+const parallelTests = 4
 
 // shortSlots holds a token for each test that parallel let run.
 var shortSlots = make(chan struct{}, parallelTests)
