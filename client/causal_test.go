@@ -18,15 +18,7 @@ func TestCausalOrder(t *testing.T) {
 		return troupe.Event{WorkflowID: wf, Seq: seq, Child: child}
 	}
 	const r, a, b, c = "r", "r/0-a", "r/1-b", "r/0-a/t1.0/0-c"
-	tests := []struct {
-		name   string
-		from   troupe.Cursor
-		in     []troupe.Event
-		wait   time.Duration // before the last event
-		flush  bool
-		want   []string
-		before []string // what is passed before the flush, when flush
-	}{
+	tests := []causalCase{
 		{
 			name: "in order already",
 			in:   []troupe.Event{ev(r, 1, a), ev(a, 1, ""), ev(a, 2, ""), ev(r, 2, "")},
@@ -63,27 +55,7 @@ func TestCausalOrder(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			order := newCausal(r, tc.from, func(e troupe.Event) { got = append(got, fmt.Sprintf("%s#%d", e.WorkflowID, e.Seq)) })
-			now := time.Unix(1000, 0)
-			order.now = func() time.Time { return now }
-			for i, e := range tc.in {
-				if i == len(tc.in)-1 {
-					now = now.Add(tc.wait)
-				}
-				order.event(e)
-			}
-			if tc.flush {
-				if !slices.Equal(got, tc.before) {
-					t.Errorf("before the end: %v, want %v", got, tc.before)
-				}
-				order.flush()
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("passed %v, want %v", got, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, r) })
 	}
 }
 
@@ -108,16 +80,7 @@ func TestCausalRunEndsLast(t *testing.T) {
 		handoff   = troupe.EventHandoff
 		message   = "message"
 	)
-	tests := []struct {
-		name   string
-		from   troupe.Cursor
-		in     []troupe.Event
-		wait   time.Duration // before the last event
-		tick   time.Duration // after the last event, then a tick
-		flush  bool
-		want   []string
-		before []string // what is passed before the flush, when flush
-	}{
+	tests := []causalCase{
 		{
 			// The flake of TestTextStreamsToFollowers: the child's last
 			// reading came after the run's.
@@ -181,30 +144,48 @@ func TestCausalRunEndsLast(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var got []string
-			order := newCausal(r, tc.from, func(e troupe.Event) { got = append(got, fmt.Sprintf("%s#%d", e.WorkflowID, e.Seq)) })
-			now := time.Unix(1000, 0)
-			order.now = func() time.Time { return now }
-			for i, e := range tc.in {
-				if i == len(tc.in)-1 {
-					now = now.Add(tc.wait)
-				}
-				order.event(e)
-			}
-			if tc.tick > 0 {
-				now = now.Add(tc.tick)
-				order.expire()
-			}
-			if tc.flush {
-				if !slices.Equal(got, tc.before) {
-					t.Errorf("before the end: %v, want %v", got, tc.before)
-				}
-				order.flush()
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("passed %v, want %v", got, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, r) })
+	}
+}
+
+// causalCase is a case of the causal stage of root r: events that come
+// in, in that order, and what the stage passes on.
+type causalCase struct {
+	name   string
+	from   troupe.Cursor
+	in     []troupe.Event
+	wait   time.Duration // before the last event
+	tick   time.Duration // after the last event, then a tick
+	flush  bool
+	want   []string
+	before []string // what is passed before the flush, when flush
+}
+
+// run feeds tc's events to a causal stage of root r on a clock of its
+// own and checks what the stage passed on.
+func (tc causalCase) run(t *testing.T, r string) {
+	t.Helper()
+	var got []string
+	order := newCausal(r, tc.from, func(e troupe.Event) { got = append(got, fmt.Sprintf("%s#%d", e.WorkflowID, e.Seq)) })
+	now := time.Unix(1000, 0)
+	order.now = func() time.Time { return now }
+	for i, e := range tc.in {
+		if i == len(tc.in)-1 {
+			now = now.Add(tc.wait)
+		}
+		order.event(e)
+	}
+	if tc.tick > 0 {
+		now = now.Add(tc.tick)
+		order.expire()
+	}
+	if tc.flush {
+		if !slices.Equal(got, tc.before) {
+			t.Errorf("before the end: %v, want %v", got, tc.before)
+		}
+		order.flush()
+	}
+	if !slices.Equal(got, tc.want) {
+		t.Errorf("passed %v, want %v", got, tc.want)
 	}
 }
