@@ -287,14 +287,7 @@ func killInPhase(t *testing.T, backend, phase string) {
 		t.Fatal(err)
 	}
 	// Both agents' sandboxes are in the phase when the worker is killed.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if in, _ := os.ReadFile(hold + ".in"); strings.Count(string(in), "\n") == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker did not reach the %s phase in a minute", phase)
-		}
-	}
+	awaitHeld(t, hold, 2, fmt.Sprintf("the worker did not reach the %s phase in a minute", phase))
 	// What the checks after the run look for is there now (bwrap's
 	// cgroups where it uses them).
 	before := strings.Join(phaseLeftovers(t, root, ids), "; ")
@@ -457,14 +450,7 @@ func TestWorkerKilledDuringStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Both reviewers' stops are under way when the worker is killed.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if in, _ := os.ReadFile(hold + ".in"); strings.Count(string(in), "\n") == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the reviewers' sandboxes were not stopping within a minute")
-		}
-	}
+	awaitHeld(t, hold, 2, "the reviewers' sandboxes were not stopping within a minute")
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -507,5 +493,20 @@ func TestWorkerKilledDuringStop(t *testing.T) {
 	}
 	if *historiesDir != "" {
 		saveHistories(t, c, workflows, *historiesDir, "dealdesk")
+	}
+}
+
+// awaitHeld waits until n sandboxes are held in the worker's phase (each
+// writes a line to hold+".in" as it is held), for a minute at most, and
+// fails the test with failure after that.
+func awaitHeld(t *testing.T, hold string, n int, failure string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if in, _ := os.ReadFile(hold + ".in"); strings.Count(string(in), "\n") == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(failure)
+		}
 	}
 }
