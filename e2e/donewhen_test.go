@@ -88,8 +88,7 @@ func TestChatCodeReviewDay(t *testing.T) {
 	chat.waitFor("the dismissal", func(s string) bool {
 		return strings.Contains(header(s), "· 2 turns ·") && strings.Contains(header(s), "· idle ·")
 	})
-	waitMemory(ctx, t, c, memoryID, func(st memory.MemoryStatus) bool { return st.Phase == "phase1" })
-	time.Sleep(time.Second) // The phase's model call is under way.
+	waitInFlight(ctx, t, srv, phase1)
 	if err := worker.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +199,19 @@ func devClient(t *testing.T, home string) client.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// waitInFlight waits until a model call of rule is under way at srv: the
+// rule's delay_ms is then the window in which to kill its client, with
+// the call's answer not yet given.
+func waitInFlight(ctx context.Context, t *testing.T, srv *scripted.Server, rule string) {
+	t.Helper()
+	for srv.InFlight(rule) == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("no model call of %s came", rule)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // waitMemory queries the memory workflow id until its status is done.

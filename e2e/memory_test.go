@@ -296,22 +296,6 @@ func TestMemoryWorkerKilledInPhases(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	env := envMemoryScope + "=" + scope
-	// waitPhase waits until the scope's workflow runs phase, and a little
-	// more, so that the phase's model call is under way.
-	waitPhase := func(phase string) {
-		t.Helper()
-		for {
-			var st memory.MemoryStatus
-			if v, err := c.QueryWorkflow(ctx, memory.MemoryWorkflowID(queue, scope), "", memory.MemoryQuery); err == nil && v.Get(&st) == nil && st.Phase == phase {
-				time.Sleep(time.Second)
-				return
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("the memory workflow never ran %s", phase)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 	kill := func(cmd interface{ Wait() error }, p *os.Process) {
 		t.Helper()
 		if err := p.Kill(); err != nil {
@@ -345,7 +329,7 @@ func TestMemoryWorkerKilledInPhases(t *testing.T) {
 	if _, err := runGraph(t, c, queue, troupe.RunInput{Graph: "memcrash", Input: "lesson one"}); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase("phase1")
+	waitInFlight(ctx, t, srv, "phase1")
 	kill(first, first.Process)
 	if n := srv.Count("phase1"); n != 0 {
 		t.Fatalf("%d phase-1 calls answered before the kill, want 0", n)
@@ -357,8 +341,11 @@ func TestMemoryWorkerKilledInPhases(t *testing.T) {
 	if _, err := runGraph(t, c, queue, troupe.RunInput{Graph: "memcrash", Input: "lesson two"}); err != nil {
 		t.Fatal(err)
 	}
-	waitPhase("phase2")
+	waitInFlight(ctx, t, srv, "phase2")
 	kill(second, second.Process)
+	if n := srv.Count("phase2"); n != 1 {
+		t.Fatalf("%d phase-2 calls answered before the kill, want 1 (the first rollout's)", n)
+	}
 	sel, _ := readFresh(ctx, store, memory.Key(scope, memory.SelectionPath))
 	if before, _ := memory.ParseSelection(sel); len(before.Selected) != 1 {
 		t.Fatalf("selection %s during the killed phase 2, want the first one's", sel)

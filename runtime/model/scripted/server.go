@@ -26,6 +26,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	calls    []Call
+	inFlight map[string]int // rule name → requests matched, not yet recorded
 	srv      *http.Server
 	serveErr chan error
 }
@@ -105,6 +106,16 @@ func (s *Server) Count(rule string) int {
 		}
 	}
 	return n
+}
+
+// InFlight returns how many requests the named rule matched whose answer
+// is not yet sent: a test that must interrupt a client in the middle of a
+// call (kill its process, say) waits for this to be positive, and the
+// rule's delay_ms is the window it has.
+func (s *Server) InFlight(rule string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight[rule]
 }
 
 // Requests returns how many different requests the named rule answered
@@ -276,6 +287,12 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, start time.Time
 	}
 	sum := sha256.Sum256(body)
 	call := Call{Rule: rep.rule.Name, API: api, Model: c.model, Turn: rep.turn, Stream: c.stream, Start: start, Digest: hex.EncodeToString(sum[:])}
+	s.mu.Lock()
+	if s.inFlight == nil {
+		s.inFlight = map[string]int{}
+	}
+	s.inFlight[call.Rule]++
+	s.mu.Unlock()
 	if d := rep.rule.delay; d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -311,6 +328,7 @@ func (s *Server) record(c Call, canceled bool) {
 	c.Canceled = canceled
 	s.mu.Lock()
 	s.calls = append(s.calls, c)
+	s.inFlight[c.Rule]--
 	s.mu.Unlock()
 	state := "answered"
 	if canceled {

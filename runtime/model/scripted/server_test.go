@@ -923,6 +923,43 @@ func TestDelayOverlapAndCancel(t *testing.T) {
 	}
 }
 
+// TestInFlightCountsCallsUnderWay: a call is in flight from the moment
+// its rule matched until its answer is sent or its client left, and only
+// under its own rule.
+func TestInFlightCountsCallsUnderWay(t *testing.T) {
+	s, baseURL := startServer(t, testScenario)
+	client := newClient(baseURL)
+	params := responses.ResponseNewParams{Model: "m", Instructions: openai.String("slow"),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("go")}}
+	if n := s.InFlight("slow"); n != 0 {
+		t.Fatalf("InFlight before any call = %d", n)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.Responses.New(context.Background(), params)
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.InFlight("slow") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow call never showed in flight")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := s.Count("slow"); n != 0 {
+		t.Errorf("Count while in flight = %d, want 0", n)
+	}
+	if n := s.InFlight("other"); n != 0 {
+		t.Errorf("InFlight of another rule = %d", n)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, c := s.InFlight("slow"), s.Count("slow"); n != 0 || c != 1 {
+		t.Errorf("after the answer: InFlight = %d, Count = %d; want 0 and 1", n, c)
+	}
+}
+
 // TestRequestsCountsARequestSentAgainOnce: a request sent twice with the
 // same body (a model call made again, at least once) is two answers
 // (Count) but one request (Requests); another body is another request.
