@@ -195,6 +195,9 @@ func (a *Activities) session(ctx context.Context, st sandbox.State) (sandbox.Ses
 	if err != nil {
 		return nil, err
 	}
+	if st, err = a.openEnv(st); err != nil {
+		return nil, sandboxErr(err)
+	}
 	s, err = c.Resume(ctx, st)
 	if err != nil {
 		return nil, sandboxErr(err)
@@ -337,8 +340,15 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 		_ = s.Stop(context.WithoutCancel(ctx))
 		return nil, sandboxErr(err)
 	}
+	// The State goes into the workflow's history: its environment goes
+	// sealed, for this host alone to open (env.go).
+	st, err := a.sealEnv(s.State())
+	if err != nil {
+		_ = s.Stop(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	a.remember(s)
-	info := &SandboxInfo{State: s.State(), Queue: a.Queue, Guidance: guidance}
+	info := &SandboxInfo{State: st, Queue: a.Queue, Guidance: guidance}
 	if r, ok := c.(sandbox.LimitReporter); ok {
 		for _, l := range r.Enforced() {
 			if !l.InForce() {

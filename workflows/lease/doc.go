@@ -24,7 +24,10 @@
 //     sandbox roots), where every later activity of the sandbox goes, so
 //     it reaches a worker that sees the workspace; a worker of another
 //     store refuses it (troupe.ErrSandboxMisrouted). Event:
-//     sandbox_provisioned, or sandbox_restored from a snapshot.
+//     sandbox_provisioned, or sandbox_restored from a snapshot. The
+//     sandbox's state goes into the history with its environment sealed
+//     for its host alone (env.go): a resolved secret never leaves the
+//     worker in clear.
 //  3. Live. Each sandbox tool call is a SandboxTool activity on the
 //     store's queue (Call), with the session in the tool's context; a
 //     call finds the lease in use until it ends.
