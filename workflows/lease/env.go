@@ -68,7 +68,17 @@ func (a *Activities) envKeyPath() string {
 	return filepath.Join(cmp.Or(a.SpoolDir, os.TempDir()), envKeyFile)
 }
 
+// readEnvKey reads the key at path: a regular file that no one but its
+// owner can read (a key another user of the host planted, or could read,
+// would let them open the environments).
 func readEnvKey(path string) ([]byte, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("sandbox environment key %s: %s, want a regular file of mode 0600", path, fi.Mode())
+	}
 	key, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

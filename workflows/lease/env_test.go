@@ -3,6 +3,8 @@ package lease_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -82,6 +84,13 @@ func TestSandboxEnvStaysOnHost(t *testing.T) {
 		if got, err := run(activities(tc.spool), tc.st); troupe.ErrorType(err) != troupe.ErrSandboxGone {
 			t.Errorf("%s: %q, %v; want %s", name, got, err, troupe.ErrSandboxGone)
 		}
+	}
+	// A key others can read is refused, never used.
+	if err := os.Chmod(filepath.Join(spool, "troupe-sandbox-env.key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := activities(spool).SandboxCreate(ctx, lease.SandboxCreateInput{Graph: "env", Agent: "worker", WorkflowID: "wf-third"}); err == nil || !strings.Contains(err.Error(), "want a regular file of mode 0600") {
+		t.Errorf("SandboxCreate with a key others can read: %v", err)
 	}
 	for _, st := range []sandbox.State{info.State, other.State} {
 		if err := activities(spool).SandboxStop(ctx, st); err != nil {
