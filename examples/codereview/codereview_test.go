@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/codereview"
+	_ "github.com/troupe-dev/troupe/internal/binarychecksum" // no executable hashed in workflow code
 	"github.com/troupe-dev/troupe/internal/exampletest"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/runtime/sandbox"

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
+	_ "github.com/troupe-dev/troupe/internal/binarychecksum" // no executable hashed in workflow code
 	"github.com/troupe-dev/troupe/internal/exampletest"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 )

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
+	_ "github.com/troupe-dev/troupe/internal/binarychecksum" // no executable hashed in workflow code
 	"github.com/troupe-dev/troupe/internal/blobwait"
 	"github.com/troupe-dev/troupe/runtime/blob"
 )

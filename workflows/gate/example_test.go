@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe/agents"
+	_ "github.com/troupe-dev/troupe/internal/binarychecksum" // no executable hashed in workflow code
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows/gate"
 )
