@@ -91,6 +91,22 @@ type SessionCarry struct {
 	Events    []Event              `json:"events,omitempty"`
 	NextEvent int                  `json:"next_event"`
 	Pages     []EventPage          `json:"pages,omitempty"`
+	// Sent are the messages the session took last, by the id of the
+	// update that sent each.
+	Sent []SentMessage `json:"sent,omitempty"`
+}
+
+// SentMessage is a message a session took, by the id of the update that
+// sent it, and the turn it got. The server knows an update's id within
+// one run of a workflow only: a client whose update was taken just
+// before the session continued as new, and that sends it again (its SDK
+// does, when its first request timed out before the answer), reaches the
+// next run as a new update. The session carries its last messages' ids
+// so that such an update gets the turn its message already has, not a
+// second turn.
+type SentMessage struct {
+	Update string     `json:"update"`
+	Result SendResult `json:"result"`
 }
 
 // SessionImage is a session as a fork of it starts: its spec and its

@@ -77,6 +77,9 @@ type session struct {
 	// switchReplies are the replies (troupe.SessionCommand.Reply) the
 	// manager waits for, of the switches asked and not yet done.
 	switchReplies []string
+	// sent are the messages the session took last (carried, then this
+	// run's), by update id, at most keptSends of them.
+	sent []troupe.SentMessage
 	// continuing says the run is about to continue as new: callers
 	// waiting on turns are answered Continued, so that it can.
 	continuing bool
@@ -177,7 +180,7 @@ func (s *session) begin(ctx workflow.Context) error {
 		if c.Spec == nil {
 			return troupe.NonRetryable(troupe.ErrInternal, "session %s continued without its graph's spec", s.id)
 		}
-		s.spec, s.st = c.Spec, &c.State
+		s.spec, s.st, s.sent = c.Spec, &c.State, c.Sent
 		if s.rec, err = events.NewRecorder(ctx, c.Events, c.NextEvent, c.Pages, s.r.cfg.Events); err != nil {
 			return err
 		}
@@ -223,6 +226,9 @@ func sessionDetails(graph string, st *runtime.SessionState) string {
 func (s *session) handle(ctx workflow.Context) error {
 	err := workflow.SetUpdateHandlerWithOptions(ctx, troupe.SendUpdate, s.send, workflow.UpdateHandlerOptions{
 		Validator: func(ctx workflow.Context, in troupe.SendInput) error {
+			if _, ok := s.sentBefore(ctx); ok {
+				return nil // Taken already: answered as it was then.
+			}
 			return sessionErr(s.st.CheckMessage(in.Message))
 		},
 	})
@@ -236,6 +242,9 @@ func (s *session) handle(ctx workflow.Context) error {
 		Validator: func(ctx workflow.Context, in troupe.SendInput) error {
 			if in.Ref == nil || in.Ref.Key == "" {
 				return temporal.NewNonRetryableApplicationError("a message by reference without its reference", troupe.ErrBadCommand, nil)
+			}
+			if _, ok := s.sentBefore(ctx); ok {
+				return nil
 			}
 			return sessionErr(s.st.CheckMessage(in.Ref.Preview))
 		},
@@ -394,11 +403,44 @@ func (s *session) submit(ctx workflow.Context, in troupe.SendInput) (troupe.Send
 
 // send is the troupe.send update.
 func (s *session) send(ctx workflow.Context, in troupe.SendInput) (troupe.SendResult, error) {
-	res, err := s.submit(ctx, in)
-	if err != nil || !in.Wait {
-		return res, err
+	res, again := s.sentBefore(ctx)
+	if !again {
+		var err error
+		if res, err = s.submit(ctx, in); err != nil {
+			return res, err
+		}
+		if id := workflow.GetCurrentUpdateInfo(ctx).ID; id != "" {
+			s.sent = append(s.sent, troupe.SentMessage{Update: id, Result: res})
+			if len(s.sent) > keptSends {
+				s.sent = slices.Clone(s.sent[len(s.sent)-keptSends:])
+			}
+		}
+	}
+	if !in.Wait {
+		return res, nil
 	}
 	return s.await(ctx, res)
+}
+
+// keptSends bounds the messages a session remembers by update id
+// (troupe.SentMessage): a client sends an update again within seconds,
+// while its first request waits, so the last runs' messages are enough.
+const keptSends = 256
+
+// sentBefore returns the result a message sent by the running update
+// got when the session took it, if it did: the update was sent again,
+// after the run that took it continued as new (troupe.SentMessage).
+func (s *session) sentBefore(ctx workflow.Context) (troupe.SendResult, bool) {
+	id := workflow.GetCurrentUpdateInfo(ctx).ID
+	if id == "" {
+		return troupe.SendResult{}, false
+	}
+	for _, m := range slices.Backward(s.sent) {
+		if m.Update == id {
+			return m.Result, true
+		}
+	}
+	return troupe.SendResult{}, false
 }
 
 // await waits for res's turn to end and puts its record in res. When the
@@ -543,7 +585,7 @@ func (s *session) continueAsNew(ctx workflow.Context) error {
 		Detail: fmt.Sprintf("history of %d events: continuing as new after turn %d", workflow.GetInfo(ctx).GetCurrentHistoryLength(), s.st.Turns)})
 	next := s.in
 	next.Fork = nil // The state carried holds what the fork gave.
-	next.Carry = &troupe.SessionCarry{Spec: s.spec, State: *s.st}
+	next.Carry = &troupe.SessionCarry{Spec: s.spec, State: *s.st, Sent: s.sent}
 	next.Carry.Events, next.Carry.NextEvent, next.Carry.Pages = s.rec.Carry()
 	return workflow.NewContinueAsNewError(ctx, troupe.SessionWorkflowName, next)
 }

@@ -360,7 +360,10 @@ func TestSessionRollback(t *testing.T) {
 
 // A session continues as new carrying its state exactly: the next run
 // answers as the last would have, with the conversation and the
-// workspace, and its events go on from the same number.
+// workspace, and its events go on from the same number. An update that
+// the last run took and a client sends again to the next run (the server
+// knows update ids within one run only) gets the turn it had, not a
+// second one.
 func TestSessionContinueAsNew(t *testing.T) {
 	var seen []string
 	fn := func(req model.Request) []agents.Item {
@@ -380,7 +383,7 @@ func TestSessionContinueAsNew(t *testing.T) {
 		workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "run: echo carried > c.txt"})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
-		workflowstest.SendUpdate(env, troupe.SendUpdate, troupe.SendInput{Message: "hello"})
+		workflowstest.SendUpdateWithID(env, troupe.SendUpdate, "send-hello", troupe.SendInput{Message: "hello"})
 	}, time.Minute)
 	env.RegisterDelayedCallback(func() {
 		// The history reaches its bound; the rename wakes the session,
@@ -405,11 +408,12 @@ func TestSessionContinueAsNew(t *testing.T) {
 	}
 
 	env2, root2 := sessionSandboxEnv(t, fn, tweak)
-	var third *workflowstest.Update
+	var third, again *workflowstest.Update
 	env2.RegisterDelayedCallback(func() {
 		if info := workflowstest.SessionInfo(t, env2); info.Turns != 2 || info.Name != "carried" || info.NextEvent != before.NextEvent+2 {
 			t.Errorf("continued session %+v, want 2 turns, its new name, and events numbered on after %d", info, before.NextEvent+1)
 		}
+		again = workflowstest.SendUpdateWithID(env2, troupe.SendUpdate, "send-hello", troupe.SendInput{Message: "hello", Wait: true})
 		third = workflowstest.SendUpdate(env2, troupe.SendUpdate, troupe.SendInput{Message: "run: cat c.txt", Wait: true})
 	}, time.Second)
 	env2.RegisterDelayedCallback(func() {
@@ -419,10 +423,14 @@ func TestSessionContinueAsNew(t *testing.T) {
 	if err := env2.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	var r troupe.SendResult
+	var r, a troupe.SendResult
 	third.Decode(t, &r)
-	if r.Record == nil || string(r.Record.Output) != `"out: carried"` {
-		t.Errorf("third turn %+v, want the carried workspace's file", r.Record)
+	if r.Turn != "t3" || r.Record == nil || string(r.Record.Output) != `"out: carried"` {
+		t.Errorf("third turn %s %+v, want t3 with the carried workspace's file", r.Turn, r.Record)
+	}
+	again.Decode(t, &a)
+	if a.Turn != "t2" || a.Record == nil || a.Record.Message != "hello" {
+		t.Errorf("the update sent again got turn %s %+v, want hello's turn t2 as it ended", a.Turn, a.Record)
 	}
 	if got := strings.Join(seen, "|"); !strings.HasPrefix(got, "run: echo carried > c.txt|hello|run: cat c.txt") {
 		t.Errorf("the model saw %q, want the whole conversation", got)

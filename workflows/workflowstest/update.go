@@ -105,6 +105,14 @@ func SendUpdate(env *testsuite.TestWorkflowEnvironment, name string, arg any) *U
 	return u
 }
 
+// SendUpdateWithID is SendUpdate with the update id given, as a client
+// that sends one update again (after a timeout) gives it.
+func SendUpdateWithID(env *testsuite.TestWorkflowEnvironment, name, id string, arg any) *Update {
+	u := &Update{}
+	env.UpdateWorkflow(name, id, u.callbacks(), arg)
+	return u
+}
+
 // Decide sends env's workflow, the root of a tree, the decision dec on a
 // call that waits for approval (troupe.DecideUpdate), as a client would;
 // the root answers when the workflow next runs. The update's result is
