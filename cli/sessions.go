@@ -31,6 +31,7 @@ func sessionsCommand() *cobra.Command {
 			"`troupe worker`) serves them; they idle at no cost between messages.",
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	addConnFlags(cmd.PersistentFlags())
 	addWaitFlag(cmd.PersistentFlags(), &wait)
 
 	var agent, name, policy, id, budgetSpec string
