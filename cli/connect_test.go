@@ -185,7 +185,8 @@ client_key_path = "`+filepath.Join(dir, "missing.key")+`"
 // TestConnectionErrors runs commands whose connection cannot be resolved:
 // each fails at once, before it connects or starts anything, with a
 // troupe.ConnectionConfig error naming the file; `troupe worker` with no
-// server named says how to name one.
+// server named says how to name one; `troupe run` against a cluster
+// refuses a worker's flag without --worker.
 func TestConnectionErrors(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "temporal.toml")
@@ -198,6 +199,8 @@ func TestConnectionErrors(t *testing.T) {
 	tests := []struct {
 		args []string
 		json bool
+		// typ is the error's type; default troupe.ErrConnectionConfig.
+		typ  string
 		says []string
 	}{
 		{args: []string{"runs", "ls", "--profile", "nosuch"}, json: true, says: []string{`no Temporal profile "nosuch"`, file, "prod"}},
@@ -207,6 +210,8 @@ func TestConnectionErrors(t *testing.T) {
 		{args: []string{"mcp", "serve", "--profile", "nosuch"}, says: []string{`no Temporal profile "nosuch"`, file}},
 		{args: []string{"worker", "--profile", "nosuch"}, says: []string{`no Temporal profile "nosuch"`, file}},
 		{args: []string{"worker"}, says: []string{"no Temporal server named", "TEMPORAL_ADDRESS", "--profile", file, "troupe dev"}},
+		// A worker's flag on a run that goes to a cluster's workers.
+		{args: []string{"run", "--profile", "prod", "--sandbox", "local", "hello"}, json: true, typ: troupe.ErrUsage, says: []string{"--sandbox", "--worker", "troupe worker"}},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -216,17 +221,21 @@ func TestConnectionErrors(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
+			typ := tc.typ
+			if typ == "" {
+				typ = troupe.ErrConnectionConfig
+			}
 			var stdout, stderr bytes.Buffer
 			code, info := execute(ctx, Command(graphs, &stdout, &stderr), args)
-			if info.Type != troupe.ErrConnectionConfig {
-				t.Fatalf("troupe %s: exit %d, error %s: %s; want %s", strings.Join(args, " "), code, info.Type, info.Message, troupe.ErrConnectionConfig)
+			if info.Type != typ {
+				t.Fatalf("troupe %s: exit %d, error %s: %s; want %s", strings.Join(args, " "), code, info.Type, info.Message, typ)
 			}
 			for _, s := range tc.says {
 				if !strings.Contains(info.Message, s) {
 					t.Errorf("troupe %s: %q does not say %q", strings.Join(args, " "), info.Message, s)
 				}
 			}
-			checkFailure(t, args, code, stdout.String(), stderr.String(), troupe.ErrConnectionConfig, tc.json)
+			checkFailure(t, args, code, stdout.String(), stderr.String(), typ, tc.json)
 			if _, err := os.Stat(filepath.Join(os.Getenv("TROUPE_HOME"), "server.json")); err == nil {
 				t.Errorf("troupe %s started the embedded server", strings.Join(args, " "))
 			}

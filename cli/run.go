@@ -121,6 +121,16 @@ func runCommand(graphs []Graph) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !wo.serve && (wo.taskQueue != "" || cluster(res)) {
+				// The run goes to other workers: a worker's flag would
+				// change nothing, and must not seem to.
+				for _, f := range []string{"sandbox", "sandbox-queue", "allow-root"} {
+					if cmd.Flags().Changed(f) {
+						return usage(fmt.Errorf("--%s sets up a worker of this process, but this run goes to the workers of the task queue: "+
+							"pass --worker to serve it from this process, or give --%s to `troupe worker`", f, f))
+					}
+				}
+			}
 			return runGraph(cmd.Context(), res, graphs, in, wo, out, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
 		},
 	}

@@ -27,7 +27,8 @@ import (
 )
 
 // runsCommand is `troupe runs`: the runs of the Temporal server the other
-// commands use (TEMPORAL_ADDRESS, else the server of TROUPE_HOME).
+// commands use (the one their connection settings name, else the server
+// of TROUPE_HOME).
 func runsCommand(graphs []Graph) *cobra.Command {
 	var asJSON, wait bool
 	cmd := &cobra.Command{

@@ -18,8 +18,8 @@ import (
 )
 
 // sessionsCommand is `troupe sessions`: conversations that live on the
-// Temporal server the other commands use (TEMPORAL_ADDRESS, else the
-// server of TROUPE_HOME), served by the workers of `troupe dev` or
+// Temporal server the other commands use (the one their connection
+// settings name, else the server of TROUPE_HOME), served by the workers of `troupe dev` or
 // `troupe worker`.
 func sessionsCommand() *cobra.Command {
 	var asJSON, wait bool
