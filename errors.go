@@ -80,6 +80,12 @@ const (
 	ErrNoWorker = "troupe.NoWorker"
 	// ErrNoServer: no Temporal server answers at the address in use.
 	ErrNoServer = "troupe.NoServer"
+	// ErrConnectionConfig: the settings of the connection to Temporal
+	// (--address, --namespace, --profile, the TEMPORAL_* variables, a
+	// profile of temporal.toml) cannot be used: a profile that is not in
+	// the file, a file that cannot be read or parsed, TLS files that do
+	// not load, or no server named where one is needed.
+	ErrConnectionConfig = "troupe.ConnectionConfig"
 	// ErrUsage: the command line is wrong: an unknown flag or command, a
 	// missing or extra argument, a value a flag does not take.
 	ErrUsage = "troupe.Usage"

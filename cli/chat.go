@@ -62,6 +62,7 @@ func chatCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "variable KEY=VALUE of the sessions /new starts (repeatable), as for troupe sessions new")
 	cmd.Flags().StringVar(&budgetSpec, "budget", "", "the budget of the sessions /new starts, "+budgetUsage)
 	addWaitFlag(cmd.Flags(), &wait)
+	addConnFlags(cmd.Flags())
 	return cmd
 }
 

@@ -3,7 +3,7 @@
 //	func main() { cli.Main(cli.Graph{Graph: mygraph.Graph(), Scenario: mygraph.Scenario}) }
 //
 // gives your binary the same commands as troupe: dev (embedded Temporal
-// server, Web UI and a worker), worker (against TEMPORAL_ADDRESS), run
+// server, Web UI and a worker), worker (against a Temporal server), run
 // (one run with live progress), runs ls|show|follow|cancel|terminate|resume
 // (the runs of the server, --json for scripts), sessions new|ls|show|send|budget|fork|switch|pause|resume|stop|rename|policy
 // (conversations, for scripts), chat (the terminal UI over sessions: open one,
@@ -13,10 +13,21 @@
 //
 // Environment: OPENAI_API_KEY, OPENAI_BASE_URL and TROUPE_MODEL_API
 // (responses|chat) choose the model; with no OPENAI_API_KEY the graphs'
-// offline scenarios answer through the scripted model server. TEMPORAL_ADDRESS,
-// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
-// TEMPORAL_TLS_CLIENT_KEY_PATH and TEMPORAL_TLS_SERVER_CA_CERT_PATH choose the
-// Temporal cluster; with no TEMPORAL_ADDRESS, the commands use the one
+// offline scenarios answer through the scripted model server.
+//
+// The commands that connect to Temporal (worker, run, runs, sessions, chat,
+// mcp serve) read their connection as the temporal CLI and the SDK's
+// contrib/envconfig do, through client.Connection: for each setting, the
+// flag (--address, --namespace, --profile), else the TEMPORAL_* variables
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS and
+// TEMPORAL_TLS_*, TEMPORAL_GRPC_META_*), else the profile of temporal.toml
+// (--profile, else TEMPORAL_PROFILE, else "default", in TEMPORAL_CONFIG_FILE,
+// else ~/.config/temporalio/temporal.toml). A profile that was named and is
+// not there, or files that do not load, fail with troupe.ErrConnectionConfig,
+// naming the file. Pointed at a server that way, run, runs, sessions and chat
+// are only clients: run starts its run on the task queue (troupe, or
+// --task-queue) for the workers there, and runs a worker of its own only
+// with --worker. With no server named, the commands use the one
 // embedded server of TROUPE_HOME (default ~/.troupe), whose state lives
 // there: the first command that needs it starts it, the others find it
 // through $TROUPE_HOME/server.json, and one that started it keeps it up

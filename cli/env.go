@@ -2,18 +2,12 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/log"
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/blob"
@@ -54,48 +48,6 @@ func blobURL() (string, error) {
 		return "", err
 	}
 	return filepath.Join(dir, "blobs"), nil
-}
-
-// clientOptionsFromEnv reads Temporal's usual environment variables.
-func clientOptionsFromEnv() (client.Options, error) {
-	opts := client.Options{
-		HostPort:  os.Getenv("TEMPORAL_ADDRESS"),
-		Namespace: os.Getenv("TEMPORAL_NAMESPACE"),
-		Logger:    log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
-	}
-	if opts.Namespace == "" {
-		opts.Namespace = "default"
-	}
-	if key := os.Getenv("TEMPORAL_API_KEY"); key != "" {
-		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
-		opts.ConnectionOptions.TLS = &tls.Config{}
-	}
-	certPath, keyPath := os.Getenv("TEMPORAL_TLS_CLIENT_CERT_PATH"), os.Getenv("TEMPORAL_TLS_CLIENT_KEY_PATH")
-	caPath := os.Getenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH")
-	if tlsOn := strings.ToLower(os.Getenv("TEMPORAL_TLS")); tlsOn == "true" || tlsOn == "1" || certPath != "" || caPath != "" {
-		if opts.ConnectionOptions.TLS == nil {
-			opts.ConnectionOptions.TLS = &tls.Config{}
-		}
-	}
-	if certPath != "" || keyPath != "" {
-		cert, err := tls.LoadX509KeyPair(certPath, keyPath)
-		if err != nil {
-			return opts, fmt.Errorf("cli: TEMPORAL_TLS_CLIENT_CERT_PATH/KEY_PATH: %w", err)
-		}
-		opts.ConnectionOptions.TLS.Certificates = []tls.Certificate{cert}
-	}
-	if caPath != "" {
-		pem, err := os.ReadFile(caPath)
-		if err != nil {
-			return opts, fmt.Errorf("cli: TEMPORAL_TLS_SERVER_CA_CERT_PATH: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return opts, errors.New("cli: TEMPORAL_TLS_SERVER_CA_CERT_PATH holds no PEM certificate")
-		}
-		opts.ConnectionOptions.TLS.RootCAs = pool
-	}
-	return opts, nil
 }
 
 // modelFor returns the model a worker uses: OpenAI (or a compatible server)

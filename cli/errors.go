@@ -278,14 +278,18 @@ func onSession(id string, err error) error {
 	return err
 }
 
-// dialError is the error of a client that could not connect to the
-// Temporal server at addr: troupe.ErrNoServer when nothing answers there.
-func dialError(addr string, err error) error {
+// dialError is the error of cn's client that could not connect to the
+// Temporal server at addr: troupe.ErrNoServer when nothing answers there,
+// saying which setting named it.
+func dialError(cn *conn, addr string, err error) error {
 	var unavailable *serviceerror.Unavailable
 	var deadline *serviceerror.DeadlineExceeded
 	if errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.Is(err, context.DeadlineExceeded) {
-		return &Error{Type: troupe.ErrNoServer, Message: fmt.Sprintf("no Temporal server answers at %s: start it, or unset TEMPORAL_ADDRESS "+
-			"to use the server of TROUPE_HOME (troupe dev runs it with a worker)", addr), Err: err}
+		if cn.home != nil {
+			return &Error{Type: troupe.ErrNoServer, Message: fmt.Sprintf("no Temporal server answers at %s, the server of TROUPE_HOME", addr), Err: err}
+		}
+		return &Error{Type: troupe.ErrNoServer, Message: fmt.Sprintf("no Temporal server answers at %s (%s): start it, or %s "+
+			"to use the server of TROUPE_HOME (troupe dev runs it with a worker)", addr, whereFrom(cn.res), undoServer(cn.res)), Err: err}
 	}
 	return fmt.Errorf("connect to %s: %w", addr, err)
 }

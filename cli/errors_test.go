@@ -104,6 +104,9 @@ func TestCommandErrors(t *testing.T) {
 		{args: []string{"runs", "approve", "RUN", "call-1"}, json: true, want: byDefault(troupe.ErrNotFound, troupe.ErrRunClosed)},
 		{args: []string{"runs", "reject", "RUN", "call-1"}, json: true, want: byDefault(troupe.ErrNotFound, troupe.ErrRunClosed)},
 		{args: []string{"run", "--task-queue", "troupe", "hello"}, json: true, want: map[string]string{caseNoServer: troupe.ErrNoServer, caseBadFlag: troupe.ErrUsage, caseNoWorker: troupe.ErrNoWorker}},
+		// Against a Temporal server it is only a client, --task-queue or
+		// not: it never becomes a worker of the shared queue by itself.
+		{args: []string{"run", "hello"}, json: true, want: map[string]string{caseNoServer: troupe.ErrNoServer, caseBadFlag: troupe.ErrUsage, caseNoWorker: troupe.ErrNoWorker}},
 		{args: []string{"chat", "--session", "ID"}, want: byDefault(troupe.ErrUnknownSession, troupe.ErrUsage)},
 		{args: []string{"worker"}, want: map[string]string{caseNoServer: troupe.ErrNoServer, caseBadFlag: troupe.ErrUsage}},
 		{args: []string{"mcp", "serve", "--task-queue", "troupe"}, want: map[string]string{caseNoServer: troupe.ErrNoServer, caseBadFlag: troupe.ErrUsage}},

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/workflows/events"
 )
@@ -51,8 +52,9 @@ Transports:
                          ADDR that is not loopback needs a token, or
                          --insecure-no-auth to serve anyone who can connect.
 
-Temporal: TEMPORAL_ADDRESS and friends as for troupe worker; without it an
-embedded server keeps its state in TROUPE_HOME. Without --task-queue a worker
+Temporal: --address, --namespace, --profile, TEMPORAL_ADDRESS and the other
+TEMPORAL_* variables and profiles as for troupe worker; with none naming a
+server, an embedded one keeps its state in TROUPE_HOME. Without --task-queue a worker
 for the graphs runs in this process, on a queue named after them, so a
 restarted server picks up the runs of the one before. --allow-root adds host
 paths that sandboxes may copy from (e.g. repositories to review).`,
@@ -87,8 +89,12 @@ paths that sandboxes may copy from (e.g. repositories to review).`,
 					served = append(served, g)
 				}
 			}
+			res, err := resolveConn(connectionOf(cmd))
+			if err != nil {
+				return err
+			}
 			return serveMCP(cmd.Context(), mcpServeOptions{
-				graphs: graphs, served: served, queue: queue,
+				conn: res, graphs: graphs, served: served, queue: queue,
 				httpAddr: httpAddr, stateless: stateless, token: token, worker: wo,
 			}, cmd.ErrOrStderr())
 		},
@@ -100,13 +106,16 @@ paths that sandboxes may copy from (e.g. repositories to review).`,
 	f.BoolVar(&stateless, "stateless", false, "with --http: no sessions, each request on its own")
 	f.StringVar(&token, "token", "", "with --http: bearer token clients must send (default $"+envMCPToken+")")
 	f.BoolVar(&insecureNA, "insecure-no-auth", false, "with --http on an address that is not loopback: serve without a token")
-	f.StringVar(&queue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
+	f.StringVar(&queue, "task-queue", "", "task queue of running workers (against a Temporal server that --address, TEMPORAL_ADDRESS or a profile names; default: run a worker in this process)")
 	addSandboxFlags(f, &wo)
+	addConnFlags(f)
 	cmd.AddCommand(serve)
 	return cmd
 }
 
 type mcpServeOptions struct {
+	// conn is the Temporal server to use.
+	conn           troupeclient.Resolved
 	graphs, served []Graph
 	queue          string
 	httpAddr       string
@@ -117,14 +126,10 @@ type mcpServeOptions struct {
 }
 
 func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
-	opts, err := clientOptionsFromEnv()
-	if err != nil {
-		return err
+	if !cluster(o.conn) && o.queue != "" {
+		return usage(errors.New("--task-queue needs a Temporal server (--address, TEMPORAL_ADDRESS or a profile): the embedded server has no other workers"))
 	}
-	if opts.HostPort == "" && o.queue != "" {
-		return errors.New("--task-queue needs TEMPORAL_ADDRESS: the embedded server has no other workers")
-	}
-	cn, err := dialTemporal(ctx, nil, stderr)
+	cn, err := dialTemporal(ctx, o.conn, nil, stderr)
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,21 @@ func runCommand(graphs []Graph) *cobra.Command {
 			if f, ok := cmd.InOrStdin().(*os.File); ok && !quiet && term.IsTerminal(int(f.Fd())) {
 				out.ask = f // Calls that wait for approval are asked about here.
 			}
-			return runGraph(cmd.Context(), graphs, in, wo, out, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
+			res, err := resolveConn(connectionOf(cmd))
+			if err != nil {
+				return err
+			}
+			if !wo.serve && (wo.taskQueue != "" || cluster(res)) {
+				// The run goes to other workers: a worker's flag would
+				// change nothing, and must not seem to.
+				for _, f := range []string{"sandbox", "sandbox-queue", "allow-root"} {
+					if cmd.Flags().Changed(f) {
+						return usage(fmt.Errorf("--%s sets up a worker of this process, but this run goes to the workers of the task queue: "+
+							"pass --worker to serve it from this process, or give --%s to `troupe worker`", f, f))
+					}
+				}
+			}
+			return runGraph(cmd.Context(), res, graphs, in, wo, out, cmd.OutOrStdout(), progress, cmd.ErrOrStderr())
 		},
 	}
 	for _, g := range graphs {
@@ -136,9 +150,12 @@ func runCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "on failure, show the whole chain of errors and where the log is")
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "run variable KEY=VALUE (repeatable)")
 	cmd.Flags().StringVar(&budgetSpec, "budget", "", "the run's budget, "+budgetUsage)
-	cmd.Flags().StringVar(&wo.taskQueue, "task-queue", "", "task queue of running workers (with TEMPORAL_ADDRESS; default: run a worker in this process)")
+	cmd.Flags().StringVar(&wo.taskQueue, "task-queue", "", "task queue of the workers to run on (default "+troupe.DefaultTaskQueue+")")
+	cmd.Flags().BoolVar(&wo.serve, "worker", false, "serve the run from a worker in this process, sandboxes on this machine "+
+		"(the default on the embedded server of TROUPE_HOME without --task-queue; against a Temporal server named by --address, TEMPORAL_ADDRESS or a profile, the run goes to its workers)")
 	addWaitFlag(cmd.Flags(), &wo.wait)
 	addSandboxFlags(cmd.Flags(), &wo)
+	addConnFlags(cmd.Flags())
 	return cmd
 }
 
@@ -156,23 +173,28 @@ type runOutput struct {
 	ask io.Reader
 }
 
-// runGraph runs in on the workers of wo.taskQueue or, when it is empty, on
-// a worker of this process.
-func runGraph(ctx context.Context, graphs []Graph, in troupe.RunInput, wo workerOptions, out runOutput, stdout, progress, stderr io.Writer) error {
+// runGraph runs in, on the server of res, on a worker of this process
+// when wo.serve asks for one or, without wo.taskQueue, on the embedded
+// server of TROUPE_HOME; else on the workers of wo.taskQueue (default
+// troupe.DefaultTaskQueue). A client of a Temporal server that others
+// serve is only a client: it polls no queue and starts no sandbox.
+func runGraph(ctx context.Context, res troupeclient.Resolved, graphs []Graph, in troupe.RunInput, wo workerOptions, out runOutput, stdout, progress, stderr io.Writer) error {
 	logger, logPath, closeLog := runLog(stderr)
 	defer closeLog()
-	conn, err := dialTemporal(ctx, logger, stderr)
+	conn, err := dialTemporal(ctx, res, logger, stderr)
 	if err != nil {
 		return err
 	}
 	defer conn.close(stderr)
+	ownWorker := wo.serve || wo.taskQueue == "" && conn.home != nil
+	if wo.taskQueue == "" {
+		// The queue `troupe dev` and `troupe worker` serve, so that a
+		// run this process cannot finish goes on on any worker of the
+		// same graphs.
+		wo.taskQueue = troupe.DefaultTaskQueue
+	}
 	taskQueue := wo.taskQueue
-	ownWorker := taskQueue == ""
 	if ownWorker {
-		// The queue `troupe dev` serves, so that a run this process
-		// cannot finish goes on on any worker of the same graphs.
-		taskQueue = troupe.DefaultTaskQueue
-		wo.taskQueue = taskQueue
 		wo.events = events.NewBus()
 		wo.brief = !out.verbose
 		stop, err := startWorker(ctx, conn.c, conn.namespace, wo, graphs, stderr)
@@ -181,6 +203,10 @@ func runGraph(ctx context.Context, graphs []Graph, in troupe.RunInput, wo worker
 		}
 		defer stopWithin(stop, workerStopWait)
 	} else if err := needWorker(ctx, conn, taskQueue, wo.wait, stderr); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Type == troupe.ErrNoWorker && !wo.wait {
+			e.Message += "; `troupe run --worker` serves the run from this process instead"
+		}
 		return err
 	}
 	run, err := conn.runs(taskQueue, wo.events).Start(ctx, in)
@@ -426,11 +452,14 @@ func interrupted(id, why string, out runOutput, stdout, stderr io.Writer) error 
 }
 
 // conn is a client of the Temporal server a troupe command uses: the one
-// TEMPORAL_ADDRESS names, or the server of TROUPE_HOME.
+// its connection settings name (resolveConn), or the server of
+// TROUPE_HOME.
 type conn struct {
 	c         client.Client
 	namespace string
-	home      *homeServer // nil with TEMPORAL_ADDRESS
+	// res is what the command's connection settings came to.
+	res  troupeclient.Resolved
+	home *homeServer // nil when the settings name a server
 	// store is the event store (eventStore), once opened is set: nil
 	// when there is none to use or it cannot be opened.
 	store  *blob.Store
@@ -458,21 +487,19 @@ func (cn *conn) runs(queue string, bus *events.Bus) *troupeclient.Client {
 	return cl
 }
 
-// dialTemporal connects to the Temporal of TEMPORAL_ADDRESS (and the
-// other TEMPORAL_* variables) or, when that is unset, to the server of
-// TROUPE_HOME, which it starts when none runs. logger takes the SDK's log
-// (nil: errors only, on stderr).
-func dialTemporal(ctx context.Context, logger log.Logger, stderr io.Writer) (*conn, error) {
-	opts, err := clientOptionsFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	cn := &conn{}
-	if opts.HostPort == "" {
+// dialTemporal connects to the Temporal server res names or, when it
+// names none, to the server of TROUPE_HOME, which it starts when none
+// runs. logger takes the SDK's log (nil: errors only, on stderr).
+func dialTemporal(ctx context.Context, res troupeclient.Resolved, logger log.Logger, stderr io.Writer) (*conn, error) {
+	opts := res.Options
+	cn := &conn{res: res}
+	var err error
+	if !cluster(res) {
 		if cn.home, err = openHomeServer(ctx, stderr); err != nil {
 			return nil, err
 		}
-		opts.HostPort, opts.Namespace, opts.ConnectionOptions.TLS, opts.Credentials = cn.home.info.Address, cn.home.info.Namespace, nil, nil
+		// Nothing of a profile (TLS, API key, headers) applies to it.
+		opts = client.Options{HostPort: cn.home.info.Address, Namespace: cn.home.info.Namespace}
 	}
 	opts.Logger = logger
 	if opts.Logger == nil {
@@ -482,7 +509,7 @@ func dialTemporal(ctx context.Context, logger log.Logger, stderr io.Writer) (*co
 	if err == nil {
 		if cn.c, err = client.DialContext(ctx, opts); err != nil {
 			cn.stopTelemetry()
-			err = dialError(opts.HostPort, err)
+			err = dialError(cn, opts.HostPort, err)
 		}
 	}
 	if err != nil {

@@ -27,7 +27,8 @@ import (
 )
 
 // runsCommand is `troupe runs`: the runs of the Temporal server the other
-// commands use (TEMPORAL_ADDRESS, else the server of TROUPE_HOME).
+// commands use (the one their connection settings name, else the server
+// of TROUPE_HOME).
 func runsCommand(graphs []Graph) *cobra.Command {
 	var asJSON, wait bool
 	cmd := &cobra.Command{
@@ -35,6 +36,7 @@ func runsCommand(graphs []Graph) *cobra.Command {
 		Short: "List, show, follow, cancel, terminate and resume runs, and decide the calls that wait for approval",
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	addConnFlags(cmd.PersistentFlags())
 
 	var running bool
 	var limit int
@@ -183,10 +185,20 @@ func runsCommand(graphs []Graph) *cobra.Command {
 	return cmd
 }
 
-// withTemporal runs fn with a client of the server the troupe commands
-// use, and releases it.
+// withTemporal runs fn with a client of the server cmd's connection
+// settings name (connectionOf), and releases it.
 func withTemporal(cmd *cobra.Command, fn func(*conn) error) error {
-	cn, err := dialTemporal(cmd.Context(), nil, cmd.ErrOrStderr())
+	res, err := resolveConn(connectionOf(cmd))
+	if err != nil {
+		return err
+	}
+	return withConn(cmd, res, fn)
+}
+
+// withConn runs fn with a client of the server res names, and releases
+// it.
+func withConn(cmd *cobra.Command, res troupeclient.Resolved, fn func(*conn) error) error {
+	cn, err := dialTemporal(cmd.Context(), res, nil, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,8 @@ import (
 )
 
 // sessionsCommand is `troupe sessions`: conversations that live on the
-// Temporal server the other commands use (TEMPORAL_ADDRESS, else the
-// server of TROUPE_HOME), served by the workers of `troupe dev` or
+// Temporal server the other commands use (the one their connection
+// settings name, else the server of TROUPE_HOME), served by the workers of `troupe dev` or
 // `troupe worker`.
 func sessionsCommand() *cobra.Command {
 	var asJSON, wait bool
@@ -31,6 +31,7 @@ func sessionsCommand() *cobra.Command {
 			"`troupe worker`) serves them; they idle at no cost between messages.",
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	addConnFlags(cmd.PersistentFlags())
 	addWaitFlag(cmd.PersistentFlags(), &wait)
 
 	var agent, name, policy, id, budgetSpec string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	neturl "net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe"
@@ -54,6 +56,9 @@ type workerOptions struct {
 	// its own (`troupe run --task-queue`), waits for one to serve it
 	// instead of failing with troupe.ErrNoWorker (--wait).
 	wait bool
+	// serve makes `troupe run` serve its run from a worker of its own
+	// even against a Temporal server that others serve (--worker).
+	serve bool
 }
 
 // addDeltaFlag adds --deltas-addr to a command that runs a long-lived
@@ -334,15 +339,17 @@ func workerCommand(graphs []Graph) *cobra.Command {
 	var o workerOptions
 	cmd := &cobra.Command{
 		Use:   "worker",
-		Short: "Run a worker for the graphs against TEMPORAL_ADDRESS",
+		Short: "Run a worker for the graphs against a Temporal server (--address, --profile, TEMPORAL_ADDRESS)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			opts, err := clientOptionsFromEnv()
+			res, err := resolveConn(connectionOf(cmd))
 			if err != nil {
 				return err
 			}
-			if opts.HostPort == "" {
-				return fmt.Errorf("TEMPORAL_ADDRESS is not set; use `troupe dev` for a local server")
+			if !cluster(res) {
+				return noServerNamed(res)
 			}
+			opts := res.Options
+			opts.Logger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 			opts, stopTelemetry, err := withTelemetry(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -350,7 +357,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 			defer stopTelemetry()
 			c, err := client.DialContext(cmd.Context(), opts)
 			if err != nil {
-				return dialError(opts.HostPort, err)
+				return dialError(&conn{res: res}, opts.HostPort, err)
 			}
 			defer c.Close()
 			stop, err := startWorker(cmd.Context(), c, opts.Namespace, o, graphs, cmd.ErrOrStderr())
@@ -366,6 +373,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().StringVar(&o.taskQueue, "task-queue", troupe.DefaultTaskQueue, "task queue to listen on")
 	addSandboxFlags(cmd.Flags(), &o)
 	addDeltaFlag(cmd.Flags(), &o)
+	addConnFlags(cmd.Flags())
 	return cmd
 }
 

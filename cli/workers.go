@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -120,14 +119,14 @@ func noWorker(cn *conn, queue, more string) *Error {
 }
 
 // idleHome is the troupe.ErrNoWorker of a command that needs a worker
-// of queue (the default one when empty) when TEMPORAL_ADDRESS is unset
+// of queue (the default one when empty) when res names no server
 // and no server runs on TROUPE_HOME: no worker can serve it then (the
 // home's workers run with its server, or join it), so the command says
 // so at once rather than start the server, which takes seconds, to ask
 // it. It is nil otherwise, and with wait: that command starts the server
 // and waits for a worker to join it.
-func idleHome(queue string, wait bool) error {
-	if wait || os.Getenv("TEMPORAL_ADDRESS") != "" {
+func idleHome(res troupeclient.Resolved, queue string, wait bool) error {
+	if wait || cluster(res) {
 		return nil
 	}
 	dir, err := home()
@@ -155,7 +154,7 @@ func startWorkerHint(cn *conn, queue string, waiting bool) string {
 	}
 	switch {
 	case cn.home == nil:
-		return "`troupe worker" + flag + "` against the same TEMPORAL_ADDRESS"
+		return "`troupe worker" + flag + "` against the same Temporal server (" + whereFrom(cn.res) + ")"
 	case waiting && cn.home.srv != nil:
 		return "`TEMPORAL_ADDRESS=" + cn.home.info.Address + " troupe worker" + flag + "`"
 	}
@@ -165,10 +164,14 @@ func startWorkerHint(cn *conn, queue string, waiting bool) string {
 // withWorker is withTemporal for a command that needs a worker of queue
 // (the default one when empty): fn runs once one serves it (needWorker).
 func withWorker(cmd *cobra.Command, queue string, wait bool, fn func(*conn) error) error {
-	if err := idleHome(queue, wait); err != nil {
+	res, err := resolveConn(connectionOf(cmd))
+	if err != nil {
 		return err
 	}
-	return withTemporal(cmd, func(cn *conn) error {
+	if err := idleHome(res, queue, wait); err != nil {
+		return err
+	}
+	return withConn(cmd, res, func(cn *conn) error {
 		if err := needWorker(cmd.Context(), cn, queue, wait, cmd.ErrOrStderr()); err != nil {
 			return err
 		}
@@ -191,10 +194,14 @@ func queueOf(ctx context.Context, cn *conn, id string) string {
 // worker of the workflow's own queue; for an id the server does not know,
 // fn runs at once, and its call says that it is not found.
 func withWorkerOf(cmd *cobra.Command, id string, wait bool, fn func(*conn) error) error {
-	if err := idleHome("", wait); err != nil {
+	res, err := resolveConn(connectionOf(cmd))
+	if err != nil {
 		return err
 	}
-	return withTemporal(cmd, func(cn *conn) error {
+	if err := idleHome(res, "", wait); err != nil {
+		return err
+	}
+	return withConn(cmd, res, func(cn *conn) error {
 		if queue := queueOf(cmd.Context(), cn, id); queue != "" {
 			if err := needWorker(cmd.Context(), cn, queue, wait, cmd.ErrOrStderr()); err != nil {
 				return err

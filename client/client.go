@@ -16,6 +16,15 @@
 // they are recorded (FollowLive, LiveEvents) and the text deltas of model
 // turns from the workers' delta relays (WithDeltas).
 //
+// Connection resolves where a program connects: a command's flags, over
+// the TEMPORAL_* environment variables, over a profile of temporal.toml, as
+// the temporal CLI and the SDK's contrib/envconfig read them (see
+// Connection for the order). The troupe commands all go through it, and
+// so can a program of one's own:
+//
+//	res, err := client.Connection{Profile: "prod"}.Resolve()
+//	tc, err := temporalclient.Dial(res.Options)
+//
 // The package imports no worker code: a program that only starts and
 // follows runs links neither the workflows nor a worker. The types of runs
 // (RunInput, RunResult, Event) are those of the vocabulary, package troupe,

@@ -37,7 +37,9 @@ func TestCLIRun(t *testing.T) {
 			t.Setenv("TROUPE_HOME", t.TempDir())
 			var stdout, stderr bytes.Buffer
 			cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
-			cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
+			// --worker: against TEMPORAL_ADDRESS, a worker of this
+			// process only when asked for (TestCLIRunIsOnlyAClient).
+			cmd.SetArgs([]string{"run", "--worker", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
 			if err := cmd.ExecuteContext(context.Background()); err != nil {
 				t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
 			}
@@ -211,7 +213,7 @@ func TestCLIRunFailure(t *testing.T) {
 	t.Setenv("TROUPE_HOME", home)
 	var stdout, stderr bytes.Buffer
 	cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
-	cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
+	cmd.SetArgs([]string{"run", "--worker", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
 	err := cmd.ExecuteContext(context.Background())
 	const want = "agent triage failed: troupe.ModelError: model: HTTP 401 invalid_request_error: Incorrect API key provided."
 	if err == nil || err.Error() != want {

@@ -194,7 +194,7 @@ func TestCodeReviewCLI(t *testing.T) {
 	// default request (a full review).
 	var stdout, stderr bytes.Buffer
 	cmd := cli.Command(graphs.Served(), &stdout, &stderr)
-	cmd.SetArgs([]string{"run", "--graph", "codereview", "--repo", repo, "--ref", "HEAD~1", "--out", out, "--json"})
+	cmd.SetArgs([]string{"run", "--worker", "--graph", "codereview", "--repo", repo, "--ref", "HEAD~1", "--out", out, "--json"})
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
 	}
@@ -248,7 +248,7 @@ func TestOfflineNoMatchCLI(t *testing.T) {
 	t.Setenv("TROUPE_HOME", t.TempDir())
 	var stdout, stderr bytes.Buffer
 	cmd := cli.Command(graphs.Served(), &stdout, &stderr)
-	cmd.SetArgs([]string{"run", "--graph", "codereview", "--agent", "fixer", "--repo", repo, "--sandbox", "local", "what's the weather like in Paris?"})
+	cmd.SetArgs([]string{"run", "--worker", "--graph", "codereview", "--agent", "fixer", "--repo", repo, "--sandbox", "local", "what's the weather like in Paris?"})
 	err := cmd.ExecuteContext(context.Background())
 	if err == nil {
 		t.Fatalf("troupe run succeeded:\n%s", stdout.String())

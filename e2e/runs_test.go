@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,8 @@ import (
 )
 
 // cliRun is a troupe command run by the test binary on one TROUPE_HOME,
-// with no TEMPORAL_ADDRESS (so on the home's own server), no
+// with no TEMPORAL_* variables and no temporal.toml (so on the home's own
+// server), no
 // OPENAI_API_KEY (so on the offline scenarios) and the plod graph.
 type cliRun struct {
 	cmd    *exec.Cmd
@@ -39,7 +41,10 @@ func startCLI(t *testing.T, home string, args ...string) *cliRun {
 func startCLIEnv(t *testing.T, home string, env []string, args ...string) *cliRun {
 	t.Helper()
 	cmd, _ := troupeCommand(t, args...)
-	cmd.Env = append(cmd.Env, "TROUPE_HOME="+home, "OPENAI_API_KEY=", "TEMPORAL_ADDRESS=", envCLIPlod+"=1")
+	// Unset rather than empty: an empty TEMPORAL_ADDRESS would also
+	// clear the address of a profile that env names (envconfig's rule).
+	cmd.Env = slices.DeleteFunc(cmd.Env, func(kv string) bool { return strings.HasPrefix(kv, "TEMPORAL_") })
+	cmd.Env = append(cmd.Env, "TROUPE_HOME="+home, "OPENAI_API_KEY=", "TEMPORAL_CONFIG_FILE="+filepath.Join(home, "no-temporal.toml"), envCLIPlod+"=1")
 	cmd.Env = append(cmd.Env, env...)
 	r := &cliRun{cmd: cmd, lines: make(chan string, 10000), done: make(chan struct{})}
 	cmd.Stdout = &r.stdout

@@ -36,7 +36,7 @@ func TestDealDeskOnS3(t *testing.T) {
 	// A bucket that does not exist stops the command before any run.
 	t.Setenv("TROUPE_BLOB_URL", s3.URL("nobucket"))
 	cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
-	cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
+	cmd.SetArgs([]string{"run", "--worker", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
 	err := cmd.ExecuteContext(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "TROUPE_BLOB_URL: blob: store") || !strings.Contains(err.Error(), "cannot be used") || strings.Contains(stderr.String(), "▶ run") {
 		t.Fatalf("troupe run on a bucket that does not exist: %v\nstderr:\n%s", err, stderr.String())
@@ -45,7 +45,7 @@ func TestDealDeskOnS3(t *testing.T) {
 	stdout.Reset()
 	stderr.Reset()
 	cmd = cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
-	cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
+	cmd.SetArgs([]string{"run", "--worker", "--graph", "dealdesk", "--json", "Review the Acme Corp deal"})
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
 	}
