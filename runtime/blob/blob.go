@@ -51,7 +51,10 @@ var ErrNotFound = errors.New("blob: not found")
 // final.
 type Store struct {
 	bucket *blob.Bucket
-	url    string
+	// closeClient releases what the bucket's Close does not (a gs://
+	// store's client on an endpoint of its own, see openBucket), or is nil.
+	closeClient func() error
+	url         string
 	// dir is the directory of a file:// store, which creates blobs itself
 	// (see Create), and prefix the prefix its URL puts its keys under; ""
 	// for the others.
@@ -61,6 +64,8 @@ type Store struct {
 	// files and nothing else, written beside their path. local is such
 	// a store on a local file system (see PutWritten).
 	plain, local bool
+	// gcs is a gs:// store (see whole).
+	gcs bool
 
 	mu       sync.Mutex
 	cache    map[string][]byte
@@ -99,11 +104,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 			plain, local = true, localFS(dir)
 		}
 	}
-	b, err := blob.OpenBucket(ctx, url)
+	b, closeClient, err := openBucket(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("blob: open %s: %w", url, err)
 	}
-	return &Store{bucket: b, url: url, dir: fileDir, prefix: filePrefix, plain: plain, local: local, cache: map[string][]byte{}, maxCache: 64 << 20}, nil
+	return &Store{bucket: b, closeClient: closeClient, url: url, dir: fileDir, prefix: filePrefix, plain: plain, local: local, gcs: strings.HasPrefix(url, "gs://"), cache: map[string][]byte{}, maxCache: 64 << 20}, nil
 }
 
 // URL is the URL the store was opened with.
@@ -111,11 +116,23 @@ func (s *Store) URL() string { return s.url }
 
 // Put writes data under key.
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
-	if err := s.bucket.WriteAll(ctx, key, data, nil); err != nil {
+	if err := s.bucket.WriteAll(ctx, key, data, s.whole(&blob.WriterOptions{})); err != nil {
 		return fmt.Errorf("blob: put %s: %w", key, err)
 	}
 	s.forget(key)
 	return nil
+}
+
+// whole returns opts for a write of data held whole in memory. GCS's
+// client buffers every write in a chunk of 16 MiB by default, allocated
+// for a blob of a few bytes all the same (many writers at once, as in
+// memory's compare-and-swap, each take one): a whole write goes in one
+// request, with no chunk.
+func (s *Store) whole(opts *blob.WriterOptions) *blob.WriterOptions {
+	if s.gcs {
+		opts.BufferSize = -1 // gcsblob: no chunking, one request
+	}
+	return opts
 }
 
 // forget drops key's cached content after a rewrite.
@@ -399,4 +416,10 @@ func (s *Store) checkCreate(ctx context.Context, key string) error {
 }
 
 // Close releases the bucket.
-func (s *Store) Close() error { return s.bucket.Close() }
+func (s *Store) Close() error {
+	err := s.bucket.Close()
+	if s.closeClient != nil {
+		err = errors.Join(err, s.closeClient())
+	}
+	return err
+}
