@@ -3,12 +3,27 @@
 // so no workflow payload grows with them.
 //
 // The store is a gocloud.dev/blob bucket chosen by URL: file:// (the
-// default, one host), mem:// (tests), and, for workers on several hosts,
-// s3:// (AWS S3 or any S3-compatible server: add endpoint=, region= and
-// use_path_style=true for one that is not AWS; credentials come from the
-// usual AWS_* variables), gs:// (Google Cloud Storage, with Application
-// Default Credentials) and azblob:// (Azure Blob Storage, with the
-// AZURE_STORAGE_* variables).
+// default, one host), mem:// (tests), and, for workers on several hosts:
+//
+//   - s3://BUCKET: AWS S3 or any S3-compatible server (add endpoint=,
+//     region= and use_path_style=true for one that is not AWS);
+//     credentials come from the usual AWS_* variables.
+//   - gs://BUCKET: Google Cloud Storage, with Application Default
+//     Credentials. endpoint=http://HOST:PORT points it at another server
+//     (an emulator such as fake-gcs-server, a private endpoint), and
+//     anonymous=true sends no credentials; with endpoint, these two are the
+//     only parameters taken (besides prefix).
+//   - azblob://CONTAINER: Azure Blob Storage, with the AZURE_STORAGE_*
+//     variables or Azure's default credentials. For the Azurite emulator
+//     add protocol=http&domain=HOST:PORT&localemu=true: when the
+//     environment gives no AZURE_STORAGE_* credentials, Azurite's
+//     well-known development account ([AzuriteAccount]) and key are used,
+//     so the URL alone reaches it.
+//
+// Every scheme takes gocloud's prefix= parameter, which puts the store's
+// keys under a prefix. Each passes the same conformance tests, against a
+// real server of its kind (versitygw, fake-gcs-server, Azurite),
+// create-only writes included.
 //
 // Keys are grouped by run: everything a run writes lives under
 // transcripts/RUN/, outputs/RUN/, snapshots/RUN/ and events/RUN/, where
@@ -364,9 +379,9 @@ const CheckTimeout = 15 * time.Second
 // cannot be used (a wrong URL, no credentials, a bucket that does not
 // exist) is found when a worker starts rather than at a run's first turn.
 // It also creates a blob twice (Create), so that a store that does not
-// honour create-only writes (an S3-compatible server that ignores
-// If-None-Match), on which memory's compare-and-swap would let every
-// writer win, is found too. It gives up after CheckTimeout.
+// honour create-only writes (an S3-compatible server or an emulator that
+// ignores If-None-Match or ifGenerationMatch), on which memory's
+// compare-and-swap would let every writer win, is found too. It gives up after CheckTimeout.
 func (s *Store) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
@@ -401,7 +416,7 @@ func (s *Store) checkCreate(ctx context.Context, key string) error {
 		err = s.Create(ctx, key, []byte("second"))
 		switch {
 		case err == nil:
-			err = errors.New("a create-only write (If-None-Match: *) replaced the blob it found: the store does not honour conditional writes, which memory needs")
+			err = errors.New("a create-only write (If-None-Match: * on S3 and Azure, ifGenerationMatch=0 on GCS) replaced the blob it found: the store does not honour conditional writes, which memory needs")
 		case errors.Is(err, ErrExists):
 			err = nil
 		}
