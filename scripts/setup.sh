@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what Troupe's builds and tests need, idempotently: the Go
 # modules, bubblewrap (the bwrap sandbox backend), tmux (the terminal the
-# tests drive `troupe chat` in), the Docker Engine, the MCP peers from npm
-# versitygw (an S3-compatible server, for the tests) and Jaeger (an
-# OpenTelemetry trace backend, for the trace tests).
+# tests drive `troupe chat` in), the Docker Engine, the MCP peers from npm,
+# versitygw (an S3-compatible server, for the tests), fake-gcs-server and
+# Azurite (GCS and Azure Blob emulators, for the blob-store tests) and
+# Jaeger (an OpenTelemetry trace backend, for the trace tests).
 #
 # scripts/setup.sh run installs only what `make run` needs: bubblewrap
 # and mkfs.ext4 (the deal-desk example's sandboxes); the build fetches the
@@ -135,6 +136,26 @@ if [ ! -x tools/bin/versitygw ] || [ "$(cat "$versitygw_stamp" 2>/dev/null)" != 
 	mkdir -p tools/bin
 	GOBIN="$PWD/tools/bin" go install "github.com/versity/versitygw/cmd/versitygw@$versitygw_version"
 	echo "$versitygw_version" >"$versitygw_stamp"
+fi
+
+# ---- GCS and Azure Blob emulators (runtime/blob tests) ------------------------
+# fake-gcs-server (gs://), built from its Go module into tools/bin
+# (internal/gcstest starts it), once per version; Azurite (azblob://) and
+# the Node 22 it needs, from npm, pinned in tools/azurite/package-lock.json
+# (internal/azuritetest starts it), installed again only when that lock
+# file changes.
+fakegcs_version=v1.56.1
+fakegcs_stamp=tools/bin/.fake-gcs-server-version
+if [ ! -x tools/bin/fake-gcs-server ] || [ "$(cat "$fakegcs_stamp" 2>/dev/null)" != "$fakegcs_version" ]; then
+	mkdir -p tools/bin
+	GOBIN="$PWD/tools/bin" go install "github.com/fsouza/fake-gcs-server@$fakegcs_version"
+	echo "$fakegcs_version" >"$fakegcs_stamp"
+fi
+azurite_stamp=tools/azurite/node_modules/.troupe-lock.sha256
+azurite_want=$(sha256sum tools/azurite/package-lock.json | cut -d' ' -f1)
+if [ "$(cat "$azurite_stamp" 2>/dev/null)" != "$azurite_want" ]; then
+	(cd tools/azurite && npm ci --no-audit --no-fund --loglevel=error)
+	echo "$azurite_want" >"$azurite_stamp"
 fi
 
 # ---- Jaeger (e2e and bench trace tests) --------------------------------------

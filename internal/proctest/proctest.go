@@ -23,8 +23,12 @@ func Serve(t testing.TB, name string, cmd *exec.Cmd, log string, patience time.D
 		logf.Close()
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the process has exited, with its error in
+	// waitErr: both the wait below and the cleanup read it, so a process
+	// that exits before it is up does not leave the cleanup waiting.
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -33,9 +37,9 @@ func Serve(t testing.TB, name string, cmd *exec.Cmd, log string, patience time.D
 	deadline := time.Now().Add(patience)
 	for !up() {
 		select {
-		case err := <-exited:
+		case <-exited:
 			out, _ := os.ReadFile(log)
-			t.Fatalf("%s exited: %v\n%s", name, err, out)
+			t.Fatalf("%s exited: %v\n%s", name, waitErr, out)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

@@ -3,12 +3,27 @@
 // so no workflow payload grows with them.
 //
 // The store is a gocloud.dev/blob bucket chosen by URL: file:// (the
-// default, one host), mem:// (tests), and, for workers on several hosts,
-// s3:// (AWS S3 or any S3-compatible server: add endpoint=, region= and
-// use_path_style=true for one that is not AWS; credentials come from the
-// usual AWS_* variables), gs:// (Google Cloud Storage, with Application
-// Default Credentials) and azblob:// (Azure Blob Storage, with the
-// AZURE_STORAGE_* variables).
+// default, one host), mem:// (tests), and, for workers on several hosts:
+//
+//   - s3://BUCKET: AWS S3 or any S3-compatible server (add endpoint=,
+//     region= and use_path_style=true for one that is not AWS);
+//     credentials come from the usual AWS_* variables.
+//   - gs://BUCKET: Google Cloud Storage, with Application Default
+//     Credentials. endpoint=http://HOST:PORT points it at another server
+//     (an emulator such as fake-gcs-server, a private endpoint), and
+//     anonymous=true sends no credentials; with endpoint, these two are the
+//     only parameters taken (besides prefix).
+//   - azblob://CONTAINER: Azure Blob Storage, with the AZURE_STORAGE_*
+//     variables or Azure's default credentials. For the Azurite emulator
+//     add protocol=http&domain=HOST:PORT&localemu=true: when the
+//     environment gives no AZURE_STORAGE_* credentials, Azurite's
+//     well-known development account ([AzuriteAccount]) and key are used,
+//     so the URL alone reaches it.
+//
+// Every scheme takes gocloud's prefix= parameter, which puts the store's
+// keys under a prefix. Each passes the same conformance tests, against a
+// real server of its kind (versitygw, fake-gcs-server, Azurite),
+// create-only writes included.
 //
 // Keys are grouped by run: everything a run writes lives under
 // transcripts/RUN/, outputs/RUN/, snapshots/RUN/ and events/RUN/, where
@@ -51,7 +66,10 @@ var ErrNotFound = errors.New("blob: not found")
 // final.
 type Store struct {
 	bucket *blob.Bucket
-	url    string
+	// closeClient releases what the bucket's Close does not (a gs://
+	// store's client on an endpoint of its own, see openBucket), or is nil.
+	closeClient func() error
+	url         string
 	// dir is the directory of a file:// store, which creates blobs itself
 	// (see Create), and prefix the prefix its URL puts its keys under; ""
 	// for the others.
@@ -61,6 +79,8 @@ type Store struct {
 	// files and nothing else, written beside their path. local is such
 	// a store on a local file system (see PutWritten).
 	plain, local bool
+	// gcs is a gs:// store (see whole).
+	gcs bool
 
 	mu       sync.Mutex
 	cache    map[string][]byte
@@ -99,11 +119,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 			plain, local = true, localFS(dir)
 		}
 	}
-	b, err := blob.OpenBucket(ctx, url)
+	b, closeClient, err := openBucket(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("blob: open %s: %w", url, err)
 	}
-	return &Store{bucket: b, url: url, dir: fileDir, prefix: filePrefix, plain: plain, local: local, cache: map[string][]byte{}, maxCache: 64 << 20}, nil
+	return &Store{bucket: b, closeClient: closeClient, url: url, dir: fileDir, prefix: filePrefix, plain: plain, local: local, gcs: strings.HasPrefix(url, "gs://"), cache: map[string][]byte{}, maxCache: 64 << 20}, nil
 }
 
 // URL is the URL the store was opened with.
@@ -111,11 +131,23 @@ func (s *Store) URL() string { return s.url }
 
 // Put writes data under key.
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
-	if err := s.bucket.WriteAll(ctx, key, data, nil); err != nil {
+	if err := s.bucket.WriteAll(ctx, key, data, s.whole(&blob.WriterOptions{})); err != nil {
 		return fmt.Errorf("blob: put %s: %w", key, err)
 	}
 	s.forget(key)
 	return nil
+}
+
+// whole returns opts for a write of data held whole in memory. GCS's
+// client buffers every write in a chunk of 16 MiB by default, allocated
+// for a blob of a few bytes all the same (many writers at once, as in
+// memory's compare-and-swap, each take one): a whole write goes in one
+// request, with no chunk.
+func (s *Store) whole(opts *blob.WriterOptions) *blob.WriterOptions {
+	if s.gcs {
+		opts.BufferSize = -1 // gcsblob: no chunking, one request
+	}
+	return opts
 }
 
 // forget drops key's cached content after a rewrite.
@@ -347,9 +379,9 @@ const CheckTimeout = 15 * time.Second
 // cannot be used (a wrong URL, no credentials, a bucket that does not
 // exist) is found when a worker starts rather than at a run's first turn.
 // It also creates a blob twice (Create), so that a store that does not
-// honour create-only writes (an S3-compatible server that ignores
-// If-None-Match), on which memory's compare-and-swap would let every
-// writer win, is found too. It gives up after CheckTimeout.
+// honour create-only writes (an S3-compatible server or an emulator that
+// ignores If-None-Match or ifGenerationMatch), on which memory's
+// compare-and-swap would let every writer win, is found too. It gives up after CheckTimeout.
 func (s *Store) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
@@ -384,7 +416,7 @@ func (s *Store) checkCreate(ctx context.Context, key string) error {
 		err = s.Create(ctx, key, []byte("second"))
 		switch {
 		case err == nil:
-			err = errors.New("a create-only write (If-None-Match: *) replaced the blob it found: the store does not honour conditional writes, which memory needs")
+			err = errors.New("a create-only write (If-None-Match: * on S3 and Azure, ifGenerationMatch=0 on GCS) replaced the blob it found: the store does not honour conditional writes, which memory needs")
 		case errors.Is(err, ErrExists):
 			err = nil
 		}
@@ -399,4 +431,10 @@ func (s *Store) checkCreate(ctx context.Context, key string) error {
 }
 
 // Close releases the bucket.
-func (s *Store) Close() error { return s.bucket.Close() }
+func (s *Store) Close() error {
+	err := s.bucket.Close()
+	if s.closeClient != nil {
+		err = errors.Join(err, s.closeClient())
+	}
+	return err
+}

@@ -48,7 +48,7 @@ func (s *Store) Create(ctx context.Context, key string, data []byte) error {
 	if s.dir != "" {
 		err = s.createFile(ctx, key, data)
 	} else {
-		err = s.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{IfNotExist: true})
+		err = s.bucket.WriteAll(ctx, key, data, s.whole(&blob.WriterOptions{IfNotExist: true}))
 		if lostCreate(err) {
 			err = ErrExists
 		}
