@@ -465,6 +465,15 @@ cmd_up() {
 	client_env >"$STATE/env"
 	temporal_up
 	worker_env >"$STATE/worker.env"
+	if ! cmp -s "$STATE/worker.env" "$STATE/worker.env.running"; then
+		# Another model or store: troupe refuses to serve a queue beside a
+		# worker with other settings, and the server lists a stopped worker's
+		# polls for a while. Stop them all, and wait until theirs are stale.
+		log "the workers' model settings changed: restarting them all (waiting up to 75 s for the old ones' polls to go stale)"
+		for n in "${HOSTS[@]}"; do host_stop "$n"; done
+		(set -a && . "$STATE/env" && "$STATE/bin/clusterctl" wait-stale troupe "@troupe-h")
+		cp "$STATE/worker.env" "$STATE/worker.env.running"
+	fi
 	for n in "${HOSTS[@]}"; do
 		[ -d "$(host_disk "$n").dead" ] && { log "host $n is killed: left down (restart-host $n)"; continue; }
 		host_up "$n"

@@ -10,6 +10,10 @@
 //	                                      identity starts with each WHO ("pid@host")
 //	                                      polls QUEUE: a worker that is up and passed
 //	                                      its start-up checks
+//	clusterctl wait-stale QUEUE PART      waits (up to 2 min) until no poller of
+//	                                      QUEUE whose identity holds PART polled
+//	                                      in the last 75 s: what troupe's
+//	                                      start-up check counts as a live worker
 //
 // Both read the connection from the environment the script writes for
 // clients: TEMPORAL_ADDRESS and the TEMPORAL_TLS_* paths (mTLS).
@@ -70,6 +74,11 @@ func run(args []string) error {
 			return errors.New("usage: clusterctl wait-pollers QUEUE WHO...")
 		}
 		return waitPollers(args[1], args[2:])
+	case "wait-stale":
+		if len(args) != 3 {
+			return errors.New("usage: clusterctl wait-stale QUEUE PART")
+		}
+		return waitStale(args[1], args[2])
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
@@ -127,16 +136,55 @@ func namespace(name string, retention time.Duration) error {
 	}
 }
 
-// waitPollers waits until each of who polls the workflow task queue.
-func waitPollers(queue string, who []string) error {
+// dial dials the frontend of the environment's namespace.
+func dial(ctx context.Context) (client.Client, error) {
 	tlsConfig, err := tlsFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	return client.DialContext(ctx, client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS"), Namespace: os.Getenv("TEMPORAL_NAMESPACE"),
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
+}
+
+// pollerFresh is troupe's (cli/runs.go): a worker whose last poll is more
+// recent counts as up in its start-up checks.
+const pollerFresh = 75 * time.Second
+
+// waitStale waits until the pollers whose identity holds part are no
+// longer fresh: workers stopped to change their model or store, which the
+// new ones would otherwise refuse to serve the queue beside.
+func waitStale(queue, part string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := dial(ctx)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
+	for {
+		resp, err := c.DescribeTaskQueue(ctx, queue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		fresh := 0
+		for _, p := range resp.GetPollers() {
+			if strings.Contains(p.GetIdentity(), part) && time.Since(p.GetLastAccessTime().AsTime()) < pollerFresh {
+				fresh++
+			}
+		}
+		if err == nil && fresh == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pollers of %s holding %q still fresh: %d (last error: %v)", queue, part, fresh, err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// waitPollers waits until each of who polls the workflow task queue.
+func waitPollers(queue string, who []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	c, err := client.DialContext(ctx, client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS"), Namespace: os.Getenv("TEMPORAL_NAMESPACE"),
-		ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
+	c, err := dial(ctx)
 	if err != nil {
 		return err
 	}
