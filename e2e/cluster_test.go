@@ -206,6 +206,19 @@ func clusterClient(t *testing.T, env map[string]string) client.Client {
 	if err == nil {
 		t.Fatal("the frontend answered a client without a certificate")
 	}
+	// An API key goes with the certificate (as the CLI sends
+	// TEMPORAL_API_KEY): this server has no authorizer, so the key is
+	// carried and not checked; the certificate is what lets a client in.
+	keyed, err := client.Dial(client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"], Logger: quiet(),
+		Credentials:       client.NewAPIKeyStaticCredentials("cluster-test-key"),
+		ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}})
+	if err == nil {
+		_, err = keyed.DescribeTaskQueue(context.Background(), troupe.DefaultTaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		keyed.Close()
+	}
+	if err != nil {
+		t.Fatalf("a client with its certificate and an API key: %v", err)
+	}
 	return c
 }
 

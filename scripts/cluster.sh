@@ -21,7 +21,8 @@
 #     10.77.24.11..13, each with its own hostname (a UTS namespace), its own
 #     disk ($STATE/disks/hN, mounted at /mnt/host in a private mount
 #     namespace that hides $STATE and /tmp), each running `troupe worker`
-#     with bwrap sandboxes.
+#     with bwrap sandboxes (no docker: the machine's dockerd cannot live
+#     in a host's namespaces cheaply, so the hosts do not see its socket).
 #
 # The workers use the model of $STATE/worker.env: OPENAI_* of the
 # environment `up` runs in (OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL,
@@ -416,6 +417,10 @@ host_up() { # n
 		mount --bind "$4" /mnt/troupe
 		mount -t tmpfs troupe-state "$3"
 		mount -t tmpfs troupe-tmp /tmp
+		# No Docker Engine on the hosts: the machine'"'"'s dockerd runs outside
+		# the host'"'"'s network and mount namespaces (it could not see
+		# /mnt/host to bind a workspace), so its socket is hidden.
+		if [ -S /run/docker.sock ]; then mount --bind /dev/null /run/docker.sock; fi
 		cd /mnt/host
 		set -a
 		. /mnt/host/env
