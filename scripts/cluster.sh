@@ -29,6 +29,8 @@
 # OPENAI_API), else each host's own offline scripted model. A change of
 # them restarts the workers on the next `up`.
 set -euo pipefail
+# (No `cmd | grep -q` below: grep -q quits at its first match, cmd may die
+# of SIGPIPE, and pipefail makes a found line look like a missing one.)
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 STATE=${TROUPE_CLUSTER_DIR:-/var/lib/troupe-cluster}
@@ -191,10 +193,10 @@ EOF
 		local kind=temporal
 		[ "$db" = temporal_visibility ] && kind=visibility
 		local sql=("$STATE/bin/temporal-sql-tool" --plugin postgres12 --ep 127.0.0.1 -p "$PG_PORT" -u temporal --pw "$pw" --db "$db")
-		if ! runuser -u postgres -- psql -h "$pg/run" -p "$PG_PORT" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='$db'" | grep -q 1; then
+		if ! grep -q 1 <<<"$(runuser -u postgres -- psql -h "$pg/run" -p "$PG_PORT" -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='$db'")"; then
 			"${sql[@]}" create-database >>"$STATE/logs/schema.log" 2>&1
 		fi
-		if ! runuser -u postgres -- psql -h "$pg/run" -p "$PG_PORT" -d "$db" -tAc "SELECT 1 FROM pg_tables WHERE tablename='schema_version'" | grep -q 1; then
+		if ! grep -q 1 <<<"$(runuser -u postgres -- psql -h "$pg/run" -p "$PG_PORT" -d "$db" -tAc "SELECT 1 FROM pg_tables WHERE tablename='schema_version'")"; then
 			"${sql[@]}" setup-schema -v 0.0 >>"$STATE/logs/schema.log" 2>&1
 		fi
 		"${sql[@]}" update-schema -d "$schemas/$kind/versioned" >>"$STATE/logs/schema.log" 2>&1 ||
@@ -352,17 +354,17 @@ net_up() {
 	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
 		ip link add "$BRIDGE" type bridge
 	fi
-	ip addr show dev "$BRIDGE" | grep -q "$BRIDGE_IP/24" || ip addr add "$BRIDGE_IP/24" dev "$BRIDGE"
+	grep -q "$BRIDGE_IP/24" <<<"$(ip addr show dev "$BRIDGE")" || ip addr add "$BRIDGE_IP/24" dev "$BRIDGE"
 	ip link set "$BRIDGE" up
 	for n in "${HOSTS[@]}"; do
 		local ns=troupe-h$n veth=trph$n
-		ip netns list | grep -qw "$ns" || ip netns add "$ns"
+		grep -qw "$ns" <<<"$(ip netns list)" || ip netns add "$ns"
 		if ! ip link show "$veth" >/dev/null 2>&1; then
 			ip link add "$veth" type veth peer name eth0 netns "$ns"
 		fi
 		ip link set "$veth" master "$BRIDGE" up
 		ip -n "$ns" link set lo up
-		ip -n "$ns" addr show dev eth0 | grep -q "$NET.1$n/24" || ip -n "$ns" addr add "$NET.1$n/24" dev eth0
+		grep -q "$NET.1$n/24" <<<"$(ip -n "$ns" addr show dev eth0)" || ip -n "$ns" addr add "$NET.1$n/24" dev eth0
 		ip -n "$ns" link set eth0 up
 		ip -n "$ns" route replace default via "$BRIDGE_IP"
 	done
@@ -530,7 +532,7 @@ cmd_status() {
 cmd_kill_host() {
 	local n=$1 disk
 	disk=$(host_disk "$n")
-	ip netns list | grep -qw "troupe-h$n" || die "no host $n"
+	grep -qw "troupe-h$n" <<<"$(ip netns list)" || die "no host $n"
 	host_stop "$n"
 	if [ -d "$disk" ]; then
 		mv "$disk" "$disk.dead"
