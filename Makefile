@@ -11,6 +11,11 @@
 #              worker killed -9 KILLS times each (20) at random, outputs
 #              identical to an undisturbed run; SEED=n replays a campaign
 #              (each prints its seed)
+#   make cluster  a real deployment on this machine (root): PostgreSQL, a
+#              Temporal server with mTLS and its Web UI, versitygw, three
+#              worker hosts in network namespaces (scripts/cluster.sh up);
+#              make cluster-down stops it; make cluster-test runs the
+#              cluster's end-to-end test (up, runs, a host killed, down)
 #   make scale the scale tests at full scale: an agent of 5,001 turns and a
 #              session of 2,000 (make test runs them at 1,001 and 200)
 export GOTOOLCHAIN := local
@@ -27,7 +32,7 @@ N ?= 5
 KILLS ?= 20
 SEED ?=
 
-.PHONY: run test stress crash scale bench lint setup build clean
+.PHONY: run test stress crash scale bench lint setup build clean cluster cluster-down cluster-test
 
 setup:
 	@scripts/setup.sh
@@ -72,6 +77,17 @@ crash: setup
 # machine the session of 2,000 turns alone took 15 minutes.
 scale: setup
 	$(GO) test -count=1 -timeout 45m -run '^(TestMarathon|TestSessionScale)$$' ./e2e -args -scale
+
+# The cluster: scripts/cluster.sh (up, down, status, kill-host N,
+# restart-host N). A cold up builds the Temporal server (minutes).
+cluster: setup
+	@scripts/cluster.sh up
+
+cluster-down:
+	@scripts/cluster.sh down
+
+cluster-test: setup
+	TROUPE_E2E_CLUSTER=1 $(GO) test -count=1 -v -timeout 30m -run '^TestCluster$$' ./e2e/
 
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 45m ./bench/

@@ -1,0 +1,257 @@
+package e2e
+
+// The deployment of scripts/cluster.sh, end to end: a real Temporal server
+// on PostgreSQL behind mTLS, versitygw, three worker hosts in network
+// namespaces. It needs root and takes minutes (a cold `up` builds the
+// server), so it runs only with TROUPE_E2E_CLUSTER=1: `make cluster-test`.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/cli"
+	"github.com/troupe-dev/troupe/examples/codereview"
+	"github.com/troupe-dev/troupe/examples/dealdesk"
+	"github.com/troupe-dev/troupe/runtime/model/scripted"
+)
+
+// clusterBridge is the address the cluster's services listen on, and the
+// hosts reach the root namespace at (scripts/cluster.sh's BRIDGE_IP).
+const clusterBridge = "10.77.24.1"
+
+// TestCluster: a deal-desk run from a client outside the hosts completes,
+// with activities on more than one host; with host 1 killed whole, a
+// second run completes on the others, none of its work on host 1.
+func TestCluster(t *testing.T) {
+	if os.Getenv("TROUPE_E2E_CLUSTER") == "" {
+		t.Skip("the cluster test runs with TROUPE_E2E_CLUSTER=1 (make cluster-test): it needs root and minutes")
+	}
+	// Not parallel: it sets the environment the CLI reads (t.Setenv).
+	script, err := filepath.Abs("../scripts/cluster.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := os.Getenv("TROUPE_CLUSTER_DIR")
+	if state == "" {
+		state = "/var/lib/troupe-cluster" // The script's default.
+	}
+
+	// The model: one scripted server for every host, on every address of
+	// the root namespace, so the hosts reach it through the bridge.
+	sc, err := scripted.ParseScenario(dealdesk.Scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr, err := scripted.ParseScenario(codereview.Scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Rules = append(sc.Rules, cr.Rules...)
+	model := scripted.New(sc)
+	base, err := model.Start("0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(strings.TrimSuffix(base, "/v1"), "http://"))
+	modelURL := "http://" + clusterBridge + ":" + port + "/v1"
+
+	cluster := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(script, args...)
+		cmd.Env = append(os.Environ(), "OPENAI_API_KEY=cluster-test", "OPENAI_BASE_URL="+modelURL, "TROUPE_CLUSTER_DIR="+state)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		t.Logf("cluster.sh %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+		return out.String()
+	}
+	cluster("up")
+	if os.Getenv("TROUPE_E2E_CLUSTER_KEEP") == "" {
+		t.Cleanup(func() { cluster("down") })
+	}
+	env := clusterEnv(t, filepath.Join(state, "env"))
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	t.Setenv("TROUPE_HOME", t.TempDir())
+	t.Setenv("OPENAI_API_KEY", "")
+	c := clusterClient(t, env)
+
+	// Runs from this process, the root namespace: a client, not a worker.
+	run := func() troupe.RunResult {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
+		cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--task-queue", troupe.DefaultTaskQueue, "--json",
+			"Review the Acme Corp deal: a 3-year, 5000-seat renewal at 35% off list, net-90, go-live in 3 weeks."})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		start := time.Now()
+		if err := cmd.ExecuteContext(ctx); err != nil {
+			t.Fatalf("troupe run: %v\nstderr:\n%s", err, stderr.String())
+		}
+		var res troupe.RunResult
+		if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || res.Agent != "coordinator" || len(res.Output) == 0 {
+			t.Fatalf("result %+v (%v):\n%s\nstderr:\n%s", res, err, stdout.String(), stderr.String())
+		}
+		t.Logf("deal-desk run %s on the cluster: %s", res.WorkflowID, time.Since(start).Round(time.Millisecond))
+		return res
+	}
+
+	first := run()
+	hosts := activityHosts(t, c, first.WorkflowID)
+	if len(hosts) < 2 {
+		// Matching hands each task to any poller: one run of a dozen
+		// activities all on one of three hosts is rare, two in a row rarer.
+		second := run()
+		for h, n := range activityHosts(t, c, second.WorkflowID) {
+			hosts[h] += n
+		}
+	}
+	if len(hosts) < 2 {
+		t.Fatalf("activities ran on %v: want more than one host", hosts)
+	}
+	t.Logf("activities by host: %v", hosts)
+
+	cluster("kill-host", "1")
+	if out, err := exec.Command("ip", "netns", "pids", "troupe-h1").Output(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("host 1 killed, yet processes in its netns: %q (%v)", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "disks", "h1")); !os.IsNotExist(err) {
+		t.Fatalf("host 1 killed, yet its disk is where it was: %v", err)
+	}
+	after := run()
+	onRest := activityHosts(t, c, after.WorkflowID)
+	if onRest["troupe-h1"] > 0 || len(onRest) == 0 {
+		t.Fatalf("with host 1 dead, activities ran on %v", onRest)
+	}
+	t.Logf("with host 1 killed, activities by host: %v", onRest)
+	cluster("restart-host", "1")
+	if out := cluster("status"); strings.Contains(out, "DOWN") {
+		t.Fatalf("after restart-host 1:\n%s", out)
+	}
+}
+
+// clusterEnv reads the KEY='value' lines cluster.sh writes for clients.
+func clusterEnv(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	env := map[string]string{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		k, v, ok := strings.Cut(s.Text(), "=")
+		if !ok || strings.HasPrefix(k, "#") {
+			continue
+		}
+		env[k] = strings.TrimSuffix(strings.TrimPrefix(v, "'"), "'")
+	}
+	if env["TEMPORAL_ADDRESS"] == "" || env["TROUPE_BLOB_URL"] == "" {
+		t.Fatalf("%s has no TEMPORAL_ADDRESS or TROUPE_BLOB_URL: %v", path, env)
+	}
+	return env
+}
+
+// clusterClient dials the cluster's frontend with the client certificate.
+func clusterClient(t *testing.T, env map[string]string) client.Client {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(env["TEMPORAL_TLS_CLIENT_CERT_PATH"], env["TEMPORAL_TLS_CLIENT_KEY_PATH"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pem, err := os.ReadFile(env["TEMPORAL_TLS_SERVER_CA_CERT_PATH"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	c, err := client.Dial(client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"], Logger: quiet(),
+		ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+
+	// Without a client certificate the frontend refuses (mTLS is required).
+	bare, err := client.Dial(client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"], Logger: quiet(),
+		ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{RootCAs: pool}}})
+	if err == nil {
+		_, err = bare.DescribeTaskQueue(context.Background(), troupe.DefaultTaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		bare.Close()
+	}
+	if err == nil {
+		t.Fatal("the frontend answered a client without a certificate")
+	}
+	// An API key goes with the certificate (as the CLI sends
+	// TEMPORAL_API_KEY): this server has no authorizer, so the key is
+	// carried and not checked; the certificate is what lets a client in.
+	keyed, err := client.Dial(client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"], Logger: quiet(),
+		Credentials:       client.NewAPIKeyStaticCredentials("cluster-test-key"),
+		ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}})
+	if err == nil {
+		_, err = keyed.DescribeTaskQueue(context.Background(), troupe.DefaultTaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
+		keyed.Close()
+	}
+	if err != nil {
+		t.Fatalf("a client with its certificate and an API key: %v", err)
+	}
+	return c
+}
+
+var clusterHost = regexp.MustCompile(`\d+@(troupe-h\d+)\b`)
+
+// activityHosts counts the activities of a run and of its child workflows,
+// all the way down, by the host of the worker that ran each (the hostname
+// in its identity: pid@host).
+func activityHosts(t *testing.T, c client.Client, workflowID string) map[string]int {
+	t.Helper()
+	hosts := map[string]int{}
+	queue := []string{workflowID}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatalf("history of %s: %v", id, err)
+			}
+			if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+				// The hosts' hostnames (UTS namespaces) are troupe-hN.
+				host := "not a cluster host: " + a.GetIdentity()
+				if m := clusterHost.FindStringSubmatch(a.GetIdentity()); m != nil {
+					host = m[1]
+				}
+				hosts[host]++
+			}
+			if ch := ev.GetChildWorkflowExecutionStartedEventAttributes(); ch != nil && !slices.Contains(queue, ch.GetWorkflowExecution().GetWorkflowId()) {
+				queue = append(queue, ch.GetWorkflowExecution().GetWorkflowId())
+			}
+		}
+	}
+	return hosts
+}
