@@ -126,6 +126,17 @@ type ManagerInput struct {
 	// then) and carried, so no later worker's setting changes a run's
 	// commands. Callers leave it 0.
 	Bound int `json:"bound,omitempty"`
+	// Created are the sessions its last runs created, by the id of the
+	// update that asked for each (see SentMessage: a create sent again
+	// after the manager continued as new gets the session it made).
+	Created []CreatedSession `json:"created,omitempty"`
+}
+
+// CreatedSession is a session the manager created, by the id of the
+// update that asked for it.
+type CreatedSession struct {
+	Update string `json:"update"`
+	ID     string `json:"id"`
 }
 
 // Removing a session: troupe sessions rm, client.RemoveSession.

@@ -71,6 +71,9 @@ type manager struct {
 	outcomes map[string]*troupe.CommandOutcome
 	// bound is the history length at which the run continues as new.
 	bound int
+	// created are the sessions the last runs created, by update id, at
+	// most keptSends of them (troupe.CreatedSession).
+	created []troupe.CreatedSession
 }
 
 // SessionManagerWorkflow runs the session manager: see the top of this
@@ -78,7 +81,7 @@ type manager struct {
 // pages, see registry.go), when its history reaches its bound.
 func (r *Runner) SessionManagerWorkflow(ctx workflow.Context, in troupe.ManagerInput) error {
 	m := &manager{r: r, sessions: in.Sessions, failed: map[string]troupe.ForkFailure{}, removed: map[string]bool{},
-		outcomes: map[string]*troupe.CommandOutcome{}, loading: len(in.Pages) > 0}
+		outcomes: map[string]*troupe.CommandOutcome{}, loading: len(in.Pages) > 0, created: in.Created}
 	if err := m.setHandlers(ctx); err != nil {
 		return err
 	}
@@ -234,9 +237,9 @@ func (m *manager) continueAsNew(ctx workflow.Context, in troupe.ManagerInput) er
 	kept := pruneStopped(m.sessions, keptStopped)
 	v := workflow.GetVersion(ctx, versionManagerPages, workflow.DefaultVersion, 2)
 	if v == workflow.DefaultVersion {
-		return workflow.NewContinueAsNewError(ctx, troupe.SessionManagerWorkflowName, troupe.ManagerInput{Sessions: kept, Bound: m.bound})
+		return workflow.NewContinueAsNewError(ctx, troupe.SessionManagerWorkflowName, troupe.ManagerInput{Sessions: kept, Bound: m.bound, Created: m.created})
 	}
-	next := troupe.ManagerInput{Bound: m.bound}
+	next := troupe.ManagerInput{Bound: m.bound, Created: m.created}
 	if v >= 2 {
 		// The pages the previous run read go now, a run later than at
 		// version 1, so that a reset of a run to its start still finds
@@ -371,6 +374,9 @@ func (m *manager) find(id string) int {
 }
 
 func (m *manager) checkCreate(ctx workflow.Context, in troupe.CreateSessionInput) error {
+	if _, ok := m.createdBefore(ctx); ok {
+		return nil // Done already: answered as it stands.
+	}
 	switch {
 	case in.Session.Graph == "":
 		return temporal.NewNonRetryableApplicationError("a session needs a graph", troupe.ErrBadCommand, nil)
@@ -385,9 +391,46 @@ func (m *manager) checkCreate(ctx workflow.Context, in troupe.CreateSessionInput
 	return err
 }
 
-// create starts the session as an abandoned child and registers it once
-// it has started; a session that could not start is not registered.
+// create creates a session (start), once per update: a create sent again
+// after the run that took it continued as new gets the session it made.
 func (m *manager) create(ctx workflow.Context, in troupe.CreateSessionInput) (troupe.SessionEntry, error) {
+	if id, ok := m.createdBefore(ctx); ok {
+		if i := m.find(id); i >= 0 {
+			return m.sessions[i], nil
+		}
+		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s, which this request created, was removed since", id), troupe.ErrUnknownSession, nil)
+	}
+	e, err := m.start(ctx, in)
+	if err == nil {
+		if u := workflow.GetCurrentUpdateInfo(ctx).ID; u != "" {
+			m.created = append(m.created, troupe.CreatedSession{Update: u, ID: e.ID})
+			if len(m.created) > keptSends {
+				m.created = slices.Clone(m.created[len(m.created)-keptSends:])
+			}
+		}
+	}
+	return e, err
+}
+
+// createdBefore returns the session the running update created, if it
+// did: the update was sent again, after the run that took it continued
+// as new (troupe.CreatedSession).
+func (m *manager) createdBefore(ctx workflow.Context) (string, bool) {
+	u := workflow.GetCurrentUpdateInfo(ctx).ID
+	if u == "" {
+		return "", false
+	}
+	for _, c := range slices.Backward(m.created) {
+		if c.Update == u {
+			return c.ID, true
+		}
+	}
+	return "", false
+}
+
+// start starts the session as an abandoned child and registers it once
+// it has started; a session that could not start is not registered.
+func (m *manager) start(ctx workflow.Context, in troupe.CreateSessionInput) (troupe.SessionEntry, error) {
 	id := in.ID
 	if id == "" {
 		var suffix string

@@ -1354,3 +1354,57 @@ func TestSessionManagerRemoves(t *testing.T) {
 		t.Errorf("listed %+v, want s3 alone", listed)
 	}
 }
+
+// A create the manager took, sent again to its next run (the server
+// knows update ids within one run only), gets the session it made, not a
+// second one, with or without an id of its own; the manager carries the
+// creates of its last runs on.
+func TestSessionManagerCreatesOnceAcrossRuns(t *testing.T) {
+	env, _ := newEnv(t, nil)
+	made := troupe.SessionEntry{ID: "session-test-made", Graph: "test", Agent: "c", Status: runtime.SessionIdle}
+	var again, named, fresh *workflowstest.Update
+	env.RegisterDelayedCallback(func() {
+		again = workflowstest.SendUpdateWithID(env, troupe.CreateSessionUpdate, "create-1", troupe.CreateSessionInput{Session: troupe.SessionInput{Graph: "test"}})
+		named = workflowstest.SendUpdateWithID(env, troupe.CreateSessionUpdate, "create-2", troupe.CreateSessionInput{ID: "named", Session: troupe.SessionInput{Graph: "test"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		fresh = workflowstest.SendUpdateWithID(env, troupe.CreateSessionUpdate, "create-3", troupe.CreateSessionInput{ID: "fresh", Session: troupe.SessionInput{Graph: "test"}})
+	}, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		workflowstest.SendUpdate(env, troupe.LifecycleUpdate, troupe.LifecycleInput{ID: "fresh", Command: troupe.SessionCommand{Op: troupe.CommandStop}})
+	}, 30*time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SetCurrentHistoryLength(100000)
+		env.SignalWorkflow(troupe.SessionChangedSignal, made) // Wakes the manager at its bound.
+	}, time.Minute)
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{
+		Sessions: []troupe.SessionEntry{made, {ID: "named", Graph: "test", Agent: "c", Status: runtime.SessionIdle}},
+		Created:  []troupe.CreatedSession{{Update: "create-1", ID: made.ID}, {Update: "create-2", ID: "named"}},
+	})
+	var cae *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &cae) {
+		t.Fatalf("manager ended with %v, want it to continue as new", err)
+	}
+	for name, tc := range map[string]struct {
+		u  *workflowstest.Update
+		id string
+	}{"again": {again, made.ID}, "named": {named, "named"}, "fresh": {fresh, "fresh"}} {
+		var e troupe.SessionEntry
+		if tc.u.Err() != nil {
+			t.Errorf("%s: %v", name, tc.u.Err())
+			continue
+		}
+		tc.u.Decode(t, &e)
+		if e.ID != tc.id {
+			t.Errorf("%s: session %s, want %s", name, e.ID, tc.id)
+		}
+	}
+	var next troupe.ManagerInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	want := []troupe.CreatedSession{{Update: "create-1", ID: made.ID}, {Update: "create-2", ID: "named"}, {Update: "create-3", ID: "fresh"}}
+	if !slices.Equal(next.Created, want) {
+		t.Errorf("the next run carries creates %v, want %v", next.Created, want)
+	}
+}
