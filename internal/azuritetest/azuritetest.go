@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -41,11 +40,7 @@ type Server struct {
 // Dir returns the directory Azurite is installed under: $TROUPE_AZURITE,
 // else tools/azurite in this module.
 func Dir() string {
-	if p := os.Getenv("TROUPE_AZURITE"); p != "" {
-		return p
-	}
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "tools", "azurite")
+	return proctest.Tool("TROUPE_AZURITE", "azurite")
 }
 
 // Start starts Azurite's blob service with one container per name given,
@@ -65,25 +60,14 @@ func Start(t testing.TB, containers ...string) *Server {
 			t.Fatalf("Azurite is missing (%v): run scripts/setup.sh (make test does)", err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := ln.Addr().String()
+	host := proctest.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(host)
-	ln.Close()
 	cmd := exec.Command(node, main, "--blobHost", "127.0.0.1", "--blobPort", port,
 		"--inMemoryPersistence",
 		// No telemetry (it would reach out of the machine), and every API
 		// version the Azure SDK may send accepted.
 		"--disableTelemetry", "--skipApiVersionCheck", "--silent")
-	proctest.Serve(t, "azurite", cmd, filepath.Join(t.TempDir(), "azurite.log"), 60*time.Second, func() bool {
-		c, err := net.Dial("tcp", host)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	proctest.Serve(t, "azurite", cmd, filepath.Join(t.TempDir(), "azurite.log"), 60*time.Second, func() bool { return proctest.Dials(host) })
 	s := &Server{Host: host}
 	if len(containers) > 0 {
 		cred, err := azblob.NewSharedKeyCredential(Account, Key)

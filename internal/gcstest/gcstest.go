@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -37,11 +36,7 @@ type Server struct {
 // Binary returns the path of fake-gcs-server: $TROUPE_FAKE_GCS_SERVER,
 // else tools/bin/fake-gcs-server in this module.
 func Binary() string {
-	if p := os.Getenv("TROUPE_FAKE_GCS_SERVER"); p != "" {
-		return p
-	}
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "tools", "bin", "fake-gcs-server")
+	return proctest.Tool("TROUPE_FAKE_GCS_SERVER", "bin", "fake-gcs-server")
 }
 
 // Start starts fake-gcs-server with one bucket per name given, and stops
@@ -53,25 +48,14 @@ func Start(t testing.TB, buckets ...string) *Server {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("fake-gcs-server is missing (%v): run scripts/setup.sh (make test does)", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
+	addr := proctest.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
-	ln.Close()
 	endpoint := "http://" + addr
 	// -public-host makes the server take requests addressed to it by this
 	// host as path-style ones (/BUCKET/OBJECT, the XML API reads use).
 	cmd := exec.Command(bin, "-backend", "memory", "-scheme", "http", "-host", "127.0.0.1", "-port", port,
 		"-public-host", addr, "-external-url", endpoint, "-log-level", "warn")
-	proctest.Serve(t, "fake-gcs-server", cmd, filepath.Join(t.TempDir(), "fake-gcs-server.log"), 30*time.Second, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	proctest.Serve(t, "fake-gcs-server", cmd, filepath.Join(t.TempDir(), "fake-gcs-server.log"), 30*time.Second, func() bool { return proctest.Dials(addr) })
 	s := &Server{Endpoint: endpoint}
 	for _, b := range buckets {
 		s.createBucket(t, b)

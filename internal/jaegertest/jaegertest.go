@@ -12,12 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,11 +40,7 @@ type Jaeger struct {
 // Binary returns the path of jaeger: $TROUPE_JAEGER, else tools/bin/jaeger
 // in this module.
 func Binary() string {
-	if p := os.Getenv("TROUPE_JAEGER"); p != "" {
-		return p
-	}
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "tools", "bin", "jaeger")
+	return proctest.Tool("TROUPE_JAEGER", "bin", "jaeger")
 }
 
 const config = `service:
@@ -100,7 +94,7 @@ func Start(t testing.TB) *Jaeger {
 	}
 	addrs := make([]any, 5)
 	for i := range addrs {
-		addrs[i] = freeAddr(t)
+		addrs[i] = proctest.FreeAddr(t)
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
@@ -118,18 +112,9 @@ func Start(t testing.TB) *Jaeger {
 	j := &Jaeger{query: "http://" + addrs[0].(string), OTLPHTTP: "http://" + addrs[2].(string), OTLPGRPC: "http://" + addrs[3].(string),
 		metrics: "http://" + addrs[4].(string) + "/metrics"}
 	proctest.Serve(t, "jaeger", cmd, filepath.Join(dir, "jaeger.log"), 60*time.Second, func() bool {
-		return ready(j.query+"/api/services") && ready(j.metrics) && dials(addrs[2].(string)) && dials(addrs[3].(string))
+		return ready(j.query+"/api/services") && ready(j.metrics) && proctest.Dials(addrs[2].(string)) && proctest.Dials(addrs[3].(string))
 	})
 	return j
-}
-
-func freeAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func ready(url string) bool {
@@ -139,15 +124,6 @@ func ready(url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-func dials(addr string) bool {
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }
 
 // Span is a span as Jaeger stores it.

@@ -3,11 +3,49 @@
 package proctest
 
 import (
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 )
+
+// Tool returns where a server that scripts/setup.sh installs is: the
+// path in the environment variable env, when set, else elem under this
+// module's tools directory (tools/bin/versitygw: Tool("TROUPE_VERSITYGW",
+// "bin", "versitygw")).
+func Tool(env string, elem ...string) string {
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(append([]string{filepath.Dir(file), "..", "..", "tools"}, elem...)...)
+}
+
+// FreeAddr returns a loopback address (127.0.0.1:PORT) with a port free
+// now, for a server the test starts.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Dials reports whether something accepts TCP connections at addr: the
+// up check of Serve for a server that is ready once it listens.
+func Dials(addr string) bool {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
 
 // Serve starts cmd with its output in the file log, stops it when the
 // test ends, and returns once up reports true. It fails the test, with

@@ -11,11 +11,9 @@ package s3test
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -40,11 +38,7 @@ type Server struct {
 // Binary returns the path of versitygw: $TROUPE_VERSITYGW, else
 // tools/bin/versitygw in this module.
 func Binary() string {
-	if p := os.Getenv("TROUPE_VERSITYGW"); p != "" {
-		return p
-	}
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "tools", "bin", "versitygw")
+	return proctest.Tool("TROUPE_VERSITYGW", "bin", "versitygw")
 }
 
 // Start starts versitygw with one bucket per name given, and stops it when
@@ -74,21 +68,10 @@ func start(t testing.TB, posixFlags, buckets []string) *Server {
 			t.Fatal(err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := proctest.FreeAddr(t)
 	cmd := exec.Command(bin, append(append([]string{"--port", addr, "posix"}, posixFlags...), root)...)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+Access, "ROOT_SECRET_ACCESS_KEY="+Secret)
-	proctest.Serve(t, "versitygw", cmd, filepath.Join(t.TempDir(), "versitygw.log"), 30*time.Second, func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	proctest.Serve(t, "versitygw", cmd, filepath.Join(t.TempDir(), "versitygw.log"), 30*time.Second, func() bool { return proctest.Dials(addr) })
 	return &Server{Endpoint: "http://" + addr, Root: root}
 }
 
