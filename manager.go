@@ -126,14 +126,16 @@ type ManagerInput struct {
 	// then) and carried, so no later worker's setting changes a run's
 	// commands. Callers leave it 0.
 	Bound int `json:"bound,omitempty"`
-	// Created are the sessions its last runs created, by the id of the
-	// update that asked for each (see SentMessage: a create sent again
-	// after the manager continued as new gets the session it made).
+	// Created are the sessions its last runs created, forked or
+	// commanded (pause, stop, rename...), by the id of the update that
+	// asked for each (see SentMessage): a create, fork or command sent
+	// again after the manager continued as new is answered with the
+	// session as it stands, not done twice.
 	Created []CreatedSession `json:"created,omitempty"`
 }
 
-// CreatedSession is a session the manager created, by the id of the
-// update that asked for it.
+// CreatedSession is a session the manager created, forked or commanded,
+// by the id of the update that asked for it.
 type CreatedSession struct {
 	Update string `json:"update"`
 	ID     string `json:"id"`

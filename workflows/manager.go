@@ -71,8 +71,9 @@ type manager struct {
 	outcomes map[string]*troupe.CommandOutcome
 	// bound is the history length at which the run continues as new.
 	bound int
-	// created are the sessions the last runs created, by update id, at
-	// most keptSends of them (troupe.CreatedSession).
+	// created are the sessions the last runs created, forked or
+	// commanded, by update id, at most keptSends of them
+	// (troupe.CreatedSession).
 	created []troupe.CreatedSession
 }
 
@@ -374,7 +375,7 @@ func (m *manager) find(id string) int {
 }
 
 func (m *manager) checkCreate(ctx workflow.Context, in troupe.CreateSessionInput) error {
-	if _, ok := m.createdBefore(ctx); ok {
+	if _, ok := m.actedBefore(ctx); ok {
 		return nil // Done already: answered as it stands.
 	}
 	switch {
@@ -394,28 +395,21 @@ func (m *manager) checkCreate(ctx workflow.Context, in troupe.CreateSessionInput
 // create creates a session (start), once per update: a create sent again
 // after the run that took it continued as new gets the session it made.
 func (m *manager) create(ctx workflow.Context, in troupe.CreateSessionInput) (troupe.SessionEntry, error) {
-	if id, ok := m.createdBefore(ctx); ok {
-		if i := m.find(id); i >= 0 {
-			return m.sessions[i], nil
-		}
-		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s, which this request created, was removed since", id), troupe.ErrUnknownSession, nil)
+	if id, ok := m.actedBefore(ctx); ok {
+		return m.answerAgain(id)
 	}
 	e, err := m.start(ctx, in)
 	if err == nil {
-		if u := workflow.GetCurrentUpdateInfo(ctx).ID; u != "" {
-			m.created = append(m.created, troupe.CreatedSession{Update: u, ID: e.ID})
-			if len(m.created) > keptSends {
-				m.created = slices.Clone(m.created[len(m.created)-keptSends:])
-			}
-		}
+		m.remember(ctx, e.ID)
 	}
 	return e, err
 }
 
-// createdBefore returns the session the running update created, if it
-// did: the update was sent again, after the run that took it continued
-// as new (troupe.CreatedSession).
-func (m *manager) createdBefore(ctx workflow.Context) (string, bool) {
+// actedBefore returns the session the running update created, forked or
+// commanded, if it did: the update was sent again, after the run that
+// took it continued as new (troupe.CreatedSession). The server knows an
+// update's id within one run only.
+func (m *manager) actedBefore(ctx workflow.Context) (string, bool) {
 	u := workflow.GetCurrentUpdateInfo(ctx).ID
 	if u == "" {
 		return "", false
@@ -426,6 +420,28 @@ func (m *manager) createdBefore(ctx workflow.Context) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// remember records that the running update acted on session id, so that
+// the update sent again to a later run is answered, not done twice.
+func (m *manager) remember(ctx workflow.Context, id string) {
+	u := workflow.GetCurrentUpdateInfo(ctx).ID
+	if u == "" {
+		return
+	}
+	m.created = append(m.created, troupe.CreatedSession{Update: u, ID: id})
+	if len(m.created) > keptSends {
+		m.created = slices.Clone(m.created[len(m.created)-keptSends:])
+	}
+}
+
+// answerAgain answers an update done before (actedBefore) with session
+// id as it stands now.
+func (m *manager) answerAgain(id string) (troupe.SessionEntry, error) {
+	if i := m.find(id); i >= 0 {
+		return m.sessions[i], nil
+	}
+	return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("session %s, which this request acted on, was removed since", id), troupe.ErrUnknownSession, nil)
 }
 
 // start starts the session as an abandoned child and registers it once
@@ -463,6 +479,9 @@ func (m *manager) start(ctx workflow.Context, in troupe.CreateSessionInput) (tro
 }
 
 func (m *manager) checkLifecycle(ctx workflow.Context, in troupe.LifecycleInput) error {
+	if _, ok := m.actedBefore(ctx); ok {
+		return nil // Done already: answered as it stands.
+	}
 	i := m.find(in.ID)
 	if i < 0 {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no session %s", in.ID), troupe.ErrUnknownSession, nil)
@@ -481,6 +500,9 @@ func (m *manager) checkLifecycle(ctx workflow.Context, in troupe.LifecycleInput)
 // snapshot of every workspace, and one that fails fails the command
 // (troupe.ErrSnapshotFailed, saying why and what to do).
 func (m *manager) lifecycle(ctx workflow.Context, in troupe.LifecycleInput) (troupe.SessionEntry, error) {
+	if id, ok := m.actedBefore(ctx); ok {
+		return m.answerAgain(id)
+	}
 	i := m.find(in.ID)
 	op := in.Command.Op
 	wait := i >= 0 && (op == troupe.CommandPause || op == troupe.CommandSwitch && m.sessions[i].Status == runtime.SessionIdle) &&
@@ -521,10 +543,14 @@ func (m *manager) lifecycle(ctx workflow.Context, in troupe.LifecycleInput) (tro
 		e.Backends = []string{in.Command.Arg}
 	}
 	e.LastActivity = workflow.Now(ctx)
+	m.remember(ctx, in.ID)
 	return *e, nil
 }
 
 func (m *manager) checkFork(ctx workflow.Context, in troupe.ForkInput) error {
+	if _, ok := m.actedBefore(ctx); ok {
+		return nil // Done already: answered as it stands.
+	}
 	if err := m.checkLifecycle(ctx, troupe.LifecycleInput{ID: in.ID, Command: troupe.SessionCommand{Op: troupe.CommandRename}}); err != nil {
 		return err
 	}
@@ -541,6 +567,9 @@ func (m *manager) checkFork(ctx workflow.Context, in troupe.ForkInput) error {
 // answers once the fork has started and told the manager so, or the
 // session said why it could not.
 func (m *manager) fork(ctx workflow.Context, in troupe.ForkInput) (troupe.SessionEntry, error) {
+	if id, ok := m.actedBefore(ctx); ok {
+		return m.answerAgain(id)
+	}
 	id := in.NewID
 	if id == "" {
 		var suffix string
@@ -564,6 +593,7 @@ func (m *manager) fork(ctx workflow.Context, in troupe.ForkInput) (troupe.Sessio
 		delete(m.failed, id)
 		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("fork of session %s failed: %s", in.ID, f.Error), cmp.Or(f.Type, troupe.ErrBadCommand), nil)
 	}
+	m.remember(ctx, id)
 	return m.sessions[m.find(id)], nil
 }
 

@@ -1403,8 +1403,66 @@ func TestSessionManagerCreatesOnceAcrossRuns(t *testing.T) {
 	if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
 		t.Fatal(err)
 	}
+	// The stop is carried too (under the id the environment gave it).
 	want := []troupe.CreatedSession{{Update: "create-1", ID: made.ID}, {Update: "create-2", ID: "named"}, {Update: "create-3", ID: "fresh"}}
-	if !slices.Equal(next.Created, want) {
-		t.Errorf("the next run carries creates %v, want %v", next.Created, want)
+	if len(next.Created) != 4 || !slices.Equal(next.Created[:3], want) || next.Created[3].ID != "fresh" {
+		t.Errorf("the next run carries creates %v, want %v and the stop of fresh", next.Created, want)
+	}
+}
+
+// A fork or a command the manager took, sent again to its next run, is
+// answered with the session as it stands: a stop is not refused because
+// the session is stopped by then, and a fork is neither refused because
+// its session exists nor made twice.
+func TestSessionManagerCommandsOnceAcrossRuns(t *testing.T) {
+	env, _ := newEnv(t, nil)
+	stopped := troupe.SessionEntry{ID: "stopped", Graph: "test", Agent: "c", Status: runtime.SessionStopped}
+	parent := troupe.SessionEntry{ID: "parent", Graph: "test", Agent: "c", Status: runtime.SessionIdle}
+	named := troupe.SessionEntry{ID: "named-fork", Graph: "test", Agent: "c", Status: runtime.SessionIdle}
+	unnamed := troupe.SessionEntry{ID: "parent-fork-1234abcd", Graph: "test", Agent: "c", Status: runtime.SessionIdle}
+	var stop, forkNamed, forkUnnamed, gone *workflowstest.Update
+	env.RegisterDelayedCallback(func() {
+		stop = workflowstest.SendUpdateWithID(env, troupe.LifecycleUpdate, "stop-1", troupe.LifecycleInput{ID: stopped.ID, Command: troupe.SessionCommand{Op: troupe.CommandStop}})
+		forkNamed = workflowstest.SendUpdateWithID(env, troupe.ForkUpdate, "fork-1", troupe.ForkInput{ID: parent.ID, NewID: named.ID})
+		forkUnnamed = workflowstest.SendUpdateWithID(env, troupe.ForkUpdate, "fork-2", troupe.ForkInput{ID: parent.ID})
+		gone = workflowstest.SendUpdateWithID(env, troupe.LifecycleUpdate, "rename-1", troupe.LifecycleInput{ID: "removed", Command: troupe.SessionCommand{Op: troupe.CommandRename, Arg: "x"}})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SetCurrentHistoryLength(100000)
+		env.SignalWorkflow(troupe.SessionChangedSignal, parent) // Wakes the manager at its bound.
+	}, time.Minute)
+	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{
+		Sessions: []troupe.SessionEntry{stopped, parent, named, unnamed},
+		Created: []troupe.CreatedSession{{Update: "stop-1", ID: stopped.ID}, {Update: "fork-1", ID: named.ID},
+			{Update: "fork-2", ID: unnamed.ID}, {Update: "rename-1", ID: "removed"}},
+	})
+	var cae *workflow.ContinueAsNewError
+	if err := env.GetWorkflowError(); !errors.As(err, &cae) {
+		t.Fatalf("manager ended with %v, want it to continue as new", err)
+	}
+	for _, tc := range []struct {
+		name string
+		u    *workflowstest.Update
+		want troupe.SessionEntry
+	}{{"stop again", stop, stopped}, {"named fork again", forkNamed, named}, {"unnamed fork again", forkUnnamed, unnamed}} {
+		var e troupe.SessionEntry
+		if tc.u.Err() != nil {
+			t.Errorf("%s: %v", tc.name, tc.u.Err())
+			continue
+		}
+		tc.u.Decode(t, &e)
+		if e.ID != tc.want.ID || e.Status != tc.want.Status {
+			t.Errorf("%s: session %s (%s), want %s (%s)", tc.name, e.ID, e.Status, tc.want.ID, tc.want.Status)
+		}
+	}
+	if troupe.ErrorType(gone.Err()) != troupe.ErrUnknownSession {
+		t.Errorf("a command done before on a session removed since: %v, want %s", gone.Err(), troupe.ErrUnknownSession)
+	}
+	var next troupe.ManagerInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
+		t.Fatal(err)
+	}
+	if len(next.Sessions) != 4 && len(next.Pages) == 0 {
+		t.Errorf("the next run carries sessions %+v, want the 4 it had (no second fork)", next.Sessions)
 	}
 }
