@@ -41,6 +41,10 @@ type RunInput struct {
 	// Budget, when set, is the run's budget, over the graph's default
 	// (agents.Graph.WithBudget); the zero Budget lifts it.
 	Budget *agents.Budget `json:"budget,omitempty"`
+	// MaxConcurrentCalls, when above 0, bounds the calls of one model
+	// turn that run at once for every agent of the run, over each
+	// agent's own bound (agents.Agent.MaxConcurrentCalls).
+	MaxConcurrentCalls int `json:"max_concurrent_calls,omitempty"`
 }
 
 // Summary is what lists of runs and the Web UI show of a run: its graph

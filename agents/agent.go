@@ -12,6 +12,12 @@ const (
 	// DefaultMaxOutputRetries bounds how often an invalid structured output
 	// is fed back to the model before the run fails.
 	DefaultMaxOutputRetries = 2
+	// DefaultMaxConcurrentCalls bounds the tool calls and agents-as-tools
+	// of one model turn that run at once. It keeps a wide fan-out well
+	// under Temporal's limits on what one workflow may have pending (2,000
+	// activities or child workflows by default) and its model's endpoint
+	// from a burst of hundreds of calls at once.
+	DefaultMaxConcurrentCalls = 100
 )
 
 // Agent is a named definition of an LLM agent. It is plain Go data; the
@@ -54,6 +60,14 @@ type Agent struct {
 	Expose *Exposure
 	// MaxTurns bounds this agent's model turns; 0 means DefaultMaxTurns.
 	MaxTurns int
+	// MaxConcurrentCalls bounds the calls of one model turn (function
+	// tools, MCP tools and agents-as-tools) that run at once; 0 means
+	// DefaultMaxConcurrentCalls. The others wait for a slot and start in
+	// order: function tools, then MCP tools, then agents-as-tools, each
+	// in the order the model asked for them; their outputs reach the
+	// model in its order, as without a bound. A run can set its own
+	// bound for all its agents (troupe.RunInput.MaxConcurrentCalls).
+	MaxConcurrentCalls int
 	// MaxOutputRetries bounds the corrections of an invalid structured
 	// output; 0 means DefaultMaxOutputRetries, negative means none.
 	MaxOutputRetries int
@@ -82,6 +96,14 @@ func (a *Agent) TurnLimit() int {
 		return a.MaxTurns
 	}
 	return DefaultMaxTurns
+}
+
+// CallLimit is MaxConcurrentCalls with its default applied.
+func (a *Agent) CallLimit() int {
+	if a.MaxConcurrentCalls > 0 {
+		return a.MaxConcurrentCalls
+	}
+	return DefaultMaxConcurrentCalls
 }
 
 // OutputRetryLimit is MaxOutputRetries with its default applied.

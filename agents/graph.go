@@ -105,6 +105,9 @@ func NewGraph(name, entry string, agents ...*Agent) (*Graph, error) {
 		} else if len(a.Name) > 52 {
 			errs = append(errs, fmt.Errorf("agent %q: name longer than 52 characters", a.Name))
 		}
+		if a.MaxConcurrentCalls < 0 {
+			errs = append(errs, fmt.Errorf("agent %q: MaxConcurrentCalls %d is negative (0 takes the default, %d)", a.Name, a.MaxConcurrentCalls, DefaultMaxConcurrentCalls))
+		}
 		if _, dup := g.agents[a.Name]; dup {
 			errs = append(errs, fmt.Errorf("duplicate agent %q", a.Name))
 			continue

@@ -43,6 +43,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 		verbose          bool
 		vars             []string
 		budgetSpec       string
+		maxCalls         int
 		inputFile        string
 	)
 	graphFlags := map[string]*string{}
@@ -76,7 +77,10 @@ func runCommand(graphs []Graph) *cobra.Command {
 					return fmt.Errorf("graph %s needs an input: troupe run --graph %s \"what to do\"", g.Graph.Name(), g.Graph.Name())
 				}
 			}
-			in := troupe.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: input, Vars: map[string]string{}, Budget: budget}
+			if maxCalls < 0 {
+				return fmt.Errorf("--max-concurrent-calls %d: give a bound above 0, or leave it out for each agent's own", maxCalls)
+			}
+			in := troupe.RunInput{Graph: g.Graph.Name(), Agent: agent, Input: input, Vars: map[string]string{}, Budget: budget, MaxConcurrentCalls: maxCalls}
 			var roots []string
 			for _, f := range g.Flags {
 				v := graphFlags[f.Name]
@@ -150,6 +154,7 @@ func runCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "on failure, show the whole chain of errors and where the log is")
 	cmd.Flags().StringArrayVar(&vars, "var", nil, "run variable KEY=VALUE (repeatable)")
 	cmd.Flags().StringVar(&budgetSpec, "budget", "", "the run's budget, "+budgetUsage)
+	cmd.Flags().IntVar(&maxCalls, "max-concurrent-calls", 0, "at most this many tool calls and agents-as-tools of one model turn run at once, for every agent of the run (default: each agent's MaxConcurrentCalls, 100 unless set)")
 	cmd.Flags().StringVar(&wo.taskQueue, "task-queue", "", "task queue of the workers to run on (default "+troupe.DefaultTaskQueue+")")
 	cmd.Flags().BoolVar(&wo.serve, "worker", false, "serve the run from a worker in this process, sandboxes on this machine "+
 		"(the default on the embedded server of TROUPE_HOME without --task-queue; against a Temporal server named by --address, TEMPORAL_ADDRESS or a profile, the run goes to its workers)")

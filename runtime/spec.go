@@ -50,6 +50,10 @@ type RunSettings struct {
 	// graph's agents use; Unpriced lists those of them without a price.
 	Prices   agents.Prices `json:"prices,omitempty"`
 	Unpriced []string      `json:"unpriced,omitempty"`
+	// MaxConcurrentCalls, when not 0, is the run's own bound on the calls
+	// of one model turn that run at once, for every agent of the run
+	// (troupe.RunInput.MaxConcurrentCalls), over each agent's.
+	MaxConcurrentCalls int `json:"max_concurrent_calls,omitempty"`
 }
 
 // AgentSpec is what workflow code reads of one agent.
@@ -59,6 +63,11 @@ type AgentSpec struct {
 	// applied (agents.Agent.TurnLimit, OutputRetryLimit).
 	MaxTurns         int `json:"max_turns"`
 	MaxOutputRetries int `json:"max_output_retries"`
+	// MaxConcurrentCalls bounds the calls of one of the agent's model
+	// turns that run at once, its default applied
+	// (agents.Agent.CallLimit); see CallLimit. Specs recorded before the
+	// bound have 0: their turns run every call at once, as they did.
+	MaxConcurrentCalls int `json:"max_concurrent_calls,omitempty"`
 	// Sandbox: the agent runs in a sandbox.
 	Sandbox bool `json:"sandbox,omitempty"`
 	// MCPServers are the agent's MCP servers.
@@ -138,7 +147,7 @@ type ToolSpec struct {
 func SpecOf(g *agents.Graph, settings RunSettings) *GraphSpec {
 	s := &GraphSpec{Graph: g.Name(), Entry: g.Entry(), RunSettings: settings}
 	for _, a := range g.Agents() {
-		as := AgentSpec{Name: a.Name, MaxTurns: a.TurnLimit(), MaxOutputRetries: a.OutputRetryLimit(), Sandbox: a.Sandbox != nil}
+		as := AgentSpec{Name: a.Name, MaxTurns: a.TurnLimit(), MaxOutputRetries: a.OutputRetryLimit(), MaxConcurrentCalls: a.CallLimit(), Sandbox: a.Sandbox != nil}
 		if a.Memory.Generates() {
 			as.MemoryScope = a.Memory.Scope
 		}
@@ -170,6 +179,19 @@ func SpecOf(g *agents.Graph, settings RunSettings) *GraphSpec {
 		s.Agents = append(s.Agents, as)
 	}
 	return s
+}
+
+// CallLimit is how many calls of one of agent a's model turns run at
+// once in the run of s: the run's own bound, else the agent's; 0 (a spec
+// recorded before bounds) means all of them.
+func (s *GraphSpec) CallLimit(a *AgentSpec) int {
+	if a.MaxConcurrentCalls == 0 {
+		return 0
+	}
+	if s.MaxConcurrentCalls > 0 {
+		return s.MaxConcurrentCalls
+	}
+	return a.MaxConcurrentCalls
 }
 
 // Agent returns the named agent's spec, or nil when the graph had none.

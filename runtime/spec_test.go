@@ -26,7 +26,7 @@ func TestSpecOf(t *testing.T) {
 		&agents.Agent{Name: "c"})
 	spec := runtime.SpecOf(g, runtime.RunSettings{MaxHandoffs: 4, MaxToolDepth: 2, ModelActivities: true, ContinueAfterTurns: 7, ContinueAfterEvents: 70})
 	want := &runtime.GraphSpec{Graph: "g", Entry: "a", RunSettings: runtime.RunSettings{MaxHandoffs: 4, MaxToolDepth: 2, ModelActivities: true, ContinueAfterTurns: 7, ContinueAfterEvents: 70}, Agents: []runtime.AgentSpec{
-		{Name: "a", MaxTurns: 7, MaxOutputRetries: agents.DefaultMaxOutputRetries,
+		{Name: "a", MaxTurns: 7, MaxOutputRetries: agents.DefaultMaxOutputRetries, MaxConcurrentCalls: agents.DefaultMaxConcurrentCalls,
 			MCPServers: []runtime.MCPServerSpec{{Name: "m", CallTimeout: 5 * time.Second}},
 			Tools: []runtime.ToolSpec{
 				{Name: "f", Kind: agents.ToolFunction, Timeout: fn.Timeout()},
@@ -35,8 +35,8 @@ func TestSpecOf(t *testing.T) {
 				{Name: "transfer_to_b", Kind: agents.ToolHandoff, Target: "b"},
 				{Name: "transfer_to_c", Kind: agents.ToolHandoff, Target: "c", Hooks: true},
 			}},
-		{Name: "b", MaxTurns: agents.DefaultMaxTurns, MaxOutputRetries: 0},
-		{Name: "c", MaxTurns: agents.DefaultMaxTurns, MaxOutputRetries: agents.DefaultMaxOutputRetries},
+		{Name: "b", MaxTurns: agents.DefaultMaxTurns, MaxOutputRetries: 0, MaxConcurrentCalls: agents.DefaultMaxConcurrentCalls},
+		{Name: "c", MaxTurns: agents.DefaultMaxTurns, MaxOutputRetries: agents.DefaultMaxOutputRetries, MaxConcurrentCalls: agents.DefaultMaxConcurrentCalls},
 	}}
 	if !reflect.DeepEqual(spec, want) {
 		t.Fatalf("SpecOf =\n%+v\nwant\n%+v", spec, want)
@@ -66,5 +66,24 @@ func TestSpecOf(t *testing.T) {
 	}
 	if got := a.MCPServer("other").CallTimeout; got != agents.DefaultMCPTimeout {
 		t.Errorf("MCPServer(other).CallTimeout = %v, want the default", got)
+	}
+}
+
+// A run's bound on calls at once is over its agents'; a spec recorded
+// before bounds (0) bounds nothing, whatever the run asks.
+func TestCallLimit(t *testing.T) {
+	for _, tc := range []struct {
+		agent, run, want int
+	}{
+		{agent: 5, want: 5},
+		{agent: 5, run: 2, want: 2},
+		{agent: 5, run: 9, want: 9},
+		{agent: 0, want: 0},
+		{agent: 0, run: 3, want: 0},
+	} {
+		s := &runtime.GraphSpec{RunSettings: runtime.RunSettings{MaxConcurrentCalls: tc.run}}
+		if got := s.CallLimit(&runtime.AgentSpec{MaxConcurrentCalls: tc.agent}); got != tc.want {
+			t.Errorf("agent %d, run %d: CallLimit %d, want %d", tc.agent, tc.run, got, tc.want)
+		}
 	}
 }

@@ -58,6 +58,9 @@ type turnCalls struct {
 	sb    *lease.Life // nil for an agent without a sandbox
 	mt    *mcp.Tools  // nil for an agent without MCP servers
 	ctl   *control    // the session's controls, passed to agent tools
+	// slots bound the calls of the turn under way that run at once (nil
+	// when it has no more calls than its bound).
+	slots *slots
 }
 
 // pendingCall is a call running, and the future of its output.
@@ -96,9 +99,19 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 			}
 		}
 	}
+	t.slots = newSlots(t.spec.CallLimit(t.agent), len(d.Functions)+len(d.MCP)+len(d.AgentTools), t.ctl, &fatal)
+	defer func() { t.slots = nil }()
 	var fns []pendingCall
 	for i, c := range d.Functions {
-		fns = append(fns, pendingCall{c, t.chain.CheckOutput(ctx, fnCalls[i], t.function(ctx, rc, fnCalls[i], answers[i]))})
+		why := answers[i]
+		if why == "" {
+			why = t.slots.take(ctx)
+		}
+		f := t.chain.CheckOutput(ctx, fnCalls[i], t.function(ctx, rc, fnCalls[i], why))
+		if answers[i] == "" {
+			t.slots.holdUntil(ctx, f)
+		}
+		fns = append(fns, pendingCall{c, f})
 	}
 	for _, c := range d.MCP {
 		t.called(ctx, rc, c)
@@ -107,7 +120,13 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 			fns = append(fns, pendingCall{c, t.answered(ctx, c, "Error: "+why)})
 			continue
 		}
-		fns = append(fns, pendingCall{c, t.chain.CheckOutput(ctx, call, t.mt.Call(ctx, c, t.outputKey(rc, c)))})
+		if why := t.slots.take(ctx); why != "" {
+			fns = append(fns, pendingCall{c, t.answered(ctx, c, "Error: "+why)})
+			continue
+		}
+		f := t.chain.CheckOutput(ctx, call, t.mt.Call(ctx, c, t.outputKey(rc, c)))
+		t.slots.holdUntil(ctx, f)
+		fns = append(fns, pendingCall{c, f})
 	}
 	if len(d.AgentTools) > 0 {
 		// The agent is no longer alone in its tree: its root decides.
@@ -144,6 +163,69 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 		}
 	}
 	return outputs, handoff, usage, nil
+}
+
+// slots bound the calls of a turn that run at once (the agent's
+// CallLimit): a call takes a slot before it starts and gives it back once
+// its output is in, and the calls that find none wait, in the order they
+// come. A nil *slots bounds nothing: a turn with no more calls than its
+// bound (or in a run recorded before bounds) starts them all at once, with
+// the same commands as before bounds.
+//
+// A call waiting for a slot does not start while its session is paused
+// (the calls running finish), and never starts once the turn is
+// interrupted, cancelled or failed: it is answered why instead.
+type slots struct {
+	free  int
+	ctl   *control
+	fatal *error // the turn's failure, once it has one
+}
+
+// newSlots returns the slots of a turn of n calls, limit of them at once
+// (0: all), or nil when all of them can run at once.
+func newSlots(limit, n int, ctl *control, fatal *error) *slots {
+	if limit == 0 || n <= limit {
+		return nil
+	}
+	return &slots{free: limit, ctl: ctl, fatal: fatal}
+}
+
+// take waits for a free slot and takes it, or returns why the call does
+// not start.
+func (s *slots) take(ctx workflow.Context) string {
+	if s == nil {
+		return ""
+	}
+	paused := func() bool { return s.ctl != nil && s.ctl.paused }
+	err := workflow.Await(ctx, func() bool { return s.ctl.stopping() || *s.fatal != nil || s.free > 0 && !paused() })
+	switch {
+	case err != nil:
+		return "not run: the turn was cancelled before this call started"
+	case s.ctl.stopping():
+		return "not run: the user interrupted the turn before this call started"
+	case *s.fatal != nil:
+		return "not run: the turn failed before this call started: " + troupe.FailureText(*s.fatal)
+	}
+	s.free--
+	return ""
+}
+
+// give gives a slot back.
+func (s *slots) give() {
+	if s != nil {
+		s.free++
+	}
+}
+
+// holdUntil gives the slot a call took back once f, its output, is ready.
+func (s *slots) holdUntil(ctx workflow.Context, f workflow.Future) {
+	if s == nil {
+		return
+	}
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		_ = f.Get(gctx, nil)
+		s.give()
+	})
 }
 
 // functionCall and mcpCall are call c, of a function tool or of an MCP
@@ -233,12 +315,18 @@ func (t *turnCalls) agentTool(ctx workflow.Context, rc agents.RunContext, wg wor
 		done[c.CallID] = t.output(c, "Error: "+why)
 		return
 	}
+	if why := t.slots.take(ctx); why != "" {
+		done[c.CallID] = t.output(c, "Error: "+why)
+		return
+	}
 	prefix := fmt.Sprintf("%s/t%d.%d", rc.WorkflowID, rc.Turn, i)
 	t.rec.Add(ctx, troupe.Event{Kind: troupe.EventAgentToolStarted, Agent: t.agent.Name, Turn: rc.Turn, Tool: c.Name, CallID: c.CallID,
 		Detail: troupe.Preview(args.Input, 200), Child: fmt.Sprintf("%s/0-%s", prefix, tool.Target)})
 	wg.Add(1)
+	slots := t.slots
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer wg.Done()
+		defer slots.give()
 		child := troupe.AgentInput{Graph: t.in.Graph, RunID: t.in.RunID, Vars: t.in.Vars, Depth: t.in.Depth + 1,
 			Pending: []agents.Item{agents.UserMessage(args.Input)}, Spec: t.in.Spec, Backend: t.in.SandboxBackend()}
 		sctx, span := traceAgentTool(gctx, t.agent.Name, c)

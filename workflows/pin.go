@@ -86,6 +86,7 @@ func (r *Runner) pin(ctx workflow.Context, in troupe.RunInput) (*runtime.GraphSp
 		if err := budget.Check(spec, spec.Budget); err != nil {
 			return pinned{Err: err.Error(), ErrType: troupe.ErrBadBudget}
 		}
+		spec.MaxConcurrentCalls = max(in.MaxConcurrentCalls, 0)
 		return pinned{Spec: spec}
 	}).Get(&p)
 	if err != nil {
@@ -121,6 +122,9 @@ func (r *Runner) agentSpec(in troupe.AgentInput) (*runtime.GraphSpec, *runtime.A
 		var err error
 		if spec, err = r.liveSpec(in.Graph, 0); err != nil {
 			return nil, nil, err
+		}
+		for i := range spec.Agents {
+			spec.Agents[i].MaxConcurrentCalls = 0 // Its turns ran every call at once.
 		}
 	}
 	a := spec.Agent(in.Agent)

@@ -32,7 +32,15 @@ main(async ([url, tool, input]) => {
   const firstCall = await Promise.race([call, sleep(2000).then(() => 'pending')]);
 
   const second = await connect(url);
-  const status = await second.callTool({ name: 'troupe_run_status', arguments: { run_id: id } });
+  // The event the notification carried came from the worker's live bus;
+  // the status reads what the run's history holds, which has it once the
+  // workflow task that recorded it ends (a while, on a loaded machine).
+  let status;
+  for (let i = 0; i < 300; i++) {
+    status = await second.callTool({ name: 'troupe_run_status', arguments: { run_id: id } });
+    if (status.isError || (status.structuredContent?.events ?? []).length > 0) break;
+    await sleep(100);
+  }
   const result = await second.callTool({ name: 'troupe_run_result', arguments: { run_id: id, wait_seconds: 30 } }, undefined, { timeout: 60000 });
   const after = await second.callTool({ name: 'troupe_run_status', arguments: { run_id: id } });
   const unknown = await second.callTool({ name: 'troupe_run_result', arguments: { run_id: 'no-such-run', wait_seconds: 0 } });
