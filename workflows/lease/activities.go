@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -99,6 +100,7 @@ func (a *Activities) Register(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(a.SandboxSnapshot, activity.RegisterOptions{Name: SandboxSnapshotActivityName})
 	w.RegisterActivityWithOptions(a.SandboxStop, activity.RegisterOptions{Name: SandboxStopActivityName})
 	w.RegisterActivityWithOptions(a.WorkspaceGuidance, activity.RegisterOptions{Name: WorkspaceGuidanceActivityName})
+	w.RegisterActivityWithOptions(a.StoreServed, activity.RegisterOptions{Name: StoreServedActivityName})
 }
 
 // SetCluster names the Temporal cluster the worker talks to (ClusterID),
@@ -307,6 +309,9 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	spec := sandbox.Spec{
 		ID: sandboxID(in.WorkflowID, in.Generation), Manifest: m, Options: agent.Sandbox.Options,
 		Labels: a.sandboxLabels(ctx, cmp.Or(in.Owner, in.WorkflowID), agent.Name),
+	}
+	if in.Generation > 0 {
+		spec.Labels[troupe.LabelGeneration] = strconv.Itoa(in.Generation)
 	}
 	// A retry after a worker died mid-create replaces what it left (the
 	// sandbox.Client contract).
