@@ -27,8 +27,8 @@ func TestServedBy(t *testing.T) {
 	}{
 		{"no poller", nil, "", false},
 		{"only the dead worker, fresh", []*taskqueue.PollerInfo{poller("1@h1 a", time.Second)}, "1@h1 a", false},
-		{"the host's next worker", []*taskqueue.PollerInfo{poller("1@h1 a", time.Second), poller("2@h1 a", 10 * time.Second)}, "1@h1 a", true},
-		{"another worker, stale", []*taskqueue.PollerInfo{poller("1@h1 a", time.Second), poller("2@h1 a", PollerFresh + time.Second)}, "1@h1 a", false},
+		{"the host's next worker", []*taskqueue.PollerInfo{poller("1@h1 a", time.Second), poller("2@h1 a", 10*time.Second)}, "1@h1 a", true},
+		{"another worker, stale", []*taskqueue.PollerInfo{poller("1@h1 a", time.Second), poller("2@h1 a", PollerFresh+time.Second)}, "1@h1 a", false},
 		{"the dead worker unknown: its fresh polls count", []*taskqueue.PollerInfo{poller("1@h1 a", time.Second)}, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
