@@ -123,8 +123,17 @@ func hostGoneErr(queue, why string) error {
 }
 
 // workerOf is the identity of the worker that ran the activity err is
-// the failure of, if the failure says.
+// the failure of, if the failure says: the sandbox activities' heartbeats
+// carry it (Activities.SetIdentity), since the server's timeout names
+// none.
 func workerOf(err error) string {
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) && te.HasLastHeartbeatDetails() {
+		var who string
+		if te.LastHeartbeatDetails(&who) == nil && who != "" {
+			return who
+		}
+	}
 	var ae *temporal.ActivityError
 	if errors.As(err, &ae) {
 		return ae.Identity()
