@@ -55,7 +55,9 @@ func TestClusterHostLoss(t *testing.T) {
 		recoveries = append(recoveries, killDuringCommand(t, r, i))
 	}
 	slices.Sort(recoveries)
-	pct := func(p float64) time.Duration { return recoveries[min(len(recoveries)-1, int(p*float64(len(recoveries))))] }
+	pct := func(p float64) time.Duration {
+		return recoveries[min(len(recoveries)-1, int(p*float64(len(recoveries))))]
+	}
 	t.Logf("host-loss recovery, kill to the affected run's next event, over %d kill(s): p50 %s, p95 %s, all %v (host timeout 30s)",
 		len(recoveries), pct(0.5).Round(100*time.Millisecond), pct(0.95).Round(100*time.Millisecond), recoveries)
 }
