@@ -32,7 +32,7 @@ N ?= 5
 KILLS ?= 20
 SEED ?=
 
-.PHONY: run test stress crash scale bench lint setup build clean cluster cluster-down cluster-test
+.PHONY: run test stress crash scale bench lint setup build clean cluster cluster-down cluster-test cluster-bench
 
 setup:
 	@scripts/setup.sh
@@ -87,7 +87,12 @@ cluster-down:
 	@scripts/cluster.sh down
 
 cluster-test: setup
-	TROUPE_E2E_CLUSTER=1 $(GO) test -count=1 -v -timeout 30m -run '^TestCluster$$' ./e2e/
+	TROUPE_E2E_CLUSTER=1 $(GO) test -count=1 -v -timeout 30m -run '^TestCluster(HostLoss)?$$' ./e2e/
+
+# Host-loss recovery on the cluster: 10 kills of the host running a
+# sandbox command, kill to the run's next event, p50/p95 (printed).
+cluster-bench: setup
+	TROUPE_E2E_CLUSTER=1 TROUPE_E2E_CLUSTER_KILLS=10 $(GO) test -count=1 -v -timeout 60m -run '^TestClusterHostLoss$$' ./e2e/
 
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 45m ./bench/

@@ -7,6 +7,11 @@ package troupe
 const (
 	LabelCluster   = "troupe.cluster"
 	LabelNamespace = "troupe.namespace"
+	// LabelGeneration is the generation of the sandbox in its owner's
+	// lease (runtime.SandboxLease.Generation): a reaper asks the owner
+	// whether it has moved past it (a sandbox lost and restored
+	// elsewhere), and reaps it if so.
+	LabelGeneration = "troupe.generation"
 )
 
 // Event kinds of a sandbox's life.
@@ -53,6 +58,11 @@ const (
 	// sandbox roots sharing a sandbox queue). The call fails; the sandbox
 	// is not taken as lost.
 	ErrSandboxMisrouted = "troupe.SandboxMisrouted"
+	// ErrHostGone is a sandbox whose host is known to be gone (no worker
+	// of its store polls, and the one that ran its last call stopped
+	// answering): the sandbox is taken as lost at once, and nothing more
+	// is sent to that host.
+	ErrHostGone = "troupe.HostGone"
 	// ErrSnapshotFailed is a command that needed a snapshot of a live
 	// sandbox's current state (pause, switch, fork) and could not take
 	// one: the sandbox stays up with its files, and the command did not

@@ -36,12 +36,42 @@ import (
 // hosts reach the root namespace at (scripts/cluster.sh's BRIDGE_IP).
 const clusterBridge = "10.77.24.1"
 
-// TestCluster: a deal-desk run from a client outside the hosts completes,
-// with activities on more than one host; with host 1 killed whole, a
-// second run completes on the others, none of its work on host 1.
-func TestCluster(t *testing.T) {
+// clusterRig is the cluster scripts/cluster.sh brought up for a test,
+// with the scripted model every host calls.
+type clusterRig struct {
+	// script is scripts/cluster.sh; state its state directory.
+	script, state string
+	model         *scripted.Server
+	modelURL      string
+	// c is a client of the cluster's namespace, with the client
+	// certificate.
+	c client.Client
+}
+
+// cluster runs scripts/cluster.sh with args, failing the test if it fails.
+func (r *clusterRig) cluster(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(r.script, args...)
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=cluster-test", "OPENAI_BASE_URL="+r.modelURL, "TROUPE_CLUSTER_DIR="+r.state)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	t.Logf("cluster.sh %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+	return out.String()
+}
+
+// startCluster brings the cluster up (and down at the test's end, unless
+// TROUPE_E2E_CLUSTER_KEEP is set), its workers calling a scripted model of
+// the deal-desk and code-review scenarios, after the rules of extra (a
+// scenario's YAML) when given. The test's environment is the cluster's
+// client's.
+func startCluster(t *testing.T, extra string) *clusterRig {
+	t.Helper()
 	if os.Getenv("TROUPE_E2E_CLUSTER") == "" {
-		t.Skip("the cluster test runs with TROUPE_E2E_CLUSTER=1 (make cluster-test): it needs root and minutes")
+		t.Skip("the cluster tests run with TROUPE_E2E_CLUSTER=1 (make cluster-test): they need root and minutes")
 	}
 	// Not parallel: it sets the environment the CLI reads (t.Setenv).
 	script, err := filepath.Abs("../scripts/cluster.sh")
@@ -55,15 +85,23 @@ func TestCluster(t *testing.T) {
 
 	// The model: one scripted server for every host, on every address of
 	// the root namespace, so the hosts reach it through the bridge.
-	sc, err := scripted.ParseScenario(dealdesk.Scenario)
-	if err != nil {
-		t.Fatal(err)
+	sc := &scripted.Scenario{}
+	for _, yaml := range [][]byte{[]byte(extra), dealdesk.Scenario, codereview.Scenario} {
+		if len(yaml) == 0 {
+			continue
+		}
+		more, err := scripted.ParseScenario(yaml)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Rules = append(sc.Rules, more.Rules...)
+		if sc.Intents == nil {
+			sc.Intents = map[string][]string{}
+		}
+		for k, v := range more.Intents {
+			sc.Intents[k] = v
+		}
 	}
-	cr, err := scripted.ParseScenario(codereview.Scenario)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc.Rules = append(sc.Rules, cr.Rules...)
 	model := scripted.New(sc)
 	base, err := model.Start("0.0.0.0:0")
 	if err != nil {
@@ -71,24 +109,10 @@ func TestCluster(t *testing.T) {
 	}
 	t.Cleanup(func() { model.Close() })
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(strings.TrimSuffix(base, "/v1"), "http://"))
-	modelURL := "http://" + clusterBridge + ":" + port + "/v1"
-
-	cluster := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(script, args...)
-		cmd.Env = append(os.Environ(), "OPENAI_API_KEY=cluster-test", "OPENAI_BASE_URL="+modelURL, "TROUPE_CLUSTER_DIR="+state)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out.String())
-		}
-		t.Logf("cluster.sh %s: %s", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
-		return out.String()
-	}
-	cluster("up")
+	r := &clusterRig{script: script, state: state, model: model, modelURL: "http://" + clusterBridge + ":" + port + "/v1"}
+	r.cluster(t, "up")
 	if os.Getenv("TROUPE_E2E_CLUSTER_KEEP") == "" {
-		t.Cleanup(func() { cluster("down") })
+		t.Cleanup(func() { r.cluster(t, "down") })
 	}
 	env := clusterEnv(t, filepath.Join(state, "env"))
 	for k, v := range env {
@@ -96,7 +120,17 @@ func TestCluster(t *testing.T) {
 	}
 	t.Setenv("TROUPE_HOME", t.TempDir())
 	t.Setenv("OPENAI_API_KEY", "")
-	c := clusterClient(t, env)
+	r.c = clusterClient(t, env)
+	return r
+}
+
+// TestCluster: a deal-desk run from a client outside the hosts completes,
+// with activities on more than one host; with host 1 killed whole, a
+// second run completes on the others, none of its work on host 1.
+func TestCluster(t *testing.T) {
+	r := startCluster(t, "")
+	c, state := r.c, r.state
+	cluster := func(args ...string) string { t.Helper(); return r.cluster(t, args...) }
 
 	// Runs from this process, the root namespace: a client, not a worker.
 	run := func() troupe.RunResult {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -328,20 +329,65 @@ func TestHostLost(t *testing.T) {
 	if !strings.Contains(string(res.Output), "kept 42") {
 		t.Errorf("output = %s, want the file written before the crash", res.Output)
 	}
-	var restoredOn string
+	var restoredOn, lostDetail string
 	kinds := map[string]int{}
 	for _, e := range eventsOf(t, c, childID) {
 		kinds[e.Kind]++
-		if e.Kind == troupe.EventSandboxRestored {
+		switch e.Kind {
+		case troupe.EventSandboxRestored:
 			restoredOn = e.Detail
+		case troupe.EventSandboxLost:
+			lostDetail = e.Detail
 		}
 	}
-	if kinds[troupe.EventSandboxLost] != 1 || kinds[troupe.EventSandboxRestored] != 1 {
-		t.Errorf("sandbox events = %v, want it lost once and restored once", kinds)
+	// One host timeout, not two: the call is not sent to the dead host
+	// again (no worker of its store polls), nor a stop after it.
+	if kinds[troupe.EventSandboxLost] != 1 || kinds[troupe.EventSandboxRestored] != 1 || kinds[troupe.EventSandboxCallRetry] != 0 {
+		t.Errorf("sandbox events = %v, want it lost once and restored once, the call not run again on the dead host", kinds)
+	}
+	if !strings.Contains(lostDetail, "its host is gone") || !strings.Contains(lostDetail, "exec_command") {
+		t.Errorf("sandbox_lost detail = %q, want the host gone and the call lost named", lostDetail)
+	}
+	if n := sentAfterLoss(t, c, childID); n != 0 {
+		t.Errorf("%d activities sent to the dead host's store after its sandbox was lost, want none", n)
+	}
+	// The model hears what the loss took: the hung call only (the file
+	// was in the snapshot of turn 1).
+	if n := ms.Count("fault-read-after-loss"); n != 1 {
+		t.Errorf("the model was told that nothing but the lost call was lost %d times, want once", n)
 	}
 	if left := dirEntries(t, root); len(left) != 0 {
 		t.Errorf("workspaces left on the new host: %v (restored: %s)", left, restoredOn)
 	}
+}
+
+// sentAfterLoss counts the activities of workflow id scheduled on the
+// task queue of its sandbox's store after the sandbox was lost there (the
+// first sandbox tool activity that timed out).
+func sentAfterLoss(t *testing.T, c client.Client, id string) int {
+	t.Helper()
+	queues := map[int64]string{}
+	dead, n := "", 0
+	it := c.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			queues[ev.GetEventId()] = a.GetTaskQueue().GetName()
+			if dead != "" && a.GetTaskQueue().GetName() == dead {
+				n++
+			}
+		}
+		if a := ev.GetActivityTaskTimedOutEventAttributes(); a != nil && dead == "" && strings.HasPrefix(queues[a.GetScheduledEventId()], "troupe-sandbox-") {
+			dead = queues[a.GetScheduledEventId()]
+		}
+	}
+	if dead == "" {
+		t.Fatalf("no sandbox activity of %s timed out", id)
+	}
+	return n
 }
 
 // TestWorkerKilledMidCommand kills the worker process (SIGKILL) while a

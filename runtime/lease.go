@@ -60,6 +60,27 @@ type SandboxLease struct {
 	// GuidanceRead is set once the guidance of the workspace the lease
 	// will make was read from its manifest, before any provisioning.
 	GuidanceRead bool `json:"guidance_read,omitempty"`
+	// Unsaved names the calls made on the live sandbox since its last
+	// snapshot (or since it was made), the first MaxUnsaved of them: what
+	// a loss of the sandbox takes with it. A snapshot clears it.
+	Unsaved []string `json:"unsaved,omitempty"`
+	// Notice is what the model has yet to hear of a loss that happened
+	// outside a call (a snapshot or a suspension that found the host
+	// gone) and took unsaved work with it; the next call's output says
+	// it first.
+	Notice string `json:"notice,omitempty"`
+}
+
+// MaxUnsaved bounds SandboxLease.Unsaved: past it, a loss says "at least"
+// that many calls.
+const MaxUnsaved = 16
+
+// CallMade records call (a tool's name and call id, as the model knows
+// it) as made on the live sandbox since its last snapshot.
+func (l *SandboxLease) CallMade(call string) {
+	if len(l.Unsaved) < MaxUnsaved {
+		l.Unsaved = append(l.Unsaved, call)
+	}
 }
 
 // LeasedSandbox is a live sandbox of a lease.
@@ -114,7 +135,7 @@ func (l *SandboxLease) Provisioned(sb LeasedSandbox) error {
 	if l.State != LeaseProvisioning {
 		return l.refuse("take a provisioned sandbox")
 	}
-	l.State, l.Sandbox, l.Before = LeaseProvisioned, &sb, ""
+	l.State, l.Sandbox, l.Before, l.Unsaved = LeaseProvisioned, &sb, "", nil
 	return nil
 }
 
@@ -158,7 +179,7 @@ func (l *SandboxLease) Snapshotted(key string) error {
 	if !l.Live() {
 		return l.refuse("record a snapshot")
 	}
-	l.Snapshot = key
+	l.Snapshot, l.Unsaved = key, nil
 	return nil
 }
 

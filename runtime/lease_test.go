@@ -204,3 +204,39 @@ func TestSandboxLeaseLife(t *testing.T) {
 		t.Fatalf("Provision after the round trip = %d, %q, %v; want 4, snap-3", gen, snap, err)
 	}
 }
+
+// TestSandboxLeaseUnsaved: the calls since the last snapshot are what a
+// loss takes; a snapshot or a new sandbox clears them, and they are
+// bounded.
+func TestSandboxLeaseUnsaved(t *testing.T) {
+	l := runtime.NewSandboxLease()
+	if _, _, err := l.Provision(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Provisioned(runtime.LeasedSandbox{Queue: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	l.CallMade("exec_command c1")
+	l.CallMade("write_file w1")
+	if len(l.Unsaved) != 2 {
+		t.Fatalf("unsaved = %v, want two calls", l.Unsaved)
+	}
+	if err := l.Snapshotted("snap"); err != nil || l.Unsaved != nil {
+		t.Fatalf("after a snapshot: unsaved = %v (%v), want none", l.Unsaved, err)
+	}
+	for range runtime.MaxUnsaved + 5 {
+		l.CallMade("exec_command c")
+	}
+	if len(l.Unsaved) != runtime.MaxUnsaved {
+		t.Errorf("unsaved holds %d calls, want the bound %d", len(l.Unsaved), runtime.MaxUnsaved)
+	}
+	if err := l.Lost(); err != nil || len(l.Unsaved) != runtime.MaxUnsaved {
+		t.Fatalf("lost: unsaved = %d calls (%v), want them kept for the model's note", len(l.Unsaved), err)
+	}
+	if _, _, err := l.Provision(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Provisioned(runtime.LeasedSandbox{Queue: "q2"}); err != nil || l.Unsaved != nil {
+		t.Errorf("restored: unsaved = %v (%v), want none", l.Unsaved, err)
+	}
+}

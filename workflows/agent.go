@@ -153,6 +153,11 @@ func (r *Runner) startAgent(ctx workflow.Context, in AgentWorkflowInput) (*agent
 		if st.Lease != nil {
 			calls.sb.Take(ctx, st.Lease) // An idle sandbox's timer starts again.
 		}
+		// A reaper asks whether the agent still owns its sandbox
+		// (lease.KeepOwned).
+		if err := lease.SetHeldQuery(ctx, calls.sb.Held); err != nil {
+			return nil, err
+		}
 	}
 	if len(agent.MCPServers) > 0 {
 		calls.mt = mcp.NewTools(r.mcpSettings(), agent, in.AgentInput, &a.rc, st.MCP, st.MCPLost)

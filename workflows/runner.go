@@ -537,6 +537,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	// Clients send big run inputs only to queues whose workers all say
 	// they take them by reference (troupe.TakesInputRefs).
 	opts.Identity = troupe.WithInputRefs(opts.Identity)
+	r.leases.SetIdentity(opts.Identity)
 	// An activity that stays without its blob fails, typed, rather than
 	// retrying for ever (blobwait).
 	opts.Interceptors = append(slices.Clip(opts.Interceptors), &blobwait.Interceptor{})

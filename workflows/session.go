@@ -267,6 +267,15 @@ func (s *session) handle(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, troupe.SessionQuery, func() (troupe.SessionInfo, error) { return s.info(), nil }); err != nil {
 		return err
 	}
+	// A reaper asks which sandboxes the session still owns (lease.KeepOwned).
+	if err := lease.SetHeldQuery(ctx, func() []lease.Held {
+		if s.boxes == nil {
+			return nil
+		}
+		return s.boxes.Held()
+	}); err != nil {
+		return err
+	}
 	approvals, err := approval.NewDesk(ctx, &s.st.Approvals, s.changed)
 	if err != nil {
 		return err

@@ -17,8 +17,22 @@ import (
 // 100 ms), and returns what fn returns. Outside an activity, or without a
 // heartbeat timeout, it just calls fn.
 func While[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	return WhileAs(ctx, "", fn)
+}
+
+// WhileAs is While, each heartbeat carrying who (when set): the worker's
+// identity, which a workflow reads from the timeout of an activity whose
+// heartbeats stopped (temporal.TimeoutError.LastHeartbeatDetails) to know
+// which worker died. The first heartbeat goes at once, so even a worker
+// that dies at the start leaves its name.
+func WhileAs[T any](ctx context.Context, who string, fn func() (T, error)) (T, error) {
 	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).HeartbeatTimeout == 0 {
 		return fn()
+	}
+	beat := func() { activity.RecordHeartbeat(ctx) }
+	if who != "" {
+		beat = func() { activity.RecordHeartbeat(ctx, who) }
+		beat()
 	}
 	type result struct {
 		v   T
@@ -36,7 +50,7 @@ func While[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 		case res := <-done:
 			return res.v, res.err
 		case <-tick.C:
-			activity.RecordHeartbeat(ctx)
+			beat()
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -65,6 +66,22 @@ type Activities struct {
 	// on.
 	served     atomic.Bool
 	registered atomic.Int32
+	// identity is the identity of the workers serving the activities
+	// (SetIdentity), which their heartbeats carry.
+	identity atomic.Pointer[string]
+}
+
+// SetIdentity names the workers that serve the activities (their
+// worker.Options.Identity): the sandbox activities' heartbeats carry it,
+// so a workflow whose activity's heartbeats stopped knows which worker
+// died, and asks whether another serves the store (StoreServed).
+func (a *Activities) SetIdentity(id string) { a.identity.Store(&id) }
+
+func (a *Activities) who() string {
+	if p := a.identity.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Memory is what the sandbox activities ask of the memory of agents
@@ -99,6 +116,7 @@ func (a *Activities) Register(w worker.ActivityRegistry) {
 	w.RegisterActivityWithOptions(a.SandboxSnapshot, activity.RegisterOptions{Name: SandboxSnapshotActivityName})
 	w.RegisterActivityWithOptions(a.SandboxStop, activity.RegisterOptions{Name: SandboxStopActivityName})
 	w.RegisterActivityWithOptions(a.WorkspaceGuidance, activity.RegisterOptions{Name: WorkspaceGuidanceActivityName})
+	w.RegisterActivityWithOptions(a.StoreServed, activity.RegisterOptions{Name: StoreServedActivityName})
 }
 
 // SetCluster names the Temporal cluster the worker talks to (ClusterID),
@@ -308,6 +326,9 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 		ID: sandboxID(in.WorkflowID, in.Generation), Manifest: m, Options: agent.Sandbox.Options,
 		Labels: a.sandboxLabels(ctx, cmp.Or(in.Owner, in.WorkflowID), agent.Name),
 	}
+	if in.Generation > 0 {
+		spec.Labels[troupe.LabelGeneration] = strconv.Itoa(in.Generation)
+	}
 	// A retry after a worker died mid-create replaces what it left (the
 	// sandbox.Client contract).
 	s, err := heartbeat.While(ctx, func() (sandbox.Session, error) { return c.Create(ctx, spec) })
@@ -377,7 +398,7 @@ func (a *Activities) saveGuidance(ctx context.Context, s sandbox.Session, workfl
 // worker slow to reach the sandbox (a loaded machine) must not pass for
 // a dead one, whose call the workflow runs again.
 func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agents.Item, error) {
-	return heartbeat.While(ctx, func() (agents.Item, error) { return a.sandboxTool(ctx, in) })
+	return heartbeat.WhileAs(ctx, a.who(), func() (agents.Item, error) { return a.sandboxTool(ctx, in) })
 }
 
 func (a *Activities) sandboxTool(ctx context.Context, in SandboxToolInput) (agents.Item, error) {
@@ -433,7 +454,7 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	}
 	defer spool.Close()
 	h := sha256.New()
-	if _, err := heartbeat.While(ctx, func() (struct{}, error) {
+	if _, err := heartbeat.WhileAs(ctx, a.who(), func() (struct{}, error) {
 		return struct{}{}, s.Snapshot(ctx, io.MultiWriter(spool, h))
 	}); err != nil {
 		if errors.Is(err, sandbox.ErrTooLarge) {
@@ -452,7 +473,7 @@ func (a *Activities) SandboxSnapshot(ctx context.Context, st sandbox.State) (str
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
-	if _, err := heartbeat.While(ctx, func() (struct{}, error) {
+	if _, err := heartbeat.WhileAs(ctx, a.who(), func() (struct{}, error) {
 		return struct{}{}, a.Store.PutFrom(ctx, key, spool)
 	}); err != nil {
 		return "", err
@@ -508,7 +529,7 @@ func (a *Activities) SandboxStop(ctx context.Context, st sandbox.State) error {
 		}
 		return err
 	}
-	if _, err = heartbeat.While(ctx, func() (struct{}, error) { return struct{}{}, s.Stop(ctx) }); err != nil {
+	if _, err = heartbeat.WhileAs(ctx, a.who(), func() (struct{}, error) { return struct{}{}, s.Stop(ctx) }); err != nil {
 		return err
 	}
 	a.forgetMemory(ctx, st.ID)

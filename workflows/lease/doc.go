@@ -65,9 +65,15 @@
 //     sandbox gone (troupe.ErrSandboxGone), or that its host did not take
 //     within Settings.HostTimeout, marks the lease lost
 //     (event sandbox_lost), clears what is left of the sandbox on its
-//     host when it can, and tells the model the sandbox was lost; the next
-//     call re-provisions it from the last snapshot, as a new generation
-//     with a new id (2).
+//     host when it can, and tells the model the sandbox was lost and what
+//     the loss took (the calls since the last snapshot); the next call
+//     re-provisions it from the last snapshot, as a new generation with a
+//     new id (2). A host that died whole is found out once (hostgone.go):
+//     after a heartbeat timeout the workflow asks whether another worker
+//     serves the store (StoreServed); if none does, or nobody took a task
+//     within HostTimeout, the host is taken as gone and sent nothing more
+//     (no retry, snapshot or stop), and its reaper removes what is left
+//     when it comes back (KeepOwned).
 //  7. Released to a session. A session's agent gives the lease back as it
 //     stands when it ends (Release), or as its failure left it
 //     (KeepsFailedWorkspace). The session's Keeper lends each agent's lease
@@ -88,7 +94,7 @@
 //
 // Life and Keeper are workflow code: deterministic, touching sandboxes
 // only through the activities. Every change of the commands they issue is
-// versioned (troupe.clear-lost-sandbox, troupe.snapshot-retry,
+// versioned (troupe.clear-lost-sandbox, troupe.snapshot-retry, troupe.host-gone,
 // troupe.sandbox-call-retry, troupe.sandbox-stop-retry,
 // troupe.manifest-guidance, troupe.keep-failed-workspace,
 // troupe.snapshot-before-stop) and proven by

@@ -38,6 +38,10 @@ type Keeper struct {
 	// lent are the leases out on loan to the running turn's agents, as
 	// they were lent.
 	lent map[string]runtime.SandboxLease
+	// hosts are the sandbox stores the session took as gone, shared by
+	// its Lives: a host found gone by one sandbox is sent nothing more
+	// for the others.
+	hosts Hosts
 }
 
 // NewKeeper returns the keeper of the sandboxes of session id (of graph),
@@ -61,7 +65,7 @@ func (b *Keeper) life(agent string) *Life {
 	l, ok := b.lives[agent]
 	if !ok {
 		l = NewLife(b.set, b.rec, b.graph, agent, b.id, agents.RunContext{WorkflowID: b.id, RunID: b.id, Agent: agent})
-		l.owner = b.id
+		l.owner, l.hosts = b.id, &b.hosts
 		b.lives[agent] = l
 		i, _ := slices.BinarySearch(b.names, agent)
 		b.names = slices.Insert(b.names, i, agent)

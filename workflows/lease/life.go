@@ -65,13 +65,16 @@ type Life struct {
 	// owner is the session that owns the sandbox across turns, if any;
 	// backend the backend it chose, if any.
 	owner, backend string
+	// hosts are the sandbox stores the workflow took as gone: nothing
+	// more is sent there (hostgone.go).
+	hosts *Hosts
 }
 
 // NewLife returns the life of the sandbox of agent (of graph) in its
 // workflow wfID and run, with a new lease: nothing is provisioned until
 // Ensure. Events go to rec.
 func NewLife(set Settings, rec *events.Recorder, graph, agent, wfID string, run agents.RunContext) *Life {
-	return &Life{set: set, rec: rec, graph: graph, agent: agent, wfID: wfID, run: run, lease: runtime.NewSandboxLease()}
+	return &Life{set: set, rec: rec, graph: graph, agent: agent, wfID: wfID, run: run, lease: runtime.NewSandboxLease(), hosts: &Hosts{}}
 }
 
 // KeptBy marks the sandbox as kept by the session owner across its turns
@@ -126,7 +129,13 @@ func (s *Life) Ensure(ctx workflow.Context) error {
 		return err
 	}
 	if s.lease.Live() {
-		return nil
+		why, gone := s.hosts.Gone(s.lease.Sandbox.Queue)
+		if !gone {
+			return nil
+		}
+		// Its host is gone: restore it elsewhere now, rather than send
+		// the turn's calls there.
+		s.lost(ctx, hostGoneErr(s.lease.Sandbox.Queue, why))
 	}
 	generation, snapshot, err := s.lease.Provision()
 	if err != nil {
@@ -196,8 +205,19 @@ func (s *Life) Call(ctx workflow.Context, ti troupe.ToolInput, timeout time.Dura
 		return f
 	}
 	sb := *s.lease.Sandbox
+	call := ti.Call.Name + " " + ti.Call.CallID
+	s.lease.CallMade(call)
 	in := SandboxToolInput{Tool: ti, Sandbox: sb.State}
-	inner := workflow.ExecuteActivity(s.hostCtx(ctx, sb, timeout, summary), SandboxToolActivityName, in)
+	var inner workflow.Future
+	if why, gone := s.hosts.Gone(sb.Queue); gone {
+		// Another call of the turn found the host gone: this one is not
+		// sent there.
+		f, set := workflow.NewFuture(ctx)
+		set.Set(nil, hostGoneErr(sb.Queue, why))
+		inner = f
+	} else {
+		inner = workflow.ExecuteActivity(s.hostCtx(ctx, sb, timeout, summary), SandboxToolActivityName, in)
+	}
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { _ = s.lease.CallEnded() }()
 		var item agents.Item
@@ -207,10 +227,15 @@ func (s *Life) Call(ctx workflow.Context, ti troupe.ToolInput, timeout time.Dura
 		}, func() error {
 			return workflow.ExecuteActivity(s.hostCtx(gctx, sb, timeout, summary), SandboxToolActivityName, in).Get(gctx, &item)
 		})
-		if err != nil && s.isLost(err) {
+		switch {
+		case err != nil && s.isLost(err):
 			s.lost(gctx, err)
-			item = agents.FunctionCallOutput(ti.Call.CallID, "Error: the sandbox was lost while running this call; it will be restored from its last snapshot on the next call, so run the command again if its effect is needed.")
+			// The call's output says what was lost.
+			text := lostNote(s.lease, call)
+			item = agents.FunctionCallOutput(ti.Call.CallID, text)
 			item.Agent, err = ti.Agent, nil
+		case err == nil && s.lease.Notice != "" && item.OutputRef == "":
+			item.Output, s.lease.Notice = s.lease.Notice+item.Output, ""
 		}
 		set.Set(item, err)
 	})
@@ -218,7 +243,7 @@ func (s *Life) Call(ctx workflow.Context, ti troupe.ToolInput, timeout time.Dura
 }
 
 func (s *Life) isLost(err error) bool {
-	if troupe.ErrorType(err) == troupe.ErrSandboxGone {
+	if t := troupe.ErrorType(err); t == troupe.ErrSandboxGone || t == troupe.ErrHostGone {
 		return true
 	}
 	// The host is gone: nobody took the task (schedule-to-start), or the
@@ -236,14 +261,32 @@ func (s *Life) lost(ctx workflow.Context, err error) {
 		return
 	}
 	dead := *s.lease.Sandbox
+	gone := s.hostGone(ctx, err)
 	_ = s.lease.Lost()
-	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSandboxLost, Agent: s.agent, Detail: err.Error()})
+	detail := err.Error()
+	if gone {
+		why, _ := s.hosts.Gone(dead.Queue)
+		detail = "its host is gone (" + why + "): " + detail + "; what is left there is reaped when the host comes back"
+	}
+	// The model hears of it at its next call, unless the loss took
+	// nothing (no call since the last snapshot); a call lost with the
+	// sandbox (one is running) says it itself instead.
+	if len(s.lease.Unsaved) > 0 {
+		if s.lease.Calls == 0 {
+			s.lease.Notice = lostNote(s.lease, "")
+		}
+		detail += "; lost since the last snapshot: " + strings.Join(s.lease.Unsaved, ", ")
+	} else {
+		detail += "; nothing lost since the last snapshot"
+	}
+	s.rec.Add(ctx, troupe.Event{Kind: troupe.EventSandboxLost, Agent: s.agent, Detail: detail})
+	if gone {
+		return // Nothing more goes to a host that is gone.
+	}
 	// The host is there but the sandbox died, or the worker that ran the
 	// call died (its heartbeats stopped) and the host may have another:
 	// clear what is left of the sandbox (a container, its workspace) on
-	// its host. Best effort: a host that is gone does not take the stop
-	// (schedule-to-start), and its orphans are reaped once the owner
-	// closes, which for a session's sandbox may be weeks away.
+	// its host.
 	if troupe.ErrorType(err) == troupe.ErrSandboxGone || heartbeatTimeout(err) && workflow.GetVersion(ctx, versionClearLostSandbox, workflow.DefaultVersion, 1) == 1 {
 		_ = workflow.ExecuteActivity(s.hostCtx(ctx, dead, time.Minute, "clear the lost sandbox"), SandboxStopActivityName, dead.State).Get(ctx, nil)
 	}
@@ -344,6 +387,9 @@ func (s *Life) again(ctx workflow.Context, version string, err error, event func
 		if workflow.GetVersion(ctx, version, workflow.DefaultVersion, 1) != 1 {
 			break
 		}
+		if s.hostGone(ctx, err) {
+			break // Nobody is there to run it again.
+		}
 		s.rec.Add(ctx, event(err))
 		err = do()
 	}
@@ -377,6 +423,9 @@ func heartbeatTimeout(err error) bool {
 // one a re-provisioned sandbox starts from.
 func (s *Life) snapshotNow(ctx workflow.Context) error {
 	sb := *s.lease.Sandbox
+	if why, gone := s.hosts.Gone(sb.Queue); gone {
+		return hostGoneErr(sb.Queue, why)
+	}
 	var key string
 	if err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 10*time.Minute, "snapshot the sandbox"), SandboxSnapshotActivityName, sb.State).Get(ctx, &key); err != nil {
 		return err
@@ -465,6 +514,14 @@ func (s *Life) stopNow(ctx workflow.Context, kind string) {
 		return
 	}
 	sb := *s.lease.Sandbox
+	if why, gone := s.hosts.Gone(sb.Queue); gone {
+		// Not sent, nor waited for: its host's reaper removes it when the
+		// host comes back (KeepOwned).
+		_ = s.lease.Stopped()
+		s.rec.Add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: sb.State.Backend + " sandbox " + sb.State.ID +
+			" (not stopped: its host is gone (" + why + "); its reaper removes it when the host comes back)"})
+		return
+	}
 	stop := func() error {
 		return workflow.ExecuteActivity(s.hostCtx(ctx, sb, 5*time.Minute, "stop the sandbox"), SandboxStopActivityName, sb.State).Get(ctx, nil)
 	}

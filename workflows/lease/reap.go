@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/internal/periodic"
+	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
@@ -77,15 +79,25 @@ func ReapRun(ctx context.Context, c client.Client, namespace string, clients map
 // Together with Create replacing a dead attempt's leftovers, this bounds
 // what a killed worker leaves: a sandbox outlives its workflow by at most
 // interval, while a worker with the same sandbox roots (or Docker Engine)
-// runs on its host.
+// runs on its host. The first round, at the worker's start, also asks
+// the owners of open workflows' sandboxes whether they still own them
+// (KeepOwned): a host that comes back after it was taken as gone reaps
+// the sandboxes restored elsewhere meanwhile.
 func StartReaping(ctx context.Context, c client.Client, namespace string, clients map[string]sandbox.Client, interval time.Duration, report func(removed map[string][]string, err error)) (stop func()) {
 	if interval <= 0 {
 		interval = ReapInterval
 	}
+	first := true
 	return periodic.Every(ctx, interval, func(ctx context.Context) {
 		// The policy is made afresh each round, so a cluster id the
 		// server did not give at first is asked for again.
-		removed, err := ReapOrphans(ctx, clients, KeepOpen(ctx, c, namespace))
+		policy := KeepOpen(ctx, c, namespace)
+		if first {
+			// At a worker's start: its host may come back from the dead,
+			// holding sandboxes restored elsewhere since.
+			policy, first = KeepOwned(ctx, c, namespace), false
+		}
+		removed, err := ReapOrphans(ctx, clients, policy)
 		if ctx.Err() == nil && report != nil {
 			report(removed, err)
 		}
@@ -110,10 +122,33 @@ func ClusterID(ctx context.Context, c client.Client) (string, error) {
 // this cluster and namespace whose workflow is closed or unknown is an
 // orphan.
 func KeepOpen(ctx context.Context, c client.Client, namespace string) func(labels map[string]string) bool {
+	return keep(ctx, c, namespace, false)
+}
+
+// KeepOwned is KeepOpen, and more: a sandbox whose workflow is open is
+// kept only while that workflow (its owner: an agent workflow, or the
+// session that keeps it) still owns it, by the HeldQuery's answer: an
+// owner whose lease for the sandbox's agent moved past the sandbox's
+// generation (troupe.generation label), or holds no sandbox at that
+// generation (it was lost, suspended or stopped), lost it for good, and
+// never uses it again. That is what a host that comes back holds of the
+// sandboxes restored elsewhere while it was gone. A sandbox is kept when
+// the owner cannot say (no answer, a query it does not know, no
+// generation label), and while a session lent it to a turn's agent at
+// its generation or later.
+//
+// It queries each open owner once per policy (a policy serves one
+// round): StartReaping uses it for its first round, at a worker's start.
+func KeepOwned(ctx context.Context, c client.Client, namespace string) func(labels map[string]string) bool {
+	return keep(ctx, c, namespace, true)
+}
+
+func keep(ctx context.Context, c client.Client, namespace string, owned bool) func(labels map[string]string) bool {
 	if namespace == "" {
 		namespace = client.DefaultNamespace
 	}
 	cluster, clusterErr := ClusterID(ctx, c)
+	held := map[string][]Held{}
 	return func(labels map[string]string) bool {
 		id := labels["troupe.workflow"]
 		if id == "" {
@@ -130,6 +165,68 @@ func KeepOpen(ctx context.Context, c client.Client, namespace string) func(label
 			var nf *serviceerror.NotFound
 			return !errors.As(err, &nf)
 		}
-		return d.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+		if d.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return false
+		}
+		if !owned || labels[troupe.LabelGeneration] == "" {
+			return true
+		}
+		h, asked := held[id]
+		if !asked {
+			h, err = QueryHeld(ctx, c, id)
+			if err != nil {
+				h = nil // Cannot tell: kept.
+			}
+			held[id] = h
+		}
+		return !Superseded(labels, h)
 	}
+}
+
+// QueryHeld asks the open workflow id which sandboxes it holds
+// (HeldQuery), within 30 seconds.
+func QueryHeld(ctx context.Context, c client.Client, id string) ([]Held, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := c.QueryWorkflow(ctx, id, "", HeldQuery)
+	if err != nil {
+		return nil, fmt.Errorf("lease: query %s of %s: %w", HeldQuery, id, err)
+	}
+	var held []Held
+	if err := v.Get(&held); err != nil {
+		return nil, fmt.Errorf("lease: query %s of %s: %w", HeldQuery, id, err)
+	}
+	return held, nil
+}
+
+// Superseded reports whether the sandbox of labels (its troupe.agent and
+// troupe.generation) is one its owner, holding held, no longer owns: the
+// owner's lease for the agent is past its generation, or at it with no
+// sandbox (lost, suspended, stopped) and not lent to a turn. Whatever
+// the owner does not say keeps the sandbox.
+func Superseded(labels map[string]string, held []Held) bool {
+	gen, err := strconv.Atoi(labels[troupe.LabelGeneration])
+	if err != nil || gen <= 0 {
+		return false
+	}
+	for _, h := range held {
+		if h.Agent != labels["troupe.agent"] {
+			continue
+		}
+		if h.Generation > gen {
+			return true
+		}
+		return h.Generation == gen && !h.Lent && !holds(h.State)
+	}
+	return false
+}
+
+// holds reports whether a lease in state st holds its sandbox, or is
+// making it.
+func holds(st runtime.LeaseState) bool {
+	switch st {
+	case runtime.LeaseProvisioning, runtime.LeaseProvisioned, runtime.LeaseInUse, runtime.LeaseIdle, runtime.LeaseSuspending:
+		return true
+	}
+	return false
 }
