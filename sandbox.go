@@ -1,5 +1,11 @@
 package troupe
 
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
 // Labels a sandbox carries besides troupe.workflow and troupe.agent: the
 // Temporal cluster and namespace of the workflow that made it, so a
 // reaper answering to another server (a second installation, a test's own
@@ -37,7 +43,52 @@ const (
 	// idle suspension, which is tried again later, a pause, a switch, a
 	// fork), why it failed and what to do.
 	EventSandboxSnapshotFailed = "sandbox_snapshot_failed"
+	// EventSandboxRerouted: a sandbox activity reached a worker of
+	// another sandbox store (ErrSandboxMisrouted) and goes on to the
+	// queue of the store that holds the sandbox, as its state names it.
+	EventSandboxRerouted = "sandbox_rerouted"
 )
+
+// storeField marks, in a worker's identity, the identity of its sandbox
+// store. It goes right after the identity's first word (PID@HOST), where
+// readers of the identity before it took it for part of the worker's
+// name.
+const storeField = " store="
+
+// WithStore is identity (or, when empty, the SDK's default, PID@HOST@)
+// saying that its worker's sandbox store is store (StoreOf); an empty
+// store leaves it as it is.
+func WithStore(identity, store string) string {
+	if store == "" {
+		return identity
+	}
+	if identity == "" {
+		host, _ := os.Hostname()
+		identity = fmt.Sprintf("%d@%s@", os.Getpid(), host)
+	}
+	if _, rest := StoreOf(identity); rest != identity {
+		identity = rest
+	}
+	who, rest, _ := strings.Cut(identity, " ")
+	if rest != "" {
+		rest = " " + rest
+	}
+	return who + storeField + store + rest
+}
+
+// StoreOf returns the sandbox store a worker identity names (WithStore),
+// "" for none, and the identity without it.
+func StoreOf(identity string) (store, rest string) {
+	i := strings.Index(identity, storeField)
+	if i < 0 {
+		return "", identity
+	}
+	store, after, _ := strings.Cut(identity[i+len(storeField):], " ")
+	if after != "" {
+		after = " " + after
+	}
+	return store, identity[:i] + after
+}
 
 // Sandbox application error types.
 const (
@@ -55,8 +106,10 @@ const (
 	ErrSandboxGone = "troupe.SandboxGone"
 	// ErrSandboxMisrouted is a sandbox activity that reached a worker
 	// whose store does not hold the sandbox (workers with different
-	// sandbox roots sharing a sandbox queue). The call fails; the sandbox
-	// is not taken as lost.
+	// sandbox stores sharing a sandbox queue). The sandbox is not taken as
+	// lost: its workflow sends the call on to the queue of the store its
+	// state names (event sandbox_rerouted); a sandbox of before stores had
+	// identities has none to send it to, and the call fails.
 	ErrSandboxMisrouted = "troupe.SandboxMisrouted"
 	// ErrHostGone is a sandbox whose host is known to be gone (no worker
 	// of its store polls, and the one that ran its last call stopped

@@ -674,7 +674,7 @@ func printEvent(w io.Writer, e troupe.Event) {
 			fmt.Fprintf(w, "  %s final output\n", tag)
 		}
 	case troupe.EventSandboxProvisioned, troupe.EventSandboxRestored, troupe.EventSandboxSuspended,
-		troupe.EventSandboxLost, troupe.EventSandboxStopped, troupe.EventSandboxCallRetry, troupe.EventSandboxStopRetry:
+		troupe.EventSandboxLost, troupe.EventSandboxStopped, troupe.EventSandboxCallRetry, troupe.EventSandboxStopRetry, troupe.EventSandboxRerouted:
 		fmt.Fprintf(w, "  %s %s: %s\n", tag, strings.ReplaceAll(e.Kind, "_", " "), oneLine(e.Detail))
 	case troupe.EventSandboxSnapshotFailed:
 		// Whole: it says which file and what to do.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -73,7 +74,7 @@ func addDeltaFlag(f *pflag.FlagSet, o *workerOptions) {
 func addSandboxFlags(f *pflag.FlagSet, o *workerOptions) {
 	f.StringArrayVar(&o.roots, "allow-root", nil, "host directory sandboxes may copy from, e.g. repositories to review (repeatable; also $TROUPE_SANDBOX_ALLOWED_ROOTS)")
 	f.StringVar(&o.sandbox, "sandbox", os.Getenv("TROUPE_SANDBOX"), "default sandbox backend: bwrap, docker, or local (unconfined: no isolation) (default $TROUPE_SANDBOX, else bwrap)")
-	f.StringVar(&o.sandboxQueue, "sandbox-queue", os.Getenv("TROUPE_SANDBOX_QUEUE"), "task queue of this worker's sandbox store (default $TROUPE_SANDBOX_QUEUE, else one derived from the host and TROUPE_HOME)")
+	f.StringVar(&o.sandboxQueue, "sandbox-queue", os.Getenv("TROUPE_SANDBOX_QUEUE"), "task queue of this worker's sandbox store (default $TROUPE_SANDBOX_QUEUE, else the store's own, troupe-sandbox-<its identity>, kept in $TROUPE_HOME/sandboxes)")
 }
 
 // startWorker starts a worker for graphs in namespace; the returned func
@@ -111,9 +112,9 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	sandboxes, backend, err := sandboxClients(graphs, o.sandbox, roots, stderr)
 	// The store is $TROUPE_HOME/sandboxes, whichever backends answer now;
 	// snapshots spool beside it, on disk.
-	queue, spool := o.sandboxQueue, ""
+	var spool, storeDir string
 	if err == nil {
-		queue, spool, err = sandboxStore(queue)
+		spool, storeDir, err = sandboxStore()
 	}
 	if err != nil {
 		release()
@@ -127,13 +128,18 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		bus = events.NewBus()
 	}
 	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: bus, DeltaAddr: o.deltaAddr, Model: m, Store: store,
-		Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: queue, SpoolDir: spool})
+		Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: o.sandboxQueue, StoreDir: storeDir, SpoolDir: spool})
 	if err != nil {
 		release()
 		store.Close()
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "troupe: sandboxes: %s; sandbox queue %s\n", describeSandboxes(sandboxes, backend), r.SandboxQueue())
+	id := r.Store()
+	if id.Replaced != "" {
+		fmt.Fprintf(stderr, "troupe: sandbox store %s: its identity %s was replaced by %s: %s; sandboxes of %s are not this worker's\n",
+			storeDir, id.Replaced, id.ID, id.Why, id.Replaced)
+	}
+	fmt.Fprintf(stderr, "troupe: sandboxes: %s; sandbox queue %s (store %s)\n", describeSandboxes(sandboxes, backend), r.SandboxQueue(), cmp.Or(id.ID, "none"))
 	if !o.brief {
 		printLimits(stderr, sandboxes)
 	}
@@ -248,6 +254,7 @@ func tracesOf(identity string) (on, known bool, rest string) {
 // worker's.
 func setupOf(identity string) (who, model, store string, ok bool) {
 	_, identity = troupe.RelayOf(identity)
+	_, identity = troupe.StoreOf(identity)
 	_, _, identity = tracesOf(identity)
 	who, rest, ok := strings.Cut(identity, " troupe model=")
 	if !ok {
@@ -441,25 +448,19 @@ func names(graphs []Graph) []string {
 	return out
 }
 
-// sandboxStore returns the task queue of this worker's sandbox store
-// (queue when set, else one named after the host and
-// $TROUPE_HOME/sandboxes) and the directory, made if missing, where its
-// snapshots spool.
-func sandboxStore(queue string) (string, string, error) {
+// sandboxStore returns the directory, made if missing, where this
+// worker's snapshots spool, and its sandbox store's directory,
+// $TROUPE_HOME/sandboxes, which holds every backend's root and the
+// store's identity (workflows.Config.StoreDir), whichever backends answer
+// now.
+func sandboxStore() (spool, store string, err error) {
 	dir, err := home()
 	if err != nil {
 		return "", "", err
 	}
-	spool := filepath.Join(dir, "spool")
+	spool = filepath.Join(dir, "spool")
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return "", "", err
 	}
-	if queue == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return "", "", err
-		}
-		queue = lease.StoreQueue(host, filepath.Join(dir, "sandboxes"))
-	}
-	return queue, spool, nil
+	return spool, filepath.Join(dir, "sandboxes"), nil
 }

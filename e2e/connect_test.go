@@ -93,9 +93,14 @@ func TestCLIRunIsOnlyAClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sandboxQueue := lease.StoreQueue(host, filepath.Join(home, "sandboxes"))
+			// The queues of its home's sandbox store: by its identity, and
+			// as named before stores had one.
+			store, err := lease.OpenStoreIdentity(filepath.Join(home, "sandboxes"), host)
+			if err != nil {
+				t.Fatal(err)
+			}
 			served := false
-			for _, q := range []string{troupe.DefaultTaskQueue, sandboxQueue} {
+			for _, q := range []string{troupe.DefaultTaskQueue, lease.IdentityQueue(store.ID), lease.StoreQueue(host, filepath.Join(home, "sandboxes"))} {
 				for _, typ := range []enums.TaskQueueType{enums.TASK_QUEUE_TYPE_WORKFLOW, enums.TASK_QUEUE_TYPE_ACTIVITY} {
 					d, err := c.DescribeTaskQueue(context.Background(), q, typ)
 					if err != nil {

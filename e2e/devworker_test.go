@@ -130,7 +130,17 @@ var sandboxQueueLine = regexp.MustCompile(`; sandbox queue (\S+)`)
 // stderr shows ready. The test's cleanup stops it with SIGTERM.
 func startTroupe(t *testing.T, name string, env []string, ready string, args ...string) *troupeProc {
 	t.Helper()
+	return startTroupeWrapped(t, name, nil, env, ready, args...)
+}
+
+// startTroupeWrapped is startTroupe with the command rewritten by wrap
+// (run under another program, say) before it starts.
+func startTroupeWrapped(t *testing.T, name string, wrap func(*exec.Cmd), env []string, ready string, args ...string) *troupeProc {
+	t.Helper()
 	cmd, cliEnv := troupeCommand(t, args...)
+	if wrap != nil {
+		wrap(cmd)
+	}
 	cmd.Env = []string{cliEnv}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "TEMPORAL_") && !strings.HasPrefix(kv, "TROUPE_") && !strings.HasPrefix(kv, "OPENAI_") {

@@ -1,14 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe"
+	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // TestSandboxRoutingByStore: two workers of one host on one task queue,
@@ -35,5 +41,73 @@ func TestSandboxRoutingByStore(t *testing.T) {
 		if err := json.Unmarshal(res.Output, &out); err != nil || !strings.HasPrefix(out, "risen") {
 			t.Errorf("run %d read %q from its sandbox, want the manifest's \"risen\"", i, out)
 		}
+	}
+}
+
+// TestSandboxRerouted: worker A names its sandbox queue by hand, and only
+// worker B, of another store on the same host, serves that queue (a
+// second store's worker that joined it before A, say). The sandbox's
+// first command reaches B, which refuses it as misrouted instead of
+// answering "gone"; the run sends it on to the queue of A's store, by the
+// identity in the sandbox's state, and every later activity of the
+// sandbox goes there at once: the run reads its file, one
+// sandbox_rerouted event, no sandbox lost.
+func TestSandboxRerouted(t *testing.T) {
+	parallel(t)
+	c := dial(t)
+	_, url := modelServer(t)
+	queue := fmt.Sprintf("e2e-reroute-%d", queues.Add(1))
+	byHand := queue + "-sandboxes"
+	tweak := func(cfg *workflows.Config) {
+		cfg.Graphs = sandboxGraphs("local")
+		cfg.Host = "one-host"
+		cfg.SandboxQueue = byHand
+	}
+	a, b := newRunner(t, url, model.APIResponses, "one-host", tweak), newRunner(t, url, model.APIResponses, "one-host", tweak)
+	if a.Store().ID == "" || a.Store().ID == b.Store().ID {
+		t.Fatalf("stores %q and %q: want two identities", a.Store().ID, b.Store().ID)
+	}
+	start := func(queue string, register func(worker.Worker)) {
+		w := worker.New(c, queue, worker.Options{})
+		register(w)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	start(queue, func(w worker.Worker) { a.Register(w) })
+	start(lease.IdentityQueue(a.Store().ID), func(w worker.Worker) { a.RegisterActivities(w) })
+	start(byHand, func(w worker.Worker) { b.RegisterActivities(w) })
+
+	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "recreate", Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang detector
+	defer cancel()
+	var res troupe.RunResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := json.Unmarshal(res.Output, &out); err != nil || !strings.HasPrefix(out, "risen") {
+		t.Errorf("the run read %q from its sandbox, want the manifest's \"risen\"", out)
+	}
+	rerouted := 0
+	for _, e := range runEvents(t, c, run.GetID()) {
+		switch e.Kind {
+		case troupe.EventSandboxRerouted:
+			rerouted++
+			if !strings.Contains(e.Detail, a.Store().ID) {
+				t.Errorf("rerouted: %s; want it to name store %s", e.Detail, a.Store().ID)
+			}
+		case troupe.EventSandboxLost:
+			t.Errorf("sandbox lost: %s", e.Detail)
+		}
+	}
+	// The first command only: the snapshot and the stop went straight to
+	// A's store.
+	if rerouted != 1 {
+		t.Errorf("%d sandbox_rerouted events, want 1", rerouted)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -112,15 +113,32 @@ type Config struct {
 	// hostname.
 	Host string
 	// SandboxQueue is the task queue of this worker's sandbox store: the
-	// host and the directories its Sandboxes keep workspaces in. Sandbox
-	// activities of the sandboxes it creates are routed there, so they
-	// reach the worker that can see the workspace. The default is
-	// troupe-sandbox-<Host>-<8 hex digits>, the digits a hash of Host and
-	// the Sandboxes' roots: two workers of one host with different
-	// TROUPE_HOMEs never take each other's sandbox activities, and a
-	// worker restarted with the same home takes over the sandboxes of the
-	// one before it. Set it only to give one store a name of its own.
+	// directories its Sandboxes keep workspaces in, on this host's disk.
+	// Sandbox activities of the sandboxes it creates are routed there, so
+	// they reach the worker that can see the workspace. The default is
+	// the store's identity queue, lease.IdentityQueue(StoreID)
+	// (troupe-sandbox-<host>-<16 hex digits>): two workers with different
+	// stores never share it, whatever their hostnames and paths, and a
+	// worker restarted on the same store takes over the sandboxes of the
+	// one before it. Set it only to give one store a name of its own: the
+	// worker then serves the identity queue too (a call that reached a
+	// worker of another store goes on there), and StartWorkers refuses to
+	// start beside a live worker of another store on SandboxQueue.
 	SandboxQueue string
+	// StoreDir is the directory that keeps the identity of this worker's
+	// sandbox store (lease.OpenStoreIdentity: a file made there once). The
+	// default is lease.StoreDirName in the root of the first of the
+	// Sandboxes, by backend name, that keeps its workspaces in a host
+	// directory (a dot directory: reapers leave it alone); give the directory
+	// that holds every backend's root (the CLI gives $TROUPE_HOME/sandboxes)
+	// so the identity stays when the backends change. With no such
+	// backend and no StoreDir, the store has no identity, and its
+	// sandboxes are told apart by hostname and root as before.
+	StoreDir string
+	// StoreID, when set, is the identity of this worker's sandbox store,
+	// over the one kept in StoreDir: for tests, and for stores whose
+	// identity is kept elsewhere. Two stores must never share one.
+	StoreID string
 	// HostTimeout is how long a sandbox activity waits for its host before
 	// the sandbox is taken as lost and re-provisioned elsewhere; the
 	// default is 30 seconds.
@@ -146,17 +164,24 @@ type Config struct {
 
 // Runner holds the workflows and activities that run agent graphs.
 type Runner struct {
-	cfg         Config
-	graphs      map[string]*agents.Graph
-	acts        *Activities
-	events      *events.Activities
-	approvals   *approval.Activities
-	guardrails  *guardrail.Activities
-	budgets     *budget.Activities
-	leases      *lease.Activities
-	handoffs    *handoff.Activities
-	retention   *retention.Activities
-	hostQueue   string
+	cfg        Config
+	graphs     map[string]*agents.Graph
+	acts       *Activities
+	events     *events.Activities
+	approvals  *approval.Activities
+	guardrails *guardrail.Activities
+	budgets    *budget.Activities
+	leases     *lease.Activities
+	handoffs   *handoff.Activities
+	retention  *retention.Activities
+	hostQueue  string
+	// store is the identity of this worker's sandbox store; storeQueues
+	// the queues its sandbox activities are served on besides hostQueue:
+	// the store's identity queue, the queue the store had before stores
+	// had identities, and the host's queue of before stores (runs in
+	// flight over a redeploy keep their sandboxes).
+	store       lease.StoreIdentity
+	storeQueues []string
 	transcripts *transcript.Transcripts
 	// mcp is the MCP room's activities, over the pool of Config.MCP or
 	// the Runner's own (ownsMCP).
@@ -192,8 +217,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err := cfg.fillDefaults(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, hostQueue: cfg.SandboxQueue,
-		transcripts: transcript.NewTranscripts(cfg.Store)}
+	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, transcripts: transcript.NewTranscripts(cfg.Store)}
+	if err := r.openStore(); err != nil {
+		return nil, err
+	}
 	r.memory = &memory.Consolidation{Store: cfg.Store, Transcripts: r.transcripts, Model: cfg.Model, DefaultModel: cfg.DefaultModel,
 		Options: cfg.Memory, ModelTimeout: cfg.ModelTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, Learnt: skills.NewLearntCache(0)}
 	pool := cfg.MCP
@@ -250,8 +277,54 @@ func (cfg *Config) fillDefaults() error {
 	if cfg.DefaultBackend == "" {
 		cfg.DefaultBackend = defaultBackend(cfg.Sandboxes)
 	}
-	if cfg.SandboxQueue == "" {
-		cfg.SandboxQueue = lease.DefaultStoreQueue(cfg.Host, cfg.Sandboxes)
+	return nil
+}
+
+// openStore reads (or makes) the identity of the worker's sandbox store
+// and sets the queues it serves: the default SandboxQueue is the identity
+// queue.
+func (r *Runner) openStore() error {
+	cfg := &r.cfg
+	dir := cfg.StoreDir
+	if dir == "" {
+		for _, b := range slices.Sorted(maps.Keys(cfg.Sandboxes)) {
+			if c, ok := cfg.Sandboxes[b].(interface{ Root() string }); ok {
+				dir = filepath.Join(c.Root(), lease.StoreDirName)
+				break
+			}
+		}
+	}
+	// Before identities, the store's queue was named by the host and the
+	// roots: runs in flight over a redeploy still send there.
+	legacy := lease.DefaultStoreQueue(cfg.Host, cfg.Sandboxes)
+	if cfg.StoreDir != "" {
+		legacy = lease.StoreQueue(cfg.Host, cfg.StoreDir)
+	}
+	switch {
+	case cfg.StoreID != "":
+		r.store = lease.StoreIdentity{ID: cfg.StoreID}
+	case dir != "":
+		id, err := lease.OpenStoreIdentity(dir, cfg.Host)
+		if err != nil {
+			return fmt.Errorf("workflows: %w", err)
+		}
+		r.store = id
+	}
+	queue := cfg.SandboxQueue
+	if queue == "" {
+		queue = legacy
+		if r.store.ID != "" {
+			queue = lease.IdentityQueue(r.store.ID)
+		}
+	}
+	r.hostQueue = queue
+	seen := map[string]bool{queue: true}
+	for _, q := range []string{lease.IdentityQueue(r.store.ID), legacy, lease.LegacyHostQueue(cfg.Host)} {
+		if r.store.ID == "" && q == lease.IdentityQueue("") || seen[q] {
+			continue
+		}
+		seen[q] = true
+		r.storeQueues = append(r.storeQueues, q)
 	}
 	return nil
 }
@@ -318,7 +391,7 @@ func (r *Runner) setActivities() {
 	r.retention = &retention.Activities{Store: cfg.Store}
 	r.handoffs = &handoff.Activities{Graph: r.servedGraph, Transcripts: r.transcripts}
 	r.leases = &lease.Activities{Sandboxes: cfg.Sandboxes, DefaultBackend: cfg.DefaultBackend, Store: cfg.Store, SpoolDir: cfg.SpoolDir,
-		Queue: r.hostQueue, Agent: r.agent, Memory: r.memory}
+		Queue: r.hostQueue, StoreID: r.store.ID, Agent: r.agent, Memory: r.memory}
 }
 
 // CheckHost checks that this host can run what the graphs need of it: the
@@ -355,6 +428,12 @@ func (r *Runner) Register(w worker.Registry) {
 // RegisterActivities, so sandbox activities reach the worker that holds
 // the sandbox.
 func (r *Runner) SandboxQueue() string { return r.hostQueue }
+
+// Store is the identity of this worker's sandbox store (Config.StoreDir,
+// Config.StoreID); its ID is empty for a worker with no store on disk.
+// When the identity file was found copied, Store says which identity it
+// replaced and why, for the worker to tell its operator.
+func (r *Runner) Store() lease.StoreIdentity { return r.store }
 
 // mcpSettings are the settings of the MCP tools of this worker's agent
 // workflows.
@@ -523,6 +602,13 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	if id, err := lease.ClusterID(context.Background(), c); err == nil {
 		r.leases.SetCluster(id)
 	}
+	// One sandbox queue, one store: a queue named by hand must not be
+	// shared with a live worker of another store.
+	if r.cfg.SandboxQueue != "" {
+		if err := lease.CheckQueueStore(context.Background(), c, r.hostQueue, r.store.ID); err != nil {
+			return nil, fmt.Errorf("workflows: %w", err)
+		}
+	}
 	// The delta relay, advertised in the identity of this process's
 	// workers, where followers read it from the task queue's pollers.
 	releaseRelay := func() {}
@@ -537,6 +623,9 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	// Clients send big run inputs only to queues whose workers all say
 	// they take them by reference (troupe.TakesInputRefs).
 	opts.Identity = troupe.WithInputRefs(opts.Identity)
+	// Workers that would share a sandbox queue read each other's store
+	// here (CheckQueueStore).
+	opts.Identity = troupe.WithStore(opts.Identity, r.store.ID)
 	r.leases.SetIdentity(opts.Identity)
 	// An activity that stays without its blob fails, typed, rather than
 	// retrying for ever (blobwait).
@@ -554,13 +643,26 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		releaseRelay()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", r.hostQueue, err)
 	}
-	legacy := worker.New(c, lease.LegacyHostQueue(r.cfg.Host), opts)
-	r.RegisterActivities(legacy)
-	if err := legacy.Start(); err != nil {
-		host.Stop()
-		shared.Stop()
-		releaseRelay()
-		return nil, fmt.Errorf("workflows: start worker on %s: %w", lease.LegacyHostQueue(r.cfg.Host), err)
+	// The store's other queues: its identity queue, where calls that
+	// reached a worker of another store go on to, and the queues of
+	// before store identities, which runs in flight still send to.
+	var others []worker.Worker
+	stopOthers := func() {
+		for _, w := range others {
+			w.Stop()
+		}
+	}
+	for _, q := range r.storeQueues {
+		w := worker.New(c, q, opts)
+		r.RegisterActivities(w)
+		if err := w.Start(); err != nil {
+			stopOthers()
+			host.Stop()
+			shared.Stop()
+			releaseRelay()
+			return nil, fmt.Errorf("workflows: start worker on %s: %w", q, err)
+		}
+		others = append(others, w)
 	}
 	// MCP sessions live in this process, not just on this host: another
 	// process of the host has sessions of its own.
@@ -568,7 +670,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	sessions := worker.New(c, mcpQueue, opts)
 	r.mcp.Register(sessions)
 	if err := sessions.Start(); err != nil {
-		legacy.Stop()
+		stopOthers()
 		host.Stop()
 		shared.Stop()
 		releaseRelay()
@@ -577,7 +679,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	r.mcpQ.Store(&mcpQueue)
 	return func() {
 		sessions.Stop()
-		legacy.Stop()
+		stopOthers()
 		host.Stop()
 		shared.Stop()
 		releaseRelay()

@@ -139,8 +139,14 @@ type Limits struct {
 type State struct {
 	// Backend is the Client.Backend that made the session.
 	Backend string `json:"backend"`
-	// Host names the machine that holds the workspace.
+	// Host names the machine that holds the workspace, as the backend
+	// knows it (its hostname): for people to read. Two machines may share
+	// a name; Store tells their stores apart.
 	Host string `json:"host"`
+	// Store is the identity of the sandbox store that made the session
+	// (a worker's, by which its calls are routed); empty for a session
+	// made before stores had one, or by a client outside a worker.
+	Store string `json:"store,omitempty"`
 	// ID is the Spec's ID.
 	ID string `json:"id"`
 	// Workspace is the workspace directory on Host.

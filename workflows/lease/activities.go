@@ -48,6 +48,14 @@ type Activities struct {
 	// a sandbox it creates names it, so the sandbox's activities reach a
 	// worker that sees its workspace.
 	Queue string
+	// StoreID is the identity of this worker's sandbox store
+	// (OpenStoreIdentity): every sandbox it creates records it in its
+	// state (sandbox.State.Store), and a call of a sandbox of another
+	// identity fails as misrouted (troupe.ErrSandboxMisrouted), which its
+	// workflow sends on to that store's queue (IdentityQueue). Empty for
+	// a worker with no store on disk (no backend keeps workspaces in a
+	// host directory): its sandboxes are checked by hostname and root.
+	StoreID string
 	// Agent resolves a run's agent in the graph this worker serves now:
 	// an agent (or graph) that is not there fails with
 	// troupe.GraphChanged.
@@ -368,6 +376,9 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 		_ = s.Stop(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	// Its store by identity, not by the host's name: its calls reach
+	// this store, or are sent on to it (checkStore, Life's reroute).
+	st.Store = a.StoreID
 	a.remember(s)
 	info := &SandboxInfo{State: st, Queue: a.Queue, Guidance: guidance}
 	if r, ok := c.(sandbox.LimitReporter); ok {

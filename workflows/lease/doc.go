@@ -19,11 +19,17 @@
 //     sandbox (Ensure): SandboxCreate makes the workspace from the agent's
 //     manifest on the worker that takes it, restores the last snapshot
 //     if there is one, materialises the agent's memory (Activities.Memory)
-//     and reads its guidance again. The sandbox answers with the task
-//     queue of the worker's sandbox store (StoreQueue: its host and
-//     sandbox roots), where every later activity of the sandbox goes, so
-//     it reaches a worker that sees the workspace; a worker of another
-//     store refuses it (troupe.ErrSandboxMisrouted). Event:
+//     and reads its guidance again. The sandbox's state names the
+//     worker's sandbox store by its identity (OpenStoreIdentity: a random
+//     id kept on the store's disk, never a hostname or a path), and the
+//     sandbox answers with the store's task queue (IdentityQueue, or one
+//     named by hand), where every later activity of the sandbox goes, so
+//     it reaches a worker that sees the workspace. A worker of another
+//     store refuses it (troupe.ErrSandboxMisrouted), and the workflow
+//     sends it on to the identity queue of the store the state names
+//     (event sandbox_rerouted; versioned troupe.sandbox-reroute), where
+//     the lease routes from then on; a store that no worker serves does
+//     not take it, and the sandbox is lost after HostTimeout (6). Event:
 //     sandbox_provisioned, or sandbox_restored from a snapshot. The
 //     sandbox's state goes into the history with its environment sealed
 //     for its host alone (env.go): a resolved secret never leaves the
@@ -95,7 +101,7 @@
 // Life and Keeper are workflow code: deterministic, touching sandboxes
 // only through the activities. Every change of the commands they issue is
 // versioned (troupe.clear-lost-sandbox, troupe.snapshot-retry, troupe.host-gone,
-// troupe.sandbox-call-retry, troupe.sandbox-stop-retry,
+// troupe.sandbox-call-retry, troupe.sandbox-stop-retry, troupe.sandbox-reroute,
 // troupe.manifest-guidance, troupe.keep-failed-workspace,
 // troupe.snapshot-before-stop) and proven by
 // the replay sets of package workflows. The activities' names and

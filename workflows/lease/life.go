@@ -221,12 +221,14 @@ func (s *Life) Call(ctx workflow.Context, ti troupe.ToolInput, timeout time.Dura
 	workflow.Go(ctx, func(gctx workflow.Context) {
 		defer func() { _ = s.lease.CallEnded() }()
 		var item agents.Item
-		err := s.again(gctx, versionCallRetry, inner.Get(gctx, &item), func(error) troupe.Event {
+		run := func() error {
+			return workflow.ExecuteActivity(s.hostCtx(gctx, sb, timeout, summary), SandboxToolActivityName, in).Get(gctx, &item)
+		}
+		err := s.reroute(gctx, &sb, inner.Get(gctx, &item), run)
+		err = s.again(gctx, versionCallRetry, err, func(error) troupe.Event {
 			return troupe.Event{Kind: troupe.EventSandboxCallRetry, Agent: s.agent, Turn: ti.Run.Turn, Tool: ti.Call.Name, CallID: ti.Call.CallID,
 				Detail: "the worker running " + ti.Call.Name + " stopped answering; running it again on the same workspace"}
-		}, func() error {
-			return workflow.ExecuteActivity(s.hostCtx(gctx, sb, timeout, summary), SandboxToolActivityName, in).Get(gctx, &item)
-		})
+		}, run)
 		switch {
 		case err != nil && s.isLost(err):
 			s.lost(gctx, err)
@@ -427,7 +429,10 @@ func (s *Life) snapshotNow(ctx workflow.Context) error {
 		return hostGoneErr(sb.Queue, why)
 	}
 	var key string
-	if err := workflow.ExecuteActivity(s.hostCtx(ctx, sb, 10*time.Minute, "snapshot the sandbox"), SandboxSnapshotActivityName, sb.State).Get(ctx, &key); err != nil {
+	snapshot := func() error {
+		return workflow.ExecuteActivity(s.hostCtx(ctx, sb, 10*time.Minute, "snapshot the sandbox"), SandboxSnapshotActivityName, sb.State).Get(ctx, &key)
+	}
+	if err := s.reroute(ctx, &sb, snapshot(), snapshot); err != nil {
 		return err
 	}
 	if s.lease.Live() {
@@ -528,7 +533,7 @@ func (s *Life) stopNow(ctx workflow.Context, kind string) {
 	// A stop whose worker died goes again on the host's next worker, as a
 	// call and a snapshot do: given up, it would leave the workspace (its
 	// disk, its mount, its container) on the host until a reaper found it.
-	err := s.again(ctx, versionStopRetry, stop(), func(err error) troupe.Event {
+	err := s.again(ctx, versionStopRetry, s.reroute(ctx, &sb, stop(), stop), func(err error) troupe.Event {
 		return troupe.Event{Kind: troupe.EventSandboxStopRetry, Agent: s.agent, Detail: "the worker stopping the sandbox stopped answering; stopping it again: " + err.Error()}
 	}, stop)
 	detail := sb.State.Backend + " sandbox " + sb.State.ID

@@ -51,9 +51,10 @@ func (degraded) Enforced() []sandbox.LimitReport {
 	}
 }
 
-// TestSandboxStore: the sandbox queue names the store (host and roots),
-// and a worker asked about a sandbox of another store fails the call as
-// misrouted instead of answering from a workspace it does not have.
+// TestSandboxStore: the sandbox queue names the store (its identity, kept
+// in its root), and a worker asked about a sandbox of another store fails
+// the call as misrouted instead of answering from a workspace it does not
+// have, or that only looks like it (same hostname, same path).
 func TestSandboxStore(t *testing.T) {
 	ctx := context.Background()
 	store, err := blob.Open(ctx, "mem://")
@@ -79,9 +80,15 @@ func TestSandboxStore(t *testing.T) {
 	if want := []string{"memory: no memory controller"}; !slices.Equal(info.NotInForce, want) {
 		t.Errorf("limits not in force = %q, want %q", info.NotInForce, want)
 	}
+	if info.State.Store == "" || info.State.Store != a.Store().ID {
+		t.Errorf("sandbox of store %q, want the store's identity %q", info.State.Store, a.Store().ID)
+	}
 	// Even forced onto one queue, B cannot see A's workspace: it says so.
+	// Nor can a store of another host of the same name whose root has the
+	// same path (here: the very directory, which it must not answer from).
 	forced := storeRunner(t, rootB, store, a.SandboxQueue())
-	for name, r := range map[string]*workflows.Runner{"other root": b, "same queue, other root": forced} {
+	twin := storeRunner(t, rootA, store, a.SandboxQueue(), func(c *workflows.Config) { c.StoreID = "host-0123456789abcdef" })
+	for name, r := range map[string]*workflows.Runner{"other root": b, "same queue, other root": forced, "same hostname and root, other store": twin} {
 		if _, err := r.Lease().SandboxSnapshot(ctx, info.State); troupe.ErrorType(err) != troupe.ErrSandboxMisrouted {
 			t.Errorf("%s: snapshot of another store's sandbox = %v, want %s", name, err, troupe.ErrSandboxMisrouted)
 		}
@@ -98,6 +105,17 @@ func TestSandboxStore(t *testing.T) {
 	key, err := a2.Lease().SandboxSnapshot(ctx, info.State)
 	if err != nil {
 		t.Fatalf("snapshot on the sandbox's own store: %v", err)
+	}
+	// A state of before store identities is checked by hostname and root:
+	// a runner of this machine's hostname and the sandbox's root takes it.
+	legacy := info.State
+	legacy.Store = ""
+	host, _ := os.Hostname()
+	if _, err := storeRunner(t, rootA, store, "", func(c *workflows.Config) { c.Host = host }).Lease().SandboxSnapshot(ctx, legacy); err != nil {
+		t.Errorf("snapshot of a state of before store identities, on its store: %v", err)
+	}
+	if _, err := b.Lease().SandboxSnapshot(ctx, legacy); troupe.ErrorType(err) != troupe.ErrSandboxMisrouted {
+		t.Errorf("snapshot of a state of before store identities, on another root: %v, want %s", err, troupe.ErrSandboxMisrouted)
 	}
 	restored, err := b.Lease().SandboxCreate(ctx, lease.SandboxCreateInput{Graph: "sb", Agent: "worker", WorkflowID: "wf", Generation: 2, Snapshot: key})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // NewEnv is a test workflow environment that logs errors only.
@@ -105,7 +106,9 @@ func Leftovers(t testing.TB, root string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		names = append(names, e.Name())
+		if e.Name() != lease.StoreDirName { // the store's identity, not a workspace
+			names = append(names, e.Name())
+		}
 	}
 	return names
 }
