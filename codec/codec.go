@@ -199,14 +199,14 @@ type KeyError struct {
 
 func (e *KeyError) Error() string {
 	if errors.Is(e.Err, ErrWrongKey) {
-		return fmt.Sprintf("codec: a payload sealed with key %q does not open with this process's key %q: "+
-			"two different keys carry that id (or the payload was altered); give this process the key that sealed it", e.ID, e.ID)
+		return fmt.Sprintf("codec: a payload sealed with key %q does not open with the key %q of the process reading it: "+
+			"two different keys carry that id (or the payload was altered); give that process the key that sealed it", e.ID, e.ID)
 	}
 	if len(e.Known) == 0 {
-		return fmt.Sprintf("codec: a payload is sealed with key %q, and this process has no keys: "+
+		return fmt.Sprintf("codec: a payload is sealed with key %q, and the process reading it has no keys: "+
 			"give it that key (%s or %s)", e.ID, EnvKeyFile, EnvKeys)
 	}
-	return fmt.Sprintf("codec: a payload is sealed with key %q, which this process does not have (its keys: %s): "+
+	return fmt.Sprintf("codec: a payload is sealed with key %q, which the process reading it does not have (its keys: %s): "+
 		"add that key (%s or %s)", e.ID, strings.Join(e.Known, ", "), EnvKeyFile, EnvKeys)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -280,6 +281,13 @@ func TestFailures(t *testing.T) {
 	var apperr *temporal.ApplicationError
 	if err := sealing.FailureConverter.FailureToError(f); !errors.As(err, &apperr) || apperr.Type() != "troupe.Test" {
 		t.Errorf("the failure's type: %v", err)
+	}
+	// A failure to open a payload is not sealed: the process that lacks
+	// this one's key must hear which key this one lacks.
+	_, kerr := mustNew(t, "", key("k2", 2)).Decode([]*commonpb.Payload{f.GetEncodedAttributes()})
+	unsealed := sealing.FailureConverter.ErrorToFailure(fmt.Errorf("unable to decode the workflow function input payload with error: %w", kerr))
+	if !strings.Contains(unsealed.GetMessage(), `sealed with key "k1"`) || unsealed.GetEncodedAttributes() != nil {
+		t.Errorf("a failure to open a payload became %v, want it unsealed, naming the key", unsealed)
 	}
 	// No keys: failures stay as the SDK writes them.
 	plain := opts(mustNew(t, "")).FailureConverter.ErrorToFailure(errors.New(canary))

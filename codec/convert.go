@@ -4,6 +4,8 @@ package codec
 // converter that seals error messages and stack traces as well.
 
 import (
+	"errors"
+
 	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -40,16 +42,31 @@ func (c *Codec) failureConverter(dc converter.DataConverter) converter.FailureCo
 			DataConverter:          dc,
 			EncodeCommonAttributes: c.active != "",
 		}),
-		dc: dc,
+		plain: temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{DataConverter: dc}),
+		dc:    dc,
 	}
 }
 
 // failureConverter is the SDK's, but that a failure whose sealed message
 // does not open says why (a *KeyError's message) where the SDK's would
 // say "Encoded failure" and no more.
+//
+// A failure caused by a *KeyError is left unsealed: its message holds
+// key ids and no payload, and it must reach the processes that lack the
+// key this one seals with (a worker with the wrong key fails the runs it
+// cannot read, and their clients hear why).
 type failureConverter struct {
 	converter.FailureConverter
-	dc converter.DataConverter
+	plain converter.FailureConverter
+	dc    converter.DataConverter
+}
+
+func (f failureConverter) ErrorToFailure(err error) *failurepb.Failure {
+	var ke *KeyError
+	if errors.As(err, &ke) {
+		return f.plain.ErrorToFailure(err)
+	}
+	return f.FailureConverter.ErrorToFailure(err)
 }
 
 func (f failureConverter) FailureToError(fl *failurepb.Failure) error {
