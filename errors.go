@@ -86,6 +86,10 @@ const (
 	// the file, a file that cannot be read or parsed, TLS files that do
 	// not load, or no server named where one is needed.
 	ErrConnectionConfig = "troupe.ConnectionConfig"
+	// ErrPayloadKey: a payload is sealed (package codec) with a key the
+	// process reading it does not have, or that another key of the same
+	// id does not open; the message names the key id.
+	ErrPayloadKey = "troupe.PayloadKey"
 	// ErrUsage: the command line is wrong: an unknown flag or command, a
 	// missing or extra argument, a value a flag does not take.
 	ErrUsage = "troupe.Usage"

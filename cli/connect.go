@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/codec"
 )
 
 // The connection flags.
@@ -46,14 +47,29 @@ func connectionOf(cmd *cobra.Command) troupeclient.Connection {
 }
 
 // resolveConn resolves c; a connection that cannot be resolved is a
-// troupe.ErrConnectionConfig that names the file and profile.
+// troupe.ErrConnectionConfig that names the file and profile, or the
+// codec setting (TROUPE_CODEC_*) that is wrong.
 func resolveConn(c troupeclient.Connection) (troupeclient.Resolved, error) {
 	res, err := c.Resolve()
+	return res, connConfigError(err)
+}
+
+// connConfigError is err as a troupe.ErrConnectionConfig when it is a
+// connection's or a codec's *ConfigError.
+func connConfigError(err error) error {
 	var ce *troupeclient.ConfigError
-	if errors.As(err, &ce) {
-		return res, &Error{Type: troupe.ErrConnectionConfig, Message: err.Error(), Err: err}
+	var cce *codec.ConfigError
+	if errors.As(err, &ce) || errors.As(err, &cce) {
+		return &Error{Type: troupe.ErrConnectionConfig, Message: err.Error(), Err: err}
 	}
-	return res, err
+	return err
+}
+
+// payloadCodec is the codec of the TROUPE_CODEC_* settings, for a command
+// that resolves no connection (troupe dev, troupe codec-server).
+func payloadCodec() (*codec.Codec, error) {
+	c, err := codec.FromEnv(nil)
+	return c, connConfigError(err)
 }
 
 // cluster reports whether res names a Temporal server (rather than leave

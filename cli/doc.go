@@ -8,8 +8,9 @@
 // (the runs of the server, --json for scripts), sessions new|ls|show|send|budget|fork|switch|pause|resume|stop|rename|policy
 // (conversations, for scripts), chat (the terminal UI over sessions: open one,
 // talk, watch each turn live; see package cli/chat), mcp serve (the exposed agents as MCP
-// tools, over stdio or streamable HTTP; see package mcp/server), and model
-// serve (the scripted model server).
+// tools, over stdio or streamable HTTP; see package mcp/server), model
+// serve (the scripted model server), and codec-server (the payload codec
+// over HTTP, for the Temporal Web UI and the temporal CLI).
 //
 // Environment: OPENAI_API_KEY, OPENAI_BASE_URL and TROUPE_MODEL_API
 // (responses|chat) choose the model; with no OPENAI_API_KEY the graphs'
@@ -35,6 +36,13 @@
 // run: the run goes on on any worker of its graph, and `runs resume`
 // picks it up. A command interrupted so exits with status 130. TROUPE_BLOB_URL
 // overrides the blob store (default file://$TROUPE_HOME/blobs).
+//
+// Every command that connects, dev included, seals the payloads it sends
+// with the keys of TROUPE_CODEC_KEY_FILE and TROUPE_CODEC_KEYS (the active
+// one named by TROUPE_CODEC_KEY_ID; see package codec), and opens those it
+// reads with any of them; a payload sealed with a key it lacks fails with
+// troupe.ErrPayloadKey, naming the key. dev with keys points its Web UI at
+// a codec server of its own (--codec-port).
 //
 // run, runs follow and sessions send print each turn's text as the model
 // generates it (not under --json): from the worker of their own process,

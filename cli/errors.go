@@ -20,6 +20,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/codec"
 )
 
 // Error is a failure of a troupe command with a type of its own (one of
@@ -179,6 +180,8 @@ func describeError(err error) FailureInfo {
 		typ = troupe.ErrRunClosed
 	case errors.Is(err, troupeclient.ErrNoSession):
 		typ = troupe.ErrUnknownSession
+	case errors.As(err, new(*codec.KeyError)):
+		typ = troupe.ErrPayloadKey
 	}
 	raw := temporalError(err)
 	if raw == nil {

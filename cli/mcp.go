@@ -152,7 +152,7 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 	cfg := server.Config{
 		Client: c, TaskQueue: o.queue, Graphs: graphList(o.served), Events: o.worker.events,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Inputs: workersStore{cn, o.queue},
+		Inputs: workersStore{cn, o.queue}, DataConverter: o.conn.Options.DataConverter,
 	}
 	if !ownWorker {
 		// The workers are elsewhere: a call says at once when none serves

@@ -485,7 +485,8 @@ type conn struct {
 // default one when empty) and following them with the events of bus (a
 // worker of this process) when set.
 func (cn *conn) runs(queue string, bus *events.Bus) *troupeclient.Client {
-	cl, err := troupeclient.New(troupeclient.Config{Temporal: cn.c, TaskQueue: queue, Events: bus, Store: cn.eventStore(), Inputs: workersStore{cn, queue}})
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: cn.c, TaskQueue: queue, Events: bus, Store: cn.eventStore(), Inputs: workersStore{cn, queue},
+		DataConverter: cn.res.Options.DataConverter})
 	if err != nil {
 		panic(err) // unreachable: cn.c is set
 	}
@@ -503,8 +504,10 @@ func dialTemporal(ctx context.Context, res troupeclient.Resolved, logger log.Log
 		if cn.home, err = openHomeServer(ctx, stderr); err != nil {
 			return nil, err
 		}
-		// Nothing of a profile (TLS, API key, headers) applies to it.
-		opts = client.Options{HostPort: cn.home.info.Address, Namespace: cn.home.info.Namespace}
+		// Nothing of a profile (TLS, API key, headers) applies to it;
+		// the payload codec does.
+		opts = client.Options{HostPort: cn.home.info.Address, Namespace: cn.home.info.Namespace,
+			DataConverter: res.Options.DataConverter, FailureConverter: res.Options.FailureConverter}
 	}
 	opts.Logger = logger
 	if opts.Logger == nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	troupeclient "github.com/troupe-dev/troupe/client"
+	"github.com/troupe-dev/troupe/codec"
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/workflows/events"
 )
@@ -225,7 +226,11 @@ func showRun(ctx context.Context, cn *conn, id string, asJSON bool, stdout io.Wr
 	}
 	s := shown{RunInfo: info}
 	if info.Close != nil {
-		if res, err := run.Result(ctx); err != nil {
+		res, err := run.Result(ctx)
+		if ke := new(codec.KeyError); errors.As(err, &ke) {
+			return fmt.Errorf("the result of run %s: %w", id, err) // This process cannot read it.
+		}
+		if err != nil {
 			f := describeFailure(id, err)
 			s.Error, s.Agent, s.Budget = &f.Err, f.Agent, f.Budget
 		} else {

@@ -385,7 +385,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 }
 
 func devCommand(graphs []Graph) *cobra.Command {
-	var port, uiPort int
+	var port, uiPort, codecPort int
 	var noWorker bool
 	o := workerOptions{taskQueue: troupe.DefaultTaskQueue}
 	cmd := &cobra.Command{
@@ -393,7 +393,20 @@ func devCommand(graphs []Graph) *cobra.Command {
 		Short: "Run an embedded Temporal server, its Web UI and a worker for the graphs",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
-			srv, err := devserver.Start(cmd.Context(), devserver.Config{Port: port, UIPort: uiPort})
+			cdc, err := payloadCodec()
+			if err != nil {
+				return err
+			}
+			var codecSrv *devCodec
+			if uiPort >= 0 {
+				// The UI decodes payloads through a codec server of
+				// this process, when there are keys to decode with.
+				if codecSrv, err = listenDevCodec(cdc, codecPort); err != nil {
+					return err
+				}
+				defer codecSrv.close(cmd.ErrOrStderr())
+			}
+			srv, err := devserver.Start(cmd.Context(), devserver.Config{Port: port, UIPort: uiPort, CodecEndpoint: codecSrv.endpoint()})
 			if errors.Is(err, devserver.ErrDatabaseInUse) {
 				if dir, derr := home(); derr == nil {
 					if info, rerr := devserver.Running(dir); rerr == nil {
@@ -406,7 +419,10 @@ func devCommand(graphs []Graph) *cobra.Command {
 				return err
 			}
 			defer srv.Stop()
-			opts, stopTelemetry, err := withTelemetry(cmd.Context(), client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: quietLogger()})
+			codecSrv.serve(cdc, srv.UIAddress())
+			opts := client.Options{HostPort: srv.FrontendAddress(), Namespace: srv.Namespace(), Logger: quietLogger()}
+			cdc.Apply(&opts)
+			opts, stopTelemetry, err := withTelemetry(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
@@ -426,14 +442,22 @@ func devCommand(graphs []Graph) *cobra.Command {
 				}
 				defer stop()
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "troupe: dev server up in %s\n  Temporal: %s (namespace %s)\n  Web UI:   %s\n  graphs:   %s\nexport TEMPORAL_ADDRESS=%s to run against it\n",
-				time.Since(start).Round(time.Millisecond), srv.FrontendAddress(), srv.Namespace(), srv.UIAddress(), served, srv.FrontendAddress())
+			payloads := "plain (no TROUPE_CODEC_KEYS or TROUPE_CODEC_KEY_FILE)"
+			if cdc.ActiveKey() != "" {
+				payloads = "encrypted with key " + cdc.ActiveKey()
+				if e := codecSrv.endpoint(); e != "" {
+					payloads += "; the Web UI decodes them through " + e
+				}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "troupe: dev server up in %s\n  Temporal: %s (namespace %s)\n  Web UI:   %s\n  payloads: %s\n  graphs:   %s\nexport TEMPORAL_ADDRESS=%s to run against it\n",
+				time.Since(start).Round(time.Millisecond), srv.FrontendAddress(), srv.Namespace(), srv.UIAddress(), payloads, served, srv.FrontendAddress())
 			<-cmd.Context().Done()
 			return nil
 		},
 	}
 	cmd.Flags().IntVar(&port, "port", 7233, "Temporal frontend port")
 	cmd.Flags().IntVar(&uiPort, "ui-port", 8233, "Web UI port (-1 for none)")
+	cmd.Flags().IntVar(&codecPort, "codec-port", 8234, "port of the codec server the Web UI decodes payloads through, when TROUPE_CODEC_* gives keys (0: any free port, -1 for none)")
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "run the server and its Web UI only, with no worker")
 	addSandboxFlags(cmd.Flags(), &o)
 	addDeltaFlag(cmd.Flags(), &o)

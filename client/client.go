@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/troupe-dev/troupe"
 )
@@ -89,6 +90,12 @@ type Config struct {
 	// those events are read from the earlier runs. The Client does not
 	// close it.
 	Store EventStore
+	// DataConverter decodes what the client reads from histories and
+	// memos by hand (a run's input and summary, a session's input): the
+	// data converter the Temporal client was dialled with
+	// (Resolved.Options.DataConverter, which opens sealed payloads).
+	// Default: the SDK's default data converter.
+	DataConverter converter.DataConverter
 	// Inputs, when set, is the workers' blob store, where Start and
 	// Session.Send put a run input or message over troupe.MessageInline
 	// (up to troupe.MessageLimit), to send it by reference. Without it,
@@ -112,6 +119,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.DataConverter == nil {
+		cfg.DataConverter = converter.GetDefaultDataConverter()
 	}
 	if none(cfg.Events) {
 		cfg.Events = nil
@@ -199,7 +209,7 @@ func (c *Client) Run(id string) *Run { return &Run{c: c, id: id} }
 // List returns the runs the server holds (as long as its retention keeps
 // closed ones), newest first.
 func (c *Client) List(ctx context.Context, o ListOptions) ([]RunInfo, error) {
-	return ListRuns(ctx, c.cfg.Temporal, o)
+	return listRuns(ctx, c.cfg.Temporal, c.cfg.DataConverter, o)
 }
 
 // Run is the handle of one run.
@@ -259,12 +269,12 @@ func (r *Run) Result(ctx context.Context) (*RunResult, error) {
 // Describe returns the run as the server sees it now: status, graph,
 // summary, times, task queue.
 func (r *Run) Describe(ctx context.Context) (RunInfo, error) {
-	return DescribeRun(ctx, r.c.cfg.Temporal, r.id)
+	return describeRun(ctx, r.c.cfg.Temporal, r.c.cfg.DataConverter, r.id)
 }
 
 // Input returns the input the run started with.
 func (r *Run) Input(ctx context.Context) (RunInput, error) {
-	return RunInputOf(ctx, r.c.cfg.Temporal, r.id)
+	return runInputOf(ctx, r.c.cfg.Temporal, r.c.cfg.DataConverter, r.id)
 }
 
 // ErrClosed is the error of Cancel and Terminate for a run that has

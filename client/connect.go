@@ -14,6 +14,8 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+
+	"github.com/troupe-dev/troupe/codec"
 )
 
 // Connection says where to connect, over what the environment and the
@@ -41,6 +43,12 @@ import (
 //
 // A profile that was named (Profile or TEMPORAL_PROFILE) must exist; the
 // default profile may be missing, and so may the file.
+//
+// Payloads are sealed with the keys of TROUPE_CODEC_KEY_FILE and
+// TROUPE_CODEC_KEYS (read from Env too), the active one named by
+// TROUPE_CODEC_KEY_ID (see package codec): Resolved.Options carries the
+// codec's data and failure converters, so every client and worker dialled
+// with them seals what it sends and opens what it reads.
 type Connection struct {
 	// Address is the server's host:port, over TEMPORAL_ADDRESS and the
 	// profile's.
@@ -76,9 +84,12 @@ const (
 type Resolved struct {
 	// Options are the client options: HostPort, Namespace, Credentials
 	// (API key), ConnectionOptions (TLS, authority) and HeadersProvider
-	// (gRPC metadata). The caller adds its logger, interceptors and
-	// data converter.
+	// (gRPC metadata), DataConverter and FailureConverter (Codec's). The
+	// caller adds its logger and interceptors.
 	Options client.Options
+	// Codec is the payload codec of the TROUPE_CODEC_* settings; one with
+	// no keys (which seals nothing) when none is set.
+	Codec *codec.Codec
 	// AddressFrom is where Options.HostPort came from; FromDefault when
 	// it is empty.
 	AddressFrom Origin
@@ -139,7 +150,8 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 // Resolve returns the client options c comes to (see Connection for the
-// order), or a *ConfigError.
+// order), or a *ConfigError; codec keys that cannot be read are a
+// *codec.ConfigError.
 func (c Connection) Resolve() (Resolved, error) {
 	env := c.Env
 	if env == nil {
@@ -206,5 +218,9 @@ func (c Connection) Resolve() (Resolved, error) {
 	if res.Options.Namespace == "" {
 		res.Options.Namespace = "default"
 	}
+	if res.Codec, err = codec.FromEnv(env.LookupEnv); err != nil {
+		return Resolved{}, err
+	}
+	res.Codec.Apply(&res.Options)
 	return res, nil
 }

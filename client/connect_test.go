@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/troupe-dev/troupe/codec"
 )
 
 // env is an EnvLookup over a map: what the tests set, and nothing of the
@@ -77,6 +79,52 @@ func TestConnectionResolve(t *testing.T) {
 			}
 			if tc.where != "" && res.Where() != tc.where {
 				t.Errorf("Where() = %q, want %q", res.Where(), tc.where)
+			}
+		})
+	}
+}
+
+// TestConnectionCodec: the TROUPE_CODEC_* settings of Env put the codec
+// on the options, sealing with the active key; keys that cannot be used
+// are a *codec.ConfigError; with none, the codec seals nothing.
+func TestConnectionCodec(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none.toml")
+	key := func(id string) string { return id + ":" + strings.Repeat("A", 43) + "=" }
+	tests := []struct {
+		name   string
+		env    env
+		active string
+		err    string
+	}{
+		{name: "none", env: env{}},
+		{name: "keys", env: env{"TROUPE_CODEC_KEYS": key("a") + "," + key("b")}, active: "b"},
+		{name: "active named", env: env{"TROUPE_CODEC_KEYS": key("a") + "," + key("b"), "TROUPE_CODEC_KEY_ID": "a"}, active: "a"},
+		{name: "bad key", env: env{"TROUPE_CODEC_KEYS": "a:c2hvcnQ="}, err: `key "a": 5 bytes`},
+		{name: "missing file", env: env{"TROUPE_CODEC_KEY_FILE": filepath.Join(t.TempDir(), "keys")}, err: "TROUPE_CODEC_KEY_FILE="},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["TEMPORAL_CONFIG_FILE"] = missing
+			res, err := Connection{Env: tc.env}.Resolve()
+			if tc.err != "" {
+				var ce *codec.ConfigError
+				if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Resolve: %v; want a *codec.ConfigError saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Codec == nil || res.Codec.ActiveKey() != tc.active || res.Options.DataConverter == nil || res.Options.FailureConverter == nil {
+				t.Fatalf("codec %v (active %q), converters %v %v; want active %q", res.Codec, res.Codec.ActiveKey(), res.Options.DataConverter, res.Options.FailureConverter, tc.active)
+			}
+			p, err := res.Options.DataConverter.ToPayload("a prompt")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := codec.Sealed(p); got != (tc.active != "") {
+				t.Errorf("sealed: %v, want %v", got, tc.active != "")
 			}
 		})
 	}

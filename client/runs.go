@@ -134,8 +134,14 @@ type ListOptions struct {
 }
 
 // ListRuns returns the runs that c's namespace holds (as long as its
-// retention keeps closed ones), newest first.
+// retention keeps closed ones), newest first. It reads their memos with
+// the SDK's default data converter; Client.List reads them with the
+// client's (Config.DataConverter), which opens sealed ones.
 func ListRuns(ctx context.Context, c client.Client, o ListOptions) ([]RunInfo, error) {
+	return listRuns(ctx, c, nil, o)
+}
+
+func listRuns(ctx context.Context, c client.Client, dc converter.DataConverter, o ListOptions) ([]RunInfo, error) {
 	if o.Limit <= 0 {
 		o.Limit = 50
 	}
@@ -153,7 +159,7 @@ func ListRuns(ctx context.Context, c client.Client, o ListOptions) ([]RunInfo, e
 			return nil, fmt.Errorf("client: list runs: %w", err)
 		}
 		for _, e := range resp.GetExecutions() {
-			info := runInfo(e)
+			info := runInfo(e, dc)
 			if err := firstStart(ctx, c, e, &info); err != nil {
 				return nil, fmt.Errorf("client: list runs: %w", err)
 			}
@@ -176,8 +182,12 @@ var ErrNoRun = errors.New("not found")
 
 // DescribeRun returns the run id. The id of a workflow that is not a
 // run's orchestrator is an error wrapping ErrNotRun; that of no workflow
-// one wrapping ErrNoRun.
+// one wrapping ErrNoRun. It reads the run's memo as ListRuns does.
 func DescribeRun(ctx context.Context, c client.Client, id string) (RunInfo, error) {
+	return describeRun(ctx, c, nil, id)
+}
+
+func describeRun(ctx context.Context, c client.Client, dc converter.DataConverter, id string) (RunInfo, error) {
 	d, err := c.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
@@ -193,7 +203,7 @@ func DescribeRun(ctx context.Context, c client.Client, id string) (RunInfo, erro
 		}
 		return RunInfo{}, fmt.Errorf("%s is %w but a %s workflow", id, ErrNotRun, typ)
 	}
-	info := runInfo(e)
+	info := runInfo(e, dc)
 	if err := firstStart(ctx, c, e, &info); err != nil {
 		return RunInfo{}, fmt.Errorf("client: describe run %s: %w", id, err)
 	}
@@ -228,7 +238,10 @@ func firstStart(ctx context.Context, c client.Client, e *workflowpb.WorkflowExec
 	return nil
 }
 
-func runInfo(e *workflowpb.WorkflowExecutionInfo) RunInfo {
+// runInfo is the run of e, its memo read with dc (nil: the default data
+// converter). A memo that does not decode (sealed with a key dc lacks)
+// leaves the graph empty and says why in the summary.
+func runInfo(e *workflowpb.WorkflowExecutionInfo, dc converter.DataConverter) RunInfo {
 	info := RunInfo{
 		WorkflowID: e.GetExecution().GetWorkflowId(),
 		Start:      e.GetStartTime().AsTime(),
@@ -240,12 +253,18 @@ func runInfo(e *workflowpb.WorkflowExecutionInfo) RunInfo {
 		info.Close = &t
 	}
 	fields := e.GetMemo().GetFields()
-	dc := converter.GetDefaultDataConverter()
-	if p := fields[MemoGraph]; p != nil {
-		_ = dc.FromPayload(p, &info.Graph)
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
 	}
-	if p := fields[MemoSummary]; p != nil {
-		_ = dc.FromPayload(p, &info.Summary)
+	var err error
+	if p := fields[MemoGraph]; p != nil {
+		err = dc.FromPayload(p, &info.Graph)
+	}
+	if p := fields[MemoSummary]; p != nil && err == nil {
+		err = dc.FromPayload(p, &info.Summary)
+	}
+	if err != nil {
+		info.Graph, info.Summary = "", "("+err.Error()+")"
 	}
 	return info
 }
@@ -255,8 +274,17 @@ func statusName(s enums.WorkflowExecutionStatus) string {
 	return strings.TrimPrefix(enums.WorkflowExecutionStatus_name[int32(s)], "WORKFLOW_EXECUTION_STATUS_")
 }
 
-// RunInputOf returns the input the run id started with.
+// RunInputOf returns the input the run id started with, read with the
+// SDK's default data converter; Run.Input reads it with the client's
+// (Config.DataConverter).
 func RunInputOf(ctx context.Context, c client.Client, id string) (troupe.RunInput, error) {
+	return runInputOf(ctx, c, nil, id)
+}
+
+func runInputOf(ctx context.Context, c client.Client, dc converter.DataConverter, id string) (troupe.RunInput, error) {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
 	var in troupe.RunInput
 	it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !it.HasNext() {
@@ -267,7 +295,7 @@ func RunInputOf(ctx context.Context, c client.Client, id string) (troupe.RunInpu
 		return in, fmt.Errorf("client: history of run %s: %w", id, err)
 	}
 	payloads := first.GetWorkflowExecutionStartedEventAttributes().GetInput()
-	if err := converter.GetDefaultDataConverter().FromPayloads(payloads, &in); err != nil {
+	if err := dc.FromPayloads(payloads, &in); err != nil {
 		return in, fmt.Errorf("client: input of run %s: %w", id, err)
 	}
 	return in, nil

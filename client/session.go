@@ -11,7 +11,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/runtime"
@@ -232,7 +231,7 @@ func (s *Session) Input(ctx context.Context) (SessionInput, error) {
 		return SessionInput{}, fmt.Errorf("session %s: %w (a %q workflow)", s.id, ErrNoSession, typ)
 	}
 	var in SessionInput
-	if err := converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &in); err != nil {
+	if err := s.c.cfg.DataConverter.FromPayloads(started.GetInput(), &in); err != nil {
 		return SessionInput{}, fmt.Errorf("session %s: input: %w", s.id, err)
 	}
 	in.Carry = nil // where an earlier run stood: not what the session started with

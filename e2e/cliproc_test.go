@@ -12,9 +12,11 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/cli"
 	"github.com/troupe-dev/troupe/cmd/troupe/graphs"
 	"github.com/troupe-dev/troupe/internal/testgraphs"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 // The test binary doubles as the troupe command (with graphs.Served, the
@@ -24,8 +26,8 @@ import (
 // server, say) without building a binary.
 const envCLI = "TROUPE_E2E_CLI_ARGS"
 
-// envCLIPlod adds plodGraph, gateGraph and measureGraph to the graphs the test binary serves as the
-// troupe command.
+// envCLIPlod adds plodGraph, gateGraph, measureGraph and vaultGraph to the graphs the test binary
+// serves as the troupe command.
 const envCLIPlod = "TROUPE_E2E_CLI_PLOD"
 
 // plodGraph is a run long enough to interrupt: one agent that calls a
@@ -108,7 +110,7 @@ func cliProcess() int {
 	defer stop()
 	served := graphs.Served()
 	if os.Getenv(envCLIPlod) != "" {
-		served = append(served, plodGraph(), gateGraph(), measureGraph())
+		served = append(served, plodGraph(), gateGraph(), measureGraph(), vaultGraph())
 	}
 	return cli.Execute(ctx, cli.Command(served, os.Stdout, os.Stderr), args)
 }
@@ -126,4 +128,56 @@ func troupeCommand(t testing.TB, args ...string) (*exec.Cmd, string) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), env)
 	return cmd, env
+}
+
+// The canaries of vaultGraph: each must be sealed wherever Temporal keeps
+// it (codec_test.go).
+const (
+	// canaryPrompt is a run's input: TestPayloadCodec starts the vault with it.
+	canaryPrompt = "seal codec-canary-prompt-4b7e1"
+	// canaryTool is the output of the vault's floor_price tool.
+	canaryTool = "codec-canary-tool-9d21c"
+	// canaryEnv is the value of DEAL_TOKEN in the vault's sandbox.
+	canaryEnv = "codec-canary-env-1c5a8"
+	// canaryApproval is the argument of the vault's grant call, which
+	// waits for approval.
+	canaryApproval = "codec-canary-approval-7e03f"
+)
+
+// vaultGraph is a graph whose one agent, vault, looks up a floor price
+// with a tool whose output is canaryTool, checks in its sandbox (whose
+// environment holds canaryEnv) that its token is set, and grants terms
+// canaryApproval with a tool whose every call waits for approval.
+func vaultGraph() cli.Graph {
+	floor := agents.MustFunctionTool("floor_price", "Looks up a deal's floor price.", func(_ context.Context, a struct {
+		Deal string `json:"deal"`
+	}) (string, error) {
+		return "floor price of " + a.Deal + ": " + canaryTool, nil
+	})
+	grant := agents.MustFunctionTool("grant", "Grants terms.", func(_ context.Context, a struct {
+		Terms string `json:"terms"`
+	}) (string, error) {
+		return "granted", nil
+	})
+	scenario := `rules:
+  - name: vault-done
+    match: {instructions: "vault", last_input: "^granted$"}
+    respond: {text: "sealed and done"}
+  - name: vault-grant
+    match: {instructions: "vault", last_input: "token-set"}
+    respond: {calls: [{name: grant, arguments: {terms: "` + canaryApproval + `"}}]}
+  - name: vault-token
+    match: {instructions: "vault", last_input: "^floor price"}
+    respond: {calls: [{name: exec_command, arguments: {cmd: 'test -n "$DEAL_TOKEN" && echo token-set'}}]}
+  - name: vault-floor
+    match: {instructions: "vault"}
+    respond: {calls: [{name: floor_price, arguments: {deal: acme}}]}
+`
+	return cli.Graph{
+		Graph: agents.MustGraph("vault", "vault", &agents.Agent{Name: "vault", Instructions: "vault: guards the deal's terms",
+			Tools: []agents.Tool{floor, grant}, Approvals: []agents.Approval{agents.Always("grant")},
+			Sandbox:      &agents.Sandbox{Manifest: sandbox.Manifest{Env: map[string]string{"DEAL_TOKEN": canaryEnv}}},
+			Capabilities: []agents.Capability{capabilities.Shell()}}),
+		Scenario: []byte(scenario),
+	}
 }

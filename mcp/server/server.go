@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
@@ -99,6 +100,10 @@ type Config struct {
 	// (client.Config.Inputs); without it, such a call fails with
 	// troupe.ErrPayloadTooLarge.
 	Inputs troupeclient.InputStore
+	// DataConverter is the data converter Client was dialled with, which
+	// reads runs' and sessions' inputs from their histories (the payload
+	// codec's: troupeclient.Config.DataConverter). Default: the SDK's.
+	DataConverter converter.DataConverter
 }
 
 // Server is an MCP server whose tools are the exposed agents of its graphs,
@@ -139,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
-	runs, err := troupeclient.New(troupeclient.Config{Temporal: cfg.Client, TaskQueue: cfg.TaskQueue, PollInterval: cfg.PollInterval, Events: cfg.Events, Inputs: cfg.Inputs})
+	runs, err := troupeclient.New(troupeclient.Config{Temporal: cfg.Client, TaskQueue: cfg.TaskQueue, PollInterval: cfg.PollInterval, Events: cfg.Events, Inputs: cfg.Inputs, DataConverter: cfg.DataConverter})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

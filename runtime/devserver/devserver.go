@@ -66,6 +66,13 @@ type Config struct {
 	// runs no UI.
 	UIPort int
 
+	// CodecEndpoint is the URL of the codec server (troupe codec-server,
+	// or one of the SDK's NewPayloadCodecHTTPHandler) that the Web UI
+	// calls to decode payloads, such as "http://127.0.0.1:8234". The UI's
+	// pages call it from the user's browser, so it must allow the UI's
+	// origin (UIAddress). Empty: the UI shows payloads as they are stored.
+	CodecEndpoint string
+
 	// Logger receives the server's logs. The server logs a lot at Info level, so pass a
 	// logger with a Warn or Error level unless you are debugging the server. While Stop
 	// runs, the services report the calls that Stop cuts short as errors; those messages
@@ -223,6 +230,7 @@ type resolved struct {
 	matchingPort int
 	workerPort   int
 	uiPort       int // negative: no UI
+	codec        string
 }
 
 func (r *resolved) frontendAddr() string { return hostPort(r.ip, r.frontendPort) }
@@ -235,6 +243,7 @@ func resolve(cfg Config) (*resolved, error) {
 		ip:        cfg.IP,
 		logger:    cfg.Logger,
 		dynamic:   cfg.DynamicConfig,
+		codec:     cfg.CodecEndpoint,
 	}
 	if r.namespace == "" {
 		r.namespace = "default"

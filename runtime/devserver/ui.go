@@ -31,6 +31,7 @@ func (s *Server) startUI(ctx context.Context, r *resolved) error {
 		HideLogs: true,
 		// No network calls out of a dev machine.
 		DisableNewsFetch: true,
+		Codec:            uiconfig.Codec{Endpoint: r.codec},
 	}))
 	s.ui = ui
 	s.uiDone = make(chan struct{})
