@@ -69,6 +69,13 @@ const (
 	// never recorded: not in workflow state, not in history, not in the
 	// events query. Followers see deltas only with WithDeltas.
 	EventTextDelta = "text_delta"
+	// EventToolInDoubt is a call of a tool that is not idempotent
+	// (agents.NotIdempotent) which an earlier attempt started and did not
+	// finish (its worker was lost mid-call, or it timed out): it was not
+	// run again, and the model was told it may or may not have taken
+	// effect (agents.InDoubtOutput). Detail holds the call's idempotency
+	// key.
+	EventToolInDoubt = "tool_in_doubt"
 )
 
 // Cursor is where a follower stands in a run: for each workflow of the

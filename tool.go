@@ -27,3 +27,18 @@ func (in ToolInput) Gone() agents.Item {
 	item.Agent = in.Agent
 	return item
 }
+
+// CallContext is the RunContext the call's tool gets: the run's, with the
+// call's id, so that agents.IdempotencyKey names the call.
+func (in ToolInput) CallContext() agents.RunContext {
+	return in.Run.ForCall(in.Call.CallID)
+}
+
+// InDoubt is the output of a call of a tool that is not idempotent which
+// an earlier attempt started (agents.InDoubtOutput): the call is not run
+// again, and the model is told to check what happened.
+func (in ToolInput) InDoubt() agents.Item {
+	item := agents.FunctionCallOutput(in.Call.CallID, agents.InDoubtOutput(in.Call.Name, in.CallContext().IdempotencyKey()))
+	item.Agent = in.Agent
+	return item
+}

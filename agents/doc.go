@@ -23,4 +23,10 @@
 //     (GuardrailVerdict; ToolCallVerdict, ToolOutputVerdict for a tool
 //     guardrail's checks of calls and of outputs) and which has no
 //     guardrails itself, tools that exist and are not handoffs.
+//  5. Every tool call has an idempotency key (IdempotencyKey, from the
+//     call's RunContext), the same for every attempt of the call and
+//     different for any other. A function tool runs at least once (again
+//     after a worker crash) unless it is NotIdempotent: then at most
+//     once, the model told when a call is in doubt (InDoubtOutput). The
+//     README's "Tool effects" table says what each kind of tool does.
 package agents

@@ -86,3 +86,29 @@ func ExampleExposeAs() {
 	// brief → Write a brief for Acme map[customer:Acme]
 	// {"additionalProperties":false,"properties":{"customer":{"description":"The customer's name.","type":"string"}},"required":["customer"],"type":"object"}
 }
+
+// A tool that changes the world passes its call's idempotency key on, so a
+// call run again after a worker crash charges once; a tool whose service
+// takes no key declares itself NotIdempotent and runs at most once.
+func ExampleIdempotencyKey() {
+	type chargeArgs struct {
+		Customer string `json:"customer"`
+		Cents    int    `json:"cents"`
+	}
+	charge := agents.MustFunctionTool("charge", "Charges a customer.", func(ctx context.Context, a chargeArgs) (string, error) {
+		key := agents.IdempotencyKey(ctx) // Sent as the payment API's Idempotency-Key.
+		return fmt.Sprintf("charged %s %d cents (key %d chars, prefix %s)", a.Customer, a.Cents, len(key), key[:7]), nil
+	})
+	fileTicket := agents.MustFunctionTool("file_ticket", "Files a ticket.", func(ctx context.Context, a chargeArgs) (string, error) {
+		return "filed", nil
+	}, agents.NotIdempotent())
+
+	// The worker sets the call's RunContext; here, by hand.
+	rc := agents.RunContext{RunID: "run-1", WorkflowID: "run-1/0-billing", Agent: "billing", Turn: 1}
+	ctx := agents.WithRunContext(context.Background(), rc.ForCall("call_1"))
+	fmt.Println(charge.Answer(ctx, `{"customer":"acme","cents":500}`))
+	fmt.Println(charge.Idempotent(), fileTicket.Idempotent())
+	// Output:
+	// charged acme 500 cents (key 39 chars, prefix troupe-)
+	// true false
+}

@@ -76,6 +76,15 @@ type RunContext struct {
 	// when the run or session started (a fork's own, see
 	// memory.ForkScope); empty means the agent's MemoryConfig.Scope.
 	MemoryScope string `json:"memory_scope,omitempty"`
+	// Execution tells apart two executions of one workflow id (a run id
+	// reused once the first run's history is gone): Temporal's first run
+	// id of the agent's workflow, which its continue-as-new keeps. Empty
+	// in runs recorded before it was set.
+	Execution string `json:"execution,omitempty"`
+	// CallID is the call id of the tool call a func runs for (empty
+	// outside a tool call). With the rest it makes the call's
+	// IdempotencyKey.
+	CallID string `json:"call_id,omitempty"`
 }
 
 type runContextKey struct{}

@@ -60,6 +60,8 @@ type FunctionTool struct {
 	timeout  time.Duration
 	activity bool
 	sandbox  bool
+	// once is whether the tool is not idempotent (NotIdempotent).
+	once bool
 	// optional are the top-level properties that may be null; a call that
 	// leaves them out (servers that do not enforce strict mode do) gets
 	// null for them.
@@ -78,6 +80,25 @@ func WithTimeout(d time.Duration) ToolOption {
 // local one.
 func AsActivity() ToolOption {
 	return func(t *FunctionTool) { t.activity = true }
+}
+
+// NotIdempotent declares that a call of the tool must not run twice: it
+// has an effect that a second run would repeat (charging a card, filing a
+// ticket) and the service it calls takes no idempotency key.
+//
+// Function tools are idempotent by default: a call runs at least once,
+// again after a worker crash or a timeout, with the same IdempotencyKey
+// every time, which a tool passes on to the services it changes. Most
+// tools read, compute or pass the key on, and a tool that runs again is
+// what a crash should cost. A tool made NotIdempotent runs at most once:
+// before its func runs, the worker records in the blob store that the
+// call started; an attempt that finds the call started (its worker was
+// lost mid-call, or the call timed out) does not run the func again and
+// answers the model InDoubtOutput instead, so the model checks what
+// happened, and the agent records a tool_in_doubt event. The record costs
+// one conditional write to the blob store per call.
+func NotIdempotent() ToolOption {
+	return func(t *FunctionTool) { t.once = true }
 }
 
 // NewFunctionTool builds a tool from fn. Args must be a struct (its JSON
@@ -144,6 +165,10 @@ func (t *FunctionTool) Spec() ToolSpec { return t.spec }
 
 // Timeout is the bound of one call.
 func (t *FunctionTool) Timeout() time.Duration { return t.timeout }
+
+// Idempotent reports whether a call of the tool may run more than once
+// (the default); see NotIdempotent.
+func (t *FunctionTool) Idempotent() bool { return !t.once }
 
 // RunsAsActivity reports whether the tool runs as a regular activity
 // rather than a local one.

@@ -41,6 +41,12 @@ const (
 // model sees.
 const execOutputBytes = 1 << 20
 
+// IdempotencyKeyEnv is the variable that holds, in an exec_command's
+// environment, the call's idempotency key (agents.IdempotencyKey): the same
+// when the command runs again after its worker was lost, so a script can
+// pass it on to the services it changes.
+const IdempotencyKeyEnv = "TROUPE_IDEMPOTENCY_KEY"
+
 // ExecCommandArgs are the arguments of exec_command, named as the OpenAI
 // Agents SDK names them.
 type ExecCommandArgs struct {
@@ -106,13 +112,17 @@ func execCommand(ctx context.Context, args ExecCommandArgs) (string, error) {
 	if args.MaxOutputTokens > 0 {
 		tokens = min(args.MaxOutputTokens, MaxOutputTokens)
 	}
-	start := time.Now()
-	res, err := s.Exec(ctx, sandbox.ExecRequest{
+	req := sandbox.ExecRequest{
 		Cmd:            args.Cmd,
 		Workdir:        workdir,
 		Timeout:        timeout,
 		MaxOutputBytes: execOutputBytes,
-	})
+	}
+	if key := agents.IdempotencyKey(ctx); key != "" {
+		req.Env = map[string]string{IdempotencyKeyEnv: key}
+	}
+	start := time.Now()
+	res, err := s.Exec(ctx, req)
 	if err != nil {
 		return "", fmt.Errorf("exec_command: %w", err)
 	}

@@ -138,6 +138,16 @@ func TestBudgetExceededFailure(t *testing.T) {
 	}
 }
 
+// A call not run again because it may have taken effect is shown.
+func TestPrintToolInDoubt(t *testing.T) {
+	var b bytes.Buffer
+	printEvent(&b, troupe.Event{Kind: troupe.EventToolInDoubt, WorkflowID: "pay-1/0-payer", Agent: "payer", Turn: 1, Tool: "file_ticket", CallID: "c1",
+		Detail: "not run again: an earlier attempt started it and did not finish; idempotency key troupe-0f"})
+	if want := "  [payer] ⚠ file_ticket may or may not have taken effect, not run again: an earlier attempt started it and did not finish; idempotency key troupe-0f\n"; b.String() != want {
+		t.Errorf("event printed %q, want %q", b.String(), want)
+	}
+}
+
 // A session shows what it spent, per agent, and its budget; a spent one
 // says how to go on, and its turn the budget stopped says so.
 func TestPrintSessionSpend(t *testing.T) {

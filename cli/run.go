@@ -658,6 +658,8 @@ func printEvent(w io.Writer, e troupe.Event) {
 		fmt.Fprintf(w, "  %s → %s %s\n", tag, e.Tool, oneLine(e.Detail))
 	case troupe.EventToolResult:
 		fmt.Fprintf(w, "  %s ← %s: %s\n", tag, e.Tool, oneLine(e.Detail))
+	case troupe.EventToolInDoubt:
+		fmt.Fprintf(w, "  %s ⚠ %s may or may not have taken effect, %s\n", tag, e.Tool, oneLine(e.Detail))
 	case troupe.EventAgentToolStarted:
 		fmt.Fprintf(w, "  %s ⇉ %s (agent as tool): %s\n", tag, e.Tool, oneLine(e.Detail))
 	case troupe.EventAgentToolFinished:

@@ -393,9 +393,9 @@ func sentAfterLoss(t *testing.T, c client.Client, id string) int {
 // TestWorkerKilledMidCommand kills the worker process (SIGKILL) while a
 // sandbox command runs, its host and workspace intact. The worker that
 // comes back on the same host runs the command again on the same
-// workspace (at least once): the model is never told the sandbox was
-// lost, nothing is restored from a snapshot, and the run ends as it
-// would have.
+// workspace (at least once), with the same TROUPE_IDEMPOTENCY_KEY: the
+// model is never told the sandbox was lost, nothing is restored from a
+// snapshot, and the run ends as it would have.
 func TestWorkerKilledMidCommand(t *testing.T) {
 	parallel(t)
 	c := dial(t)
@@ -427,8 +427,8 @@ func TestWorkerKilledMidCommand(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil {
 		t.Fatal(err)
 	}
-	if got := string(res.Output); got != `"kept 42\n"` {
-		t.Errorf("output = %s, want the command's second run to read the file written before the crash", got)
+	if got := string(res.Output); got != `"kept 42\n1\n2\n"` {
+		t.Errorf("output = %s, want the command's second run to read the file written before the crash, and both runs to have had one idempotency key", got)
 	}
 	kinds := map[string]int{}
 	for _, e := range eventsOf(t, c, run.GetID()+"/0-rerunner") {

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/troupe-dev/troupe/agents"
@@ -56,6 +59,10 @@ func testGraphs() []*agents.Graph {
 	})
 	return []*agents.Graph{
 		chain,
+		// idem: a function tool whose worker is killed mid-call, one
+		// idempotent and one not (idempotency_test.go).
+		agents.MustGraph("idem", "payer", &agents.Agent{Name: "payer", Instructions: "idem payer",
+			Tools: []agents.Tool{effectTool("charge"), effectTool("file_ticket", agents.NotIdempotent())}}),
 		// chatter: a session's agent whose every turn calls a tool that
 		// returns 200 KB, its context trimmed (session_test.go).
 		agents.MustGraph("chatter", "chatter", &agents.Agent{Name: "chatter", Instructions: "session chatter", Tools: []agents.Tool{dump}, MaxTurns: 5,
@@ -100,4 +107,28 @@ func sandboxGraphs(backend string) []*agents.Graph {
 			&agents.Agent{Name: "left_part", Instructions: "phase worker", Sandbox: &agents.Sandbox{Backend: backend}},
 			&agents.Agent{Name: "right_part", Instructions: "phase worker", Sandbox: &agents.Sandbox{Backend: backend}}),
 	}
+}
+
+// effectTool is a tool with an effect: each run of a call appends the
+// call's idempotency key to name.log in the run's directory (its var
+// "dir"), then, while the file hang is there, waits (for the test to
+// kill its worker).
+func effectTool(name string, opts ...agents.ToolOption) *agents.FunctionTool {
+	return agents.MustFunctionTool(name, "Has an effect.", func(ctx context.Context, _ struct{}) (string, error) {
+		rc, _ := agents.RunContextFrom(ctx)
+		key := agents.IdempotencyKey(ctx)
+		f, err := os.OpenFile(filepath.Join(rc.Vars["dir"], name+".log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return "", err
+		}
+		_, werr := f.WriteString(key + "\n")
+		if err := errors.Join(werr, f.Close()); err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(filepath.Join(rc.Vars["dir"], "hang")); err == nil {
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
+		return name + " done " + key, nil
+	}, opts...)
 }

@@ -166,7 +166,8 @@ func (a *Activities) ToolSpecs(ctx context.Context, key string) ([]agents.ToolSp
 	return specs, nil
 }
 
-// Call calls an MCP tool on the session this process holds. What the
+// Call calls an MCP tool on the session this process holds, sending the
+// call's idempotency key in the request's _meta (MetaIdempotencyKey). What the
 // server answers, a tool error included, is the call's output; so are a
 // server that died during the call (it is restarted on the next use) and
 // a call that timed out. An answer's first image reaches the model as an
@@ -186,6 +187,8 @@ func (a *Activities) Call(ctx context.Context, in CallInput) (agents.Item, error
 		return agents.Item{}, troupe.NonRetryable(troupe.ErrInternal, "agent %s has no MCP server %q", in.Agent, in.Server)
 	}
 	mctx, span := telemetry.StartToolCall(ctx, troupe.ToolInput{Agent: in.Agent, Run: in.Run, Call: in.Call}, toolKind, attribute.String("troupe.mcp.server", in.Server))
+	// The call's idempotency key goes to the server in the request's _meta.
+	mctx = agents.WithRunContext(mctx, in.Run.ForCall(in.Call.CallID))
 	res, err := heartbeat.While(ctx, func() (*Result, error) { return a.Pool.Call(mctx, srv, in.Call.Name, in.Call.Arguments) })
 	var text string
 	defer func() { telemetry.EndTool(span, text) }()

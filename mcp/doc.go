@@ -23,7 +23,10 @@
 //  3. Tools.Call runs a call with the call activity (CallActivityName) on
 //     the catalog's queue, so it reaches the process that holds the
 //     sessions (and owns the stdio server processes), not just its host.
-//     A call is never retried (a tool need not be idempotent); whatever
+//     The request's _meta holds the call's idempotency key
+//     (MetaIdempotencyKey, agents.IdempotencyKey), for servers that
+//     make a repeated call take effect once. A call is never retried (a
+//     tool need not be idempotent): at most once; whatever
 //     happens, the model gets a tool output: the answer, the tool's error,
 //     or what became of the call when the holding process is gone (the
 //     call was not made) or died during it (it may have taken effect).

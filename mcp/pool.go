@@ -145,12 +145,20 @@ func (p *Pool) listing(ctx context.Context, srv *agents.MCPServer) (*server, *re
 	return e, rl, err
 }
 
+// MetaIdempotencyKey is the _meta member of a tools/call request that
+// holds the call's idempotency key (agents.IdempotencyKey): the same for
+// every attempt of one model's call, so a server that keeps the keys it
+// has seen can make a call repeated by a client's crash take effect once.
+const MetaIdempotencyKey = "dev.troupe/idempotency-key"
+
 // Call calls the tool whose model-facing name is name, with the model's
 // JSON arguments (an object; empty means {}). Arguments that the strict
 // conversion made nullable and that the model set to null are removed
 // again, at any depth, before the call. The call is bounded by
 // srv.CallTimeout() and by ctx: when either ends, the server is sent
-// notifications/cancelled.
+// notifications/cancelled. When ctx carries a tool call's RunContext
+// (agents.WithRunContext), the request's _meta holds the call's
+// idempotency key under MetaIdempotencyKey.
 //
 // A tool that reports an error (isError) is a Result with IsError set, not
 // an error. The errors are: ErrUnknownTool (wrapped) for a name the listing
@@ -190,7 +198,11 @@ func (p *Pool) Call(ctx context.Context, srv *agents.MCPServer, name string, arg
 	callCtx, cancel := context.WithTimeout(base, srv.CallTimeout())
 	defer cancel()
 
-	res, err := sess.cs.CallTool(callCtx, &sdk.CallToolParams{Name: t.remote.name, Arguments: raw})
+	params := &sdk.CallToolParams{Name: t.remote.name, Arguments: raw}
+	if key := agents.IdempotencyKey(ctx); key != "" {
+		params.Meta = sdk.Meta{MetaIdempotencyKey: key}
+	}
+	res, err := sess.cs.CallTool(callCtx, params)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:

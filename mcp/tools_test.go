@@ -45,6 +45,7 @@ type unlockArgs struct{}
 type mcpPeer struct {
 	url   string
 	calls sync.Map // tool name → *atomic.Int64
+	keys  sync.Map // tool name → the idempotency key of its last call's _meta
 }
 
 func (p *mcpPeer) count(tool string) int64 {
@@ -61,8 +62,9 @@ func startPeer(t *testing.T) *mcpPeer {
 	t.Helper()
 	p := &mcpPeer{}
 	s := sdk.NewServer(&sdk.Implementation{Name: "peer", Version: "1"}, nil)
-	sdk.AddTool(s, &sdk.Tool{Name: "add", Description: "Adds."}, func(_ context.Context, _ *sdk.CallToolRequest, a addArgs) (*sdk.CallToolResult, any, error) {
+	sdk.AddTool(s, &sdk.Tool{Name: "add", Description: "Adds."}, func(_ context.Context, req *sdk.CallToolRequest, a addArgs) (*sdk.CallToolResult, any, error) {
 		p.hit("add")
+		p.keys.Store("add", req.Params.GetMeta()[mcp.MetaIdempotencyKey])
 		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprint(a.A + a.B)}}}, nil, nil
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "unlock", Description: "Unlocks the secret tool."}, func(_ context.Context, _ *sdk.CallToolRequest, _ unlockArgs) (*sdk.CallToolResult, any, error) {
@@ -100,10 +102,15 @@ func toolNames(req model.Request) []string {
 // the same turn as a function tool's; a call that changes the server's
 // tool list makes the next turn offer the new tool; a tool whose server
 // requires approval waits for a decision, and a rejected call never
-// reaches the server.
+// reaches the server. A call's request carries its idempotency key in
+// _meta, the key the agent's own tools get for a call of that id.
 func TestMCPTools(t *testing.T) {
 	peer := startPeer(t)
-	own := agents.MustFunctionTool("own", "The agent's own tool.", func(context.Context, unlockArgs) (string, error) { return "own done", nil })
+	var ownCall agents.RunContext
+	own := agents.MustFunctionTool("own", "The agent's own tool.", func(ctx context.Context, _ unlockArgs) (string, error) {
+		ownCall, _ = agents.RunContextFrom(ctx)
+		return "own done", nil
+	})
 	g := agents.MustGraph("mcp", "user", &agents.Agent{Name: "user", Instructions: "user: mcp", Tools: []agents.Tool{own},
 		MCPServers: []*agents.MCPServer{{Name: "peer", URL: peer.url + "/mcp", Prefix: "p_",
 			RequireApproval: func(tool string) bool { return tool == "wipe" }}}})
@@ -168,6 +175,13 @@ func TestMCPTools(t *testing.T) {
 	}
 	if n := peer.count("wipe"); n != 0 {
 		t.Errorf("wipe, which needs approval, reached the server %d time(s)", n)
+	}
+	key, _ := peer.keys.Load("add")
+	if ownCall.CallID != "1b" || ownCall.IdempotencyKey() == "" {
+		t.Fatalf("the own tool ran for %+v, want call 1b with a key", ownCall)
+	}
+	if want := ownCall.ForCall("1a").IdempotencyKey(); key != want {
+		t.Errorf("the server saw the idempotency key %v in _meta, want %q", key, want)
 	}
 }
 

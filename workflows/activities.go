@@ -337,9 +337,12 @@ func (a *Activities) respond(ctx context.Context, req model.Request) (*model.Res
 	return heartbeat.While(ctx, func() (*model.Response, error) { return a.r.cfg.Model.Respond(ctx, req) })
 }
 
-// FunctionTool runs a function tool. Errors of the tool, including
+// FunctionTool runs a function tool, its call's RunContext (and so its
+// idempotency key) in the tool's context. Errors of the tool, including
 // invalid arguments and panics, become the tool's output so the model can
-// recover; only infrastructure failures fail the activity.
+// recover; only infrastructure failures fail the activity. A tool that is
+// not idempotent runs only if no attempt before started the call
+// (transcript.Begin); otherwise the output says the call is in doubt.
 func (a *Activities) FunctionTool(ctx context.Context, in troupe.ToolInput) (agents.Item, error) {
 	g, _, err := a.r.agent(in.Graph, in.Agent)
 	if err != nil {
@@ -349,8 +352,18 @@ func (a *Activities) FunctionTool(ctx context.Context, in troupe.ToolInput) (age
 	if ref.Kind != agents.ToolFunction || ref.Function.NeedsSandbox() {
 		return in.Gone(), nil
 	}
+	rc := in.CallContext()
+	if !ref.Function.Idempotent() {
+		// At most once: an attempt that finds the call started tells the
+		// model rather than run it again.
+		if err := transcript.Begin(ctx, a.r.cfg.Store, rc, in.Call.Name); errors.Is(err, transcript.ErrStarted) {
+			return in.InDoubt(), nil
+		} else if err != nil {
+			return agents.Item{}, err
+		}
+	}
 	tctx, span := telemetry.StartToolCall(ctx, in, gate.KindFunction)
-	output := ref.Function.Answer(agents.WithRunContext(tctx, in.Run), in.Call.Arguments)
+	output := ref.Function.Answer(agents.WithRunContext(tctx, rc), in.Call.Arguments)
 	telemetry.EndTool(span, output)
 	item := agents.FunctionCallOutput(in.Call.CallID, output)
 	item.Agent = in.Agent

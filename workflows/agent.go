@@ -114,7 +114,11 @@ func (r *Runner) startAgent(ctx workflow.Context, in AgentWorkflowInput) (*agent
 	wfID := workflow.GetInfo(ctx).WorkflowExecution.ID
 	// The memory scope is the spec's: fixed at the run's or session's
 	// start, a fork's own after a fork.
-	a.rc = agents.RunContext{WorkflowID: wfID, RunID: in.RunID, Agent: agent.Name, Vars: in.Vars, MemoryScope: cmp.Or(agent.MemoryReadScope, agent.MemoryScope)}
+	// The first run id tells the agent's calls' idempotency keys from
+	// those of another execution of a reused workflow id; it is data of
+	// the activities' inputs, no command.
+	a.rc = agents.RunContext{WorkflowID: wfID, RunID: in.RunID, Agent: agent.Name, Vars: in.Vars, MemoryScope: cmp.Or(agent.MemoryReadScope, agent.MemoryScope),
+		Execution: workflow.GetInfo(ctx).FirstRunID}
 	transcript := in.Transcript
 	if transcript.Key == "" {
 		transcript.Key = "transcripts/" + wfID

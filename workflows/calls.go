@@ -142,6 +142,11 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 			item = t.output(p.call, fmt.Sprintf("Error: tool %s failed: %v", p.call.Name, err))
 		}
 		done[p.call.CallID] = item
+		if strings.HasPrefix(item.Output, agents.InDoubtPrefix) {
+			// A call of a tool that is not idempotent, not run again.
+			t.rec.Add(ctx, troupe.Event{Kind: troupe.EventToolInDoubt, Agent: t.agent.Name, Turn: rc.Turn, Tool: p.call.Name, CallID: p.call.CallID,
+				Detail: "not run again: an earlier attempt started it and did not finish; idempotency key " + rc.ForCall(p.call.CallID).IdempotencyKey()})
+		}
 		detail := item.Output
 		if item.OutputRef != "" {
 			detail = "(large output stored at " + item.OutputRef + ")"

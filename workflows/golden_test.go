@@ -31,7 +31,7 @@ var update = flag.Bool("update", false, "rewrite the golden payload fixtures")
 // Temporal, so a change in shape is a visible diff in testdata/golden.
 func TestGoldenPayloads(t *testing.T) {
 	ref := runtime.TranscriptRef{Key: "transcripts/run-1/0-triage", Segments: 3}
-	rc := agents.RunContext{WorkflowID: "run-1/0-triage", RunID: "run-1", Agent: "triage", Turn: 2, Vars: map[string]string{"tenant": "acme"}}
+	rc := agents.RunContext{WorkflowID: "run-1/0-triage", RunID: "run-1", Agent: "triage", Turn: 2, Vars: map[string]string{"tenant": "acme"}, Execution: "0190c4d2-7b1e-7f3a-9c6d-5e8f1a2b3c4d"}
 	call := agents.FunctionCall("call_1", "get_document", `{"name":"pricing"}`)
 	out := agents.Item{Type: agents.ItemFunctionCallOutput, CallID: "call_1", OutputRef: "outputs/run-1/2-call_1", Agent: "triage"}
 	usage := model.Usage{Requests: 2, InputTokens: 100, OutputTokens: 20, TotalTokens: 120}

@@ -799,6 +799,8 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 		step(fmt.Sprintf("%s → %s %s", e.Agent, e.Tool, e.Detail))
 	case troupe.EventToolResult:
 		step(fmt.Sprintf("%s ← %s: %s", e.Agent, e.Tool, e.Detail))
+	case troupe.EventToolInDoubt:
+		step(fmt.Sprintf("%s ⚠ %s may or may not have taken effect, %s", e.Agent, e.Tool, e.Detail))
 	case troupe.EventAgentToolStarted:
 		s.announced[e.Child] = true
 		step(fmt.Sprintf("%s ⇉ %s (agent as tool): %s", e.Agent, e.Tool, e.Detail))

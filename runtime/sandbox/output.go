@@ -5,6 +5,7 @@ package sandbox
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -33,6 +34,11 @@ func (r ExecRequest) Normalize() (ExecRequest, error) {
 		return r, fmt.Errorf("sandbox: workdir: %w", err)
 	}
 	r.Workdir = wd
+	for k, v := range r.Env {
+		if k == "" || k[0] == '-' || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return r, fmt.Errorf("sandbox: environment variable %q: a name must be non-empty, not begin with '-' and hold no '=' or NUL, a value no NUL", k)
+		}
+	}
 	if r.Timeout <= 0 {
 		r.Timeout = DefaultTimeout
 	}

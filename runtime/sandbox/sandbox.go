@@ -44,6 +44,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"time"
 )
 
@@ -199,6 +200,23 @@ type ExecRequest struct {
 	// MaxOutputBytes caps the combined output kept, head and tail; zero
 	// means 64 KiB.
 	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
+	// Env adds variables to this command's environment, over the
+	// manifest's (State.Env): the call's TROUPE_IDEMPOTENCY_KEY, say. A
+	// name must be non-empty, not begin with '-' and hold no '=' and no
+	// NUL; a value no NUL (Normalize checks).
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// CommandEnv is the environment of req's command in a sandbox whose
+// manifest's environment is base: base, then req.Env over it.
+func (req ExecRequest) CommandEnv(base map[string]string) map[string]string {
+	if len(req.Env) == 0 {
+		return base
+	}
+	env := make(map[string]string, len(base)+len(req.Env))
+	maps.Copy(env, base)
+	maps.Copy(env, req.Env)
+	return env
 }
 
 // ExecResult is a finished command.

@@ -429,8 +429,18 @@ func (a *Activities) sandboxTool(ctx context.Context, in SandboxToolInput) (agen
 		a.forget(in.Sandbox.ID)
 		return agents.Item{}, sandboxErr(err)
 	}
+	rc := in.Tool.CallContext()
+	if !ref.Function.Idempotent() {
+		// At most once: a call run again after its worker was lost
+		// (Life.Call) finds it started, and tells the model.
+		if err := transcript.Begin(ctx, a.Store, rc, in.Tool.Call.Name); errors.Is(err, transcript.ErrStarted) {
+			return in.Tool.InDoubt(), nil
+		} else if err != nil {
+			return agents.Item{}, err
+		}
+	}
 	sctx, span := telemetry.StartToolCall(ctx, in.Tool, toolKind)
-	tctx := sandbox.WithSession(agents.WithRunContext(sctx, in.Tool.Run), traceSession(sctx, s))
+	tctx := sandbox.WithSession(agents.WithRunContext(sctx, rc), traceSession(sctx, s))
 	output := ref.Function.Answer(tctx, in.Tool.Call.Arguments)
 	telemetry.EndTool(span, output)
 	if err := s.Alive(ctx); err != nil {

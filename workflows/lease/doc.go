@@ -35,8 +35,13 @@
 //     for its host alone (env.go): a resolved secret never leaves the
 //     worker in clear.
 //  3. Live. Each sandbox tool call is a SandboxTool activity on the
-//     store's queue (Call), with the session in the tool's context; a
-//     call finds the lease in use until it ends.
+//     store's queue (Call), with the session and the call's RunContext
+//     (its idempotency key: TROUPE_IDEMPOTENCY_KEY in exec_command's
+//     environment) in the tool's context; a call finds the lease in use
+//     until it ends. A call whose worker died runs again on the same
+//     workspace (at least once), with the same key; one of a tool that
+//     is not idempotent (agents.NotIdempotent) is answered as in doubt
+//     instead (transcript.Begin).
 //  4. Idle. After a turn that used it the sandbox is snapshotted
 //     (SandboxSnapshot: the agent's memory edits written back first, then
 //     the workspace archived under its content hash in the run's

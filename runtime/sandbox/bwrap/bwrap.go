@@ -371,7 +371,7 @@ func (s *Session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 		return sandbox.ExecResult{}, fmt.Errorf("%w: session %q is stopped", sandbox.ErrGone, s.state.ID)
 	}
 	defer s.untrack(id)
-	r, err := s.start(workdir, req.Cmd, sandbox.NewCappedOutput(req.MaxOutputBytes))
+	r, err := s.start(workdir, req.Cmd, req.CommandEnv(s.state.Env), sandbox.NewCappedOutput(req.MaxOutputBytes))
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -430,8 +430,9 @@ type run struct {
 }
 
 // start starts bwrap for cmd in the clean workspace directory workdir,
+// with the environment cmdEnv (and PATH and HOME, host.CommandEnv),
 // blocked on --block-fd until limit releases it.
-func (s *Session) start(workdir, command string, out *sandbox.CappedOutput) (*run, error) {
+func (s *Session) start(workdir, command string, cmdEnv map[string]string, out *sandbox.CappedOutput) (*run, error) {
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
@@ -483,7 +484,7 @@ func (s *Session) start(workdir, command string, out *sandbox.CappedOutput) (*ru
 	// The environment goes on a pipe, not on the command line.
 	var env bytes.Buffer
 	env.WriteString("--clearenv\x00")
-	for _, kv := range host.CommandEnv(s.state.Env, "/workspace") {
+	for _, kv := range host.CommandEnv(cmdEnv, "/workspace") {
 		k, v, _ := strings.Cut(kv, "=")
 		env.WriteString("--setenv\x00" + k + "\x00" + v + "\x00")
 	}

@@ -21,7 +21,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"time"
 
@@ -82,6 +84,9 @@ func (s *session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	pidfile := "/tmp/.troupe-exec-" + hex.EncodeToString(nonce[:]) + ".pid"
 
 	argv := append([]string{"/usr/bin/env", "-i"}, s.env...)
+	for _, k := range slices.Sorted(maps.Keys(req.Env)) {
+		argv = append(argv, k+"="+req.Env[k]) // env(1) takes the last of a name.
+	}
 	argv = append(argv, "/bin/sh", "-c", execWrapper, "troupe-exec", pidfile, wd, strconv.Itoa(s.state.Options.Limits.CPUSeconds), req.Cmd)
 
 	start := time.Now()

@@ -165,7 +165,7 @@ func (s *Session) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Ex
 	defer pr.Close()
 	cmd := exec.Command("/bin/sh", "-c", req.Cmd)
 	cmd.Dir = filepath.Join(s.Dir, filepath.FromSlash(workdir))
-	cmd.Env = host.CommandEnv(s.state.Env, s.Dir)
+	cmd.Env = host.CommandEnv(req.CommandEnv(s.state.Env), s.Dir)
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 

@@ -554,6 +554,22 @@ func (s *suite) testEnv(t *testing.T) {
 	if out := run(t, sess, `echo "$HOME $PATH"`); out != "/custom-home /usr/bin:/bin\n" {
 		t.Errorf("manifest HOME and PATH: %q", out)
 	}
+	// A request's Env adds to the manifest's and wins over it, for that
+	// command only.
+	sess = s.create(t, sandbox.Manifest{Env: map[string]string{"TROUPE_VAR": "manifest", "KEPT": "k"}})
+	res, err := sess.Exec(ctxFor(t), sandbox.ExecRequest{Cmd: `echo "$TROUPE_VAR $KEPT $TROUPE_IDEMPOTENCY_KEY"`,
+		Env: map[string]string{"TROUPE_VAR": "request", "TROUPE_IDEMPOTENCY_KEY": "troupe-0f"}})
+	if err != nil || res.Output != "request k troupe-0f\n" {
+		t.Errorf("a request's Env: %q, %v; want %q", res.Output, err, "request k troupe-0f\n")
+	}
+	if out := run(t, sess, `echo "$TROUPE_VAR ${TROUPE_IDEMPOTENCY_KEY-unset}"`); out != "manifest unset\n" {
+		t.Errorf("the next command sees %q, want the manifest's environment alone", out)
+	}
+	for _, bad := range []string{"", "A=B", "-v"} {
+		if _, err := sess.Exec(ctxFor(t), sandbox.ExecRequest{Cmd: "true", Env: map[string]string{bad: "x"}}); err == nil {
+			t.Errorf("a request's Env with the name %q ran", bad)
+		}
+	}
 }
 
 func (s *suite) testFiles(t *testing.T) {
