@@ -141,6 +141,7 @@ const (
 	baselineActivitiesName = "bench.SequentialActivities"
 	baselineChildrenName   = "bench.ParallelChildren"
 	baselineChildName      = "bench.NoopChild"
+	baselineCappedName     = "bench.CappedChildren"
 	baselineActivityName   = "bench.Noop"
 )
 
@@ -148,6 +149,7 @@ func registerBaseline(w worker.Registry) {
 	w.RegisterWorkflowWithOptions(sequentialActivities, workflow.RegisterOptions{Name: baselineActivitiesName})
 	w.RegisterWorkflowWithOptions(parallelChildren, workflow.RegisterOptions{Name: baselineChildrenName})
 	w.RegisterWorkflowWithOptions(noopChild, workflow.RegisterOptions{Name: baselineChildName})
+	w.RegisterWorkflowWithOptions(cappedChildren, workflow.RegisterOptions{Name: baselineCappedName})
 	w.RegisterActivityWithOptions(noopActivity, activity.RegisterOptions{Name: baselineActivityName})
 }
 
@@ -188,6 +190,34 @@ func parallelChildren(ctx workflow.Context, n int) (int, error) {
 
 func noopChild(_ workflow.Context, i int) (int, error) { return i, nil }
 
+// cappedChildren starts n no-op child workflows, at most
+// agents.DefaultMaxConcurrentCalls at once, each as one ends, and waits
+// for them all: the baseline of a wide turn under Troupe's default bound.
+func cappedChildren(ctx workflow.Context, n int) (int, error) {
+	id := workflow.GetInfo(ctx).WorkflowExecution.ID
+	running, done := 0, 0
+	var failed error
+	for i := 0; i < n; i++ {
+		if err := workflow.Await(ctx, func() bool { return running < agents.DefaultMaxConcurrentCalls }); err != nil {
+			return done, err
+		}
+		running++
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: fmt.Sprintf("%s/%d", id, i)})
+		f := workflow.ExecuteChildWorkflow(cctx, baselineChildName, i)
+		workflow.Go(ctx, func(gctx workflow.Context) {
+			if err := f.Get(gctx, nil); err != nil && failed == nil {
+				failed = err
+			}
+			running--
+			done++
+		})
+	}
+	if err := workflow.Await(ctx, func() bool { return running == 0 }); err != nil {
+		return done, err
+	}
+	return done, failed
+}
+
 // sample is one timed workflow: its duration on the server (start to
 // close, as DescribeWorkflowExecution reports them) and the CPU time this
 // process (server, worker and scripted model together) spent meanwhile.
@@ -207,7 +237,7 @@ func (s sample) add(o sample) sample { return sample{s.wall + o.wall, s.cpu + o.
 // returns its sample.
 func timeRun(b *testing.B, c client.Client, start func(context.Context) (client.WorkflowRun, error), out any) sample {
 	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // a hang detector: a wide turn takes minutes
 	defer cancel()
 	cpu0, began := cpuTime(), time.Now()
 	run, err := start(ctx)
@@ -269,7 +299,20 @@ const (
 	// of a turn, not the size of the model's request.
 	marathonWindow = 30
 	fanOutCalls    = 50
+	// wideCalls are the agent-tool calls of the wide boss's one turn:
+	// past the 2,000 child workflows Temporal lets one workflow have
+	// pending (TROUPE_BENCH_WIDE sets another count).
+	wideCalls = 2500
 )
+
+// wideCallCount is the wide boss's calls: wideCalls, or
+// TROUPE_BENCH_WIDE.
+func wideCallCount() int {
+	if n, err := strconv.Atoi(os.Getenv("TROUPE_BENCH_WIDE")); err == nil && n > 0 {
+		return n
+	}
+	return wideCalls
+}
 
 type noopArgs struct {
 	Turn string `json:"turn"`
@@ -291,6 +334,7 @@ func benchGraph() *agents.Graph {
 			Capabilities: []agents.Capability{capabilities.Compaction(capabilities.CompactionConfig{MaxItems: marathonWindow, KeepLast: marathonWindow / 2})}},
 		&agents.Agent{Name: "boss", Instructions: "bench fan boss", Tools: tools},
 		&agents.Agent{Name: "fan_worker", Instructions: "bench fan worker"},
+		&agents.Agent{Name: "wide_boss", Instructions: "bench wide boss", Tools: []agents.Tool{agents.AsTool("fan_worker", "part", "Works on a part.")}},
 		&agents.Agent{Name: "streamer", Instructions: "bench streamer"},
 	)
 }
@@ -305,6 +349,10 @@ func benchScenario(b *testing.B) *scripted.Scenario {
 	calls := make([]scripted.ToolCall, fanOutCalls)
 	for i := range calls {
 		calls[i] = scripted.ToolCall{Name: fanToolName(i), Arguments: map[string]any{"input": "part " + strconv.Itoa(i)}}
+	}
+	wide := make([]scripted.ToolCall, wideCallCount())
+	for i := range wide {
+		wide[i] = scripted.ToolCall{Name: "part", Arguments: map[string]any{"input": "part " + strconv.Itoa(i)}}
 	}
 	sc := &scripted.Scenario{Rules: []scripted.Rule{
 		{Name: "warm", Match: scripted.Match{Instructions: "bench warm"}, Respond: scripted.Respond{Text: "warm"}},
@@ -324,6 +372,9 @@ func benchScenario(b *testing.B) *scripted.Scenario {
 			Respond: scripted.Respond{Calls: []scripted.ToolCall{{Name: "noop", Arguments: map[string]any{"turn": "{{add (match .LastInput `^ok (\\d+)$`) 1}}"}}}}},
 		{Name: "fan-calls", Match: scripted.Match{Instructions: "bench fan boss", Turn: 1}, Respond: scripted.Respond{Calls: calls}},
 		{Name: "fan-joins", Match: scripted.Match{Instructions: "bench fan boss", Turn: 2},
+			Respond: scripted.Respond{Text: "{{len .Outputs}} parts done"}},
+		{Name: "wide-calls", Match: scripted.Match{Instructions: "bench wide boss", Turn: 1}, Respond: scripted.Respond{Calls: wide}},
+		{Name: "wide-joins", Match: scripted.Match{Instructions: "bench wide boss", Turn: 2},
 			Respond: scripted.Respond{Text: "{{len .Outputs}} parts done"}},
 		{Name: "fan-worker", Match: scripted.Match{Instructions: "bench fan worker"}, Respond: scripted.Respond{Text: "{{.User}} done"}},
 		{Name: "stream", Match: scripted.Match{Instructions: "bench streamer"}, Respond: scripted.Respond{Text: streamAnswer, DelayMS: streamThinkMS}},
