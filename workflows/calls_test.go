@@ -179,3 +179,24 @@ func TestTurnOfManyAgentTools(t *testing.T) {
 		t.Errorf("%d calls ran, at most %d at once; want %d, at most %d", len(ran), peak, n, limit)
 	}
 }
+
+// A budget reaches every call of a bounded turn: with the run's model
+// calls spent part way through, the calls still waiting for a slot are
+// not made, and the run ends on the spent budget, with no more model
+// calls than the budget allows.
+func TestTurnCallsBoundedBudget(t *testing.T) {
+	g := &gauge{hold: 5 * time.Millisecond}
+	m := &workflowstest.FuncModel{Func: fanModel(g, 0, 8)}
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{fanGraph(g, 2)}, Model: m})
+	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "fan", Input: "go", Budget: &agents.Budget{ModelCalls: 4}})
+	err := env.GetWorkflowError()
+	if troupe.ErrorType(err) != troupe.ErrBudgetExceeded {
+		t.Fatalf("run ended with %v, want %s", err, troupe.ErrBudgetExceeded)
+	}
+	if calls := m.Calls("fan:") + m.Calls("rev:"); calls > 4 {
+		t.Errorf("%d model calls, over the budget of 4", calls)
+	}
+	if _, ran := g.stats(); len(ran) >= 8 {
+		t.Errorf("all 8 reviews ran on a budget of 4 model calls: %v", ran)
+	}
+}
