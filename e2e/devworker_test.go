@@ -60,23 +60,7 @@ func TestDevBesideWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	const runs = 6
-	type started struct {
-		run client.WorkflowRun
-		out string
-	}
-	var all []started
-	for i := range runs {
-		out := filepath.Join(t.TempDir(), "review")
-		run, err := troupeclient.StartRun(context.Background(), c, troupe.DefaultTaskQueue, troupe.RunInput{
-			Graph: "codereview", Input: "Review this change",
-			Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: "HEAD", codereview.VarOut: out},
-		})
-		if err != nil {
-			t.Fatalf("run %d: %v", i, err)
-		}
-		all = append(all, started{run, out})
-	}
+	all := startReviews(t, c, repo, 6)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang detector
 	defer cancel()
@@ -227,4 +211,30 @@ func sandboxHolder(t *testing.T, c client.Client, id string, pids map[int]string
 		return by
 	}
 	return ""
+}
+
+// startedReview is a code review started, and the file its output goes
+// to.
+type startedReview struct {
+	run client.WorkflowRun
+	out string
+}
+
+// startReviews starts n code reviews of repo's HEAD on the default task
+// queue, each writing its output to a file of its own.
+func startReviews(t *testing.T, c client.Client, repo string, n int) []startedReview {
+	t.Helper()
+	var all []startedReview
+	for i := range n {
+		out := filepath.Join(t.TempDir(), "review")
+		run, err := troupeclient.StartRun(context.Background(), c, troupe.DefaultTaskQueue, troupe.RunInput{
+			Graph: "codereview", Input: "Review this change",
+			Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: "HEAD", codereview.VarOut: out},
+		})
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		all = append(all, startedReview{run, out})
+	}
+	return all
 }

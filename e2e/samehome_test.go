@@ -14,8 +14,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe"
-	troupeclient "github.com/troupe-dev/troupe/client"
-	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/internal/exampletest"
 )
 
@@ -67,23 +65,7 @@ func TestSameHostnameSameHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	const runs = 4
-	type started struct {
-		run client.WorkflowRun
-		out string
-	}
-	var all []started
-	for i := range runs {
-		out := filepath.Join(t.TempDir(), "review")
-		run, err := troupeclient.StartRun(context.Background(), c, troupe.DefaultTaskQueue, troupe.RunInput{
-			Graph: "codereview", Input: "Review this change",
-			Vars: map[string]string{codereview.VarRepo: repo, codereview.VarRef: "HEAD", codereview.VarOut: out},
-		})
-		if err != nil {
-			t.Fatalf("run %d: %v", i, err)
-		}
-		all = append(all, started{run, out})
-	}
+	all := startReviews(t, c, repo, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang detector
 	defer cancel()
 	created := map[string]int{}
