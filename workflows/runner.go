@@ -644,6 +644,9 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	}
 	r.mcpQ.Store(&mcpQueue)
 	return func() {
+		// The shares first, while the queue's limiter still has workers
+		// (these, maybe) to answer.
+		r.throttle.Close()
 		sessions.Stop()
 		legacy.Stop()
 		host.Stop()

@@ -127,6 +127,12 @@ func New(cfg Config) (Model, error) {
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			if hook, ok := r.Context().Value(sendHookKey{}).(func()); ok {
+				hook()
+			}
+			return next(r)
+		}),
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
@@ -331,3 +337,14 @@ func (m *chatModel) BaseURL() string { return m.cfg.BaseURL }
 
 // BaseURL implements Endpoint.
 func (m *responsesModel) BaseURL() string { return m.cfg.BaseURL }
+
+type sendHookKey struct{}
+
+// WithSendHook returns a context whose model calls run hook just before
+// their HTTP request is sent, for a limit on requests per window that
+// counts them as the provider does, when they arrive (rather than when
+// the call began building them). The Models of New call it; others may
+// not.
+func WithSendHook(ctx context.Context, hook func()) context.Context {
+	return context.WithValue(ctx, sendHookKey{}, hook)
+}

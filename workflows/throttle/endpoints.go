@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime/model"
 )
 
 // RenewEvery is how often a worker renews its lease on an endpoint's
@@ -26,8 +27,12 @@ const RenewEvery = time.Second
 // it gives it back.
 const idleRelease = 10 * time.Second
 
-// renewTimeout bounds one renewal.
-const renewTimeout = 10 * time.Second
+// renewTimeout bounds one renewal, releaseTimeout the giving back of a
+// share (which the limiter reclaims anyway, later, should it not come).
+const (
+	renewTimeout   = 10 * time.Second
+	releaseTimeout = 2 * time.Second
+)
 
 // ErrBusy reports a call that found no room in its worker's share of the
 // endpoint's limit within the wait it was given.
@@ -153,10 +158,16 @@ type gate struct {
 	limit      agents.ModelLimit
 	grant      Grant
 	validUntil time.Time
-	// inFlight, starts (in the window) and waiting are its use.
+	// inFlight, starts (in the window) and waiting are its use;
+	// peakCalls and peakStarts its most demand since the last renewal.
 	inFlight int
-	starts   []time.Time
-	waiting  int
+	// starts are the times calls were sent, in the window; pending
+	// counts the calls let in and not sent yet, which count as starts.
+	starts     []time.Time
+	pending    int
+	waiting    int
+	peakCalls  int
+	peakStarts int
 	// calls cancel the calls in flight, should the lease lapse.
 	calls map[uint64]context.CancelCauseFunc
 	next  uint64
@@ -184,24 +195,38 @@ func (g *gate) acquire(ctx context.Context, wait time.Duration) (context.Context
 	deadline := time.Now().Add(wait)
 	g.mu.Lock()
 	g.waiting++
+	g.peakCalls = max(g.peakCalls, g.inFlight+g.waiting)
+	g.peakStarts = max(g.peakStarts, len(g.starts)+g.pending+g.waiting)
 	defer func() { g.mu.Lock(); g.waiting--; g.mu.Unlock() }()
 	for {
 		now := time.Now()
 		g.starts = dropBefore(g.starts, now.Add(-g.window()))
 		valid := now.Before(g.validUntil)
 		callsOK := g.grant.Calls == Unlimited || g.inFlight < g.grant.Calls
-		startsOK := g.grant.Starts == Unlimited || len(g.starts) < g.grant.Starts
+		startsOK := g.grant.Starts == Unlimited || len(g.starts)+g.pending < g.grant.Starts
 		if valid && callsOK && startsOK {
 			g.inFlight++
-			g.starts = append(g.starts, now)
+			g.pending++
 			id := g.next
 			g.next++
 			cctx, cancel := context.WithCancelCause(ctx)
 			g.calls[id] = cancel
 			g.mu.Unlock()
-			var once sync.Once
-			return cctx, func() {
-				once.Do(func() {
+			// The call's start is when its request is sent (the model
+			// client calls the hook), or else when it ends: the provider
+			// counts it when it arrives.
+			var sent, ended sync.Once
+			send := func() {
+				sent.Do(func() {
+					g.mu.Lock()
+					g.pending--
+					g.starts = append(g.starts, time.Now())
+					g.mu.Unlock()
+				})
+			}
+			return model.WithSendHook(cctx, send), func() {
+				ended.Do(func() {
+					send()
 					g.mu.Lock()
 					g.inFlight--
 					delete(g.calls, id)
@@ -260,8 +285,13 @@ func (g *gate) busy(wait time.Duration, valid, callsOK bool) error {
 // report is the renewal of g's lease as of now (g.mu held).
 func (g *gate) report(holder string, now time.Time) RenewRequest {
 	g.starts = dropBefore(g.starts, now.Add(-g.window()))
-	req := RenewRequest{Holder: holder, Limit: g.limit, InFlight: g.inFlight, Recent: len(g.starts),
-		WantCalls: g.inFlight + g.waiting, WantStarts: len(g.starts) + g.waiting}
+	// Demand is the most since the last renewal: calls come and go
+	// between renewals, and a share sized on the moment would starve a
+	// busy worker that happened to be between calls.
+	recent := len(g.starts) + g.pending
+	req := RenewRequest{Holder: holder, Limit: g.limit, InFlight: g.inFlight, Recent: recent,
+		WantCalls: max(g.peakCalls, g.inFlight+g.waiting), WantStarts: max(g.peakStarts, recent+g.waiting)}
+	g.peakCalls, g.peakStarts = g.inFlight+g.waiting, recent+g.waiting
 	if now.Before(g.validUntil) {
 		req.Calls, req.Starts = g.grant.Calls, g.grant.Starts
 	}
@@ -296,7 +326,7 @@ func (g *gate) loop(c client.Client, queue, id string) {
 			g.grant, g.validUntil = Grant{}, time.Time{}
 			req.Calls, req.Starts, req.Release = 0, 0, true
 			g.mu.Unlock()
-			ctx, cancel := context.WithTimeout(context.Background(), renewTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 			_, _ = renew(ctx, c, queue, g.endpoint, req)
 			cancel()
 			g.mu.Lock()
@@ -317,8 +347,12 @@ func (g *gate) loop(c client.Client, queue, id string) {
 		cancel()
 		last = sent
 		g.mu.Lock()
+		next := RenewEvery
 		if err == nil {
 			g.grant, g.validUntil, g.lastErr = grant, sent.Add(grant.TTL-time.Second), nil
+			if grant.RenewIn > 0 {
+				next = min(grant.RenewIn, RenewEvery)
+			}
 		} else {
 			g.lastErr = err
 		}
@@ -333,7 +367,7 @@ func (g *gate) loop(c client.Client, queue, id string) {
 		g.broadcast()
 		g.mu.Unlock()
 
-		t := time.NewTimer(RenewEvery)
+		t := time.NewTimer(next)
 		select {
 		case <-t.C:
 		case <-g.kick:

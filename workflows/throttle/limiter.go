@@ -109,7 +109,14 @@ type Grant struct {
 	Limit agents.ModelLimit `json:"limit"`
 	// TTL is how long the share lasts from the renewal.
 	TTL time.Duration `json:"ttl"`
+	// RenewIn, when set, asks for the next renewal sooner than
+	// RenewEvery: shares are moving between workers, and this one waits
+	// for its part or holds more than its part.
+	RenewIn time.Duration `json:"renew_in,omitempty"`
 }
+
+// renewSoon is the RenewIn of a worker whose share is moving.
+const renewSoon = 100 * time.Millisecond
 
 // LimiterWorkflow holds the leases on one endpoint's limit and answers
 // renewals (RenewUpdateName) with shares. See the package doc.
@@ -201,18 +208,26 @@ func (st *LimiterState) Renew(now time.Time, req RenewRequest) Grant {
 	limit := st.limit()
 
 	g := Grant{Calls: Unlimited, Starts: Unlimited, Limit: limit, TTL: LeaseTTL}
+	moving := false
 	if limit.MaxConcurrent > 0 {
-		g.Calls = st.share(i, limit.MaxConcurrent,
+		var fair int
+		g.Calls, fair = st.share(i, limit.MaxConcurrent,
 			func(h Holder) int { return h.WantCalls }, func(h Holder) int { return h.Calls })
+		moving = g.Calls != fair || req.Calls > fair
 	}
 	if limit.Requests > 0 {
-		g.Starts = st.share(i, limit.Requests,
+		var fair int
+		g.Starts, fair = st.share(i, limit.Requests,
 			func(h Holder) int { return h.WantStarts }, func(h Holder) int { return h.Starts })
+		moving = moving || g.Starts != fair || req.Starts > fair
 	}
 	// Until its next renewal the worker may use the most of what it
 	// enforced, what it uses, and its new share.
 	h.Calls = max(bound(req.Calls, limit.MaxConcurrent), req.InFlight, bound(g.Calls, limit.MaxConcurrent))
 	h.Starts = max(bound(req.Starts, limit.Requests), req.Recent, bound(g.Starts, limit.Requests))
+	if moving {
+		g.RenewIn = renewSoon
+	}
 	return g
 }
 
@@ -235,17 +250,17 @@ func (st *LimiterState) limit() agents.ModelLimit {
 }
 
 // share is holder i's share of total: its max-min fair part by demand
-// (want), the rest spread over the holders that want any, capped by
-// what the others may use (held).
-func (st *LimiterState) share(i, total int, want, held func(Holder) int) int {
-	fair := fairShares(total, st.Holders, want)
+// (want), the rest spread over the holders that want any (fair), capped
+// by what the others may use (held).
+func (st *LimiterState) share(i, total int, want, held func(Holder) int) (share, fair int) {
+	fairs := fairShares(total, st.Holders, want)
 	free := total
 	for j, h := range st.Holders {
 		if j != i {
 			free -= held(h)
 		}
 	}
-	return max(0, min(fair[i], free))
+	return max(0, min(fairs[i], free)), fairs[i]
 }
 
 // fairShares divides total among holders by their demands, max-min fair
