@@ -128,10 +128,11 @@ func New(cfg Config) (Model, error) {
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0),
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(r)
 			if hook, ok := r.Context().Value(sendHookKey{}).(func()); ok {
 				hook()
 			}
-			return next(r)
+			return resp, err
 		}),
 	}
 	if cfg.APIKey != "" {
@@ -340,11 +341,13 @@ func (m *responsesModel) BaseURL() string { return m.cfg.BaseURL }
 
 type sendHookKey struct{}
 
-// WithSendHook returns a context whose model calls run hook just before
-// their HTTP request is sent, for a limit on requests per window that
-// counts them as the provider does, when they arrive (rather than when
-// the call began building them). The Models of New call it; others may
-// not.
+// WithSendHook returns a context whose model calls run hook once their
+// HTTP request was sent and its answer began (its headers came) or it
+// failed: by then the provider has seen the request, so a limit on
+// requests per window that counts a call from its start until a window
+// after the hook counts it over every window in which the provider
+// counts it, however long the request took to get there. The Models of
+// New call it; others may not.
 func WithSendHook(ctx context.Context, hook func()) context.Context {
 	return context.WithValue(ctx, sendHookKey{}, hook)
 }

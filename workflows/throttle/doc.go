@@ -28,10 +28,12 @@
 //     after LeaseTTL and one more window have passed since it last heard
 //     of the worker, so a dead worker's calls have ended and left the
 //     window by then. A worker that restarts is a new holder.
-//  4. Windows. A worker counts its starts over the limit's window plus a
-//     margin (a tenth of it, at most a second), so that the provider,
-//     which sees a request a little after it was sent, never counts more
-//     in its own window.
+//  4. Windows. A worker counts a call as a start from the moment it lets
+//     it through until a window after its answer began
+//     (model.WithSendHook), plus a margin (a fiftieth of the window) for
+//     clocks: the provider counted the request when it arrived, somewhere
+//     in between, so however long a request takes to get there, no window
+//     of the provider's sees more than the worker counted.
 //  5. Waiting. A call waits for room in its worker's share, within the
 //     bound its caller gives (Acquire's wait); past it, it fails with
 //     ErrBusy, which the model activity turns into troupe.ModelRateLimited

@@ -161,8 +161,9 @@ type gate struct {
 	// inFlight, starts (in the window) and waiting are its use;
 	// peakCalls and peakStarts its most demand since the last renewal.
 	inFlight int
-	// starts are the times calls were sent, in the window; pending
-	// counts the calls let in and not sent yet, which count as starts.
+	// starts are the times the answers of calls began, in the window;
+	// pending counts the calls let in whose answer has not begun, which
+	// count as starts.
 	starts     []time.Time
 	pending    int
 	waiting    int
@@ -180,10 +181,11 @@ type gate struct {
 }
 
 // window is the span over which the worker counts its starts: the
-// limit's window and a margin (see the package doc).
+// limit's window and a margin for clocks that run at slightly different
+// rates (see the package doc).
 func (g *gate) window() time.Duration {
 	w := g.grant.Limit.Window()
-	return w + min(w/10, time.Second)
+	return w + min(w/50, time.Second)
 }
 
 func (g *gate) broadcast() {
@@ -212,9 +214,11 @@ func (g *gate) acquire(ctx context.Context, wait time.Duration) (context.Context
 			cctx, cancel := context.WithCancelCause(ctx)
 			g.calls[id] = cancel
 			g.mu.Unlock()
-			// The call's start is when its request is sent (the model
-			// client calls the hook), or else when it ends: the provider
-			// counts it when it arrives.
+			// The call counts as a start from now until a window after
+			// its answer began (the model client calls the hook then), or
+			// else after it ended: the provider counted it when it
+			// arrived, somewhere in between, so every window in which the
+			// provider counts it sees it counted here too.
 			var sent, ended sync.Once
 			send := func() {
 				sent.Do(func() {
