@@ -11,13 +11,21 @@ import (
 // Application error types a run can fail with. They are stable: callers
 // branch on them with ErrorType.
 const (
-	ErrMaxTurns        = "troupe.MaxTurnsExceeded"
-	ErrMaxHandoffs     = "troupe.MaxHandoffsExceeded"
-	ErrOutputInvalid   = "troupe.OutputInvalid"
-	ErrModel           = "troupe.ModelError"
-	ErrModelRetryable  = "troupe.ModelUnavailable"
-	ErrPayloadTooLarge = "troupe.PayloadTooLarge"
-	ErrUnknownAgent    = "troupe.UnknownAgent"
+	ErrMaxTurns       = "troupe.MaxTurnsExceeded"
+	ErrMaxHandoffs    = "troupe.MaxHandoffsExceeded"
+	ErrOutputInvalid  = "troupe.OutputInvalid"
+	ErrModel          = "troupe.ModelError"
+	ErrModelRetryable = "troupe.ModelUnavailable"
+	// ErrModelRateLimited: the model endpoint turned a call away for its
+	// rate limits (429), or the endpoint's shared limit
+	// (agents.ModelLimit) had no room for it in time. Retried after the
+	// wait the provider asked for, without counting against the
+	// attempts a failing model gets; a call that stays rate-limited past
+	// the run's bound (workflows.Config.ModelRateLimitWait) fails the
+	// agent with it, non-retryable, saying for how long.
+	ErrModelRateLimited = "troupe.ModelRateLimited"
+	ErrPayloadTooLarge  = "troupe.PayloadTooLarge"
+	ErrUnknownAgent     = "troupe.UnknownAgent"
 	// ErrScenarioNoMatch: the run is on an offline scenario (the scripted
 	// model, used when OPENAI_API_KEY is unset) that has no answer for
 	// what was said. Not a model failure, and not retried: the message

@@ -79,6 +79,9 @@ type Graph struct {
 	// table (WithBudget, WithPrices).
 	budget *Budget
 	prices Prices
+	// modelLimits are the graph's limits on its models' endpoints
+	// (WithModelLimits).
+	modelLimits map[string]ModelLimit
 }
 
 // NewGraph validates the agents and returns their graph. It rejects empty

@@ -40,6 +40,16 @@
 //     to 50 agents-as-tools likewise (each asks the run's root by update
 //     before its call and reports after it).
 //
+// The rate-limit benchmark holds a run against a model's limit against
+// the limit's own floor:
+//
+//   - BenchmarkRateLimitedModel: 50 loopers at once (10,050 model calls)
+//     on two workers of one queue that share a limit of 50 calls at once
+//     and 100 per second (Config.ModelLimits), against a scripted model
+//     that keeps the same limit (429 past it): the wall time against
+//     calls / rate, and what the model server saw (the most calls at
+//     once, the most in a second, the calls turned away: none).
+//
 // The tracing benchmark holds a turn traced against one that is not:
 //
 //   - BenchmarkTracingOverhead: the looper's 201 turns on a worker whose

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows"
@@ -60,6 +61,52 @@ type workerOptions struct {
 	// serve makes `troupe run` serve its run from a worker of its own
 	// even against a Temporal server that others serve (--worker).
 	serve bool
+	// modelLimit limits the calls to every model endpoint the worker
+	// calls, with the other workers of its queue
+	// (--model-max-concurrent, --model-requests-per-second;
+	// workflows.Config.ModelLimits); rateLimitWait bounds how long a
+	// model call may stay rate-limited (--model-rate-limit-wait).
+	modelLimit    agents.ModelLimit
+	rateLimitWait time.Duration
+}
+
+// addModelLimitFlags adds the model endpoint's limits to a command that
+// runs a long-lived worker.
+func addModelLimitFlags(f *pflag.FlagSet, o *workerOptions) {
+	f.IntVar(&o.modelLimit.MaxConcurrent, "model-max-concurrent", 0, "most model calls at once to each model endpoint (base URL and model), with every worker of the task queue (default $TROUPE_MODEL_MAX_CONCURRENT, else no limit)")
+	f.IntVar(&o.modelLimit.Requests, "model-requests-per-second", 0, "most model calls started per second to each model endpoint, with every worker of the task queue (default $TROUPE_MODEL_REQUESTS_PER_SECOND, else no limit)")
+	f.DurationVar(&o.rateLimitWait, "model-rate-limit-wait", 0, "how long one model call may stay rate-limited (429s, the limits above) before its agent fails (default $TROUPE_MODEL_RATE_LIMIT_WAIT, else 30m)")
+}
+
+// modelLimitsFromEnv fills the model limit flags not given from the
+// environment, and rejects values that are not numbers.
+func (o *workerOptions) modelLimitsFromEnv() error {
+	for _, v := range []struct {
+		env string
+		n   *int
+	}{{"TROUPE_MODEL_MAX_CONCURRENT", &o.modelLimit.MaxConcurrent}, {"TROUPE_MODEL_REQUESTS_PER_SECOND", &o.modelLimit.Requests}} {
+		if s := os.Getenv(v.env); s != "" && *v.n == 0 {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 {
+				return fmt.Errorf("%s=%q: want a number of calls, 0 or more", v.env, s)
+			}
+			*v.n = n
+		}
+	}
+	if s := os.Getenv("TROUPE_MODEL_RATE_LIMIT_WAIT"); s != "" && o.rateLimitWait == 0 {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return fmt.Errorf("TROUPE_MODEL_RATE_LIMIT_WAIT=%q: want a duration such as 30m", s)
+		}
+		o.rateLimitWait = d
+	}
+	if err := o.modelLimit.Check(); err != nil {
+		return fmt.Errorf("--model-max-concurrent, --model-requests-per-second: %w", err)
+	}
+	if o.rateLimitWait < 0 {
+		return fmt.Errorf("--model-rate-limit-wait %s is negative", o.rateLimitWait)
+	}
+	return nil
 }
 
 // addDeltaFlag adds --deltas-addr to a command that runs a long-lived
@@ -81,6 +128,14 @@ func addSandboxFlags(f *pflag.FlagSet, o *workerOptions) {
 // stops it and releases its model and store.
 func startWorker(ctx context.Context, c client.Client, namespace string, o workerOptions, graphs []Graph, stderr io.Writer) (func(), error) {
 	taskQueue := o.taskQueue
+	if err := o.modelLimitsFromEnv(); err != nil {
+		return nil, err
+	}
+	var modelLimits map[string]agents.ModelLimit
+	if o.modelLimit.Limits() {
+		modelLimits = map[string]agents.ModelLimit{"": o.modelLimit}
+		fmt.Fprintf(stderr, "troupe: model calls limited to %s per model endpoint, with every worker of task queue %s\n", o.modelLimit, taskQueue)
+	}
 	roots := make([]string, 0, len(o.roots))
 	for _, r := range o.roots {
 		abs, err := filepath.Abs(r)
@@ -128,7 +183,8 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		bus = events.NewBus()
 	}
 	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: bus, DeltaAddr: o.deltaAddr, Model: m, Store: store,
-		Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: o.sandboxQueue, StoreDir: storeDir, SpoolDir: spool})
+		Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: o.sandboxQueue, StoreDir: storeDir, SpoolDir: spool,
+		ModelLimits: modelLimits, ModelRateLimitWait: o.rateLimitWait})
 	if err != nil {
 		release()
 		store.Close()
@@ -380,6 +436,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().StringVar(&o.taskQueue, "task-queue", troupe.DefaultTaskQueue, "task queue to listen on")
 	addSandboxFlags(cmd.Flags(), &o)
 	addDeltaFlag(cmd.Flags(), &o)
+	addModelLimitFlags(cmd.Flags(), &o)
 	addConnFlags(cmd.Flags())
 	return cmd
 }
@@ -461,6 +518,7 @@ func devCommand(graphs []Graph) *cobra.Command {
 	cmd.Flags().BoolVar(&noWorker, "no-worker", false, "run the server and its Web UI only, with no worker")
 	addSandboxFlags(cmd.Flags(), &o)
 	addDeltaFlag(cmd.Flags(), &o)
+	addModelLimitFlags(cmd.Flags(), &o)
 	return cmd
 }
 

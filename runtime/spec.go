@@ -37,6 +37,10 @@ type RunSettings struct {
 	// ModelActivities runs model calls as regular activities rather than
 	// local ones.
 	ModelActivities bool `json:"model_activities,omitempty"`
+	// ModelRateLimitWait bounds how long one model call may stay
+	// rate-limited before the agent fails. Specs recorded before it have
+	// none, and take the default of the code that runs them.
+	ModelRateLimitWait time.Duration `json:"model_rate_limit_wait,omitempty"`
 	// ContinueAfterTurns and ContinueAfterEvents bound one run of an agent
 	// workflow: at the first turn boundary past either (turns taken in the
 	// run, events in its history), it continues as new. 0 never does.

@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows/budget"
 	"github.com/troupe-dev/troupe/workflows/gate"
+	"github.com/troupe-dev/troupe/workflows/throttle"
 )
 
 // Activities are the parts of a run that touch the world: the model, the
@@ -139,6 +140,12 @@ func (a *Activities) callModel(ctx context.Context, in ModelInput, agent string,
 		if source, ok := model.ScenarioNoMatch(err); ok {
 			return nil, troupe.ScenarioNoMatch(source, err)
 		}
+		if wait, ok := model.RateLimited(err); ok {
+			return nil, rateLimited(model.ErrorMessage(err), wait, err)
+		}
+		if errors.Is(err, throttle.ErrBusy) || errors.Is(err, throttle.ErrLapsed) {
+			return nil, rateLimited(err.Error(), 0, err)
+		}
 		if !model.IsRetryable(err) {
 			return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrModel, err)
 		}
@@ -147,6 +154,16 @@ func (a *Activities) callModel(ctx context.Context, in ModelInput, agent string,
 		return nil, temporal.NewApplicationErrorWithCause(model.ErrorMessage(err), troupe.ErrModelRetryable, err, model.Innermost(err))
 	}
 	return resp, nil
+}
+
+// rateLimited is the failure of a model call turned away for a rate
+// limit: retryable, after wait when the provider said (NextRetryDelay,
+// which Temporal's own retries honour and the agent workflow reads), and
+// with the message as its details, for the retry events.
+func rateLimited(msg string, wait time.Duration, cause error) error {
+	return temporal.NewApplicationErrorWithOptions(msg, troupe.ErrModelRateLimited, temporal.ApplicationErrorOptions{
+		Cause: cause, NextRetryDelay: wait, Details: []any{msg},
+	})
 }
 
 // endTurn decides the next step from the model's response, tells the
@@ -333,8 +350,22 @@ func (a *Activities) conversation(ctx context.Context, ref runtime.TranscriptRef
 
 // respond calls the model, heartbeating meanwhile so that a call on a dead
 // worker is retried after HeartbeatTimeout rather than ModelTimeout.
+// It waits first for room within the endpoint's limit (Config.ModelLimits),
+// at most half of the call's timeout.
 func (a *Activities) respond(ctx context.Context, req model.Request) (*model.Response, error) {
-	return heartbeat.While(ctx, func() (*model.Response, error) { return a.r.cfg.Model.Respond(ctx, req) })
+	return heartbeat.While(ctx, func() (*model.Response, error) {
+		endpoint := throttle.Endpoint(model.BaseURL(a.r.cfg.Model), req.Model)
+		cctx, done, err := a.r.throttle.Acquire(ctx, endpoint, a.r.modelLimit(req.Model), a.r.cfg.ModelTimeout/2)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		resp, err := a.r.cfg.Model.Respond(cctx, req)
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), throttle.ErrLapsed) {
+			return nil, fmt.Errorf("model call to %s cut short: %w", endpoint, throttle.ErrLapsed)
+		}
+		return resp, err
+	})
 }
 
 // FunctionTool runs a function tool, its call's RunContext (and so its

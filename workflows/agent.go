@@ -408,10 +408,37 @@ func (r *Runner) callModel(ctx workflow.Context, rec *events.Recorder, spec *run
 	if !retryEvents {
 		return call()
 	}
-	for attempt := 1; ; attempt++ {
+	// Rate limits are waited out apart from the attempts, within the
+	// run's bound (a spec from before it has the default).
+	patience := cmp.Or(spec.ModelRateLimitWait, DefaultModelRateLimitWait)
+	var throttled int
+	var firstThrottled time.Time
+	for attempt := 1; ; {
 		err := call()
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
+		}
+		if troupe.ErrorType(err) == troupe.ErrModelRateLimited {
+			throttled++
+			now := workflow.Now(ctx)
+			if firstThrottled.IsZero() {
+				firstThrottled = now
+			}
+			wait := modelBackoff(throttled)
+			var ae *temporal.ApplicationError
+			if errors.As(err, &ae) && ae.NextRetryDelay() > 0 {
+				wait = ae.NextRetryDelay()
+			}
+			if now.Add(wait).Sub(firstThrottled) > patience {
+				return temporal.NewNonRetryableApplicationError(fmt.Sprintf("model rate-limited for %s (%d times), past the run's bound of %s: %s",
+					now.Sub(firstThrottled).Round(time.Second), throttled, patience, troupe.Preview(rootCause(err), 300)), troupe.ErrModelRateLimited, err)
+			}
+			rec.Add(ctx, troupe.Event{Kind: troupe.EventModelRetry, Agent: in.Agent, Turn: in.Run.Turn,
+				Detail: fmt.Sprintf("model rate-limited: %s; retry in %s (rate limits do not count against the %d attempts)", troupe.Preview(rootCause(err), 300), wait, modelAttempts)})
+			if err := workflow.Sleep(ctx, wait); err != nil {
+				return err
+			}
+			continue
 		}
 		unreachable := troupe.ErrorType(err) == troupe.ErrModelRetryable
 		if attempt == modelAttempts {
@@ -435,6 +462,7 @@ func (r *Runner) callModel(ctx workflow.Context, rec *events.Recorder, spec *run
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return err
 		}
+		attempt++
 	}
 }
 

@@ -26,7 +26,7 @@ import (
 // agent, handoff, with their targets, timeouts, extractors and handoff
 // hooks), its approval policies, guardrails and memory scope, the run's
 // budget and prices, and the worker settings that change control flow
-// (MaxHandoffs, MaxToolDepth, ModelActivities). So:
+// (MaxHandoffs, MaxToolDepth, ModelActivities, ModelRateLimitWait). So:
 //
 //	edited since the run started   what the run does
 //	a tool gained                  not offered to the model: the run's spec lacks
@@ -110,7 +110,7 @@ func (r *Runner) liveSpec(graph string, maxHandoffs int) (*runtime.GraphSpec, er
 	}
 	prices, unpriced := budget.Prices(g, r.cfg.Prices, r.cfg.DefaultModel)
 	return runtime.SpecOf(g, runtime.RunSettings{MaxHandoffs: maxHandoffs, MaxToolDepth: r.cfg.MaxToolDepth, ModelActivities: r.cfg.ModelActivities,
-		ContinueAfterTurns: r.cfg.ContinueAfterTurns, ContinueAfterEvents: r.cfg.ContinueAfterEvents, Prices: prices, Unpriced: unpriced}), nil
+		ModelRateLimitWait: r.cfg.ModelRateLimitWait, ContinueAfterTurns: r.cfg.ContinueAfterTurns, ContinueAfterEvents: r.cfg.ContinueAfterEvents, Prices: prices, Unpriced: unpriced}), nil
 }
 
 // agentSpec returns the run's spec and agent in's spec: the run's own, or

@@ -35,6 +35,7 @@ import (
 	"github.com/troupe-dev/troupe/workflows/guardrail"
 	"github.com/troupe-dev/troupe/workflows/lease"
 	"github.com/troupe-dev/troupe/workflows/retention"
+	"github.com/troupe-dev/troupe/workflows/throttle"
 )
 
 // Config configures a Runner. Graphs, Model and Store are required; every
@@ -84,6 +85,28 @@ type Config struct {
 	// (a dead worker is noticed within HeartbeatTimeout), and let model
 	// calls go to their own task queue and worker pool.
 	ModelActivities bool
+	// ModelLimits limit the calls to this worker's model endpoints (the
+	// Model's base URL and a model name), by model name; the key ""
+	// limits every model. Each endpoint is kept within the stricter of
+	// this limit and the served graphs' (agents.Graph.WithModelLimits),
+	// shared with every worker of the task queue that StartWorkers
+	// serves: the workers lease shares of it from a limiter workflow per
+	// endpoint (workflows/throttle), so the endpoint as a whole never sees
+	// more calls at once, or more starts in a window, than the limit, and
+	// a crashed worker's share goes to the others within about half a
+	// minute. A call waits for room (at most half of ModelTimeout, then
+	// it is retried as a rate-limited call). Without StartWorkers, each
+	// Runner keeps the limits alone. The default limits nothing.
+	ModelLimits map[string]agents.ModelLimit
+	// ModelRateLimitWait bounds how long one model call of an agent may
+	// stay rate-limited: answered 429 by the provider, or kept waiting
+	// by ModelLimits. Each wait is the one the provider asked for
+	// (retry-after-ms, Retry-After, x-ratelimit-reset-*), or a backoff
+	// when it did not say, and is an event; none counts against the
+	// attempts a failing model gets. Past the bound the agent fails with
+	// troupe.ModelRateLimited, saying for how long. A run keeps the bound
+	// it started with. The default is 30 minutes.
+	ModelRateLimitWait time.Duration
 	// MaxHandoffs bounds the handoffs of one run; the default is 10.
 	MaxHandoffs int
 	// MaxToolDepth bounds the nesting of agents-as-tools; the default is 5.
@@ -193,6 +216,11 @@ type Runner struct {
 	// memory is the memory room: MemoryWorkflow, its activities, and
 	// what the other activities ask of memory.
 	memory *memory.Consolidation
+	// throttle keeps the model endpoints within their limits, and
+	// modelLimits are the limits by model name (Config.ModelLimits and
+	// the graphs').
+	throttle    *throttle.Endpoints
+	modelLimits []map[string]agents.ModelLimit
 	// onWorker is set once RegisterActivities registered on a Temporal
 	// worker, whose activities have a client (activity.GetClient) to ask
 	// a run's root for its budget with; a test environment's have none.
@@ -217,10 +245,14 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err := cfg.fillDefaults(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, transcripts: transcript.NewTranscripts(cfg.Store)}
+	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, transcripts: transcript.NewTranscripts(cfg.Store), throttle: throttle.New()}
 	if err := r.openStore(); err != nil {
 		return nil, err
 	}
+	if err := checkModelLimits("Config.ModelLimits", cfg.ModelLimits); err != nil {
+		return nil, err
+	}
+	r.modelLimits = append(r.modelLimits, cfg.ModelLimits)
 	r.memory = &memory.Consolidation{Store: cfg.Store, Transcripts: r.transcripts, Model: cfg.Model, DefaultModel: cfg.DefaultModel,
 		Options: cfg.Memory, ModelTimeout: cfg.ModelTimeout, HeartbeatTimeout: cfg.HeartbeatTimeout, Learnt: skills.NewLearntCache(0)}
 	pool := cfg.MCP
@@ -248,6 +280,9 @@ func (cfg *Config) fillDefaults() error {
 	}
 	if cfg.HeartbeatTimeout == 0 {
 		cfg.HeartbeatTimeout = 30 * time.Second
+	}
+	if cfg.ModelRateLimitWait == 0 {
+		cfg.ModelRateLimitWait = DefaultModelRateLimitWait
 	}
 	if cfg.MaxHandoffs == 0 {
 		cfg.MaxHandoffs = 10
@@ -352,7 +387,10 @@ func (r *Runner) addGraph(g *agents.Graph) error {
 	if g == nil {
 		return errors.New("workflows: nil graph")
 	}
-	defaultBudget, prices := g.Budget(), g.Prices()
+	defaultBudget, prices, limits := g.Budget(), g.Prices(), g.ModelLimits()
+	if err := checkModelLimits("graph "+g.Name(), limits); err != nil {
+		return err
+	}
 	g, err := withDefaultCapabilities(g)
 	if err != nil {
 		return err
@@ -376,7 +414,34 @@ func (r *Runner) addGraph(g *agents.Graph) error {
 		return fmt.Errorf("workflows: two graphs named %q", g.Name())
 	}
 	r.graphs[g.Name()] = g
+	if limits != nil {
+		r.modelLimits = append(r.modelLimits, limits)
+	}
 	return nil
+}
+
+// DefaultModelRateLimitWait is the default of Config.ModelRateLimitWait.
+const DefaultModelRateLimitWait = 30 * time.Minute
+
+// checkModelLimits reports the invalid limits of a table, named by what.
+func checkModelLimits(what string, limits map[string]agents.ModelLimit) error {
+	var errs []error
+	for _, m := range slices.Sorted(maps.Keys(limits)) {
+		if err := limits[m].Check(); err != nil {
+			errs = append(errs, fmt.Errorf("workflows: %s: model limit of %q: %w", what, m, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// modelLimit is the limit on the endpoint of model: the stricter of the
+// worker's and the graphs' limits for it (or for every model).
+func (r *Runner) modelLimit(model string) agents.ModelLimit {
+	var l agents.ModelLimit
+	for _, t := range r.modelLimits {
+		l = l.Stricter(t[""]).Stricter(t[model])
+	}
+	return l
 }
 
 // setActivities makes the rooms' activities, each given what it needs of
@@ -484,6 +549,7 @@ func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 	w.RegisterWorkflowWithOptions(r.SessionWorkflow, workflow.RegisterOptions{Name: troupe.SessionWorkflowName})
 	w.RegisterWorkflowWithOptions(r.SessionManagerWorkflow, workflow.RegisterOptions{Name: troupe.SessionManagerWorkflowName})
 	r.memory.RegisterWorkflows(w)
+	w.RegisterWorkflowWithOptions(throttle.LimiterWorkflow, workflow.RegisterOptions{Name: throttle.LimiterWorkflowName})
 }
 
 // Close releases what the Runner holds: the MCP sessions of its own pool
@@ -492,6 +558,7 @@ func (r *Runner) RegisterWorkflows(w worker.WorkflowRegistry) {
 // The stop func of StartWorkers calls it; call it yourself after stopping
 // workers you registered with Register.
 func (r *Runner) Close() error {
+	r.throttle.Close()
 	r.transcripts.Close()
 	if r.ownsMCP {
 		return r.mcp.Pool.Close()
@@ -630,6 +697,8 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	// An activity that stays without its blob fails, typed, rather than
 	// retrying for ever (blobwait).
 	opts.Interceptors = append(slices.Clip(opts.Interceptors), &blobwait.Interceptor{})
+	// The model endpoints' limits are shared with the queue's workers.
+	r.throttle.Connect(c, taskQueue)
 	shared := worker.New(c, taskQueue, opts)
 	r.Register(shared)
 	if err := shared.Start(); err != nil {
@@ -678,6 +747,9 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	}
 	r.mcpQ.Store(&mcpQueue)
 	return func() {
+		// The shares first, while the queue's limiter still has workers
+		// (these, maybe) to answer.
+		r.throttle.Close()
 		sessions.Stop()
 		stopOthers()
 		host.Stop()

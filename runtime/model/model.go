@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/troupe-dev/troupe/agents"
 )
@@ -102,6 +103,10 @@ type APIError struct {
 	// Err is what kept the request from an answer (StatusCode 0): the
 	// connection refused, the timeout, the stream cut short.
 	Err error
+	// RetryAfter is how long the provider asked to wait before the next
+	// request, from the answer's headers (see RetryDelay); 0 when it did
+	// not say.
+	RetryAfter time.Duration
 }
 
 // Unwrap returns Err.
@@ -115,17 +120,43 @@ func (e *APIError) Error() string {
 }
 
 // Retryable reports whether a retry may succeed: no response at all,
-// 408, 409, 429 and 5xx are retryable; other 4xx are not.
+// 408, 409, 429 and 5xx are retryable; other 4xx are not, nor is a 429
+// that says the account's quota is spent (code insufficient_quota), which
+// no wait mends.
 func (e *APIError) Retryable() bool {
 	switch {
 	case e.StatusCode == 0:
 		return true
-	case e.StatusCode == 408, e.StatusCode == 409, e.StatusCode == 429:
+	case e.StatusCode == 429:
+		return e.Code != CodeInsufficientQuota
+	case e.StatusCode == 408, e.StatusCode == 409:
 		return true
 	case e.StatusCode >= 500:
 		return true
 	}
 	return false
+}
+
+// RateLimited reports whether the provider turned the request away for
+// its rate limits (429, but for a spent quota): a wait, not a repair,
+// lets it through, and the wait is RetryAfter when the provider said.
+func (e *APIError) RateLimited() bool {
+	return e.StatusCode == 429 && e.Code != CodeInsufficientQuota
+}
+
+// CodeInsufficientQuota is the code with which OpenAI answers 429 when
+// the account's quota or credit is spent, rather than a rate limit hit.
+const CodeInsufficientQuota = "insufficient_quota"
+
+// RateLimited reports whether err is a provider's rate-limit answer
+// (APIError.RateLimited), and if so how long it asked to wait (0 when it
+// did not say).
+func RateLimited(err error) (time.Duration, bool) {
+	var ae *APIError
+	if errors.As(err, &ae) && ae.RateLimited() {
+		return ae.RetryAfter, true
+	}
+	return 0, false
 }
 
 // CodeScenarioNoMatch is the error code with which the scripted model

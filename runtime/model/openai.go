@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -126,6 +127,13 @@ func New(cfg Config) (Model, error) {
 		option.WithBaseURL(cfg.BaseURL),
 		option.WithHTTPClient(cfg.HTTPClient),
 		option.WithMaxRetries(0),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(r)
+			if hook, ok := r.Context().Value(sendHookKey{}).(func()); ok {
+				hook()
+			}
+			return resp, err
+		}),
 	}
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
@@ -220,12 +228,16 @@ func apiError(ctx context.Context, err error, resp *http.Response) error {
 		if ae.Message == "" {
 			ae.Message = bodyMessage(oe.Response, oe.StatusCode)
 		}
+		if oe.Response != nil {
+			ae.RetryAfter = RetryDelay(oe.Response.Header, time.Now())
+		}
 		return ae
 	}
 	// openai-go returns a JSON decoding error, not an *openai.Error, when an
 	// error status comes with a body it cannot parse ({"error": "text"}).
 	if resp != nil && resp.StatusCode >= 400 {
-		return &APIError{StatusCode: resp.StatusCode, Message: bodyMessage(resp, resp.StatusCode)}
+		return &APIError{StatusCode: resp.StatusCode, Message: bodyMessage(resp, resp.StatusCode),
+			RetryAfter: RetryDelay(resp.Header, time.Now())}
 	}
 	return &APIError{Message: err.Error(), Err: err}
 }
@@ -269,4 +281,73 @@ func truncate(s string) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:maxMessageBytes], "") + "…"
+}
+
+// RetryDelay is how long an answer's headers ask a client to wait before
+// its next request, or 0 when they do not say: retry-after-ms (OpenAI's,
+// in milliseconds), else Retry-After (seconds, or an HTTP date, taken
+// against now), else the latest of x-ratelimit-reset-requests and
+// x-ratelimit-reset-tokens whose x-ratelimit-remaining-* is 0 (or the
+// latest of both when neither remaining is given), in OpenAI's form
+// ("1s", "6m0s", "120ms"). Unreadable and negative values are ignored.
+func RetryDelay(h http.Header, now time.Time) time.Duration {
+	if ms, err := strconv.ParseFloat(h.Get("retry-after-ms"), 64); err == nil && ms > 0 && ms < 1e12 {
+		return time.Duration(ms * float64(time.Millisecond))
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil {
+			if s > 0 && s < 1e9 {
+				return time.Duration(s * float64(time.Second))
+			}
+		} else if t, err := http.ParseTime(v); err == nil && t.After(now) {
+			return t.Sub(now)
+		}
+	}
+	var wait time.Duration
+	anyExhausted := h.Get("x-ratelimit-remaining-requests") == "0" || h.Get("x-ratelimit-remaining-tokens") == "0"
+	for _, kind := range []string{"requests", "tokens"} {
+		if anyExhausted && h.Get("x-ratelimit-remaining-"+kind) != "0" {
+			continue
+		}
+		if d, err := time.ParseDuration(strings.TrimSpace(h.Get("x-ratelimit-reset-" + kind))); err == nil && d > wait {
+			wait = d
+		}
+	}
+	return wait
+}
+
+// Endpoint is implemented by a Model that can say which server it calls,
+// so that limits on a model endpoint (a base URL and a model) can be kept
+// by every worker that calls the same one.
+type Endpoint interface {
+	// BaseURL is the API root the model calls.
+	BaseURL() string
+}
+
+// BaseURL returns the API root of m (Endpoint), or "" when m does not
+// say.
+func BaseURL(m Model) string {
+	if e, ok := m.(Endpoint); ok {
+		return e.BaseURL()
+	}
+	return ""
+}
+
+// BaseURL implements Endpoint.
+func (m *chatModel) BaseURL() string { return m.cfg.BaseURL }
+
+// BaseURL implements Endpoint.
+func (m *responsesModel) BaseURL() string { return m.cfg.BaseURL }
+
+type sendHookKey struct{}
+
+// WithSendHook returns a context whose model calls run hook once their
+// HTTP request was sent and its answer began (its headers came) or it
+// failed: by then the provider has seen the request, so a limit on
+// requests per window that counts a call from its start until a window
+// after the hook counts it over every window in which the provider
+// counts it, however long the request took to get there. The Models of
+// New call it; others may not.
+func WithSendHook(ctx context.Context, hook func()) context.Context {
+	return context.WithValue(ctx, sendHookKey{}, hook)
 }

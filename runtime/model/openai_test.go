@@ -305,6 +305,20 @@ func TestErrorClassification(t *testing.T) {
 			retryable: true,
 		},
 		{
+			name:      "429 with retry-after-ms",
+			status:    429,
+			header:    map[string]string{"retry-after-ms": "420", "Retry-After": "1"},
+			body:      openAIError("requests", "rate_limit_exceeded", "Rate limit reached. Please try again in 420ms."),
+			want:      model.APIError{StatusCode: 429, Type: "requests", Code: "rate_limit_exceeded", Message: "Rate limit reached. Please try again in 420ms.", RetryAfter: 420 * time.Millisecond},
+			retryable: true,
+		},
+		{
+			name:   "429 quota spent",
+			status: 429,
+			body:   openAIError("insufficient_quota", "insufficient_quota", "You exceeded your current quota."),
+			want:   model.APIError{StatusCode: 429, Type: "insufficient_quota", Code: "insufficient_quota", Message: "You exceeded your current quota."},
+		},
+		{
 			name:      "500 server error",
 			status:    500,
 			body:      openAIError("server_error", "", "The server had an error."),

@@ -11,7 +11,12 @@
 //
 //  1. Requires an Authorization: Bearer header with any non-empty key
 //     (401 otherwise).
-//  2. Rejects, with 400 and OpenAI's error shape
+//  2. With limits (WithLimits), answers 429 past them as OpenAI does
+//     (type "requests", code "rate_limit_exceeded", retry-after-ms,
+//     Retry-After and x-ratelimit-* headers), counting every model request
+//     as it arrives (Server.Stats: the most at once, the most in a window,
+//     those turned away).
+//  3. Rejects, with 400 and OpenAI's error shape
 //     {"error":{"message","type":"invalid_request_error","param","code"}},
 //     what the real API rejects: a missing model or input, mistyped fields,
 //     tool names outside ^[a-zA-Z0-9_-]{1,64}$ or used twice, strict tools or
@@ -20,23 +25,23 @@
 //     of its properties in required; the root must be an object), function
 //     calls in the input without their outputs, and outputs without their
 //     calls. Messages follow OpenAI's, so a test sees what production would.
-//  3. Picks the first rule of the scenario whose match holds, or answers 400
+//  4. Picks the first rule of the scenario whose match holds, or answers 400
 //     with code "scripted_no_match", a message naming the turn, the
 //     instructions, the last input and the tools, so the scenario's author
 //     can add the missing rule, and as param the scenario file to add it
 //     to (the source of the rules for the request's agent, when known).
 //     A client tells this answer from the API's own by its code.
-//  4. Rejects (400, "scripted_unknown_tool") a rule that would call a tool
+//  5. Rejects (400, "scripted_unknown_tool") a rule that would call a tool
 //     the request does not offer, or one its tool_choice rules out ("none",
 //     a forced function, allowed_tools), since a real model cannot do that.
 //     Calls in the input history to tools no longer offered (after a
 //     handoff, say) are fine.
-//  5. Waits the rule's delay_ms, renders its templates, and answers with a
+//  6. Waits the rule's delay_ms, renders its templates, and answers with a
 //     message (text or json) or with function calls (several calls are
 //     parallel tool calls). Ids are derived from the request's content, so a
 //     retry of the same request gets the same call ids; usage counts about a
 //     token per four characters.
-//  6. Records the answer (Server.Calls, Server.Count, Server.Requests).
+//  7. Records the answer (Server.Calls, Server.Count, Server.Requests).
 //
 // The server stores nothing: previous_response_id, conversation and prompt
 // are rejected, and each request must carry the whole conversation. Unknown

@@ -172,6 +172,9 @@ func (s *sse) event(typ string, fields map[string]any) {
 	fields["sequence_number"] = s.seq
 	s.seq++
 	s.look()
+	if typ == "response.completed" {
+		ending(s.w)
+	}
 	b, _ := marshal(fields)
 	fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b)
 	s.flush()
@@ -180,6 +183,9 @@ func (s *sse) event(typ string, fields map[string]any) {
 // data writes a bare data line, as Chat Completions streams do.
 func (s *sse) data(b []byte) {
 	s.look()
+	if string(b) == "[DONE]" {
+		ending(s.w)
+	}
 	fmt.Fprintf(s.w, "data: %s\n\n", b)
 	s.flush()
 }

@@ -29,6 +29,15 @@ type Server struct {
 	inFlight map[string]int // rule name → requests matched, not yet recorded
 	srv      *http.Server
 	serveErr chan error
+
+	// limits are the rate limits the server keeps (limits.go); stats,
+	// throttles, running, arrived and admitted count what it saw.
+	limits    Limits
+	stats     Stats
+	throttles []Throttle
+	running   int
+	arrived   []time.Time // model requests in the last window
+	admitted  []time.Time // those let in
 }
 
 // Call records one request that a rule matched: answered, or abandoned by its
@@ -264,6 +273,20 @@ func modelObject(id string) map[string]any {
 const maxBody = 64 << 20
 
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, start time.Time, api string) {
+	done, turned, header := s.admit(start)
+	if turned != nil {
+		for k, v := range header {
+			w.Header()[k] = v
+		}
+		s.reject(w, r, turned)
+		return
+	}
+	// The request leaves the count in flight just before its answer's
+	// last piece is written: a client that read it may start another at
+	// once, which must not find this one still counted.
+	end := sync.OnceFunc(done)
+	defer end()
+	w = &endingWriter{ResponseWriter: w, end: end}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		s.reject(w, r, &apiError{status: http.StatusBadRequest, msg: "scripted: reading the request body: " + err.Error()})
@@ -313,11 +336,13 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, start time.Time
 		left = streamResponse(ctx, w, c, rep)
 	case api == APIResponses:
 		left = ctx.Err() != nil
+		end()
 		writeJSON(w, http.StatusOK, responseObject(c, rep, "completed", time.Now()))
 	case c.stream:
 		left = streamChat(ctx, w, c, rep)
 	default:
 		left = ctx.Err() != nil
+		end()
 		writeJSON(w, http.StatusOK, chatCompletion(c, rep, time.Now()))
 	}
 	s.record(call, left)
