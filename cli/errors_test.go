@@ -234,7 +234,7 @@ func TestCommandErrors(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 
 	// A worker, and a session it stops.
-	stop, err := startWorker(context.Background(), c, srv.Namespace(), workerOptions{taskQueue: troupe.DefaultTaskQueue, sandbox: "local"}, graphs, io.Discard)
+	stop, err := startWorker(context.Background(), c, nil, srv.Namespace(), workerOptions{taskQueue: troupe.DefaultTaskQueue, sandbox: "local"}, graphs, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

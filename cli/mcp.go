@@ -143,7 +143,7 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 		o.queue = "troupe-mcp-" + strings.Join(names(o.graphs), "-")
 		o.worker.taskQueue = o.queue
 		o.worker.events = events.NewBus()
-		stop, err := startWorker(ctx, c, namespace, o.worker, o.graphs, stderr)
+		stop, err := startWorker(ctx, c, cn.res.Codec, namespace, o.worker, o.graphs, stderr)
 		if err != nil {
 			return err
 		}

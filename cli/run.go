@@ -202,7 +202,7 @@ func runGraph(ctx context.Context, res troupeclient.Resolved, graphs []Graph, in
 	if ownWorker {
 		wo.events = events.NewBus()
 		wo.brief = !out.verbose
-		stop, err := startWorker(ctx, conn.c, conn.namespace, wo, graphs, stderr)
+		stop, err := startWorker(ctx, conn.c, conn.res.Codec, conn.namespace, wo, graphs, stderr)
 		if err != nil {
 			return err
 		}

@@ -293,7 +293,7 @@ func resumeRun(ctx context.Context, cn *conn, graphs []Graph, id string, wo work
 	}
 	wo.taskQueue = info.TaskQueue
 	wo.events = events.NewBus()
-	stop, err := startWorker(ctx, cn.c, cn.namespace, wo, graphs, stderr)
+	stop, err := startWorker(ctx, cn.c, cn.res.Codec, cn.namespace, wo, graphs, stderr)
 	if err != nil {
 		return err
 	}

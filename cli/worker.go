@@ -24,6 +24,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/codec"
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows"
@@ -124,9 +125,10 @@ func addSandboxFlags(f *pflag.FlagSet, o *workerOptions) {
 	f.StringVar(&o.sandboxQueue, "sandbox-queue", os.Getenv("TROUPE_SANDBOX_QUEUE"), "task queue of this worker's sandbox store (default $TROUPE_SANDBOX_QUEUE, else the store's own, troupe-sandbox-<its identity>, kept in $TROUPE_HOME/sandboxes)")
 }
 
-// startWorker starts a worker for graphs in namespace; the returned func
+// startWorker starts a worker for graphs in namespace, on c, a client
+// dialled with the payload codec cdc (nil for none); the returned func
 // stops it and releases its model and store.
-func startWorker(ctx context.Context, c client.Client, namespace string, o workerOptions, graphs []Graph, stderr io.Writer) (func(), error) {
+func startWorker(ctx context.Context, c client.Client, cdc *codec.Codec, namespace string, o workerOptions, graphs []Graph, stderr io.Writer) (func(), error) {
 	taskQueue := o.taskQueue
 	if err := o.modelLimitsFromEnv(); err != nil {
 		return nil, err
@@ -153,9 +155,10 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 		return nil, err
 	}
 	storeID := storeName(storeURL)
+	keys := cdc.Fingerprint()
 	m, modelID, release, err := modelFor(graphs, stderr)
 	if err == nil {
-		err = sameSetup(ctx, c, taskQueue, modelID, storeID)
+		err = sameSetup(ctx, c, taskQueue, modelID, storeID, keys)
 		if err != nil {
 			release()
 		}
@@ -199,7 +202,15 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 	if !o.brief {
 		printLimits(stderr, sandboxes)
 	}
-	identity := workerIdentity(modelID, storeID, telemetry.TraceEndpoint() != "")
+	identity := codec.WithFingerprint(workerIdentity(modelID, storeID, telemetry.TraceEndpoint() != ""), keys)
+	// A history this worker cannot open fails its workflow tasks again
+	// and again, or its activities for good (troupe.PayloadKey): said
+	// here once per key id.
+	if cdc != nil {
+		cdc.OnKeyError(func(ke *codec.KeyError) {
+			fmt.Fprintf(stderr, "troupe: this worker cannot open a payload: %v (said once per key id; the runs whose payloads it is fail on this worker)\n", ke)
+		})
+	}
 	stop, err := r.StartWorkers(c, taskQueue, worker.Options{Identity: identity})
 	if err != nil {
 		release()
@@ -236,19 +247,21 @@ func startWorker(ctx context.Context, c client.Client, namespace string, o worke
 }
 
 // awaitPolling returns once the server lists a poller of queue whose
-// identity starts with identity (a worker of this process), or after
-// pollingWait: the worker runs either way, and a server that lists no
-// pollers must not keep it from starting.
+// identity starts with the first word of identity, who the worker is
+// (PID@HOST: a worker of this process; the fields after it are added to
+// by the Runner), or after pollingWait: the worker runs either way, and a
+// server that lists no pollers must not keep it from starting.
 func awaitPolling(ctx context.Context, c client.Client, queue, identity string) {
 	ctx, cancel := context.WithTimeout(ctx, pollingWait)
 	defer cancel()
+	who, _, _ := strings.Cut(identity, " ")
 	for {
 		pollers, err := freshPollers(ctx, c, queue)
 		if err != nil {
 			return
 		}
 		for _, p := range pollers {
-			if strings.HasPrefix(p.GetIdentity(), identity) {
+			if id := p.GetIdentity(); id == who || strings.HasPrefix(id, who+" ") {
 				return
 			}
 		}
@@ -309,6 +322,7 @@ func tracesOf(identity string) (on, known bool, rest string) {
 // its identity). ok is false for an identity that is not a troupe
 // worker's.
 func setupOf(identity string) (who, model, store string, ok bool) {
+	_, _, identity = codec.FingerprintOf(identity)
 	_, identity = troupe.RelayOf(identity)
 	_, identity = troupe.StoreOf(identity)
 	_, _, identity = tracesOf(identity)
@@ -349,33 +363,47 @@ func storeName(url string) string {
 // runs on the queue would be answered by either, turn by turn (a `troupe
 // run` with OPENAI_API_KEY beside an offline `troupe dev`, say), and a
 // run's transcript written to one store would be looked for in the other
-// ("blob: not found", for ever). A worker of this process (one that ran
-// before: none runs on the queue yet) does not count, nor one of this host
-// whose process is gone, though the server lists them for a while.
-func sameSetup(ctx context.Context, c client.Client, taskQueue, model, store string) error {
+// ("blob: not found", for ever). It refuses too when a worker that is up
+// states payload keys (codec.WithFingerprint) that do not agree with keys
+// (codec.Fingerprint.Agree): one of the two could not read what the other
+// seals. A worker of this process (one that ran before: none runs on the
+// queue yet) does not count, nor one of this host whose process is gone,
+// though the server lists them for a while.
+func sameSetup(ctx context.Context, c client.Client, taskQueue, model, store string, keys codec.Fingerprint) error {
 	pollers, err := freshPollers(ctx, c, taskQueue)
 	if err != nil {
 		return nil // Nothing to compare with: the server will say what is wrong.
 	}
 	host, _ := os.Hostname()
 	for _, p := range pollers {
-		who, theirs, theirStore, ok := setupOf(p.GetIdentity())
-		if !ok || theirs == model && (theirStore == "" || theirStore == store) {
-			continue
-		}
-		if pid, h, _ := strings.Cut(who, "@"); h == host {
+		who, _, _ := strings.Cut(p.GetIdentity(), " ")
+		if pid, h, _ := strings.Cut(who, "@"); h == host || strings.HasPrefix(h, host+"@") {
 			if n, err := strconv.Atoi(pid); err == nil && n == os.Getpid() {
 				continue // Stopped (freshPollers leaves out those of other processes gone): its polls are still listed.
 			}
 		}
-		if theirs != model {
-			return fmt.Errorf("task queue %s is served by another troupe worker (%s) that calls %s; this one would call %s, "+
-				"and each run's turns would go to either: give both the same model settings (OPENAI_API_KEY, OPENAI_BASE_URL, TROUPE_MODEL_API), "+
-				"or stop the other first (a worker that has just stopped is listed for about a minute)", taskQueue, who, theirs, model)
+		theirKeys, known, _ := codec.FingerprintOf(p.GetIdentity())
+		if _, theirs, theirStore, ok := setupOf(p.GetIdentity()); ok {
+			if theirs != model {
+				return fmt.Errorf("task queue %s is served by another troupe worker (%s) that calls %s; this one would call %s, "+
+					"and each run's turns would go to either: give both the same model settings (OPENAI_API_KEY, OPENAI_BASE_URL, TROUPE_MODEL_API), "+
+					"or stop the other first (a worker that has just stopped is listed for about a minute)", taskQueue, who, theirs, model)
+			}
+			if theirStore != "" && theirStore != store {
+				return fmt.Errorf("task queue %s is served by another troupe worker (%s) that keeps its blobs in %s; this one would keep them in %s, "+
+					"and a run moving between the two would not find its transcript: give both the same store (TROUPE_BLOB_URL, or the same TROUPE_HOME), "+
+					"or stop the other first (a worker that has just stopped is listed for about a minute)", taskQueue, who, theirStore, store)
+			}
 		}
-		return fmt.Errorf("task queue %s is served by another troupe worker (%s) that keeps its blobs in %s; this one would keep them in %s, "+
-			"and a run moving between the two would not find its transcript: give both the same store (TROUPE_BLOB_URL, or the same TROUPE_HOME), "+
-			"or stop the other first (a worker that has just stopped is listed for about a minute)", taskQueue, who, theirStore, store)
+		if !known {
+			continue // A worker of before fingerprints: nothing to compare with.
+		}
+		if err := keys.Agree(theirKeys); err != nil {
+			return &Error{Type: troupe.ErrPayloadKey, Message: fmt.Sprintf("task queue %s is served by another troupe worker (%s) whose payload keys (%s) do not agree with this one's (%s): %v; "+
+				"give every worker of the queue the same keys (%s, %s, %s; to rotate, add the new key to every worker before any makes it active), "+
+				"or stop the other first (a worker that has just stopped is listed for about a minute)",
+				taskQueue, who, theirKeys, keys, err, codec.EnvKeyFile, codec.EnvKeys, codec.EnvKeyID)}
+		}
 	}
 	return nil
 }
@@ -423,7 +451,7 @@ func workerCommand(graphs []Graph) *cobra.Command {
 				return dialError(&conn{res: res}, opts.HostPort, err)
 			}
 			defer c.Close()
-			stop, err := startWorker(cmd.Context(), c, opts.Namespace, o, graphs, cmd.ErrOrStderr())
+			stop, err := startWorker(cmd.Context(), c, res.Codec, opts.Namespace, o, graphs, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -493,7 +521,7 @@ func devCommand(graphs []Graph) *cobra.Command {
 			if noWorker {
 				served = "none: no worker (--no-worker); run `troupe worker` against it"
 			} else {
-				stop, err := startWorker(cmd.Context(), c, srv.Namespace(), o, graphs, cmd.ErrOrStderr())
+				stop, err := startWorker(cmd.Context(), c, cdc, srv.Namespace(), o, graphs, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}

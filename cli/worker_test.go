@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/codec"
 )
 
 // A worker's identity carries its model and its blob store, read back
@@ -24,6 +25,9 @@ func TestSetupOf(t *testing.T) {
 		// A worker that takes big messages by reference says so last.
 		{troupe.WithInputRefs(workerIdentity("the offline scenarios", store, false)), "", "the offline scenarios", store, true},
 		{troupe.WithInputRefs(troupe.WithRelay(workerIdentity("m", store, true), "http://troupe:t@127.0.0.1:1/deltas")), "", "m", store, true},
+		// A worker states its payload keys' fingerprint after who it is.
+		{codec.WithFingerprint(troupe.WithStore(workerIdentity("m", store, true), "s1"), codec.Fingerprint{}), "", "m", store, true},
+		{"7@h keys=*k1:0a0b0c0d store=s1 traces=on troupe model=m blob=" + store, "7@h", "m", store, true},
 		{"7@h", "", "", "", false},
 	}
 	for _, tt := range tests {

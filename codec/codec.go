@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
@@ -54,7 +56,12 @@ var keyIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 type Codec struct {
 	active string
 	keys   map[string]cipher.AEAD
-	ids    []string // sorted, for messages
+	ids    []string          // sorted, for messages
+	sums   map[string]string // the keys' fingerprints (Fingerprint)
+	// report, when set, hears the first *KeyError of each key id
+	// (OnKeyError); reported holds the ids it heard of.
+	report   atomic.Pointer[func(*KeyError)]
+	reported sync.Map
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
@@ -65,7 +72,7 @@ var _ converter.PayloadCodec = (*Codec)(nil)
 // an id that is not a valid one, a key that is not KeySize bytes, or an
 // active id that is not among keys is a *ConfigError.
 func New(keys []Key, active string) (*Codec, error) {
-	c := &Codec{keys: make(map[string]cipher.AEAD, len(keys))}
+	c := &Codec{keys: make(map[string]cipher.AEAD, len(keys)), sums: make(map[string]string, len(keys))}
 	for _, k := range keys {
 		if !keyIDPattern.MatchString(k.ID) {
 			return nil, &ConfigError{Err: fmt.Errorf("key id %q: want 1 to 64 letters, digits, '.', '_' or '-'", k.ID)}
@@ -85,6 +92,7 @@ func New(keys []Key, active string) (*Codec, error) {
 			return nil, &ConfigError{Err: fmt.Errorf("key %q: %w", k.ID, err)}
 		}
 		c.keys[k.ID] = aead
+		c.sums[k.ID] = keySum(k)
 		c.ids = append(c.ids, k.ID)
 	}
 	slices.Sort(c.ids)
@@ -142,8 +150,39 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 
 // Decode opens each sealed payload with the key it names, and passes
 // those that are not sealed through. A payload it cannot open is a
-// *KeyError.
+// *KeyError (which OnKeyError's func hears of).
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
+	out, err := c.decode(payloads)
+	if ke, ok := err.(*KeyError); ok {
+		c.heard(ke)
+	}
+	return out, err
+}
+
+// OnKeyError sets report to hear of the first payload of each key id that
+// Decode cannot open, once per key id for the life of c: a worker logs
+// it, so that a history it cannot replay (a workflow task that fails on
+// it, again and again) is said once, naming the key it lacks. It may be
+// set at any time; a nil report hears nothing.
+func (c *Codec) OnKeyError(report func(*KeyError)) {
+	if report == nil {
+		c.report.Store(nil)
+		return
+	}
+	c.report.Store(&report)
+}
+
+func (c *Codec) heard(ke *KeyError) {
+	report := c.report.Load()
+	if report == nil {
+		return
+	}
+	if _, said := c.reported.LoadOrStore(ke.ID, true); !said {
+		(*report)(ke)
+	}
+}
+
+func (c *Codec) decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
 		if !Sealed(p) {

@@ -54,19 +54,32 @@ func (c *Codec) failureConverter(dc converter.DataConverter) converter.FailureCo
 // A failure caused by a *KeyError is left unsealed: its message holds
 // key ids and no payload, and it must reach the processes that lack the
 // key this one seals with (a worker with the wrong key fails the runs it
-// cannot read, and their clients hear why).
+// cannot read, and their clients hear why). It is an application error of
+// type ErrorType that is not retried, unless it is one already: the
+// SDK decodes an activity's input before any interceptor sees it, and an
+// activity whose input its worker cannot open would otherwise be retried
+// by the same worker for as long as its retry policy lets it (for ever,
+// by default), with nothing said.
 type failureConverter struct {
 	converter.FailureConverter
 	plain converter.FailureConverter
 	dc    converter.DataConverter
 }
 
+// ErrorType is the type of the application error a *KeyError becomes when
+// it crosses Temporal (troupe.ErrPayloadKey).
+const ErrorType = "troupe.PayloadKey"
+
 func (f failureConverter) ErrorToFailure(err error) *failurepb.Failure {
 	var ke *KeyError
-	if errors.As(err, &ke) {
-		return f.plain.ErrorToFailure(err)
+	if !errors.As(err, &ke) {
+		return f.FailureConverter.ErrorToFailure(err)
 	}
-	return f.FailureConverter.ErrorToFailure(err)
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) {
+		err = temporal.NewNonRetryableApplicationError(err.Error(), ErrorType, nil)
+	}
+	return f.plain.ErrorToFailure(err)
 }
 
 func (f failureConverter) FailureToError(fl *failurepb.Failure) error {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	workflowservice "go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -29,6 +32,9 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/codec"
 	"github.com/troupe-dev/troupe/runtime/devserver"
+	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // envMap is an environment for troupeclient.Connection.Env.
@@ -339,6 +345,52 @@ func TestPayloadCodec(t *testing.T) {
 		}
 	})
 
+	// A worker with keys that do not agree with those of the dev's
+	// worker, on its queue and its home, refuses to start, naming it; a
+	// worker in the middle of a rotation (both keys, the old one active)
+	// starts beside it.
+	t.Run("workers agree on keys", func(t *testing.T) {
+		host, _ := os.Hostname()
+		dev := fmt.Sprintf("(%d@%s)", sealed.proc.cmd.Process.Pid, host)
+		worker := func(keys, active string) *cliRun {
+			env := []string{"TEMPORAL_ADDRESS=" + sealed.addr, "TROUPE_CODEC_KEYS=" + keys, "TROUPE_CODEC_KEY_ID=" + active}
+			return startCLIEnv(t, sealed.home, env, "worker")
+		}
+		for _, tt := range []struct {
+			name, keys, active, want string
+		}{
+			{"another key", k2, "", `it seals payloads with key "k1", which this one does not have (this one's keys: k2)`},
+			{"no keys", "", "", `it seals payloads with key "k1", and this one has no keys`},
+			{"the new key active too soon", k1 + "," + k2, "k2", `this one seals payloads with key "k2", which it does not have (its keys: k1)`},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				w := worker(tt.keys, tt.active)
+				hung := time.AfterFunc(2*time.Minute, func() { _ = w.cmd.Process.Kill() }) // a hang detector
+				defer hung.Stop()
+				if code := w.wait(t); code == 0 {
+					t.Fatalf("the worker started beside the dev's; stderr:\n%s", w.errText())
+				}
+				msg := w.errText()
+				for _, want := range []string{"task queue troupe is served by another troupe worker " + dev, tt.want, "TROUPE_CODEC_KEYS"} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("the refusal lacks %q:\n%s", want, msg)
+					}
+				}
+				if strings.Contains(msg, "troupe: worker on") {
+					t.Errorf("the worker started:\n%s", msg)
+				}
+			})
+		}
+		t.Run("rotation", func(t *testing.T) {
+			w := worker(k1+","+k2, "k1")
+			w.waitLine(t, regexp.MustCompile(`^troupe: worker on`))
+			hung := time.AfterFunc(time.Minute, func() { _ = w.cmd.Process.Kill() }) // a hang detector
+			defer hung.Stop()
+			_ = w.cmd.Process.Signal(syscall.SIGTERM)
+			w.wait(t)
+		})
+	})
+
 	t.Run("wrong key", func(t *testing.T) {
 		other := codecClient(t, sealed, k2)
 		_, err := other.Run(run.ID()).Input(context.Background())
@@ -359,18 +411,125 @@ func TestPayloadCodec(t *testing.T) {
 		}
 		// A worker with k2 only, alone on a queue: a run it takes fails,
 		// and says why.
-		startTroupe(t, "worker k2", []string{"TROUPE_HOME=" + t.TempDir(), envCLIPlod + "=1", "TEMPORAL_ADDRESS=" + sealed.addr, "TROUPE_CODEC_KEYS=" + k2},
+		// A worker with k2 only, alone on a queue: the runs it takes fail,
+		// typed, and say why; its log says so once, naming the key.
+		w := startTroupe(t, "worker k2", []string{"TROUPE_HOME=" + t.TempDir(), envCLIPlod + "=1", "TEMPORAL_ADDRESS=" + sealed.addr, "TROUPE_CODEC_KEYS=" + k2},
 			"troupe: worker on", "worker", "--task-queue", "codec-k2")
 		onK2 := codecClientOn(t, sealed, k1, "codec-k2")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang detector
 		defer cancel()
-		r, err := onK2.Start(ctx, troupe.RunInput{Graph: "vault", Input: canaryPrompt})
+		for range 2 {
+			r, err := onK2.Start(ctx, troupe.RunInput{Graph: "vault", Input: canaryPrompt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.Result(ctx)
+			if err == nil || !strings.Contains(err.Error(), `sealed with key "k1", which the process reading it does not have (its keys: k2)`) ||
+				troupe.ErrorType(err) != troupe.ErrPayloadKey {
+				t.Errorf("a run on the worker with k2 only: %v; want it to fail, %s, naming k1", err, troupe.ErrPayloadKey)
+			}
+		}
+		if log := w.log.String(); strings.Count(log, "this worker cannot open a payload") != 1 || !strings.Contains(log, `sealed with key "k1"`) {
+			t.Errorf("the worker's log says it cannot open a payload %d times, want once, naming k1:\n%s",
+				strings.Count(log, "this worker cannot open a payload"), log)
+		}
+	})
+}
+
+// dialKeys dials the test's server with a codec of keys (as
+// TROUPE_CODEC_KEYS takes them), as every troupe command dials.
+func dialKeys(t *testing.T, keys string) client.Client {
+	t.Helper()
+	ks, err := codec.ParseKeys(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdc, err := codec.New(ks, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := client.Options{HostPort: temporalAddr, Logger: quiet()}
+	cdc.Apply(&opts)
+	c, err := client.Dial(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestPayloadKeyOnSandboxHost: the worker that serves a sandbox's queue
+// has another key than the worker of the run (k2 against k1; one that
+// joined before the start-up check could refuse it, or a program of its
+// own). It cannot open the sandbox calls' inputs: each fails at once,
+// typed troupe.PayloadKey, not retried, and the run hears it in the tool's
+// result, naming the key; the run ends instead of waiting for ever on an
+// activity retried by a worker that will never read it.
+func TestPayloadKeyOnSandboxHost(t *testing.T) {
+	parallel(t)
+	k1, k2 := codecKey(t, "k1"), codecKey(t, "k2")
+	c1, c2 := dialKeys(t, k1), dialKeys(t, k2)
+	_, url := modelServer(t)
+	queue := fmt.Sprintf("e2e-wrongkey-%d", queues.Add(1))
+	byHand := queue + "-sandboxes"
+	tweak := func(cfg *workflows.Config) {
+		cfg.Graphs = sandboxGraphs("local")
+		cfg.Host = "one-host"
+		cfg.SandboxQueue = byHand
+	}
+	a, b := newRunner(t, url, model.APIResponses, "one-host", tweak), newRunner(t, url, model.APIResponses, "one-host", tweak)
+	start := func(c client.Client, queue string, register func(worker.Worker)) {
+		w := worker.New(c, queue, worker.Options{})
+		register(w)
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+	}
+	start(c1, queue, func(w worker.Worker) { a.Register(w) })
+	start(c1, lease.IdentityQueue(a.Store().ID), func(w worker.Worker) { a.RegisterActivities(w) })
+	start(c2, byHand, func(w worker.Worker) { b.RegisterActivities(w) })
+
+	run, err := troupeclient.StartRun(context.Background(), c1, queue, troupe.RunInput{Graph: "recreate", Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang detector
+	defer cancel()
+	var res troupe.RunResult
+	runErr := run.Get(ctx, &res)
+	if ctx.Err() != nil {
+		t.Fatalf("the run did not end: %v", runErr)
+	}
+	if runErr != nil {
+		t.Fatalf("the run failed: %v; want it to end with the tool's failure as its output", runErr)
+	}
+	// The model read the tool's failure, typed and naming the key.
+	for _, want := range []string{`sealed with key \"k1\"`, "(type: " + troupe.ErrPayloadKey + ", retryable: false)"} {
+		if !strings.Contains(string(res.Output), want) {
+			t.Errorf("the run's output (the tool's result, echoed) lacks %s: %s", want, res.Output)
+		}
+	}
+	// Each sandbox activity B took failed at its first attempt, typed.
+	failed := 0
+	it := c1.GetWorkflowHistory(ctx, run.GetID()+"/0-phoenix", "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = r.Result(ctx)
-		if err == nil || !strings.Contains(err.Error(), `sealed with key "k1", which the process reading it does not have (its keys: k2)`) {
-			t.Errorf("a run on the worker with k2 only: %v; want it to fail naming k1", err)
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
+			t.Errorf("event %d: an activity retried (attempt %d)", ev.GetEventId(), a.GetAttempt())
 		}
-	})
+		if a := ev.GetActivityTaskFailedEventAttributes(); a != nil {
+			info := a.GetFailure().GetApplicationFailureInfo()
+			if info.GetType() != troupe.ErrPayloadKey || !info.GetNonRetryable() {
+				t.Errorf("event %d: activity failure %v, want a non-retryable %s", ev.GetEventId(), a.GetFailure(), troupe.ErrPayloadKey)
+			}
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Error("no activity of the sandbox failed: the test cannot tell")
+	}
 }

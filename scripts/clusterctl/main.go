@@ -15,14 +15,19 @@
 //	                                      in the last 75 s: what troupe's
 //	                                      start-up check counts as a live worker
 //
-// Both read the connection from the environment the script writes for
-// clients: TEMPORAL_ADDRESS and the TEMPORAL_TLS_* paths (mTLS).
+// They read the connection as every troupe command does
+// (troupeclient.Connection: the environment the script writes for
+// clients, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, the TEMPORAL_TLS_* paths
+// of mTLS, TEMPORAL_API_KEY, or a profile of temporal.toml), with the
+// payload codec of TROUPE_CODEC_KEY_FILE / TROUPE_CODEC_KEYS /
+// TROUPE_CODEC_KEY_ID when the cluster seals payloads. ui points the Web
+// UI at the codec server of TEMPORAL_CODEC_ENDPOINT, when set (troupe
+// codec-server, with --ui-origin the UI's address), and talks to the
+// frontend over the TEMPORAL_TLS_* files (the UI server takes paths).
 package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -41,6 +46,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	troupeclient "github.com/troupe-dev/troupe/client"
 )
 
 func main() {
@@ -83,36 +90,30 @@ func run(args []string) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-// tlsFromEnv reads the client certificate, key and the server's CA from
-// the TEMPORAL_TLS_* paths.
-func tlsFromEnv() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(os.Getenv("TEMPORAL_TLS_CLIENT_CERT_PATH"), os.Getenv("TEMPORAL_TLS_CLIENT_KEY_PATH"))
+// resolve resolves the connection of the environment as troupe does,
+// codec included.
+func resolve() (client.Options, error) {
+	res, err := troupeclient.Connection{}.Resolve()
 	if err != nil {
-		return nil, fmt.Errorf("client certificate: %w", err)
+		return client.Options{}, err
 	}
-	pem, err := os.ReadFile(os.Getenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH"))
-	if err != nil {
-		return nil, fmt.Errorf("server CA: %w", err)
+	if res.Options.HostPort == "" {
+		return client.Options{}, errors.New("no Temporal server named: set TEMPORAL_ADDRESS (the environment cluster.sh writes) or a profile")
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, errors.New("server CA: no PEM certificate")
-	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}, nil
+	return res.Options, nil
 }
 
 // namespace registers the namespace, waiting for the frontend to answer
 // (it does before the namespace registry is warm), or updates its
 // retention when it exists.
 func namespace(name string, retention time.Duration) error {
-	tlsConfig, err := tlsFromEnv()
+	opts, err := resolve()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nc, err := client.NewNamespaceClient(client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS"),
-		ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
+	nc, err := client.NewNamespaceClient(opts)
 	if err != nil {
 		return err
 	}
@@ -138,12 +139,11 @@ func namespace(name string, retention time.Duration) error {
 
 // dial dials the frontend of the environment's namespace.
 func dial(ctx context.Context) (client.Client, error) {
-	tlsConfig, err := tlsFromEnv()
+	opts, err := resolve()
 	if err != nil {
 		return nil, err
 	}
-	return client.DialContext(ctx, client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS"), Namespace: os.Getenv("TEMPORAL_NAMESPACE"),
-		ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
+	return client.DialContext(ctx, opts)
 }
 
 // pollerFresh is troupe's (cli/runs.go): a worker whose last poll is more
@@ -224,6 +224,9 @@ func ui(listen string) error {
 		TemporalGRPCAddress: os.Getenv("TEMPORAL_ADDRESS"),
 		EnableUI:            true,
 		DefaultNamespace:    os.Getenv("TEMPORAL_NAMESPACE"),
+		// The UI decodes sealed payloads through a codec server: it
+		// never holds the keys.
+		Codec: uiconfig.Codec{Endpoint: os.Getenv("TEMPORAL_CODEC_ENDPOINT")},
 		TLS: uiconfig.TLS{
 			CaFile:   os.Getenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH"),
 			CertFile: os.Getenv("TEMPORAL_TLS_CLIENT_CERT_PATH"),
