@@ -332,6 +332,10 @@ func (s *Spool) Open(ctx context.Context, ref string) (string, error) {
 // size and hash, and returns the file, at its start.
 func (s *Spool) fetch(ctx context.Context, key, sum, root string) (*os.File, error) {
 	r, err := s.Store.Open(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("gitbundle: the blob store of this worker does not hold the repository %s that the client put in its own: "+
+			"the client and the workers must share one store (TROUPE_BLOB_URL): %w", key, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gitbundle: the repository %s: %w", key, err)
 	}
