@@ -56,7 +56,16 @@ type MessageRef struct {
 // same message sent again (a retry) is one blob.
 func MessageKey(run string, data []byte) string {
 	sum := sha256.Sum256(data)
-	return inputsPrefix + run + "/" + hex.EncodeToString(sum[:])
+	return InputKey(run, hex.EncodeToString(sum[:]))
+}
+
+// InputKey is the blob key of an input of run (a run's or a session's
+// workflow id) whose SHA-256 is sum, in hex: "inputs/RUN/SUM", as
+// MessageKey names a big message, swept, removed and kept with the run's
+// other data. A repository a client sends (package gitbundle) goes there
+// too.
+func InputKey(run, sum string) string {
+	return inputsPrefix + run + "/" + sum
 }
 
 // NewMessageRef is the reference of message to run stored under

@@ -47,6 +47,22 @@ type Flag struct {
 	// absolute form joins the sandbox policy's allowed roots (for the
 	// worker this command runs).
 	HostPath bool
+	// GitRepo marks a git repository: when the run goes to the workers
+	// of a task queue (not to a worker of this process), a local path is
+	// packed into their blob store and the run variable names it there
+	// ("blob:KEY", see runtime/sandbox/gitbundle), so workers on hosts
+	// that cannot see this disk read it too. A URL is passed as it is.
+	GitRepo bool
+}
+
+// hasGitRepo reports whether a flag of g names a git repository.
+func hasGitRepo(g Graph) bool {
+	for _, f := range g.Flags {
+		if f.GitRepo {
+			return true
+		}
+	}
+	return false
 }
 
 // Main runs the troupe command line over graphs and exits.

@@ -77,7 +77,7 @@ func (w workersStore) Put(ctx context.Context, key string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := sameStore(ctx, w.cn, w.queue, url); err != nil {
+	if err := sameStore(ctx, w.cn, w.queue, url, fmt.Sprintf("a message over %d bytes", troupe.MessageInline), "or send less"); err != nil {
 		return err
 	}
 	if w.cn.inputs == nil {
@@ -89,23 +89,37 @@ func (w workersStore) Put(ctx context.Context, key string, data []byte) error {
 }
 
 // sameStore refuses a store (url) that a troupe worker polling queue does
-// not keep its blobs in, naming both.
-func sameStore(ctx context.Context, cn *conn, queue, url string) error {
+// not keep its blobs in, naming both, for what (the blob that would go
+// there: "a message over N bytes") and with another way out (instead,
+// "or send less"). A store in a directory (a file store) counts as
+// shared only with workers on this host: another host's directory of the
+// same path is another store.
+func sameStore(ctx context.Context, cn *conn, queue, url, what, instead string) error {
 	if queue == "" {
 		queue = troupe.DefaultTaskQueue
 	}
 	pollers, err := freshPollers(ctx, cn.c, queue)
 	if err != nil {
-		return fmt.Errorf("list the workers of task queue %s, to check they read the message from this store: %w", queue, err)
+		return fmt.Errorf("list the workers of task queue %s, to check they read %s from this store: %w", queue, what, err)
 	}
 	ours := storeName(url)
+	host, _ := os.Hostname()
 	for _, p := range pollers {
 		who, _, theirs, ok := setupOf(p.GetIdentity())
-		if !ok || theirs == "" || theirs == ours {
+		if !ok || theirs == "" {
 			continue
 		}
-		return troupe.NonRetryable(troupe.ErrBlobMissing, "a message over %d bytes goes through the workers' blob store, and the worker %s of task queue %s keeps its blobs in %s, "+
-			"not in %s, where this command would put it: set TROUPE_BLOB_URL to the workers' store (or use their TROUPE_HOME), or send less", troupe.MessageInline, who, queue, theirs, ours)
+		if theirs == ours {
+			_, theirHost, _ := strings.Cut(who, "@")
+			if theirHost = strings.TrimSuffix(theirHost, "@"); !strings.HasPrefix(ours, "file://") || theirHost == "" || theirHost == host {
+				continue
+			}
+			return troupe.NonRetryable(troupe.ErrBlobMissing, "%s goes through the workers' blob store, and the worker %s of task queue %s keeps its blobs in %s, "+
+				"a directory on its host (%s), not on this one (%s), where this command would put it: set TROUPE_BLOB_URL to a store both reach (s3://, gs://, azblob://), %s",
+				what, who, queue, theirs, theirHost, host, instead)
+		}
+		return troupe.NonRetryable(troupe.ErrBlobMissing, "%s goes through the workers' blob store, and the worker %s of task queue %s keeps its blobs in %s, "+
+			"not in %s, where this command would put it: set TROUPE_BLOB_URL to the workers' store (or use their TROUPE_HOME), %s", what, who, queue, theirs, ours, instead)
 	}
 	return nil
 }

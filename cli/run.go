@@ -214,7 +214,18 @@ func runGraph(ctx context.Context, res troupeclient.Resolved, graphs []Graph, in
 		}
 		return err
 	}
-	run, err := conn.runs(taskQueue, wo.events).Start(ctx, in)
+	var opts []troupeclient.StartOption
+	if g, err := findGraph(graphs, in.Graph); err == nil && !ownWorker && hasGitRepo(g) {
+		// The workers of the queue may not see this disk: a local
+		// repository goes to them through their blob store, under the
+		// run, which is named first.
+		id := troupeclient.NewRunID(in.Graph)
+		if err := sendRepos(ctx, conn, g, taskQueue, id, in.Vars, progress); err != nil {
+			return err
+		}
+		opts = append(opts, troupeclient.WithID(id))
+	}
+	run, err := conn.runs(taskQueue, wo.events).Start(ctx, in, opts...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted("", "interrupted while the run was starting", out, stdout, stderr)

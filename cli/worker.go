@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/codec"
+	"github.com/troupe-dev/troupe/internal/periodic"
 	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows"
@@ -167,6 +168,15 @@ func startWorker(ctx context.Context, c client.Client, cdc *codec.Codec, namespa
 		store.Close()
 		return nil, err
 	}
+	// Repositories that clients send through the blob store are unpacked
+	// under $TROUPE_HOME/repos, which sandboxes may copy from.
+	repos, err := reposDir()
+	if err != nil {
+		release()
+		store.Close()
+		return nil, err
+	}
+	roots = append(roots, repos)
 	sandboxes, backend, err := sandboxClients(graphs, o.sandbox, roots, stderr)
 	// The store is $TROUPE_HOME/sandboxes, whichever backends answer now;
 	// snapshots spool beside it, on disk.
@@ -186,7 +196,7 @@ func startWorker(ctx context.Context, c client.Client, cdc *codec.Codec, namespa
 		bus = events.NewBus()
 	}
 	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: bus, DeltaAddr: o.deltaAddr, Model: m, Store: store,
-		Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: o.sandboxQueue, StoreDir: storeDir, SpoolDir: spool,
+		Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: o.sandboxQueue, StoreDir: storeDir, SpoolDir: spool, RepoDir: repos,
 		ModelLimits: modelLimits, ModelRateLimitWait: o.rateLimitWait})
 	if err != nil {
 		release()
@@ -230,6 +240,15 @@ func startWorker(ctx context.Context, c client.Client, cdc *codec.Codec, namespa
 			fmt.Fprintf(stderr, "troupe: removed %d orphan %s sandbox(es)\n", len(ids), backend)
 		}
 	})
+	// Repositories no run opened for reposUnused go, now and every
+	// lease.ReapInterval.
+	stopRepos := periodic.Every(ctx, lease.ReapInterval, func(context.Context) {
+		if n, err := r.Repos().Reap(reposUnused); err != nil {
+			fmt.Fprintln(stderr, "troupe: removing unused repositories:", err)
+		} else if n > 0 {
+			fmt.Fprintf(stderr, "troupe: removed %d repositories no run used for %s\n", n, reposUnused)
+		}
+	})
 	// The blob data of runs closed for TROUPE_BLOB_RETENTION goes, now
 	// and every retention.SweepInterval.
 	stopSweeping := func() {}
@@ -243,7 +262,14 @@ func startWorker(ctx context.Context, c client.Client, cdc *codec.Codec, namespa
 			}
 		})
 	}
-	return func() { stopSweeping(); stopReaping(); stop(); release(); store.Close() }, nil
+	return func() {
+		stopSweeping()
+		stopRepos()
+		stopReaping()
+		stop()
+		release()
+		store.Close()
+	}, nil
 }
 
 // awaitPolling returns once the server lists a poller of queue whose
@@ -563,6 +589,24 @@ func names(graphs []Graph) []string {
 // $TROUPE_HOME/sandboxes, which holds every backend's root and the
 // store's identity (workflows.Config.StoreDir), whichever backends answer
 // now.
+// reposUnused is how long a worker keeps a repository that a client sent
+// (gitbundle) once no run opens it.
+const reposUnused = 24 * time.Hour
+
+// reposDir is where a worker unpacks the repositories clients send:
+// $TROUPE_HOME/repos.
+func reposDir() (string, error) {
+	dir, err := home()
+	if err != nil {
+		return "", err
+	}
+	dir = filepath.Join(dir, "repos")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
 func sandboxStore() (spool, store string, err error) {
 	dir, err := home()
 	if err != nil {

@@ -40,6 +40,11 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in troupe.
 	return run, nil
 }
 
+// NewRunID returns a fresh run id for graph, "troupe-<graph>-<8 hex>",
+// as Start gives a run without WithID: for a caller that stores a run's
+// data under its id (troupe.InputKey) before starting it with WithID.
+func NewRunID(graph string) string { return freshRunID(graph) }
+
 // freshRunID is a new run's id: "troupe-<graph>-<8 hex>".
 func freshRunID(graph string) string {
 	return fmt.Sprintf("troupe-%s-%s", graph, uuid.NewString()[:8])

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
@@ -22,6 +25,7 @@ import (
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/internal/exampletest"
 	"github.com/troupe-dev/troupe/mcp/server"
+	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
@@ -348,5 +352,113 @@ func TestCodeReviewMCP(t *testing.T) {
 	}
 	if typ := d.GetWorkflowExecutionInfo().GetType().GetName(); typ != troupe.OrchestratorWorkflowName {
 		t.Errorf("run %s is a %s", res.runID(), typ)
+	}
+}
+
+// TestCodeReviewSendsRepo runs `troupe run --graph codereview --repo PATH`
+// from a client whose PATH the worker cannot see: the client runs in a
+// mount namespace of its own (unshare), with the repository on a tmpfs
+// only it sees, where the worker sees an empty directory. The client
+// sends the repository through the workers' blob store, and the run
+// completes with the reviews of the change, the worker's sandboxes
+// copying from its own spool (the only root its policy allows). A path
+// that is no repository, and workers that keep their blobs in another
+// store, are refused at the client in one line, before any run starts.
+func TestCodeReviewSendsRepo(t *testing.T) {
+	parallel(t)
+	if out, err := exec.Command("unshare", "--map-root-user", "--mount", "true").CombinedOutput(); err != nil {
+		t.Skipf("no mount namespace for the client (unshare: %v: %s)", err, out)
+	}
+	c := dial(t)
+	_, url := modelServer(t)
+	blobs, repos, sandboxes := t.TempDir(), t.TempDir(), t.TempDir()
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		store, err := blob.Open(context.Background(), blobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		lc, err := local.New(local.Config{Root: sandboxes, Policy: sandbox.Policy{AllowedRoots: []string{repos}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Store, cfg.RepoDir, cfg.Sandboxes = store, repos, map[string]sandbox.Client{local.Backend: lc}
+	})
+	// A worker on another queue that says it keeps its blobs elsewhere.
+	elsewhere := fmt.Sprintf("e2e-elsewhere-%d", queues.Add(1))
+	other := newRunner(t, url, model.APIResponses, elsewhere, nil)
+	stop, err := other.StartWorkers(c, elsewhere, worker.Options{Identity: "1@far-host troupe model=scripted blob=s3://other-bucket#0a1b2c3d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+
+	client := func(t *testing.T, namespace bool, args ...string) (string, string, error) {
+		t.Helper()
+		cmd, env := troupeCommand(t, args...)
+		if namespace {
+			// The repository, on a tmpfs over hidden that only the client
+			// sees; then the client itself.
+			script := `mount -t tmpfs tmpfs "$1" && cp -a "$2/." "$1/" && exec "$3"`
+			cmd = exec.Command("unshare", "--map-root-user", "--mount", "sh", "-c", script, "sh", args[len(args)-1], exampletest.ReviewRepo(t), os.Args[0])
+		}
+		cmd.Env = append(os.Environ(), env, "TEMPORAL_ADDRESS="+temporalAddr, "TROUPE_HOME="+t.TempDir(), "TROUPE_BLOB_URL="+blobs, "OPENAI_API_KEY=")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a hang detector
+		defer cancel()
+		go func() {
+			<-ctx.Done()
+			if cmd.Process != nil {
+				cmd.Process.Kill()
+			}
+		}()
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+
+	t.Run("sent", func(t *testing.T) {
+		hidden, out := t.TempDir(), filepath.Join(t.TempDir(), "review")
+		stdout, stderr, err := client(t, true, "run", "--task-queue", queue, "--graph", "codereview", "--out", out, "--json", "--repo", hidden)
+		if err != nil {
+			t.Fatalf("troupe run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+		}
+		if !strings.Contains(stderr, "sent the repository --repo "+hidden) {
+			t.Errorf("stderr does not say the repository was sent:\n%s", stderr)
+		}
+		var res troupe.RunResult
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+			t.Fatalf("stdout: %v\n%s", err, stdout)
+		}
+		exampletest.CheckReview(t, res.Output, out)
+		if entries, err := os.ReadDir(hidden); err != nil || len(entries) != 0 {
+			t.Errorf("the worker saw %d entries in %s (%v); want none: the test proves nothing", len(entries), hidden, err)
+		}
+		if entries, _ := os.ReadDir(repos); len(entries) != 1 {
+			t.Errorf("the worker's spool holds %d repositories, want 1", len(entries))
+		}
+		emptyDirs(t, sandboxes)
+	})
+	for _, tc := range []struct {
+		name, queue string
+		repo        func(t testing.TB) string
+		want        string
+	}{
+		{"not-a-repository", queue, func(t testing.TB) string { return t.TempDir() }, "is not a git repository"},
+		{"another-store", elsewhere, exampletest.ReviewRepo, "keeps its blobs in s3://other-bucket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, err := client(t, false, "run", "--task-queue", tc.queue, "--graph", "codereview", "--repo", tc.repo(t))
+			if err == nil {
+				t.Fatalf("troupe run succeeded:\n%s\n%s", stdout, stderr)
+			}
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) || !strings.Contains(lines[0], "--worker") {
+				t.Errorf("stderr: %q; want one line that says %q and what to do", stderr, tc.want)
+			}
+			if strings.Contains(stderr, "▶ run") {
+				t.Errorf("a run started: %s", stderr)
+			}
+		})
 	}
 }

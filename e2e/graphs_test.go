@@ -10,7 +10,7 @@ import (
 
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/capabilities"
-	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/internal/testgraphs"
 )
 
 type part struct {
@@ -97,9 +97,7 @@ func sandboxGraphs(backend string) []*agents.Graph {
 		// (crash_test.go).
 		agents.MustGraph("rerun", "rerunner",
 			&agents.Agent{Name: "rerunner", Instructions: "rerun survivor", Sandbox: &agents.Sandbox{Backend: backend}}),
-		agents.MustGraph("recreate", "phoenix",
-			&agents.Agent{Name: "phoenix", Instructions: "recreate phoenix", Sandbox: &agents.Sandbox{Backend: backend,
-				Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "ash.txt", Content: "risen"}}}}}),
+		testgraphs.Recreate(backend),
 		// phases: a fan-out to two sandboxed agents (crashphase_test.go).
 		agents.MustGraph("phases", "boss",
 			&agents.Agent{Name: "boss", Instructions: "phase boss", Tools: []agents.Tool{

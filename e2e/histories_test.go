@@ -26,7 +26,8 @@ import (
 //
 // (and so do the tests of other sets: TestBudgetEndToEnd's
 // v11-budget-asks, TestGuardrailsEndToEnd's v10-guardrails, TestRemoveSession's and
-// TestRemoveSessionWithoutWorker's v13-remove-session, ...).
+// TestRemoveSessionWithoutWorker's v13-remove-session, TestSandboxRerouted's
+// v15-sandbox-reroute, ...).
 var historiesDir = flag.String("histories", "", "save the deal-desk and MCP runs' workflow histories to this directory")
 
 // saveHistories writes the histories of the workflows ids to dir, named

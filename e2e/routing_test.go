@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/troupe-dev/troupe"
@@ -79,6 +80,19 @@ func TestSandboxRerouted(t *testing.T) {
 	start(lease.IdentityQueue(a.Store().ID), func(w worker.Worker) { a.RegisterActivities(w) })
 	start(byHand, func(w worker.Worker) { b.RegisterActivities(w) })
 
+	// Two runs, each rerouted once: the replay tests' set
+	// (v15-sandbox-reroute, recorded with -histories) holds both.
+	for i := 1; i <= 2; i++ {
+		rerouteRun(t, c, queue, a.Store().ID, fmt.Sprintf("rerouted-%d", i))
+	}
+}
+
+// rerouteRun runs the recreate graph on queue, whose first sandbox
+// command reaches a worker of another store, and checks that it was sent
+// on to store once, and nothing lost; with -histories, it saves the
+// run's histories under prefix.
+func rerouteRun(t *testing.T, c client.Client, queue, store, prefix string) {
+	t.Helper()
 	run, err := troupeclient.StartRun(context.Background(), c, queue, troupe.RunInput{Graph: "recreate", Input: "go"})
 	if err != nil {
 		t.Fatal(err)
@@ -94,12 +108,14 @@ func TestSandboxRerouted(t *testing.T) {
 		t.Errorf("the run read %q from its sandbox, want the manifest's \"risen\"", out)
 	}
 	rerouted := 0
+	ids := map[string]bool{}
 	for _, e := range runEvents(t, c, run.GetID()) {
+		ids[e.WorkflowID] = true
 		switch e.Kind {
 		case troupe.EventSandboxRerouted:
 			rerouted++
-			if !strings.Contains(e.Detail, a.Store().ID) {
-				t.Errorf("rerouted: %s; want it to name store %s", e.Detail, a.Store().ID)
+			if !strings.Contains(e.Detail, store) {
+				t.Errorf("rerouted: %s; want it to name store %s", e.Detail, store)
 			}
 		case troupe.EventSandboxLost:
 			t.Errorf("sandbox lost: %s", e.Detail)
@@ -109,5 +125,8 @@ func TestSandboxRerouted(t *testing.T) {
 	// A's store.
 	if rerouted != 1 {
 		t.Errorf("%d sandbox_rerouted events, want 1", rerouted)
+	}
+	if *historiesDir != "" {
+		saveHistories(t, c, ids, *historiesDir, prefix)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
+	"github.com/troupe-dev/troupe/runtime/sandbox/gitbundle"
 	"github.com/troupe-dev/troupe/runtime/transcript"
 	"github.com/troupe-dev/troupe/telemetry"
 	"github.com/troupe-dev/troupe/workflows/budget"
@@ -91,6 +92,9 @@ func (a *Activities) modelRequest(ctx context.Context, g *agents.Graph, agent *a
 // instructions are the agent's instructions for the turn: its own, then
 // its capabilities', the workspace guidance, and what memory recalls.
 func (a *Activities) instructions(ctx context.Context, agent *agents.Agent, in ModelInput) (string, error) {
+	// Instructions that check a repository a run names in the blob store
+	// open it through the worker's spool.
+	ctx = gitbundle.WithSpool(ctx, a.r.repos)
 	instructions, err := agent.ResolveInstructions(ctx, in.Run)
 	if err != nil {
 		return "", temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrInstructions, err)
@@ -393,7 +397,7 @@ func (a *Activities) FunctionTool(ctx context.Context, in troupe.ToolInput) (age
 			return agents.Item{}, err
 		}
 	}
-	tctx, span := telemetry.StartToolCall(ctx, in, gate.KindFunction)
+	tctx, span := telemetry.StartToolCall(gitbundle.WithSpool(ctx, a.r.repos), in, gate.KindFunction)
 	output := ref.Function.Answer(agents.WithRunContext(tctx, rc), in.Call.Arguments)
 	telemetry.EndTool(span, output)
 	item := agents.FunctionCallOutput(in.Call.CallID, output)

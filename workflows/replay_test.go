@@ -39,7 +39,7 @@ func replaySet(t *testing.T, dir string, graphs ...*agents.Graph) {
 		t.Fatalf("%d histories, want at least 4 (a session and its three turns; a deal-desk run has 5 workflows)", len(files))
 	}
 	if graphs == nil {
-		graphs = []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpReplayGraph(), notesReplayGraph(), measureReplayGraph(), testgraphs.Gate(func() string { return os.DevNull })}
+		graphs = []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpReplayGraph(), notesReplayGraph(), measureReplayGraph(), testgraphs.Gate(func() string { return os.DevNull }), testgraphs.Recreate("local")}
 	}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
@@ -135,6 +135,14 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// that continue-as-new too. Runs from before the change replay
 		// as they were: every earlier set's sessions.)
 		{mustFail, "news-before-continue-version-bumped.json", today, "a session whose news-before-continue marker has version 2", "TMPRL1100"},
+		// An agent whose first sandbox command reached a worker of
+		// another store and was sent on to its store's queue
+		// (v15-sandbox-reroute), replayed without its sandbox-reroute
+		// marker: it takes the misroute as the call's failure, as
+		// before the change, and schedules no second call: the SDK
+		// (TMPRL1100) finds no activity for the one its history sends
+		// on to the store's queue.
+		{mustFail, "sandbox-reroute-version-renamed.json", []*agents.Graph{testgraphs.Recreate("local")}, "an agent whose sandbox-reroute marker is renamed", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -149,7 +157,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
 			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json",
 			"remove-session-version-renamed.json", "snapshot-before-stop-version-renamed.json", "command-outcome-version-renamed.json",
-			"stop-retry-version-renamed.json", "news-before-continue-version-bumped.json"}, f) {
+			"stop-retry-version-renamed.json", "news-before-continue-version-bumped.json", "sandbox-reroute-version-renamed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/gitbundle"
 	"github.com/troupe-dev/troupe/runtime/transcript"
 	"github.com/troupe-dev/troupe/workflows/approval"
 	"github.com/troupe-dev/troupe/workflows/budget"
@@ -174,6 +175,17 @@ type Config struct {
 	// the default is os.TempDir(). Put it on a disk: a /tmp in memory
 	// would hold each snapshot in RAM.
 	SpoolDir string
+	// RepoDir is where this worker unpacks the git repositories clients
+	// send through the blob store (package gitbundle: a run variable
+	// "blob:KEY", such as the code review's --repo from a client whose
+	// disk the workers cannot see), each once per host. The agents'
+	// ManifestFor and instructions open them with gitbundle.Resolve, and
+	// sandboxes copy from them: put it under the sandbox policy's allowed
+	// roots (the troupe command's workers use $TROUPE_HOME/repos and
+	// allow it). Function and sandbox tools find the spool in their
+	// context too. The default, "", unpacks none: a run that names one
+	// fails, saying so. Repos().Reap removes those no run opened lately.
+	RepoDir string
 
 	// Memory configures the consolidation of the memory scopes of agents
 	// with memory (agents.MemoryConfig): models and bounds.
@@ -206,6 +218,9 @@ type Runner struct {
 	store       lease.StoreIdentity
 	storeQueues []string
 	transcripts *transcript.Transcripts
+	// repos unpacks the repositories runs name in the blob store; nil
+	// without Config.RepoDir.
+	repos *gitbundle.Spool
 	// mcp is the MCP room's activities, over the pool of Config.MCP or
 	// the Runner's own (ownsMCP).
 	mcp     *mcp.Activities
@@ -246,6 +261,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	r := &Runner{cfg: cfg, graphs: map[string]*agents.Graph{}, transcripts: transcript.NewTranscripts(cfg.Store), throttle: throttle.New()}
+	if cfg.RepoDir != "" {
+		r.repos = &gitbundle.Spool{Dir: cfg.RepoDir, Store: cfg.Store}
+	}
 	if err := r.openStore(); err != nil {
 		return nil, err
 	}
@@ -456,8 +474,12 @@ func (r *Runner) setActivities() {
 	r.retention = &retention.Activities{Store: cfg.Store}
 	r.handoffs = &handoff.Activities{Graph: r.servedGraph, Transcripts: r.transcripts}
 	r.leases = &lease.Activities{Sandboxes: cfg.Sandboxes, DefaultBackend: cfg.DefaultBackend, Store: cfg.Store, SpoolDir: cfg.SpoolDir,
-		Queue: r.hostQueue, StoreID: r.store.ID, Agent: r.agent, Memory: r.memory}
+		Queue: r.hostQueue, StoreID: r.store.ID, Agent: r.agent, Memory: r.memory, Repos: r.repos}
 }
+
+// Repos is the spool of the repositories this worker's runs name in the
+// blob store (Config.RepoDir), for its owner to Reap; nil without one.
+func (r *Runner) Repos() *gitbundle.Spool { return r.repos }
 
 // CheckHost checks that this host can run what the graphs need of it: the
 // command of every stdio MCP server is on PATH. StartWorkers calls it, so

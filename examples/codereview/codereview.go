@@ -5,7 +5,11 @@
 //
 // A run reads three run variables (the flags of `troupe run`):
 //
-//   - "repo": the repository, a local path or a URL go-git can clone.
+//   - "repo": the repository, a local path or a URL go-git can clone,
+//     or "blob:KEY", a repository a client sent through the blob store
+//     (package gitbundle; `troupe run --repo PATH` sends one when the run
+//     goes to workers that may not see PATH), unpacked on each host that
+//     reads it.
 //   - "ref": what to review, as a user means it (see ParseRange): HEAD,
 //     the default, is the last commit; a single revision R (HEAD~1, a
 //     commit, a branch or tag) the change from R to HEAD, so HEAD~1 is
@@ -64,6 +68,7 @@ import (
 	"github.com/troupe-dev/troupe/capabilities"
 	"github.com/troupe-dev/troupe/capabilities/skills"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/gitbundle"
 )
 
 // Scenario is the offline scenario of the graph, for the scripted model.
@@ -160,6 +165,9 @@ func runChange(ctx context.Context, rc agents.RunContext) (source string, ch *Ch
 	if repo == "" {
 		return "", nil, fmt.Errorf("codereview: the run variable %q is not set (troupe run --repo PATH)", VarRepo)
 	}
+	if repo, err = resolveRepo(ctx, repo); err != nil {
+		return "", nil, err
+	}
 	if source, err = Source(repo); err != nil {
 		return "", nil, err
 	}
@@ -234,7 +242,7 @@ func withSkills(mode skills.Mode) []agents.Capability {
 // once with a clear error (an instructions error is not retried) rather
 // than in three sandboxes. A local repository is opened and the ref
 // resolved; a URL is left to the reviewers, who clone it once per run.
-func coordinatorInstructions(_ context.Context, rc agents.RunContext) (string, error) {
+func coordinatorInstructions(ctx context.Context, rc agents.RunContext) (string, error) {
 	repo, ref, out := rc.Vars[VarRepo], rc.Vars[VarRef], rc.Vars[VarOut]
 	if repo == "" {
 		return "", fmt.Errorf("codereview: the run variable %q is not set (troupe run --repo PATH)", VarRepo)
@@ -245,8 +253,11 @@ func coordinatorInstructions(_ context.Context, rc agents.RunContext) (string, e
 	if out == "" {
 		out = "."
 	}
-	if err := checkLocal(repo, ref); err != nil {
+	if err := checkLocal(ctx, repo, ref); err != nil {
 		return "", err
+	}
+	if _, sent := gitbundle.KeyOf(repo); sent {
+		repo = "the repository the user sent" // Its key means nothing to the model.
 	}
 	return fmt.Sprintf("You are the code-review coordinator for the repository %s at %s (report directory %s). "+
 		"Call review_security, review_tests and review_api_design in parallel, in one turn, passing on the user's request. "+
@@ -256,10 +267,14 @@ func coordinatorInstructions(_ context.Context, rc agents.RunContext) (string, e
 		"returned and a short summary of the verdict. When the user later asks to fix a finding, hand off to the fixer.", repo, ref, out), nil
 }
 
-// checkLocal resolves ref in repo when repo is a local path.
-func checkLocal(repo, ref string) error {
+// checkLocal resolves ref in repo when repo is a local path, or one the
+// client sent through the blob store.
+func checkLocal(ctx context.Context, repo, ref string) error {
 	r, err := ParseRange(ref)
 	if err != nil {
+		return err
+	}
+	if repo, err = resolveRepo(ctx, repo); err != nil {
 		return err
 	}
 	source, err := Source(repo)
@@ -269,7 +284,7 @@ func checkLocal(repo, ref string) error {
 	if !filepath.IsAbs(source) {
 		return nil // A URL: cloning it here, every turn, would cost too much.
 	}
-	g, _, err := openRepo(context.Background(), source)
+	g, _, err := openRepo(ctx, source)
 	if err != nil {
 		return err
 	}
@@ -282,6 +297,17 @@ func checkLocal(repo, ref string) error {
 		}
 	}
 	return nil
+}
+
+// resolveRepo is repo as a path or URL: a repository the client sent
+// through the blob store ("blob:KEY", see package gitbundle) is the path
+// of its copy on this worker's host, unpacked once per host.
+func resolveRepo(ctx context.Context, repo string) (string, error) {
+	path, err := gitbundle.Resolve(ctx, repo)
+	if err != nil {
+		return "", fmt.Errorf("codereview: the repository the client sent: %w", err)
+	}
+	return path, nil
 }
 
 // DefaultRequest is the input of a review that asks for nothing in

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-dev/troupe/agents"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/handoff"
+	"github.com/troupe-dev/troupe/runtime/sandbox"
 )
 
 // EditedDealDesk is the deal-desk graph edited as a user would between two
@@ -55,4 +56,14 @@ func RmRf(log func() string) *agents.FunctionTool {
 func Gate(log func() string) *agents.Graph {
 	return agents.MustGraph("gate", "keeper", &agents.Agent{Name: "keeper", Instructions: "gatekeeper: cleans what it is asked to",
 		Tools: []agents.Tool{RmRf(log)}, Approvals: []agents.Approval{agents.Always("rm_rf")}})
+}
+
+// Recreate is the graph "recreate": one sandbox agent, phoenix, on
+// backend, whose manifest writes ash.txt ("risen"). The e2e tests of
+// sandboxes re-created, lost and rerouted run it, and the replay tests
+// replay their recorded runs (v15-sandbox-reroute) with it.
+func Recreate(backend string) *agents.Graph {
+	return agents.MustGraph("recreate", "phoenix",
+		&agents.Agent{Name: "phoenix", Instructions: "recreate phoenix", Sandbox: &agents.Sandbox{Backend: backend,
+			Manifest: sandbox.Manifest{Entries: []sandbox.Entry{{Kind: sandbox.EntryFile, Path: "ash.txt", Content: "risen"}}}}})
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/heartbeat"
 	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
+	"github.com/troupe-dev/troupe/runtime/sandbox/gitbundle"
 	"github.com/troupe-dev/troupe/runtime/transcript"
 	"github.com/troupe-dev/troupe/telemetry"
 )
@@ -64,6 +65,10 @@ type Activities struct {
 	// SandboxCreate materialises it, SandboxSnapshot writes it back,
 	// SandboxStop forgets it.
 	Memory Memory
+	// Repos, when set, is the spool of the repositories runs name in the
+	// blob store: SandboxCreate puts it in the context of the agent's
+	// ManifestFor (gitbundle.Resolve).
+	Repos *gitbundle.Spool
 
 	sessions sessions
 	// cluster is the id of the Temporal cluster the worker talks to, for
@@ -326,7 +331,7 @@ func (a *Activities) SandboxCreate(ctx context.Context, in SandboxCreateInput) (
 	// The manifest (ManifestFor may fetch), the workspace (git clones,
 	// copies) and the restore can each take long: the activity heartbeats
 	// throughout, so a dead worker is noticed within its HeartbeatTimeout.
-	m, err := heartbeat.While(ctx, func() (sandbox.Manifest, error) { return Manifest(ctx, agent, in.Run) })
+	m, err := heartbeat.While(ctx, func() (sandbox.Manifest, error) { return Manifest(gitbundle.WithSpool(ctx, a.Repos), agent, in.Run) })
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), troupe.ErrSandbox, err)
 	}
@@ -413,6 +418,7 @@ func (a *Activities) SandboxTool(ctx context.Context, in SandboxToolInput) (agen
 }
 
 func (a *Activities) sandboxTool(ctx context.Context, in SandboxToolInput) (agents.Item, error) {
+	ctx = gitbundle.WithSpool(ctx, a.Repos)
 	g, _, err := a.Agent(in.Tool.Graph, in.Tool.Agent)
 	if err != nil {
 		return agents.Item{}, err

@@ -18,7 +18,7 @@ func Served() []cli.Graph {
 	return []cli.Graph{
 		{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario, ScenarioFile: "examples/dealdesk/scenario.yaml"},
 		{Graph: codereview.Graph(), Scenario: codereview.Scenario, ScenarioFile: "examples/codereview/scenario.yaml", DefaultInput: codereview.DefaultRequest, Flags: []cli.Flag{
-			{Name: codereview.VarRepo, Usage: "git repository to review: a local path or a URL", HostPath: true},
+			{Name: codereview.VarRepo, Usage: "git repository to review: a local path (sent to the workers through their blob store when they are not this process's) or a URL", HostPath: true, GitRepo: true},
 			{Name: codereview.VarRef, Usage: `what to review: HEAD is the last commit; a revision R (HEAD~1, a commit, branch or tag) the change from R to HEAD; or a range "A..B" / "A...B"`, Default: "HEAD"},
 			{Name: codereview.VarOut, Usage: "directory for codereview-report.md and codereview-findings.json", Default: "."},
 		}},
