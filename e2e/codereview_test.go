@@ -234,9 +234,19 @@ func TestCodeReviewCLI(t *testing.T) {
 	if n := strings.Count(progress, "sandbox provisioned"); n != 3 {
 		t.Errorf("%d sandboxes provisioned, want 3:\n%s", n, progress)
 	}
-	backends, err := filepath.Glob(filepath.Join(home, "sandboxes", "*"))
+	// The backends' roots, not the store's identity file beside them.
+	entries, err := filepath.Glob(filepath.Join(home, "sandboxes", "*"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	var backends []string
+	for _, e := range entries {
+		if fi, err := os.Stat(e); err == nil && fi.IsDir() {
+			backends = append(backends, e)
+		}
+	}
+	if len(backends) == 0 {
+		t.Errorf("no sandbox backend roots under %s: %v", filepath.Join(home, "sandboxes"), entries)
 	}
 	emptyDirs(t, backends...)
 }
