@@ -26,7 +26,7 @@ func TestDeltaOrder(t *testing.T) {
 		return fmt.Sprintf("%s#%d", e.Kind, e.Turn)
 	}
 
-	t.Run("a model_turn waits for the rest of its deltas from a relay", func(t *testing.T) {
+	t.Run("a model_turn waits for the rest of its deltas from a feed", func(t *testing.T) {
 		relayed := make(chan troupe.Event, 8)
 		var got []string
 		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
@@ -67,7 +67,7 @@ func TestDeltaOrder(t *testing.T) {
 			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
 		}
 	})
-	t.Run("a follower that stops waits for no relay", func(t *testing.T) {
+	t.Run("a follower that stops waits for no feed", func(t *testing.T) {
 		done := make(chan struct{})
 		close(done)
 		var got []string
