@@ -27,16 +27,22 @@ const (
 	// feedPatience is how many requests in a row may fail before a
 	// follower that asked for deltas says it gets none from that feed.
 	feedPatience = 3
+	// feedLast bounds a follower's last reading of a feed, once it stops.
+	feedLast = 3 * time.Second
 	// relayHold bounds how long a follower holds a turn's model_turn
 	// event back for the rest of the turn's deltas from a feed.
-	relayHold = time.Second
+	relayHold = 2 * time.Second
 )
 
 // feedStreams is where followFeeds sends what the feeds bring: recorded
-// events, deltas (nil when the follower takes none) and notices (kind
-// troupe.EventLiveText) that it gets no deltas from some worker.
+// events and, when deltas is set, deltas, each feed's in its order, on
+// events; and notices (kind troupe.EventLiveText) that the follower gets
+// no deltas from some worker.
 type feedStreams struct {
-	events, deltas, notices chan<- troupe.Event
+	events, notices chan<- troupe.Event
+	deltas          bool
+	// quit closes when the follower stops reading events.
+	quit <-chan struct{}
 }
 
 // followFeeds sends to out what the live feeds of the run root's task
@@ -44,7 +50,8 @@ type feedStreams struct {
 // pollerFresh), until ctx is done: it reads the queue from the run's
 // workflow, the feeds from the identities of the queue's workers, and
 // follows each but own (this process's, whose bus the follower takes),
-// every feedDiscovery for new ones. A feed that fails is tried again
+// every feedDiscovery for new ones, and reads each a last time once ctx
+// is done (followFeed) before it returns. A feed that fails is tried again
 // later, less and less often. When the follower takes deltas, a worker
 // that serves no feed, or a feed that keeps failing, is a notice on
 // out.notices, once: its turns show when they end.
@@ -64,7 +71,7 @@ func followFeeds(ctx context.Context, c client.Client, root, own string, out fee
 	}
 	endedc := make(chan ended)
 	notice := func(detail string) {
-		if out.deltas == nil {
+		if !out.deltas {
 			return
 		}
 		select {
@@ -133,19 +140,28 @@ func followFeeds(ctx context.Context, c client.Client, root, own string, out fee
 }
 
 // followFeed reads what the live feed id has for the run root into out,
-// request after request, until ctx is done (nil) or a request fails (its
-// error). Every request but the first is held by the feed until it has
-// something (feedWait at most).
+// request after request, until a request fails (its error) or ctx is
+// done: then it reads the feed a last time, for what came since, and
+// returns nil. Every request but the first and the last is held by the
+// feed until it has something (feedWait at most).
 func followFeed(ctx context.Context, c client.Client, id, root string, out feedStreams) error {
-	req := troupe.LiveRequest{Root: root, Deltas: out.deltas != nil}
-	for ctx.Err() == nil {
+	req := troupe.LiveRequest{Root: root, Deltas: out.deltas}
+	for last := false; !last; {
 		qctx, cancel := context.WithTimeout(ctx, feedTimeout)
+		if last = ctx.Err() != nil; last {
+			cancel()
+			req.WaitMS = 0
+			qctx, cancel = context.WithTimeout(context.Background(), feedLast)
+		}
 		resp, err := c.QueryWorkflow(qctx, id, "", troupe.LiveQuery, req)
 		cancel()
-		if ctx.Err() != nil {
-			return nil
-		}
 		if err != nil {
+			switch {
+			case ctx.Err() != nil && !last:
+				continue // cut short: the last reading comes next
+			case last:
+				return nil
+			}
 			var nf *serviceerror.NotFound
 			if errors.As(err, &nf) {
 				return fmt.Errorf("live feed %s: not found", id)
@@ -158,24 +174,29 @@ func followFeed(ctx context.Context, c client.Client, id, root string, out feedS
 		}
 		req.Watch, req.After, req.WaitMS = p.Watch, p.Next, int(feedWait/time.Millisecond)
 		for _, e := range p.Events {
-			ch := out.events
-			if e.Kind == troupe.EventTextDelta || e.Kind == troupe.EventTextEnd {
-				if out.deltas == nil {
-					continue
-				}
-				ch = out.deltas
-				e.Seq = 0
-			} else if e.WorkflowID != root && !isUnder(e.WorkflowID, root) {
+			if e.WorkflowID != root && !isUnder(e.WorkflowID, root) {
 				continue // not the run's: not the follower's to see
 			}
+			if isDelta(e) {
+				if !out.deltas {
+					continue
+				}
+				e.Seq = 0
+			}
 			select {
-			case ch <- e:
-			case <-ctx.Done():
+			case out.events <- e:
+			case <-out.quit:
 				return nil
 			}
 		}
 	}
 	return nil
+}
+
+// isDelta reports whether e is a text delta or the end of a model
+// call's deltas.
+func isDelta(e troupe.Event) bool {
+	return e.Kind == troupe.EventTextDelta || e.Kind == troupe.EventTextEnd
 }
 
 // isUnder reports whether workflow id is one of root's (root/...).
@@ -221,6 +242,9 @@ type deltaOrder struct {
 	// recorded holds each workflow's last turn whose model_turn went out.
 	open     map[turnKey]bool
 	recorded map[string]int
+	// later are the recorded events read from relayed while a model_turn
+	// waited: the follower takes them next (takeLater).
+	later []troupe.Event
 }
 
 type turnKey struct {
@@ -259,7 +283,11 @@ func (o *deltaOrder) event(e troupe.Event) {
 			for o.open[k] {
 				select {
 				case d := <-o.relayed:
-					o.delta(d)
+					if isDelta(d) {
+						o.delta(d)
+					} else {
+						o.later = append(o.later, d)
+					}
 				case <-t.C:
 					break wait
 				case <-o.done:

@@ -40,6 +40,22 @@ func TestDeltaOrder(t *testing.T) {
 			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
 		}
 	})
+	t.Run("a feed's recorded events read while a model_turn waits are kept for later", func(t *testing.T) {
+		fed := make(chan troupe.Event, 8)
+		var got []string
+		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, fed, time.Hour, nil)
+		o.delta(delta("a", 1, "one "))
+		fed <- troupe.Event{Kind: troupe.EventToolCalled, WorkflowID: "b", Seq: 4}
+		fed <- delta("a", 1, "two ")
+		fed <- end("a", 1)
+		o.event(turn("a", 1, 7))
+		if want := "one |two |model_turn#1"; strings.Join(got, "|") != want {
+			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+		if len(o.later) != 1 || o.later[0].Kind != troupe.EventToolCalled {
+			t.Errorf("later holds %+v; want the tool_called event read on the way", o.later)
+		}
+	})
 	t.Run("deltas after their model_turn are dropped", func(t *testing.T) {
 		var got []string
 		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, nil, time.Hour, nil)

@@ -54,13 +54,9 @@ func none(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
-// liveBuffer bounds the events a follower may be behind on a bus, and
-// what it polled while it passes them on; relayedBuffer the deltas it may
-// be behind on the feeds it follows, beyond which they are dropped.
-const (
-	liveBuffer    = 4096
-	relayedBuffer = 1024
-)
+// liveBuffer bounds the events a follower may be behind on a bus or on
+// the feeds it follows, and what it polled while it passes them on.
+const liveBuffer = 4096
 
 // Follow streams the events of a run and of every workflow it starts
 // (agents, handoff targets, agents-as-tools), calling fn once per event, in
@@ -196,27 +192,43 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	}
 	// The live feeds of the run's workers (but this process's, whose bus
 	// the follower has): their events as they are recorded, their deltas.
-	var fed, relayed, notices chan troupe.Event
+	// Once ctx is done, the feeds are read a last time, and feedsOver
+	// closes: the follower waits for that before it takes what it polled
+	// last, so a turn's last deltas precede its model_turn.
+	var fed, notices chan troupe.Event
+	feedsOver := ctx.Done()
 	if !cfg.pollOnly {
 		fed, notices = make(chan troupe.Event, liveBuffer), make(chan troupe.Event, 16)
-		out := feedStreams{events: fed, notices: notices}
-		if cfg.deltas {
-			relayed = make(chan troupe.Event, relayedBuffer)
-			out.deltas = relayed
-		}
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
+		quit, over := make(chan struct{}), make(chan struct{})
+		out := feedStreams{events: fed, notices: notices, deltas: cfg.deltas, quit: quit}
 		own := ""
 		if bus != nil {
 			own = bus.LiveFeed()
 		}
 		go func() {
-			defer close(done)
-			followFeeds(rctx, c, workflowID, own, out)
+			defer close(over)
+			followFeeds(ctx, c, workflowID, own, out)
 		}()
-		defer func() { stop(); <-done }()
+		defer func() { close(quit); <-over }()
+		feedsOver = over
 	}
-	deltas := newDeltaOrder(fn, relayed, relayHold, ctx.Done())
+	deltas := newDeltaOrder(fn, fed, relayHold, feedsOver)
+	var fromFeeds func(troupe.Event)
+	// lastReadings takes what the feeds bring until their last readings
+	// are in.
+	lastReadings := func() {
+		for fed != nil {
+			select {
+			case e := <-fed:
+				fromFeeds(e)
+			case <-feedsOver:
+				for len(fed) > 0 {
+					fromFeeds(<-fed)
+				}
+				fed = nil
+			}
+		}
+	}
 	polled := make(chan troupe.Event, liveBuffer)
 	go func() {
 		defer close(polled)
@@ -267,20 +279,37 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		}
 		take(e, false)
 	}
+	// fedFrom are the workflows whose recorded events a feed brings.
+	fedFrom := map[string]bool{}
+	fromFeeds = func(e troupe.Event) {
+		if e.Seq > 0 {
+			fedFrom[e.WorkflowID] = true
+		}
+		fromBus(e)
+		for len(deltas.later) > 0 {
+			e := deltas.later[0]
+			deltas.later = deltas.later[1:]
+			take(e, false)
+		}
+	}
 	// What waits in the causal stage past its patience goes on with no
 	// event after it.
 	tick := time.NewTicker(causalTick)
 	defer tick.Stop()
 	for {
+		// What a model_turn's wait read of a feed's events goes first.
+		for len(deltas.later) > 0 {
+			e := deltas.later[0]
+			deltas.later = deltas.later[1:]
+			take(e, false)
+		}
 		select {
 		case <-tick.C:
 			order.expire()
 		case e := <-live:
 			fromBus(e)
-		case e := <-relayed:
-			deltas.delta(e)
 		case e := <-fed:
-			take(e, false)
+			fromFeeds(e)
 		case e := <-notices:
 			fn(e)
 		case e, ok := <-polled:
@@ -294,8 +323,29 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 					drained = true
 				}
 			}
+			if ctx.Err() != nil {
+				lastReadings()
+			}
 			if !ok {
 				return nil
+			}
+			if fed != nil && e.Kind == troupe.EventTurn && fedFrom[e.WorkflowID] && e.Seq > last[e.WorkflowID] {
+				// A feed brings this workflow's events, its turn's deltas
+				// before its model_turn: the polled model_turn waits for
+				// the feed's, for relayHold at most.
+				t := time.NewTimer(relayHold)
+			wait:
+				for e.Seq > last[e.WorkflowID] {
+					select {
+					case f := <-fed:
+						fromFeeds(f)
+					case <-t.C:
+						break wait
+					case <-feedsOver:
+						break wait
+					}
+				}
+				t.Stop()
 			}
 			take(e, true)
 		}

@@ -70,7 +70,7 @@ func TestTextStreamsToFollowers(t *testing.T) {
 		}
 		checkNoNotice(t, streamed.all())
 		checkNoDeltaRecorded(t, c, run)
-		// The worker served all that and listens on nothing.
+		// The worker served all that and listens on nothing: no port at all.
 		if ports := listening(t, cmd.Process.Pid); len(ports) > 0 {
 			t.Errorf("the worker process listens on %v; want no port at all", ports)
 		}

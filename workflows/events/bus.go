@@ -76,7 +76,7 @@ func (b *Bus) send(e troupe.Event, delta bool) {
 		if delta && !s.deltas || !delta && !s.events {
 			continue
 		}
-		if e.WorkflowID == s.root || strings.HasPrefix(e.WorkflowID, s.root+"/") {
+		if s.root == "" && s.fn != nil || e.WorkflowID == s.root || strings.HasPrefix(e.WorkflowID, s.root+"/") {
 			if s.fn != nil {
 				s.fn(e)
 				continue
@@ -111,11 +111,21 @@ func (b *Bus) Subscribe(root string, events, deltas bool, buffer int) (<-chan tr
 // tap has fn take, as the bus carries them, the events and deltas of
 // the run root and its workflows, until the returned func is called. fn
 // runs with the bus locked: it must not block, nor use the bus.
-func (b *Bus) tap(root string, fn func(troupe.Event)) func() {
-	s := &busSub{root: root, fn: fn, events: true, deltas: true}
+// An empty root taps every run. first, when not nil, runs with the bus
+// locked just before fn starts: nothing is carried in between.
+func (b *Bus) tap(root string, fn func(troupe.Event), first func()) func() {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if first != nil {
+		first()
+	}
+	return b.tapLocked(root, fn)
+}
+
+// tapLocked is tap with the bus locked already.
+func (b *Bus) tapLocked(root string, fn func(troupe.Event)) func() {
+	s := &busSub{root: root, fn: fn, events: true, deltas: true}
 	b.subs[s] = struct{}{}
-	b.mu.Unlock()
 	return func() {
 		b.mu.Lock()
 		delete(b.subs, s)

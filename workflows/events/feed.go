@@ -52,6 +52,13 @@ type Feed struct {
 	watches map[string]*watch // by root
 	closed  chan struct{}
 	once    sync.Once
+
+	// recent is what the bus carried last, for every run (feedBuffer
+	// items at most): a watch starts with its run's, so a follower that
+	// comes a moment after its run started misses nothing of it.
+	recentMu sync.Mutex
+	recent   []troupe.Event
+	untap    func()
 }
 
 // watch is what a feed keeps of one run for its followers.
@@ -69,9 +76,27 @@ type watch struct {
 
 // newFeed returns a feed of bus whose workflow id is id.
 func newFeed(bus *Bus, id string) *Feed {
+	bus.mu.Lock()
+	defer bus.mu.Unlock()
+	return newFeedLocked(bus, id)
+}
+
+// newFeedLocked is newFeed with the bus locked already.
+func newFeedLocked(bus *Bus, id string) *Feed {
 	f := &Feed{bus: bus, id: id, idle: feedWatchIdle, watches: map[string]*watch{}, closed: make(chan struct{})}
+	f.untap = bus.tapLocked("", f.keep)
 	go f.sweep()
 	return f
+}
+
+// keep keeps e among the recent items (with the bus locked).
+func (f *Feed) keep(e troupe.Event) {
+	f.recentMu.Lock()
+	defer f.recentMu.Unlock()
+	f.recent = append(f.recent, e)
+	if len(f.recent) >= 2*feedBuffer {
+		f.recent = append([]troupe.Event(nil), f.recent[len(f.recent)-feedBuffer:]...)
+	}
 }
 
 // ID is the workflow id of the feed, which its workers advertise
@@ -81,7 +106,9 @@ func (f *Feed) ID() string { return f.id }
 // Answer answers a follower's request: what the watch of req.Root holds
 // after req.After, at most a page, waiting up to req.WaitMS for
 // something when it holds nothing yet. The first request for a run
-// starts its watch: what the bus carried before is not the feed's.
+// starts its watch, with what the bus carried of the run among its last
+// feedBuffer items (of every run): a follower that comes a moment after
+// its run started misses nothing of it.
 func (f *Feed) Answer(req troupe.LiveRequest) (troupe.LivePage, error) {
 	if req.Root == "" {
 		return troupe.LivePage{}, errors.New("live feed: the workflow id of the run to follow (root) is required")
@@ -163,7 +190,17 @@ func (f *Feed) watch(root string) (*watch, error) {
 		return w, nil
 	}
 	w := &watch{id: uuid.NewString()[:8], first: 1, changed: make(chan struct{}), asked: time.Now()}
-	w.unsubscribe = f.bus.tap(root, w.add)
+	w.unsubscribe = f.bus.tap(root, w.add, func() {
+		// The run's recent items first, with the bus locked: none is
+		// carried in between, none twice.
+		f.recentMu.Lock()
+		defer f.recentMu.Unlock()
+		for _, e := range f.recent {
+			if e.WorkflowID == root || strings.HasPrefix(e.WorkflowID, root+"/") {
+				w.items = append(w.items, e)
+			}
+		}
+	})
 	f.watches[root] = w
 	return w, nil
 }
@@ -225,6 +262,7 @@ func (f *Feed) close() {
 		for _, w := range ws {
 			w.unsubscribe()
 		}
+		f.untap()
 	})
 }
 
@@ -261,19 +299,22 @@ const feedStartTimeout = 30 * time.Second
 // stops it. identity is the feed worker's identity on its queue.
 func (b *Bus) ServeFeed(c client.Client, host, identity string) (string, func(), error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	s := b.feeds[c]
 	if s == nil {
 		if host == "" {
 			host = "host"
 		}
 		id := "troupe-live/" + strings.ReplaceAll(host, "/", "-") + "/" + uuid.NewString()
-		f := newFeed(b, id)
+		f := newFeedLocked(b, id)
+		fail := func(err error) (string, func(), error) {
+			b.mu.Unlock()
+			f.close() // it takes the bus's lock
+			return "", nil, err
+		}
 		w := worker.New(c, id, worker.Options{Identity: identity, MaxConcurrentWorkflowTaskPollers: 2})
 		w.RegisterWorkflowWithOptions(f.Workflow, workflow.RegisterOptions{Name: troupe.LiveWorkflowName})
 		if err := w.Start(); err != nil {
-			f.close()
-			return "", nil, fmt.Errorf("live feed: start its worker: %w", err)
+			return fail(fmt.Errorf("live feed: start its worker: %w", err))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), feedStartTimeout)
 		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: id,
@@ -281,13 +322,13 @@ func (b *Bus) ServeFeed(c client.Client, host, identity string) (string, func(),
 		cancel()
 		if err != nil {
 			w.Stop()
-			f.close()
-			return "", nil, fmt.Errorf("live feed: start its workflow %s: %w", id, err)
+			return fail(fmt.Errorf("live feed: start its workflow %s: %w", id, err))
 		}
 		s = &feedServer{feed: f, w: w}
 		b.feeds[c] = s
 	}
 	s.refs++
+	b.mu.Unlock()
 	var once sync.Once
 	return s.feed.id, func() {
 		once.Do(func() {

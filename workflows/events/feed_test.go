@@ -39,11 +39,13 @@ func kinds(evs []troupe.Event) []string {
 
 func TestFeedPagesARunsEventsAndDeltas(t *testing.T) {
 	bus, f := testFeed(t)
-	// The first request starts the watch: what came before is not the feed's.
+	// The first request starts the watch, with what the bus carried of
+	// the run lately.
 	bus.Publish(troupe.Event{Kind: troupe.EventRunStarted, WorkflowID: "r", Seq: 1})
+	bus.Publish(troupe.Event{Kind: troupe.EventRunStarted, WorkflowID: "other", Seq: 1})
 	first := answer(t, f, troupe.LiveRequest{Root: "r", Deltas: true})
-	if len(first.Events) != 0 || first.Lost || first.Watch == "" {
-		t.Fatalf("first page %+v; want none, a watch, nothing lost", first)
+	if k := kinds(first.Events); !equal(k, []string{"run_started:r"}) || first.Lost || first.Watch == "" || first.Next != 1 {
+		t.Fatalf("first page %v next %d lost %v watch %q; want the run's recent run_started, a watch, nothing lost", k, first.Next, first.Lost, first.Watch)
 	}
 	bus.Publish(troupe.Event{Kind: troupe.EventAgentStarted, WorkflowID: "r", Seq: 2})
 	bus.PublishDelta(troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "r/0-a", Turn: 1, Detail: "he"})
@@ -58,12 +60,12 @@ func TestFeedPagesARunsEventsAndDeltas(t *testing.T) {
 		want []string
 		next uint64
 	}{
-		{"deltas", troupe.LiveRequest{Root: "r", Watch: first.Watch, Deltas: true},
-			[]string{"agent_started:r", "text_delta:r/0-a", "text_end:r/0-a", "model_turn:r/0-a"}, 4},
-		{"events only", troupe.LiveRequest{Root: "r", Watch: first.Watch},
-			[]string{"agent_started:r", "model_turn:r/0-a"}, 4},
-		{"after a cursor", troupe.LiveRequest{Root: "r", Watch: first.Watch, After: 2, Deltas: true},
-			[]string{"text_end:r/0-a", "model_turn:r/0-a"}, 4},
+		{"deltas", troupe.LiveRequest{Root: "r", Watch: first.Watch, After: 1, Deltas: true},
+			[]string{"agent_started:r", "text_delta:r/0-a", "text_end:r/0-a", "model_turn:r/0-a"}, 5},
+		{"events only", troupe.LiveRequest{Root: "r", Watch: first.Watch, After: 1},
+			[]string{"agent_started:r", "model_turn:r/0-a"}, 5},
+		{"after a cursor", troupe.LiveRequest{Root: "r", Watch: first.Watch, After: 3, Deltas: true},
+			[]string{"text_end:r/0-a", "model_turn:r/0-a"}, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,8 +77,8 @@ func TestFeedPagesARunsEventsAndDeltas(t *testing.T) {
 	}
 	// A follower of another watch (one that ended) gets this one's items
 	// from its first, and is told it lost some.
-	if p := answer(t, f, troupe.LiveRequest{Root: "r", Watch: "gone", After: 9, Deltas: true}); len(p.Events) != 4 || !p.Lost {
-		t.Errorf("a follower of an ended watch got %v, lost %v; want the 4 items, lost", kinds(p.Events), p.Lost)
+	if p := answer(t, f, troupe.LiveRequest{Root: "r", Watch: "gone", After: 9, Deltas: true}); len(p.Events) != 5 || !p.Lost {
+		t.Errorf("a follower of an ended watch got %v, lost %v; want the 5 items, lost", kinds(p.Events), p.Lost)
 	}
 	if _, err := f.Answer(troupe.LiveRequest{}); err == nil {
 		t.Error("a request with no root was answered")
@@ -155,18 +157,22 @@ func TestFeedEndsIdleWatches(t *testing.T) {
 	bus, f := testFeed(t)
 	answer(t, f, troupe.LiveRequest{Root: "r"})
 	answer(t, f, troupe.LiveRequest{Root: "s"})
-	if n := busSubscribers(bus); n != 2 {
-		t.Fatalf("%d subscriptions for two watches", n)
+	// The feed's own, for the recent items, and one a watch.
+	if n := busSubscribers(bus); n != 3 {
+		t.Fatalf("%d subscriptions for two watches; want 3", n)
 	}
 	f.expire(time.Now()) // too early: kept
-	if n := busSubscribers(bus); n != 2 {
-		t.Fatalf("%d subscriptions after an early sweep; want 2", n)
+	if n := busSubscribers(bus); n != 3 {
+		t.Fatalf("%d subscriptions after an early sweep; want 3", n)
 	}
 	f.expire(time.Now().Add(feedWatchIdle))
-	if n := busSubscribers(bus); n != 0 {
-		t.Errorf("%d subscriptions after the watches went idle; want 0", n)
+	if n := busSubscribers(bus); n != 1 {
+		t.Errorf("%d subscriptions after the watches went idle; want 1", n)
 	}
 	f.close()
+	if n := busSubscribers(bus); n != 0 {
+		t.Errorf("%d subscriptions after the feed closed; want 0", n)
+	}
 	if _, err := f.Answer(troupe.LiveRequest{Root: "r"}); err == nil {
 		t.Error("a closed feed answered")
 	}
