@@ -38,10 +38,10 @@
 //     when the task ends.
 //
 // What it costs: the feed opens no port; it is a worker with two pollers
-// on the feed's queue, and one workflow of 4 history events per process
+// on the feed's queue, and one workflow of 5 history events per process
 // start (closed at once: it leaves nothing running when the process
 // dies). A query writes no history event; each is a round trip through
-// the server, which hands the poller the feed's 4 events to replay. Per
+// the server, which hands the poller the feed's 5 events to replay. Per
 // run asked about, the feed keeps a watch: the last 4,096 events and
 // deltas, which ends after a minute with no request; a follower further
 // behind loses the oldest (troupe.LivePage.Lost), and publishing never

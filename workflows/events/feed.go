@@ -20,7 +20,7 @@ import (
 // Temporal: a query (troupe.LiveQuery) of a workflow of this process's own
 // (troupe.LiveWorkflowName), which completes as soon as it starts, on a
 // task queue only this process polls. The server hands each query of a
-// closed workflow to a poller of its queue with the workflow's history (4
+// closed workflow to a poller of its queue with the workflow's history (5
 // events), so every query is answered here, in a context of its own: a
 // query that waits for news (LiveRequest.WaitMS, a long poll) holds up no
 // other. Queries write nothing to any history.
