@@ -96,9 +96,9 @@ func WorkerTooOld(queue, session string, n int) error {
 }
 
 // inputRefsField marks, in a worker's identity, a worker that takes
-// messages and run inputs by reference. It goes after the delta relay's
-// URL (which RelayOf cuts at a space), where earlier readers of the
-// identity do not look.
+// messages and run inputs by reference. It goes after the live feed's id
+// (which LiveFeedOf cuts at a space; earlier troupes put the delta
+// relay's URL there), where earlier readers of the identity do not look.
 const inputRefsField = " inputs=ref"
 
 // WithInputRefs is identity (or, when empty, the SDK's default,

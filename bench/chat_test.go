@@ -21,7 +21,7 @@ import (
 // cli/chat) in a Bubble Tea program whose terminal is a writer, opened on
 // a session of the streamer (the scripted model thinks streamThinkMS,
 // then streams about 2 KB), as a user on another process than the worker
-// sees it: the deltas come through the worker's relay. Each message is
+// sees it: the deltas come through the worker's live feed. Each message is
 // timed from the moment the program takes it (the Enter key) to the
 // first write to the terminal of a frame that shows the reply's first
 // piece, against the scripted server's own time to first token measured
@@ -32,7 +32,7 @@ import (
 func BenchmarkChatTimeToFirstToken(b *testing.B) {
 	c := temporalClient(b)
 	_, url := modelServer(b)
-	queue := streamWorker(b, c, url, events.NewBus()) // the chat, in another process, reads the relay
+	queue := streamWorker(b, c, url, events.NewBus()) // the chat, as in another process, reads the live feed
 	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
 	if err != nil {
 		b.Fatal(err)

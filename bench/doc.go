@@ -23,17 +23,19 @@
 //     Compaction window (the model is shown 15 to 30 items), "whole" with
 //     the whole transcript sent every turn.
 //   - BenchmarkEventLatency: from the model's answer for a turn to the
-//     arrival of the turn's event at a follower, p50 and p95, watched
-//     (model calls local or as activities) and in the worker's own process
-//     (FollowLive with the worker's EventBus), against a bare Temporal
-//     update round trip on the same server.
+//     arrival of the turn's event at a follower, p50 and p95: by polls only
+//     (model calls local or as activities), through the worker's live feed
+//     (a follower with no bus, as on another host; model calls local) and
+//     in the worker's own process (FollowLive with the worker's EventBus),
+//     against a bare Temporal update round trip on the same server.
 //   - BenchmarkTimeToFirstDelta: from the start of a one-turn run (the
 //     model thinks 200 ms, then streams about 2 KB) to the first text delta
-//     at a follower, through the worker's delta relay (a follower with no
-//     bus, as in another process) and through the worker's EventBus,
-//     against the scripted model's own time to first token, read by a
-//     plain HTTP client in the same run; and the time a delta takes
-//     through the relay once the model has sent it.
+//     at a follower, through the worker's live feed (a follower with no
+//     bus, as on another host) and through the worker's EventBus, against
+//     the scripted model's own time to first token, read by a plain HTTP
+//     client in the same run; the time a delta takes through the feed once
+//     the model has sent it; and the history events of a run followed with
+//     live text against one on a worker that serves none.
 //   - BenchmarkBudgetOverhead: the looper's 201 turns without a budget and
 //     with one it stays under, on one worker (the looper holds the run's
 //     ledger and asks no one: goal ratio ≤ 1.1), and the boss's fan-out

@@ -34,51 +34,63 @@ func registerEcho(w worker.Registry) {
 }
 
 // BenchmarkEventLatency measures how long an event takes from the workflow
-// that records it to a follower (workflows.Follow, which watches each
-// workflow's history and reads its events as the history grows, with
-// polls every 100 ms besides): the looper's 201 turns, with its model calls as
-// local activities (the default) and as activities, and followed in the
-// worker's own process (FollowLive with the worker's EventBus, as `troupe
-// run` does), against a bare Temporal update round trip on the same
-// server. An event's time is the
-// workflow time of the task that recorded it, so with local activities,
-// whose turns share one workflow task, it is the start of that task.
+// that records it to a follower: the looper's 201 turns, against a bare
+// Temporal update round trip on the same server, followed
+//
+//   - by polls only (PollOnly: workflows.Follow's history watch and events
+//     query, polls every 100 ms besides), model calls local activities
+//     (the default) and activities;
+//   - through the worker's live feed (a follower with no bus, as on
+//     another host: its queries go through the server), model calls local;
+//   - in the worker's own process (FollowLive with the worker's EventBus,
+//     as `troupe run` does), model calls local.
+//
+// An event's time is the workflow time of the task that recorded it, so
+// with local activities, whose turns share one workflow task, a follower
+// by polls gets it only when that task ends.
 func BenchmarkEventLatency(b *testing.B) {
 	c := temporalClient(b)
 	srv, url := modelServer(b)
 	queue := startWorker(b, c, registerBaseline, registerEcho, troupeWorker(b, url, nil))
 	aqueue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) { cfg.ModelActivities = true }))
 	bus := events.NewBus()
-	lqueue := startWorker(b, c, troupeWorker(b, url, func(cfg *workflows.Config) { cfg.Events = bus }))
+	lqueue := streamWorker(b, c, url, bus) // StartWorkers: the live feed
 	warmUp(b, c, queue, false)
 	warmUp(b, c, aqueue, false)
 	warmUp(b, c, lqueue, false)
-	var update, local, acts, live []time.Duration
+	var update, local, acts, feed, live []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		update = append(update, updateRoundTrips(b, c, queue, loopTurns)...)
-		local = append(local, followedLatencies(b, c, srv, queue, nil)...)
-		acts = append(acts, followedLatencies(b, c, srv, aqueue, nil)...)
+		local = append(local, followedLatencies(b, c, srv, lqueue, nil, troupeclient.PollOnly())...)
+		acts = append(acts, followedLatencies(b, c, srv, aqueue, nil, troupeclient.PollOnly())...)
+		feed = append(feed, followedLatencies(b, c, srv, lqueue, nil)...)
 		live = append(live, followedLatencies(b, c, srv, lqueue, bus)...)
 	}
 	b.StopTimer()
 	up50, up95 := percentiles(update)
 	l50, l95 := percentiles(local)
 	a50, a95 := percentiles(acts)
+	f50, f95 := percentiles(feed)
 	v50, v95 := percentiles(live)
 	b.ReportMetric(up50, "update-p50-ms")
 	b.ReportMetric(up95, "update-p95-ms")
 	b.ReportMetric(l50, "local-p50-ms")
 	b.ReportMetric(l95, "local-p95-ms")
+	b.ReportMetric(l50/up50, "local-p50-ratio")
 	b.ReportMetric(a50, "activities-p50-ms")
 	b.ReportMetric(a95, "activities-p95-ms")
 	b.ReportMetric(a50/up50, "activities-p50-ratio")
+	b.ReportMetric(f50, "feed-p50-ms")
+	b.ReportMetric(f95, "feed-p95-ms")
+	b.ReportMetric(f50/up50, "feed-p50-ratio")
 	b.ReportMetric(v50, "live-p50-ms")
 	b.ReportMetric(v95, "live-p95-ms")
 	b.ReportMetric(v50/up50, "live-p50-ratio")
 	b.Logf("update round trip: p50 %.1f ms, p95 %.1f ms (%d)", up50, up95, len(update))
-	b.Logf("event to follower, model calls local: p50 %.1f ms, p95 %.1f ms (%d events; ratio to the update p50 %.1f)", l50, l95, len(local), l50/up50)
-	b.Logf("event to follower, model calls as activities: p50 %.1f ms, p95 %.1f ms (%d events; ratio %.1f)", a50, a95, len(acts), a50/up50)
+	b.Logf("event to follower by polls only, model calls local: p50 %.1f ms, p95 %.1f ms (%d events; ratio to the update p50 %.1f)", l50, l95, len(local), l50/up50)
+	b.Logf("event to follower by polls only, model calls as activities: p50 %.1f ms, p95 %.1f ms (%d events; ratio %.1f)", a50, a95, len(acts), a50/up50)
+	b.Logf("event to follower through the worker's live feed, model calls local: p50 %.1f ms, p95 %.1f ms (%d events; ratio %.1f)", f50, f95, len(feed), f50/up50)
 	b.Logf("event to follower in the worker's process (FollowLive), model calls local: p50 %.2f ms, p95 %.2f ms (%d events; ratio %.2f)", v50, v95, len(live), v50/up50)
 }
 
@@ -111,7 +123,7 @@ func updateRoundTrips(b *testing.B, c client.Client, queue string, n int) []time
 // followedLatencies runs the looper on queue with a follower and returns,
 // for each of its turns, the time from the model's answer (the scripted
 // server's End) to the arrival of the turn's event at the follower.
-func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queue string, bus *events.Bus) []time.Duration {
+func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queue string, bus *events.Bus, opts ...troupeclient.FollowOption) []time.Duration {
 	b.Helper()
 	ctx := context.Background()
 	skip := len(srv.Calls())
@@ -131,7 +143,7 @@ func followedLatencies(b *testing.B, c client.Client, srv *scripted.Server, queu
 				arrived[e.Turn] = time.Now()
 				mu.Unlock()
 			}
-		})
+		}, opts...)
 	}()
 	var res troupe.RunResult
 	err = run.Get(ctx, &res)

@@ -46,10 +46,12 @@
 //
 // run, runs follow and sessions send print each turn's text as the model
 // generates it (not under --json): from the worker of their own process,
-// or through the delta relay of the worker that runs the turn, which dev
-// and worker serve on --deltas-addr (TROUPE_DELTAS_ADDR; loopback on a
-// free port by default, "off" for none) and advertise in their identity on
-// the task queue (see package workflows).
+// or through the live feed of the worker that runs the turn, on this host
+// or another: a query through Temporal of a workflow of the worker's
+// process, which dev and worker advertise in their identity on the task
+// queue (see package workflows/events). No worker opens a port for it;
+// --deltas-addr and TROUPE_DELTAS_ADDR, which set where the delta relay
+// of before it listened, are ignored, with a warning.
 //
 // Every command exports traces when the OTEL_EXPORTER_OTLP_* variables ask
 // for them (package telemetry). dev and worker say in their identity on the

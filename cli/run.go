@@ -707,6 +707,9 @@ func printEvent(w io.Writer, e troupe.Event) {
 		fmt.Fprintf(w, "      troupe runs approve %s %s   (or reject, with --message)\n", root, e.Approval)
 	case troupe.EventApprovalDecided:
 		fmt.Fprintf(w, "  %s %s %s\n", tag, e.Tool, oneLine(e.Detail))
+	case troupe.EventLiveText:
+		// Whole: it says which worker and why.
+		fmt.Fprintf(w, "  ! no live text: %s\n", strings.ReplaceAll(e.Detail, "\n", " "))
 	}
 }
 

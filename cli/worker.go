@@ -52,9 +52,9 @@ type workerOptions struct {
 	// brief leaves out the sandboxes' limits from the start-up lines
 	// (`troupe run` without --verbose: its progress is what matters).
 	brief bool
-	// deltaAddr is where the worker serves its model calls' text deltas
-	// to followers in other processes (--deltas-addr, TROUPE_DELTAS_ADDR;
-	// workflows.Config.DeltaAddr): empty for loopback, "off" for none.
+	// deltaAddr is what --deltas-addr or TROUPE_DELTAS_ADDR said, when
+	// they did: where the delta relay of before the live feed listened.
+	// It does nothing but earn a warning.
 	deltaAddr string
 	// wait, for a command that uses the workers of taskQueue rather than
 	// its own (`troupe run --task-queue`), waits for one to serve it
@@ -111,11 +111,21 @@ func (o *workerOptions) modelLimitsFromEnv() error {
 	return nil
 }
 
-// addDeltaFlag adds --deltas-addr to a command that runs a long-lived
-// worker.
+// addDeltaFlag adds --deltas-addr, deprecated, to a command that runs a
+// long-lived worker: live text goes through Temporal now, and a worker
+// opens no port for it; a script that still passes the flag is told so
+// (warnDeltaAddr), not refused.
 func addDeltaFlag(f *pflag.FlagSet, o *workerOptions) {
-	f.StringVar(&o.deltaAddr, "deltas-addr", os.Getenv("TROUPE_DELTAS_ADDR"), "where to serve the text of model turns as it streams to `troupe run`, `sessions send` and `runs follow` in other processes, "+
-		"e.g. :7300 for other hosts (clear text: a trusted network only), or off (default $TROUPE_DELTAS_ADDR, else loopback on a free port)")
+	f.StringVar(&o.deltaAddr, "deltas-addr", os.Getenv("TROUPE_DELTAS_ADDR"), "ignored: live text goes through Temporal (the worker's live feed)")
+	_ = f.MarkDeprecated("deltas-addr", "live text goes through Temporal (the worker's live feed); the worker opens no port for it")
+}
+
+// warnDeltaAddr says, when TROUPE_DELTAS_ADDR or --deltas-addr is set,
+// that it does nothing any more.
+func warnDeltaAddr(stderr io.Writer, o *workerOptions) {
+	if o.deltaAddr != "" {
+		fmt.Fprintf(stderr, "troupe: --deltas-addr / TROUPE_DELTAS_ADDR (%q) is ignored: live text goes through Temporal (the worker's live feed), and the worker opens no port for it\n", o.deltaAddr)
+	}
 }
 
 // addSandboxFlags adds --sandbox, --sandbox-queue and --allow-root to a
@@ -130,6 +140,7 @@ func addSandboxFlags(f *pflag.FlagSet, o *workerOptions) {
 // dialled with the payload codec cdc (nil for none); the returned func
 // stops it and releases its model and store.
 func startWorker(ctx context.Context, c client.Client, cdc *codec.Codec, namespace string, o workerOptions, graphs []Graph, stderr io.Writer) (func(), error) {
+	warnDeltaAddr(stderr, &o)
 	taskQueue := o.taskQueue
 	if err := o.modelLimitsFromEnv(); err != nil {
 		return nil, err
@@ -189,13 +200,13 @@ func startWorker(ctx context.Context, c client.Client, cdc *codec.Codec, namespa
 		store.Close()
 		return nil, err
 	}
-	// A bus even with no follower in this process: the worker's delta
-	// relay serves the deltas it carries to followers elsewhere.
+	// A bus even with no follower in this process: the worker's live
+	// feed serves what it carries to followers elsewhere.
 	bus := o.events
 	if bus == nil {
 		bus = events.NewBus()
 	}
-	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: bus, DeltaAddr: o.deltaAddr, Model: m, Store: store,
+	r, err := workflows.NewRunner(workflows.Config{Graphs: graphList(graphs), Events: bus, Model: m, Store: store,
 		Sandboxes: sandboxes, DefaultBackend: backend, SandboxQueue: o.sandboxQueue, StoreDir: storeDir, SpoolDir: spool, RepoDir: repos,
 		ModelLimits: modelLimits, ModelRateLimitWait: o.rateLimitWait})
 	if err != nil {
@@ -306,8 +317,8 @@ const pollingWait = 10 * time.Second
 // process and host, as the SDK's default says them, whether it exports
 // traces (tracesOf, which warnUntraced reads), the model it calls and
 // the blob store it keeps transcripts in (storeName), which sameSetup
-// reads back. StartWorkers adds where the worker serves its text deltas
-// (" deltas=URL", workflows.RelayOf).
+// reads back. StartWorkers adds the workflow id of the process's live
+// feed (" live=ID", troupe.LiveFeedOf).
 func workerIdentity(model, store string, traces bool) string {
 	host, _ := os.Hostname()
 	state := "off"
@@ -349,7 +360,7 @@ func tracesOf(identity string) (on, known bool, rest string) {
 // worker's.
 func setupOf(identity string) (who, model, store string, ok bool) {
 	_, _, identity = codec.FingerprintOf(identity)
-	_, identity = troupe.RelayOf(identity)
+	_, identity = troupe.LiveFeedOf(identity)
 	_, identity = troupe.StoreOf(identity)
 	_, _, identity = tracesOf(identity)
 	who, rest, ok := strings.Cut(identity, " troupe model=")

@@ -9,8 +9,9 @@ import (
 )
 
 // A worker's identity carries its model and its blob store, read back
-// whole: a model's name has spaces, the relay's field comes after, and a
-// worker of before the store was in its identity has none.
+// whole: a model's name has spaces, the live feed's field comes after (or
+// the delta relay's, on a worker of before the feed), and a worker of
+// before the store was in its identity has none.
 func TestSetupOf(t *testing.T) {
 	store := storeName("/srv/troupe/blobs")
 	tests := []struct {
@@ -19,15 +20,17 @@ func TestSetupOf(t *testing.T) {
 		ok                bool
 	}{
 		{workerIdentity("the responses API at https://api.openai.com/v1", store, false), "", "the responses API at https://api.openai.com/v1", store, true},
-		{troupe.WithRelay(workerIdentity("the offline scenarios", store, true), "http://troupe:t@127.0.0.1:1/deltas"), "", "the offline scenarios", store, true},
+		{troupe.WithLiveFeed(workerIdentity("the offline scenarios", store, true), "troupe-live/h/1"), "", "the offline scenarios", store, true},
 		{"7@h traces=on troupe model=m blob=" + store + " deltas=http://troupe:t@127.0.0.1:1/deltas", "7@h", "m", store, true},
 		{"7@h troupe model=the offline scenarios", "7@h", "the offline scenarios", "", true},
 		// A worker that takes big messages by reference says so last.
 		{troupe.WithInputRefs(workerIdentity("the offline scenarios", store, false)), "", "the offline scenarios", store, true},
-		{troupe.WithInputRefs(troupe.WithRelay(workerIdentity("m", store, true), "http://troupe:t@127.0.0.1:1/deltas")), "", "m", store, true},
+		{troupe.WithInputRefs(troupe.WithLiveFeed(workerIdentity("m", store, true), "troupe-live/h/1")), "", "m", store, true},
+		{troupe.WithInputRefs(workerIdentity("m", store, true) + " deltas=http://troupe:t@127.0.0.1:1/deltas"), "", "m", store, true},
 		// A worker states its payload keys' fingerprint after who it is.
 		{codec.WithFingerprint(troupe.WithStore(workerIdentity("m", store, true), "s1"), codec.Fingerprint{}), "", "m", store, true},
 		{"7@h keys=*k1:0a0b0c0d store=s1 traces=on troupe model=m blob=" + store, "7@h", "m", store, true},
+		{troupe.WithInputRefs(troupe.WithLiveFeed(codec.WithFingerprint(troupe.WithStore(workerIdentity("m", store, true), "s1"), codec.Fingerprint{}), "troupe-live/h/1")), "", "m", store, true},
 		{"7@h", "", "", "", false},
 	}
 	for _, tt := range tests {
@@ -43,7 +46,7 @@ func TestSetupOf(t *testing.T) {
 // was; a worker of before the field, or not troupe's, says nothing.
 func TestTracesOf(t *testing.T) {
 	store := storeName("/srv/troupe/blobs")
-	relayed := func(id string) string { return troupe.WithRelay(id, "http://troupe:t@127.0.0.1:1/deltas") }
+	relayed := func(id string) string { return troupe.WithLiveFeed(id, "troupe-live/h/1") }
 	tests := []struct {
 		name      string
 		identity  string

@@ -14,7 +14,7 @@
 // Cursor, reads the pages of events saved by workflows that continued as
 // new (WithEventStore), takes events from a worker in this process as
 // they are recorded (FollowLive, LiveEvents) and the text deltas of model
-// turns from the workers' delta relays (WithDeltas).
+// turns from the workers' live feeds (WithDeltas).
 //
 // Connection resolves where a program connects: a command's flags, over
 // the TEMPORAL_* environment variables, over a profile of temporal.toml, as

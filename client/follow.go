@@ -31,10 +31,10 @@ type LiveEvents interface {
 	// from now on (recorded events, deltas, or both), with room for
 	// buffer of them, and a func that ends the subscription.
 	Subscribe(root string, events, deltas bool, buffer int) (<-chan troupe.Event, func())
-	// RelayURL is the URL of the delta relay this process serves to
-	// followers in others, "" for none: a follower that has the bus
-	// does not subscribe to its own relay.
-	RelayURL() string
+	// LiveFeed is the workflow id of the live feed this process serves to
+	// followers in others, "" for none: a follower that has the bus does
+	// not follow its own feed.
+	LiveFeed() string
 }
 
 // EventStore is where the workers of a run save the events of a
@@ -54,13 +54,9 @@ func none(v any) bool {
 	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
-// liveBuffer bounds the events a follower may be behind on a bus, and
-// what it polled while it passes them on; relayedBuffer the deltas it may
-// be behind on the relays it follows, beyond which they are dropped.
-const (
-	liveBuffer    = 4096
-	relayedBuffer = 1024
-)
+// liveBuffer bounds the events a follower may be behind on a bus or on
+// the feeds it follows, and what it polled while it passes them on.
+const liveBuffer = 4096
 
 // Follow streams the events of a run and of every workflow it starts
 // (agents, handoff targets, agents-as-tools), calling fn once per event, in
@@ -85,9 +81,14 @@ const (
 // events whose runs are gone for good (deleted by retention) are skipped,
 // after two minutes of trying.
 //
-// A workflow busy in a long workflow task (an agent waiting on a model
-// call, a local activity) answers queries only when the task ends; it
-// does not hold up the events of the others.
+// A workflow busy in a long workflow task (an agent whose model and tool
+// calls are local activities, back to back) answers queries only when
+// the task ends. Follow therefore also follows the live feeds that the
+// workers of the run's task queue advertise (troupe.LiveFeedOf): a
+// query of each, held by the worker until it records something for the
+// run, so an event reaches fn as the worker records it, within about a
+// round trip through the server, whichever host the worker is on
+// (PollOnly does without).
 func Follow(ctx context.Context, c client.Client, workflowID string, every time.Duration, fn func(troupe.Event), opts ...FollowOption) error {
 	return FollowLive(ctx, c, workflowID, every, nil, fn, opts...)
 }
@@ -100,6 +101,7 @@ type followConfig struct {
 	patience time.Duration
 	from     troupe.Cursor
 	deltas   bool
+	pollOnly bool
 }
 
 // From has Follow, FollowLive and Events start after the events c has
@@ -111,14 +113,25 @@ func From(c troupe.Cursor) FollowOption {
 // WithDeltas has FollowLive pass fn the text deltas of the run's model
 // turns too (EventTextDelta events, Seq 0), as the model generates them:
 // those of this process's workers from their bus, and those of other
-// processes' workers, on this host or another, from the delta relays the
+// processes' workers, on this host or another, from the live feeds the
 // run's task queue's workers advertise in their identities (the package
 // doc tells how). A turn's deltas come before its model_turn event. A
-// relay that cannot be reached gives no deltas and no error; the recorded
-// events come all the same. Without this option no follower sees deltas,
-// and Events never does: no workflow records them.
+// worker of the run's queue whose deltas the follower cannot get (it
+// serves no feed, or its feed keeps failing) is a notice to fn, once: an
+// event of kind troupe.EventLiveText, Seq 0, whose Detail says which and
+// why; the recorded events come all the same. Without this option no
+// follower sees deltas, and Events never does: no workflow records them.
 func WithDeltas() FollowOption {
 	return func(c *followConfig) { c.deltas = true }
+}
+
+// PollOnly has Follow and FollowLive read only the workflows' events
+// query, not the workers' live feeds: an event of a workflow busy in a
+// long workflow task (an agent whose model calls are local activities)
+// then reaches the follower when the task ends, and there are no deltas
+// but a bus's. It spares the workers the feeds' queries.
+func PollOnly() FollowOption {
+	return func(c *followConfig) { c.pollOnly = true }
 }
 
 // WithPatience has Events ask again, every 250 ms for up to d, the
@@ -147,14 +160,13 @@ func WithEventStore(store EventStore) FollowOption {
 // FollowLive is Follow that also takes the events that this process's
 // workers record (their Config.Events is bus) as they record them, so a
 // follower in the process that runs the workflows shows each event at
-// once, even one from a workflow busy in a long workflow task. The polls go
-// on, for the events of other processes' workers and any the bus dropped;
-// each event is still passed to fn once, in its workflow's order. A nil
-// bus is Follow.
+// once, even one from a workflow busy in a long workflow task; a nil bus
+// is Follow. The polls go on, for any event the bus or a feed dropped;
+// each event is still passed to fn once, in its workflow's order.
 //
 // With WithDeltas, fn also gets the text deltas of the run's model turns
 // (EventTextDelta, Seq 0) as the model generates them: from bus for this
-// process's workers, and from the delta relays of the other workers of
+// process's workers, and from the live feeds of the other workers of
 // the run's task queue. A turn's deltas reach fn before the turn's
 // model_turn event, never after it.
 func FollowLive(ctx context.Context, c client.Client, workflowID string, every time.Duration, bus LiveEvents, fn func(troupe.Event), opts ...FollowOption) error {
@@ -169,7 +181,7 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 	order := newCausal(workflowID, cfg.from, fn)
 	defer order.flush()
 	fn = order.event
-	if bus == nil && !cfg.deltas {
+	if bus == nil && cfg.pollOnly {
 		return follow(ctx, c, workflowID, every, fn, order.expire, opts)
 	}
 	var live <-chan troupe.Event
@@ -178,22 +190,45 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		defer unsubscribe()
 		live = ch
 	}
-	var relayed chan troupe.Event
-	if cfg.deltas {
-		relayed = make(chan troupe.Event, relayedBuffer)
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
+	// The live feeds of the run's workers (but this process's, whose bus
+	// the follower has): their events as they are recorded, their deltas.
+	// Once ctx is done, the feeds are read a last time, and feedsOver
+	// closes: the follower waits for that before it takes what it polled
+	// last, so a turn's last deltas precede its model_turn.
+	var fed, notices chan troupe.Event
+	feedsOver := ctx.Done()
+	if !cfg.pollOnly {
+		fed, notices = make(chan troupe.Event, liveBuffer), make(chan troupe.Event, 16)
+		quit, over := make(chan struct{}), make(chan struct{})
+		out := feedStreams{events: fed, notices: notices, deltas: cfg.deltas, quit: quit}
 		own := ""
 		if bus != nil {
-			own = bus.RelayURL()
+			own = bus.LiveFeed()
 		}
 		go func() {
-			defer close(done)
-			followRelays(rctx, c, workflowID, own, relayed)
+			defer close(over)
+			followFeeds(ctx, c, workflowID, own, out)
 		}()
-		defer func() { stop(); <-done }()
+		defer func() { close(quit); <-over }()
+		feedsOver = over
 	}
-	deltas := newDeltaOrder(fn, relayed, relayHold, ctx.Done())
+	deltas := newDeltaOrder(fn, fed, relayHold, feedsOver)
+	var fromFeeds func(troupe.Event)
+	// lastReadings takes what the feeds bring until their last readings
+	// are in.
+	lastReadings := func() {
+		for fed != nil {
+			select {
+			case e := <-fed:
+				fromFeeds(e)
+			case <-feedsOver:
+				for len(fed) > 0 {
+					fromFeeds(<-fed)
+				}
+				fed = nil
+			}
+		}
+	}
 	polled := make(chan troupe.Event, liveBuffer)
 	go func() {
 		defer close(polled)
@@ -244,18 +279,39 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 		}
 		take(e, false)
 	}
+	// fedFrom are the workflows whose recorded events a feed brings.
+	fedFrom := map[string]bool{}
+	fromFeeds = func(e troupe.Event) {
+		if e.Seq > 0 {
+			fedFrom[e.WorkflowID] = true
+		}
+		fromBus(e)
+		for len(deltas.later) > 0 {
+			e := deltas.later[0]
+			deltas.later = deltas.later[1:]
+			take(e, false)
+		}
+	}
 	// What waits in the causal stage past its patience goes on with no
 	// event after it.
 	tick := time.NewTicker(causalTick)
 	defer tick.Stop()
 	for {
+		// What a model_turn's wait read of a feed's events goes first.
+		for len(deltas.later) > 0 {
+			e := deltas.later[0]
+			deltas.later = deltas.later[1:]
+			take(e, false)
+		}
 		select {
 		case <-tick.C:
 			order.expire()
 		case e := <-live:
 			fromBus(e)
-		case e := <-relayed:
-			deltas.delta(e)
+		case e := <-fed:
+			fromFeeds(e)
+		case e := <-notices:
+			fn(e)
 		case e, ok := <-polled:
 			// What the bus holds was published before: it goes first, so
 			// that a turn's deltas precede its polled model_turn.
@@ -267,8 +323,29 @@ func FollowLive(ctx context.Context, c client.Client, workflowID string, every t
 					drained = true
 				}
 			}
+			if ctx.Err() != nil {
+				lastReadings()
+			}
 			if !ok {
 				return nil
+			}
+			if fed != nil && e.Kind == troupe.EventTurn && fedFrom[e.WorkflowID] && e.Seq > last[e.WorkflowID] {
+				// A feed brings this workflow's events, its turn's deltas
+				// before its model_turn: the polled model_turn waits for
+				// the feed's, for relayHold at most.
+				t := time.NewTimer(relayHold)
+			wait:
+				for e.Seq > last[e.WorkflowID] {
+					select {
+					case f := <-fed:
+						fromFeeds(f)
+					case <-t.C:
+						break wait
+					case <-feedsOver:
+						break wait
+					}
+				}
+				t.Stop()
 			}
 			take(e, true)
 		}

@@ -56,7 +56,7 @@ func (c *Client) takeInputRefs(ctx context.Context, n int) error {
 	var old []string
 	for _, p := range pollers {
 		if !troupe.TakesInputRefs(p.GetIdentity()) {
-			_, who := troupe.RelayOf(p.GetIdentity())
+			_, who := troupe.LiveFeedOf(p.GetIdentity())
 			old = append(old, who)
 		}
 	}

@@ -109,7 +109,7 @@ func workerProcess() int {
 	m = redeployHooks(m)      // TestRedeployMidRun's; none unless asked.
 	r, err := workflows.NewRunner(workflows.Config{
 		Graphs: workerGraphs(backend), Model: m, Store: store,
-		// A bus, so its delta relay serves followers of other processes
+		// A bus, so its live feed serves followers of other processes
 		// (stream_test.go).
 		Events:           events.NewBus(),
 		HeartbeatTimeout: time.Second, Host: os.Getenv(envQueue), HostTimeout: 2 * time.Second,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -27,13 +26,16 @@ import (
 // thinking, then about 40 pieces) reaches followers as it is generated,
 // through each path a follower can take, and never enters a history.
 //
-//   - another process: the worker is a process of its own; the follower,
-//     in the test process with no bus, finds the worker's delta relay in
-//     its identity on the task queue and subscribes to it;
+//   - another process: the worker is a process of its own, which listens
+//     on no port at all; the follower, in the test process with no bus,
+//     finds the worker's live feed in its identity on the task queue and
+//     queries it through the server: what a follower on another host
+//     does, for it reaches nothing of the worker's but through Temporal;
 //   - the client package, the same way (Run.Follow with WithDeltas);
 //   - the worker's own process: FollowLive with the worker's bus (its own
-//     relay, which the task queue also lists, is not read twice);
-//   - an unreachable relay: no deltas, no error, every recorded event.
+//     feed, which the task queue also lists, is not read twice);
+//   - a worker that serves no feed: no deltas, a notice that says so, no
+//     error, every recorded event.
 //
 // In each, the turn's deltas all come before the turn's model_turn event
 // and add up to the answer. The histories of a run followed with deltas
@@ -43,12 +45,12 @@ func TestTextStreamsToFollowers(t *testing.T) {
 	c := dial(t)
 	_, modelURL := modelServer(t)
 	// Queues of this run of the test only: under -count, the server still
-	// lists the last run's stopped worker, and its relay, for a while.
+	// lists the last run's stopped worker, and its feed, for a while.
 	remoteQueue := fmt.Sprintf("stream-%d-%d", os.Getpid(), time.Now().UnixNano())
-	spawnWorker(t, modelURL, t.TempDir(), remoteQueue)
-	relay := waitRelay(t, c, remoteQueue)
-	if u, err := url.Parse(relay); err != nil || u.Hostname() != "127.0.0.1" || u.User == nil {
-		t.Errorf("the worker advertises relay %q (%v); want one on loopback, with a token", relay, err)
+	cmd := spawnWorker(t, modelURL, t.TempDir(), remoteQueue)
+	feed := waitFeed(t, c, remoteQueue)
+	if !strings.HasPrefix(feed, "troupe-live/") {
+		t.Errorf("the worker advertises live feed %q; want a troupe-live/ workflow", feed)
 	}
 
 	var remoteRun string
@@ -66,7 +68,12 @@ func TestTextStreamsToFollowers(t *testing.T) {
 		if n := countDeltas(plain.all()); n != 0 {
 			t.Errorf("a follower that did not ask for deltas got %d", n)
 		}
+		checkNoNotice(t, streamed.all())
 		checkNoDeltaRecorded(t, c, run)
+		// The worker served all that and listens on nothing: no port at all.
+		if ports := listening(t, cmd.Process.Pid); len(ports) > 0 {
+			t.Errorf("the worker process listens on %v; want no port at all", ports)
+		}
 	})
 
 	t.Run("client", func(t *testing.T) {
@@ -85,8 +92,8 @@ func TestTextStreamsToFollowers(t *testing.T) {
 	t.Run("the worker's own process", func(t *testing.T) {
 		bus := events.NewBus()
 		queue := startWorker(t, c, modelURL, "", func(cfg *workflows.Config) { cfg.Events = bus })
-		if got := waitRelay(t, c, queue); got != bus.RelayURL() {
-			t.Errorf("the worker advertises relay %q; its bus serves %q", got, bus.RelayURL())
+		if got := waitFeed(t, c, queue); got != bus.LiveFeed() {
+			t.Errorf("the worker advertises live feed %q; its bus serves %q", got, bus.LiveFeed())
 		}
 		run, res := startStream(t, c, queue, "hello from here")
 		var streamed followedEvents
@@ -94,12 +101,13 @@ func TestTextStreamsToFollowers(t *testing.T) {
 			return troupeclient.FollowLive(ctx, c, run, 50*time.Millisecond, bus, streamed.add, troupeclient.WithDeltas())
 		})
 		checkStreamed(t, streamed.all(), run, answer)
+		checkNoNotice(t, streamed.all())
 	})
 
-	t.Run("an unreachable relay", func(t *testing.T) {
-		queue := fmt.Sprintf("stream-dead-%d-%d", os.Getpid(), time.Now().UnixNano())
-		r := newRunner(t, modelURL, "", queue, nil)
-		stop, err := r.StartWorkers(c, queue, worker.Options{Identity: "dead-relay deltas=http://troupe:nope@127.0.0.1:9/deltas"})
+	t.Run("a worker that serves no feed", func(t *testing.T) {
+		queue := fmt.Sprintf("stream-nofeed-%d-%d", os.Getpid(), time.Now().UnixNano())
+		r := newRunner(t, modelURL, "", queue, nil) // no bus: no deltas, no feed
+		stop, err := r.StartWorkers(c, queue, worker.Options{Identity: "no-feed"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,10 +119,20 @@ func TestTextStreamsToFollowers(t *testing.T) {
 		})
 		evs := got.all()
 		if n := countDeltas(evs); n != 0 {
-			t.Errorf("%d deltas from a relay that does not answer", n)
+			t.Errorf("%d deltas from a worker that serves none", n)
 		}
-		if len(evs) == 0 || evs[len(evs)-1].Kind != troupe.EventFinal || evs[len(evs)-1].WorkflowID != run {
-			t.Errorf("the follower's events end with %+v; want the run's final output", evs[len(evs)-1:])
+		var notices []string
+		for _, e := range evs {
+			if e.Kind == troupe.EventLiveText {
+				notices = append(notices, e.Detail)
+			}
+		}
+		if len(notices) != 1 || !strings.Contains(notices[0], "no-feed") || !strings.Contains(notices[0], "show when they end") {
+			t.Errorf("notices %q; want one that names the worker and says its turns show when they end", notices)
+		}
+		last := evs[len(evs)-1]
+		if last.Kind != troupe.EventFinal || last.WorkflowID != run {
+			t.Errorf("the follower's events end with %+v; want the run's final output", last)
 		}
 		// A run on a worker that publishes no deltas at all has the same
 		// history as one whose deltas went to followers.
@@ -122,11 +140,57 @@ func TestTextStreamsToFollowers(t *testing.T) {
 			for _, suffix := range []string{"", "/0-streamer"} {
 				with, without := historyShape(t, c, remoteRun+suffix), historyShape(t, c, run+suffix)
 				if with != without {
-					t.Errorf("history of %s (deltas relayed): %s\nhistory of %s (no deltas): %s\nwant the same events", remoteRun+suffix, with, run+suffix, without)
+					t.Errorf("history of %s (deltas served): %s\nhistory of %s (no deltas): %s\nwant the same events", remoteRun+suffix, with, run+suffix, without)
 				}
 			}
 		}
 	})
+}
+
+// checkNoNotice checks that a follower was not told it gets no live text.
+func checkNoNotice(t *testing.T, evs []troupe.Event) {
+	t.Helper()
+	for _, e := range evs {
+		if e.Kind == troupe.EventLiveText {
+			t.Errorf("notice: %s", e.Detail)
+		}
+	}
+}
+
+// listening returns the TCP ports on which process pid listens: the
+// listening sockets of its network namespace (/proc/PID/net/tcp and tcp6,
+// state 0A) whose inodes are among its open files.
+func listening(t *testing.T, pid int) []string {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if inode, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	if len(inodes) == 0 {
+		t.Fatalf("process %d has no socket open: not the worker (it talks to Temporal)", pid)
+	}
+	var ports []string
+	for _, table := range []string{"tcp", "tcp6"} {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			f := strings.Fields(line)
+			// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+			if len(f) > 9 && f[3] == "0A" && inodes[f[9]] {
+				ports = append(ports, table+" "+f[1])
+			}
+		}
+	}
+	return ports
 }
 
 // TestSessionsSendStreams: `troupe sessions send`, a process of its own,
@@ -183,23 +247,23 @@ func (f *followedEvents) all() []troupe.Event {
 	return append([]troupe.Event(nil), f.evs...)
 }
 
-// waitRelay waits until a worker polling queue advertises a delta relay,
-// and returns its URL.
-func waitRelay(t *testing.T, c client.Client, queue string) string {
+// waitFeed waits until a worker polling queue advertises a live feed,
+// and returns its workflow id.
+func waitFeed(t *testing.T, c client.Client, queue string) string {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute) // a hang detector
 	for time.Now().Before(deadline) {
 		d, err := c.DescribeTaskQueue(context.Background(), queue, enums.TASK_QUEUE_TYPE_WORKFLOW)
 		if err == nil {
 			for _, p := range d.GetPollers() {
-				if u, _ := troupe.RelayOf(p.GetIdentity()); u != "" {
-					return u
+				if id, _ := troupe.LiveFeedOf(p.GetIdentity()); id != "" {
+					return id
 				}
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("no worker on %s advertised a delta relay in a minute", queue)
+	t.Fatalf("no worker on %s advertised a live feed in a minute", queue)
 	return ""
 }
 

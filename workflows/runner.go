@@ -46,19 +46,11 @@ type Config struct {
 	Graphs []*agents.Graph
 	// Events, when set, gets every event this worker's workflows record,
 	// as they record them, for followers in this process (FollowLive),
-	// and the text deltas of its model calls, which StartWorkers also
-	// serves to followers in other processes (see DeltaAddr).
+	// and the text deltas of its model calls; StartWorkers also serves
+	// both to followers in other processes and on other hosts through
+	// Temporal, by the bus's live feed (events.Bus.ServeFeed), which
+	// opens no port.
 	Events *events.Bus
-	// DeltaAddr is where StartWorkers serves the text deltas of this
-	// worker's model calls (its delta relay), when Events is set: the
-	// address to listen on, advertised with a random token in the
-	// workers' identity on the task queue, where followers that ask for
-	// deltas (WithDeltas) find it. The default, DefaultDeltaAddr
-	// (127.0.0.1:0), serves followers on this host; a host reached from
-	// others, such as ":7300" (advertised as Host) or "10.0.0.5:0", serves
-	// followers anywhere that can reach it, in clear text: bind such an
-	// address only on a network you trust. "off" serves none.
-	DeltaAddr string
 	// Model answers every agent's turns.
 	Model model.Model
 	// DefaultModel is the model name for agents that name none; the
@@ -675,9 +667,10 @@ func withDefaultCapabilities(g *agents.Graph) (*agents.Graph, error) {
 // sandbox activities reach this host; and one on a queue of this process
 // with the MCP activities, so an agent's MCP calls reach the process that
 // holds its sessions. With Config.Events set, it also serves the bus's
-// text deltas on Config.DeltaAddr and advertises the relay in the
+// events and text deltas through its live feed (a workflow of the
+// process's own, which followers query) and advertises the feed in the
 // workers' identity (opts.Identity, or the SDK's default, followed by
-// " deltas=URL"); the identity says, last, that the workers take messages
+// " live=ID"); the identity says, last, that the workers take messages
 // and run inputs by reference (troupe.WithInputRefs). The returned func stops them all and closes the Runner.
 // (A Runner whose workers are registered by hand sends MCP calls to the
 // workflow's own queue.)
@@ -698,16 +691,16 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 			return nil, fmt.Errorf("workflows: %w", err)
 		}
 	}
-	// The delta relay, advertised in the identity of this process's
+	// The live feed, advertised in the identity of this process's
 	// workers, where followers read it from the task queue's pollers.
-	releaseRelay := func() {}
-	if r.cfg.Events != nil && r.cfg.DeltaAddr != "off" {
-		url, release, err := r.cfg.Events.ServeDeltas(r.cfg.DeltaAddr, r.cfg.Host)
+	releaseFeed := func() {}
+	if r.cfg.Events != nil {
+		id, release, err := r.cfg.Events.ServeFeed(c, r.cfg.Host, opts.Identity)
 		if err != nil {
-			return nil, fmt.Errorf("workflows: %w (Config.DeltaAddr %q; \"off\" serves no deltas)", err, r.cfg.DeltaAddr)
+			return nil, fmt.Errorf("workflows: %w", err)
 		}
-		releaseRelay = release
-		opts.Identity = troupe.WithRelay(opts.Identity, url)
+		releaseFeed = release
+		opts.Identity = troupe.WithLiveFeed(opts.Identity, id)
 	}
 	// Clients send big run inputs only to queues whose workers all say
 	// they take them by reference (troupe.TakesInputRefs).
@@ -724,14 +717,14 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 	shared := worker.New(c, taskQueue, opts)
 	r.Register(shared)
 	if err := shared.Start(); err != nil {
-		releaseRelay()
+		releaseFeed()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", taskQueue, err)
 	}
 	host := worker.New(c, r.hostQueue, opts)
 	r.RegisterActivities(host)
 	if err := host.Start(); err != nil {
 		shared.Stop()
-		releaseRelay()
+		releaseFeed()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", r.hostQueue, err)
 	}
 	// The store's other queues: its identity queue, where calls that
@@ -750,7 +743,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 			stopOthers()
 			host.Stop()
 			shared.Stop()
-			releaseRelay()
+			releaseFeed()
 			return nil, fmt.Errorf("workflows: start worker on %s: %w", q, err)
 		}
 		others = append(others, w)
@@ -764,7 +757,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		stopOthers()
 		host.Stop()
 		shared.Stop()
-		releaseRelay()
+		releaseFeed()
 		return nil, fmt.Errorf("workflows: start worker on %s: %w", mcpQueue, err)
 	}
 	r.mcpQ.Store(&mcpQueue)
@@ -776,7 +769,7 @@ func (r *Runner) StartWorkers(c client.Client, taskQueue string, opts worker.Opt
 		stopOthers()
 		host.Stop()
 		shared.Stop()
-		releaseRelay()
+		releaseFeed()
 		r.Close()
 	}, nil
 }

@@ -852,6 +852,8 @@ func (s *State) event(session string, e troupeclient.Event) []Effect {
 			}
 			s.add(Entry{Kind: KindProblem, Depth: d, Agent: e.Agent, Text: text})
 		}
+	case troupe.EventLiveText:
+		s.note("no live text: " + e.Detail)
 	case troupe.EventTurnRolledBack:
 		s.working = nil
 		s.note(fmt.Sprintf("turn t%d rolled back: %s", e.Turn, e.Detail))

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/troupe-dev/troupe"
 )
 
@@ -22,19 +24,22 @@ import (
 // so the two agree.
 //
 // The bus also carries the text deltas of this process's model calls
-// (EventTextDelta), which no workflow records: to followers in the process
-// that ask for them (WithDeltas), and, through the worker's delta relay
-// (Config.DeltaAddr), to followers in other processes. A follower that
+// (EventTextDelta), which no workflow records, to followers in the process
+// that ask for them (WithDeltas). Its live feed (ServeFeed) serves both,
+// events and deltas, to followers in other processes. A follower that
 // falls behind misses deltas; nothing brings them back.
 type Bus struct {
 	mu    sync.Mutex
 	subs  map[*busSub]struct{}
-	relay *deltaRelay // nil until a worker serves the bus's deltas
+	feeds map[client.Client]*feedServer // the live feeds serving the bus
 }
 
 type busSub struct {
 	root string
 	ch   chan troupe.Event
+	// fn, when set, takes what the subscriber takes instead of ch, at
+	// once and without blocking (a feed's watch).
+	fn func(troupe.Event)
 	// events and deltas say what the subscriber takes: recorded events,
 	// and text deltas with their ends.
 	events, deltas bool
@@ -45,7 +50,9 @@ const busBuffer = 4096
 
 // NewBus returns an empty bus; set it as Config.Events and pass it to
 // FollowLive.
-func NewBus() *Bus { return &Bus{subs: map[*busSub]struct{}{}} }
+func NewBus() *Bus {
+	return &Bus{subs: map[*busSub]struct{}{}, feeds: map[client.Client]*feedServer{}}
+}
 
 // publish hands e, an event a workflow records, to the followers of its
 // run.
@@ -69,7 +76,11 @@ func (b *Bus) send(e troupe.Event, delta bool) {
 		if delta && !s.deltas || !delta && !s.events {
 			continue
 		}
-		if e.WorkflowID == s.root || strings.HasPrefix(e.WorkflowID, s.root+"/") {
+		if s.root == "" && s.fn != nil || e.WorkflowID == s.root || strings.HasPrefix(e.WorkflowID, s.root+"/") {
+			if s.fn != nil {
+				s.fn(e)
+				continue
+			}
 			select {
 			case s.ch <- e:
 			default: // Full: the follower's polls bring an event; a delta is lost.
@@ -97,52 +108,27 @@ func (b *Bus) Subscribe(root string, events, deltas bool, buffer int) (<-chan tr
 	}
 }
 
-// RelayURL returns the URL under which this process serves the bus's
-// deltas to followers in other processes (with its token), or "" when no
-// worker serves them. Followers find it in the worker's identity on its
-// task queue; this process's own followers take the bus instead.
-func (b *Bus) RelayURL() string {
-	if b == nil {
-		return ""
-	}
+// tap has fn take, as the bus carries them, the events and deltas of
+// the run root and its workflows, until the returned func is called. fn
+// runs with the bus locked: it must not block, nor use the bus.
+// An empty root taps every run. first, when not nil, runs with the bus
+// locked just before fn starts: nothing is carried in between.
+func (b *Bus) tap(root string, fn func(troupe.Event), first func()) func() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.relay == nil {
-		return ""
+	if first != nil {
+		first()
 	}
-	return b.relay.url
+	return b.tapLocked(root, fn)
 }
 
-// serveDeltas has the bus's deltas served on addr (DefaultDeltaAddr when
-// empty), or takes the relay a worker of this process started already,
-// and returns its URL and a func that releases it: the last release stops
-// it. A relay bound to an unspecified host (":7300") is advertised under
-// host.
-func (b *Bus) ServeDeltas(addr, host string) (string, func(), error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.relay == nil {
-		r, err := startRelay(b, addr, host)
-		if err != nil {
-			return "", nil, err
-		}
-		b.relay = r
+// tapLocked is tap with the bus locked already.
+func (b *Bus) tapLocked(root string, fn func(troupe.Event)) func() {
+	s := &busSub{root: root, fn: fn, events: true, deltas: true}
+	b.subs[s] = struct{}{}
+	return func() {
+		b.mu.Lock()
+		delete(b.subs, s)
+		b.mu.Unlock()
 	}
-	r := b.relay
-	r.refs++
-	var once sync.Once
-	return r.url, func() {
-		once.Do(func() {
-			b.mu.Lock()
-			r.refs--
-			last := r.refs == 0
-			if last {
-				b.relay = nil
-			}
-			b.mu.Unlock()
-			if last {
-				_ = r.srv.Close()
-			}
-		})
-	}, nil
 }

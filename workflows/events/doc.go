@@ -1,7 +1,7 @@
 // Package events records what a run's workflows do and hands it to
 // followers: the events of each workflow (a Recorder), the text deltas of
-// model calls (a Bus), and the relay that serves those deltas to
-// followers in other processes. Following a run is the client's
+// model calls (a Bus), and the live feed that serves both to followers in
+// other processes and on other hosts. Following a run is the client's
 // (package client); this package is the worker's side.
 //
 // The contract:
@@ -22,27 +22,32 @@
 //     the model activity publishes each piece of a turn's text as a
 //     troupe.EventTextDelta of the agent's workflow and turn, then a
 //     troupe.EventTextEnd. Deltas never pass through workflow code,
-//     workflow state, queries or history: no history event, no workflow
-//     task, no payload in Temporal, per turn or per piece.
-//  4. Followers in other processes get the deltas from the worker's
-//     relay: ServeDeltas serves them over HTTP (GET troupe.RelayPath
-//     ?root=RUN, basic auth troupe.RelayUser and a random token, a line of
-//     JSON per delta of the run's workflows, ids RUN and RUN/...) on the
-//     worker's DeltaAddr (DefaultDeltaAddr: loopback, a free port), and
-//     the worker advertises it in its identity on its task queue
-//     (troupe.WithRelay), where followers find it (troupe.RelayOf).
+//     workflow state, queries of the run's workflows or their history: no
+//     history event, no workflow task, per turn or per piece.
+//  4. Followers in other processes, on this host or another, get the
+//     bus's events and deltas from the process's live feed (ServeFeed):
+//     a workflow of the process's own (troupe.LiveWorkflowName, id and
+//     task queue troupe-live/HOST/UUID) that completes at once, whose
+//     troupe.LiveQuery query the process answers from its bus, holding a
+//     request that finds nothing new for up to its wait (a long poll).
+//     The worker advertises the feed in its identity on its task queue
+//     (troupe.WithLiveFeed), where followers find it (troupe.LiveFeedOf).
+//     Through the feed, an event of a workflow busy in a long workflow
+//     task (an agent whose model and tool calls are local activities,
+//     back to back) reaches a follower elsewhere as it is recorded, not
+//     when the task ends.
 //
-// What it costs: a relay costs the worker a listening socket and, per
-// subscriber (64 at most), a buffer of 1,024 deltas: publishing never
-// waits, and a subscriber that falls behind loses deltas, never slows a
-// model call. When a relay cannot be reached (another host behind a
-// firewall, a relay bound to loopback, "off"), the follower gets no
-// deltas and no error: it shows each turn when its model_turn event
-// comes. A model call that fails after some deltas is retried, and its
-// retry streams its text again, after the model_retry event. A relay
-// bound beyond loopback serves in clear text: bind it only on a network
-// you trust. Temporal carries only the relay's URL and token, inside the
-// identity its workers present anyway, so only who may read the task
-// queue or the histories can read a relay (the server of `troupe dev`
-// asks no credentials: there, that is anyone who can reach it).
+// What it costs: the feed opens no port; it is a worker with two pollers
+// on the feed's queue, and one workflow of 5 history events per process
+// start (closed at once: it leaves nothing running when the process
+// dies). A query writes no history event; each is a round trip through
+// the server, which hands the poller the feed's 5 events to replay. Per
+// run asked about, the feed keeps a watch: the last 4,096 events and
+// deltas, which ends after a minute with no request; a follower further
+// behind loses the oldest (troupe.LivePage.Lost), and publishing never
+// waits, so no follower slows a model call. What the feed answers goes
+// through the client's data converter, its codec included, and only who
+// may query workflows of the namespace can read it. A model call that
+// fails after some deltas is retried, and its retry streams its text
+// again, after the model_retry event.
 package events

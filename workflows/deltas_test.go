@@ -1,10 +1,10 @@
 package workflows
 
-// These tests hold the delta relay and the ordering of deltas without a
-// Temporal server: the relay over real HTTP on loopback, the model
-// activity with the scripted model server over HTTP. The end-to-end path
-// (discovery through the task queue's pollers, followers in another
-// process) is e2e/stream_test.go's.
+// These tests hold the model activity's deltas without a Temporal
+// server, with the scripted model server over HTTP. The live feed's
+// answers are workflows/events' tests; the end-to-end path (discovery
+// through the task queue's pollers, followers in another process, no
+// port on the worker) is e2e/stream_test.go's.
 
 import (
 	"context"

@@ -26,7 +26,7 @@ func TestDeltaOrder(t *testing.T) {
 		return fmt.Sprintf("%s#%d", e.Kind, e.Turn)
 	}
 
-	t.Run("a model_turn waits for the rest of its deltas from a relay", func(t *testing.T) {
+	t.Run("a model_turn waits for the rest of its deltas from a feed", func(t *testing.T) {
 		relayed := make(chan troupe.Event, 8)
 		var got []string
 		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, relayed, time.Hour, nil)
@@ -38,6 +38,22 @@ func TestDeltaOrder(t *testing.T) {
 		want := "one |two |other |model_turn#1"
 		if strings.Join(got, "|") != want {
 			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+	})
+	t.Run("a feed's recorded events read while a model_turn waits are kept for later", func(t *testing.T) {
+		fed := make(chan troupe.Event, 8)
+		var got []string
+		o := newDeltaOrder(func(e troupe.Event) { got = append(got, show(e)) }, fed, time.Hour, nil)
+		o.delta(delta("a", 1, "one "))
+		fed <- troupe.Event{Kind: troupe.EventToolCalled, WorkflowID: "b", Seq: 4}
+		fed <- delta("a", 1, "two ")
+		fed <- end("a", 1)
+		o.event(turn("a", 1, 7))
+		if want := "one |two |model_turn#1"; strings.Join(got, "|") != want {
+			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+		if len(o.later) != 1 || o.later[0].Kind != troupe.EventToolCalled {
+			t.Errorf("later holds %+v; want the tool_called event read on the way", o.later)
 		}
 	})
 	t.Run("deltas after their model_turn are dropped", func(t *testing.T) {
@@ -67,7 +83,7 @@ func TestDeltaOrder(t *testing.T) {
 			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
 		}
 	})
-	t.Run("a follower that stops waits for no relay", func(t *testing.T) {
+	t.Run("a follower that stops waits for no feed", func(t *testing.T) {
 		done := make(chan struct{})
 		close(done)
 		var got []string
