@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/workflowstest"
@@ -21,6 +22,7 @@ import (
 // gauge counts the calls running at once, and the most it saw.
 type gauge struct {
 	hold          time.Duration // how long each call takes
+	onEnter       func(id string)
 	mu            sync.Mutex
 	running, peak int
 	ran           []string
@@ -33,6 +35,9 @@ func (g *gauge) enter(id string) {
 	g.peak = max(g.peak, g.running)
 	g.ran = append(g.ran, id)
 	g.mu.Unlock()
+	if g.onEnter != nil {
+		g.onEnter(id)
+	}
 	time.Sleep(g.hold)
 	g.mu.Lock()
 	g.running--
@@ -198,5 +203,53 @@ func TestTurnCallsBoundedBudget(t *testing.T) {
 	}
 	if _, ran := g.stats(); len(ran) >= 8 {
 		t.Errorf("all 8 reviews ran on a budget of 4 model calls: %v", ran)
+	}
+}
+
+// A bounded turn paused while calls wait for a slot starts none of them
+// until it is resumed: the call running finishes, the others start after
+// the resume, and the turn completes with every output. (Agent tools: a
+// signal reaches a workflow between its workflow tasks, and local
+// activities run back to back within one.)
+func TestTurnCallsBoundedPaused(t *testing.T) {
+	g := &gauge{hold: 10 * time.Millisecond}
+	graph := fanGraph(g, 1)
+	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{graph},
+		Model: &workflowstest.FuncModel{Func: fanModel(g, 0, 3)}})
+	g.onEnter = func(id string) {
+		if id == "r0" { // Paused while the first call runs.
+			env.SignalWorkflow(troupe.ControlSignal, troupe.Control{Op: troupe.ControlPause, Seq: 1})
+		}
+	}
+	var resumedAt time.Time
+	env.RegisterDelayedCallback(func() {
+		resumedAt = env.Now()
+		env.SignalWorkflow(troupe.ControlSignal, troupe.Control{Op: troupe.ControlResume, Seq: 2})
+	}, time.Hour)
+	// The run's spec, as an orchestrator or a session passes it: an agent
+	// without one is of a run from before specs, which bounded nothing.
+	spec := runtime.SpecOf(graph, runtime.RunSettings{MaxHandoffs: 5, MaxToolDepth: 5})
+	env.ExecuteWorkflow(troupe.AgentWorkflowName, troupe.AgentInput{Graph: "fan", Agent: "fan", RunID: "run", Spec: spec,
+		Pending: []agents.Item{agents.UserMessage("go")}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatalf("agent ended %v", err)
+	}
+	var res troupe.AgentResult
+	if err := env.GetWorkflowResult(&res); err != nil || string(res.Output) != `"`+wantOutputs(0, 3)+`"` {
+		t.Errorf("result %s, %v; want every output", res.Output, err)
+	}
+	var started []time.Time
+	for _, e := range workflowstest.Recorded(t, env, 0) {
+		if e.Kind == troupe.EventAgentToolStarted {
+			started = append(started, e.Time)
+		}
+	}
+	if len(started) != 3 || resumedAt.IsZero() {
+		t.Fatalf("%d calls started, resumed at %s; want 3, resumed", len(started), resumedAt)
+	}
+	for i, at := range started[1:] {
+		if at.Before(resumedAt) {
+			t.Errorf("call %d started at %s, before the resume at %s", i+2, at, resumedAt)
+		}
 	}
 }
