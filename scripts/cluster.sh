@@ -17,6 +17,11 @@
 #     address, its frontend requiring client certificates (mTLS); the
 #     namespace $NAMESPACE with a retention; the Web UI (clusterctl ui);
 #   - versitygw as the shared S3 store, bucket $BUCKET;
+#   - the payload codec on: one AES-256 key (id $CODEC_KEY_ID) made by up,
+#     copied into a key file (mode 0600) on each host's disk and one for
+#     clients, so every worker and client seals what it sends through
+#     Temporal; `troupe codec-server` on 127.0.0.1:$CODEC_PORT decodes for
+#     the Web UI;
 #   - three hosts: network namespaces troupe-h1..3 on the bridge trpbr0,
 #     10.77.24.11..13, each with its own hostname (a UTS namespace), its own
 #     disk ($STATE/disks/hN, mounted at /mnt/host in a private mount
@@ -49,6 +54,8 @@ S3_PORT=17900
 PGBIN=/usr/lib/postgresql/15/bin
 S3_ACCESS=troupe-cluster
 S3_SECRET_FILE=$STATE/s3/secret
+CODEC_PORT=18234
+CODEC_KEY_ID=cluster1
 
 export GOTOOLCHAIN=local
 export GOFLAGS="${GOFLAGS:-} -tags=release"
@@ -105,7 +112,9 @@ AWS_EC2_METADATA_DISABLED=true
 AWS_RESPONSE_CHECKSUM_VALIDATION=when_required
 AWS_CONFIG_FILE=/dev/null
 AWS_SHARED_CREDENTIALS_FILE=/dev/null
+TROUPE_CODEC_KEY_FILE=$STATE/codec/client.keys
 TROUPE_CLUSTER_UI=http://$BRIDGE_IP:$UI_PORT
+TROUPE_CLUSTER_CODEC=http://127.0.0.1:$CODEC_PORT
 EOF
 }
 
@@ -158,6 +167,29 @@ make_certs() {
 	issue client troupe-client "DNS:troupe-client"
 	for n in "${HOSTS[@]}"; do issue "h$n" "troupe-h$n" "DNS:troupe-h$n"; done
 	chmod 600 "$d"/*-key.pem
+}
+
+# ---------------------------------------------------------------- payload keys
+
+codec_keys() { # the cluster's payload key, and the clients' key file
+	local d=$STATE/codec
+	mkdir -p "$d"
+	chmod 700 "$d"
+	if [ ! -s "$d/keys" ]; then
+		log "making the payload key (AES-256-GCM, id $CODEC_KEY_ID)"
+		(umask 077 && printf '%s:%s\n' "$CODEC_KEY_ID" "$(openssl rand -base64 32)" >"$d/keys.new") && mv "$d/keys.new" "$d/keys"
+	fi
+	install -m 600 "$d/keys" "$d/client.keys"
+}
+
+codec_up() { # the codec server the Web UI decodes through, on loopback
+	if ! pid_alive "$STATE/run/codec.pid"; then
+		log "starting the codec server on http://127.0.0.1:$CODEC_PORT (for the Web UI)"
+		(set -a && . "$STATE/env" && exec setsid "$STATE/bin/troupe.run" codec-server --addr "127.0.0.1:$CODEC_PORT" \
+			--ui-origin "http://$BRIDGE_IP:$UI_PORT" >"$STATE/logs/codec.log" 2>&1 </dev/null) &
+		echo $! >"$STATE/run/codec.pid"
+	fi
+	wait_port 127.0.0.1 "$CODEC_PORT" "the codec server"
 }
 
 # ---------------------------------------------------------------- postgres
@@ -324,7 +356,12 @@ temporal_up() {
 	wait_port "$BRIDGE_IP" "$FRONTEND_PORT" "the Temporal frontend" 120
 	(set -a && . "$STATE/env" && "$STATE/bin/clusterctl" namespace "$NAMESPACE" "$RETENTION") ||
 		die "namespace $NAMESPACE: see $STATE/logs/temporal.log"
+	codec_up
+	# The UI reads the client's environment at its start (the codec server's
+	# address among it): started again when that changed.
+	cmp -s "$STATE/env" "$STATE/run/ui.env" || stop_pidfile "$STATE/run/ui.pid"
 	if ! pid_alive "$STATE/run/ui.pid"; then
+		cp "$STATE/env" "$STATE/run/ui.env"
 		log "starting the Web UI on http://$BRIDGE_IP:$UI_PORT"
 		(set -a && . "$STATE/env" && exec setsid "$STATE/bin/clusterctl" ui "$BRIDGE_IP:$UI_PORT" \
 			>"$STATE/logs/ui.log" 2>&1 </dev/null) &
@@ -385,14 +422,16 @@ host_up() { # n
 	disk=$(host_disk "$n")
 	[ -d "$disk.dead" ] && die "host $n is killed (its disk is at $disk.dead): use restart-host $n"
 	mkdir -p "$disk/home" "$disk/tmp" "$disk/tls"
+	install -m 600 "$STATE/codec/keys" "$disk/codec.keys"
 	cp "$STATE/tls/ca.pem" "$disk/tls/ca.pem"
 	cp "$STATE/tls/h$n.pem" "$disk/tls/client.pem"
 	cp "$STATE/tls/h$n-key.pem" "$disk/tls/client-key.pem"
 	{
-		client_env | grep -v -e '^TEMPORAL_TLS_' -e '^TROUPE_CLUSTER_UI'
+		client_env | grep -v -e '^TEMPORAL_TLS_' -e '^TROUPE_CLUSTER_' -e '^TROUPE_CODEC_'
 		echo "TEMPORAL_TLS_CLIENT_CERT_PATH='/mnt/host/tls/client.pem'"
 		echo "TEMPORAL_TLS_CLIENT_KEY_PATH='/mnt/host/tls/client-key.pem'"
 		echo "TEMPORAL_TLS_SERVER_CA_CERT_PATH='/mnt/host/tls/ca.pem'"
+		echo "TROUPE_CODEC_KEY_FILE='/mnt/host/codec.keys'"
 		echo "TROUPE_HOME='/mnt/host/home'"
 		echo "TMPDIR='/mnt/host/tmp'"
 		echo "TROUPE_SANDBOX='bwrap'"
@@ -466,6 +505,7 @@ cmd_up() {
 	# A running worker keeps its binary: a fresh copy for each start.
 	cp "$STATE/bin/troupe" "$STATE/bin/troupe.run.new" && mv "$STATE/bin/troupe.run.new" "$STATE/bin/troupe.run"
 	make_certs
+	codec_keys
 	net_up
 	pg_up
 	s3_up
@@ -499,6 +539,7 @@ cmd_down() {
 		ip link del "trph$n" 2>/dev/null || true
 	done
 	stop_pidfile "$STATE/run/ui.pid"
+	stop_pidfile "$STATE/run/codec.pid"
 	stop_pidfile "$STATE/run/temporal.pid"
 	stop_pidfile "$STATE/run/versitygw.pid"
 	pg_down
@@ -519,6 +560,7 @@ cmd_status() {
 	part postgres "runuser -u postgres -- $PGBIN/pg_isready -q -h 127.0.0.1 -p $PG_PORT 2>/dev/null" "127.0.0.1:$PG_PORT, data $STATE/pg/data"
 	part temporal "pid_alive $STATE/run/temporal.pid && (exec 3<>/dev/tcp/$BRIDGE_IP/$FRONTEND_PORT) 2>/dev/null" "$BRIDGE_IP:$FRONTEND_PORT (mTLS), namespace $NAMESPACE"
 	part web-ui "pid_alive $STATE/run/ui.pid" "http://$BRIDGE_IP:$UI_PORT"
+	part codec "pid_alive $STATE/run/codec.pid" "http://127.0.0.1:$CODEC_PORT (decodes for the Web UI; key $CODEC_KEY_ID)"
 	part s3 "pid_alive $STATE/run/versitygw.pid" "http://$BRIDGE_IP:$S3_PORT bucket $BUCKET"
 	part bridge "ip link show $BRIDGE >/dev/null 2>&1" "$BRIDGE $BRIDGE_IP/24"
 	for n in "${HOSTS[@]}"; do

@@ -5,7 +5,9 @@
 //	clusterctl namespace NAME RETENTION   registers NAME with RETENTION (a Go
 //	                                      duration), or updates its retention
 //	clusterctl ui LISTEN                  serves the Temporal Web UI on LISTEN
-//	                                      (host:port) until killed
+//	                                      (host:port) until killed, decoding
+//	                                      payloads through the codec server of
+//	                                      TROUPE_CLUSTER_CODEC when set
 //	clusterctl wait-pollers QUEUE WHO...  waits (up to 90 s) until a worker whose
 //	                                      identity starts with each WHO ("pid@host")
 //	                                      polls QUEUE: a worker that is up and passed
@@ -229,6 +231,9 @@ func ui(listen string) error {
 			CertFile: os.Getenv("TEMPORAL_TLS_CLIENT_CERT_PATH"),
 			KeyFile:  os.Getenv("TEMPORAL_TLS_CLIENT_KEY_PATH"),
 		},
+		// The codec server (troupe codec-server) the UI's pages decode
+		// payloads through, when the cluster seals them.
+		Codec: uiconfig.Codec{Endpoint: os.Getenv("TROUPE_CLUSTER_CODEC")},
 		// Plain HTTP on the bridge: cookies cannot be Secure.
 		CORS:             uiconfig.CORS{CookieInsecure: true},
 		HideLogs:         true,
