@@ -87,7 +87,7 @@ cluster-down:
 	@scripts/cluster.sh down
 
 cluster-test: setup
-	TROUPE_E2E_CLUSTER=1 $(GO) test -count=1 -v -timeout 30m -run '^TestCluster(HostLoss|SessionHostLoss)?$$' ./e2e/
+	TROUPE_E2E_CLUSTER=1 $(GO) test -count=1 -v -timeout 30m -run '^TestCluster(HostLoss|SessionHostLoss|APIKeys)?$$' ./e2e/
 
 # Host-loss recovery on the cluster: 10 kills of the host running a
 # sandbox command, kill to the run's next event, p50/p95 (printed).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A real Troupe deployment on this machine (issue 24, point 1):
 #
-#   scripts/cluster.sh up              bring everything up (idempotent: up twice is fine)
+#   scripts/cluster.sh up [--api-keys] bring everything up (idempotent: up twice is fine);
+#                                      --api-keys: the server checks API keys (JWTs) too,
+#                                      until an up without it
 #   scripts/cluster.sh down [--purge]  stop everything; --purge deletes the state too
 #   scripts/cluster.sh status          each part, up or down
 #   scripts/cluster.sh kill-host N     kill -9 every process of host N, make its disk unreachable
@@ -22,6 +24,13 @@
 #     clients, so every worker and client seals what it sends through
 #     Temporal; `troupe codec-server` on 127.0.0.1:$CODEC_PORT decodes for
 #     the Web UI;
+#   - with --api-keys, the server's JWT authorizer (Temporal's default
+#     claim mapper and authorizer): a signing key and its JWKS made by up
+#     ($STATE/jwt, read by the server as a file:// key source), an API key
+#     (a JWT) minted for the client ($STATE/env's TEMPORAL_API_KEY), for each
+#     host and for the Web UI, each with a role on the namespace alone; the
+#     server's own services reach it through its internal frontend, whose
+#     internode mTLS (a CA of its own) no client certificate passes;
 #   - three hosts: network namespaces troupe-h1..3 on the bridge trpbr0,
 #     10.77.24.11..13, each with its own hostname (a UTS namespace), its own
 #     disk ($STATE/disks/hN, mounted at /mnt/host in a private mount
@@ -55,6 +64,12 @@ PGBIN=/usr/lib/postgresql/15/bin
 S3_ACCESS=troupe-cluster
 S3_SECRET_FILE=$STATE/s3/secret
 CODEC_PORT=18234
+INTERNAL_FRONTEND_PORT=17236
+JWT=$STATE/jwt
+# Present while the server checks API keys (up --api-keys).
+API_KEYS_ON=$STATE/api-keys
+# How long the API keys up mints are good for.
+API_KEY_TTL=8760h
 CODEC_KEY_ID=cluster1
 
 export GOTOOLCHAIN=local
@@ -116,6 +131,7 @@ TROUPE_CODEC_KEY_FILE=$STATE/codec/client.keys
 TROUPE_CLUSTER_UI=http://$BRIDGE_IP:$UI_PORT
 TROUPE_CLUSTER_CODEC=http://127.0.0.1:$CODEC_PORT
 EOF
+	if api_keys; then printf "TEMPORAL_API_KEY='%s'\n" "$(cat "$JWT/client.token")"; fi
 }
 
 # ---------------------------------------------------------------- binaries
@@ -168,6 +184,42 @@ make_certs() {
 	for n in "${HOSTS[@]}"; do issue "h$n" "troupe-h$n" "DNS:troupe-h$n"; done
 	chmod 600 "$d"/*-key.pem
 }
+
+make_internode_certs() { # a CA of the server's services alone: no client certificate passes their mTLS
+	local d=$STATE/tls
+	[ -f "$d/internode-ca.pem" ] && [ -f "$d/internode.pem" ] && return 0
+	log "making the internode certificates (a CA of the server's own services)"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=troupe-cluster internode CA" \
+		-keyout "$d/internode-ca-key.pem" -out "$d/internode-ca.pem" 2>/dev/null
+	openssl req -newkey rsa:2048 -nodes -subj "/CN=temporal" -keyout "$d/internode-key.pem" -out "$d/internode.csr" 2>/dev/null
+	printf 'subjectAltName=DNS:temporal,IP:%s,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' "$BRIDGE_IP" >"$d/internode.ext"
+	openssl x509 -req -in "$d/internode.csr" -CA "$d/internode-ca.pem" -CAkey "$d/internode-ca-key.pem" -CAcreateserial -days 3650 \
+		-extfile "$d/internode.ext" -out "$d/internode.pem" 2>/dev/null
+	rm -f "$d/internode.csr" "$d/internode.ext"
+	chmod 600 "$d"/*-key.pem
+}
+
+# ---------------------------------------------------------------- API keys
+
+jwt_up() { # the signing key, its JWKS, and the API keys of the client, the UI and each host
+	mkdir -p "$JWT"
+	chmod 700 "$JWT"
+	"$STATE/bin/clusterctl" jwks "$JWT"
+	mint() { # file subject permission...
+		local f=$1
+		shift
+		(umask 077 && "$STATE/bin/clusterctl" token "$JWT" "$1" "$API_KEY_TTL" "${@:2}" >"$JWT/$f.new") && mv "$JWT/$f.new" "$JWT/$f"
+	}
+	# Each up mints them again. A key stays good until it expires: to
+	# revoke keys, delete $JWT/jwt-key.pem and up again (a new signing key).
+	mint admin.token troupe-cluster-admin temporal-system:admin
+	mint client.token troupe-client "$NAMESPACE:write"
+	mint ui.token troupe-web-ui "$NAMESPACE:read" temporal-system:read
+	for n in "${HOSTS[@]}"; do mint "h$n.token" "troupe-h$n" "$NAMESPACE:write"; done
+}
+
+api_keys() { [ -f "$API_KEYS_ON" ]; }
+
 
 # ---------------------------------------------------------------- payload keys
 
@@ -287,19 +339,29 @@ persistence:
         maxIdleConns: 4
         maxConnLifetime: 1h
 global:
+$(api_keys && cat <<EOT
+  authorization:
+    jwtKeyProvider:
+      keySourceURIs: ["file://$JWT/jwks.json"]
+      refreshInterval: 1m
+    permissionsClaimName: permissions
+    authorizer: default
+    claimMapper: default
+EOT
+)
   membership:
     maxJoinDuration: 30s
     broadcastAddress: "$BRIDGE_IP"
   tls:
     internode:
       server:
-        certFile: $t/server.pem
-        keyFile: $t/server-key.pem
+        certFile: $t/internode.pem
+        keyFile: $t/internode-key.pem
         requireClientAuth: true
-        clientCaFiles: [$t/ca.pem]
+        clientCaFiles: [$t/internode-ca.pem]
       client:
         serverName: temporal
-        rootCaFiles: [$t/ca.pem]
+        rootCaFiles: [$t/internode-ca.pem]
     frontend:
       server:
         certFile: $t/server.pem
@@ -324,6 +386,13 @@ services:
     rpc: {grpcPort: 17235, membershipPort: 17935, bindOnIP: "$BRIDGE_IP"}
   worker:
     rpc: {grpcPort: 17239, membershipPort: 17939, bindOnIP: "$BRIDGE_IP"}
+$(api_keys && cat <<EOT
+  # The server's own calls (its worker service's) come here: internode
+  # mTLS, taken as the system. The public frontend checks API keys.
+  internal-frontend:
+    rpc: {grpcPort: $INTERNAL_FRONTEND_PORT, membershipPort: 17936, bindOnIP: "$BRIDGE_IP"}
+EOT
+)
 clusterMetadata:
   enableGlobalNamespace: false
   failoverVersionIncrement: 10
@@ -349,12 +418,19 @@ temporal_up() {
 		stop_pidfile "$STATE/run/temporal.pid"
 		log "starting the Temporal server ($TEMPORAL_VERSION) on $BRIDGE_IP:$FRONTEND_PORT"
 		cp "$STATE/temporal/config.yaml" "$STATE/temporal/config.running.yaml"
-		setsid "$STATE/bin/temporal-server" --config-file "$STATE/temporal/config.yaml" --allow-no-auth start \
+		local flags=(--allow-no-auth start)
+		if api_keys; then
+			log "the server checks API keys (JWTs of $JWT/jwks.json); its services call its internal frontend on :$INTERNAL_FRONTEND_PORT"
+			flags=(start --service frontend --service internal-frontend --service history --service matching --service worker)
+		fi
+		setsid "$STATE/bin/temporal-server" --config-file "$STATE/temporal/config.yaml" "${flags[@]}" \
 			>"$STATE/logs/temporal.log" 2>&1 </dev/null &
 		echo $! >"$STATE/run/temporal.pid"
 	fi
 	wait_port "$BRIDGE_IP" "$FRONTEND_PORT" "the Temporal frontend" 120
-	(set -a && . "$STATE/env" && "$STATE/bin/clusterctl" namespace "$NAMESPACE" "$RETENTION") ||
+	local admin=
+	if api_keys; then admin=$(cat "$JWT/admin.token"); fi
+	(set -a && . "$STATE/env" && TEMPORAL_API_KEY=${admin:-${TEMPORAL_API_KEY:-}} "$STATE/bin/clusterctl" namespace "$NAMESPACE" "$RETENTION") ||
 		die "namespace $NAMESPACE: see $STATE/logs/temporal.log"
 	codec_up
 	# The UI reads the client's environment at its start (the codec server's
@@ -363,7 +439,9 @@ temporal_up() {
 	if ! pid_alive "$STATE/run/ui.pid"; then
 		cp "$STATE/env" "$STATE/run/ui.env"
 		log "starting the Web UI on http://$BRIDGE_IP:$UI_PORT"
-		(set -a && . "$STATE/env" && exec setsid "$STATE/bin/clusterctl" ui "$BRIDGE_IP:$UI_PORT" \
+		local uikey=
+		if api_keys; then uikey=$(cat "$JWT/ui.token"); fi
+		(set -a && . "$STATE/env" && TROUPE_CLUSTER_UI_KEY=$uikey exec setsid "$STATE/bin/clusterctl" ui "$BRIDGE_IP:$UI_PORT" \
 			>"$STATE/logs/ui.log" 2>&1 </dev/null) &
 		echo $! >"$STATE/run/ui.pid"
 	fi
@@ -427,7 +505,8 @@ host_up() { # n
 	cp "$STATE/tls/h$n.pem" "$disk/tls/client.pem"
 	cp "$STATE/tls/h$n-key.pem" "$disk/tls/client-key.pem"
 	{
-		client_env | grep -v -e '^TEMPORAL_TLS_' -e '^TROUPE_CLUSTER_' -e '^TROUPE_CODEC_'
+		client_env | grep -v -e '^TEMPORAL_TLS_' -e '^TEMPORAL_API_KEY' -e '^TROUPE_CLUSTER_' -e '^TROUPE_CODEC_'
+		if api_keys; then echo "TEMPORAL_API_KEY='$(cat "$JWT/h$n.token")'"; fi
 		echo "TEMPORAL_TLS_CLIENT_CERT_PATH='/mnt/host/tls/client.pem'"
 		echo "TEMPORAL_TLS_CLIENT_KEY_PATH='/mnt/host/tls/client-key.pem'"
 		echo "TEMPORAL_TLS_SERVER_CA_CERT_PATH='/mnt/host/tls/ca.pem'"
@@ -498,6 +577,11 @@ hosts_wait() { # every live host's worker polls the task queue (so it passed its
 
 cmd_up() {
 	mkdir -p "$STATE/logs" "$STATE/run" "$STATE/disks"
+	case "${1:-}" in
+	--api-keys) touch "$API_KEYS_ON" ;;
+	"") rm -f "$API_KEYS_ON" ;;
+	*) die "usage: scripts/cluster.sh up [--api-keys]" ;;
+	esac
 	chmod 755 "$STATE"
 	trap 'if [ -z "${UP_DONE:-}" ]; then log "up failed: cleaning up (down)"; cmd_down >/dev/null 2>&1 || true; fi' EXIT
 	ensure_packages
@@ -505,10 +589,12 @@ cmd_up() {
 	# A running worker keeps its binary: a fresh copy for each start.
 	cp "$STATE/bin/troupe" "$STATE/bin/troupe.run.new" && mv "$STATE/bin/troupe.run.new" "$STATE/bin/troupe.run"
 	make_certs
+	make_internode_certs
 	codec_keys
 	net_up
 	pg_up
 	s3_up
+	if api_keys; then jwt_up; fi
 	client_env >"$STATE/env"
 	temporal_up
 	worker_env >"$STATE/worker.env"
@@ -558,7 +644,9 @@ cmd_status() {
 		if eval "$2"; then printf '%-12s up    %s\n' "$1" "$3"; else printf '%-12s DOWN  %s\n' "$1" "$3"; ok=1; fi
 	}
 	part postgres "runuser -u postgres -- $PGBIN/pg_isready -q -h 127.0.0.1 -p $PG_PORT 2>/dev/null" "127.0.0.1:$PG_PORT, data $STATE/pg/data"
-	part temporal "pid_alive $STATE/run/temporal.pid && (exec 3<>/dev/tcp/$BRIDGE_IP/$FRONTEND_PORT) 2>/dev/null" "$BRIDGE_IP:$FRONTEND_PORT (mTLS), namespace $NAMESPACE"
+	local auth="mTLS"
+	if api_keys; then auth="mTLS and API keys"; fi
+	part temporal "pid_alive $STATE/run/temporal.pid && (exec 3<>/dev/tcp/$BRIDGE_IP/$FRONTEND_PORT) 2>/dev/null" "$BRIDGE_IP:$FRONTEND_PORT ($auth), namespace $NAMESPACE"
 	part web-ui "pid_alive $STATE/run/ui.pid" "http://$BRIDGE_IP:$UI_PORT"
 	part codec "pid_alive $STATE/run/codec.pid" "http://127.0.0.1:$CODEC_PORT (decodes for the Web UI; key $CODEC_KEY_ID)"
 	part s3 "pid_alive $STATE/run/versitygw.pid" "http://$BRIDGE_IP:$S3_PORT bucket $BUCKET"
@@ -597,11 +685,11 @@ cmd_restart_host() {
 }
 
 case "${1:-}" in
-up) cmd_up ;;
+up) cmd_up "${2:-}" ;;
 down) cmd_down "${2:-}" ;;
 status) cmd_status ;;
 env) cat "$STATE/env" ;;
 kill-host) [ -n "${2:-}" ] || die "usage: kill-host N"; cmd_kill_host "$2" ;;
 restart-host) [ -n "${2:-}" ] || die "usage: restart-host N"; cmd_restart_host "$2" ;;
-*) die "usage: scripts/cluster.sh up|down [--purge]|status|env|kill-host N|restart-host N" ;;
+*) die "usage: scripts/cluster.sh up [--api-keys]|down [--purge]|status|env|kill-host N|restart-host N" ;;
 esac

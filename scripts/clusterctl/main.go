@@ -16,9 +16,23 @@
 //	                                      QUEUE whose identity holds PART polled
 //	                                      in the last 75 s: what troupe's
 //	                                      start-up check counts as a live worker
+//	clusterctl jwks DIR                   makes the cluster's token signing key
+//	                                      (DIR/jwt-key.pem, RSA, mode 0600) unless
+//	                                      it exists, and writes its public half as
+//	                                      a JWKS (DIR/jwks.json), which the server's
+//	                                      JWT claim mapper reads
+//	clusterctl token DIR SUBJECT TTL PERMISSION...
+//	                                      prints a JWT for SUBJECT with the
+//	                                      permissions ("NAMESPACE:ROLE", role read,
+//	                                      write, worker or admin; temporal-system
+//	                                      for the whole cluster), valid for TTL (a
+//	                                      Go duration), signed with DIR's key: an
+//	                                      API key (TEMPORAL_API_KEY)
 //
-// Both read the connection from the environment the script writes for
-// clients: TEMPORAL_ADDRESS and the TEMPORAL_TLS_* paths (mTLS).
+// The commands that talk to the server read the connection from the
+// environment the script writes for clients: TEMPORAL_ADDRESS, the
+// TEMPORAL_TLS_* paths (mTLS) and TEMPORAL_API_KEY when the server checks
+// API keys; ui sends TROUPE_CLUSTER_UI_KEY as its API key.
 package main
 
 import (
@@ -28,13 +42,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/labstack/echo/v4"
 	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiapi "github.com/temporalio/ui-server/v2/server/api"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -42,6 +60,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -81,6 +100,25 @@ func run(args []string) error {
 			return errors.New("usage: clusterctl wait-stale QUEUE PART")
 		}
 		return waitStale(args[1], args[2])
+	case "jwks":
+		if len(args) != 2 {
+			return errors.New("usage: clusterctl jwks DIR")
+		}
+		return makeJWKS(args[1])
+	case "token":
+		if len(args) < 5 {
+			return errors.New("usage: clusterctl token DIR SUBJECT TTL PERMISSION...")
+		}
+		ttl, err := time.ParseDuration(args[3])
+		if err != nil || ttl <= 0 {
+			return fmt.Errorf("TTL %q: want a Go duration such as 720h", args[3])
+		}
+		token, err := mintToken(args[1], args[2], ttl, args[4:], time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Println(token)
+		return nil
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
@@ -114,7 +152,7 @@ func namespace(name string, retention time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	nc, err := client.NewNamespaceClient(client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS"),
-		ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
+		Credentials: apiKey(), ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
 	if err != nil {
 		return err
 	}
@@ -145,7 +183,15 @@ func dial(ctx context.Context) (client.Client, error) {
 		return nil, err
 	}
 	return client.DialContext(ctx, client.Options{HostPort: os.Getenv("TEMPORAL_ADDRESS"), Namespace: os.Getenv("TEMPORAL_NAMESPACE"),
-		ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
+		Credentials: apiKey(), ConnectionOptions: client.ConnectionOptions{TLS: tlsConfig}})
+}
+
+// apiKey is TEMPORAL_API_KEY as the client's credentials, nil when unset.
+func apiKey() client.Credentials {
+	if k := os.Getenv("TEMPORAL_API_KEY"); k != "" {
+		return client.NewAPIKeyStaticCredentials(k)
+	}
+	return nil
 }
 
 // pollerFresh is troupe's (cli/runs.go): a worker whose last poll is more
@@ -220,7 +266,17 @@ func ui(listen string) error {
 	if err != nil {
 		return err
 	}
-	s := uiserver.NewServer(uioptions.WithConfigProvider(&uiconfig.Config{
+	var opts []uioptions.ServerOption
+	if key := os.Getenv("TROUPE_CLUSTER_UI_KEY"); key != "" {
+		// The server checks API keys: the UI's calls carry its own, as
+		// the SDK sends one (authorization: Bearer KEY).
+		opts = append(opts, uioptions.WithAPIMiddleware([]uiapi.Middleware{func(echo.Context) runtime.ServeMuxOption {
+			return runtime.WithMetadata(func(context.Context, *http.Request) metadata.MD {
+				return metadata.Pairs("authorization", "Bearer "+key)
+			})
+		}}))
+	}
+	s := uiserver.NewServer(append(opts, uioptions.WithConfigProvider(&uiconfig.Config{
 		Host:                host,
 		Port:                port,
 		TemporalGRPCAddress: os.Getenv("TEMPORAL_ADDRESS"),
@@ -238,6 +294,6 @@ func ui(listen string) error {
 		CORS:             uiconfig.CORS{CookieInsecure: true},
 		HideLogs:         true,
 		DisableNewsFetch: true,
-	}))
+	}))...)
 	return s.Start()
 }
