@@ -61,7 +61,7 @@ rules:
 func TestClusterSessionHostLoss(t *testing.T) {
 	r := startCluster(t, sessionLossRules)
 	repo := serveRepo(t)
-	cl, err := troupeclient.New(troupeclient.Config{Temporal: r.c, TaskQueue: troupe.DefaultTaskQueue})
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: r.c, TaskQueue: troupe.DefaultTaskQueue, DataConverter: r.codec.DataConverter()})
 	if err != nil {
 		t.Fatal(err)
 	}
