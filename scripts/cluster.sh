@@ -437,7 +437,7 @@ temporal_up() {
 	# address among it): started again when that changed.
 	cmp -s "$STATE/env" "$STATE/run/ui.env" || stop_pidfile "$STATE/run/ui.pid"
 	if ! pid_alive "$STATE/run/ui.pid"; then
-		cp "$STATE/env" "$STATE/run/ui.env"
+		install -m 600 "$STATE/env" "$STATE/run/ui.env"
 		log "starting the Web UI on http://$BRIDGE_IP:$UI_PORT"
 		local uikey=
 		if api_keys; then uikey=$(cat "$JWT/ui.token"); fi
@@ -516,6 +516,7 @@ host_up() { # n
 		echo "TROUPE_SANDBOX='bwrap'"
 		cat "$STATE/worker.env"
 	} >"$disk/env.new"
+	chmod 600 "$disk/env.new"
 	if pid_alive "$STATE/run/h$n.pid" && cmp -s "$disk/env.new" "$disk/env"; then
 		rm "$disk/env.new"
 		return 0
@@ -595,7 +596,8 @@ cmd_up() {
 	pg_up
 	s3_up
 	if api_keys; then jwt_up; fi
-	client_env >"$STATE/env"
+	# Secrets inside (the S3 key, the API key): for root alone.
+	(umask 077 && client_env >"$STATE/env.new") && mv "$STATE/env.new" "$STATE/env"
 	temporal_up
 	worker_env >"$STATE/worker.env"
 	if ! cmp -s "$STATE/worker.env" "$STATE/worker.env.running"; then
