@@ -15,7 +15,8 @@
 #              Temporal server with mTLS and its Web UI, versitygw, three
 #              worker hosts in network namespaces (scripts/cluster.sh up);
 #              make cluster-down stops it; make cluster-test runs the
-#              cluster's end-to-end test (up, runs, a host killed, down)
+#              cluster's end-to-end tests (up, runs with sealed payloads,
+#              hosts killed under runs and sessions, API keys, down)
 #   make scale the scale tests at full scale: an agent of 5,001 turns and a
 #              session of 2,000 (make test runs them at 1,001 and 200)
 export GOTOOLCHAIN := local
