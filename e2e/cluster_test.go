@@ -147,7 +147,8 @@ func startClusterUp(t *testing.T, extra string, up ...string) *clusterRig {
 // with activities on more than one host, and its prompt (a canary) sealed
 // everywhere in the server's database, readable with the cluster's key;
 // with host 1 killed whole, a second run completes on the others, none
-// of its work on host 1.
+// of its work on host 1; with host 2 killed too, a third runs on host 3,
+// its sandboxes docker containers of host 3's own dockerd.
 func TestCluster(t *testing.T) {
 	r := startCluster(t, "")
 	c, state := r.c, r.state
@@ -204,9 +205,29 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("with host 1 dead, activities ran on %v", onRest)
 	}
 	t.Logf("with host 1 killed, activities by host: %v", onRest)
+
+	// Host 3 alone: its sandboxes are docker containers of its own dockerd.
+	cluster("kill-host", "2")
+	last := run()
+	if on := activityHosts(t, c, last.WorkflowID); len(on) != 1 || on["troupe-h3"] == 0 {
+		t.Fatalf("with hosts 1 and 2 dead, activities ran on %v", on)
+	}
+	sandboxes := 0
+	for _, e := range runEvents(t, c, last.WorkflowID) {
+		if e.Kind == troupe.EventSandboxProvisioned {
+			sandboxes++
+			if e.Detail != "docker sandbox on troupe-h3" {
+				t.Errorf("with host 3 alone, a sandbox: %s; want a docker sandbox on troupe-h3", e.Detail)
+			}
+		}
+	}
+	if sandboxes == 0 {
+		t.Error("with host 3 alone, the run made no sandbox")
+	}
 	cluster("restart-host", "1")
+	cluster("restart-host", "2")
 	if out := cluster("status"); strings.Contains(out, "DOWN") {
-		t.Fatalf("after restart-host 1:\n%s", out)
+		t.Fatalf("after restart-host 1 and 2:\n%s", out)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/cgi"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,7 +79,7 @@ func TestClusterSessionHostLoss(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a hang detector
 			defer cancel()
-			baseline := clusterWorkspaces(r)
+			baseline := clusterWorkspaces(t, r)
 			before := ruleCounts(r)
 			s, _, err := cl.CreateSession(ctx, troupeclient.SessionInput{Graph: "codereview", Vars: map[string]string{
 				codereview.VarRepo: repo, codereview.VarRef: "HEAD", codereview.VarOut: "/mnt/host/review-" + tc.name}})
@@ -274,19 +275,32 @@ func sandboxToolHost(ctx context.Context, r *clusterRig) string {
 	return ""
 }
 
-// clusterWorkspaces lists the bwrap workspaces (and their disk images) on
-// every host's disk, a dead host's included, as host/name.
-func clusterWorkspaces(r *clusterRig) []string {
+// clusterWorkspaces lists the workspaces (bwrap's with their disk images,
+// docker's) on every host's disk, a dead host's included, and the
+// containers of each docker host's own dockerd, as host/name.
+func clusterWorkspaces(t *testing.T, r *clusterRig) []string {
+	t.Helper()
 	var all []string
-	for _, pattern := range []string{"*", ".disks/*"} {
-		found, _ := filepath.Glob(filepath.Join(r.state, "disks", "h*", "home", "sandboxes", "bwrap", pattern))
-		dead, _ := filepath.Glob(filepath.Join(r.state, "disks", "h*.dead", "home", "sandboxes", "bwrap", pattern))
+	for _, pattern := range []string{"*/*", "bwrap/.disks/*"} {
+		found, _ := filepath.Glob(filepath.Join(r.state, "disks", "h*", "home", "sandboxes", pattern))
+		dead, _ := filepath.Glob(filepath.Join(r.state, "disks", "h*.dead", "home", "sandboxes", pattern))
 		for _, p := range append(found, dead...) {
 			rel, _ := filepath.Rel(filepath.Join(r.state, "disks"), p)
 			h, _, _ := strings.Cut(rel, string(filepath.Separator))
-			if name := filepath.Base(p); !strings.HasPrefix(name, ".") || pattern != "*" {
+			if name := filepath.Base(p); !strings.HasPrefix(name, ".") || pattern != "*/*" {
 				all = append(all, "troupe-"+strings.TrimSuffix(h, ".dead")+"/"+strings.TrimPrefix(rel, h+string(filepath.Separator)))
 			}
+		}
+	}
+	socks, _ := filepath.Glob(filepath.Join(r.state, "disks", "h*", "docker", "docker.sock"))
+	for _, sock := range socks {
+		h := "troupe-" + filepath.Base(filepath.Dir(filepath.Dir(sock)))
+		out, err := exec.Command("docker", "-H", "unix://"+sock, "ps", "-a", "--format", "{{.Names}}").Output()
+		if err != nil {
+			continue // Its host is down: its containers are counted when it is back.
+		}
+		for _, name := range strings.Fields(string(out)) {
+			all = append(all, h+"/container:"+name)
 		}
 	}
 	slices.Sort(all)
@@ -301,7 +315,7 @@ func waitNoWorkspaces(t *testing.T, r *clusterRig, baseline []string, host strin
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var left []string
-		for _, w := range clusterWorkspaces(r) {
+		for _, w := range clusterWorkspaces(t, r) {
 			if !slices.Contains(baseline, w) && (host == "" || strings.HasPrefix(w, host+"/")) {
 				left = append(left, w)
 			}

@@ -34,9 +34,11 @@
 #   - three hosts: network namespaces troupe-h1..3 on the bridge trpbr0,
 #     10.77.24.11..13, each with its own hostname (a UTS namespace), its own
 #     disk ($STATE/disks/hN, mounted at /mnt/host in a private mount
-#     namespace that hides $STATE and /tmp), each running `troupe worker`
-#     with bwrap sandboxes (no docker: the machine's dockerd cannot live
-#     in a host's namespaces cheaply, so the hosts do not see its socket).
+#     namespace that hides $STATE and /tmp), each running `troupe worker`:
+#     with bwrap sandboxes, but host 3 with docker sandboxes, on a dockerd
+#     of its own (started in its namespaces, its state on its disk, its
+#     containers in the cgroup troupe-h3; the machine's dockerd stays hidden
+#     from every host).
 #
 # The workers use the model of $STATE/worker.env: OPENAI_* of the
 # environment `up` runs in (OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL,
@@ -56,6 +58,8 @@ BRIDGE=trpbr0
 NET=10.77.24
 BRIDGE_IP=$NET.1
 HOSTS=(1 2 3)
+# The hosts whose worker runs docker sandboxes, on a dockerd of their own.
+DOCKER_HOSTS=(3)
 PG_PORT=17432
 FRONTEND_PORT=17233
 UI_PORT=18233
@@ -156,6 +160,10 @@ ensure_packages() {
 	command -v bwrap >/dev/null || missing+=(bubblewrap)
 	command -v ip >/dev/null || missing+=(iproute2)
 	command -v unshare >/dev/null || missing+=(util-linux)
+	if [ ${#DOCKER_HOSTS[@]} -gt 0 ]; then
+		command -v dockerd >/dev/null || missing+=(docker.io)
+		command -v debootstrap >/dev/null || missing+=(debootstrap)
+	fi
 	if [ ${#missing[@]} -gt 0 ]; then
 		log "installing ${missing[*]} (apt)"
 		# The package's own cluster service is not ours: leave it as Debian sets it.
@@ -495,9 +503,30 @@ worker_env() { # the model environment of the workers, from up's own
 
 host_disk() { echo "$STATE/disks/h$1"; }
 
+docker_host() { [[ " ${DOCKER_HOSTS[*]} " == *" $1 "* ]]; }
+
+host_docker_sock() { echo "$(host_disk "$1")/docker/docker.sock"; }
+
+docker_image() { # n: the sandbox image in host n's dockerd (made once: its disk keeps it)
+	local n=$1 sock i
+	sock=$(host_docker_sock "$n")
+	for ((i = 0; i < 600; i++)); do
+		if [ -S "$sock" ] && docker -H "unix://$sock" version >/dev/null 2>&1; then break; fi
+		pid_alive "$STATE/run/h$n.pid" || die "host $n's dockerd or worker exited: $(tail -n 5 "$STATE/logs/h$n.log"; tail -n 5 "$(host_disk "$n")/docker/dockerd.log" 2>/dev/null)"
+		sleep 0.1
+	done
+	[ -S "$sock" ] || die "host $n's dockerd does not answer on $sock: $(tail -n 5 "$(host_disk "$n")/docker/dockerd.log" 2>/dev/null)"
+	if ! docker -H "unix://$sock" image inspect troupe-sandbox:debian >/dev/null 2>&1; then
+		log "building the docker sandbox image in host $n's dockerd (debootstrap: about a minute, once)"
+		"$STATE/bin/troupe.run" sandbox image build --docker-host "unix://$sock" >>"$STATE/logs/image-h$n.log" 2>&1 ||
+			die "the sandbox image of host $n: see $STATE/logs/image-h$n.log"
+	fi
+}
+
 host_up() { # n
-	local n=$1 ns=troupe-h$1 disk
+	local n=$1 ns=troupe-h$1 disk engine=
 	disk=$(host_disk "$n")
+	docker_host "$n" && engine=docker
 	[ -d "$disk.dead" ] && die "host $n is killed (its disk is at $disk.dead): use restart-host $n"
 	mkdir -p "$disk/home" "$disk/tmp" "$disk/tls"
 	install -m 600 "$STATE/codec/keys" "$disk/codec.keys"
@@ -513,7 +542,12 @@ host_up() { # n
 		echo "TROUPE_CODEC_KEY_FILE='/mnt/host/codec.keys'"
 		echo "TROUPE_HOME='/mnt/host/home'"
 		echo "TMPDIR='/mnt/host/tmp'"
-		echo "TROUPE_SANDBOX='bwrap'"
+		if docker_host "$n"; then
+			echo "TROUPE_SANDBOX='docker'"
+			echo "DOCKER_HOST='unix:///mnt/host/docker/docker.sock'"
+		else
+			echo "TROUPE_SANDBOX='bwrap'"
+		fi
 		cat "$STATE/worker.env"
 	} >"$disk/env.new"
 	chmod 600 "$disk/env.new"
@@ -538,17 +572,34 @@ host_up() { # n
 		mount --bind "$4" /mnt/troupe
 		mount -t tmpfs troupe-state "$3"
 		mount -t tmpfs troupe-tmp /tmp
-		# No Docker Engine on the hosts: the machine'"'"'s dockerd runs outside
-		# the host'"'"'s network and mount namespaces (it could not see
-		# /mnt/host to bind a workspace), so its socket is hidden.
+		# The machine'"'"'s dockerd runs outside the host'"'"'s network and
+		# mount namespaces (it could not see /mnt/host to bind a
+		# workspace): its socket is hidden. A docker host runs its own.
 		if [ -S /run/docker.sock ]; then mount --bind /dev/null /run/docker.sock; fi
+		if [ "$5" = docker ]; then
+			# A dockerd of the host'"'"'s own. `ip netns exec` gave this
+			# namespace a fresh /sys: mount the machine'"'"'s cgroup
+			# hierarchies again, as they are.
+			if awk '"'"'$2 == "/sys/fs/cgroup" && $3 == "cgroup2" { f = 1 } END { exit !f }'"'"' /proc/1/mounts; then
+				mount -t cgroup2 cgroup2 /sys/fs/cgroup
+			else
+				mount -t tmpfs troupe-cgroup /sys/fs/cgroup
+				awk '"'"'$3 == "cgroup" && $2 ~ "^/sys/fs/cgroup/" { print $2, $4 }'"'"' /proc/1/mounts |
+					while read -r dir opts; do mkdir -p "$dir" && mount -t cgroup -o "$opts" cgroup "$dir"; done
+			fi
+			mkdir -p /mnt/host/docker
+			dockerd --data-root /mnt/host/docker/data --exec-root /mnt/host/docker/run --pidfile /mnt/host/docker/docker.pid \
+				-H unix:///mnt/host/docker/docker.sock --bridge none --iptables=false --ip6tables=false --ip-masq=false \
+				--cgroup-parent "troupe-h$1" >/mnt/host/docker/dockerd.log 2>&1 </dev/null &
+		fi
 		cd /mnt/host
 		set -a
 		. /mnt/host/env
 		set +a
 		exec /mnt/troupe worker
-	' sh "$n" "$disk" "$STATE" "$STATE/bin/troupe.run" >"$STATE/logs/h$n.log" 2>&1 </dev/null &
+	' sh "$n" "$disk" "$STATE" "$STATE/bin/troupe.run" "$engine" >"$STATE/logs/h$n.log" 2>&1 </dev/null &
 	echo $! >"$STATE/run/h$n.pid"
+	if [ -n "$engine" ]; then docker_image "$n"; fi
 }
 
 host_stop() { # n: every process of the host, then its pid file
@@ -560,6 +611,18 @@ host_stop() { # n: every process of the host, then its pid file
 		[ -z "$(ip netns pids "troupe-h$n" 2>/dev/null || true)" ] && break
 		sleep 0.1
 	done
+	# A container has a network namespace of its own: not among the host's
+	# pids, but in its dockerd's cgroup parent.
+	host_cgroup_procs() { find /sys/fs/cgroup -path "*/troupe-h$n/*" -name cgroup.procs -exec cat {} + 2>/dev/null || true; }
+	pids=$(host_cgroup_procs)
+	if [ -n "$pids" ]; then
+		kill -9 $pids 2>/dev/null || true
+		for _ in $(seq 50); do
+			[ -z "$(host_cgroup_procs)" ] && break
+			sleep 0.1
+		done
+	fi
+	find /sys/fs/cgroup -depth -type d \( -path "*/troupe-h$n" -o -path "*/troupe-h$n/*" \) -exec rmdir {} + 2>/dev/null || true
 }
 
 hosts_wait() { # every live host's worker polls the task queue (so it passed its start-up checks)
@@ -656,6 +719,7 @@ cmd_status() {
 	for n in "${HOSTS[@]}"; do
 		local note="netns troupe-h$n $NET.1$n, disk $(host_disk "$n")"
 		[ -d "$(host_disk "$n").dead" ] && note="KILLED: disk moved to $(host_disk "$n").dead"
+		docker_host "$n" && note="$note, docker sandboxes (its own dockerd)"
 		part "host-$n" "pid_alive $STATE/run/h$n.pid" "$note"
 	done
 	return $ok
