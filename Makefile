@@ -15,7 +15,8 @@
 #              Temporal server with mTLS and its Web UI, versitygw, three
 #              worker hosts in network namespaces (scripts/cluster.sh up);
 #              make cluster-down stops it; make cluster-test runs the
-#              cluster's end-to-end test (up, runs, a host killed, down)
+#              cluster's end-to-end tests (up, runs with sealed payloads,
+#              hosts killed under runs and sessions, API keys, down)
 #   make scale the scale tests at full scale: an agent of 5,001 turns and a
 #              session of 2,000 (make test runs them at 1,001 and 200)
 export GOTOOLCHAIN := local
@@ -87,7 +88,7 @@ cluster-down:
 	@scripts/cluster.sh down
 
 cluster-test: setup
-	TROUPE_E2E_CLUSTER=1 $(GO) test -count=1 -v -timeout 30m -run '^TestCluster(HostLoss)?$$' ./e2e/
+	TROUPE_E2E_CLUSTER=1 $(GO) test -count=1 -v -timeout 30m -run '^TestCluster(HostLoss|SessionHostLoss|APIKeys)?$$' ./e2e/
 
 # Host-loss recovery on the cluster: 10 kills of the host running a
 # sandbox command, kill to the run's next event, p50/p95 (printed).

@@ -94,6 +94,11 @@ const (
 	// the file, a file that cannot be read or parsed, TLS files that do
 	// not load, or no server named where one is needed.
 	ErrConnectionConfig = "troupe.ConnectionConfig"
+	// ErrPermissionDenied: the Temporal server refused the client: it
+	// checks API keys (TEMPORAL_API_KEY, a profile's api_key) and the
+	// client sent none, or one it does not accept or that gives no role
+	// the call needs.
+	ErrPermissionDenied = "troupe.PermissionDenied"
 	// ErrPayloadKey: a payload is sealed (package codec) with a key the
 	// process reading it does not have, or that another key of the same
 	// id does not open; the message names the key id.

@@ -223,6 +223,7 @@ func plainTemporal(err error) (string, string) {
 		ae          *temporal.ApplicationError
 		notFound    *serviceerror.NotFound
 		unavailable *serviceerror.Unavailable
+		denied      *serviceerror.PermissionDenied
 		started     *serviceerror.WorkflowExecutionAlreadyStarted
 		queryFailed *serviceerror.QueryFailed
 		deadline    *serviceerror.DeadlineExceeded
@@ -247,6 +248,9 @@ func plainTemporal(err error) (string, string) {
 		return troupe.ErrFailed, "the worker cannot answer for it (a workflow of a graph, or of a version, that no worker serves?)"
 	case errors.As(err, &unavailable):
 		return troupe.ErrNoServer, "the Temporal server does not answer"
+	case errors.As(err, &denied):
+		return troupe.ErrPermissionDenied, "the Temporal server refused this client (" + strings.TrimSuffix(denied.Error(), ".") +
+			"): give it an API key it accepts, with a role on the namespace the call needs, in TEMPORAL_API_KEY (or the profile's api_key)"
 	case errors.As(err, &deadline), errors.Is(err, context.DeadlineExceeded):
 		return troupe.ErrFailed, "no answer in time"
 	case errors.As(err, &canceled):

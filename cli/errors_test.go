@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/troupe-dev/troupe"
@@ -332,5 +334,21 @@ func TestIdleHome(t *testing.T) {
 				t.Errorf("the command started the home's server (its database: %v)", err)
 			}
 		})
+	}
+}
+
+// TestPermissionDenied: a call the server refuses for want of an API key
+// (the JWT authorizer's PermissionDenied) is troupe.PermissionDenied,
+// naming the server's reason and TEMPORAL_API_KEY, with no raw gRPC text.
+func TestPermissionDenied(t *testing.T) {
+	err := &ranError{fmt.Errorf("list runs: %w", serviceerror.NewPermissionDenied("Request unauthorized.", ""))}
+	info := describeError(err)
+	if info.Type != troupe.ErrPermissionDenied || !strings.Contains(info.Message, "Request unauthorized") || !strings.Contains(info.Message, "TEMPORAL_API_KEY") {
+		t.Errorf("%+v: want %s naming the reason and TEMPORAL_API_KEY", info, troupe.ErrPermissionDenied)
+	}
+	for _, raw := range rawTemporal {
+		if strings.Contains(info.Message, raw) {
+			t.Errorf("%q holds raw Temporal text %q", info.Message, raw)
+		}
 	}
 }

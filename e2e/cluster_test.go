@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/cli"
+	"github.com/troupe-dev/troupe/codec"
 	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
@@ -44,8 +46,13 @@ type clusterRig struct {
 	model         *scripted.Server
 	modelURL      string
 	// c is a client of the cluster's namespace, with the client
-	// certificate.
+	// certificate and the cluster's payload codec.
 	c client.Client
+	// codec is the payload codec of the client's key file
+	// (TROUPE_CODEC_KEY_FILE of the client's environment).
+	codec *codec.Codec
+	// env is the client's environment, as cluster.sh wrote it.
+	env map[string]string
 }
 
 // cluster runs scripts/cluster.sh with args, failing the test if it fails.
@@ -69,6 +76,13 @@ func (r *clusterRig) cluster(t *testing.T, args ...string) string {
 // scenario's YAML) when given. The test's environment is the cluster's
 // client's.
 func startCluster(t *testing.T, extra string) *clusterRig {
+	t.Helper()
+	return startClusterUp(t, extra, "up")
+}
+
+// startClusterUp is startCluster bringing the cluster up with up, the
+// arguments of cluster.sh (such as up --api-keys).
+func startClusterUp(t *testing.T, extra string, up ...string) *clusterRig {
 	t.Helper()
 	if os.Getenv("TROUPE_E2E_CLUSTER") == "" {
 		t.Skip("the cluster tests run with TROUPE_E2E_CLUSTER=1 (make cluster-test): they need root and minutes")
@@ -110,7 +124,7 @@ func startCluster(t *testing.T, extra string) *clusterRig {
 	t.Cleanup(func() { model.Close() })
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(strings.TrimSuffix(base, "/v1"), "http://"))
 	r := &clusterRig{script: script, state: state, model: model, modelURL: "http://" + clusterBridge + ":" + port + "/v1"}
-	r.cluster(t, "up")
+	r.cluster(t, up...)
 	if os.Getenv("TROUPE_E2E_CLUSTER_KEEP") == "" {
 		t.Cleanup(func() { r.cluster(t, "down") })
 	}
@@ -120,25 +134,34 @@ func startCluster(t *testing.T, extra string) *clusterRig {
 	}
 	t.Setenv("TROUPE_HOME", t.TempDir())
 	t.Setenv("OPENAI_API_KEY", "")
-	r.c = clusterClient(t, env)
+	r.env = env
+	r.codec, err = codec.FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.c = clusterClient(t, env, r.codec)
 	return r
 }
 
 // TestCluster: a deal-desk run from a client outside the hosts completes,
-// with activities on more than one host; with host 1 killed whole, a
-// second run completes on the others, none of its work on host 1.
+// with activities on more than one host, and its prompt (a canary) sealed
+// everywhere in the server's database, readable with the cluster's key;
+// with host 1 killed whole, a second run completes on the others, none
+// of its work on host 1; with host 2 killed too, a third runs on host 3,
+// its sandboxes docker containers of host 3's own dockerd.
 func TestCluster(t *testing.T) {
 	r := startCluster(t, "")
 	c, state := r.c, r.state
 	cluster := func(args ...string) string { t.Helper(); return r.cluster(t, args...) }
 
 	// Runs from this process, the root namespace: a client, not a worker.
+	canary := "CANARY-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	run := func() troupe.RunResult {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
 		cmd := cli.Command([]cli.Graph{{Graph: dealdesk.Graph(), Scenario: dealdesk.Scenario}}, &stdout, &stderr)
 		cmd.SetArgs([]string{"run", "--graph", "dealdesk", "--task-queue", troupe.DefaultTaskQueue, "--json",
-			"Review the Acme Corp deal: a 3-year, 5000-seat renewal at 35% off list, net-90, go-live in 3 weeks."})
+			"Review the Acme Corp deal (" + canary + "): a 3-year, 5000-seat renewal at 35% off list, net-90, go-live in 3 weeks."})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		start := time.Now()
@@ -154,6 +177,7 @@ func TestCluster(t *testing.T) {
 	}
 
 	first := run()
+	clusterSealed(t, r, first.WorkflowID, canary)
 	hosts := activityHosts(t, c, first.WorkflowID)
 	if len(hosts) < 2 {
 		// Matching hands each task to any poller: one run of a dozen
@@ -181,9 +205,29 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("with host 1 dead, activities ran on %v", onRest)
 	}
 	t.Logf("with host 1 killed, activities by host: %v", onRest)
+
+	// Host 3 alone: its sandboxes are docker containers of its own dockerd.
+	cluster("kill-host", "2")
+	last := run()
+	if on := activityHosts(t, c, last.WorkflowID); len(on) != 1 || on["troupe-h3"] == 0 {
+		t.Fatalf("with hosts 1 and 2 dead, activities ran on %v", on)
+	}
+	sandboxes := 0
+	for _, e := range runEvents(t, c, last.WorkflowID) {
+		if e.Kind == troupe.EventSandboxProvisioned {
+			sandboxes++
+			if e.Detail != "docker sandbox on troupe-h3" {
+				t.Errorf("with host 3 alone, a sandbox: %s; want a docker sandbox on troupe-h3", e.Detail)
+			}
+		}
+	}
+	if sandboxes == 0 {
+		t.Error("with host 3 alone, the run made no sandbox")
+	}
 	cluster("restart-host", "1")
+	cluster("restart-host", "2")
 	if out := cluster("status"); strings.Contains(out, "DOWN") {
-		t.Fatalf("after restart-host 1:\n%s", out)
+		t.Fatalf("after restart-host 1 and 2:\n%s", out)
 	}
 }
 
@@ -210,8 +254,9 @@ func clusterEnv(t *testing.T, path string) map[string]string {
 	return env
 }
 
-// clusterClient dials the cluster's frontend with the client certificate.
-func clusterClient(t *testing.T, env map[string]string) client.Client {
+// clusterClient dials the cluster's frontend with the client certificate
+// and the payload codec cd.
+func clusterClient(t *testing.T, env map[string]string, cd *codec.Codec) client.Client {
 	t.Helper()
 	cert, err := tls.LoadX509KeyPair(env["TEMPORAL_TLS_CLIENT_CERT_PATH"], env["TEMPORAL_TLS_CLIENT_KEY_PATH"])
 	if err != nil {
@@ -223,8 +268,13 @@ func clusterClient(t *testing.T, env map[string]string) client.Client {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(pem)
-	c, err := client.Dial(client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"], Logger: quiet(),
-		ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}})
+	opts := client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"], Logger: quiet(),
+		ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}}
+	if key := env["TEMPORAL_API_KEY"]; key != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
+	}
+	cd.Apply(&opts)
+	c, err := client.Dial(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +290,9 @@ func clusterClient(t *testing.T, env map[string]string) client.Client {
 	if err == nil {
 		t.Fatal("the frontend answered a client without a certificate")
 	}
+	if env["TEMPORAL_API_KEY"] != "" {
+		return c // The server checks API keys: TestClusterAPIKeys.
+	}
 	// An API key goes with the certificate (as the CLI sends
 	// TEMPORAL_API_KEY): this server has no authorizer, so the key is
 	// carried and not checked; the certificate is what lets a client in.
@@ -254,6 +307,16 @@ func clusterClient(t *testing.T, env map[string]string) client.Client {
 		t.Fatalf("a client with its certificate and an API key: %v", err)
 	}
 	return c
+}
+
+// runID is the workflow id of the run `troupe run --json` printed.
+func runID(t *testing.T, out []byte) string {
+	t.Helper()
+	var res troupe.RunResult
+	if err := json.Unmarshal(out, &res); err != nil || res.WorkflowID == "" {
+		t.Fatalf("troupe run --json printed %s (%v)", out, err)
+	}
+	return res.WorkflowID
 }
 
 var clusterHost = regexp.MustCompile(`\d+@(troupe-h\d+)\b`)

@@ -141,7 +141,7 @@ func killDuringCommand(t *testing.T, r *clusterRig, i int) time.Duration {
 	deadline := time.Now().Add(2 * time.Minute) // a hang detector
 	for {
 		left = left[:0]
-		disks, _ := filepath.Glob(filepath.Join(r.state, "disks", "h*", "home", "sandboxes", "bwrap", "*"))
+		disks, _ := filepath.Glob(filepath.Join(r.state, "disks", "h*", "home", "sandboxes", "*", "*"))
 		for _, d := range disks {
 			if strings.Contains(filepath.Base(d), prefix) {
 				left = append(left, d)

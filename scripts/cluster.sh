@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A real Troupe deployment on this machine (issue 24, point 1):
 #
-#   scripts/cluster.sh up              bring everything up (idempotent: up twice is fine)
+#   scripts/cluster.sh up [--api-keys] bring everything up (idempotent: up twice is fine);
+#                                      --api-keys: the server checks API keys (JWTs) too,
+#                                      until an up without it
 #   scripts/cluster.sh down [--purge]  stop everything; --purge deletes the state too
 #   scripts/cluster.sh status          each part, up or down
 #   scripts/cluster.sh kill-host N     kill -9 every process of host N, make its disk unreachable
@@ -17,12 +19,26 @@
 #     address, its frontend requiring client certificates (mTLS); the
 #     namespace $NAMESPACE with a retention; the Web UI (clusterctl ui);
 #   - versitygw as the shared S3 store, bucket $BUCKET;
+#   - the payload codec on: one AES-256 key (id $CODEC_KEY_ID) made by up,
+#     copied into a key file (mode 0600) on each host's disk and one for
+#     clients, so every worker and client seals what it sends through
+#     Temporal; `troupe codec-server` on 127.0.0.1:$CODEC_PORT decodes for
+#     the Web UI;
+#   - with --api-keys, the server's JWT authorizer (Temporal's default
+#     claim mapper and authorizer): a signing key and its JWKS made by up
+#     ($STATE/jwt, read by the server as a file:// key source), an API key
+#     (a JWT) minted for the client ($STATE/env's TEMPORAL_API_KEY), for each
+#     host and for the Web UI, each with a role on the namespace alone; the
+#     server's own services reach it through its internal frontend, whose
+#     internode mTLS (a CA of its own) no client certificate passes;
 #   - three hosts: network namespaces troupe-h1..3 on the bridge trpbr0,
 #     10.77.24.11..13, each with its own hostname (a UTS namespace), its own
 #     disk ($STATE/disks/hN, mounted at /mnt/host in a private mount
-#     namespace that hides $STATE and /tmp), each running `troupe worker`
-#     with bwrap sandboxes (no docker: the machine's dockerd cannot live
-#     in a host's namespaces cheaply, so the hosts do not see its socket).
+#     namespace that hides $STATE and /tmp), each running `troupe worker`:
+#     with bwrap sandboxes, but host 3 with docker sandboxes, on a dockerd
+#     of its own (started in its namespaces, its state on its disk, its
+#     containers in the cgroup troupe-h3; the machine's dockerd stays hidden
+#     from every host).
 #
 # The workers use the model of $STATE/worker.env: OPENAI_* of the
 # environment `up` runs in (OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL,
@@ -42,6 +58,8 @@ BRIDGE=trpbr0
 NET=10.77.24
 BRIDGE_IP=$NET.1
 HOSTS=(1 2 3)
+# The hosts whose worker runs docker sandboxes, on a dockerd of their own.
+DOCKER_HOSTS=(3)
 PG_PORT=17432
 FRONTEND_PORT=17233
 UI_PORT=18233
@@ -49,6 +67,14 @@ S3_PORT=17900
 PGBIN=/usr/lib/postgresql/15/bin
 S3_ACCESS=troupe-cluster
 S3_SECRET_FILE=$STATE/s3/secret
+CODEC_PORT=18234
+INTERNAL_FRONTEND_PORT=17236
+JWT=$STATE/jwt
+# Present while the server checks API keys (up --api-keys).
+API_KEYS_ON=$STATE/api-keys
+# How long the API keys up mints are good for.
+API_KEY_TTL=8760h
+CODEC_KEY_ID=cluster1
 
 export GOTOOLCHAIN=local
 export GOFLAGS="${GOFLAGS:-} -tags=release"
@@ -105,8 +131,11 @@ AWS_EC2_METADATA_DISABLED=true
 AWS_RESPONSE_CHECKSUM_VALIDATION=when_required
 AWS_CONFIG_FILE=/dev/null
 AWS_SHARED_CREDENTIALS_FILE=/dev/null
+TROUPE_CODEC_KEY_FILE=$STATE/codec/client.keys
 TROUPE_CLUSTER_UI=http://$BRIDGE_IP:$UI_PORT
+TROUPE_CLUSTER_CODEC=http://127.0.0.1:$CODEC_PORT
 EOF
+	if api_keys; then printf "TEMPORAL_API_KEY='%s'\n" "$(cat "$JWT/client.token")"; fi
 }
 
 # ---------------------------------------------------------------- binaries
@@ -131,6 +160,10 @@ ensure_packages() {
 	command -v bwrap >/dev/null || missing+=(bubblewrap)
 	command -v ip >/dev/null || missing+=(iproute2)
 	command -v unshare >/dev/null || missing+=(util-linux)
+	if [ ${#DOCKER_HOSTS[@]} -gt 0 ]; then
+		command -v dockerd >/dev/null || missing+=(docker.io)
+		command -v debootstrap >/dev/null || missing+=(debootstrap)
+	fi
 	if [ ${#missing[@]} -gt 0 ]; then
 		log "installing ${missing[*]} (apt)"
 		# The package's own cluster service is not ours: leave it as Debian sets it.
@@ -158,6 +191,65 @@ make_certs() {
 	issue client troupe-client "DNS:troupe-client"
 	for n in "${HOSTS[@]}"; do issue "h$n" "troupe-h$n" "DNS:troupe-h$n"; done
 	chmod 600 "$d"/*-key.pem
+}
+
+make_internode_certs() { # a CA of the server's services alone: no client certificate passes their mTLS
+	local d=$STATE/tls
+	[ -f "$d/internode-ca.pem" ] && [ -f "$d/internode.pem" ] && return 0
+	log "making the internode certificates (a CA of the server's own services)"
+	openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=troupe-cluster internode CA" \
+		-keyout "$d/internode-ca-key.pem" -out "$d/internode-ca.pem" 2>/dev/null
+	openssl req -newkey rsa:2048 -nodes -subj "/CN=temporal" -keyout "$d/internode-key.pem" -out "$d/internode.csr" 2>/dev/null
+	printf 'subjectAltName=DNS:temporal,IP:%s,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' "$BRIDGE_IP" >"$d/internode.ext"
+	openssl x509 -req -in "$d/internode.csr" -CA "$d/internode-ca.pem" -CAkey "$d/internode-ca-key.pem" -CAcreateserial -days 3650 \
+		-extfile "$d/internode.ext" -out "$d/internode.pem" 2>/dev/null
+	rm -f "$d/internode.csr" "$d/internode.ext"
+	chmod 600 "$d"/*-key.pem
+}
+
+# ---------------------------------------------------------------- API keys
+
+jwt_up() { # the signing key, its JWKS, and the API keys of the client, the UI and each host
+	mkdir -p "$JWT"
+	chmod 700 "$JWT"
+	"$STATE/bin/clusterctl" jwks "$JWT"
+	mint() { # file subject permission...
+		local f=$1
+		shift
+		(umask 077 && "$STATE/bin/clusterctl" token "$JWT" "$1" "$API_KEY_TTL" "${@:2}" >"$JWT/$f.new") && mv "$JWT/$f.new" "$JWT/$f"
+	}
+	# Each up mints them again. A key stays good until it expires: to
+	# revoke keys, delete $JWT/jwt-key.pem and up again (a new signing key).
+	mint admin.token troupe-cluster-admin temporal-system:admin
+	mint client.token troupe-client "$NAMESPACE:write"
+	mint ui.token troupe-web-ui "$NAMESPACE:read" temporal-system:read
+	for n in "${HOSTS[@]}"; do mint "h$n.token" "troupe-h$n" "$NAMESPACE:write"; done
+}
+
+api_keys() { [ -f "$API_KEYS_ON" ]; }
+
+
+# ---------------------------------------------------------------- payload keys
+
+codec_keys() { # the cluster's payload key, and the clients' key file
+	local d=$STATE/codec
+	mkdir -p "$d"
+	chmod 700 "$d"
+	if [ ! -s "$d/keys" ]; then
+		log "making the payload key (AES-256-GCM, id $CODEC_KEY_ID)"
+		(umask 077 && printf '%s:%s\n' "$CODEC_KEY_ID" "$(openssl rand -base64 32)" >"$d/keys.new") && mv "$d/keys.new" "$d/keys"
+	fi
+	install -m 600 "$d/keys" "$d/client.keys"
+}
+
+codec_up() { # the codec server the Web UI decodes through, on loopback
+	if ! pid_alive "$STATE/run/codec.pid"; then
+		log "starting the codec server on http://127.0.0.1:$CODEC_PORT (for the Web UI)"
+		(set -a && . "$STATE/env" && exec setsid "$STATE/bin/troupe.run" codec-server --addr "127.0.0.1:$CODEC_PORT" \
+			--ui-origin "http://$BRIDGE_IP:$UI_PORT" >"$STATE/logs/codec.log" 2>&1 </dev/null) &
+		echo $! >"$STATE/run/codec.pid"
+	fi
+	wait_port 127.0.0.1 "$CODEC_PORT" "the codec server"
 }
 
 # ---------------------------------------------------------------- postgres
@@ -255,19 +347,29 @@ persistence:
         maxIdleConns: 4
         maxConnLifetime: 1h
 global:
+$(api_keys && cat <<EOT
+  authorization:
+    jwtKeyProvider:
+      keySourceURIs: ["file://$JWT/jwks.json"]
+      refreshInterval: 1m
+    permissionsClaimName: permissions
+    authorizer: default
+    claimMapper: default
+EOT
+)
   membership:
     maxJoinDuration: 30s
     broadcastAddress: "$BRIDGE_IP"
   tls:
     internode:
       server:
-        certFile: $t/server.pem
-        keyFile: $t/server-key.pem
+        certFile: $t/internode.pem
+        keyFile: $t/internode-key.pem
         requireClientAuth: true
-        clientCaFiles: [$t/ca.pem]
+        clientCaFiles: [$t/internode-ca.pem]
       client:
         serverName: temporal
-        rootCaFiles: [$t/ca.pem]
+        rootCaFiles: [$t/internode-ca.pem]
     frontend:
       server:
         certFile: $t/server.pem
@@ -292,6 +394,13 @@ services:
     rpc: {grpcPort: 17235, membershipPort: 17935, bindOnIP: "$BRIDGE_IP"}
   worker:
     rpc: {grpcPort: 17239, membershipPort: 17939, bindOnIP: "$BRIDGE_IP"}
+$(api_keys && cat <<EOT
+  # The server's own calls (its worker service's) come here: internode
+  # mTLS, taken as the system. The public frontend checks API keys.
+  internal-frontend:
+    rpc: {grpcPort: $INTERNAL_FRONTEND_PORT, membershipPort: 17936, bindOnIP: "$BRIDGE_IP"}
+EOT
+)
 clusterMetadata:
   enableGlobalNamespace: false
   failoverVersionIncrement: 10
@@ -317,16 +426,30 @@ temporal_up() {
 		stop_pidfile "$STATE/run/temporal.pid"
 		log "starting the Temporal server ($TEMPORAL_VERSION) on $BRIDGE_IP:$FRONTEND_PORT"
 		cp "$STATE/temporal/config.yaml" "$STATE/temporal/config.running.yaml"
-		setsid "$STATE/bin/temporal-server" --config-file "$STATE/temporal/config.yaml" --allow-no-auth start \
+		local flags=(--allow-no-auth start)
+		if api_keys; then
+			log "the server checks API keys (JWTs of $JWT/jwks.json); its services call its internal frontend on :$INTERNAL_FRONTEND_PORT"
+			flags=(start --service frontend --service internal-frontend --service history --service matching --service worker)
+		fi
+		setsid "$STATE/bin/temporal-server" --config-file "$STATE/temporal/config.yaml" "${flags[@]}" \
 			>"$STATE/logs/temporal.log" 2>&1 </dev/null &
 		echo $! >"$STATE/run/temporal.pid"
 	fi
 	wait_port "$BRIDGE_IP" "$FRONTEND_PORT" "the Temporal frontend" 120
-	(set -a && . "$STATE/env" && "$STATE/bin/clusterctl" namespace "$NAMESPACE" "$RETENTION") ||
+	local admin=
+	if api_keys; then admin=$(cat "$JWT/admin.token"); fi
+	(set -a && . "$STATE/env" && TEMPORAL_API_KEY=${admin:-${TEMPORAL_API_KEY:-}} "$STATE/bin/clusterctl" namespace "$NAMESPACE" "$RETENTION") ||
 		die "namespace $NAMESPACE: see $STATE/logs/temporal.log"
+	codec_up
+	# The UI reads the client's environment at its start (the codec server's
+	# address among it): started again when that changed.
+	cmp -s "$STATE/env" "$STATE/run/ui.env" || stop_pidfile "$STATE/run/ui.pid"
 	if ! pid_alive "$STATE/run/ui.pid"; then
+		install -m 600 "$STATE/env" "$STATE/run/ui.env"
 		log "starting the Web UI on http://$BRIDGE_IP:$UI_PORT"
-		(set -a && . "$STATE/env" && exec setsid "$STATE/bin/clusterctl" ui "$BRIDGE_IP:$UI_PORT" \
+		local uikey=
+		if api_keys; then uikey=$(cat "$JWT/ui.token"); fi
+		(set -a && . "$STATE/env" && TROUPE_CLUSTER_UI_KEY=$uikey exec setsid "$STATE/bin/clusterctl" ui "$BRIDGE_IP:$UI_PORT" \
 			>"$STATE/logs/ui.log" 2>&1 </dev/null) &
 		echo $! >"$STATE/run/ui.pid"
 	fi
@@ -380,24 +503,54 @@ worker_env() { # the model environment of the workers, from up's own
 
 host_disk() { echo "$STATE/disks/h$1"; }
 
+docker_host() { [[ " ${DOCKER_HOSTS[*]} " == *" $1 "* ]]; }
+
+host_docker_sock() { echo "$(host_disk "$1")/docker/docker.sock"; }
+
+docker_image() { # n: the sandbox image in host n's dockerd (made once: its disk keeps it)
+	local n=$1 sock i
+	sock=$(host_docker_sock "$n")
+	for ((i = 0; i < 600; i++)); do
+		if [ -S "$sock" ] && docker -H "unix://$sock" version >/dev/null 2>&1; then break; fi
+		pid_alive "$STATE/run/h$n.pid" || die "host $n's dockerd or worker exited: $(tail -n 5 "$STATE/logs/h$n.log"; tail -n 5 "$(host_disk "$n")/docker/dockerd.log" 2>/dev/null)"
+		sleep 0.1
+	done
+	[ -S "$sock" ] || die "host $n's dockerd does not answer on $sock: $(tail -n 5 "$(host_disk "$n")/docker/dockerd.log" 2>/dev/null)"
+	if ! docker -H "unix://$sock" image inspect troupe-sandbox:debian >/dev/null 2>&1; then
+		log "building the docker sandbox image in host $n's dockerd (debootstrap: about a minute, once)"
+		"$STATE/bin/troupe.run" sandbox image build --docker-host "unix://$sock" >>"$STATE/logs/image-h$n.log" 2>&1 ||
+			die "the sandbox image of host $n: see $STATE/logs/image-h$n.log"
+	fi
+}
+
 host_up() { # n
-	local n=$1 ns=troupe-h$1 disk
+	local n=$1 ns=troupe-h$1 disk engine=
 	disk=$(host_disk "$n")
+	docker_host "$n" && engine=docker
 	[ -d "$disk.dead" ] && die "host $n is killed (its disk is at $disk.dead): use restart-host $n"
 	mkdir -p "$disk/home" "$disk/tmp" "$disk/tls"
+	install -m 600 "$STATE/codec/keys" "$disk/codec.keys"
 	cp "$STATE/tls/ca.pem" "$disk/tls/ca.pem"
 	cp "$STATE/tls/h$n.pem" "$disk/tls/client.pem"
 	cp "$STATE/tls/h$n-key.pem" "$disk/tls/client-key.pem"
 	{
-		client_env | grep -v -e '^TEMPORAL_TLS_' -e '^TROUPE_CLUSTER_UI'
+		client_env | grep -v -e '^TEMPORAL_TLS_' -e '^TEMPORAL_API_KEY' -e '^TROUPE_CLUSTER_' -e '^TROUPE_CODEC_'
+		if api_keys; then echo "TEMPORAL_API_KEY='$(cat "$JWT/h$n.token")'"; fi
 		echo "TEMPORAL_TLS_CLIENT_CERT_PATH='/mnt/host/tls/client.pem'"
 		echo "TEMPORAL_TLS_CLIENT_KEY_PATH='/mnt/host/tls/client-key.pem'"
 		echo "TEMPORAL_TLS_SERVER_CA_CERT_PATH='/mnt/host/tls/ca.pem'"
+		echo "TROUPE_CODEC_KEY_FILE='/mnt/host/codec.keys'"
 		echo "TROUPE_HOME='/mnt/host/home'"
 		echo "TMPDIR='/mnt/host/tmp'"
-		echo "TROUPE_SANDBOX='bwrap'"
+		if docker_host "$n"; then
+			echo "TROUPE_SANDBOX='docker'"
+			echo "DOCKER_HOST='unix:///mnt/host/docker/docker.sock'"
+		else
+			echo "TROUPE_SANDBOX='bwrap'"
+		fi
 		cat "$STATE/worker.env"
 	} >"$disk/env.new"
+	chmod 600 "$disk/env.new"
 	if pid_alive "$STATE/run/h$n.pid" && cmp -s "$disk/env.new" "$disk/env"; then
 		rm "$disk/env.new"
 		return 0
@@ -419,17 +572,34 @@ host_up() { # n
 		mount --bind "$4" /mnt/troupe
 		mount -t tmpfs troupe-state "$3"
 		mount -t tmpfs troupe-tmp /tmp
-		# No Docker Engine on the hosts: the machine'"'"'s dockerd runs outside
-		# the host'"'"'s network and mount namespaces (it could not see
-		# /mnt/host to bind a workspace), so its socket is hidden.
+		# The machine'"'"'s dockerd runs outside the host'"'"'s network and
+		# mount namespaces (it could not see /mnt/host to bind a
+		# workspace): its socket is hidden. A docker host runs its own.
 		if [ -S /run/docker.sock ]; then mount --bind /dev/null /run/docker.sock; fi
+		if [ "$5" = docker ]; then
+			# A dockerd of the host'"'"'s own. `ip netns exec` gave this
+			# namespace a fresh /sys: mount the machine'"'"'s cgroup
+			# hierarchies again, as they are.
+			if awk '"'"'$2 == "/sys/fs/cgroup" && $3 == "cgroup2" { f = 1 } END { exit !f }'"'"' /proc/1/mounts; then
+				mount -t cgroup2 cgroup2 /sys/fs/cgroup
+			else
+				mount -t tmpfs troupe-cgroup /sys/fs/cgroup
+				awk '"'"'$3 == "cgroup" && $2 ~ "^/sys/fs/cgroup/" { print $2, $4 }'"'"' /proc/1/mounts |
+					while read -r dir opts; do mkdir -p "$dir" && mount -t cgroup -o "$opts" cgroup "$dir"; done
+			fi
+			mkdir -p /mnt/host/docker
+			dockerd --data-root /mnt/host/docker/data --exec-root /mnt/host/docker/run --pidfile /mnt/host/docker/docker.pid \
+				-H unix:///mnt/host/docker/docker.sock --bridge none --iptables=false --ip6tables=false --ip-masq=false \
+				--cgroup-parent "troupe-h$1" >/mnt/host/docker/dockerd.log 2>&1 </dev/null &
+		fi
 		cd /mnt/host
 		set -a
 		. /mnt/host/env
 		set +a
 		exec /mnt/troupe worker
-	' sh "$n" "$disk" "$STATE" "$STATE/bin/troupe.run" >"$STATE/logs/h$n.log" 2>&1 </dev/null &
+	' sh "$n" "$disk" "$STATE" "$STATE/bin/troupe.run" "$engine" >"$STATE/logs/h$n.log" 2>&1 </dev/null &
 	echo $! >"$STATE/run/h$n.pid"
+	if [ -n "$engine" ]; then docker_image "$n"; fi
 }
 
 host_stop() { # n: every process of the host, then its pid file
@@ -441,6 +611,18 @@ host_stop() { # n: every process of the host, then its pid file
 		[ -z "$(ip netns pids "troupe-h$n" 2>/dev/null || true)" ] && break
 		sleep 0.1
 	done
+	# A container has a network namespace of its own: not among the host's
+	# pids, but in its dockerd's cgroup parent.
+	host_cgroup_procs() { find /sys/fs/cgroup -path "*/troupe-h$n/*" -name cgroup.procs -exec cat {} + 2>/dev/null || true; }
+	pids=$(host_cgroup_procs)
+	if [ -n "$pids" ]; then
+		kill -9 $pids 2>/dev/null || true
+		for _ in $(seq 50); do
+			[ -z "$(host_cgroup_procs)" ] && break
+			sleep 0.1
+		done
+	fi
+	find /sys/fs/cgroup -depth -type d \( -path "*/troupe-h$n" -o -path "*/troupe-h$n/*" \) -exec rmdir {} + 2>/dev/null || true
 }
 
 hosts_wait() { # every live host's worker polls the task queue (so it passed its start-up checks)
@@ -459,6 +641,11 @@ hosts_wait() { # every live host's worker polls the task queue (so it passed its
 
 cmd_up() {
 	mkdir -p "$STATE/logs" "$STATE/run" "$STATE/disks"
+	case "${1:-}" in
+	--api-keys) touch "$API_KEYS_ON" ;;
+	"") rm -f "$API_KEYS_ON" ;;
+	*) die "usage: scripts/cluster.sh up [--api-keys]" ;;
+	esac
 	chmod 755 "$STATE"
 	trap 'if [ -z "${UP_DONE:-}" ]; then log "up failed: cleaning up (down)"; cmd_down >/dev/null 2>&1 || true; fi' EXIT
 	ensure_packages
@@ -466,10 +653,14 @@ cmd_up() {
 	# A running worker keeps its binary: a fresh copy for each start.
 	cp "$STATE/bin/troupe" "$STATE/bin/troupe.run.new" && mv "$STATE/bin/troupe.run.new" "$STATE/bin/troupe.run"
 	make_certs
+	make_internode_certs
+	codec_keys
 	net_up
 	pg_up
 	s3_up
-	client_env >"$STATE/env"
+	if api_keys; then jwt_up; fi
+	# Secrets inside (the S3 key, the API key): for root alone.
+	(umask 077 && client_env >"$STATE/env.new") && mv "$STATE/env.new" "$STATE/env"
 	temporal_up
 	worker_env >"$STATE/worker.env"
 	if ! cmp -s "$STATE/worker.env" "$STATE/worker.env.running"; then
@@ -499,6 +690,7 @@ cmd_down() {
 		ip link del "trph$n" 2>/dev/null || true
 	done
 	stop_pidfile "$STATE/run/ui.pid"
+	stop_pidfile "$STATE/run/codec.pid"
 	stop_pidfile "$STATE/run/temporal.pid"
 	stop_pidfile "$STATE/run/versitygw.pid"
 	pg_down
@@ -517,13 +709,17 @@ cmd_status() {
 		if eval "$2"; then printf '%-12s up    %s\n' "$1" "$3"; else printf '%-12s DOWN  %s\n' "$1" "$3"; ok=1; fi
 	}
 	part postgres "runuser -u postgres -- $PGBIN/pg_isready -q -h 127.0.0.1 -p $PG_PORT 2>/dev/null" "127.0.0.1:$PG_PORT, data $STATE/pg/data"
-	part temporal "pid_alive $STATE/run/temporal.pid && (exec 3<>/dev/tcp/$BRIDGE_IP/$FRONTEND_PORT) 2>/dev/null" "$BRIDGE_IP:$FRONTEND_PORT (mTLS), namespace $NAMESPACE"
+	local auth="mTLS"
+	if api_keys; then auth="mTLS and API keys"; fi
+	part temporal "pid_alive $STATE/run/temporal.pid && (exec 3<>/dev/tcp/$BRIDGE_IP/$FRONTEND_PORT) 2>/dev/null" "$BRIDGE_IP:$FRONTEND_PORT ($auth), namespace $NAMESPACE"
 	part web-ui "pid_alive $STATE/run/ui.pid" "http://$BRIDGE_IP:$UI_PORT"
+	part codec "pid_alive $STATE/run/codec.pid" "http://127.0.0.1:$CODEC_PORT (decodes for the Web UI; key $CODEC_KEY_ID)"
 	part s3 "pid_alive $STATE/run/versitygw.pid" "http://$BRIDGE_IP:$S3_PORT bucket $BUCKET"
 	part bridge "ip link show $BRIDGE >/dev/null 2>&1" "$BRIDGE $BRIDGE_IP/24"
 	for n in "${HOSTS[@]}"; do
 		local note="netns troupe-h$n $NET.1$n, disk $(host_disk "$n")"
 		[ -d "$(host_disk "$n").dead" ] && note="KILLED: disk moved to $(host_disk "$n").dead"
+		docker_host "$n" && note="$note, docker sandboxes (its own dockerd)"
 		part "host-$n" "pid_alive $STATE/run/h$n.pid" "$note"
 	done
 	return $ok
@@ -555,11 +751,11 @@ cmd_restart_host() {
 }
 
 case "${1:-}" in
-up) cmd_up ;;
+up) cmd_up "${2:-}" ;;
 down) cmd_down "${2:-}" ;;
 status) cmd_status ;;
 env) cat "$STATE/env" ;;
 kill-host) [ -n "${2:-}" ] || die "usage: kill-host N"; cmd_kill_host "$2" ;;
 restart-host) [ -n "${2:-}" ] || die "usage: restart-host N"; cmd_restart_host "$2" ;;
-*) die "usage: scripts/cluster.sh up|down [--purge]|status|env|kill-host N|restart-host N" ;;
+*) die "usage: scripts/cluster.sh up [--api-keys]|down [--purge]|status|env|kill-host N|restart-host N" ;;
 esac

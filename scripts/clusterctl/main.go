@@ -5,7 +5,9 @@
 //	clusterctl namespace NAME RETENTION   registers NAME with RETENTION (a Go
 //	                                      duration), or updates its retention
 //	clusterctl ui LISTEN                  serves the Temporal Web UI on LISTEN
-//	                                      (host:port) until killed
+//	                                      (host:port) until killed, decoding
+//	                                      payloads through the codec server of
+//	                                      TROUPE_CLUSTER_CODEC when set
 //	clusterctl wait-pollers QUEUE WHO...  waits (up to 90 s) until a worker whose
 //	                                      identity starts with each WHO ("pid@host")
 //	                                      polls QUEUE: a worker that is up and passed
@@ -14,30 +16,49 @@
 //	                                      QUEUE whose identity holds PART polled
 //	                                      in the last 75 s: what troupe's
 //	                                      start-up check counts as a live worker
+//	clusterctl jwks DIR                   makes the cluster's token signing key
+//	                                      (DIR/jwt-key.pem, RSA, mode 0600) unless
+//	                                      it exists, and writes its public half as
+//	                                      a JWKS (DIR/jwks.json), which the server's
+//	                                      JWT claim mapper reads
+//	clusterctl token DIR SUBJECT TTL PERMISSION...
+//	                                      prints a JWT for SUBJECT with the
+//	                                      permissions ("NAMESPACE:ROLE", role read,
+//	                                      write, worker or admin; temporal-system
+//	                                      for the whole cluster), valid for TTL (a
+//	                                      Go duration), signed with DIR's key: an
+//	                                      API key (TEMPORAL_API_KEY)
 //
 // They read the connection as every troupe command does
 // (troupeclient.Connection: the environment the script writes for
 // clients, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, the TEMPORAL_TLS_* paths
-// of mTLS, TEMPORAL_API_KEY, or a profile of temporal.toml), with the
-// payload codec of TROUPE_CODEC_KEY_FILE / TROUPE_CODEC_KEYS /
-// TROUPE_CODEC_KEY_ID when the cluster seals payloads. ui points the Web
-// UI at the codec server of TEMPORAL_CODEC_ENDPOINT, when set (troupe
-// codec-server, with --ui-origin the UI's address), and talks to the
-// frontend over the TEMPORAL_TLS_* files (the UI server takes paths).
+// of mTLS, TEMPORAL_API_KEY when the server checks API keys, or a profile
+// of temporal.toml), with the payload codec of TROUPE_CODEC_KEY_FILE /
+// TROUPE_CODEC_KEYS / TROUPE_CODEC_KEY_ID when the cluster seals payloads.
+// ui points the Web UI at the codec server of TROUPE_CLUSTER_CODEC (or
+// TEMPORAL_CODEC_ENDPOINT), when set (troupe codec-server, with
+// --ui-origin the UI's address), talks to the frontend over the
+// TEMPORAL_TLS_* files (the UI server takes paths) and sends
+// TROUPE_CLUSTER_UI_KEY as its API key.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"github.com/labstack/echo/v4"
 	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiapi "github.com/temporalio/ui-server/v2/server/api"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -45,6 +66,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	troupeclient "github.com/troupe-dev/troupe/client"
@@ -86,6 +108,25 @@ func run(args []string) error {
 			return errors.New("usage: clusterctl wait-stale QUEUE PART")
 		}
 		return waitStale(args[1], args[2])
+	case "jwks":
+		if len(args) != 2 {
+			return errors.New("usage: clusterctl jwks DIR")
+		}
+		return makeJWKS(args[1])
+	case "token":
+		if len(args) < 5 {
+			return errors.New("usage: clusterctl token DIR SUBJECT TTL PERMISSION...")
+		}
+		ttl, err := time.ParseDuration(args[3])
+		if err != nil || ttl <= 0 {
+			return fmt.Errorf("TTL %q: want a Go duration such as 720h", args[3])
+		}
+		token, err := mintToken(args[1], args[2], ttl, args[4:], time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Println(token)
+		return nil
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
@@ -218,24 +259,35 @@ func ui(listen string) error {
 	if err != nil {
 		return err
 	}
-	s := uiserver.NewServer(uioptions.WithConfigProvider(&uiconfig.Config{
+	var opts []uioptions.ServerOption
+	if key := os.Getenv("TROUPE_CLUSTER_UI_KEY"); key != "" {
+		// The server checks API keys: the UI's calls carry its own, as
+		// the SDK sends one (authorization: Bearer KEY).
+		opts = append(opts, uioptions.WithAPIMiddleware([]uiapi.Middleware{func(echo.Context) runtime.ServeMuxOption {
+			return runtime.WithMetadata(func(context.Context, *http.Request) metadata.MD {
+				return metadata.Pairs("authorization", "Bearer "+key)
+			})
+		}}))
+	}
+	s := uiserver.NewServer(append(opts, uioptions.WithConfigProvider(&uiconfig.Config{
 		Host:                host,
 		Port:                port,
 		TemporalGRPCAddress: os.Getenv("TEMPORAL_ADDRESS"),
 		EnableUI:            true,
 		DefaultNamespace:    os.Getenv("TEMPORAL_NAMESPACE"),
-		// The UI decodes sealed payloads through a codec server: it
-		// never holds the keys.
-		Codec: uiconfig.Codec{Endpoint: os.Getenv("TEMPORAL_CODEC_ENDPOINT")},
 		TLS: uiconfig.TLS{
 			CaFile:   os.Getenv("TEMPORAL_TLS_SERVER_CA_CERT_PATH"),
 			CertFile: os.Getenv("TEMPORAL_TLS_CLIENT_CERT_PATH"),
 			KeyFile:  os.Getenv("TEMPORAL_TLS_CLIENT_KEY_PATH"),
 		},
+		// The codec server (troupe codec-server) the UI's pages decode
+		// payloads through, when the cluster seals them: the UI never
+		// holds the keys.
+		Codec: uiconfig.Codec{Endpoint: cmp.Or(os.Getenv("TROUPE_CLUSTER_CODEC"), os.Getenv("TEMPORAL_CODEC_ENDPOINT"))},
 		// Plain HTTP on the bridge: cookies cannot be Secure.
 		CORS:             uiconfig.CORS{CookieInsecure: true},
 		HideLogs:         true,
 		DisableNewsFetch: true,
-	}))
+	}))...)
 	return s.Start()
 }
