@@ -91,9 +91,13 @@ cluster-test: setup
 	TROUPE_E2E_CLUSTER=1 $(GO) test -count=1 -v -timeout 30m -run '^TestCluster(HostLoss|SessionHostLoss|APIKeys)?$$' ./e2e/
 
 # Host-loss recovery on the cluster: 10 kills of the host running a
-# sandbox command, kill to the run's next event, p50/p95 (printed).
+# sandbox command, kill to the run's next event, p50/p95 (printed); and
+# RUNS (200) deal-desk runs at once on three worker hosts, then on one:
+# runs per minute of each (printed).
+RUNS ?= 200
 cluster-bench: setup
 	TROUPE_E2E_CLUSTER=1 TROUPE_E2E_CLUSTER_KILLS=10 $(GO) test -count=1 -v -timeout 60m -run '^TestClusterHostLoss$$' ./e2e/
+	TROUPE_E2E_CLUSTER=1 TROUPE_E2E_CLUSTER_RUNS=$(RUNS) $(GO) test -count=1 -v -timeout 60m -run '^TestClusterThroughput$$' ./e2e/
 
 bench: setup
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 45m ./bench/

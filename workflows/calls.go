@@ -103,12 +103,13 @@ func (t *turnCalls) run(ctx workflow.Context, rc agents.RunContext, calls []agen
 	defer func() { t.slots = nil }()
 	var fns []pendingCall
 	for i, c := range d.Functions {
-		why := answers[i]
+		why, took := answers[i], false
 		if why == "" {
 			why = t.slots.take(ctx)
+			took = why == ""
 		}
 		f := t.chain.CheckOutput(ctx, fnCalls[i], t.function(ctx, rc, fnCalls[i], why))
-		if answers[i] == "" {
+		if took {
 			t.slots.holdUntil(ctx, f)
 		}
 		fns = append(fns, pendingCall{c, f})
