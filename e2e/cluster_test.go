@@ -254,9 +254,10 @@ func clusterEnv(t *testing.T, path string) map[string]string {
 	return env
 }
 
-// clusterClient dials the cluster's frontend with the client certificate
-// and the payload codec cd.
-func clusterClient(t *testing.T, env map[string]string, cd *codec.Codec) client.Client {
+// clusterOptions are the options of a client of the cluster's frontend
+// with env's client certificate and key as its API key ("" for none), and
+// the pool of the server's CA.
+func clusterOptions(t *testing.T, env map[string]string, key string) (client.Options, *x509.CertPool) {
 	t.Helper()
 	cert, err := tls.LoadX509KeyPair(env["TEMPORAL_TLS_CLIENT_CERT_PATH"], env["TEMPORAL_TLS_CLIENT_KEY_PATH"])
 	if err != nil {
@@ -270,9 +271,17 @@ func clusterClient(t *testing.T, env map[string]string, cd *codec.Codec) client.
 	pool.AppendCertsFromPEM(pem)
 	opts := client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"], Logger: quiet(),
 		ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}}
-	if key := env["TEMPORAL_API_KEY"]; key != "" {
+	if key != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
 	}
+	return opts, pool
+}
+
+// clusterClient dials the cluster's frontend with the client certificate
+// (and API key) of env and the payload codec cd.
+func clusterClient(t *testing.T, env map[string]string, cd *codec.Codec) client.Client {
+	t.Helper()
+	opts, pool := clusterOptions(t, env, env["TEMPORAL_API_KEY"])
 	cd.Apply(&opts)
 	c, err := client.Dial(opts)
 	if err != nil {
@@ -296,9 +305,8 @@ func clusterClient(t *testing.T, env map[string]string, cd *codec.Codec) client.
 	// An API key goes with the certificate (as the CLI sends
 	// TEMPORAL_API_KEY): this server has no authorizer, so the key is
 	// carried and not checked; the certificate is what lets a client in.
-	keyed, err := client.Dial(client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"], Logger: quiet(),
-		Credentials:       client.NewAPIKeyStaticCredentials("cluster-test-key"),
-		ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}})
+	keyedOpts, _ := clusterOptions(t, env, "cluster-test-key")
+	keyed, err := client.Dial(keyedOpts)
 	if err == nil {
 		_, err = keyed.DescribeTaskQueue(context.Background(), troupe.DefaultTaskQueue, enumspb.TASK_QUEUE_TYPE_WORKFLOW)
 		keyed.Close()

@@ -8,12 +8,9 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -148,21 +145,7 @@ func TestClusterAPIKeys(t *testing.T) {
 // env and key as the API key ("" for none).
 func describeWith(t *testing.T, env map[string]string, key string) error {
 	t.Helper()
-	cert, err := tls.LoadX509KeyPair(env["TEMPORAL_TLS_CLIENT_CERT_PATH"], env["TEMPORAL_TLS_CLIENT_KEY_PATH"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	pem, err := os.ReadFile(env["TEMPORAL_TLS_SERVER_CA_CERT_PATH"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	opts := client.Options{HostPort: env["TEMPORAL_ADDRESS"], Namespace: env["TEMPORAL_NAMESPACE"], Logger: quiet(),
-		ConnectionOptions: client.ConnectionOptions{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool}}}
-	if key != "" {
-		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
-	}
+	opts, _ := clusterOptions(t, env, key)
 	c, err := client.Dial(opts)
 	if err != nil {
 		return err
