@@ -23,6 +23,11 @@ type (
 	SessionInput = troupe.SessionInput
 	// SessionEntry is a session as the session manager lists it.
 	SessionEntry = troupe.SessionEntry
+	// SessionsPageInput asks for one page of sessions: limit, after,
+	// status and graph.
+	SessionsPageInput = troupe.SessionsPageInput
+	// SessionsPage is one page of sessions and the cursor of the next.
+	SessionsPage = troupe.SessionsPage
 	// SessionInfo is where a session stands, as it says itself.
 	SessionInfo = troupe.SessionInfo
 	// SendResult is a session's answer to a message: the turn's id, and
@@ -67,18 +72,66 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 
 // Sessions lists the sessions the session manager of the client's task
 // queue holds, stopped ones included, oldest first; none when no session
-// was ever created there.
+// was ever created there. It reads them page by page (ListSessions), so
+// no one answer holds the whole registry.
 func (c *Client) Sessions(ctx context.Context) ([]SessionEntry, error) {
-	v, err := c.query(ctx, troupe.SessionManagerIDFor(c.cfg.TaskQueue), troupe.SessionsQuery)
+	var all []SessionEntry
+	in := SessionsPageInput{Limit: troupe.MaxSessionsPage}
+	for {
+		page, err := c.ListSessions(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Sessions...)
+		if page.Next == "" {
+			return all, nil
+		}
+		in.After = page.Next
+	}
+}
+
+// ListSessions returns one page of the sessions the session manager of
+// the client's task queue holds, oldest first: at most in.Limit of them
+// (troupe.DefaultSessionsPage when 0, troupe.MaxSessionsPage at most),
+// after the session in.After (the previous page's Next), of status
+// in.Status and graph in.Graph when set. An empty page when no session
+// was ever created there. A manager on a worker from before pages lists
+// them all and the client pages them itself.
+func (c *Client) ListSessions(ctx context.Context, in SessionsPageInput) (SessionsPage, error) {
+	if in.Limit < 0 {
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", troupe.NonRetryable(troupe.ErrBadCommand, "a limit of %d: it must not be negative", in.Limit))
+	}
+	id := troupe.SessionManagerIDFor(c.cfg.TaskQueue)
+	v, err := c.query(ctx, id, troupe.SessionsPageQuery, in)
+	if err != nil && strings.Contains(err.Error(), "unknown queryType") {
+		return c.listAllSessions(ctx, id, in)
+	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return nil, nil
+		return SessionsPage{Sessions: []SessionEntry{}}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	var page SessionsPage
+	return page, v.Get(&page)
+}
+
+// listAllSessions pages the whole list of a manager from before pages.
+func (c *Client) listAllSessions(ctx context.Context, id string, in SessionsPageInput) (SessionsPage, error) {
+	v, err := c.query(ctx, id, troupe.SessionsQuery)
+	if err != nil {
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
 	}
 	var es []SessionEntry
-	return es, v.Get(&es)
+	if err := v.Get(&es); err != nil {
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	page, err := troupe.PageSessions(es, in)
+	if err != nil {
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	return page, nil
 }
 
 // Session returns the handle of session id. It does not check that the

@@ -149,6 +149,17 @@ func (m *manager) setHandlers(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
+	// The page query likewise: a page is what a client asks for, never
+	// the whole registry, whose payload would pass the bound at some
+	// thousands of sessions.
+	if err := workflow.SetQueryHandler(ctx, troupe.SessionsPageQuery, func(in troupe.SessionsPageInput) (troupe.SessionsPage, error) {
+		if m.loading {
+			return troupe.SessionsPage{}, errors.New("the session registry is loading after the manager continued as new: ask again")
+		}
+		return troupe.PageSessions(m.sessions, in)
+	}); err != nil {
+		return err
+	}
 	// So are the updates: one that comes while the registry loads waits
 	// for it, rather than being refused as unknown.
 	if err := setLoadedUpdate(ctx, troupe.CreateSessionUpdate, &m.loading, m.checkCreate, m.create, m.serves); err != nil {
