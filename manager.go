@@ -89,6 +89,14 @@ func SessionManagerIDFor(queue string) string {
 // ErrUnknownSession is a call for a session the manager does not hold.
 const ErrUnknownSession = "troupe.UnknownSession"
 
+// ErrManagerContinuing is an update the session manager turned away, as
+// nothing was done yet, because its run is about to continue as new: its
+// history reached its bound, and the updates under way finish first. The
+// client sends it again at once (it holds a few hundred milliseconds at
+// most); a caller of the client never sees it unless its context ends
+// first.
+const ErrManagerContinuing = "troupe.ManagerContinuing"
+
 // CreateSessionInput creates a session.
 type CreateSessionInput struct {
 	// ID is the session's workflow id; empty for a fresh one,
@@ -117,6 +125,12 @@ type SessionEntry struct {
 	Backends     []string  `json:"backends,omitempty"`
 	Created      time.Time `json:"created"`
 	LastActivity time.Time `json:"last_activity"`
+	// Request is the id of the update that created the session: a
+	// create the server hands the manager again, in a later run, after
+	// its client lost the answer (which happens under bursts of creates
+	// as the manager continues as new), is answered with this session,
+	// not done twice, for as long as the manager lists it.
+	Request string `json:"request,omitempty"`
 }
 
 // Bounds of a page of sessions (SessionsPageInput.Limit): a page of
