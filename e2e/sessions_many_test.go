@@ -30,9 +30,11 @@ func manySessions() int {
 // Sessions by the thousand: 64 clients, each its own connection, create
 // manySessions() sessions at once on one worker, of two graphs, with no
 // error; the manager continues as new under the burst, no run of it past
-// its bound by more than the burst's handful of updates; paging through
-// sessions ls lists each session once, in the order they were created,
-// and the filters by graph and status list exactly theirs.
+// its bound by more than the updates under way (64 at most); paging through
+// the list (ListSessions, as sessions ls does) gives each session created
+// once and no other (a create the server hands the manager's next run
+// again is not done twice), in the order Sessions gives in one go, and
+// the filters by graph and status give exactly theirs.
 func TestSessionsCreatedConcurrently(t *testing.T) {
 	parallelLong(t) // long and on its own worker
 	const clients, bound = 64, 1000
@@ -203,8 +205,10 @@ func TestSessionsCreatedConcurrently(t *testing.T) {
 		runID = prev
 	}
 	t.Logf("the manager ran %d runs, the longest of %d events", runs, longest)
-	if runs < 2 || longest > 3*bound {
-		t.Errorf("the manager ran %d runs, the longest of %d events: want it continued as new, no run past %d events", runs, longest, 3*bound)
+	// Without turning updates away at the bound, a burst holds off the
+	// continue-as-new: a run of 3,000 events and more at 1,000 sessions.
+	if runs < 2 || longest > 2*bound {
+		t.Errorf("the manager ran %d runs, the longest of %d events: want it continued as new, no run past %d events", runs, longest, 2*bound)
 	}
 }
 
