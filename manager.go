@@ -89,6 +89,11 @@ func SessionManagerIDFor(queue string) string {
 // ErrUnknownSession is a call for a session the manager does not hold.
 const ErrUnknownSession = "troupe.UnknownSession"
 
+// RegistryLoading is how the session manager answers a query that comes
+// while it reads its registry back after it continued as new (a few
+// milliseconds): the client asks again.
+const RegistryLoading = "the session registry is loading after the manager continued as new: ask again"
+
 // ErrManagerContinuing is an update the session manager turned away, as
 // nothing was done yet, because its run is about to continue as new: its
 // history reached its bound, and the updates under way finish first. The

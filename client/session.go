@@ -114,6 +114,15 @@ func (c *Client) ListSessions(ctx context.Context, in SessionsPageInput) (Sessio
 	}
 	id := troupe.SessionManagerIDFor(c.cfg.TaskQueue)
 	v, err := c.query(ctx, id, troupe.SessionsPageQuery, in)
+	for wait := 10 * time.Millisecond; err != nil && strings.Contains(err.Error(), troupe.RegistryLoading) && wait < 5*time.Second; wait *= 2 {
+		// The manager reads its registry back after it continued as new.
+		select {
+		case <-ctx.Done():
+			return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
+		case <-time.After(wait):
+		}
+		v, err = c.query(ctx, id, troupe.SessionsPageQuery, in)
+	}
 	if err != nil && strings.Contains(err.Error(), "unknown queryType") {
 		return c.listAllSessions(ctx, id, in)
 	}

@@ -143,7 +143,7 @@ func (m *manager) setHandlers(ctx workflow.Context) error {
 	// the manager has no such query.
 	if err := workflow.SetQueryHandler(ctx, troupe.SessionsQuery, func() ([]troupe.SessionEntry, error) {
 		if m.loading {
-			return nil, errors.New("the session registry is loading after the manager continued as new: ask again")
+			return nil, errors.New(troupe.RegistryLoading)
 		}
 		return slices.Clone(m.sessions), nil
 	}); err != nil {
@@ -154,7 +154,7 @@ func (m *manager) setHandlers(ctx workflow.Context) error {
 	// thousands of sessions.
 	if err := workflow.SetQueryHandler(ctx, troupe.SessionsPageQuery, func(in troupe.SessionsPageInput) (troupe.SessionsPage, error) {
 		if m.loading {
-			return troupe.SessionsPage{}, errors.New("the session registry is loading after the manager continued as new: ask again")
+			return troupe.SessionsPage{}, errors.New(troupe.RegistryLoading)
 		}
 		return troupe.PageSessions(m.sessions, in)
 	}); err != nil {
