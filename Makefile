@@ -17,8 +17,9 @@
 #              make cluster-down stops it; make cluster-test runs the
 #              cluster's end-to-end tests (up, runs with sealed payloads,
 #              hosts killed under runs and sessions, API keys, down)
-#   make scale the scale tests at full scale: an agent of 5,001 turns and a
-#              session of 2,000 (make test runs them at 1,001 and 200)
+#   make scale the scale tests at full scale: an agent of 5,001 turns, a
+#              session of 2,000 and 10,000 sessions created at once (make
+#              test runs them at 1,001, 200 and 1,000)
 export GOTOOLCHAIN := local
 # The release tag is the one Temporal's own module gates its unreleased
 # Kubernetes compute provider (go.temporal.io/auto-scaled-workers) behind:
@@ -77,7 +78,7 @@ crash: setup
 # The scale tests at the scale they are named for: on a loaded two-core
 # machine the session of 2,000 turns alone took 15 minutes.
 scale: setup
-	$(GO) test -count=1 -timeout 45m -run '^(TestMarathon|TestSessionScale)$$' ./e2e -args -scale
+	$(GO) test -count=1 -timeout 45m -run '^(TestMarathon|TestSessionScale|TestSessionsCreatedConcurrently)$$' ./e2e -args -scale
 
 # The cluster: scripts/cluster.sh (up, down, status, kill-host N,
 # restart-host N). A cold up builds the Temporal server (minutes).

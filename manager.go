@@ -1,7 +1,11 @@
 package troupe
 
 import (
+	"fmt"
+	"slices"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
@@ -19,8 +23,13 @@ const (
 	// LifecycleUpdate runs a command on a session (LifecycleInput →
 	// SessionEntry).
 	LifecycleUpdate = "troupe.lifecycle"
-	// SessionsQuery lists the sessions ([]SessionEntry).
+	// SessionsQuery lists the sessions ([]SessionEntry), all of them in
+	// one payload: clients page with SessionsPageQuery instead, and this
+	// stays for the clients from before it.
 	SessionsQuery = "troupe.sessions"
+	// SessionsPageQuery lists one page of the sessions
+	// (SessionsPageInput → SessionsPage).
+	SessionsPageQuery = "troupe.sessions-page"
 	// SessionChangedSignal is a session's news for its manager
 	// (SessionEntry).
 	SessionChangedSignal = "troupe.session-changed"
@@ -80,6 +89,19 @@ func SessionManagerIDFor(queue string) string {
 // ErrUnknownSession is a call for a session the manager does not hold.
 const ErrUnknownSession = "troupe.UnknownSession"
 
+// RegistryLoading is how the session manager answers a query that comes
+// while it reads its registry back after it continued as new (a few
+// milliseconds): the client asks again.
+const RegistryLoading = "the session registry is loading after the manager continued as new: ask again"
+
+// ErrManagerContinuing is an update the session manager turned away, as
+// nothing was done yet, because its run is about to continue as new: its
+// history reached its bound, and the updates under way finish first. The
+// client sends it again at once (it holds a few hundred milliseconds at
+// most); a caller of the client never sees it unless its context ends
+// first.
+const ErrManagerContinuing = "troupe.ManagerContinuing"
+
 // CreateSessionInput creates a session.
 type CreateSessionInput struct {
 	// ID is the session's workflow id; empty for a fresh one,
@@ -108,6 +130,91 @@ type SessionEntry struct {
 	Backends     []string  `json:"backends,omitempty"`
 	Created      time.Time `json:"created"`
 	LastActivity time.Time `json:"last_activity"`
+	// Request is the id of the update that created the session: a
+	// create the server hands the manager again, in a later run, after
+	// its client lost the answer (which happens under bursts of creates
+	// as the manager continues as new), is answered with this session,
+	// not done twice, for as long as the manager lists it.
+	Request string `json:"request,omitempty"`
+}
+
+// Bounds of a page of sessions (SessionsPageInput.Limit): a page of
+// MaxSessionsPage entries of a few hundred bytes each stays far below the
+// 2 MB payload bound, whatever the registry holds.
+const (
+	DefaultSessionsPage = 100
+	MaxSessionsPage     = 1000
+)
+
+// SessionsPageInput asks the session manager for one page of its
+// sessions, in the order it lists them (oldest first).
+type SessionsPageInput struct {
+	// Limit is the most sessions the page holds: DefaultSessionsPage
+	// when 0, at most MaxSessionsPage.
+	Limit int `json:"limit,omitempty"`
+	// After is the id of the last session of the previous page (its
+	// Next); empty for the first page. A session the manager no longer
+	// lists (removed, or pruned once stopped) fails the query with
+	// ErrUnknownSession rather than skip or repeat sessions.
+	After string `json:"after,omitempty"`
+	// Status and Graph, when set, keep only the sessions of that status
+	// and graph.
+	Status runtime.SessionStatus `json:"status,omitempty"`
+	Graph  string                `json:"graph,omitempty"`
+}
+
+// SessionsPage is one page of a manager's sessions.
+type SessionsPage struct {
+	Sessions []SessionEntry `json:"sessions"`
+	// Next is the After of the next page; empty when this page is the
+	// last.
+	Next string `json:"next,omitempty"`
+	// Total is how many sessions match the filters, on every page.
+	Total int `json:"total"`
+}
+
+// PageSessions returns the page in asks of sessions: at most in.Limit of
+// those that match its filters, from the one after in.After on, in their
+// order. The session manager answers SessionsPageQuery with it.
+func PageSessions(sessions []SessionEntry, in SessionsPageInput) (SessionsPage, error) {
+	limit := in.Limit
+	switch {
+	case limit < 0:
+		return SessionsPage{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("a page of %d sessions: the limit must not be negative", limit), ErrBadCommand, nil)
+	case limit == 0:
+		limit = DefaultSessionsPage
+	case limit > MaxSessionsPage:
+		limit = MaxSessionsPage
+	}
+	from := 0
+	if in.After != "" {
+		i := slices.IndexFunc(sessions, func(e SessionEntry) bool { return e.ID == in.After })
+		if i < 0 {
+			return SessionsPage{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("no session %s to list after: it was removed, or pruned once stopped; list from the start", in.After), ErrUnknownSession, nil)
+		}
+		from = i + 1
+	}
+	match := func(e SessionEntry) bool {
+		return (in.Status == "" || e.Status == in.Status) && (in.Graph == "" || e.Graph == in.Graph)
+	}
+	page := SessionsPage{Sessions: []SessionEntry{}}
+	for i, e := range sessions {
+		if !match(e) {
+			continue
+		}
+		page.Total++
+		if i < from {
+			continue
+		}
+		if len(page.Sessions) == limit {
+			if page.Next == "" {
+				page.Next = page.Sessions[limit-1].ID
+			}
+			continue
+		}
+		page.Sessions = append(page.Sessions, e)
+	}
+	return page, nil
 }
 
 // ManagerInput starts (or continues) the session manager.

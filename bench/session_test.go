@@ -198,7 +198,12 @@ func idleSessions() int {
 // message to the turn's first tool result, and their ratio.
 //
 // Reported: sessions, rss-MB, rss-before-MB, live-sandboxes, db-MB,
-// db-before-MB, cold-wake-ms, warm-wake-ms, cold-ratio.
+// db-before-MB, rss-KB/session and db-KB/session (the growth over the
+// sessions; goal for RSS < 50 KB), cold-wake-ms, warm-wake-ms,
+// cold-ratio (goal ≤ 2).
+//
+// TROUPE_BENCH_IDLE_SESSIONS=10000 runs it at 10,000 (many minutes: each
+// session runs a turn with a command in its sandbox first).
 func BenchmarkIdleSessions(b *testing.B) {
 	n := idleSessions()
 	root := b.TempDir()
@@ -211,7 +216,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 		sessions := make([]*troupeclient.Session, n)
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
-		sem := make(chan struct{}, 16)
+		sem := make(chan struct{}, 64) // 64 clients at once
 		for j := range sessions {
 			wg.Add(1)
 			go func() {
@@ -247,8 +252,11 @@ func BenchmarkIdleSessions(b *testing.B) {
 		b.ReportMetric(rss, "rss-MB")
 		b.ReportMetric(rssBefore, "rss-before-MB")
 		b.ReportMetric(float64(len(liveWorkspaces(b, root))), "live-sandboxes")
-		b.ReportMetric(dbSize(b), "db-MB")
+		db := dbSize(b)
+		b.ReportMetric(db, "db-MB")
 		b.ReportMetric(dbBefore, "db-before-MB")
+		b.ReportMetric((rss-rssBefore)*1024/float64(n), "rss-KB/session")
+		b.ReportMetric((db-dbBefore)*1024/float64(n), "db-KB/session")
 		cold := wake(b, sessions[n/2], "cat f.txt")
 		warm := wake(b, sessions[n/2], "cat f.txt")
 		b.ReportMetric(ms(cold), "cold-wake-ms")

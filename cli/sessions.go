@@ -77,39 +77,52 @@ func sessionsCommand() *cobra.Command {
 	create.Flags().StringVar(&budgetSpec, "budget", "", "the session's budget over all its turns (troupe sessions budget changes it), "+budgetUsage)
 	create.Flags().StringArrayVar(&vars, "var", nil, "session variable KEY=VALUE, as the graph's flags of troupe run (repeatable; host paths absolute, and under the worker's --allow-root)")
 
+	var limit int
+	var after, status, graph string
 	ls := &cobra.Command{
 		Use:   "ls",
-		Short: "List sessions, oldest first",
+		Short: "List sessions, oldest first, a page at a time (--limit, --after), of a status or graph (--status, --graph)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			in, err := pageInput(limit, after, status, graph)
+			if err != nil {
+				return err
+			}
 			return withTemporal(cmd, func(cn *conn) error {
-				var list []troupeclient.SessionEntry
+				var page troupeclient.SessionsPage
 				err := needWorker(cmd.Context(), cn, "", wait, cmd.ErrOrStderr())
 				var own *Error
 				if errors.As(err, &own) && own.Type == troupe.ErrNoWorker && !wait {
 					// The manager's list is a query, which needs a
 					// worker: what the server recorded stands in.
 					fmt.Fprintf(cmd.ErrOrStderr(), "troupe: %s; the sessions as the server recorded them follow (no turns or usage)\n", own.Message)
-					list, err = recordedSessions(cmd.Context(), cn, troupe.DefaultTaskQueue, recordedMax)
+					var list []troupeclient.SessionEntry
+					if list, err = recordedSessions(cmd.Context(), cn, troupe.DefaultTaskQueue, recordedMax); err == nil {
+						page, err = troupe.PageSessions(list, in)
+					}
 				} else if err == nil {
-					list, err = cn.runs("", nil).Sessions(cmd.Context())
+					page, err = cn.runs("", nil).ListSessions(cmd.Context(), in)
 				}
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					if list == nil {
-						list = []troupeclient.SessionEntry{}
-					}
-					return printJSON(cmd.OutOrStdout(), list)
+				if page.Next != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "troupe: %d of %d sessions shown; the next page: troupe sessions ls --after %s%s\n",
+						len(page.Sessions), page.Total, page.Next, filterFlags(in))
 				}
-				if len(list) == 0 {
+				if asJSON {
+					if page.Sessions == nil {
+						page.Sessions = []troupeclient.SessionEntry{}
+					}
+					return printJSON(cmd.OutOrStdout(), page.Sessions)
+				}
+				if len(page.Sessions) == 0 {
 					fmt.Fprintln(cmd.OutOrStdout(), "no sessions")
 					return nil
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "SESSION\tNAME\tGRAPH\tAGENT\tBACKENDS\tSTATUS\tTURNS\tTOKENS\tLAST ACTIVITY")
-				for _, e := range list {
+				for _, e := range page.Sessions {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", e.ID, e.Name, e.Graph, e.Agent, strings.Join(e.Backends, ","), e.Status, e.Turns,
 						e.Usage.TotalTokens, e.LastActivity.Local().Format(time.DateTime))
 				}
@@ -117,6 +130,10 @@ func sessionsCommand() *cobra.Command {
 			})
 		},
 	}
+	ls.Flags().IntVar(&limit, "limit", defaultListLimit, fmt.Sprintf("the most sessions to list (at most %d)", troupe.MaxSessionsPage))
+	ls.Flags().StringVar(&after, "after", "", "list the sessions after this one (the id the previous page named)")
+	ls.Flags().StringVar(&status, "status", "", "only sessions of this status: idle, thinking, waiting, paused or stopped")
+	ls.Flags().StringVar(&graph, "graph", "", "only sessions of this graph")
 
 	show := &cobra.Command{
 		Use:   "show SESSION",
@@ -464,4 +481,38 @@ func parseVars(vars []string) (map[string]string, error) {
 		out[k] = val
 	}
 	return out, nil
+}
+
+// defaultListLimit is how many sessions `sessions ls` lists unless told.
+const defaultListLimit = 50
+
+// pageInput checks the flags of `sessions ls` and returns the page they
+// ask for.
+func pageInput(limit int, after, status, graph string) (troupe.SessionsPageInput, error) {
+	if limit < 1 || limit > troupe.MaxSessionsPage {
+		return troupe.SessionsPageInput{}, usage(fmt.Errorf("--limit %d: list 1 to %d sessions at a time", limit, troupe.MaxSessionsPage))
+	}
+	st := runtime.SessionStatus(status)
+	switch st {
+	case "", runtime.SessionIdle, runtime.SessionThinking, runtime.SessionWaiting, runtime.SessionPaused, runtime.SessionStopped:
+	default:
+		return troupe.SessionsPageInput{}, usage(fmt.Errorf("--status %q: a session is idle, thinking, waiting, paused or stopped", status))
+	}
+	return troupe.SessionsPageInput{Limit: limit, After: after, Status: st, Graph: graph}, nil
+}
+
+// filterFlags are the flags of `sessions ls` that in's filters and
+// limit take, to repeat on the next page.
+func filterFlags(in troupe.SessionsPageInput) string {
+	var out string
+	if in.Limit != defaultListLimit {
+		out += fmt.Sprintf(" --limit %d", in.Limit)
+	}
+	if in.Status != "" {
+		out += " --status " + string(in.Status)
+	}
+	if in.Graph != "" {
+		out += " --graph " + in.Graph
+	}
+	return out
 }

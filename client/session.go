@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -23,6 +24,11 @@ type (
 	SessionInput = troupe.SessionInput
 	// SessionEntry is a session as the session manager lists it.
 	SessionEntry = troupe.SessionEntry
+	// SessionsPageInput asks for one page of sessions: limit, after,
+	// status and graph.
+	SessionsPageInput = troupe.SessionsPageInput
+	// SessionsPage is one page of sessions and the cursor of the next.
+	SessionsPage = troupe.SessionsPage
 	// SessionInfo is where a session stands, as it says itself.
 	SessionInfo = troupe.SessionInfo
 	// SendResult is a session's answer to a message: the turn's id, and
@@ -45,21 +51,31 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 	for _, opt := range opts {
 		opt(&o)
 	}
-	start := c.cfg.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: troupe.SessionManagerIDFor(c.cfg.TaskQueue), TaskQueue: c.cfg.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            "the registry of sessions",
-	}, troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
-	h, err := c.cfg.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start,
-		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: troupe.CreateSessionUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
-			Args: []any{troupe.CreateSessionInput{ID: o.id, Session: in}}},
+	var e SessionEntry
+	update := uuid.NewString()
+	err := untilTaken(ctx, func() error {
+		// An attempt the server holds longer than a create takes, in a
+		// burst, is sent again (the same update): the server's long poll
+		// would hold it a minute.
+		ctx, cancel := context.WithTimeout(ctx, createPatience)
+		defer cancel()
+		// A start operation is good for one call.
+		start := c.cfg.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+			ID: troupe.SessionManagerIDFor(c.cfg.TaskQueue), TaskQueue: c.cfg.TaskQueue,
+			WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+			StaticSummary:            "the registry of sessions",
+		}, troupe.SessionManagerWorkflowName, troupe.ManagerInput{})
+		h, err := c.cfg.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: start,
+			UpdateOptions: client.UpdateWorkflowOptions{UpdateID: update, UpdateName: troupe.CreateSessionUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+				Args: []any{troupe.CreateSessionInput{ID: o.id, Session: in}}},
+		})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, &e)
 	})
 	if err != nil {
-		return nil, SessionEntry{}, fmt.Errorf("create session of %s: %w", in.Graph, err)
-	}
-	var e SessionEntry
-	if err := h.Get(ctx, &e); err != nil {
 		return nil, SessionEntry{}, fmt.Errorf("create session of %s: %w", in.Graph, err)
 	}
 	return c.Session(e.ID), e, nil
@@ -67,18 +83,101 @@ func (c *Client) CreateSession(ctx context.Context, in SessionInput, opts ...Sta
 
 // Sessions lists the sessions the session manager of the client's task
 // queue holds, stopped ones included, oldest first; none when no session
-// was ever created there.
+// was ever created there. It reads them page by page (ListSessions), so
+// no one answer holds the whole registry.
 func (c *Client) Sessions(ctx context.Context) ([]SessionEntry, error) {
-	v, err := c.query(ctx, troupe.SessionManagerIDFor(c.cfg.TaskQueue), troupe.SessionsQuery)
+	var all []SessionEntry
+	in := SessionsPageInput{Limit: troupe.MaxSessionsPage}
+	for {
+		page, err := c.ListSessions(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Sessions...)
+		if page.Next == "" {
+			return all, nil
+		}
+		in.After = page.Next
+	}
+}
+
+// ListSessions returns one page of the sessions the session manager of
+// the client's task queue holds, oldest first: at most in.Limit of them
+// (troupe.DefaultSessionsPage when 0, troupe.MaxSessionsPage at most),
+// after the session in.After (the previous page's Next), of status
+// in.Status and graph in.Graph when set. An empty page when no session
+// was ever created there. A manager on a worker from before pages lists
+// them all and the client pages them itself.
+func (c *Client) ListSessions(ctx context.Context, in SessionsPageInput) (SessionsPage, error) {
+	if in.Limit < 0 {
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", troupe.NonRetryable(troupe.ErrBadCommand, "a limit of %d: it must not be negative", in.Limit))
+	}
+	id := troupe.SessionManagerIDFor(c.cfg.TaskQueue)
+	v, err := c.query(ctx, id, troupe.SessionsPageQuery, in)
+	for wait := 10 * time.Millisecond; err != nil && strings.Contains(err.Error(), troupe.RegistryLoading) && wait < 5*time.Second; wait *= 2 {
+		// The manager reads its registry back after it continued as new.
+		select {
+		case <-ctx.Done():
+			return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
+		case <-time.After(wait):
+		}
+		v, err = c.query(ctx, id, troupe.SessionsPageQuery, in)
+	}
+	if err != nil && strings.Contains(err.Error(), "unknown queryType") {
+		return c.listAllSessions(ctx, id, in)
+	}
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return nil, nil
+		return SessionsPage{Sessions: []SessionEntry{}}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	var page SessionsPage
+	return page, v.Get(&page)
+}
+
+// listAllSessions pages the whole list of a manager from before pages.
+func (c *Client) listAllSessions(ctx context.Context, id string, in SessionsPageInput) (SessionsPage, error) {
+	v, err := c.query(ctx, id, troupe.SessionsQuery)
+	if err != nil {
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
 	}
 	var es []SessionEntry
-	return es, v.Get(&es)
+	if err := v.Get(&es); err != nil {
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	page, err := troupe.PageSessions(es, in)
+	if err != nil {
+		return SessionsPage{}, fmt.Errorf("list sessions: %w", err)
+	}
+	return page, nil
+}
+
+// createPatience is how long one attempt of CreateSession waits for the
+// manager before it sends the same create again: a create takes well
+// under a second, unless the server queued it behind a burst.
+const createPatience = 10 * time.Second
+
+// untilTaken calls send, an update of the session manager, again while
+// the manager turns it away as it continues as new
+// (troupe.ErrManagerContinuing: nothing was done), or while the server
+// kept it waiting past its long poll (a burst of updates queues them),
+// until ctx ends. send sends the same update id each time, so that one
+// the manager took is answered, not done again.
+func untilTaken(ctx context.Context, send func() error) error {
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := send()
+		var waited *client.WorkflowUpdateServiceTimeoutOrCanceledError
+		if troupe.ErrorType(err) != troupe.ErrManagerContinuing && (!errors.As(err, &waited) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // Session returns the handle of session id. It does not check that the
@@ -252,13 +351,17 @@ func (s *Session) Info(ctx context.Context) (SessionInfo, error) {
 // manager of the client's task queue (the one door for the lifecycle), and
 // returns its entry.
 func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: troupe.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateName: troupe.LifecycleUpdate,
-		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{troupe.LifecycleInput{ID: s.id, Command: cmd}}})
-	if err != nil {
-		return SessionEntry{}, fmt.Errorf("%s session %s: %w", cmd.Op, s.id, err)
-	}
 	var e SessionEntry
-	if err := h.Get(ctx, &e); err != nil {
+	update := uuid.NewString()
+	err := untilTaken(ctx, func() error {
+		h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: troupe.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateID: update, UpdateName: troupe.LifecycleUpdate,
+			WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{troupe.LifecycleInput{ID: s.id, Command: cmd}}})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, &e)
+	})
+	if err != nil {
 		return SessionEntry{}, fmt.Errorf("%s session %s: %w", cmd.Op, s.id, err)
 	}
 	return e, nil
@@ -271,13 +374,17 @@ func (s *Session) Command(ctx context.Context, cmd SessionCommand) (SessionEntry
 // settings; independent from then on. It returns the fork's handle and
 // entry once the fork has started.
 func (s *Session) Fork(ctx context.Context, name string) (*Session, SessionEntry, error) {
-	h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: troupe.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateName: troupe.ForkUpdate,
-		WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{troupe.ForkInput{ID: s.id, Name: name}}})
-	if err != nil {
-		return nil, SessionEntry{}, fmt.Errorf("fork session %s: %w", s.id, err)
-	}
 	var e SessionEntry
-	if err := h.Get(ctx, &e); err != nil {
+	update := uuid.NewString()
+	err := untilTaken(ctx, func() error {
+		h, err := s.c.cfg.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: troupe.SessionManagerIDFor(s.c.cfg.TaskQueue), UpdateID: update, UpdateName: troupe.ForkUpdate,
+			WaitForStage: client.WorkflowUpdateStageCompleted, Args: []any{troupe.ForkInput{ID: s.id, Name: name}}})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, &e)
+	})
+	if err != nil {
 		return nil, SessionEntry{}, fmt.Errorf("fork session %s: %w", s.id, err)
 	}
 	return s.c.Session(e.ID), e, nil
@@ -478,15 +585,27 @@ func (c *Client) unlist(ctx context.Context, id string, res *RemoveSessionResult
 	in := troupe.RemoveSessionInput{ID: id}
 	var nf *serviceerror.NotFound
 	if queueServed(ctx, c.cfg.Temporal, c.cfg.TaskQueue) {
-		actx, cancel := context.WithTimeout(ctx, acceptPatience)
-		h, err := c.cfg.Temporal.UpdateWorkflow(actx, client.UpdateWorkflowOptions{WorkflowID: manager, UpdateName: troupe.RemoveSessionUpdate,
-			WaitForStage: client.WorkflowUpdateStageAccepted, Args: []any{in}})
-		cancel()
+		var h client.WorkflowUpdateHandle
+		var done RemoveSessionResult
+		err := untilTaken(ctx, func() error {
+			actx, cancel := context.WithTimeout(ctx, acceptPatience)
+			var err error
+			h, err = c.cfg.Temporal.UpdateWorkflow(actx, client.UpdateWorkflowOptions{WorkflowID: manager, UpdateName: troupe.RemoveSessionUpdate,
+				WaitForStage: client.WorkflowUpdateStageAccepted, Args: []any{in}})
+			cancel()
+			if err != nil {
+				return err
+			}
+			// Turned away or done: either way, h has its outcome.
+			if err := h.Get(ctx, &done); troupe.ErrorType(err) == troupe.ErrManagerContinuing {
+				return err
+			}
+			return nil
+		})
 		switch {
 		case errors.As(err, &nf):
 			return false, nil // No manager: no session was ever created on this queue.
 		case err == nil:
-			var done RemoveSessionResult
 			if err := h.Get(ctx, &done); err != nil {
 				return false, fmt.Errorf("remove session %s: %w", id, err)
 			}

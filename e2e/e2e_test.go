@@ -48,11 +48,12 @@ var temporalAddr string
 
 // fullScale runs the scale tests at the scale they are named for (make
 // scale): TestMarathon's agent 5,000 turns, TestSessionScale's session
-// 2,000. Without it (make test) they take 1,000 and 200 (the session on
+// 2,000, TestSessionsCreatedConcurrently's 10,000 sessions (1,000
+// without). Without it (make test) they take 1,000 and 200 (the session on
 // a bound of 100 events rather than 1,000), which runs the same
 // continue-as-new and bounded histories several times over in a fraction
 // of the time.
-var fullScale = flag.Bool("scale", false, "run TestMarathon and TestSessionScale at full scale (5,000 and 2,000 turns)")
+var fullScale = flag.Bool("scale", false, "run TestMarathon, TestSessionScale and TestSessionsCreatedConcurrently at full scale (5,000 and 2,000 turns, 10,000 sessions)")
 
 // parallelTests is how many tests marked with parallel run at once,
 // beside the two long ones: they mostly wait (on scripted model delays,

@@ -143,24 +143,35 @@ func (m *manager) setHandlers(ctx workflow.Context) error {
 	// the manager has no such query.
 	if err := workflow.SetQueryHandler(ctx, troupe.SessionsQuery, func() ([]troupe.SessionEntry, error) {
 		if m.loading {
-			return nil, errors.New("the session registry is loading after the manager continued as new: ask again")
+			return nil, errors.New(troupe.RegistryLoading)
 		}
 		return slices.Clone(m.sessions), nil
 	}); err != nil {
 		return err
 	}
+	// The page query likewise: a page is what a client asks for, never
+	// the whole registry, whose payload would pass the bound at some
+	// thousands of sessions.
+	if err := workflow.SetQueryHandler(ctx, troupe.SessionsPageQuery, func(in troupe.SessionsPageInput) (troupe.SessionsPage, error) {
+		if m.loading {
+			return troupe.SessionsPage{}, errors.New(troupe.RegistryLoading)
+		}
+		return troupe.PageSessions(m.sessions, in)
+	}); err != nil {
+		return err
+	}
 	// So are the updates: one that comes while the registry loads waits
 	// for it, rather than being refused as unknown.
-	if err := setLoadedUpdate(ctx, troupe.CreateSessionUpdate, &m.loading, m.checkCreate, m.create, m.serves); err != nil {
+	if err := setLoadedUpdate(ctx, troupe.CreateSessionUpdate, m.closing, &m.loading, m.checkCreate, m.create, m.serves); err != nil {
 		return err
 	}
-	if err := setLoadedUpdate(ctx, troupe.LifecycleUpdate, &m.loading, m.checkLifecycle, m.lifecycle, nil); err != nil {
+	if err := setLoadedUpdate(ctx, troupe.LifecycleUpdate, m.closing, &m.loading, m.checkLifecycle, m.lifecycle, nil); err != nil {
 		return err
 	}
-	if err := setLoadedUpdate(ctx, troupe.RemoveSessionUpdate, &m.loading, m.checkRemove, m.remove, nil); err != nil {
+	if err := setLoadedUpdate(ctx, troupe.RemoveSessionUpdate, m.closing, &m.loading, m.checkRemove, m.remove, nil); err != nil {
 		return err
 	}
-	return setLoadedUpdate(ctx, troupe.ForkUpdate, &m.loading, m.checkFork, m.fork, nil)
+	return setLoadedUpdate(ctx, troupe.ForkUpdate, m.closing, &m.loading, m.checkFork, m.fork, nil)
 }
 
 // fixBound sets the run's bound: the one an earlier run fixed and
@@ -255,6 +266,10 @@ func (m *manager) continueAsNew(ctx workflow.Context, in troupe.ManagerInput) er
 	if next.Pages, err = m.save(ctx, kept); err != nil {
 		return err
 	}
+	// The updates the save let in are remembered too: one answered in
+	// this run and sent again to the next (its client lost the answer as
+	// the run closed) is answered, not done twice.
+	next.Created = m.created
 	if v == 1 {
 		if err := dropRegistry(ctx, in.Pages); err != nil {
 			return err
@@ -320,6 +335,15 @@ func pruneStopped(sessions []troupe.SessionEntry, max int) []troupe.SessionEntry
 	return out
 }
 
+// closing is whether the run is past its bound and about to continue as
+// new once the updates under way finish: it takes no new one. Only
+// validators ask, which never run on replay, so it may read the bound the
+// worker was started with rather than the run's.
+func (m *manager) closing(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return m.bound > 0 && info.GetCurrentHistoryLength() >= m.bound || info.GetContinueAsNewSuggested()
+}
+
 // setLoadedUpdate sets the manager's update name, checked by check and
 // carried out by handle, so that it may come while the registry loads
 // (*loading): its validator, which cannot tell yet whether a session
@@ -330,7 +354,7 @@ func pruneStopped(sessions []troupe.SessionEntry, max int) []troupe.SessionEntry
 // can tell (the graphs it serves): its validator asks it, loading or not.
 // A validator never runs on replay, so admit may read what a redeploy
 // changes; check, which the handler may run, may not.
-func setLoadedUpdate[In, Out any](ctx workflow.Context, name string, loading *bool,
+func setLoadedUpdate[In, Out any](ctx workflow.Context, name string, closing func(workflow.Context) bool, loading *bool,
 	check func(workflow.Context, In) error, handle func(workflow.Context, In) (Out, error), admit func(In) error) error {
 	return workflow.SetUpdateHandlerWithOptions(ctx, name, func(ctx workflow.Context, in In) (Out, error) {
 		if *loading {
@@ -348,6 +372,13 @@ func setLoadedUpdate[In, Out any](ctx workflow.Context, name string, loading *bo
 			if err := admit(in); err != nil {
 				return err
 			}
+		}
+		if closing(ctx) {
+			// A burst of updates would otherwise keep some always under
+			// way, and the run from ever continuing as new: its history
+			// would grow to the server's limit. Turned away, an update
+			// leaves no trace, and its client sends it again.
+			return temporal.NewApplicationError("the session manager is continuing as new: send again", troupe.ErrManagerContinuing)
 		}
 		if *loading {
 			return nil
@@ -378,6 +409,9 @@ func (m *manager) checkCreate(ctx workflow.Context, in troupe.CreateSessionInput
 	if _, ok := m.actedBefore(ctx); ok {
 		return nil // Done already: answered as it stands.
 	}
+	if m.createdBy(ctx) >= 0 {
+		return nil
+	}
 	switch {
 	case in.Session.Graph == "":
 		return temporal.NewNonRetryableApplicationError("a session needs a graph", troupe.ErrBadCommand, nil)
@@ -398,11 +432,27 @@ func (m *manager) create(ctx workflow.Context, in troupe.CreateSessionInput) (tr
 	if id, ok := m.actedBefore(ctx); ok {
 		return m.answerAgain(id)
 	}
+	if i := m.createdBy(ctx); i >= 0 {
+		return m.sessions[i], nil
+	}
 	e, err := m.start(ctx, in)
 	if err == nil {
 		m.remember(ctx, e.ID)
 	}
 	return e, err
+}
+
+// createdBy returns the index of the session the running update created
+// in an earlier run (troupe.SessionEntry.Request), or -1: the server
+// hands an update to the manager's next run when its client lost the
+// answer as the run closed, long after the runs that actedBefore
+// remembers when creates come in bursts.
+func (m *manager) createdBy(ctx workflow.Context) int {
+	u := workflow.GetCurrentUpdateInfo(ctx).ID
+	if u == "" {
+		return -1
+	}
+	return slices.IndexFunc(m.sessions, func(e troupe.SessionEntry) bool { return e.Request == u })
 }
 
 // actedBefore returns the session the running update created, forked or
@@ -467,10 +517,10 @@ func (m *manager) start(ctx workflow.Context, in troupe.CreateSessionInput) (tro
 	}
 	policy, _ := runtime.ParsePolicy(string(in.Session.Policy))
 	e := troupe.SessionEntry{ID: id, Name: in.Session.Name, Graph: in.Session.Graph, Agent: in.Session.Agent, Status: runtime.SessionIdle,
-		Policy: policy, Created: now, LastActivity: now}
+		Policy: policy, Created: now, LastActivity: now, Request: workflow.GetCurrentUpdateInfo(ctx).ID}
 	if i := m.find(id); i >= 0 { // The session's news came first.
 		e = m.sessions[i]
-		e.Created = now
+		e.Created, e.Request = now, workflow.GetCurrentUpdateInfo(ctx).ID
 		m.sessions[i] = e
 		return e, nil
 	}
@@ -611,7 +661,7 @@ func (m *manager) changed(now time.Time, e troupe.SessionEntry) {
 		m.sessions = append(m.sessions, e)
 		return
 	}
-	e.Created = m.sessions[i].Created
+	e.Created, e.Request = m.sessions[i].Created, m.sessions[i].Request
 	if m.sessions[i].Status == runtime.SessionStopped {
 		e.Status = runtime.SessionStopped // Late news of a stopped session.
 	}
