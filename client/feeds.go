@@ -28,10 +28,13 @@ const (
 	// follower that asked for deltas says it gets none from that feed.
 	feedPatience = 3
 	// feedLast bounds a follower's last reading of a feed, once it stops.
-	feedLast = 3 * time.Second
+	feedLast = 5 * time.Second
 	// relayHold bounds how long a follower holds a turn's model_turn
-	// event back for the rest of the turn's deltas from a feed.
-	relayHold = 2 * time.Second
+	// event back for the rest of the turn's deltas from a feed. A feed
+	// behind by more (a loaded worker) loses the follower the rest of
+	// the turn's deltas, not its text: the model_turn event carries it.
+	// 2 s lost deltas on a loaded two-core machine (make test).
+	relayHold = 5 * time.Second
 )
 
 // feedStreams is where followFeeds sends what the feeds bring: recorded

@@ -166,10 +166,26 @@ const createPatience = 10 * time.Second
 // until ctx ends. send sends the same update id each time, so that one
 // the manager took is answered, not done again.
 func untilTaken(ctx context.Context, send func() error) error {
+	return resend(ctx, send, func(err error) bool {
+		var waited *client.WorkflowUpdateServiceTimeoutOrCanceledError
+		return troupe.ErrorType(err) == troupe.ErrManagerContinuing || errors.As(err, &waited) || errors.Is(err, context.DeadlineExceeded)
+	})
+}
+
+// whileContinuing calls send, an update of the session manager, again
+// only while the manager turns it away as it continues as new: an update
+// no worker takes in time is its caller's to handle (a removal signals
+// instead).
+func whileContinuing(ctx context.Context, send func() error) error {
+	return resend(ctx, send, func(err error) bool { return troupe.ErrorType(err) == troupe.ErrManagerContinuing })
+}
+
+// resend calls send until it fails in a way again does not take, or ctx
+// ends, waiting a little longer each time.
+func resend(ctx context.Context, send func() error, again func(error) bool) error {
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		err := send()
-		var waited *client.WorkflowUpdateServiceTimeoutOrCanceledError
-		if troupe.ErrorType(err) != troupe.ErrManagerContinuing && (!errors.As(err, &waited) && !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil) {
+		if !again(err) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -587,7 +603,7 @@ func (c *Client) unlist(ctx context.Context, id string, res *RemoveSessionResult
 	if queueServed(ctx, c.cfg.Temporal, c.cfg.TaskQueue) {
 		var h client.WorkflowUpdateHandle
 		var done RemoveSessionResult
-		err := untilTaken(ctx, func() error {
+		err := whileContinuing(ctx, func() error {
 			actx, cancel := context.WithTimeout(ctx, acceptPatience)
 			var err error
 			h, err = c.cfg.Temporal.UpdateWorkflow(actx, client.UpdateWorkflowOptions{WorkflowID: manager, UpdateName: troupe.RemoveSessionUpdate,
