@@ -24,7 +24,6 @@ import (
 	workflowservice "go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -32,9 +31,6 @@ import (
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/codec"
 	"github.com/troupe-dev/troupe/runtime/devserver"
-	"github.com/troupe-dev/troupe/runtime/model"
-	"github.com/troupe-dev/troupe/workflows"
-	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // envMap is an environment for troupeclient.Connection.Env.
@@ -471,24 +467,7 @@ func TestPayloadKeyOnSandboxHost(t *testing.T) {
 	c1, c2 := dialKeys(t, k1), dialKeys(t, k2)
 	_, url := modelServer(t)
 	queue := fmt.Sprintf("e2e-wrongkey-%d", queues.Add(1))
-	byHand := queue + "-sandboxes"
-	tweak := func(cfg *workflows.Config) {
-		cfg.Graphs = sandboxGraphs("local")
-		cfg.Host = "one-host"
-		cfg.SandboxQueue = byHand
-	}
-	a, b := newRunner(t, url, model.APIResponses, "one-host", tweak), newRunner(t, url, model.APIResponses, "one-host", tweak)
-	start := func(c client.Client, queue string, register func(worker.Worker)) {
-		w := worker.New(c, queue, worker.Options{})
-		register(w)
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(w.Stop)
-	}
-	start(c1, queue, func(w worker.Worker) { a.Register(w) })
-	start(c1, lease.IdentityQueue(a.Store().ID), func(w worker.Worker) { a.RegisterActivities(w) })
-	start(c2, byHand, func(w worker.Worker) { b.RegisterActivities(w) })
+	twoStoresOneQueue(t, url, queue, c1, c2) // B, the sandbox queue's only worker, has k2
 
 	run, err := troupeclient.StartRun(context.Background(), c1, queue, troupe.RunInput{Graph: "recreate", Input: "go"})
 	if err != nil {

@@ -58,6 +58,23 @@ func TestSandboxRerouted(t *testing.T) {
 	c := dial(t)
 	_, url := modelServer(t)
 	queue := fmt.Sprintf("e2e-reroute-%d", queues.Add(1))
+	a := twoStoresOneQueue(t, url, queue, c, c)
+
+	// Two runs, each rerouted once: the replay tests' set
+	// (v15-sandbox-reroute, recorded with -histories) holds both.
+	for i := 1; i <= 2; i++ {
+		rerouteRun(t, c, queue, a.Store().ID, fmt.Sprintf("rerouted-%d", i))
+	}
+}
+
+// twoStoresOneQueue starts two runners of the sandbox graphs on one host,
+// of two stores, A and B, sharing a sandbox queue named by hand
+// (queue-sandboxes) that only B's worker serves: A's workers, on ca, take
+// queue's workflows and activities and its store's identity queue; B's,
+// on cb, only the shared sandbox queue, so that every sandbox's first
+// call reaches B. It returns A.
+func twoStoresOneQueue(t *testing.T, url, queue string, ca, cb client.Client) *workflows.Runner {
+	t.Helper()
 	byHand := queue + "-sandboxes"
 	tweak := func(cfg *workflows.Config) {
 		cfg.Graphs = sandboxGraphs("local")
@@ -68,7 +85,7 @@ func TestSandboxRerouted(t *testing.T) {
 	if a.Store().ID == "" || a.Store().ID == b.Store().ID {
 		t.Fatalf("stores %q and %q: want two identities", a.Store().ID, b.Store().ID)
 	}
-	start := func(queue string, register func(worker.Worker)) {
+	start := func(c client.Client, queue string, register func(worker.Worker)) {
 		w := worker.New(c, queue, worker.Options{})
 		register(w)
 		if err := w.Start(); err != nil {
@@ -76,15 +93,10 @@ func TestSandboxRerouted(t *testing.T) {
 		}
 		t.Cleanup(w.Stop)
 	}
-	start(queue, func(w worker.Worker) { a.Register(w) })
-	start(lease.IdentityQueue(a.Store().ID), func(w worker.Worker) { a.RegisterActivities(w) })
-	start(byHand, func(w worker.Worker) { b.RegisterActivities(w) })
-
-	// Two runs, each rerouted once: the replay tests' set
-	// (v15-sandbox-reroute, recorded with -histories) holds both.
-	for i := 1; i <= 2; i++ {
-		rerouteRun(t, c, queue, a.Store().ID, fmt.Sprintf("rerouted-%d", i))
-	}
+	start(ca, queue, func(w worker.Worker) { a.Register(w) })
+	start(ca, lease.IdentityQueue(a.Store().ID), func(w worker.Worker) { a.RegisterActivities(w) })
+	start(cb, byHand, func(w worker.Worker) { b.RegisterActivities(w) })
+	return a
 }
 
 // rerouteRun runs the recreate graph on queue, whose first sandbox
