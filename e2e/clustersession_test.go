@@ -222,7 +222,7 @@ func serveRepo(t *testing.T) string {
 	t.Helper()
 	backend := "/usr/lib/git-core/git-http-backend"
 	if _, err := os.Stat(backend); err != nil {
-		t.Skip("no git http-backend (Debian's git)")
+		t.Fatalf("no git http-backend at %s (Debian's git, which scripts/setup.sh installs): %v", backend, err)
 	}
 	dir := exampletest.ReviewRepo(t)
 	ln, err := net.Listen("tcp", "0.0.0.0:0")

@@ -377,7 +377,7 @@ func TestCodeReviewMCP(t *testing.T) {
 func TestCodeReviewSendsRepo(t *testing.T) {
 	parallel(t)
 	if out, err := exec.Command("unshare", "--map-root-user", "--mount", "true").CombinedOutput(); err != nil {
-		t.Skipf("no mount namespace for the client (unshare: %v: %s)", err, out)
+		t.Fatalf("no mount namespace for the client (unshare, from util-linux: %v: %s)", err, out)
 	}
 	c := dial(t)
 	_, url := modelServer(t)
