@@ -53,18 +53,30 @@ type feedStreams struct {
 // pollerFresh), until ctx is done: it reads the queue from the run's
 // workflow, the feeds from the identities of the queue's workers, and
 // follows each but own (this process's, whose bus the follower takes),
-// every feedDiscovery for new ones, and reads each a last time once ctx
-// is done (followFeed) before it returns. A feed that fails is tried again
-// later, less and less often. When the follower takes deltas, a worker
-// that serves no feed, or a feed that keeps failing, is a notice on
-// out.notices, once: its turns show when they end.
+// every feedDiscovery for new ones. A feed that fails is tried again
+// later, less and less often, from where it was (a feedPlace): what it
+// brought is never brought twice, what it holds since is not lost. Once
+// ctx is done, each feed that ever answered is read a last time
+// (followFeed), whether it was being read then or waiting to be tried
+// again, before followFeeds returns. When the follower takes deltas, a
+// worker that serves no feed, or a feed that keeps failing, is a notice
+// on out.notices, once: its turns show when they end.
 func followFeeds(ctx context.Context, c client.Client, root, own string, out feedStreams) {
+	query := func(ctx context.Context, id string, req troupe.LiveRequest) (troupe.LivePage, error) {
+		var p troupe.LivePage
+		resp, err := c.QueryWorkflow(ctx, id, "", troupe.LiveQuery, req)
+		if err == nil {
+			err = resp.Get(&p)
+		}
+		return p, err
+	}
 	type feedState struct {
 		active   bool
 		fails    int
 		next     time.Time // when to try again after a failure
 		noticed  bool
 		identity string
+		place    *feedPlace
 	}
 	feeds := map[string]*feedState{}
 	noticed := map[string]bool{} // workers without a feed, told of
@@ -108,7 +120,7 @@ func followFeeds(ctx context.Context, c client.Client, root, own string, out fee
 			}
 			st := feeds[id]
 			if st == nil {
-				st = &feedState{identity: who}
+				st = &feedState{identity: who, place: &feedPlace{}}
 				feeds[id] = st
 			}
 			if id == own || st.active || time.Now().Before(st.next) {
@@ -116,7 +128,7 @@ func followFeeds(ctx context.Context, c client.Client, root, own string, out fee
 			}
 			st.active = true
 			wg.Go(func() {
-				err := followFeed(ctx, c, id, root, out)
+				err := followFeed(ctx, query, id, root, st.place, out)
 				select {
 				case endedc <- ended{id, err}:
 				case <-ctx.Done():
@@ -125,13 +137,21 @@ func followFeeds(ctx context.Context, c client.Client, root, own string, out fee
 		}
 		select {
 		case <-ctx.Done():
+			// The feeds between tries get their last reading too: a
+			// request that failed a moment before the run ended must not
+			// lose the follower the end of a turn's text.
+			for id, st := range feeds {
+				if !st.active && id != own && st.place.answered {
+					wg.Go(func() { _ = followFeed(ctx, query, id, root, st.place, out) })
+				}
+			}
 			return
 		case e := <-endedc:
 			st := feeds[e.id]
 			st.active = false
 			if e.err != nil && ctx.Err() == nil {
 				st.fails++
-				st.next = time.Now().Add(min(feedDiscovery<<min(st.fails, 5), time.Minute))
+				st.next = time.Now().Add(min(feedDiscovery<<min(st.fails-1, 5), time.Minute))
 				if st.fails >= feedPatience && !st.noticed {
 					st.noticed = true
 					notice(fmt.Sprintf("the live feed of worker %s does not answer (%v): the turns it runs show when they end", st.identity, e.err))
@@ -142,21 +162,43 @@ func followFeeds(ctx context.Context, c client.Client, root, own string, out fee
 	}
 }
 
+// feedPlace is where a follower is in one feed: the request that reads
+// what comes next, and whether the feed ever answered. One goroutine at a
+// time reads a feed (followFeed), with its place.
+type feedPlace struct {
+	req      troupe.LiveRequest
+	answered bool
+}
+
+// feedRetries is how many requests in a row followFeed tries again at
+// once (after feedRetryPause, doubled each time) before it says the feed
+// fails: a query lost on a loaded machine is not a feed that is down.
+const (
+	feedRetries    = 3
+	feedRetryPause = 100 * time.Millisecond
+)
+
 // followFeed reads what the live feed id has for the run root into out,
-// request after request, until a request fails (its error) or ctx is
-// done: then it reads the feed a last time, for what came since, and
-// returns nil. Every request but the first and the last is held by the
-// feed until it has something (feedWait at most).
-func followFeed(ctx context.Context, c client.Client, id, root string, out feedStreams) error {
-	req := troupe.LiveRequest{Root: root, Deltas: out.deltas}
+// from place on, request after request, until requests fail feedRetries
+// times in a row (the last error) or ctx is done: then it reads the feed
+// a last time, for what came since, and returns nil. Every request but
+// the first and the last is held by the feed until it has something
+// (feedWait at most). query asks the feed.
+func followFeed(ctx context.Context, query func(context.Context, string, troupe.LiveRequest) (troupe.LivePage, error), id, root string, place *feedPlace, out feedStreams) error {
+	place.req.Root, place.req.Deltas = root, out.deltas
+	fails := 0
 	for last := false; !last; {
+		req := place.req
+		if !place.answered {
+			req.WaitMS = 0 // the first request answers at once
+		}
 		qctx, cancel := context.WithTimeout(ctx, feedTimeout)
 		if last = ctx.Err() != nil; last {
 			cancel()
 			req.WaitMS = 0
 			qctx, cancel = context.WithTimeout(context.Background(), feedLast)
 		}
-		resp, err := c.QueryWorkflow(qctx, id, "", troupe.LiveQuery, req)
+		p, err := query(qctx, id, req)
 		cancel()
 		if err != nil {
 			switch {
@@ -169,13 +211,20 @@ func followFeed(ctx context.Context, c client.Client, id, root string, out feedS
 			if errors.As(err, &nf) {
 				return fmt.Errorf("live feed %s: not found", id)
 			}
-			return fmt.Errorf("live feed %s: %w", id, err)
+			if fails++; fails >= feedRetries {
+				return fmt.Errorf("live feed %s: %w", id, err)
+			}
+			t := time.NewTimer(feedRetryPause << (fails - 1))
+			select {
+			case <-t.C:
+			case <-ctx.Done(): // the last reading comes next
+			}
+			t.Stop()
+			continue
 		}
-		var p troupe.LivePage
-		if err := resp.Get(&p); err != nil {
-			return fmt.Errorf("live feed %s: %w", id, err)
-		}
-		req.Watch, req.After, req.WaitMS = p.Watch, p.Next, int(feedWait/time.Millisecond)
+		fails = 0
+		place.answered = true
+		place.req.Watch, place.req.After, place.req.WaitMS = p.Watch, p.Next, int(feedWait/time.Millisecond)
 		for _, e := range p.Events {
 			if e.WorkflowID != root && !isUnder(e.WorkflowID, root) {
 				continue // not the run's: not the follower's to see

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -107,6 +109,105 @@ func TestDeltaOrder(t *testing.T) {
 		want := "attempt1 |model_retry#1|attempt2 |model_turn#1"
 		if strings.Join(got, "|") != want {
 			t.Errorf("fn got %q; want %q", strings.Join(got, "|"), want)
+		}
+	})
+}
+
+// fakeFeed is a live feed's answers as followFeed sees them: the items it
+// holds (numbered from 1), and errors for the requests it fails.
+type fakeFeed struct {
+	items []troupe.Event
+	fail  []error // the next requests' errors, in order; nil answers
+	asked []troupe.LiveRequest
+}
+
+func (f *fakeFeed) query(_ context.Context, _ string, req troupe.LiveRequest) (troupe.LivePage, error) {
+	f.asked = append(f.asked, req)
+	if len(f.fail) > 0 {
+		err := f.fail[0]
+		f.fail = f.fail[1:]
+		if err != nil {
+			return troupe.LivePage{}, err
+		}
+	}
+	p := troupe.LivePage{Watch: "w", Next: req.After}
+	if req.Watch != "w" {
+		p.Next = 0
+	}
+	for i := int(p.Next); i < len(f.items); i++ {
+		p.Events = append(p.Events, f.items[i])
+		p.Next = uint64(i + 1)
+	}
+	return p, nil
+}
+
+func TestFollowFeedKeepsItsPlace(t *testing.T) {
+	delta := func(text string) troupe.Event {
+		return troupe.Event{Kind: troupe.EventTextDelta, WorkflowID: "run/0-a", Turn: 1, Detail: text}
+	}
+	texts := func(ch chan troupe.Event) string {
+		var got []string
+		for len(ch) > 0 {
+			got = append(got, (<-ch).Detail)
+		}
+		return strings.Join(got, "")
+	}
+	lost := errors.New("query lost on a loaded machine")
+
+	t.Run("a request that fails is tried again at once, from where it was", func(t *testing.T) {
+		f := &fakeFeed{items: []troupe.Event{delta("one "), delta("two ")}}
+		ch := make(chan troupe.Event, 16)
+		ctx, cancel := context.WithCancel(context.Background())
+		f.fail = []error{nil, lost, lost}
+		place := &feedPlace{}
+		done := make(chan error, 1)
+		go func() {
+			done <- followFeed(ctx, func(qctx context.Context, id string, req troupe.LiveRequest) (troupe.LivePage, error) {
+				if len(f.asked) == 1 {
+					f.items = append(f.items, delta("three"))
+				}
+				if len(f.asked) == 4 {
+					cancel() // the run ends: the next request is the last
+				}
+				return f.query(qctx, id, req)
+			}, "feed", "run", place, feedStreams{events: ch, deltas: true, quit: make(chan struct{})})
+		}()
+		if err := <-done; err != nil {
+			t.Fatalf("followFeed: %v; want nil (two failures in a row are under feedRetries)", err)
+		}
+		if got := texts(ch); got != "one two three" {
+			t.Errorf("the follower got %q; want %q, each once", got, "one two three")
+		}
+	})
+
+	t.Run("a feed that failed is read a last time from its place", func(t *testing.T) {
+		f := &fakeFeed{items: []troupe.Event{delta("one ")}}
+		ch := make(chan troupe.Event, 16)
+		place := &feedPlace{}
+		f.fail = []error{nil}
+		for range feedRetries {
+			f.fail = append(f.fail, lost)
+		}
+		err := followFeed(context.Background(), f.query, "feed", "run", place, feedStreams{events: ch, deltas: true, quit: make(chan struct{})})
+		if !errors.Is(err, lost) {
+			t.Fatalf("followFeed: %v; want the feed's error after %d failures in a row", err, feedRetries)
+		}
+		if !place.answered || place.req.After != 1 {
+			t.Fatalf("place %+v; want the feed answered, after item 1", place)
+		}
+		// The rest of the turn's text came while the feed was failing; the
+		// run ends before it is tried again.
+		f.items = append(f.items, delta("two"), troupe.Event{Kind: troupe.EventTextEnd, WorkflowID: "run/0-a", Turn: 1})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := followFeed(ctx, f.query, "feed", "run", place, feedStreams{events: ch, deltas: true, quit: make(chan struct{})}); err != nil {
+			t.Fatalf("the last reading: %v", err)
+		}
+		if got := texts(ch); got != "one two" {
+			t.Errorf("the follower got %q; want %q, each once", got, "one two")
+		}
+		if last := f.asked[len(f.asked)-1]; last.Watch != "w" || last.After != 1 || last.WaitMS != 0 {
+			t.Errorf("the last reading asked %+v; want from item 1 of watch w, held by nothing", last)
 		}
 	})
 }

@@ -222,7 +222,7 @@ func (r *Route) runAgent(ctx workflow.Context, res *Result, l link, in *troupe.A
 		if err != nil {
 			given = troupe.FailureOf(err).Lease // A failed agent may give its workspace back.
 		}
-		boxes.Back(l.agent, given)
+		boxes.Back(ctx, l.agent, given)
 	}
 	if err != nil {
 		res.Failed(err) // A failed agent's usage still counts.

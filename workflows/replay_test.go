@@ -143,6 +143,13 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// (TMPRL1100) finds no activity for the one its history sends
 		// on to the store's queue.
 		{mustFail, "sandbox-reroute-version-renamed.json", []*agents.Graph{testgraphs.Recreate("local")}, "an agent whose sandbox-reroute marker is renamed", "TMPRL1100"},
+		// A session that took a host as gone and then as back, when an
+		// agent of its restored the sandbox there (v16-host-back),
+		// replayed without its host-back marker: it keeps the host as
+		// gone, as before the change, and its last pause sends no
+		// snapshot there: the SDK (TMPRL1100) finds no activity for the
+		// one its history records.
+		{mustFail, "host-back-version-renamed.json", []*agents.Graph{notesReplayGraph()}, "a session whose host-back marker is renamed", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -157,7 +164,8 @@ func TestReplayCatchesDrift(t *testing.T) {
 		if !slices.Contains([]string{"version-renamed.json", "child-type-renamed.json", "carry-next-shifted.json", "event-page-dropped.json", "session-fork-type-changed.json",
 			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json",
 			"remove-session-version-renamed.json", "snapshot-before-stop-version-renamed.json", "command-outcome-version-renamed.json",
-			"stop-retry-version-renamed.json", "news-before-continue-version-bumped.json", "sandbox-reroute-version-renamed.json"}, f) {
+			"stop-retry-version-renamed.json", "news-before-continue-version-bumped.json", "sandbox-reroute-version-renamed.json",
+			"host-back-version-renamed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

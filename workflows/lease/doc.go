@@ -105,7 +105,7 @@
 //
 // Life and Keeper are workflow code: deterministic, touching sandboxes
 // only through the activities. Every change of the commands they issue is
-// versioned (troupe.clear-lost-sandbox, troupe.snapshot-retry, troupe.host-gone,
+// versioned (troupe.clear-lost-sandbox, troupe.snapshot-retry, troupe.host-gone, troupe.host-back,
 // troupe.sandbox-call-retry, troupe.sandbox-stop-retry, troupe.sandbox-reroute,
 // troupe.manifest-guidance, troupe.keep-failed-workspace,
 // troupe.snapshot-before-stop) and proven by

@@ -14,7 +14,9 @@ package lease
 // waited for), the sandbox is lost at once, the next need restores its
 // last snapshot elsewhere, and the reaper of its host removes what is
 // left when the host comes back (KeepOwned). So a host loss costs a run
-// one HostTimeout, never two.
+// one HostTimeout, never two. A host that comes back (restarted on the
+// same disk, so its store and queue are the same) is taken as back when
+// a worker of its store makes a sandbox of the workflow's.
 
 import (
 	"context"
@@ -93,8 +95,17 @@ func servedBy(pollers []*taskqueue.PollerInfo, gone string, now time.Time) bool 
 	return false
 }
 
+// versionHostBack marks the change to agents and sessions that take a
+// store they took as gone as back once a worker of it made their sandbox
+// (its host restarted on the same disk): before it, every call of that
+// sandbox was refused as sent to a gone host, and the sandbox was lost
+// again at each call. The marker is written only when a sandbox is made
+// on a store taken as gone.
+const versionHostBack = "troupe.host-back"
+
 // Hosts are the sandbox stores (by task queue) a workflow took as gone:
-// it sends them nothing more. A session's Keeper shares one among its
+// it sends them nothing more, until a worker of one makes a sandbox of
+// the workflow's (its host came back on the same disk). A session's Keeper shares one among its
 // agents' Lives. It is workflow state, made from history.
 type Hosts struct{ gone map[string]string }
 
@@ -114,6 +125,11 @@ func (h *Hosts) mark(queue, why string) {
 	if _, ok := h.gone[queue]; !ok {
 		h.gone[queue] = why
 	}
+}
+
+// back takes the store of queue as back: a worker of it answered.
+func (h *Hosts) back(queue string) {
+	delete(h.gone, queue)
 }
 
 // hostGoneErr is the error of an activity not sent to the gone store of

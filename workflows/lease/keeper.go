@@ -112,8 +112,9 @@ func (b *Keeper) Unlend(agent string) {
 // when the agent ended without giving it (it was cancelled, or failed on
 // code from before versionKeepFailedWorkspace, and stopped its sandbox),
 // as it was lent, forfeited: the next command restores the last snapshot
-// the session knows.
-func (b *Keeper) Back(agent string, given *runtime.SandboxLease) {
+// the session knows. A sandbox the agent made on a store the session took
+// as gone tells the session that store's host is back (versionHostBack).
+func (b *Keeper) Back(ctx workflow.Context, agent string, given *runtime.SandboxLease) {
 	lent, ok := b.lent[agent]
 	if !ok {
 		return
@@ -127,6 +128,14 @@ func (b *Keeper) Back(agent string, given *runtime.SandboxLease) {
 	}
 	*l.lease = *given
 	if l.lease.Live() {
+		queue := l.lease.Sandbox.Queue
+		if _, gone := b.hosts.Gone(queue); gone && l.lease.Generation != lent.Generation &&
+			workflow.GetVersion(ctx, versionHostBack, workflow.DefaultVersion, 1) == 1 {
+			// The agent made the sandbox on a store the session took as
+			// gone: its host is back (restarted on the same disk), and
+			// the session's snapshots and stops go there again.
+			b.hosts.back(queue)
+		}
 		l.touch(b.ctx)
 	}
 }
