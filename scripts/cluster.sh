@@ -740,11 +740,15 @@ cmd_kill_host() {
 cmd_restart_host() {
 	local n=$1 disk
 	disk=$(host_disk "$n")
+	# A worker started with the cluster down would retry its server for
+	# ever: refuse, and leave the host as it was.
+	[ -f "$STATE/env" ] || die "the cluster is not up: scripts/cluster.sh up"
+	pid_alive "$STATE/run/temporal.pid" || die "the cluster is down (its Temporal server is not running): scripts/cluster.sh up, which restarts the hosts not killed; then restart-host $n"
+	grep -qw "troupe-h$n" <<<"$(ip netns list)" || die "host $n has no network namespace (the cluster is down): scripts/cluster.sh up"
 	if [ -d "$disk.dead" ]; then
 		chmod 755 "$disk.dead"
 		mv "$disk.dead" "$disk"
 	fi
-	[ -f "$STATE/env" ] || die "the cluster is not up"
 	host_up "$n"
 	hosts_wait
 	log "host $n restarted"
