@@ -98,7 +98,7 @@ func Command(graphs []Graph, stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(devCommand(graphs), workerCommand(graphs), runCommand(graphs), runsCommand(graphs), sessionsCommand(), chatCommand(graphs), mcpCommand(graphs), modelCommand(), sandboxCommand(), codecServerCommand())
+	root.AddCommand(devCommand(graphs), workerCommand(graphs), runCommand(graphs), runsCommand(graphs), sessionsCommand(graphs), chatCommand(graphs), mcpCommand(graphs), modelCommand(), sandboxCommand(), codecServerCommand())
 	markRun(root)
 	return root
 }

@@ -1,10 +1,11 @@
 package cli
 
-// This file holds how `troupe run` sends a git repository on the client's
-// disk (the value of a graph flag marked GitRepo: the code review's
-// --repo) to workers that may not see that disk: packed as a git bundle
-// (runtime/sandbox/gitbundle) into the workers' blob store, under the
-// run's inputs, and named by reference ("blob:KEY") in the run variable.
+// This file holds how `troupe run` and `troupe sessions new` send a git
+// repository on the client's disk (the value of a graph flag marked
+// GitRepo: the code review's --repo, or --var repo=PATH) to workers that
+// may not see that disk: packed as a git bundle (runtime/sandbox/gitbundle)
+// into the workers' blob store, under the run's (or the session's)
+// inputs, and named by reference ("blob:KEY") in the variable.
 
 import (
 	"context"
@@ -27,7 +28,7 @@ import (
 // worker of queue keeps its blobs elsewhere; a path that is no
 // repository, or one too large, is refused. Each error is one line that
 // says what to do.
-func sendRepos(ctx context.Context, cn *conn, g Graph, queue, run string, vars map[string]string, progress io.Writer) error {
+func sendRepos(ctx context.Context, cn *conn, g Graph, queue, run string, vars map[string]string, instead string, progress io.Writer) error {
 	for _, f := range g.Flags {
 		v := vars[f.Name]
 		if !f.GitRepo || v == "" || isURL(v) || strings.HasPrefix(v, gitbundle.Scheme) {
@@ -40,7 +41,7 @@ func sendRepos(ctx context.Context, cn *conn, g Graph, queue, run string, vars m
 		if err != nil {
 			return usage(fmt.Errorf("--%s %s: %w", f.Name, v, err))
 		}
-		ref, err := sendRepo(ctx, cn, queue, run, f.Name, path, progress)
+		ref, err := sendRepo(ctx, cn, queue, run, f.Name, path, instead, progress)
 		if err != nil {
 			return err
 		}
@@ -55,19 +56,23 @@ func scpLike(v string) bool {
 	return i > 0 && !strings.Contains(v[:i], "/")
 }
 
-// instead is what a user can do rather than send a repository.
-const repoInstead = "or give a URL every worker can clone (--var repo=URL), or serve the run from this process with --worker"
+// repoInstead and sessionRepoInstead are what a user can do rather than
+// send a repository, for a run and for a session.
+const (
+	repoInstead        = "or give a URL every worker can clone (--var repo=URL), or serve the run from this process with --worker"
+	sessionRepoInstead = "or give a URL every worker can clone (--var repo=URL)"
+)
 
 // sendRepo packs the repository at path (flag's value) into a file, then
 // puts it in the workers' store under troupe.InputKey(run, its SHA-256),
-// and returns its reference.
-func sendRepo(ctx context.Context, cn *conn, queue, run, flag, path string, progress io.Writer) (string, error) {
+// and returns its reference. instead is what the user can do rather.
+func sendRepo(ctx context.Context, cn *conn, queue, run, flag, path, instead string, progress io.Writer) (string, error) {
 	url, err := blobURL()
 	if err != nil {
 		return "", err
 	}
 	what := fmt.Sprintf("the repository --%s %s", flag, path)
-	if err := sameStore(ctx, cn, queue, url, what, repoInstead); err != nil {
+	if err := sameStore(ctx, cn, queue, url, what, instead); err != nil {
 		return "", err
 	}
 	f, err := os.CreateTemp("", "troupe-repo-*.bundle")
@@ -79,10 +84,10 @@ func sendRepo(ctx context.Context, cn *conn, queue, run, flag, path string, prog
 	packed, err := gitbundle.Pack(ctx, path, f, gitbundle.Limits{})
 	switch {
 	case errors.Is(err, gitbundle.ErrNotRepository):
-		return "", usage(fmt.Errorf("--%s %s is not a git repository: give a repository's directory, %s", flag, path, repoInstead))
+		return "", usage(fmt.Errorf("--%s %s is not a git repository: give a repository's directory, %s", flag, path, instead))
 	case errors.Is(err, gitbundle.ErrTooLarge):
 		return "", usage(fmt.Errorf("--%s %s packs to more than %d MiB, more than the workers take through the blob store: %s",
-			flag, path, gitbundle.DefaultMaxBytes>>20, strings.TrimPrefix(repoInstead, "or ")))
+			flag, path, gitbundle.DefaultMaxBytes>>20, strings.TrimPrefix(instead, "or ")))
 	case err != nil:
 		return "", fmt.Errorf("pack --%s %s: %w", flag, path, err)
 	}

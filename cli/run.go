@@ -220,7 +220,7 @@ func runGraph(ctx context.Context, res troupeclient.Resolved, graphs []Graph, in
 		// repository goes to them through their blob store, under the
 		// run, which is named first.
 		id := troupeclient.NewRunID(in.Graph)
-		if err := sendRepos(ctx, conn, g, taskQueue, id, in.Vars, progress); err != nil {
+		if err := sendRepos(ctx, conn, g, taskQueue, id, in.Vars, repoInstead, progress); err != nil {
 			return err
 		}
 		opts = append(opts, troupeclient.WithID(id))

@@ -21,7 +21,7 @@ import (
 // Temporal server the other commands use (the one their connection
 // settings name, else the server of TROUPE_HOME), served by the workers of `troupe dev` or
 // `troupe worker`.
-func sessionsCommand() *cobra.Command {
+func sessionsCommand(graphs []Graph) *cobra.Command {
 	var asJSON, wait bool
 	cmd := &cobra.Command{
 		Use:   "sessions",
@@ -55,8 +55,20 @@ func sessionsCommand() *cobra.Command {
 			}
 			return withWorker(cmd, "", wait, func(cn *conn) error {
 				var opts []troupeclient.StartOption
-				if id != "" {
-					opts = append(opts, troupeclient.WithID(id))
+				sid := id
+				if g, err := findGraph(graphs, args[0]); err == nil && hasGitRepo(g) {
+					// The workers may not see this disk: a local
+					// repository goes to them through their blob store,
+					// under the session, which is named first.
+					if sid == "" {
+						sid = troupeclient.NewSessionID(args[0])
+					}
+					if err := sendRepos(cmd.Context(), cn, g, "", sid, vs, sessionRepoInstead, cmd.ErrOrStderr()); err != nil {
+						return err
+					}
+				}
+				if sid != "" {
+					opts = append(opts, troupeclient.WithID(sid))
 				}
 				_, e, err := cn.runs("", nil).CreateSession(cmd.Context(), troupeclient.SessionInput{Graph: args[0], Agent: agent, Name: name, Policy: p, Vars: vs, Budget: budget}, opts...)
 				if err != nil {

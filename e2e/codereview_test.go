@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -471,4 +474,57 @@ func TestCodeReviewSendsRepo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCodeReviewSessionSendsRepo: `troupe sessions new codereview --var
+// repo=PATH` with a repository only the client sees (on a tmpfs in the
+// client's own mount namespace) sends it to the workers through their
+// blob store, under the session: the session's review reads it, and the
+// worker never sees the client's disk. Before, the session kept the path,
+// which the workers' sandboxes could not open.
+func TestCodeReviewSessionSendsRepo(t *testing.T) {
+	parallel(t)
+	if out, err := exec.Command("unshare", "--map-root-user", "--mount", "true").CombinedOutput(); err != nil {
+		t.Fatalf("no mount namespace for the client (unshare, from util-linux: %v: %s)", err, out)
+	}
+	home := t.TempDir()
+	port := strconv.Itoa(freePort(t))
+	dev := startCLI(t, home, "dev", "--port", port, "--ui-port", "-1")
+	dev.waitLine(t, regexp.MustCompile(`^troupe: dev server up`))
+
+	hidden, out := t.TempDir(), filepath.Join(t.TempDir(), "review")
+	cmd, env := troupeCommand(t, "sessions", "new", "codereview", "--var", "repo="+hidden, "--var", "out="+out)
+	// The repository, on a tmpfs over hidden that only the client sees;
+	// then the client itself.
+	script := `mount -t tmpfs tmpfs "$1" && cp -a "$2/." "$1/" && exec "$3"`
+	cmd = exec.Command("unshare", "--map-root-user", "--mount", "sh", "-c", script, "sh", hidden, exampletest.ReviewRepo(t), os.Args[0])
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "TEMPORAL_") })
+	cmd.Env = append(cmd.Env, env, "TROUPE_HOME="+home, "OPENAI_API_KEY=", "TEMPORAL_CONFIG_FILE="+filepath.Join(home, "no-temporal.toml"))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := runWithin(cmd, 2*time.Minute); err != nil {
+		t.Fatalf("troupe sessions new: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "sent the repository --repo "+hidden) {
+		t.Errorf("stderr does not say the repository was sent:\n%s", stderr.String())
+	}
+	id := strings.TrimSpace(stdout.String())
+	var rec troupeclient.TurnRecord
+	if err := json.Unmarshal([]byte(runCLI(t, home, "sessions", "send", id, "Review this change", "--json")), &rec); err != nil {
+		t.Fatal(err)
+	}
+	exampletest.CheckReview(t, rec.Output, out)
+	if entries, err := os.ReadDir(hidden); err != nil || len(entries) != 0 {
+		t.Errorf("the worker saw %d entries in %s (%v); want none: the test proves nothing", len(entries), hidden, err)
+	}
+}
+
+// runWithin runs cmd, killing it after d (a hang detector).
+func runWithin(cmd *exec.Cmd, d time.Duration) error {
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	timer := time.AfterFunc(d, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	return cmd.Wait()
 }
