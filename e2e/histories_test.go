@@ -27,7 +27,9 @@ import (
 // (and so do the tests of other sets: TestBudgetEndToEnd's
 // v11-budget-asks, TestGuardrailsEndToEnd's v10-guardrails, TestRemoveSession's and
 // TestRemoveSessionWithoutWorker's v13-remove-session, TestSandboxRerouted's
-// v15-sandbox-reroute, ...).
+// v15-sandbox-reroute, TestSessionHostComesBack's v16-host-back,
+// TestModelRetryAfterHonoured's and TestModelLimitHeldAcrossWorkers'
+// v16-rate-limits, ...).
 var historiesDir = flag.String("histories", "", "save the deal-desk and MCP runs' workflow histories to this directory")
 
 // saveHistories writes the histories of the workflows ids to dir, named

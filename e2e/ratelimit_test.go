@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
 	"github.com/troupe-dev/troupe"
 	"github.com/troupe-dev/troupe/agents"
 	troupeclient "github.com/troupe-dev/troupe/client"
@@ -15,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/model/scripted"
 	"github.com/troupe-dev/troupe/workflows"
+	"github.com/troupe-dev/troupe/workflows/throttle"
 )
 
 // tickerScenario makes each run of the ticker take turns model turns: a
@@ -98,6 +102,11 @@ func TestModelLimitHeldAcrossWorkers(t *testing.T) {
 			t.Errorf("run %d: %v", i, err)
 		}
 	}
+	if *historiesDir != "" {
+		// The limiter's history, as it stands (it runs on with the
+		// workers), for the replay tests (v16-rate-limits).
+		saveHistories(t, c, map[string]bool{limiterOf(t, c, queue): true}, *historiesDir, "limiter")
+	}
 	st := srv.Stats()
 	t.Logf("model server saw %+v", st)
 	if st.PeakConcurrent > limit.MaxConcurrent || st.MaxInWindow > limit.Requests || st.RateLimited != 0 {
@@ -165,4 +174,29 @@ func TestModelRetryAfterHonoured(t *testing.T) {
 	if waits != len(throttles) {
 		t.Errorf("%d rate-limit events, want one per 429 (%d)", waits, len(throttles))
 	}
+	if *historiesDir != "" {
+		ids := map[string]bool{}
+		for _, wf := range workflowTree(t, c, run.GetID()) {
+			ids[wf] = true
+		}
+		saveHistories(t, c, ids, *historiesDir, "ratelimited")
+	}
+}
+
+// limiterOf is the workflow id of the model limiter of the workers of
+// queue (there is one endpoint).
+func limiterOf(t *testing.T, c client.Client, queue string) string {
+	t.Helper()
+	resp, err := c.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+		Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", throttle.LimiterWorkflowName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range resp.GetExecutions() {
+		if id := e.GetExecution().GetWorkflowId(); strings.HasPrefix(id, "troupe-model-limiter-"+queue+"-") {
+			return id
+		}
+	}
+	t.Fatalf("no running model limiter of queue %s", queue)
+	return ""
 }

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"cmp"
+	"context"
 	"maps"
 	"os"
 	"path/filepath"
@@ -35,11 +36,11 @@ func TestReplayHistories(t *testing.T) {
 func replaySet(t *testing.T, dir string, graphs ...*agents.Graph) {
 	index := workflowstest.ReadIndex(t, dir)
 	files := slices.Sorted(maps.Keys(index))
-	if len(files) < 4 {
-		t.Fatalf("%d histories, want at least 4 (a session and its three turns; a deal-desk run has 5 workflows)", len(files))
+	if len(files) < 3 {
+		t.Fatalf("%d histories, want at least 3 (a session and its turns; a deal-desk run has 5 workflows; a rate-limited run has 2, and its limiter 1)", len(files))
 	}
 	if graphs == nil {
-		graphs = []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpReplayGraph(), notesReplayGraph(), measureReplayGraph(), testgraphs.Gate(func() string { return os.DevNull }), testgraphs.Recreate("local")}
+		graphs = []*agents.Graph{dealdesk.Graph(), codereview.Graph(), mcpReplayGraph(), notesReplayGraph(), measureReplayGraph(), testgraphs.Gate(func() string { return os.DevNull }), testgraphs.Recreate("local"), tickerReplayGraph()}
 	}
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
@@ -149,6 +150,11 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// gone, as before the change, and its last pause sends no
 		// snapshot there: the SDK (TMPRL1100) finds no activity for the
 		// one its history records.
+		// A run whose model answered 429 with a wait (v16-rate-limits),
+		// replayed without its model-retry-events marker: it leaves the
+		// retries to the SDK, as before the change, and schedules no
+		// timer for the wait its history records.
+		{mustFail, "model-retry-events-version-renamed.json", []*agents.Graph{tickerReplayGraph()}, "a rate-limited agent whose model-retry-events marker is renamed", ""},
 		{mustFail, "host-back-version-renamed.json", []*agents.Graph{notesReplayGraph()}, "a session whose host-back marker is renamed", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -165,7 +171,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json",
 			"remove-session-version-renamed.json", "snapshot-before-stop-version-renamed.json", "command-outcome-version-renamed.json",
 			"stop-retry-version-renamed.json", "news-before-continue-version-bumped.json", "sandbox-reroute-version-renamed.json",
-			"host-back-version-renamed.json"}, f) {
+			"host-back-version-renamed.json", "model-retry-events-version-renamed.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}
@@ -185,6 +191,17 @@ func notesReplayGraph() *agents.Graph {
 // took messages by reference: v14-message-refs).
 func measureReplayGraph() *agents.Graph {
 	return agents.MustGraph("measure", "measurer", &agents.Agent{Name: "measurer", Instructions: "measure what you are given"})
+}
+
+// tickerReplayGraph is the e2e package's ticker graph, whose runs met a
+// model that rate-limits (v16-rate-limits).
+func tickerReplayGraph() *agents.Graph {
+	tick := agents.MustFunctionTool("tick", "Does nothing.", func(_ context.Context, a struct {
+		N string `json:"n"`
+	}) (string, error) {
+		return "tock " + a.N, nil
+	})
+	return agents.MustGraph("ticker", "ticker", &agents.Agent{Name: "ticker", Instructions: "ticker", Tools: []agents.Tool{tick}})
 }
 
 func mcpReplayGraph() *agents.Graph {
