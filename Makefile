@@ -44,9 +44,9 @@ build:
 
 # make run installs only what the run needs (scripts/setup.sh run), and
 # builds troupe: the first build compiles the embedded Temporal server and
-# its Web UI, 9 to 10 minutes on two cores; later ones take seconds.
+# its Web UI, 5 to 10 minutes on two cores; later ones take seconds.
 run:
-	@echo "make run: installing bubblewrap if missing, building $(BIN) (a first build takes 9 to 10 minutes on two cores), then running the deal-desk example"
+	@echo "make run: installing bubblewrap if missing, building $(BIN) (a first build takes 5 to 10 minutes on two cores), then running the deal-desk example"
 	@scripts/setup.sh run
 	@$(MAKE) --no-print-directory build
 	$(BIN) run --graph dealdesk "Review the Acme Corp deal: a 3-year, 5000-seat renewal at 35% off list, net-90, go-live in 3 weeks."
