@@ -31,6 +31,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
 	"github.com/troupe-dev/troupe/workflows"
 	"github.com/troupe-dev/troupe/workflows/events"
+	"github.com/troupe-dev/troupe/workflows/lease"
 )
 
 // The test binary doubles as a worker process when envWorker is set.
@@ -290,6 +291,13 @@ func TestHostLost(t *testing.T) {
 	}
 	childID := run.GetID() + "/0-survivor"
 	waitForHang(t, c, ms, childID)
+	// The kill comes once the hung call's heartbeat, which names its
+	// worker, reached the server: the workflow then knows whose polls not
+	// to count when it asks whether the store is still served. (Killed
+	// before, on a loaded machine, the dead worker's own recent polls
+	// answer yes, and the call is sent there once more: a second host
+	// timeout, which this test would report.)
+	awaitHeartbeat(t, c, childID, lease.SandboxToolActivityName)
 	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -559,4 +567,24 @@ func cgroupsNamed(t *testing.T, name string) []string {
 		return nil
 	})
 	return found
+}
+
+// awaitHeartbeat waits until an activity of type typ of workflow id has
+// heartbeat details recorded on the server.
+func awaitHeartbeat(t *testing.T, c client.Client, id, typ string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat of %s in %s within a minute", typ, id)
+		}
+		d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+		if err != nil {
+			continue
+		}
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() == typ && len(a.GetHeartbeatDetails().GetPayloads()) > 0 {
+				return
+			}
+		}
+	}
 }
