@@ -166,10 +166,23 @@ const createPatience = 10 * time.Second
 // until ctx ends. send sends the same update id each time, so that one
 // the manager took is answered, not done again.
 func untilTaken(ctx context.Context, send func() error) error {
-	return resend(ctx, send, func(err error) bool {
-		var waited *client.WorkflowUpdateServiceTimeoutOrCanceledError
-		return troupe.ErrorType(err) == troupe.ErrManagerContinuing || errors.As(err, &waited) || errors.Is(err, context.DeadlineExceeded)
-	})
+	return resend(ctx, send, takenLater)
+}
+
+// takenLater reports whether an update of the session manager that failed
+// with err may be taken if sent again (the same update id: one the manager
+// took is answered, not done again): the manager turned it away as it
+// continues as new, or the server kept it waiting past the call's
+// patience, or timed it out or turned it away itself while busy (an
+// update-with-start's update fails with the server's DeadlineExceeded or
+// ResourceExhausted, say too many updates in flight, which the SDK does
+// not retry inside a multi-operation).
+func takenLater(err error) bool {
+	var waited *client.WorkflowUpdateServiceTimeoutOrCanceledError
+	var late *serviceerror.DeadlineExceeded
+	var busy *serviceerror.ResourceExhausted
+	return troupe.ErrorType(err) == troupe.ErrManagerContinuing || errors.As(err, &waited) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &late) || errors.As(err, &busy)
 }
 
 // whileContinuing calls send, an update of the session manager, again
