@@ -105,8 +105,9 @@ const versionHostBack = "troupe.host-back"
 
 // Hosts are the sandbox stores (by task queue) a workflow took as gone:
 // it sends them nothing more, until a worker of one makes a sandbox of
-// the workflow's (its host came back on the same disk). A session's Keeper shares one among its
-// agents' Lives. It is workflow state, made from history.
+// the workflow's (its host came back on the same disk: takeBack). A
+// session's Keeper shares one among its agents' Lives. It is workflow
+// state, made from history.
 type Hosts struct{ gone map[string]string }
 
 // Gone reports whether the store of queue is taken as gone, and why.
@@ -127,9 +128,18 @@ func (h *Hosts) mark(queue, why string) {
 	}
 }
 
-// back takes the store of queue as back: a worker of it answered.
-func (h *Hosts) back(queue string) {
+// takeBack takes the store of queue as back, when the workflow took it
+// as gone, for a worker of it just made a sandbox of the workflow's: it
+// reports why it was taken as gone, and whether it is back now. Workflows
+// from before versionHostBack keep it gone; the marker is written only
+// when the store was taken as gone.
+func (h *Hosts) takeBack(ctx workflow.Context, queue string) (string, bool) {
+	why, gone := h.Gone(queue)
+	if !gone || workflow.GetVersion(ctx, versionHostBack, workflow.DefaultVersion, 1) != 1 {
+		return "", false
+	}
 	delete(h.gone, queue)
+	return why, true
 }
 
 // hostGoneErr is the error of an activity not sent to the gone store of

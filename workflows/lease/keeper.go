@@ -128,13 +128,11 @@ func (b *Keeper) Back(ctx workflow.Context, agent string, given *runtime.Sandbox
 	}
 	*l.lease = *given
 	if l.lease.Live() {
-		queue := l.lease.Sandbox.Queue
-		if _, gone := b.hosts.Gone(queue); gone && l.lease.Generation != lent.Generation &&
-			workflow.GetVersion(ctx, versionHostBack, workflow.DefaultVersion, 1) == 1 {
-			// The agent made the sandbox on a store the session took as
-			// gone: its host is back (restarted on the same disk), and
+		if l.lease.Generation != lent.Generation {
+			// The agent made the sandbox: on a store the session took as
+			// gone, its host is back (restarted on the same disk), and
 			// the session's snapshots and stops go there again.
-			b.hosts.back(queue)
+			b.hosts.takeBack(ctx, l.lease.Sandbox.Queue)
 		}
 		l.touch(b.ctx)
 	}

@@ -174,10 +174,8 @@ func (s *Life) Ensure(ctx workflow.Context) error {
 	if snapshot != "" {
 		kind, detail = troupe.EventSandboxRestored, detail+" from "+snapshot
 	}
-	if why, gone := s.hosts.Gone(info.Queue); gone && workflow.GetVersion(ctx, versionHostBack, workflow.DefaultVersion, 1) == 1 {
-		// A worker of a store taken as gone made this sandbox: its host is
-		// back (restarted on the same disk). Calls go there again.
-		s.hosts.back(info.Queue)
+	if why, back := s.hosts.takeBack(ctx, info.Queue); back {
+		// Calls go there again.
 		detail += " (its host, taken as gone when " + why + ", is back)"
 	}
 	s.rec.Add(ctx, troupe.Event{Kind: kind, Agent: s.agent, Detail: detail})
