@@ -86,6 +86,14 @@ func SessionManagerIDFor(queue string) string {
 	return SessionManagerID + "-" + queue
 }
 
+// SessionID is the id of a session of graph created without one:
+// "session-GRAPH-" and suffix, 8 random hex digits. The session manager
+// makes it; a client that puts a session's inputs under it before the
+// session exists makes it too (client.NewSessionID).
+func SessionID(graph, suffix string) string {
+	return "session-" + graph + "-" + suffix
+}
+
 // ErrUnknownSession is a call for a session the manager does not hold.
 const ErrUnknownSession = "troupe.UnknownSession"
 

@@ -46,11 +46,11 @@ func StartRun(ctx context.Context, c client.Client, taskQueue string, in troupe.
 func NewRunID(graph string) string { return freshRunID(graph) }
 
 // NewSessionID returns a fresh id for a session of graph, of the form the
-// session manager gives one created without an id (session-GRAPH- and 8
-// hex digits): a client that puts a session's inputs under it before the
-// session exists names it so (WithID).
+// session manager gives one created without an id (troupe.SessionID): a
+// client that puts a session's inputs under it before the session exists
+// names it so (WithID).
 func NewSessionID(graph string) string {
-	return fmt.Sprintf("session-%s-%s", graph, uuid.NewString()[:8])
+	return troupe.SessionID(graph, uuid.NewString()[:8])
 }
 
 // freshRunID is a new run's id: "troupe-<graph>-<8 hex>".

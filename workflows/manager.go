@@ -503,7 +503,7 @@ func (m *manager) start(ctx workflow.Context, in troupe.CreateSessionInput) (tro
 		if err := workflow.SideEffect(ctx, func(workflow.Context) any { return uuid.NewString()[:8] }).Get(&suffix); err != nil {
 			return troupe.SessionEntry{}, err
 		}
-		id = "session-" + in.Session.Graph + "-" + suffix
+		id = troupe.SessionID(in.Session.Graph, suffix)
 	}
 	now := workflow.Now(ctx)
 	in.Session.Manager = workflow.GetInfo(ctx).WorkflowExecution.ID
