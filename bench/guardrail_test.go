@@ -21,8 +21,8 @@ import (
 // the same agent with a tool guardrail whose Before check passes every
 // call and an approval policy whose predicate never makes a call wait
 // (agents.When returning false). Each of those runs every turn that
-// calls the tool: the policy's check and the guardrail's are one local
-// activity each. Both agents are served by one worker and run in
+// calls the tool, in the model call's local activity (gate.Precheck;
+// each was a local activity of its own before). Both agents are served by one worker and run in
 // alternation (plain, guarded, guarded, plain), so a drift in the
 // machine's load weighs on both alike.
 //

@@ -111,8 +111,9 @@ rules:
 // workflows replay from their histories, and the events of a tripped run
 // stay readable once it has ended. With -histories, their histories are
 // saved for the replay tests of package workflows (v10-guardrails holds
-// the runs of input, tools and output; v11-tool-guardrail-agents those of
-// tool_agents and tool_agents_trip):
+// the runs of input, tools and output; v17-prechecks the same three, once
+// tool guardrail funcs rode with the model call; v11-tool-guardrail-agents
+// those of tool_agents and tool_agents_trip):
 //
 //	go test ./e2e -run 'TestGuardrailsEndToEnd/tool_agents' -histories ../workflows/testdata/histories/v11-tool-guardrail-agents
 func TestGuardrailsEndToEnd(t *testing.T) {

@@ -25,7 +25,7 @@ import (
 //	go test ./e2e -run 'TestDealDesk/responses|TestMCPToolsEndToEnd/stdio|TestRunContinuesAsNew|TestLongRunContinuesAsNew|TestDealDeskSession' -histories ../workflows/testdata/histories/NAME (a new set; keep the old ones)
 //
 // (and so do the tests of other sets: TestBudgetEndToEnd's
-// v11-budget-asks, TestGuardrailsEndToEnd's v10-guardrails, TestRemoveSession's and
+// v11-budget-asks, TestGuardrailsEndToEnd's v10-guardrails and v17-prechecks, TestRemoveSession's and
 // TestRemoveSessionWithoutWorker's v13-remove-session, TestSandboxRerouted's
 // v15-sandbox-reroute, TestSessionHostComesBack's v16-host-back,
 // TestModelRetryAfterHonoured's and TestModelLimitHeldAcrossWorkers'

@@ -191,6 +191,9 @@ func (a *Activities) endTurn(ctx context.Context, in ModelInput, agent *agents.A
 	}
 	ref.View = view
 	out := &ModelOutput{Transcript: ref, Step: step, Usage: resp.Usage, Model: req.Model, Told: <-told}
+	if in.Precheck != nil && len(step.Calls) > 0 {
+		out.Prechecked = a.precheck(ctx, in, step.Calls)
+	}
 	for _, it := range resp.Output {
 		if it.Type == agents.ItemMessage {
 			out.Text = troupe.Preview(it.Content, 200)

@@ -193,13 +193,15 @@ func (a *agentRun) modelTurn(ctx workflow.Context, turn int) (runtime.Next, erro
 	}
 	calls.sb.ReadGuidance(ctx)
 	var mo ModelOutput
+	precheck := calls.chain.Precheck(ctx)
 	if err := calls.chain.AroundModel(ctx, &m, func(mctx workflow.Context) error {
 		return a.r.callModel(mctx, a.rec, a.spec, ModelInput{Graph: a.in.Graph, Agent: a.agent.Name, Run: rc, Transcript: st.Transcript, Pending: st.Pending,
 			MCPTools: calls.mt.Specs(), Pinned: a.in.Spec != nil, Tools: a.agent.ToolNames(), Guidance: calls.sb.Guidance(),
-			Budget: m.Report}, &mo)
+			Budget: m.Report, Precheck: precheck}, &mo)
 	}); err != nil {
 		return runtime.Next{}, err
 	}
+	calls.turn.Prechecked = mo.Prechecked
 	detail := mo.Text
 	if len(mo.Step.Calls) > 0 {
 		detail = strconv.Itoa(len(mo.Step.Calls)) + " tool call(s)"
@@ -218,6 +220,9 @@ func (a *agentRun) modelTurn(ctx workflow.Context, turn int) (runtime.Next, erro
 // runCalls carries out a turn's tool calls and moves the state on with
 // their outputs; once the user interrupted, it answers them instead.
 func (a *agentRun) runCalls(ctx workflow.Context, calls []agents.Item) (runtime.Next, error) {
+	if a.calls.ctl != nil && a.calls.ctl.paused {
+		a.calls.turn.Prechecked = nil // Checked before the pause: the gates check again after it.
+	}
 	if err := a.calls.ctl.hold(ctx, a.calls.sb); err != nil {
 		return runtime.Next{}, err
 	}

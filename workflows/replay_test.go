@@ -156,6 +156,14 @@ func TestReplayCatchesDrift(t *testing.T) {
 		// timer for the wait its history records.
 		{mustFail, "model-retry-events-version-renamed.json", []*agents.Graph{tickerReplayGraph()}, "a rate-limited agent whose model-retry-events marker is renamed", ""},
 		{mustFail, "host-back-version-renamed.json", []*agents.Graph{notesReplayGraph()}, "a session whose host-back marker is renamed", "TMPRL1100"},
+		// An agent whose model call checked its calls for its tool
+		// guardrail (v17-prechecks), its prechecks marker at a version
+		// this code does not know. (Renaming the marker instead replays
+		// without error: the gates take the checks a recorded model call
+		// returned whatever the marker says, so the replayed agent issues
+		// the commands its history has; the marker decides only whether a
+		// new model call is asked to check.)
+		{mustFail, "prechecks-version-bumped.json", today, "an agent whose prechecks marker has version 2", "TMPRL1100"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			err := workflowstest.Replay(t, filepath.Join(tc.set, tc.file), workflowstest.ReadIndex(t, tc.set)[tc.file], tc.graphs...)
@@ -171,7 +179,7 @@ func TestReplayCatchesDrift(t *testing.T) {
 			"tool-guardrail-agents-version-renamed.json", "budget-asks-version-renamed.json", "source-not-allowed-version-bumped.json",
 			"remove-session-version-renamed.json", "snapshot-before-stop-version-renamed.json", "command-outcome-version-renamed.json",
 			"stop-retry-version-renamed.json", "news-before-continue-version-bumped.json", "sandbox-reroute-version-renamed.json",
-			"host-back-version-renamed.json", "model-retry-events-version-renamed.json"}, f) {
+			"host-back-version-renamed.json", "model-retry-events-version-renamed.json", "prechecks-version-bumped.json"}, f) {
 			t.Errorf("fixture %s/%s is not checked", mustFail, f)
 		}
 	}

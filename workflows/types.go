@@ -7,6 +7,7 @@ import (
 	"github.com/troupe-dev/troupe/runtime"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/workflows/budget"
+	"github.com/troupe-dev/troupe/workflows/gate"
 )
 
 // Names of the activities of a run's agents. They are stable: histories
@@ -101,6 +102,9 @@ type ModelInput struct {
 	// update, has the activity tell the root what the call used, right
 	// after it.
 	Budget *troupe.ModelBudget `json:"budget,omitempty"`
+	// Precheck, when set, has the activity run the gates' checks it names
+	// on the calls the model answers with (gate.Precheck).
+	Precheck *gate.Precheck `json:"precheck,omitempty"`
 }
 
 // ModelOutput is the model activity's result.
@@ -117,6 +121,8 @@ type ModelOutput struct {
 	// (ModelInput.Budget): "delivered", "sent" (not waited for), or not
 	// at all ("").
 	Told string `json:"told,omitempty"`
+	// Prechecked is what the checks of ModelInput.Precheck found.
+	Prechecked *gate.Prechecked `json:"prechecked,omitempty"`
 }
 
 // ExtractInput is the output-extractor activity's input.

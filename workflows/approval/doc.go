@@ -6,8 +6,11 @@
 //
 //  1. Before a turn's calls start, the agent workflow sees which of them
 //     a policy makes wait: the run's spec says which tools have one; a
-//     policy that decides per call (agents.Approval.When) runs in a local
-//     activity, whose answer the history keeps.
+//     policy that decides per call (agents.Approval.When) runs in the
+//     model call's activity, on the calls the model answered with
+//     (gate.Precheck), or in a local activity of its own when that did
+//     not check them (arguments changed since, a pause between, a failed
+//     check); the history keeps its answer.
 //  2. For each call that waits it records approval_requested and asks the
 //     root of its tree (the run's orchestrator or the session, whose id
 //     every agent input carries as RunID) with troupe.ApprovalRequestSignal.

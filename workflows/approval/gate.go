@@ -152,9 +152,13 @@ func candidates(t *gate.Turn, d *runtime.Dispatch) (cands []candidate, asks []ag
 }
 
 // checkPolicies asks the agent's policies, in one local activity, which of
-// asks need approval; nil (every call waits) when there are none to ask or
-// the policies cannot decide, so that a doubt asks a human.
+// asks need approval, unless the turn's model call asked them already
+// (Precheck); nil (every call waits) when there are none to ask or the
+// policies cannot decide, so that a doubt asks a human.
 func checkPolicies(ctx workflow.Context, t *gate.Turn, asks []agents.Item) []bool {
+	if need, ok := prechecked(t, asks); ok {
+		return need
+	}
 	var need []bool
 	if len(asks) > 0 {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
@@ -166,6 +170,33 @@ func checkPolicies(ctx workflow.Context, t *gate.Turn, asks []agents.Item) []boo
 		}
 	}
 	return need
+}
+
+// Precheck has the model call ask the policies that decide per call
+// (gate.Precheck).
+func (ap *Gate) Precheck(t *gate.Turn, p *gate.Precheck) {
+	for _, pol := range t.Agent.Approvals {
+		if pol.When {
+			p.Approvals = append(p.Approvals, pol.Tool)
+		}
+	}
+}
+
+// prechecked is what the policies said of asks when the turn's model call
+// asked them of every one, on its arguments now; false when it did not.
+func prechecked(t *gate.Turn, asks []agents.Item) ([]bool, bool) {
+	if len(asks) == 0 {
+		return nil, false
+	}
+	need := make([]bool, len(asks))
+	for i, c := range asks {
+		cc := t.Prechecked.Call(c.CallID, c.Arguments)
+		if cc == nil || cc.Approval == nil {
+			return nil, false
+		}
+		need[i] = *cc.Approval
+	}
+	return need, true
 }
 
 // waitingCalls are the candidates that wait for a decision (need answers

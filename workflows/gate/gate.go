@@ -35,6 +35,11 @@
 //     may ask the tree's root; a budget gives its ledger back to the root
 //     here. Gates tell the chain through Turn.Spawning.
 //
+// A gate whose first check of a turn's calls is an activity of its own
+// (approval policies that decide per call, tool guardrail funcs) may have
+// the model activity run it right after the call (Prechecker, in
+// precheck.go), so that the common turn takes no activity for it.
+//
 // A gate implements only the points it needs (each point is an interface
 // of its own); the chain keeps one list per point, so a point no gate
 // implements costs a nil check, and an agent with no approval policy,
@@ -206,6 +211,11 @@ type Turn struct {
 	// Stopping reports whether the user interrupted the turn (a
 	// session's), so calls that wait are not run.
 	Stopping func() bool
+	// Prechecked is what the turn's model call checked of its calls for
+	// the gates (Chain.Precheck), nil when it checked nothing; the agent
+	// workflow sets it with each model call's output, and drops it when
+	// the calls wait for a pause first (the checks would be stale).
+	Prechecked *Prechecked
 
 	chain *Chain
 	fatal *error
@@ -249,6 +259,9 @@ type Chain struct {
 	outputs []OutputGate
 	finals  []FinalGate
 	spawns  []Spawner
+	// prechecks are the gates whose first check of a turn's calls rides
+	// with the model call (Precheck).
+	prechecks []Prechecker
 }
 
 // New is the chain of gates (nil ones left out) for the agent t
@@ -270,6 +283,7 @@ func New(t *Turn, gates ...Gate) *Chain {
 		collect(g, &c.outputs)
 		collect(g, &c.finals)
 		collect(g, &c.spawns)
+		collect(g, &c.prechecks)
 	}
 	return c
 }

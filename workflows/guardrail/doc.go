@@ -28,7 +28,9 @@
 //     approval policies' check, and again, once approved, for a call whose
 //     decision changed its arguments; a verdict on a call its approval
 //     rejected does not count. The funcs of every call run in one
-//     activity, and each agent of each call as a child, all at once. A
+//     activity (the model call's, which checks the calls it answered
+//     with: gate.Precheck; else the guardrail activity), and each agent
+//     of each call as a child, all at once. A
 //     rejected call is answered at the gate with the guardrail's message.
 //     Then they check each call's output, as it comes, before the model
 //     reads it (checkOutput): in order, consecutive funcs in one activity

@@ -365,7 +365,10 @@ type guardedCall struct {
 type screening struct {
 	calls  []guardedCall
 	future workflow.Future // the funcs' activity; nil when no call has a func
-	checks []*agentCheck   // the agents', each set when its child ended
+	// ready is what the funcs found when the model call checked the calls
+	// (gate.Prechecked), which then takes no activity.
+	ready  *GuardrailOutput
+	checks []*agentCheck // the agents', each set when its child ended
 	wg     workflow.WaitGroup
 }
 
@@ -436,8 +439,12 @@ func (gt *Gate) screenCalls(ctx workflow.Context, t *gate.Turn, calls []guardedC
 		}
 	}
 	if len(funcs) > 0 {
-		in := GuardrailInput{Graph: t.Input.Graph, Agent: t.Agent.Name, Run: t.Run, Kind: agents.GuardrailToolBefore, Calls: funcs}
-		sc.future = workflow.ExecuteLocalActivity(guardrailOptions(ctx, "tool guardrails of "+t.Agent.Name), GuardrailActivityName, in)
+		if out, ok := prechecked(t, funcs); ok {
+			sc.ready = &out
+		} else {
+			in := GuardrailInput{Graph: t.Input.Graph, Agent: t.Agent.Name, Run: t.Run, Kind: agents.GuardrailToolBefore, Calls: funcs}
+			sc.future = workflow.ExecuteLocalActivity(guardrailOptions(ctx, "tool guardrails of "+t.Agent.Name), GuardrailActivityName, in)
+		}
 	}
 	for _, c := range calls {
 		for _, g := range c.guardrails {
@@ -456,13 +463,41 @@ func (gt *Gate) screenCalls(ctx workflow.Context, t *gate.Turn, calls []guardedC
 	return sc
 }
 
+// Precheck has the model call run the tool guardrail funcs that check a
+// call before it runs (gate.Precheck), in the agent's order.
+func (gt *Gate) Precheck(t *gate.Turn, p *gate.Precheck) {
+	for _, g := range t.Agent.GuardrailsOf(runtime.GuardrailTool) {
+		if g.Before && g.BeforeAgent == "" {
+			p.Guardrails = append(p.Guardrails, gate.PrecheckGuardrail{Name: g.Name, Tool: g.Tool})
+		}
+	}
+}
+
+// prechecked is what the funcs found of calls when the turn's model call
+// checked them all, on their arguments now, with the guardrails each has
+// now; false when it did not.
+func prechecked(t *gate.Turn, calls []GuardrailCall) (GuardrailOutput, bool) {
+	var out GuardrailOutput
+	for _, c := range calls {
+		cc := t.Prechecked.Call(c.Call.CallID, c.Call.Arguments)
+		if cc == nil || !slices.Equal(cc.Guardrails, c.Guardrails) {
+			return GuardrailOutput{}, false
+		}
+		out.Outcomes = append(out.Outcomes, cc.Outcomes...)
+	}
+	return out, true
+}
+
 // wait waits for sc's checks. It returns their outcomes, the calls' in
 // order and each call's in the order of its guardrails; the agents'
 // checks that could not decide; and the funcs' activity's failure.
 func (sc *screening) wait(ctx workflow.Context) ([]runtime.GuardrailOutcome, []*agentCheck, error) {
 	var out GuardrailOutput
 	var err error
-	if sc.future != nil {
+	switch {
+	case sc.ready != nil:
+		out = *sc.ready
+	case sc.future != nil:
 		err = sc.future.Get(ctx, &out)
 	}
 	sc.wg.Wait(ctx)
