@@ -138,11 +138,12 @@ type SessionEntry struct {
 	Backends     []string  `json:"backends,omitempty"`
 	Created      time.Time `json:"created"`
 	LastActivity time.Time `json:"last_activity"`
-	// Request is the id of the update that created the session: a
-	// create the server hands the manager again, in a later run, after
-	// its client lost the answer (which happens under bursts of creates
-	// as the manager continues as new), is answered with this session,
-	// not done twice, for as long as the manager lists it.
+	// Request is the id of the update that created (or forked) the
+	// session: a create or fork the server hands the manager again, in a
+	// later run, after its client lost the answer (which happens under
+	// bursts of creates as the manager continues as new), is answered
+	// with this session, not done twice, for as long as the manager lists
+	// it.
 	Request string `json:"request,omitempty"`
 }
 

@@ -443,7 +443,7 @@ func (m *manager) create(ctx workflow.Context, in troupe.CreateSessionInput) (tr
 }
 
 // createdBy returns the index of the session the running update created
-// in an earlier run (troupe.SessionEntry.Request), or -1: the server
+// or forked in an earlier run (troupe.SessionEntry.Request), or -1: the server
 // hands an update to the manager's next run when its client lost the
 // answer as the run closed, long after the runs that actedBefore
 // remembers when creates come in bursts.
@@ -598,7 +598,7 @@ func (m *manager) lifecycle(ctx workflow.Context, in troupe.LifecycleInput) (tro
 }
 
 func (m *manager) checkFork(ctx workflow.Context, in troupe.ForkInput) error {
-	if _, ok := m.actedBefore(ctx); ok {
+	if _, ok := m.actedBefore(ctx); ok || m.createdBy(ctx) >= 0 {
 		return nil // Done already: answered as it stands.
 	}
 	if err := m.checkLifecycle(ctx, troupe.LifecycleInput{ID: in.ID, Command: troupe.SessionCommand{Op: troupe.CommandRename}}); err != nil {
@@ -619,6 +619,9 @@ func (m *manager) checkFork(ctx workflow.Context, in troupe.ForkInput) error {
 func (m *manager) fork(ctx workflow.Context, in troupe.ForkInput) (troupe.SessionEntry, error) {
 	if id, ok := m.actedBefore(ctx); ok {
 		return m.answerAgain(id)
+	}
+	if i := m.createdBy(ctx); i >= 0 {
+		return m.sessions[i], nil
 	}
 	id := in.NewID
 	if id == "" {
@@ -644,7 +647,12 @@ func (m *manager) fork(ctx workflow.Context, in troupe.ForkInput) (troupe.Sessio
 		return troupe.SessionEntry{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("fork of session %s failed: %s", in.ID, f.Error), cmp.Or(f.Type, troupe.ErrBadCommand), nil)
 	}
 	m.remember(ctx, id)
-	return m.sessions[m.find(id)], nil
+	// The fork's entry names the update that made it, as a created
+	// session's does, for when it is sent again past the creates
+	// remembered (createdBy).
+	i := m.find(id)
+	m.sessions[i].Request = workflow.GetCurrentUpdateInfo(ctx).ID
+	return m.sessions[i], nil
 }
 
 // changed takes a session's news, at now. A session the registry first

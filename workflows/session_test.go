@@ -820,6 +820,8 @@ func TestSessionFork(t *testing.T) {
 	}
 	if len(listed) != 2 || listed[0].ID != "src" || listed[1].ID != "branch" || listed[1].Turns != 3 || listed[0].Turns != 3 {
 		t.Errorf("the manager lists %+v, want src and branch, 3 turns each", listed)
+	} else if listed[1].Request == "" {
+		t.Errorf("the fork's entry names no update, so the fork sent again past the updates remembered would fork again")
 	}
 	// The fork marked the source's data as shared, so retention keeps it.
 	dirs, err := store.Dirs(context.Background(), "keep/src/")
@@ -1420,11 +1422,15 @@ func TestSessionManagerCommandsOnceAcrossRuns(t *testing.T) {
 	parent := troupe.SessionEntry{ID: "parent", Graph: "test", Agent: "c", Status: runtime.SessionIdle}
 	named := troupe.SessionEntry{ID: "named-fork", Graph: "test", Agent: "c", Status: runtime.SessionIdle}
 	unnamed := troupe.SessionEntry{ID: "parent-fork-1234abcd", Graph: "test", Agent: "c", Status: runtime.SessionIdle}
-	var stop, forkNamed, forkUnnamed, gone *workflowstest.Update
+	// A fork from long ago, its update past the ones remembered: its entry
+	// names it.
+	old := troupe.SessionEntry{ID: "parent-fork-0000abcd", Graph: "test", Agent: "c", Status: runtime.SessionIdle, Request: "fork-0"}
+	var stop, forkNamed, forkUnnamed, forkOld, gone *workflowstest.Update
 	env.RegisterDelayedCallback(func() {
 		stop = workflowstest.SendUpdateWithID(env, troupe.LifecycleUpdate, "stop-1", troupe.LifecycleInput{ID: stopped.ID, Command: troupe.SessionCommand{Op: troupe.CommandStop}})
 		forkNamed = workflowstest.SendUpdateWithID(env, troupe.ForkUpdate, "fork-1", troupe.ForkInput{ID: parent.ID, NewID: named.ID})
 		forkUnnamed = workflowstest.SendUpdateWithID(env, troupe.ForkUpdate, "fork-2", troupe.ForkInput{ID: parent.ID})
+		forkOld = workflowstest.SendUpdateWithID(env, troupe.ForkUpdate, "fork-0", troupe.ForkInput{ID: parent.ID})
 		gone = workflowstest.SendUpdateWithID(env, troupe.LifecycleUpdate, "rename-1", troupe.LifecycleInput{ID: "removed", Command: troupe.SessionCommand{Op: troupe.CommandRename, Arg: "x"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() {
@@ -1432,7 +1438,7 @@ func TestSessionManagerCommandsOnceAcrossRuns(t *testing.T) {
 		env.SignalWorkflow(troupe.SessionChangedSignal, parent) // Wakes the manager at its bound.
 	}, time.Minute)
 	env.ExecuteWorkflow(troupe.SessionManagerWorkflowName, troupe.ManagerInput{
-		Sessions: []troupe.SessionEntry{stopped, parent, named, unnamed},
+		Sessions: []troupe.SessionEntry{stopped, parent, named, unnamed, old},
 		Created: []troupe.CreatedSession{{Update: "stop-1", ID: stopped.ID}, {Update: "fork-1", ID: named.ID},
 			{Update: "fork-2", ID: unnamed.ID}, {Update: "rename-1", ID: "removed"}},
 	})
@@ -1444,7 +1450,8 @@ func TestSessionManagerCommandsOnceAcrossRuns(t *testing.T) {
 		name string
 		u    *workflowstest.Update
 		want troupe.SessionEntry
-	}{{"stop again", stop, stopped}, {"named fork again", forkNamed, named}, {"unnamed fork again", forkUnnamed, unnamed}} {
+	}{{"stop again", stop, stopped}, {"named fork again", forkNamed, named}, {"unnamed fork again", forkUnnamed, unnamed},
+		{"a fork past the updates remembered, again", forkOld, old}} {
 		var e troupe.SessionEntry
 		if tc.u.Err() != nil {
 			t.Errorf("%s: %v", tc.name, tc.u.Err())
@@ -1462,7 +1469,7 @@ func TestSessionManagerCommandsOnceAcrossRuns(t *testing.T) {
 	if err := converter.GetDefaultDataConverter().FromPayloads(cae.Input, &next); err != nil {
 		t.Fatal(err)
 	}
-	if len(next.Sessions) != 4 && len(next.Pages) == 0 {
-		t.Errorf("the next run carries sessions %+v, want the 4 it had (no second fork)", next.Sessions)
+	if len(next.Sessions) != 5 && len(next.Pages) == 0 {
+		t.Errorf("the next run carries sessions %+v, want the 5 it had (no second fork)", next.Sessions)
 	}
 }
