@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -72,6 +73,10 @@ func runChat(cmd *cobra.Command, cn *conn, graphs []Graph, session, graph string
 	st := chat.NewState(chat.Options{Graph: graph, Graphs: names(graphs)})
 	r := chat.NewRunner(ctx, cn.runs("", nil), func(ctx context.Context) bool { return served(ctx, cn, troupe.DefaultTaskQueue) })
 	r.Vars, r.Budget = vars, budget
+	// The workers may not see this disk: a local repository goes to them
+	// through their blob store, under the session /new names first. What
+	// is said of it would tear the terminal UI: a failure says enough.
+	r.PrepareVars = repoSender(cn, graphs, "", sessionRepoInstead, io.Discard)
 	start := []chat.Effect{{Do: chat.DoCheckServed}}
 	if session != "" {
 		start = append(start, chat.Effect{Do: chat.DoOpen, Session: session})

@@ -80,12 +80,26 @@ func (w workersStore) Put(ctx context.Context, key string, data []byte) error {
 	if err := sameStore(ctx, w.cn, w.queue, url, fmt.Sprintf("a message over %d bytes", troupe.MessageInline), "or send less"); err != nil {
 		return err
 	}
-	if w.cn.inputs == nil {
-		if w.cn.inputs, err = blob.Open(ctx, url); err != nil {
-			return fmt.Errorf("open the blob store for a message of %d bytes: %w", len(data), err)
-		}
+	store, err := w.cn.workersBlobs(ctx, url, fmt.Sprintf("a message of %d bytes", len(data)))
+	if err != nil {
+		return err
 	}
-	return w.cn.inputs.Put(ctx, key, data)
+	return store.Put(ctx, key, data)
+}
+
+// workersBlobs is the workers' blob store at url, opened the first time
+// something (what) goes there.
+func (cn *conn) workersBlobs(ctx context.Context, url, what string) (*blob.Store, error) {
+	cn.inputsMu.Lock()
+	defer cn.inputsMu.Unlock()
+	if cn.inputs == nil {
+		store, err := blob.Open(ctx, url)
+		if err != nil {
+			return nil, fmt.Errorf("open the blob store for %s: %w", what, err)
+		}
+		cn.inputs = store
+	}
+	return cn.inputs, nil
 }
 
 // sameStore refuses a store (url) that a troupe worker polling queue does

@@ -57,7 +57,10 @@ TEMPORAL_* variables and profiles as for troupe worker; with none naming a
 server, an embedded one keeps its state in TROUPE_HOME. Without --task-queue a worker
 for the graphs runs in this process, on a queue named after them, so a
 restarted server picks up the runs of the one before. --allow-root adds host
-paths that sandboxes may copy from (e.g. repositories to review).`,
+paths that sandboxes may copy from (e.g. repositories to review). With
+--task-queue, a repository on this host that a call names (codereview's repo)
+is sent to the workers through their blob store (TROUPE_BLOB_URL), as troupe
+run sends one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if useStdio && httpAddr != "" {
@@ -166,6 +169,10 @@ func serveMCP(ctx context.Context, o mcpServeOptions, stderr io.Writer) error {
 		if err := cfg.Workers(ctx); err != nil {
 			fmt.Fprintf(stderr, "troupe: %v; until one does, calls answer so\n", err)
 		}
+		// Nor may they see this disk: a repository on it that a call
+		// names goes to them through their blob store, under the run or
+		// session the call starts.
+		cfg.PrepareVars = repoSender(cn, o.graphs, o.queue, mcpRepoInstead, stderr)
 	}
 	s, err := server.New(cfg)
 	if err != nil {

@@ -1,8 +1,9 @@
 package cli
 
-// This file holds how `troupe run` and `troupe sessions new` send a git
-// repository on the client's disk (the value of a graph flag marked
-// GitRepo: the code review's --repo, or --var repo=PATH) to workers that
+// This file holds how `troupe run`, `troupe sessions new`, the chat's
+// /new and the calls of `troupe mcp serve` send a git repository on the
+// client's disk (the value of a graph flag marked GitRepo: the code
+// review's --repo, --var repo=PATH, or an MCP call's repo) to workers that
 // may not see that disk: packed as a git bundle (runtime/sandbox/gitbundle)
 // into the workers' blob store, under the run's (or the session's)
 // inputs, and named by reference ("blob:KEY") in the variable.
@@ -17,7 +18,6 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe"
-	"github.com/troupe-dev/troupe/runtime/blob"
 	"github.com/troupe-dev/troupe/runtime/sandbox/gitbundle"
 )
 
@@ -50,6 +50,22 @@ func sendRepos(ctx context.Context, cn *conn, g Graph, queue, run string, vars m
 	return nil
 }
 
+// repoSender is the hook (chat.Runner.PrepareVars, server.Config.
+// PrepareVars) of a client that creates runs or sessions of graphs on the
+// workers of queue from variables it did not take as flags: the chat's
+// /new, an MCP call. Given a new run's or session's graph, id and own
+// copy of its variables, it sends the local repositories among them as
+// sendRepos does, and says so to progress.
+func repoSender(cn *conn, graphs []Graph, queue, instead string, progress io.Writer) func(ctx context.Context, graph, id string, vars map[string]string) error {
+	return func(ctx context.Context, graph, id string, vars map[string]string) error {
+		g, err := findGraph(graphs, graph)
+		if err != nil || !hasGitRepo(g) {
+			return nil // the call itself says what is wrong with graph
+		}
+		return sendRepos(ctx, cn, g, queue, id, vars, instead, progress)
+	}
+}
+
 // scpLike reports whether v reads as git's scp-like remote, host:path.
 func scpLike(v string) bool {
 	i := strings.IndexByte(v, ':')
@@ -61,6 +77,9 @@ func scpLike(v string) bool {
 const (
 	repoInstead        = "or give a URL every worker can clone (--var repo=URL), or serve the run from this process with --worker"
 	sessionRepoInstead = "or give a URL every worker can clone (--var repo=URL)"
+	// mcpRepoInstead is for an MCP call, whose repo an MCP client
+	// gives: the code review's tool takes an https URL.
+	mcpRepoInstead = "or give an https URL every worker can clone as repo"
 )
 
 // sendRepo packs the repository at path (flag's value) into a file, then
@@ -94,13 +113,12 @@ func sendRepo(ctx context.Context, cn *conn, queue, run, flag, path, instead str
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
-	if cn.inputs == nil {
-		if cn.inputs, err = blob.Open(ctx, url); err != nil {
-			return "", fmt.Errorf("open the blob store for %s: %w", what, err)
-		}
+	store, err := cn.workersBlobs(ctx, url, what)
+	if err != nil {
+		return "", err
 	}
 	key := troupe.InputKey(run, packed.SHA256)
-	if err := cn.inputs.PutFrom(ctx, key, f); err != nil {
+	if err := store.PutFrom(ctx, key, f); err != nil {
 		return "", fmt.Errorf("put %s in the workers' blob store: %w", what, err)
 	}
 	fmt.Fprintf(progress, "▶ sent %s to the workers' blob store (%d KiB, HEAD %.7s)\n", what, (packed.Size+1023)>>10, packed.Head)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -481,8 +482,10 @@ type conn struct {
 	store  *blob.Store
 	opened bool
 	// inputs is the workers' blob store, once a message too big to travel
-	// inside Temporal was put there (workersStore).
-	inputs *blob.Store
+	// inside Temporal or a repository was put there (workersBlobs); the
+	// MCP server's calls put theirs at once, so inputsMu guards it.
+	inputs   *blob.Store
+	inputsMu sync.Mutex
 	// stopTelemetry flushes and stops the client's telemetry.
 	stopTelemetry func()
 	// tracesTo is where this command exports traces (the endpoint), or

@@ -256,7 +256,17 @@ func startChat(t *testing.T, dev *troupeProc, env []string, args ...string) *tmu
 // `troupe chat`.
 func startTerminal(t *testing.T, dev *troupeProc, env []string, args ...string) *tmuxChat {
 	t.Helper()
+	return startTerminalWrapped(t, dev, nil, env, args...)
+}
+
+// startTerminalWrapped is startTerminal with the command rewritten by
+// wrap (run under another program, say), as startTroupeWrapped does.
+func startTerminalWrapped(t *testing.T, dev *troupeProc, wrap func(*exec.Cmd), env []string, args ...string) *tmuxChat {
+	t.Helper()
 	cmd, cliEnv := troupeCommand(t, args...)
+	if wrap != nil {
+		wrap(cmd)
+	}
 	vars := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LANG=C.UTF-8", cliEnv}
 	vars = append(vars, env...)
 	quoted := make([]string, len(vars))
@@ -264,7 +274,11 @@ func startTerminal(t *testing.T, dev *troupeProc, env []string, args ...string) 
 		quoted[i] = shellQuote(v)
 	}
 	script := filepath.Join(t.TempDir(), "chat.sh")
-	body := fmt.Sprintf("#!/bin/sh\nenv -i TERM=\"$TERM\" %s %s\necho \"chat exited: $?\"\nexec sleep 3600\n", strings.Join(quoted, " "), shellQuote(cmd.Path))
+	argv := []string{shellQuote(cmd.Path)}
+	for _, a := range cmd.Args[1:] {
+		argv = append(argv, shellQuote(a))
+	}
+	body := fmt.Sprintf("#!/bin/sh\nenv -i TERM=\"$TERM\" %s %s\necho \"chat exited: $?\"\nexec sleep 3600\n", strings.Join(quoted, " "), strings.Join(argv, " "))
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/exampletest"
 	"github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/runtime/blob"
+	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
@@ -516,6 +517,198 @@ func TestCodeReviewSessionSendsRepo(t *testing.T) {
 	exampletest.CheckReview(t, rec.Output, out)
 	if entries, err := os.ReadDir(hidden); err != nil || len(entries) != 0 {
 		t.Errorf("the worker saw %d entries in %s (%v); want none: the test proves nothing", len(entries), hidden, err)
+	}
+}
+
+// TestChatSendsRepo: `troupe chat --graph codereview --var repo=PATH`
+// with a repository only the chat sees (on a tmpfs in its own mount
+// namespace), then /new: the session the chat creates names the
+// repository by reference in the workers' blob store, and its review
+// reads it; the worker (`troupe dev`) never sees the chat's disk. Before,
+// /new gave the session the path, which the workers' sandboxes could not
+// open.
+func TestChatSendsRepo(t *testing.T) {
+	parallel(t)
+	needUnshare(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is not installed (scripts/setup.sh installs it)")
+	}
+	home := t.TempDir()
+	port := strconv.Itoa(freePort(t))
+	dev := startTroupe(t, "dev", []string{"TROUPE_HOME=" + home}, "troupe: dev server up", "dev", "--port", port, "--ui-port", "-1")
+	srv, err := devserver.Running(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a hang detector
+	defer cancel()
+
+	hidden, out := t.TempDir(), filepath.Join(t.TempDir(), "review")
+	chat := startTerminalWrapped(t, dev, aloneWithRepo(hidden, exampletest.ReviewRepo(t)), []string{"TROUPE_HOME=" + home},
+		"chat", "--graph", "codereview", "--var", "repo="+hidden, "--var", "out="+out)
+	chat.waitFor("the chat", func(s string) bool { return strings.Contains(s, "no session open") })
+	chat.enter("/new")
+	screen := chat.waitFor("the new session", func(s string) bool {
+		return strings.HasPrefix(shownSession(s), "session-codereview-") && strings.Contains(header(s), "· idle ·")
+	})
+	s := cl.Session(shownSession(screen))
+	in, err := s.Input(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := in.Vars[codereview.VarRepo]; !strings.HasPrefix(ref, "blob:inputs/"+s.ID()+"/") {
+		t.Errorf("the session's repo is %q, want a reference under its inputs in the blob store", ref)
+	}
+	rec, err := s.Ask(ctx, "Review this change", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exampletest.CheckReview(t, rec.Output, out)
+	if entries, err := os.ReadDir(hidden); err != nil || len(entries) != 0 {
+		t.Errorf("the worker saw %d entries in %s (%v); want none: the test proves nothing", len(entries), hidden, err)
+	}
+}
+
+// TestCodeReviewMCPSendsRepo: `troupe mcp serve --task-queue Q` on a host
+// whose disk the workers of Q cannot see (the server runs in a mount
+// namespace of its own, with the repository on a tmpfs only it sees)
+// sends the repository that a call of codereview_coordinator names, and
+// one of its session tool, to the workers through their blob store, under
+// the run and under the session: both reviews read it, the worker's
+// sandboxes copying from its own spool (the only root its policy allows).
+// A retried session call finds its session and sends nothing again. A
+// path that is no repository is refused in one line, and nothing starts.
+// Before, the server passed the path, which the workers could not open.
+func TestCodeReviewMCPSendsRepo(t *testing.T) {
+	parallel(t)
+	needUnshare(t)
+	c := dial(t)
+	_, url := modelServer(t)
+	blobs, repos, sandboxes := t.TempDir(), t.TempDir(), t.TempDir()
+	queue := startWorker(t, c, url, model.APIResponses, func(cfg *workflows.Config) {
+		store, err := blob.Open(context.Background(), blobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		lc, err := local.New(local.Config{Root: sandboxes, Policy: sandbox.Policy{AllowedRoots: []string{repos}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Store, cfg.RepoDir, cfg.Sandboxes = store, repos, map[string]sandbox.Client{local.Backend: lc}
+	})
+	hidden := t.TempDir()
+	env := []string{"TEMPORAL_ADDRESS=" + temporalAddr, "TROUPE_HOME=" + t.TempDir(), "TROUPE_BLOB_URL=" + blobs, "OPENAI_API_KEY="}
+	mcpServe := startTroupeWrapped(t, "mcp serve", aloneWithRepo(hidden, exampletest.ReviewRepo(t)), env, "serving MCP at ",
+		"mcp", "serve", "--http", "127.0.0.1:0", "--task-queue", queue, "--graph", "codereview")
+	m := regexp.MustCompile(`serving MCP at (\S+)`).FindStringSubmatch(mcpServe.log.String())
+	if m == nil {
+		t.Fatalf("troupe mcp serve does not say where it listens:\n%s", mcpServe.log.String())
+	}
+	mcp := newRawMCP(t, m[1], "")
+	mcp.initialize()
+	sent := func() int { return strings.Count(mcpServe.log.String(), "sent the repository --repo "+hidden) }
+	cl, err := troupeclient.New(troupeclient.Config{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A run.
+	out := codereview.ReportDir(codereview.ReviewRequest{Repo: hidden})
+	t.Cleanup(func() { os.RemoveAll(out) })
+	res := mcp.call(2, "codereview_coordinator", map[string]any{"repo": hidden}, nil)
+	if res.IsError {
+		t.Fatalf("codereview_coordinator: %s\ntroupe mcp serve:\n%s", res.text(), mcpServe.log.String())
+	}
+	exampletest.CheckReview(t, res.StructuredContent, out)
+	if n := sent(); n != 1 {
+		t.Errorf("troupe mcp serve said %d times that it sent the repository, want once:\n%s", n, mcpServe.log.String())
+	}
+
+	// A session, whose report goes elsewhere (another ref, the same
+	// change); the call again (a retry) answers from the same session.
+	ref := "HEAD"
+	out = codereview.ReportDir(codereview.ReviewRequest{Repo: hidden, Ref: &ref})
+	t.Cleanup(func() { os.RemoveAll(out) })
+	args := map[string]any{"message": "Review this change", "start": map[string]any{"repo": hidden, "ref": ref}}
+	var first string
+	for i := range 2 {
+		res = mcp.call(3, "codereview_coordinator_session", args, nil)
+		if res.IsError {
+			t.Fatalf("codereview_coordinator_session (call %d): %s\ntroupe mcp serve:\n%s", i+1, res.text(), mcpServe.log.String())
+		}
+		var reply struct {
+			SessionID string          `json:"session_id"`
+			Turn      int             `json:"turn"`
+			Reply     json.RawMessage `json:"reply"`
+		}
+		if err := json.Unmarshal(res.StructuredContent, &reply); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = reply.SessionID
+			exampletest.CheckReview(t, reply.Reply, out)
+			in, err := cl.Session(first).Input(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := in.Vars[codereview.VarRepo]; !strings.HasPrefix(r, "blob:inputs/"+first+"/") {
+				t.Errorf("the session's repo is %q, want a reference under its inputs in the blob store", r)
+			}
+		} else if reply.SessionID != first || reply.Turn != 1 {
+			t.Errorf("the retried call answered from session %s, turn %d; want %s, turn 1", reply.SessionID, reply.Turn, first)
+		}
+	}
+	if n := sent(); n != 2 {
+		t.Errorf("troupe mcp serve said %d times that it sent the repository, want twice (the run, the session):\n%s", n, mcpServe.log.String())
+	}
+	if entries, err := os.ReadDir(hidden); err != nil || len(entries) != 0 {
+		t.Errorf("the worker saw %d entries in %s (%v); want none: the test proves nothing", len(entries), hidden, err)
+	}
+	if entries, _ := os.ReadDir(repos); len(entries) != 1 {
+		t.Errorf("the worker's spool holds %d repositories, want 1 (one bundle, sent twice)", len(entries))
+	}
+
+	// A path that is no repository.
+	notRepo := t.TempDir()
+	res = mcp.call(4, "codereview_coordinator", map[string]any{"repo": notRepo}, nil)
+	if text := res.text(); !res.IsError || strings.Contains(text, "\n") || !strings.Contains(text, notRepo+" is not a git repository") ||
+		!strings.Contains(text, "https URL") || res.runID() != "" {
+		t.Errorf("a call on a directory that is no repository: %+v; want one line that says so and what to do, and no run", res)
+	}
+}
+
+// needUnshare fails t when this host gives no mount namespace to a
+// process of the test's user (aloneWithRepo needs one).
+func needUnshare(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("unshare", "--map-root-user", "--mount", "true").CombinedOutput(); err != nil {
+		t.Fatalf("no mount namespace for the client (unshare, from util-linux: %v: %s)", err, out)
+	}
+}
+
+// aloneWithRepo rewrites cmd to run in a mount namespace of its own
+// (unshare), where a tmpfs over hidden holds a copy of the repository
+// repo: a path that cmd sees as a repository, and every other process as
+// an empty directory.
+func aloneWithRepo(hidden, repo string) func(*exec.Cmd) {
+	return func(cmd *exec.Cmd) {
+		script := `mount -t tmpfs tmpfs "$1" && cp -a "$2/." "$1/" && exec "$3"`
+		path, err := exec.LookPath("unshare")
+		if err != nil {
+			path = "unshare" // the start says so
+		}
+		cmd.Args = []string{"unshare", "--map-root-user", "--mount", "sh", "-c", script, "sh", hidden, repo, cmd.Path}
+		cmd.Path = path
 	}
 }
 

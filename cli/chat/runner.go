@@ -6,6 +6,7 @@ package chat
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -35,6 +36,13 @@ type Runner struct {
 	// Budget, when set, is the budget of the sessions /new creates, over
 	// their graph's default (the zero Budget lifts it).
 	Budget *agents.Budget
+	// PrepareVars, when set, readies the variables of each session /new
+	// creates before the session exists: it gets the session's graph,
+	// the id it will have, and its own copy of Vars, which it may change
+	// (troupe chat sends a repository on this disk to the workers there
+	// and names it by reference). Its error, one line the chat shows,
+	// creates no session. Nil creates sessions with Vars as they are.
+	PrepareVars func(ctx context.Context, graph, id string, vars map[string]string) error
 
 	mu     sync.Mutex
 	follow context.CancelFunc // stops the follower of the open session
@@ -60,7 +68,22 @@ func (r *Runner) Do(e Effect) tea.Cmd {
 		}
 	case DoCreate:
 		return func() tea.Msg {
-			_, entry, err := r.cl.CreateSession(ctx, troupeclient.SessionInput{Graph: e.Arg, Vars: r.Vars, Budget: r.Budget})
+			in := troupeclient.SessionInput{Graph: e.Arg, Vars: r.Vars, Budget: r.Budget}
+			var opts []troupeclient.StartOption
+			if r.PrepareVars != nil {
+				// Named first, for what PrepareVars puts under it; Vars
+				// stay as they are for the next /new.
+				id := troupeclient.NewSessionID(e.Arg)
+				in.Vars = maps.Clone(r.Vars)
+				if in.Vars == nil {
+					in.Vars = map[string]string{}
+				}
+				if err := r.PrepareVars(ctx, e.Arg, id, in.Vars); err != nil {
+					return failed(err)
+				}
+				opts = append(opts, troupeclient.WithID(id))
+			}
+			_, entry, err := r.cl.CreateSession(ctx, in, opts...)
 			if err != nil {
 				return failed(err)
 			}

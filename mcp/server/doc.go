@@ -56,6 +56,10 @@
 //   - otherwise (stateless HTTP, where request ids of different clients
 //     collide) nothing: each call is a fresh run.
 //
+// The id is derived from the variables as the arguments set them, before
+// Config.PrepareVars (when set) readies them for the run: a retry derives
+// the same id, whatever the hook makes of them.
+//
 // The SDK does not tell a tool handler its JSON-RPC request id, so the
 // transports this package builds (HTTPHandler, Serve) copy it into the
 // call's _meta["troupe/jsonrpc_id"] as they read the request, overwriting

@@ -100,6 +100,18 @@ type Config struct {
 	// (client.Config.Inputs); without it, such a call fails with
 	// troupe.ErrPayloadTooLarge.
 	Inputs troupeclient.InputStore
+	// PrepareVars, when set, readies the variables of each run and
+	// session a call starts, before it starts: it gets the graph, the id
+	// the run or session will have, and its own copy of the variables
+	// the call's arguments set, which it may change. `troupe mcp serve`
+	// sends a repository on its disk to the workers there and names it
+	// by reference. The id is derived from the call before the variables
+	// are readied, so a retried call still finds its run or session
+	// (whose variables are those of the first attempt); a session found
+	// so is not readied again. Its error, one line that says what to do,
+	// is the call's answer (isError), and nothing starts. Nil starts runs
+	// and sessions with the variables as the arguments set them.
+	PrepareVars func(ctx context.Context, graph, id string, vars map[string]string) error
 	// DataConverter is the data converter Client was dialled with, which
 	// reads runs' and sessions' inputs from their histories (the payload
 	// codec's: troupeclient.Config.DataConverter). Default: the SDK's.

@@ -222,7 +222,10 @@ func (s *Server) callSession(t *sessionTool) mcp.ToolHandler {
 				return errorResult(err.Error(), nil), nil
 			}
 		} else {
-			if id, created, err = s.newSession(ctx, t, args, scope); err != nil {
+			var refused *mcp.CallToolResult
+			if id, created, refused, err = s.newSession(ctx, t, args, scope); refused != nil {
+				return refused, nil
+			} else if err != nil {
 				return errorResult(err.Error(), nil), nil
 			}
 		}
@@ -327,8 +330,10 @@ func (t *sessionTool) args(raw json.RawMessage) (sessionArgs, error) {
 
 // newSession creates the session of a call without session_id, or finds
 // the one that the same call created before (a retry: the same derived
-// id). created is false for the latter.
-func (s *Server) newSession(ctx context.Context, t *sessionTool, args sessionArgs, scope requestScope) (id string, created bool, err error) {
+// id). created is false for the latter. refused, when set, is the call's
+// answer: Config.PrepareVars refused the session's variables, or the
+// call was cancelled while it readied them.
+func (s *Server) newSession(ctx context.Context, t *sessionTool, args sessionArgs, scope requestScope) (id string, created bool, refused *mcp.CallToolResult, err error) {
 	// The run variables come from the exposure, as for a run; a plain
 	// exposure sees the message as its input.
 	start := args.Start
@@ -341,9 +346,9 @@ func (s *Server) newSession(ctx context.Context, t *sessionTool, args sessionArg
 	if err != nil {
 		var ae *agents.ToolArgsError
 		if errors.As(err, &ae) {
-			return "", false, fmt.Errorf("invalid arguments for %s: start: %v", t.name, ae.Err)
+			return "", false, nil, fmt.Errorf("invalid arguments for %s: start: %v", t.name, ae.Err)
 		}
-		return "", false, fmt.Errorf("%s cannot start a session with these arguments: %v", t.name, err)
+		return "", false, nil, fmt.Errorf("%s cannot start a session with these arguments: %v", t.name, err)
 	}
 	g := t.agent.graph
 	id = sessionWorkflowID(g.Name(), t.name, args.Message, args.Start, scope)
@@ -354,23 +359,36 @@ func (s *Server) newSession(ctx context.Context, t *sessionTool, args sessionArg
 	derived := scope != (requestScope{})
 	if derived {
 		if err := s.checkSession(cctx, t, id); err == nil {
-			return id, false, nil
+			return id, false, nil, nil
 		}
 	}
-	in := troupeclient.SessionInput{Graph: g.Name(), Agent: t.agent.agent.Name, Vars: run.Vars,
+	// Readied under the request's context: a cancellation stops it, and
+	// nothing is created.
+	vars, err := s.prepareVars(ctx, g.Name(), id, run.Vars)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", false, errorResult("call cancelled before its message was sent; nothing was sent", mcp.Meta{MetaErrorType: "cancelled"}), nil
+		}
+		s.log.Warn("mcp: prepare session", "tool", t.name, "session", id, "error", err)
+		return "", false, refusedVars(t.name+" cannot start a session", err), nil
+	}
+	// The creation's own time starts now, whatever readying took.
+	cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	in := troupeclient.SessionInput{Graph: g.Name(), Agent: t.agent.agent.Name, Vars: vars,
 		Name: t.agent.name + ": " + clip(args.Message, sessionNameLen)}
 	if _, _, err := s.runs.CreateSession(cctx, in, troupeclient.WithID(id)); err != nil {
 		// Another attempt of the same call may have created it since.
 		if derived && s.checkSession(cctx, t, id) == nil {
-			return id, false, nil
+			return id, false, nil, nil
 		}
 		s.log.Warn("mcp: create session", "tool", t.name, "session", id, "error", err)
 		if typ := troupe.ErrorType(err); typ != "" {
-			return "", false, fmt.Errorf("could not start a session of %s: %s: %s", t.agent.name, typ, appMessage(err))
+			return "", false, nil, fmt.Errorf("could not start a session of %s: %s: %s", t.agent.name, typ, appMessage(err))
 		}
-		return "", false, fmt.Errorf("could not start a session of %s: %v", t.agent.name, err)
+		return "", false, nil, fmt.Errorf("could not start a session of %s: %v", t.agent.name, err)
 	}
-	return id, true, nil
+	return id, true, nil, nil
 }
 
 // checkSession checks that id is a session that t may continue: one that

@@ -42,13 +42,19 @@ type fakeTemporal struct {
 
 	mu       sync.Mutex
 	starts   []string
+	runs     []troupe.RunInput // the inputs of the starts of runs
 	sessions []troupe.CreateSessionInput
 }
 
-func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+func (f *fakeTemporal) ExecuteWorkflow(_ context.Context, opts client.StartWorkflowOptions, _ any, args ...any) (client.WorkflowRun, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts = append(f.starts, opts.ID)
+	if len(args) > 0 {
+		if in, ok := args[0].(troupe.RunInput); ok {
+			f.runs = append(f.runs, in)
+		}
+	}
 	return nil, errNoStart
 }
 

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -210,6 +211,13 @@ func (s *Server) callAgent(t *agentTool) mcp.ToolHandler {
 			return res, nil
 		}
 		in := troupe.RunInput{Graph: t.graph.Name(), Agent: t.agent.Name, Input: run.Input, Vars: run.Vars}
+		if in.Vars, err = s.prepareVars(ctx, in.Graph, id, run.Vars); err != nil {
+			if ctx.Err() != nil {
+				return errorResult(fmt.Sprintf("call cancelled before run %s started; no run was started", id), mcp.Meta{MetaErrorType: "cancelled"}), nil
+			}
+			s.log.Warn("mcp: prepare run", "tool", t.name, "run", id, "error", err)
+			return refusedVars(t.name+" cannot run", err), nil
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 		_, err = s.runs.Start(sctx, in, troupeclient.WithID(id))
 		cancel()
@@ -400,6 +408,33 @@ func appMessage(err error) string {
 		return ae.Message()
 	}
 	return err.Error()
+}
+
+// prepareVars is vars as Config.PrepareVars readies them for the run or
+// session id of graph: a copy, so that the hook never changes what the
+// call's arguments made; vars themselves without a hook.
+func (s *Server) prepareVars(ctx context.Context, graph, id string, vars map[string]string) (map[string]string, error) {
+	if s.cfg.PrepareVars == nil {
+		return vars, nil
+	}
+	vars = maps.Clone(vars)
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	if err := s.cfg.PrepareVars(ctx, graph, id, vars); err != nil {
+		return nil, err
+	}
+	return vars, nil
+}
+
+// refusedVars answers a call whose variables Config.PrepareVars refused:
+// what cannot start, and the hook's line (its message alone for a typed
+// error, whose type goes under MetaErrorType).
+func refusedVars(what string, err error) *mcp.CallToolResult {
+	if typ := troupe.ErrorType(err); typ != "" {
+		return errorResult(fmt.Sprintf("%s: %s", what, appMessage(err)), mcp.Meta{MetaErrorType: typ})
+	}
+	return errorResult(fmt.Sprintf("%s: %v", what, err), nil)
 }
 
 // unserved is the answer of a call that Config.Workers says no worker

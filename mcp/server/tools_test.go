@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/agents"
+	"github.com/troupe-dev/troupe/examples/codereview"
 	"github.com/troupe-dev/troupe/examples/dealdesk"
 )
 
@@ -122,5 +126,73 @@ func TestCallWithEndedContext(t *testing.T) {
 	}
 	if starts := f.started(); len(starts) != 0 {
 		t.Errorf("started %v", starts)
+	}
+}
+
+// TestPrepareVars: Config.PrepareVars readies the variables of the run or
+// session a call starts, given the graph, the id derived from the call
+// (from its arguments as given, so a retry derives it again) and a copy
+// of the variables: what it makes is what starts. Its refusal is the
+// call's answer, typed as it is, and nothing starts.
+func TestPrepareVars(t *testing.T) {
+	type prepared struct {
+		graph, id string
+		vars      map[string]string
+	}
+	var seen []prepared
+	var refusal error
+	f := &fakeTemporal{}
+	s, err := New(Config{Client: f, Graphs: []*agents.Graph{codereview.Graph()},
+		PrepareVars: func(_ context.Context, graph, id string, vars map[string]string) error {
+			seen = append(seen, prepared{graph, id, maps.Clone(vars)})
+			vars[codereview.VarRepo] = "blob:inputs/" + id + "/0123"
+			return refusal
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := mcp.Meta{MetaIdempotencyKey: "k1"}
+	run := map[string]any{"repo": "/src/app"}
+	session := map[string]any{"message": "review it", "start": run}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{{"codereview_coordinator", run}, {"codereview_coordinator_session", session}} {
+		// The fake refuses to start: the call says so.
+		if text, res := callTool(t, s, c.tool, c.args, key); !res.IsError || !strings.Contains(text, "could not start") {
+			t.Errorf("%s: %q, want the start's failure", c.tool, text)
+		}
+	}
+	if len(seen) != 2 || len(f.runs) != 1 || len(f.sessions) != 1 {
+		t.Fatalf("prepared %+v; runs %+v, sessions %+v: want one of each", seen, f.runs, f.sessions)
+	}
+	started := []struct {
+		id   string
+		vars map[string]string
+	}{{f.starts[0], f.runs[0].Vars}, {f.sessions[0].ID, f.sessions[0].Session.Vars}}
+	for i, p := range seen {
+		if p.graph != "codereview" || p.id != started[i].id || p.vars[codereview.VarRepo] != "/src/app" {
+			t.Errorf("PrepareVars got %+v; want graph codereview, id %s and the path", p, started[i].id)
+		}
+		if want := "blob:inputs/" + p.id + "/0123"; started[i].vars[codereview.VarRepo] != want {
+			t.Errorf("%s started with %v, want repo %s", p.id, started[i].vars, want)
+		}
+	}
+	if again := workflowID("codereview", "codereview_coordinator", agents.ExposedRun{Input: f.runs[0].Input, Vars: seen[0].vars}, requestScope{Key: "k1"}); again != seen[0].id {
+		t.Errorf("run id %s, want %s: derived from the arguments as given", seen[0].id, again)
+	}
+
+	refusal = troupe.NonRetryable(troupe.ErrBlobMissing, "the repository --repo /src/app goes through the workers' blob store, ...: set TROUPE_BLOB_URL")
+	for _, c := range []struct {
+		tool, what string
+		args       map[string]any
+	}{{"codereview_coordinator", "codereview_coordinator cannot run: ", run}, {"codereview_coordinator_session", "codereview_coordinator_session cannot start a session: ", session}} {
+		text, res := callTool(t, s, c.tool, c.args, mcp.Meta{MetaIdempotencyKey: "k2"})
+		if want := c.what + "the repository --repo /src/app goes"; !res.IsError || !strings.HasPrefix(text, want) || res.Meta[MetaErrorType] != troupe.ErrBlobMissing {
+			t.Errorf("%s refused: %q, meta %v; want isError, %q..., typed %s", c.tool, text, res.Meta, want, troupe.ErrBlobMissing)
+		}
+	}
+	if len(f.starts) != 1 || len(f.sessions) != 1 {
+		t.Errorf("refused calls started %v and sessions %v", f.starts[1:], f.sessions[1:])
 	}
 }
