@@ -198,8 +198,10 @@ func idleSessions() int {
 // message to the turn's first tool result, and their ratio.
 //
 // Reported: sessions, rss-MB, rss-before-MB, live-sandboxes, db-MB,
-// db-before-MB, rss-KB/session and db-KB/session (the growth over the
-// sessions; goal for RSS < 50 KB), cold-wake-ms, warm-wake-ms,
+// db-before-MB, rss-KB/session, heap-KB/session (the Go heap in use after
+// a GC, which RSS holds with what the GC has not given back yet) and
+// db-KB/session (the growth over the sessions; goal for RSS < 50 KB),
+// cold-wake-ms, warm-wake-ms,
 // cold-ratio (goal ≤ 2).
 //
 // TROUPE_BENCH_IDLE_SESSIONS=10000 runs it at 10,000 (many minutes: each
@@ -209,7 +211,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 	root := b.TempDir()
 	cl, _ := sessionWorker(b, func(cfg *workflows.Config) { cfg.SandboxIdleTimeout = 2 * time.Second }, root)
 	ctx := context.Background()
-	rssBefore, _ := memory()
+	rssBefore, heapBefore := memory()
 	dbBefore := dbSize(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -247,7 +249,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 			time.Sleep(500 * time.Millisecond)
 		}
 		b.StopTimer()
-		rss, _ := memory()
+		rss, heap := memory()
 		b.ReportMetric(float64(n), "sessions")
 		b.ReportMetric(rss, "rss-MB")
 		b.ReportMetric(rssBefore, "rss-before-MB")
@@ -256,6 +258,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 		b.ReportMetric(db, "db-MB")
 		b.ReportMetric(dbBefore, "db-before-MB")
 		b.ReportMetric((rss-rssBefore)*1024/float64(n), "rss-KB/session")
+		b.ReportMetric((heap-heapBefore)*1024/float64(n), "heap-KB/session")
 		b.ReportMetric((db-dbBefore)*1024/float64(n), "db-KB/session")
 		cold := wake(b, sessions[n/2], "cat f.txt")
 		warm := wake(b, sessions[n/2], "cat f.txt")
