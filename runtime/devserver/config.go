@@ -64,6 +64,16 @@ func defaultDynamicConfig() map[dynamicconfig.Key]any {
 		{dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance, 100},
 		// A smaller mutable-state cache than a production host's, as the Temporal CLI does.
 		{dynamicconfig.HistoryCacheHostLevelMaxSize, 8096},
+		// A workflow takes every update its callers send at once: the session manager, the
+		// one door for creating sessions, has one in flight per caller, 64 in a burst of
+		// creates. Past the default limit of 10 the server refuses an update and, in server
+		// v1.32.1, clears the workflow's cached state as it does (the refusal is an error
+		// under the workflow's lock), which drops the updates admitted and the workflow task
+		// scheduled for them. Callers that send again then refuse each other faster than a
+		// workflow task can run, and the manager takes no update at all (measured: cleared
+		// every ~80 ms, for good, under CPU load). The payload bound
+		// (history.maxInFlightUpdatePayloads, 20 MB) still holds.
+		{dynamicconfig.WorkflowExecutionMaxInFlightUpdates, 1000},
 	}
 	out := make(map[dynamicconfig.Key]any, len(d))
 	for _, kv := range d {

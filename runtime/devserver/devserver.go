@@ -88,8 +88,10 @@ type Config struct {
 	// tens of milliseconds to every workflow task), shorten the history long-poll interval
 	// to 1s (so a client waiting for a workflow's result is never stuck for the default 20s
 	// when the server misses a wake-up), use one task-queue partition, refresh the
-	// search-attribute cache on every read (so new search attributes are usable at once), and
-	// raise the visibility rate limit that the Web UI otherwise hits.
+	// search-attribute cache on every read (so new search attributes are usable at once),
+	// raise the visibility rate limit that the Web UI otherwise hits, and let a workflow have
+	// 1,000 updates in flight rather than 10 (a burst of session creates reaches the session
+	// manager at once; see config.go).
 	DynamicConfig map[string]any
 }
 

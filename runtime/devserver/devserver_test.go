@@ -46,6 +46,21 @@ func SignalledGreetWorkflow(ctx workflow.Context) (string, error) {
 	return GreetWorkflow(ctx, name)
 }
 
+// HeldUpdatesWorkflow takes "hold" updates, each of which stays in flight until the
+// "release" signal, and ends once every one it took is done.
+func HeldUpdatesWorkflow(ctx workflow.Context) error {
+	released, held := false, 0
+	if err := workflow.SetUpdateHandler(ctx, "hold", func(ctx workflow.Context) error {
+		held++
+		return workflow.Await(ctx, func() bool { return released })
+	}); err != nil {
+		return err
+	}
+	workflow.GetSignalChannel(ctx, "release").Receive(ctx, nil)
+	released = true
+	return workflow.Await(ctx, func() bool { return held > 0 && workflow.AllHandlersFinished(ctx) })
+}
+
 func testLogger() *slog.Logger {
 	if os.Getenv("DEVSERVER_LOG") == "" {
 		return nil
@@ -90,6 +105,7 @@ func connect(t *testing.T, s *devserver.Server) (c sdkclient.Client, stop func()
 	w := worker.New(c, taskQueue, worker.Options{})
 	w.RegisterWorkflow(GreetWorkflow)
 	w.RegisterWorkflow(SignalledGreetWorkflow)
+	w.RegisterWorkflow(HeldUpdatesWorkflow)
 	w.RegisterActivity(Greet)
 	if err := w.Start(); err != nil {
 		t.Fatalf("worker Start: %v", err)
@@ -330,6 +346,66 @@ func TestDynamicConfigOverride(t *testing.T) {
 		t.Errorf("starting a workflow with a 41-byte ID under limit.maxIDLength=40: err = %v, want a length error", err)
 	}
 	runGreet(t, c, "within limits")
+}
+
+// TestUpdatesInFlight: a workflow takes 64 updates in flight at once, as the session
+// manager does from a burst of creates, one per caller. At the server's default limit (10)
+// the 11th is refused, and the refusal clears the workflow's cached state, with the updates
+// admitted and their workflow task: a burst of callers that send again kept the manager
+// from taking any update (TestSessionsCreatedConcurrently stalled under CPU load).
+func TestUpdatesInFlight(t *testing.T) {
+	const updates = 64
+	s := start(t, devserver.Config{InMemory: true, UIPort: -1})
+	c, _ := connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, sdkclient.StartWorkflowOptions{TaskQueue: taskQueue}, HeldUpdatesWorkflow)
+	if err != nil {
+		t.Fatalf("ExecuteWorkflow: %v", err)
+	}
+	errs := make(chan error, updates)
+	for range updates {
+		go func() {
+			h, err := c.UpdateWorkflow(ctx, sdkclient.UpdateWorkflowOptions{WorkflowID: run.GetID(), RunID: run.GetRunID(),
+				UpdateName: "hold", WaitForStage: sdkclient.WorkflowUpdateStageAccepted})
+			if err == nil {
+				err = h.Get(ctx, nil)
+			}
+			errs <- err
+		}()
+	}
+	// Every update accepted, and held, before any is let go.
+	for accepted := 0; accepted < updates; {
+		select {
+		case err := <-errs:
+			t.Fatalf("an update ended before its release: %v", err)
+		case <-ctx.Done():
+			t.Fatalf("%d of %d updates accepted: %v", accepted, updates, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+		accepted = 0
+		it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				t.Fatalf("history: %v", err)
+			}
+			if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED {
+				accepted++
+			}
+		}
+	}
+	if err := c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), "release", nil); err != nil {
+		t.Fatalf("SignalWorkflow: %v", err)
+	}
+	for range updates {
+		if err := <-errs; err != nil {
+			t.Errorf("update: %v", err)
+		}
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		t.Errorf("workflow: %v", err)
+	}
 }
 
 func TestPortInUse(t *testing.T) {
