@@ -313,6 +313,12 @@ temporal_config() {
 # Written by scripts/cluster.sh.
 limit.maxIDLength:
   - value: 255
+# The session manager has one update in flight per caller; past this limit
+# (10 by default) server v1.32.1 refuses an update and clears the
+# workflow's cached state, and a burst of creates livelocks the manager
+# (see runtime/devserver/config.go).
+history.maxInFlightUpdates:
+  - value: 1000
 EOF
 	cat >"$STATE/temporal/config.yaml" <<EOF
 # Written by scripts/cluster.sh: edits are overwritten by the next up.
