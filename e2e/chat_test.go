@@ -42,21 +42,7 @@ func TestChat(t *testing.T) {
 		t.Fatal("tmux is not installed (scripts/setup.sh installs it)")
 	}
 	home := t.TempDir()
-	port := strconv.Itoa(freePort(t))
-	dev := startTroupe(t, "dev", []string{"TROUPE_HOME=" + home}, "troupe: dev server up", "dev", "--port", port, "--ui-port", "-1")
-	srv, err := devserver.Running(home)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := troupeclient.New(troupeclient.Config{Temporal: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, address, cl := devWithClient(t, home)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a hang detector
 	defer cancel()
 
@@ -159,7 +145,7 @@ func TestChat(t *testing.T) {
 	}
 
 	// 2. TEMPORAL_ADDRESS, another home.
-	chat = startChat(t, dev, []string{"TROUPE_HOME=" + t.TempDir(), "TEMPORAL_ADDRESS=" + srv.Address}, "--session", id)
+	chat = startChat(t, dev, []string{"TROUPE_HOME=" + t.TempDir(), "TEMPORAL_ADDRESS=" + address}, "--session", id)
 	chat.waitFor("the session reopened", func(s string) bool {
 		return strings.Contains(header(s), id) && strings.Contains(s, "you › Review the Acme Corp deal") && strings.Contains(s, `"decision": "approve_with_conditions"`)
 	})
@@ -247,6 +233,28 @@ var tmuxServers atomic.Int64
 // command) in a tmux window of 160 columns by 80 rows, with env and no
 // other Temporal, Troupe or OpenAI settings. Once it ends, the window
 // says "chat exited: STATUS". The test's cleanup ends the tmux server.
+// devWithClient starts `troupe dev` on home (its embedded server and a
+// worker) and returns it with its server's address and a Troupe client of
+// that server.
+func devWithClient(t *testing.T, home string) (dev *troupeProc, address string, cl *troupeclient.Client) {
+	t.Helper()
+	port := strconv.Itoa(freePort(t))
+	dev = startTroupe(t, "dev", []string{"TROUPE_HOME=" + home}, "troupe: dev server up", "dev", "--port", port, "--ui-port", "-1")
+	srv, err := devserver.Running(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if cl, err = troupeclient.New(troupeclient.Config{Temporal: c}); err != nil {
+		t.Fatal(err)
+	}
+	return dev, srv.Address, cl
+}
+
 func startChat(t *testing.T, dev *troupeProc, env []string, args ...string) *tmuxChat {
 	t.Helper()
 	return startTerminal(t, dev, env, append([]string{"chat"}, args...)...)

@@ -29,7 +29,6 @@ import (
 	"github.com/troupe-dev/troupe/internal/exampletest"
 	"github.com/troupe-dev/troupe/mcp/server"
 	"github.com/troupe-dev/troupe/runtime/blob"
-	"github.com/troupe-dev/troupe/runtime/devserver"
 	"github.com/troupe-dev/troupe/runtime/model"
 	"github.com/troupe-dev/troupe/runtime/sandbox"
 	"github.com/troupe-dev/troupe/runtime/sandbox/local"
@@ -534,21 +533,7 @@ func TestChatSendsRepo(t *testing.T) {
 		t.Fatal("tmux is not installed (scripts/setup.sh installs it)")
 	}
 	home := t.TempDir()
-	port := strconv.Itoa(freePort(t))
-	dev := startTroupe(t, "dev", []string{"TROUPE_HOME=" + home}, "troupe: dev server up", "dev", "--port", port, "--ui-port", "-1")
-	srv, err := devserver.Running(home)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := troupeclient.New(troupeclient.Config{Temporal: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, _, cl := devWithClient(t, home)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a hang detector
 	defer cancel()
 
