@@ -11,6 +11,8 @@ package gate
 // guardrails) is not taken: the gate asks its activity, as without.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 
 	"go.temporal.io/sdk/workflow"
@@ -70,10 +72,13 @@ type Prechecked struct {
 }
 
 // CheckedCall is what the checks found of one call, on its arguments as
-// the model gave them.
+// the model gave them, which it names by their SHA-256 (ArgumentsHash):
+// the model call's result, which holds it, holds the arguments once.
 type CheckedCall struct {
-	CallID    string `json:"call_id"`
-	Arguments string `json:"arguments,omitempty"`
+	CallID string `json:"call_id"`
+	// ArgumentsHash is the hex SHA-256 of the arguments checked
+	// (HashArguments).
+	ArgumentsHash string `json:"arguments_sha256"`
 	// Approval, when its policy was asked, says whether the call waits
 	// for a decision.
 	Approval *bool `json:"approval,omitempty"`
@@ -90,10 +95,20 @@ func (p *Prechecked) Call(id, args string) *CheckedCall {
 		return nil
 	}
 	i := slices.IndexFunc(p.Calls, func(c CheckedCall) bool { return c.CallID == id })
-	if i < 0 || p.Calls[i].Arguments != args {
+	if i < 0 {
+		return nil
+	}
+	if p.Calls[i].ArgumentsHash != HashArguments(args) {
 		return nil
 	}
 	return &p.Calls[i]
+}
+
+// HashArguments is the hex SHA-256 of a call's arguments, as a CheckedCall
+// names them.
+func HashArguments(args string) string {
+	sum := sha256.Sum256([]byte(args))
+	return hex.EncodeToString(sum[:])
 }
 
 // Precheck is what the model call of the turn should check for the gates
