@@ -11,12 +11,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/troupe-dev/troupe"
+	"github.com/troupe-dev/troupe/runtime"
 )
 
 // RegistryActivityName is the local activity that saves, loads and drops
@@ -140,4 +142,97 @@ func dropRegistry(ctx workflow.Context, pages []string) error {
 	}
 	return workflow.ExecuteLocalActivity(registryCtx(ctx, "drop the previous session registry"), RegistryActivityName,
 		RegistryInput{Op: "drop", Prefix: prefix}).Get(ctx, nil)
+}
+
+// continueAsNew continues the manager as new, with its registry (the
+// stopped sessions pruned) in blob pages, or inline in runs from before
+// the pages, and drops the pages that are no longer read.
+func (m *manager) continueAsNew(ctx workflow.Context, in troupe.ManagerInput) error {
+	kept := pruneStopped(m.sessions, keptStopped)
+	v := workflow.GetVersion(ctx, versionManagerPages, workflow.DefaultVersion, 2)
+	if v == workflow.DefaultVersion {
+		return workflow.NewContinueAsNewError(ctx, troupe.SessionManagerWorkflowName, troupe.ManagerInput{Sessions: kept, Bound: m.bound, Created: m.created})
+	}
+	next := troupe.ManagerInput{Bound: m.bound, Created: m.created}
+	if v >= 2 {
+		// The pages the previous run read go now, a run later than at
+		// version 1, so that a reset of a run to its start still finds
+		// the pages it read; and before the save, whose loop below is
+		// the last step.
+		if err := dropRegistry(ctx, in.OldPages); err != nil {
+			return err
+		}
+		next.OldPages = in.Pages
+	}
+	var err error
+	if next.Pages, err = m.save(ctx, kept); err != nil {
+		return err
+	}
+	// The updates the save let in are remembered too: one answered in
+	// this run and sent again to the next (its client lost the answer as
+	// the run closed) is answered, not done twice.
+	next.Created = m.created
+	if v == 1 {
+		if err := dropRegistry(ctx, in.Pages); err != nil {
+			return err
+		}
+	}
+	return workflow.NewContinueAsNewError(ctx, troupe.SessionManagerWorkflowName, next)
+}
+
+// save writes the registry kept to blob pages and returns them, saving it
+// again while signals or updates came during the save, so that the next
+// run loses none of them.
+func (m *manager) save(ctx workflow.Context, kept []troupe.SessionEntry) ([]string, error) {
+	for {
+		pages, err := saveRegistry(ctx, kept)
+		if err != nil {
+			return nil, err
+		}
+		// Signals and updates that came while the pages were saved are
+		// taken, and the registry saved again: none is lost.
+		if !m.signalled() && m.settled(ctx) {
+			return pages, nil
+		}
+		if err := workflow.Await(ctx, func() bool { return m.settled(ctx) }); err != nil {
+			return nil, err
+		}
+		m.drain(ctx)
+		kept = pruneStopped(m.sessions, keptStopped)
+	}
+}
+
+// keptStopped bounds the stopped sessions a manager keeps listing: the
+// registry is carried through continue-as-new (a few hundred bytes a
+// session, read back into the next run's history), so it forgets the stopped sessions that were last active
+// longest ago beyond this many. Their workflows and data stay as
+// retention keeps them.
+const keptStopped = 500
+
+// pruneStopped returns sessions without the stopped ones beyond the
+// newest max (by last activity), in their order.
+func pruneStopped(sessions []troupe.SessionEntry, max int) []troupe.SessionEntry {
+	var stopped []time.Time
+	for _, e := range sessions {
+		if e.Status == runtime.SessionStopped {
+			stopped = append(stopped, e.LastActivity)
+		}
+	}
+	if len(stopped) <= max {
+		return sessions
+	}
+	slices.SortFunc(stopped, func(a, b time.Time) int { return b.Compare(a) })
+	cut := stopped[max-1] // The oldest activity kept.
+	out := make([]troupe.SessionEntry, 0, len(sessions))
+	kept := 0
+	for _, e := range sessions {
+		if e.Status == runtime.SessionStopped {
+			if e.LastActivity.Before(cut) || kept == max {
+				continue
+			}
+			kept++
+		}
+		out = append(out, e)
+	}
+	return out
 }
