@@ -2,7 +2,6 @@ package guardrail_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -63,45 +62,14 @@ func TestSlowPrecheckLeavesTheModelCallAlone(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
 		modelActivities bool
-		modelTimeout    time.Duration
-	}{
-		{"local", false, 2 * time.Second},
-		{"activities", true, 2 * time.Second},
-	} {
-		modelActivities := tc.modelActivities
+	}{{"local", false}, {"activities", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
-				Key string `json:"key"`
-			}) (string, error) {
-				return "secret-" + a.Key, nil
-			})
 			var slow atomic.Bool
-			guard := agents.ToolGuardrail{Name: "screen", Tool: "lookup", Before: func(_ context.Context, c agents.ToolCall) (agents.ToolVerdict, error) {
+			runSlowScreen(t, workflows.Config{ModelTimeout: 2 * time.Second, ModelActivities: tc.modelActivities}, func() {
 				if !slow.Swap(true) {
 					time.Sleep(3 * time.Second) // once: well within the guardrail activity's minute
 				}
-				return agents.ToolVerdict{}, nil
-			}}
-			g := agents.MustGraph("slow", "main", &agents.Agent{Name: "main", Instructions: "main: looks up", Tools: []agents.Tool{lookup},
-				ToolGuardrails: []agents.ToolGuardrail{guard}})
-			m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
-				if len(workflowstest.OutputsOf(req)) > 0 {
-					return []agents.Item{agents.AssistantMessage("done")}
-				}
-				args, _ := json.Marshal(map[string]string{"key": "a"})
-				return []agents.Item{workflowstest.Call("c1", "lookup", string(args))}
-			}}
-			env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{g}, Model: m,
-				ModelTimeout: tc.modelTimeout, ModelActivities: modelActivities})
-			env.SetTestTimeout(time.Minute)
-			env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "slow", Input: "look up"})
-			_, err := workflowstest.Result(t, env)
-			if err != nil {
-				t.Errorf("run failed: %v", err)
-			}
-			if n := m.Calls("main:"); n != 2 {
-				t.Errorf("the model was called %d times, want 2 (one per turn)", n)
-			}
+			})
 		})
 	}
 }
@@ -111,29 +79,37 @@ func TestSlowPrecheckLeavesTheModelCallAlone(t *testing.T) {
 // falls back to the gate's activity, and the agent ends well with one model
 // call per turn.
 func TestAlwaysSlowPrecheckFallsBack(t *testing.T) {
+	runSlowScreen(t, workflows.Config{ModelTimeout: time.Second}, func() { time.Sleep(1500 * time.Millisecond) })
+}
+
+// runSlowScreen runs an agent that looks a key up once, its calls checked
+// by a tool guardrail func that passes after wait, on a Runner configured
+// as cfg (its graph and model set here), and fails t unless the run ends
+// well with one model call per turn.
+func runSlowScreen(t *testing.T, cfg workflows.Config, wait func()) {
+	t.Helper()
 	lookup := agents.MustFunctionTool("lookup", "Looks a key up.", func(_ context.Context, a struct {
 		Key string `json:"key"`
 	}) (string, error) {
 		return "secret-" + a.Key, nil
 	})
-	guard := agents.ToolGuardrail{Name: "screen", Tool: "lookup", Before: func(_ context.Context, c agents.ToolCall) (agents.ToolVerdict, error) {
-		time.Sleep(1500 * time.Millisecond)
+	guard := agents.ToolGuardrail{Name: "screen", Tool: "lookup", Before: func(context.Context, agents.ToolCall) (agents.ToolVerdict, error) {
+		wait()
 		return agents.ToolVerdict{}, nil
 	}}
-	g := agents.MustGraph("slow", "main", &agents.Agent{Name: "main", Instructions: "main: looks up", Tools: []agents.Tool{lookup},
-		ToolGuardrails: []agents.ToolGuardrail{guard}})
+	cfg.Graphs = []*agents.Graph{agents.MustGraph("slow", "main", &agents.Agent{Name: "main", Instructions: "main: looks up",
+		Tools: []agents.Tool{lookup}, ToolGuardrails: []agents.ToolGuardrail{guard}})}
 	m := &workflowstest.FuncModel{Func: func(req model.Request) []agents.Item {
 		if len(workflowstest.OutputsOf(req)) > 0 {
 			return []agents.Item{agents.AssistantMessage("done")}
 		}
 		return []agents.Item{workflowstest.Call("c1", "lookup", `{"key":"a"}`)}
 	}}
-	env := workflowstest.NewRunnerEnv(t, workflows.Config{Graphs: []*agents.Graph{g}, Model: m,
-		ModelTimeout: time.Second})
+	cfg.Model = m
+	env := workflowstest.NewRunnerEnv(t, cfg)
 	env.SetTestTimeout(time.Minute)
 	env.ExecuteWorkflow(troupe.OrchestratorWorkflowName, troupe.RunInput{Graph: "slow", Input: "look up"})
-	_, err := workflowstest.Result(t, env)
-	if err != nil {
+	if _, err := workflowstest.Result(t, env); err != nil {
 		t.Errorf("run failed: %v", err)
 	}
 	if n := m.Calls("main:"); n != 2 {
