@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/client"
 
 	troupeclient "github.com/troupe-dev/troupe/client"
 	"github.com/troupe-dev/troupe/runtime"
@@ -244,12 +243,7 @@ func devWithClient(t *testing.T, home string) (dev *troupeProc, address string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: srv.Namespace, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	if cl, err = troupeclient.New(troupeclient.Config{Temporal: c}); err != nil {
+	if cl, err = troupeclient.New(troupeclient.Config{Temporal: devClient(t, home)}); err != nil {
 		t.Fatal(err)
 	}
 	return dev, srv.Address, cl
